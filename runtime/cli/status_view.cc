@@ -1,0 +1,99 @@
+#include "runtime/cli/status_view.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+#include "runtime/common/resources.h"
+
+namespace skyrl::cli {
+namespace {
+
+ResourceSet Resources(const v1::NodeInfo& n) {
+  absl::StatusOr<ResourceSet> r =
+      ResourceSet::FromMap({n.resources_total().begin(), n.resources_total().end()});
+  return r.ok() ? *r : ResourceSet();
+}
+
+std::string Labels(const v1::NodeInfo& n) {
+  std::map<std::string, std::string> sorted(n.labels().begin(), n.labels().end());
+  return sorted.empty() ? "-" : absl::StrJoin(sorted, ",", absl::PairFormatter("="));
+}
+
+std::string Ago(int64_t unix_ms, absl::Time now) {
+  absl::Duration d = now - absl::FromUnixMillis(unix_ms);
+  return absl::StrFormat("%.1fs ago", std::max(0.0, absl::ToDoubleSeconds(d)));
+}
+
+}  // namespace
+
+std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes, absl::Time now) {
+  std::vector<std::vector<std::string>> rows = {
+      {"NODE", "STATE", "HOST", "RESOURCES", "GPU IDS", "LABELS", "HEARTBEAT"}};
+  for (const auto& n : nodes) {
+    bool alive = n.state() == v1::NODE_ALIVE;
+    rows.push_back({n.node_id(), alive ? "ALIVE" : "DEAD", n.hostname(), Resources(n).ToString(),
+                    n.gpu_ids().empty() ? "-" : absl::StrJoin(n.gpu_ids(), ","), Labels(n),
+                    alive ? Ago(n.last_heartbeat_unix_ms(), now) : n.death_reason()});
+  }
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  std::string out;
+  for (const auto& r : rows) {
+    std::string line = " ";
+    for (size_t i = 0; i < r.size(); ++i) {
+      line += r[i];
+      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
+    }
+    absl::StrAppend(&out, line, "\n");
+  }
+  return out;
+}
+
+std::string RenderStatus(const std::string& head, const std::vector<v1::NodeInfo>& nodes,
+                         absl::Time now) {
+  int alive = 0, dead = 0;
+  ResourceSet total;
+  for (const auto& n : nodes) {
+    if (n.state() == v1::NODE_ALIVE) {
+      ++alive;
+      total += Resources(n);
+    } else {
+      ++dead;
+    }
+  }
+  std::string out = absl::StrCat("======== SkyRL cluster status (head ", head, ") ========\n");
+  absl::StrAppend(&out, "Nodes: ", alive, " alive, ", dead, " dead\n");
+  if (!nodes.empty()) absl::StrAppend(&out, RenderNodesTable(nodes, now));
+  absl::StrAppend(&out, "Resources (alive nodes): ", total.empty() ? "none" : total.ToString(),
+                  "\n");
+  std::vector<std::string> failures;
+  for (const auto& n : nodes)
+    if (n.state() == v1::NODE_DEAD) failures.push_back(absl::StrCat(" ", n.node_id(), ": ", n.death_reason()));
+  if (!failures.empty()) absl::StrAppend(&out, "Recent failures:\n", absl::StrJoin(failures, "\n"), "\n");
+  return out;
+}
+
+std::string RenderNodesJson(const std::vector<v1::NodeInfo>& nodes) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& n : nodes) {
+    nlohmann::json j;
+    j["node_id"] = n.node_id();
+    j["state"] = n.state() == v1::NODE_ALIVE ? "ALIVE" : "DEAD";
+    j["hostname"] = n.hostname();
+    j["address"] = n.address();
+    j["resources"] = Resources(n).ToMap();
+    j["resources_text"] = Resources(n).ToString();
+    j["gpu_ids"] = std::vector<int>(n.gpu_ids().begin(), n.gpu_ids().end());
+    j["labels"] = std::map<std::string, std::string>(n.labels().begin(), n.labels().end());
+    j["last_heartbeat_unix_ms"] = n.last_heartbeat_unix_ms();
+    j["death_reason"] = n.death_reason();
+    arr.push_back(std::move(j));
+  }
+  return arr.dump(2) + "\n";
+}
+
+}  // namespace skyrl::cli

@@ -1,0 +1,17 @@
+// Renders the cluster for people (`skyrl status`) and for programs (`skyrl list --json`).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "skyrl/node.pb.h"
+
+namespace skyrl::cli {
+
+std::string RenderStatus(const std::string& head, const std::vector<v1::NodeInfo>& nodes,
+                         absl::Time now);
+std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes, absl::Time now);
+std::string RenderNodesJson(const std::vector<v1::NodeInfo>& nodes);
+
+}  // namespace skyrl::cli

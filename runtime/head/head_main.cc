@@ -1,0 +1,83 @@
+// skyrl-head: the cluster's metadata daemon. Wiring only; the logic lives in NodeManager.
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <atomic>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "runtime/common/clock.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/signals.h"
+#include "runtime/head/node_manager.h"
+#include "runtime/head/node_service.h"
+#include "runtime/rpc/channel.h"
+#include "runtime/store/store.h"
+#include "runtime/common/logging.h"
+
+int main(int argc, char** argv) {
+  skyrl::BlockTerminationSignals();
+  CLI::App app{"skyrl-head: the SkyRL Runtime head daemon"};
+  int port = 7420;
+  std::string bind = "127.0.0.1", store_spec = "memory", ns = "default", log_level = "info";
+  int heartbeat_ms = 1000, misses = 5;
+  app.add_option("--port", port, "gRPC port")->check(CLI::Range(1, 65535));
+  app.add_option("--bind", bind, "address to listen on (127.0.0.1 unless told otherwise)");
+  app.add_option("--store", store_spec, "metadata store: memory | redis://[:password@]host:port[/db]");
+  app.add_option("--namespace", ns, "cluster name: the store keeps each cluster's tables apart");
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
+  app.add_option("--heartbeat-period-ms", heartbeat_ms, "expected worker heartbeat period")
+      ->check(CLI::Range(10, 600000));
+  app.add_option("--heartbeat-misses", misses, "missed heartbeats before a node is dead")
+      ->check(CLI::Range(1, 1000));
+  CLI11_PARSE(app, argc, argv);
+
+  if (absl::Status s = skyrl::InitLogging("head", log_level); !s.ok()) {
+    fprintf(stderr, "skyrl-head: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<skyrl::store::Store>> store = skyrl::store::OpenStore(store_spec, ns);
+  if (!store.ok()) {
+    spdlog::critical("cannot open the metadata store: {}", store.status().message());
+    return 1;
+  }
+  skyrl::head::NodeManager nodes(**store, skyrl::RealClock::Get(),
+                                 {absl::Milliseconds(heartbeat_ms), misses});
+  if (absl::Status s = nodes.Recover(); !s.ok()) {
+    spdlog::critical("cannot recover cluster state: {}", s.message());
+    return 1;
+  }
+  skyrl::head::NodeServiceImpl node_service(nodes);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(absl::StrCat(bind, ":", port), grpc::InsecureServerCredentials(),
+                           &bound_port);
+  builder.SetMaxReceiveMessageSize(skyrl::rpc::kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(skyrl::rpc::kMaxMessageBytes);
+  builder.RegisterService(&node_service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || bound_port == 0) {
+    spdlog::critical("cannot listen on {}:{} (in use, or not an address of this host)", bind, port);
+    return 1;
+  }
+  spdlog::info("skyrl-head listening on {}:{}, store {}", bind, bound_port, (*store)->Describe());
+
+  std::atomic<bool> stopping{false};
+  std::thread liveness([&] {
+    while (!stopping.load()) {
+      nodes.CheckLiveness();
+      absl::SleepFor(absl::Milliseconds(std::max(5, heartbeat_ms / 4)));
+    }
+  });
+
+  int sig = skyrl::WaitForTerminationSignal();
+  spdlog::info("received signal {}, shutting down", sig);
+  stopping = true;
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
+  liveness.join();
+  spdlog::info("skyrl-head stopped");
+  return 0;
+}

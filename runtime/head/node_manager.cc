@@ -1,0 +1,146 @@
+#include "runtime/head/node_manager.h"
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/common/resources.h"
+#include "runtime/common/logging.h"
+
+namespace skyrl::head {
+
+absl::Status ValidateNodeInfo(const v1::NodeInfo& info) {
+  if (!info.node_id().empty())
+    if (auto id = NodeId::Parse(info.node_id()); !id.ok())
+      return absl::InvalidArgumentError(absl::StrCat("node.node_id: ", id.status().message()));
+  std::map<std::string, double> res(info.resources_total().begin(), info.resources_total().end());
+  absl::StatusOr<ResourceSet> resources = ResourceSet::FromMap(res);
+  if (!resources.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat("node.resources_total: ", resources.status().message()));
+  for (const auto& [k, v] : info.labels()) {
+    if (absl::Status s = ValidateName("node.labels key", k); !s.ok()) return s;
+    if (v.size() > 256)
+      return absl::InvalidArgumentError(absl::StrCat("node.labels[", k, "]: longer than 256"));
+  }
+  absl::flat_hash_set<int> seen;
+  for (int g : info.gpu_ids()) {
+    if (g < 0 || !seen.insert(g).second)
+      return absl::InvalidArgumentError(
+          absl::StrCat("node.gpu_ids: ", g, " is negative or repeated"));
+  }
+  if (double(info.gpu_ids_size()) != resources->Get(kGPU))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node.gpu_ids: ", info.gpu_ids_size(), " ids for GPU=", resources->Get(kGPU)));
+  if (info.hostname().size() > 256)
+    return absl::InvalidArgumentError("node.hostname: longer than 256 characters");
+  return absl::OkStatus();
+}
+
+NodeManager::NodeManager(store::Store& store, const Clock& clock, NodeManagerOptions options)
+    : store_(store), clock_(clock), options_(options) {}
+
+absl::Status NodeManager::Persist(const v1::NodeInfo& info) {
+  return store_.Put(kNodesTable, info.node_id(), info.SerializeAsString());
+}
+
+absl::Status NodeManager::Recover() {
+  absl::StatusOr<std::vector<store::Entry>> entries = store_.Scan(kNodesTable, "");
+  if (!entries.ok()) return entries.status();
+  absl::MutexLock lock(&mu_);
+  int64_t now_ms = absl::ToUnixMillis(clock_.Now());
+  for (const store::Entry& e : *entries) {
+    v1::NodeInfo info;
+    absl::StatusOr<NodeId> id = NodeId::Parse(e.key);
+    if (!id.ok() || !info.ParseFromString(e.value)) {
+      spdlog::error("nodes table: skipping unreadable entry {}", store::Where(kNodesTable, e.key));
+      continue;
+    }
+    // Heartbeat times are not persisted: give every alive node a full window to reconnect.
+    if (info.state() == v1::NODE_ALIVE) info.set_last_heartbeat_unix_ms(now_ms);
+    nodes_[*id] = std::move(info);
+  }
+  spdlog::info("recovered {} nodes from the store", nodes_.size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info) {
+  if (absl::Status s = ValidateNodeInfo(info); !s.ok()) return s;
+  NodeId id = info.node_id().empty() ? NodeId::Random() : *NodeId::Parse(info.node_id());
+  int64_t now_ms = absl::ToUnixMillis(clock_.Now());
+  info.set_node_id(id.ToString());
+  info.set_state(v1::NODE_ALIVE);
+  info.set_registered_unix_ms(now_ms);
+  info.set_last_heartbeat_unix_ms(now_ms);
+  info.clear_death_reason();
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = Persist(info); !s.ok()) return s;
+  spdlog::info("node {} registered: {} resources {}", id.ToString(), info.hostname(),
+               ResourceSet::FromMap({info.resources_total().begin(), info.resources_total().end()})
+                   ->ToString());
+  nodes_[id] = std::move(info);
+  return id;
+}
+
+absl::Status NodeManager::Heartbeat(const NodeId& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(id);
+  if (it == nodes_.end() || it->second.state() != v1::NODE_ALIVE)
+    return absl::NotFoundError(absl::StrCat("node ", id.ToString(),
+                                            it == nodes_.end() ? " is unknown" : " is dead",
+                                            ": register again"));
+  it->second.set_last_heartbeat_unix_ms(absl::ToUnixMillis(clock_.Now()));
+  return absl::OkStatus();
+}
+
+absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(id);
+  if (it == nodes_.end())
+    return absl::NotFoundError(absl::StrCat("node ", id.ToString(), " is unknown"));
+  v1::NodeInfo updated = it->second;
+  updated.set_state(v1::NODE_DEAD);
+  updated.set_death_reason(absl::StrCat("node left: ", reason.substr(0, 512)));
+  if (absl::Status s = Persist(updated); !s.ok()) return s;
+  it->second = std::move(updated);
+  spdlog::info("node {} unregistered: {}", id.ToString(), reason.substr(0, 512));
+  return absl::OkStatus();
+}
+
+std::vector<NodeId> NodeManager::CheckLiveness() {
+  std::vector<NodeId> died;
+  absl::MutexLock lock(&mu_);
+  absl::Time now = clock_.Now();
+  absl::Duration limit = options_.heartbeat_period * options_.heartbeat_misses;
+  for (auto& [id, info] : nodes_) {
+    if (info.state() != v1::NODE_ALIVE) continue;
+    absl::Duration silent = now - absl::FromUnixMillis(info.last_heartbeat_unix_ms());
+    if (silent <= limit) continue;
+    v1::NodeInfo updated = info;
+    updated.set_state(v1::NODE_DEAD);
+    updated.set_death_reason(absl::StrCat("node lost: no heartbeat for ",
+                                          absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1))),
+                                          " (", options_.heartbeat_misses, " missed)"));
+    // Keep the node alive in memory if the store refuses; the next check retries.
+    if (absl::Status s = Persist(updated); !s.ok()) {
+      spdlog::warn("node {}: cannot record death: {}", id.ToString(), s.message());
+      continue;
+    }
+    spdlog::warn("node {} is dead: {}", id.ToString(), updated.death_reason());
+    info = std::move(updated);
+    died.push_back(id);
+  }
+  return died;
+}
+
+std::vector<v1::NodeInfo> NodeManager::List() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::NodeInfo> out;
+  for (const auto& [id, info] : nodes_) out.push_back(info);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.registered_unix_ms() != b.registered_unix_ms()
+               ? a.registered_unix_ms() < b.registered_unix_ms()
+               : a.node_id() < b.node_id();
+  });
+  return out;
+}
+
+}  // namespace skyrl::head

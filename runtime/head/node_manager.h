@@ -1,0 +1,62 @@
+// The head's table of nodes: registration, heartbeats and liveness.
+//
+// Node lifecycle:  (register) -> ALIVE --(no heartbeat for period x misses)--> DEAD
+//                                  ALIVE --(unregister)--> DEAD
+// A DEAD node that registers again with its id becomes ALIVE again.
+// Every state change is written to the store (table "nodes") before it is acknowledged;
+// heartbeat times are kept in memory only and restart from "now" after Recover().
+// Time comes from the injected Clock, so liveness is tested without sleeping.
+// Safe for concurrent use.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/common/clock.h"
+#include "runtime/common/ids.h"
+#include "runtime/store/store.h"
+#include "skyrl/node.pb.h"
+
+namespace skyrl::head {
+
+struct NodeManagerOptions {
+  absl::Duration heartbeat_period = absl::Seconds(1);
+  int heartbeat_misses = 5;  // a node is dead after this many periods without a heartbeat
+};
+
+inline constexpr char kNodesTable[] = "nodes";
+
+class NodeManager {
+ public:
+  NodeManager(store::Store& store, const Clock& clock, NodeManagerOptions options);
+
+  // Loads the node table from the store (after a head restart).
+  absl::Status Recover();
+  // Validates `info` (resources, labels, GPU ids) and records the node ALIVE.
+  absl::StatusOr<NodeId> Register(v1::NodeInfo info);
+  // NotFound for an unknown or dead node.
+  absl::Status Heartbeat(const NodeId& id);
+  absl::Status Unregister(const NodeId& id, absl::string_view reason);
+  // Marks every ALIVE node whose last heartbeat is older than period x misses DEAD, and
+  // returns those nodes.
+  std::vector<NodeId> CheckLiveness();
+  std::vector<v1::NodeInfo> List() const;
+  const NodeManagerOptions& options() const { return options_; }
+
+ private:
+  absl::Status Persist(const v1::NodeInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  store::Store& store_;
+  const Clock& clock_;
+  const NodeManagerOptions options_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<NodeId, v1::NodeInfo> nodes_ ABSL_GUARDED_BY(mu_);
+};
+
+// Validates a node description from outside; errors name the field.
+absl::Status ValidateNodeInfo(const v1::NodeInfo& info);
+
+}  // namespace skyrl::head

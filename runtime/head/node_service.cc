@@ -1,0 +1,38 @@
+#include "runtime/head/node_service.h"
+
+#include "runtime/rpc/status.h"
+
+namespace skyrl::head {
+
+grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext*,
+                                           const v1::RegisterNodeRequest* req,
+                                           v1::RegisterNodeReply* reply) {
+  absl::StatusOr<NodeId> id = nodes_.Register(req->node());
+  if (!id.ok()) return rpc::ToGrpc(id.status());
+  reply->set_node_id(id->ToString());
+  reply->set_heartbeat_period_ms(absl::ToInt64Milliseconds(nodes_.options().heartbeat_period));
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeServiceImpl::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+                                        v1::HeartbeatReply*) {
+  absl::StatusOr<NodeId> id = NodeId::Parse(req->node_id());
+  if (!id.ok()) return rpc::ToGrpc(id.status());
+  return rpc::ToGrpc(nodes_.Heartbeat(*id));
+}
+
+grpc::Status NodeServiceImpl::UnregisterNode(grpc::ServerContext*,
+                                             const v1::UnregisterNodeRequest* req,
+                                             v1::UnregisterNodeReply*) {
+  absl::StatusOr<NodeId> id = NodeId::Parse(req->node_id());
+  if (!id.ok()) return rpc::ToGrpc(id.status());
+  return rpc::ToGrpc(nodes_.Unregister(*id, req->reason()));
+}
+
+grpc::Status NodeServiceImpl::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,
+                                        v1::ListNodesReply* reply) {
+  for (auto& n : nodes_.List()) *reply->add_nodes() = std::move(n);
+  return grpc::Status::OK;
+}
+
+}  // namespace skyrl::head

@@ -1,0 +1,26 @@
+// gRPC face of the NodeManager. Converts statuses at the edge; holds no state of its own.
+#pragma once
+
+#include "runtime/head/node_manager.h"
+#include "skyrl/node.grpc.pb.h"
+
+namespace skyrl::head {
+
+class NodeServiceImpl final : public v1::NodeService::Service {
+ public:
+  explicit NodeServiceImpl(NodeManager& nodes) : nodes_(nodes) {}
+
+  grpc::Status RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* req,
+                            v1::RegisterNodeReply* reply) override;
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+                         v1::HeartbeatReply* reply) override;
+  grpc::Status UnregisterNode(grpc::ServerContext*, const v1::UnregisterNodeRequest* req,
+                              v1::UnregisterNodeReply* reply) override;
+  grpc::Status ListNodes(grpc::ServerContext*, const v1::ListNodesRequest* req,
+                         v1::ListNodesReply* reply) override;
+
+ private:
+  NodeManager& nodes_;
+};
+
+}  // namespace skyrl::head

@@ -1,0 +1,20 @@
+// Client channels to the head and to workers, with the project's limits applied.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace skyrl::rpc {
+
+inline constexpr int kMaxMessageBytes = 256 << 20;
+
+// Checks "host:port" from a flag or an environment variable; `field` names it in the error.
+absl::Status ValidateAddress(absl::string_view field, absl::string_view address);
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+
+}  // namespace skyrl::rpc

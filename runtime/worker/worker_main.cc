@@ -1,0 +1,123 @@
+// skyrl-worker: one per node. Registers the node's resources with the head and heartbeats.
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_join.h"
+#include "runtime/common/ids.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/signals.h"
+#include "runtime/rpc/channel.h"
+#include "runtime/rpc/status.h"
+#include "runtime/worker/node_resources.h"
+#include "skyrl/node.grpc.pb.h"
+#include "runtime/common/logging.h"
+
+namespace {
+
+absl::Status Call(const std::function<grpc::Status(grpc::ClientContext*)>& fn) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  return skyrl::rpc::FromGrpc(fn(&ctx));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  skyrl::BlockTerminationSignals();
+  CLI::App app{"skyrl-worker: runs actors on this node for a SkyRL Runtime cluster"};
+  std::string head, resources_text, labels_text, node_ip = "127.0.0.1", log_level = "info";
+  app.add_option("--head", head, "head address HOST:PORT")->required();
+  app.add_option("--resources", resources_text, "override detected resources, e.g. CPU=8,GPU=4,custom=2");
+  app.add_option("--labels", labels_text, "node labels, e.g. accelerator=H100,pool=train");
+  app.add_option("--node-ip", node_ip, "address other nodes reach this one at");
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
+  CLI11_PARSE(app, argc, argv);
+  auto fail = [](const absl::Status& s) {
+    fprintf(stderr, "skyrl-worker: %s\n", std::string(s.message()).c_str());
+    return 2;
+  };
+  if (absl::Status s = skyrl::InitLogging("worker", log_level); !s.ok()) return fail(s);
+  if (absl::Status s = skyrl::rpc::ValidateAddress("--head", head); !s.ok()) return fail(s);
+  absl::StatusOr<skyrl::worker::NodeOffer> offer = skyrl::worker::BuildOffer(resources_text);
+  if (!offer.ok()) return fail(offer.status());
+  absl::StatusOr<std::map<std::string, std::string>> labels = skyrl::worker::ParseLabels(labels_text);
+  if (!labels.ok()) return fail(labels.status());
+  skyrl::worker::GpuDetection gpus = skyrl::worker::DetectGpus();
+  if (gpus.ids.empty()) spdlog::info("{}; offering GPU=0", gpus.note);
+
+  skyrl::v1::NodeInfo info;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  info.set_hostname(host);
+  info.set_address(node_ip);
+  info.set_pid(getpid());
+  for (const auto& [k, v] : offer->resources.ToMap()) (*info.mutable_resources_total())[k] = v;
+  for (const auto& [k, v] : *labels) (*info.mutable_labels())[k] = v;
+  for (int g : offer->gpu_ids) info.add_gpu_ids(g);
+
+  auto stub = skyrl::v1::NodeService::NewStub(skyrl::rpc::MakeChannel(head));
+  std::atomic<bool> stopping{false};
+  std::string node_id;
+  absl::Duration period = absl::Seconds(1);
+  auto register_node = [&]() -> absl::Status {
+    skyrl::v1::RegisterNodeRequest req;
+    *req.mutable_node() = info;
+    skyrl::v1::RegisterNodeReply reply;
+    absl::Status s = Call([&](grpc::ClientContext* c) { return stub->RegisterNode(c, req, &reply); });
+    if (!s.ok()) return s;
+    node_id = reply.node_id();
+    info.set_node_id(node_id);
+    if (reply.heartbeat_period_ms() > 0) period = absl::Milliseconds(reply.heartbeat_period_ms());
+    spdlog::info("registered with head {} as {}: {} labels {{{}}}", head, node_id,
+                 offer->resources.ToString(), absl::StrJoin(*labels, ",", absl::PairFormatter("=")));
+    return absl::OkStatus();
+  };
+
+  std::thread heartbeat([&] {
+    bool registered = false;
+    while (!stopping.load()) {
+      if (!registered) {
+        absl::Status s = register_node();
+        if (s.ok()) {
+          registered = true;
+        } else {
+          spdlog::warn("cannot register with head {}: {}", head, s.message());
+          if (absl::IsInvalidArgument(s)) {
+            spdlog::critical("the head refused this node's description; exiting");
+            _exit(2);
+          }
+        }
+      } else {
+        skyrl::v1::HeartbeatRequest req;
+        req.set_node_id(node_id);
+        skyrl::v1::HeartbeatReply reply;
+        absl::Status s = Call([&](grpc::ClientContext* c) { return stub->Heartbeat(c, req, &reply); });
+        if (absl::IsNotFound(s)) {
+          spdlog::warn("head does not know this node ({}); registering again", s.message());
+          registered = false;
+          continue;
+        }
+        if (!s.ok()) spdlog::warn("heartbeat to {} failed: {}", head, s.message());
+      }
+      absl::SleepFor(period);
+    }
+  });
+
+  int sig = skyrl::WaitForTerminationSignal();
+  spdlog::info("received signal {}, leaving the cluster", sig);
+  stopping = true;
+  heartbeat.join();
+  if (!node_id.empty()) {
+    skyrl::v1::UnregisterNodeRequest req;
+    req.set_node_id(node_id);
+    req.set_reason(absl::StrCat("worker stopped by signal ", sig));
+    skyrl::v1::UnregisterNodeReply reply;
+    absl::Status s = Call([&](grpc::ClientContext* c) { return stub->UnregisterNode(c, req, &reply); });
+    if (!s.ok()) spdlog::warn("cannot unregister: {}", s.message());
+  }
+  return 0;
+}

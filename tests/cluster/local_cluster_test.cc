@@ -1,0 +1,181 @@
+// A real local cluster: skyrl-head and two skyrl-worker processes, driven through gRPC and the
+// skyrl CLI, and killed with real signals.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "runtime/common/subprocess.h"
+#include "runtime/rpc/channel.h"
+#include "runtime/rpc/status.h"
+#include "skyrl/node.grpc.pb.h"
+#include "tests/util/paths.h"
+#include "tests/util/redis_server.h"
+
+namespace skyrl {
+namespace {
+
+class LocalClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("cluster");
+    auto port = PickFreePort();
+    ASSERT_TRUE(port.ok());
+    address_ = absl::StrCat("127.0.0.1:", *port);
+  }
+
+  Subprocess StartHead(const std::string& store = "memory") {
+    SpawnOptions o;
+    o.argv = {testing::BinDir() + "/skyrl-head", "--port", address_.substr(address_.rfind(':') + 1),
+              "--store", store, "--heartbeat-period-ms", "100", "--heartbeat-misses", "5"};
+    o.log_path = dir_ + "/head.log";
+    auto p = Subprocess::Start(o);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return std::move(*p);
+  }
+
+  Subprocess StartWorker(const std::string& name, const std::string& resources) {
+    SpawnOptions o;
+    o.argv = {testing::BinDir() + "/skyrl-worker", "--head", address_, "--resources", resources,
+              "--labels", "name=" + name};
+    o.log_path = dir_ + "/" + name + ".log";
+    auto p = Subprocess::Start(o);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return std::move(*p);
+  }
+
+  std::vector<v1::NodeInfo> ListNodes() {
+    auto stub = v1::NodeService::NewStub(rpc::MakeChannel(address_));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    v1::ListNodesReply reply;
+    if (!stub->ListNodes(&ctx, {}, &reply).ok()) return {};
+    return {reply.nodes().begin(), reply.nodes().end()};
+  }
+
+  // Polls until `pred` holds for the node list, up to `timeout`.
+  bool WaitFor(const std::function<bool(const std::vector<v1::NodeInfo>&)>& pred,
+               absl::Duration timeout = absl::Seconds(15)) {
+    absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      if (pred(ListNodes())) return true;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return false;
+  }
+
+  static int Count(const std::vector<v1::NodeInfo>& nodes, v1::NodeState state) {
+    int n = 0;
+    for (const auto& node : nodes) n += node.state() == state;
+    return n;
+  }
+
+  std::string RunCli(const std::vector<std::string>& args, int* exit_code) {
+    SpawnOptions o;
+    o.argv = {testing::BinDir() + "/skyrl", "--address", address_};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    std::string out = dir_ + "/cli.out";
+    std::remove(out.c_str());
+    o.log_path = out;
+    auto p = Subprocess::Start(o);
+    EXPECT_TRUE(p.ok());
+    *exit_code = p->Wait().exit_code;
+    std::ifstream in(out);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+  std::string dir_, address_;
+};
+
+TEST_F(LocalClusterTest, TwoWorkersRegisterAndStatusShowsThem) {
+  Subprocess head = StartHead();
+  Subprocess w1 = StartWorker("w1", "CPU=4,GPU=0,memory=8Gi");
+  Subprocess w2 = StartWorker("w2", "CPU=2,GPU=0,memory=4Gi,custom=3");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 2; }));
+
+  int code = -1;
+  std::string status = RunCli({"status"}, &code);
+  EXPECT_EQ(code, 0) << status;
+  EXPECT_NE(status.find("Nodes: 2 alive, 0 dead"), std::string::npos) << status;
+  EXPECT_NE(status.find("CPU=6,GPU=0,memory=12Gi,custom=3"), std::string::npos) << status;
+  EXPECT_NE(status.find("name=w2"), std::string::npos) << status;
+
+  std::string json = RunCli({"list", "nodes", "--json"}, &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(json.find("\"resources_text\": \"CPU=4,GPU=0,memory=8Gi\""), std::string::npos) << json;
+
+  // A worker stopped with SIGTERM leaves the cluster at once, saying so.
+  w2.Signal(SIGTERM).IgnoreError();
+  EXPECT_TRUE(w2.Wait().ok());
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_DEAD) == 1; }));
+  status = RunCli({"status"}, &code);
+  EXPECT_NE(status.find("worker stopped by signal 15"), std::string::npos) << status;
+  EXPECT_TRUE(head.Stop(absl::Seconds(5)).ok()) << "head exits 0 on SIGTERM";
+}
+
+TEST_F(LocalClusterTest, SigkilledWorkerIsDeclaredDeadAfterTheMisses) {
+  Subprocess head = StartHead();
+  Subprocess w1 = StartWorker("w1", "CPU=1");
+  Subprocess w2 = StartWorker("w2", "CPU=1");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 2; }));
+  w1.Signal(SIGKILL).IgnoreError();
+  w1.Wait();
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_DEAD) == 1; }));
+  for (const auto& n : ListNodes()) {
+    if (n.state() != v1::NODE_DEAD) continue;
+    EXPECT_EQ(n.labels().at("name"), "w1");
+    EXPECT_NE(n.death_reason().find("no heartbeat"), std::string::npos) << n.death_reason();
+  }
+  // The survivor stays alive well past the miss window.
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_EQ(Count(ListNodes(), v1::NODE_ALIVE), 1);
+}
+
+TEST_F(LocalClusterTest, HeadKilledAndRestartedOnRedisKeepsItsNodes) {
+  auto redis = testing::RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  Subprocess head = StartHead((*redis)->url());
+  Subprocess w1 = StartWorker("w1", "CPU=1");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  std::string id = ListNodes()[0].node_id();
+  head.Signal(SIGKILL).IgnoreError();
+  head.Wait();
+  Subprocess restarted = StartHead((*redis)->url());
+  ASSERT_TRUE(WaitFor([&](const auto& n) {
+    return n.size() == 1 && n[0].node_id() == id && n[0].state() == v1::NODE_ALIVE;
+  }));
+  // The worker's heartbeats keep it alive under the new head.
+  absl::SleepFor(absl::Seconds(1));
+  auto nodes = ListNodes();
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0].state(), v1::NODE_ALIVE);
+}
+
+TEST_F(LocalClusterTest, BadFlagsFailWithAClearMessage) {
+  SpawnOptions o;
+  o.argv = {testing::BinDir() + "/skyrl-worker", "--head", address_, "--resources", "CPU=-1"};
+  o.log_path = dir_ + "/bad.log";
+  auto p = Subprocess::Start(o);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->Wait().exit_code, 2);
+  std::ifstream in(o.log_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("--resources: resource CPU"), std::string::npos) << text.str();
+  int code = -1;
+  SpawnOptions cli;
+  cli.argv = {testing::BinDir() + "/skyrl", "--address", "nonsense", "status"};
+  cli.log_path = dir_ + "/cli-bad.log";
+  auto c = Subprocess::Start(cli);
+  ASSERT_TRUE(c.ok());
+  code = c->Wait().exit_code;
+  EXPECT_EQ(code, 2);
+}
+
+}  // namespace
+}  // namespace skyrl

@@ -1,0 +1,65 @@
+#include "runtime/common/subprocess.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace skyrl {
+namespace {
+
+TEST(SubprocessTest, ReportsExitCodeAndWritesTheLog) {
+  std::string log = ::testing::TempDir() + "/subprocess_test.log";
+  std::remove(log.c_str());
+  SpawnOptions o;
+  o.argv = {"sh", "-c", "echo out; echo err >&2; echo $SKYRL_X; exit 3"};
+  o.env_set = {{"SKYRL_X", "from-env"}};
+  o.log_path = log;
+  auto p = Subprocess::Start(o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ExitInfo e = p->Wait();
+  EXPECT_FALSE(e.signaled);
+  EXPECT_EQ(e.exit_code, 3);
+  EXPECT_EQ(e.Describe(), "exit code 3");
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), "out\nerr\nfrom-env\n");
+}
+
+TEST(SubprocessTest, ReportsTheSignalThatKilledIt) {
+  auto p = Subprocess::Start({.argv = {"sleep", "30"}});
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->TryWait().has_value());
+  ASSERT_TRUE(p->Signal(SIGKILL).ok());
+  ExitInfo e = p->Wait();
+  EXPECT_TRUE(e.signaled);
+  EXPECT_EQ(e.signal, SIGKILL);
+  EXPECT_EQ(e.Describe(), "killed by signal 9 (SIGKILL)");
+}
+
+TEST(SubprocessTest, StopEscalatesToSigkill) {
+  auto p = Subprocess::Start({.argv = {"sh", "-c", "trap '' TERM; sleep 30"}});
+  ASSERT_TRUE(p.ok());
+  absl::SleepFor(absl::Milliseconds(100));  // let the shell install its trap
+  ExitInfo e = p->Stop(absl::Milliseconds(200));
+  EXPECT_TRUE(e.signaled);
+  EXPECT_EQ(e.signal, SIGKILL);
+}
+
+TEST(SubprocessTest, MissingProgramIsAnError) {
+  auto p = Subprocess::Start({.argv = {"/nonexistent/program"}});
+  EXPECT_FALSE(p.ok());
+  EXPECT_FALSE(Subprocess::Start({}).ok());
+}
+
+TEST(PickFreePortTest, GivesAUsablePort) {
+  auto port = PickFreePort();
+  ASSERT_TRUE(port.ok());
+  EXPECT_GT(*port, 0);
+  EXPECT_LT(*port, 65536);
+}
+
+}  // namespace
+}  // namespace skyrl

@@ -1,0 +1,95 @@
+#include "runtime/head/node_manager.h"
+
+#include <gtest/gtest.h>
+
+#include "runtime/store/memory/memory_store.h"
+
+namespace skyrl::head {
+namespace {
+
+v1::NodeInfo Node(double gpus = 2) {
+  v1::NodeInfo n;
+  n.set_hostname("host-a");
+  (*n.mutable_resources_total())["CPU"] = 8;
+  (*n.mutable_resources_total())["GPU"] = gpus;
+  for (int i = 0; i < int(gpus); ++i) n.add_gpu_ids(i);
+  (*n.mutable_labels())["pool"] = "train";
+  return n;
+}
+
+class NodeManagerTest : public ::testing::Test {
+ protected:
+  store::MemoryStore store_;
+  FakeClock clock_;
+  NodeManager nodes_{store_, clock_, {absl::Seconds(1), 5}};
+};
+
+TEST_F(NodeManagerTest, RegisterPersistsTheNode) {
+  auto id = nodes_.Register(Node());
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto stored = store_.Get(kNodesTable, id->ToString());
+  ASSERT_TRUE(stored.ok());
+  v1::NodeInfo info;
+  ASSERT_TRUE(info.ParseFromString(*stored));
+  EXPECT_EQ(info.state(), v1::NODE_ALIVE);
+  EXPECT_EQ(info.hostname(), "host-a");
+  ASSERT_EQ(nodes_.List().size(), 1u);
+}
+
+TEST_F(NodeManagerTest, NodeDiesAfterTheConfiguredMissesAndNotBefore) {
+  NodeId id = *nodes_.Register(Node());
+  clock_.Advance(absl::Seconds(4));
+  ASSERT_TRUE(nodes_.Heartbeat(id).ok());
+  clock_.Advance(absl::Seconds(5));  // exactly period x misses since the last heartbeat
+  EXPECT_TRUE(nodes_.CheckLiveness().empty());
+  clock_.Advance(absl::Milliseconds(1));
+  EXPECT_EQ(nodes_.CheckLiveness(), std::vector<NodeId>{id});
+  v1::NodeInfo info = nodes_.List()[0];
+  EXPECT_EQ(info.state(), v1::NODE_DEAD);
+  EXPECT_NE(info.death_reason().find("no heartbeat"), std::string::npos) << info.death_reason();
+  EXPECT_TRUE(absl::IsNotFound(nodes_.Heartbeat(id)));
+  // Re-registering with its id brings it back.
+  v1::NodeInfo again = Node();
+  again.set_node_id(id.ToString());
+  ASSERT_EQ(*nodes_.Register(again), id);
+  EXPECT_TRUE(nodes_.Heartbeat(id).ok());
+}
+
+TEST_F(NodeManagerTest, RecoverRestoresNodesWithAFreshHeartbeatWindow) {
+  NodeId alive = *nodes_.Register(Node());
+  NodeId left = *nodes_.Register(Node(0));
+  ASSERT_TRUE(nodes_.Unregister(left, "test").ok());
+  clock_.Advance(absl::Minutes(10));
+  NodeManager restarted(store_, clock_, {absl::Seconds(1), 5});
+  ASSERT_TRUE(restarted.Recover().ok());
+  EXPECT_TRUE(restarted.CheckLiveness().empty()) << "recovered nodes get a full window";
+  EXPECT_TRUE(restarted.Heartbeat(alive).ok());
+  EXPECT_TRUE(absl::IsNotFound(restarted.Heartbeat(left)));
+  EXPECT_EQ(restarted.List().size(), 2u);
+}
+
+TEST_F(NodeManagerTest, RejectsBadDescriptionsNamingTheField) {
+  v1::NodeInfo bad = Node();
+  (*bad.mutable_resources_total())["CPU"] = -1;
+  auto s = nodes_.Register(bad).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_NE(s.message().find("resources_total"), std::string::npos) << s;
+
+  bad = Node(2);
+  bad.add_gpu_ids(7);  // three ids for GPU=2
+  EXPECT_NE(nodes_.Register(bad).status().message().find("gpu_ids"), std::string::npos);
+  bad = Node(2);
+  bad.set_gpu_ids(1, 0);  // repeated id
+  EXPECT_NE(nodes_.Register(bad).status().message().find("gpu_ids"), std::string::npos);
+  bad = Node();
+  bad.set_node_id("actor-000000000000000000000001");
+  EXPECT_NE(nodes_.Register(bad).status().message().find("node_id"), std::string::npos);
+  bad = Node();
+  (*bad.mutable_labels())["bad key"] = "x";
+  EXPECT_NE(nodes_.Register(bad).status().message().find("labels"), std::string::npos);
+  EXPECT_TRUE(nodes_.List().empty()) << "nothing is stored for a rejected node";
+  EXPECT_TRUE(store_.Scan(kNodesTable, "")->empty());
+}
+
+}  // namespace
+}  // namespace skyrl::head
