@@ -8,15 +8,18 @@
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "runtime/cli/status_view.h"
+#include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
 #include "runtime/rpc/status.h"
 #include "skyrl/node.grpc.pb.h"
 
 namespace {
 
-absl::StatusOr<std::vector<skyrl::v1::NodeInfo>> FetchNodes(const std::string& address) {
+absl::StatusOr<std::vector<skyrl::v1::NodeInfo>> FetchNodes(const std::string& address,
+                                                             const std::string& token) {
   auto stub = skyrl::v1::NodeService::NewStub(skyrl::rpc::MakeChannel(address));
   grpc::ClientContext ctx;
+  skyrl::rpc::AttachToken(&ctx, token);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   skyrl::v1::ListNodesRequest req;
   skyrl::v1::ListNodesReply reply;
@@ -35,6 +38,8 @@ int main(int argc, char** argv) {
   std::string address = env_address ? env_address : "127.0.0.1:7420";
   app.add_option("--address", address, "head HOST:PORT (default $SKYRL_ADDRESS or 127.0.0.1:7420)");
 
+  std::string token_file;
+  app.add_option("--token-file", token_file, "cluster token file (else $SKYRL_TOKEN, else ~/.skyrl/token)");
   CLI::App* status = app.add_subcommand("status", "nodes, resources and failures, like `ray status`");
   CLI::App* list = app.add_subcommand("list", "list cluster entities");
   std::string what;
@@ -47,7 +52,12 @@ int main(int argc, char** argv) {
     std::cerr << "skyrl: " << s.message() << "\n";
     return 2;
   }
-  absl::StatusOr<std::vector<skyrl::v1::NodeInfo>> nodes = FetchNodes(address);
+  absl::StatusOr<std::string> token = skyrl::rpc::LoadToken(token_file, false);
+  if (!token.ok()) {
+    std::cerr << "skyrl: " << token.status().message() << "\n";
+    return 2;
+  }
+  absl::StatusOr<std::vector<skyrl::v1::NodeInfo>> nodes = FetchNodes(address, *token);
   if (!nodes.ok()) {
     std::cerr << "skyrl: " << nodes.status().message() << "\n";
     return 1;

@@ -11,7 +11,9 @@
 #include "runtime/common/logging.h"
 #include "runtime/common/signals.h"
 #include "runtime/head/node_manager.h"
+#include "runtime/head/kv_service.h"
 #include "runtime/head/node_service.h"
+#include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
 #include "runtime/store/store.h"
 #include "runtime/common/logging.h"
@@ -21,11 +23,13 @@ int main(int argc, char** argv) {
   CLI::App app{"skyrl-head: the SkyRL Runtime head daemon"};
   int port = 7420;
   std::string bind = "127.0.0.1", store_spec = "memory", ns = "default", log_level = "info";
+  std::string token_file;
   int heartbeat_ms = 1000, misses = 5;
   app.add_option("--port", port, "gRPC port")->check(CLI::Range(1, 65535));
   app.add_option("--bind", bind, "address to listen on (127.0.0.1 unless told otherwise)");
   app.add_option("--store", store_spec, "metadata store: memory | redis://[:password@]host:port[/db]");
   app.add_option("--namespace", ns, "cluster name: the store keeps each cluster's tables apart");
+  app.add_option("--token-file", token_file, "cluster token file (else $SKYRL_TOKEN, else ~/.skyrl/token, created if missing)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
   app.add_option("--heartbeat-period-ms", heartbeat_ms, "expected worker heartbeat period")
       ->check(CLI::Range(10, 600000));
@@ -37,6 +41,12 @@ int main(int argc, char** argv) {
     fprintf(stderr, "skyrl-head: %s\n", std::string(s.message()).c_str());
     return 2;
   }
+  absl::StatusOr<std::string> token = skyrl::rpc::LoadToken(token_file, /*create_if_missing=*/true);
+  if (!token.ok()) {
+    spdlog::critical("{}", token.status().message());
+    return 2;
+  }
+  skyrl::rpc::TokenAuth auth(*token);
   absl::StatusOr<std::unique_ptr<skyrl::store::Store>> store = skyrl::store::OpenStore(store_spec, ns);
   if (!store.ok()) {
     spdlog::critical("cannot open the metadata store: {}", store.status().message());
@@ -48,7 +58,8 @@ int main(int argc, char** argv) {
     spdlog::critical("cannot recover cluster state: {}", s.message());
     return 1;
   }
-  skyrl::head::NodeServiceImpl node_service(nodes);
+  skyrl::head::NodeServiceImpl node_service(nodes, auth);
+  skyrl::head::KvServiceImpl kv_service(**store, auth);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -58,6 +69,7 @@ int main(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(skyrl::rpc::kMaxMessageBytes);
   builder.SetMaxSendMessageSize(skyrl::rpc::kMaxMessageBytes);
   builder.RegisterService(&node_service);
+  builder.RegisterService(&kv_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
     spdlog::critical("cannot listen on {}:{} (in use, or not an address of this host)", bind, port);

@@ -4,9 +4,10 @@
 
 namespace skyrl::head {
 
-grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext*,
+grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext* ctx,
                                            const v1::RegisterNodeRequest* req,
                                            v1::RegisterNodeReply* reply) {
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
   absl::StatusOr<NodeId> id = nodes_.Register(req->node());
   if (!id.ok()) return rpc::ToGrpc(id.status());
   reply->set_node_id(id->ToString());
@@ -14,23 +15,26 @@ grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status NodeServiceImpl::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+grpc::Status NodeServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                         v1::HeartbeatReply*) {
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
   absl::StatusOr<NodeId> id = NodeId::Parse(req->node_id());
   if (!id.ok()) return rpc::ToGrpc(id.status());
   return rpc::ToGrpc(nodes_.Heartbeat(*id));
 }
 
-grpc::Status NodeServiceImpl::UnregisterNode(grpc::ServerContext*,
+grpc::Status NodeServiceImpl::UnregisterNode(grpc::ServerContext* ctx,
                                              const v1::UnregisterNodeRequest* req,
                                              v1::UnregisterNodeReply*) {
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
   absl::StatusOr<NodeId> id = NodeId::Parse(req->node_id());
   if (!id.ok()) return rpc::ToGrpc(id.status());
   return rpc::ToGrpc(nodes_.Unregister(*id, req->reason()));
 }
 
-grpc::Status NodeServiceImpl::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,
+grpc::Status NodeServiceImpl::ListNodes(grpc::ServerContext* ctx, const v1::ListNodesRequest*,
                                         v1::ListNodesReply* reply) {
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
   for (auto& n : nodes_.List()) *reply->add_nodes() = std::move(n);
   return grpc::Status::OK;
 }

@@ -2,13 +2,14 @@
 #pragma once
 
 #include "runtime/head/node_manager.h"
+#include "runtime/rpc/auth.h"
 #include "skyrl/node.grpc.pb.h"
 
 namespace skyrl::head {
 
 class NodeServiceImpl final : public v1::NodeService::Service {
  public:
-  explicit NodeServiceImpl(NodeManager& nodes) : nodes_(nodes) {}
+  NodeServiceImpl(NodeManager& nodes, const rpc::TokenAuth& auth) : nodes_(nodes), auth_(auth) {}
 
   grpc::Status RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* req,
                             v1::RegisterNodeReply* reply) override;
@@ -21,6 +22,7 @@ class NodeServiceImpl final : public v1::NodeService::Service {
 
  private:
   NodeManager& nodes_;
+  const rpc::TokenAuth& auth_;
 };
 
 }  // namespace skyrl::head

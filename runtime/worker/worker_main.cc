@@ -10,6 +10,7 @@
 #include "runtime/common/ids.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/signals.h"
+#include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
 #include "runtime/rpc/status.h"
 #include "runtime/worker/node_resources.h"
@@ -18,8 +19,11 @@
 
 namespace {
 
+std::string g_token;
+
 absl::Status Call(const std::function<grpc::Status(grpc::ClientContext*)>& fn) {
   grpc::ClientContext ctx;
+  skyrl::rpc::AttachToken(&ctx, g_token);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   return skyrl::rpc::FromGrpc(fn(&ctx));
 }
@@ -29,11 +33,13 @@ absl::Status Call(const std::function<grpc::Status(grpc::ClientContext*)>& fn) {
 int main(int argc, char** argv) {
   skyrl::BlockTerminationSignals();
   CLI::App app{"skyrl-worker: runs actors on this node for a SkyRL Runtime cluster"};
+  std::string token_file;
   std::string head, resources_text, labels_text, node_ip = "127.0.0.1", log_level = "info";
   app.add_option("--head", head, "head address HOST:PORT")->required();
   app.add_option("--resources", resources_text, "override detected resources, e.g. CPU=8,GPU=4,custom=2");
   app.add_option("--labels", labels_text, "node labels, e.g. accelerator=H100,pool=train");
   app.add_option("--node-ip", node_ip, "address other nodes reach this one at");
+  app.add_option("--token-file", token_file, "cluster token file (else $SKYRL_TOKEN, else ~/.skyrl/token)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
   CLI11_PARSE(app, argc, argv);
   auto fail = [](const absl::Status& s) {
@@ -46,6 +52,16 @@ int main(int argc, char** argv) {
   if (!offer.ok()) return fail(offer.status());
   absl::StatusOr<std::map<std::string, std::string>> labels = skyrl::worker::ParseLabels(labels_text);
   if (!labels.ok()) return fail(labels.status());
+  // A worker started beside a head that is still starting waits briefly for the head to
+  // write ~/.skyrl/token, as it waits for the head itself.
+  absl::StatusOr<std::string> token = skyrl::rpc::LoadToken(token_file, false);
+  for (absl::Time deadline = absl::Now() + absl::Seconds(10);
+       absl::IsNotFound(token.status()) && token_file.empty() && absl::Now() < deadline;) {
+    absl::SleepFor(absl::Milliseconds(50));
+    token = skyrl::rpc::LoadToken(token_file, false);
+  }
+  if (!token.ok()) return fail(token.status());
+  g_token = *token;
   skyrl::worker::GpuDetection gpus = skyrl::worker::DetectGpus();
   if (gpus.ids.empty()) spdlog::info("{}; offering GPU=0", gpus.note);
 
@@ -86,8 +102,8 @@ int main(int argc, char** argv) {
           registered = true;
         } else {
           spdlog::warn("cannot register with head {}: {}", head, s.message());
-          if (absl::IsInvalidArgument(s)) {
-            spdlog::critical("the head refused this node's description; exiting");
+          if (absl::IsInvalidArgument(s) || absl::IsUnauthenticated(s)) {
+            spdlog::critical("the head refused this node; exiting");
             _exit(2);
           }
         }

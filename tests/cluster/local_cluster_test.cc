@@ -9,9 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "runtime/common/subprocess.h"
+#include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
 #include "runtime/rpc/status.h"
+#include "skyrl/kv.grpc.pb.h"
 #include "skyrl/node.grpc.pb.h"
+#include <sys/stat.h>
 #include "tests/util/paths.h"
 #include "tests/util/redis_server.h"
 
@@ -32,8 +35,12 @@ class LocalClusterTest : public ::testing::Test {
     o.argv = {testing::BinDir() + "/skyrl-head", "--port", address_.substr(address_.rfind(':') + 1),
               "--store", store, "--heartbeat-period-ms", "100", "--heartbeat-misses", "5"};
     o.log_path = dir_ + "/head.log";
+    o.env_set = Env();
     auto p = Subprocess::Start(o);
     EXPECT_TRUE(p.ok()) << p.status();
+    // The head writes the cluster token before it serves; callers need it.
+    for (int i = 0; i < 200 && Token().empty(); ++i) absl::SleepFor(absl::Milliseconds(25));
+    EXPECT_FALSE(Token().empty()) << "the head wrote no token";
     return std::move(*p);
   }
 
@@ -42,14 +49,29 @@ class LocalClusterTest : public ::testing::Test {
     o.argv = {testing::BinDir() + "/skyrl-worker", "--head", address_, "--resources", resources,
               "--labels", "name=" + name};
     o.log_path = dir_ + "/" + name + ".log";
+    o.env_set = Env();
     auto p = Subprocess::Start(o);
     EXPECT_TRUE(p.ok()) << p.status();
     return std::move(*p);
   }
 
+  // Every process of this cluster gets the test's folder as HOME, so the head's generated token
+  // lands in dir_/.skyrl/token and never touches the real home.
+  std::map<std::string, std::string> Env() const {
+    return {{"HOME", dir_}, {"SKYRL_TOKEN", ""}};
+  }
+
+  std::string Token() const {
+    std::ifstream in(dir_ + "/.skyrl/token");
+    std::string token;
+    in >> token;
+    return token;
+  }
+
   std::vector<v1::NodeInfo> ListNodes() {
     auto stub = v1::NodeService::NewStub(rpc::MakeChannel(address_));
     grpc::ClientContext ctx;
+    rpc::AttachToken(&ctx, Token());
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     v1::ListNodesReply reply;
     if (!stub->ListNodes(&ctx, {}, &reply).ok()) return {};
@@ -80,6 +102,7 @@ class LocalClusterTest : public ::testing::Test {
     std::string out = dir_ + "/cli.out";
     std::remove(out.c_str());
     o.log_path = out;
+    o.env_set = Env();
     auto p = Subprocess::Start(o);
     EXPECT_TRUE(p.ok());
     *exit_code = p->Wait().exit_code;
@@ -160,6 +183,7 @@ TEST_F(LocalClusterTest, BadFlagsFailWithAClearMessage) {
   SpawnOptions o;
   o.argv = {testing::BinDir() + "/skyrl-worker", "--head", address_, "--resources", "CPU=-1"};
   o.log_path = dir_ + "/bad.log";
+  o.env_set = Env();
   auto p = Subprocess::Start(o);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->Wait().exit_code, 2);
@@ -171,10 +195,106 @@ TEST_F(LocalClusterTest, BadFlagsFailWithAClearMessage) {
   SpawnOptions cli;
   cli.argv = {testing::BinDir() + "/skyrl", "--address", "nonsense", "status"};
   cli.log_path = dir_ + "/cli-bad.log";
+  cli.env_set = Env();
   auto c = Subprocess::Start(cli);
   ASSERT_TRUE(c.ok());
   code = c->Wait().exit_code;
   EXPECT_EQ(code, 2);
+}
+
+TEST_F(LocalClusterTest, EveryCallNeedsTheTokenAndTheHeadCreatesItPrivately) {
+  Subprocess head = StartHead();
+  Subprocess w1 = StartWorker("w1", "CPU=1");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  struct stat st {};
+  ASSERT_EQ(::stat((dir_ + "/.skyrl/token").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::string token = Token();
+  ASSERT_GE(token.size(), 32u);
+
+  auto channel = rpc::MakeChannel(address_);
+  auto nodes = v1::NodeService::NewStub(channel);
+  auto kv = v1::KvService::NewStub(channel);
+  for (std::string given : {std::string(), std::string("wrong-token-0123456789"), token}) {
+    grpc::ClientContext a, b;
+    if (!given.empty()) {
+      rpc::AttachToken(&a, given);
+      rpc::AttachToken(&b, given);
+    }
+    v1::ListNodesReply list;
+    grpc::Status s1 = nodes->ListNodes(&a, {}, &list);
+    v1::KvPutRequest put;
+    put.set_key("k");
+    put.set_value("v");
+    v1::KvPutReply put_reply;
+    grpc::Status s2 = kv->Put(&b, put, &put_reply);
+    auto expected = given == token ? grpc::StatusCode::OK : grpc::StatusCode::UNAUTHENTICATED;
+    EXPECT_EQ(s1.error_code(), expected) << "token '" << given << "': " << s1.error_message();
+    EXPECT_EQ(s2.error_code(), expected) << "token '" << given << "': " << s2.error_message();
+  }
+  // The rejections are logged without the token.
+  head.Stop(absl::Seconds(5));
+  std::ifstream in(dir_ + "/head.log");
+  std::stringstream log;
+  log << in.rdbuf();
+  EXPECT_NE(log.str().find("wrong token"), std::string::npos) << log.str();
+  EXPECT_EQ(log.str().find(token), std::string::npos) << "the token leaked into the log";
+  EXPECT_EQ(log.str().find("wrong-token-0123456789"), std::string::npos);
+}
+
+TEST_F(LocalClusterTest, KvSurvivesAHeadRestartOnRedis) {
+  auto redis = testing::RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  Subprocess head = StartHead((*redis)->url());
+  auto call = [&](auto fn) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    rpc::AttachToken(&ctx, Token());
+    return fn(&ctx);
+  };
+  auto kv = v1::KvService::NewStub(rpc::MakeChannel(address_));
+  v1::KvPutRequest put;
+  put.set_key("nccl/weights/v1");
+  put.set_value(std::string("\0id-bytes", 9));
+  v1::KvPutReply pr;
+  // The head may still be starting: retry the first call briefly.
+  grpc::Status first;
+  for (int i = 0; i < 100; ++i) {
+    first = call([&](grpc::ClientContext* c) { return kv->Put(c, put, &pr); });
+    if (first.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(first.ok()) << first.error_message();
+  grpc::Status again = call([&](grpc::ClientContext* c) { return kv->Put(c, put, &pr); });
+  EXPECT_EQ(again.error_code(), grpc::StatusCode::ALREADY_EXISTS) << again.error_message();
+
+  head.Signal(SIGKILL).IgnoreError();
+  head.Wait();
+  Subprocess restarted = StartHead((*redis)->url());
+  v1::KvGetRequest get;
+  get.set_key("nccl/weights/v1");
+  v1::KvGetReply got;
+  grpc::Status s;
+  for (int i = 0; i < 100; ++i) {
+    s = call([&](grpc::ClientContext* c) { return kv->Get(c, get, &got); });
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(got.value(), std::string("\0id-bytes", 9));
+  v1::KvListRequest list;
+  list.set_prefix("nccl/");
+  v1::KvListReply keys;
+  ASSERT_TRUE(call([&](grpc::ClientContext* c) { return kv->List(c, list, &keys); }).ok());
+  ASSERT_EQ(keys.keys_size(), 1);
+  v1::KvGetRequest missing;
+  missing.set_key("absent");
+  EXPECT_EQ(call([&](grpc::ClientContext* c) { return kv->Get(c, missing, &got); }).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  v1::KvPutRequest bad;
+  bad.set_key("");
+  EXPECT_EQ(call([&](grpc::ClientContext* c) { return kv->Put(c, bad, &pr); }).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 }  // namespace

@@ -1,0 +1,45 @@
+// The cluster token. Every RPC to the head, a worker or an actor carries it in the
+// "authorization: Bearer <token>" metadata; a missing or wrong token is UNAUTHENTICATED.
+//
+// Where the token comes from, first match wins:
+//   1. --token-file F (daemons and the CLI),
+//   2. $SKYRL_TOKEN,
+//   3. ~/.skyrl/token, which the head creates on its first start (mode 0600, folder 0700)
+//      when none of the above exists. Clients on the same machine find it there.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace skyrl::rpc {
+
+inline constexpr char kAuthMetadataKey[] = "authorization";
+
+// The default token path: $HOME/.skyrl/token.
+std::string DefaultTokenPath();
+
+// Finds the token as described above. With `create_if_missing` (the head), generates a new
+// random token into the default path when there is none. Errors name the source.
+absl::StatusOr<std::string> LoadToken(const std::string& token_file, bool create_if_missing);
+
+// Checks a token's form: 16-512 printable ASCII characters without spaces.
+absl::Status ValidateToken(absl::string_view token);
+
+// Server side. Safe for concurrent use.
+class TokenAuth {
+ public:
+  explicit TokenAuth(std::string token) : token_(std::move(token)) {}
+  // OK, or UNAUTHENTICATED (logged with the peer and method, never the token).
+  grpc::Status Check(const grpc::ServerContext* context) const;
+
+ private:
+  std::string token_;
+};
+
+// Client side: attaches the token to one call.
+void AttachToken(grpc::ClientContext* context, const std::string& token);
+
+}  // namespace skyrl::rpc
