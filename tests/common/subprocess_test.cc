@@ -63,3 +63,24 @@ TEST(PickFreePortTest, GivesAUsablePort) {
 
 }  // namespace
 }  // namespace skyrl
+
+#include "runtime/common/log_tail.h"
+
+namespace skyrl {
+namespace {
+
+TEST(TailLinesTest, ReturnsTheLastLinesOldestFirst) {
+  std::string path = ::testing::TempDir() + "/tail_test.log";
+  {
+    std::ofstream out(path);
+    for (int i = 1; i <= 50; ++i) out << "line " << i << "\n";
+  }
+  EXPECT_EQ(TailLines(path, 3), (std::vector<std::string>{"line 48", "line 49", "line 50"}));
+  EXPECT_EQ(TailLines(path, 100).size(), 50u);
+  // Reading only the last 20 bytes drops the cut first line.
+  EXPECT_EQ(TailLines(path, 100, 20), (std::vector<std::string>{"line 49", "line 50"}));
+  EXPECT_TRUE(TailLines(path + ".missing", 5).empty());
+}
+
+}  // namespace
+}  // namespace skyrl

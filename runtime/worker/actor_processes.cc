@@ -1,0 +1,113 @@
+#include "runtime/worker/actor_processes.h"
+
+#include <signal.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/common/log_tail.h"
+#include "runtime/common/logging.h"
+
+namespace skyrl::worker {
+
+std::string CudaVisibleDevices(const std::vector<int>& gpu_ids) {
+  return absl::StrJoin(gpu_ids, ",");
+}
+
+std::string ActorExit::Describe() const {
+  std::string out = exit.Describe();
+  if (killed_by_request) absl::StrAppend(&out, " (killed by request)");
+  if (!last_lines.empty())
+    absl::StrAppend(&out, "; last lines of ", log_path, ":\n  ", absl::StrJoin(last_lines, "\n  "));
+  return out;
+}
+
+ActorProcesses::ActorProcesses(ActorProcessesOptions options)
+    : options_(std::move(options)), reaper_([this] { ReapLoop(); }) {}
+
+ActorProcesses::~ActorProcesses() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  reaper_.join();
+  absl::MutexLock lock(&mu_);
+  children_.clear();  // Subprocess's destructor kills and reaps
+}
+
+std::string ActorProcesses::LogPath(const ActorId& id) const {
+  return absl::StrCat(options_.log_dir, "/", id.ToString(), ".log");
+}
+
+absl::Status ActorProcesses::Launch(const ActorLaunch& launch) {
+  SpawnOptions o;
+  o.argv = launch.argv;
+  o.env_set = launch.env;
+  o.env_set["CUDA_VISIBLE_DEVICES"] = CudaVisibleDevices(launch.gpu_ids);
+  o.env_set["SKYRL_ACTOR_ID"] = launch.actor_id.ToString();
+  o.log_path = LogPath(launch.actor_id);
+  absl::MutexLock lock(&mu_);
+  if (children_.contains(launch.actor_id))
+    return absl::AlreadyExistsError(
+        absl::StrCat("actor ", launch.actor_id.ToString(), " already runs on this node"));
+  absl::StatusOr<Subprocess> p = Subprocess::Start(o);
+  if (!p.ok())
+    return absl::Status(p.status().code(), absl::StrCat("actor ", launch.actor_id.ToString(),
+                                                        ": ", p.status().message()));
+  spdlog::info("actor {} started as pid {} with CUDA_VISIBLE_DEVICES={}",
+               launch.actor_id.ToString(), p->pid(), o.env_set["CUDA_VISIBLE_DEVICES"]);
+  children_.emplace(launch.actor_id, Child{std::move(*p)});
+  return absl::OkStatus();
+}
+
+absl::Status ActorProcesses::Kill(const ActorId& id, absl::Duration grace) {
+  absl::MutexLock lock(&mu_);
+  auto it = children_.find(id);
+  if (it == children_.end())
+    return absl::NotFoundError(absl::StrCat("actor ", id.ToString(), " does not run on this node"));
+  it->second.kill_requested = true;
+  it->second.kill_deadline = absl::Now() + grace;
+  return it->second.process.Signal(SIGTERM);
+}
+
+std::vector<ActorId> ActorProcesses::Running() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<ActorId> out;
+  for (const auto& [id, child] : children_) out.push_back(id);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void ActorProcesses::ReapLoop() {
+  while (true) {
+    std::vector<ActorExit> exits;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      absl::Time now = absl::Now();
+      for (auto it = children_.begin(); it != children_.end();) {
+        Child& child = it->second;
+        std::optional<ExitInfo> exit = child.process.TryWait();
+        if (!exit) {
+          if (child.kill_requested && now >= child.kill_deadline) {
+            child.process.Signal(SIGKILL).IgnoreError();
+            child.kill_deadline = absl::InfiniteFuture();
+          }
+          ++it;
+          continue;
+        }
+        ActorExit report{it->first, *exit, child.kill_requested, LogPath(it->first), {}};
+        exits.push_back(std::move(report));
+        children_.erase(it++);
+      }
+    }
+    // Outside the lock: reading logs and the callback may take time, and may call Launch.
+    for (ActorExit& e : exits) {
+      e.last_lines = TailLines(e.log_path, options_.tail_lines);
+      spdlog::info("actor {} exited: {}", e.actor_id.ToString(), e.exit.Describe());
+      if (options_.on_exit) options_.on_exit(e);
+    }
+    absl::SleepFor(options_.poll_period);
+  }
+}
+
+}  // namespace skyrl::worker

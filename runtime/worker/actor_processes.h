@@ -1,0 +1,79 @@
+// The worker's actor processes: one OS process per actor, each with exactly the GPUs it was
+// given, its own log file, and a report of how it ended.
+//
+// Per actor:  Launch -> running --(exits, or Kill)--> reported (on_exit called once)
+// A reaper thread polls the children (every `poll_period`) and calls `on_exit` for each that
+// ended, from that thread, with the exit code or signal and the last lines of its log.
+// Safe for concurrent use. The destructor kills (SIGKILL) every actor still running, without
+// reporting.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/common/ids.h"
+#include "runtime/common/subprocess.h"
+
+namespace skyrl::worker {
+
+struct ActorLaunch {
+  ActorId actor_id;
+  std::vector<std::string> argv;               // the actor host and its arguments
+  std::vector<int> gpu_ids;                    // physical ids; CUDA_VISIBLE_DEVICES is exactly these
+  std::map<std::string, std::string> env;      // extra environment
+};
+
+struct ActorExit {
+  ActorId actor_id;
+  ExitInfo exit;
+  bool killed_by_request = false;              // Kill() was called for it
+  std::string log_path;
+  std::vector<std::string> last_lines;         // the end of its log, oldest first
+  // "exit code 3" / "killed by signal 9 (SIGKILL)", then the last lines.
+  std::string Describe() const;
+};
+
+struct ActorProcessesOptions {
+  std::string log_dir;                         // actor-<id>.log files go here
+  size_t tail_lines = 20;
+  absl::Duration poll_period = absl::Milliseconds(20);
+  std::function<void(const ActorExit&)> on_exit;
+};
+
+class ActorProcesses {
+ public:
+  explicit ActorProcesses(ActorProcessesOptions options);
+  ~ActorProcesses();
+
+  // Starts the process. AlreadyExists when the actor already runs here.
+  absl::Status Launch(const ActorLaunch& launch);
+  // Sends SIGTERM, then SIGKILL after `grace`; the exit is reported as usual, with
+  // killed_by_request set. NotFound when the actor does not run here.
+  absl::Status Kill(const ActorId& id, absl::Duration grace);
+  std::vector<ActorId> Running() const;
+  std::string LogPath(const ActorId& id) const;
+
+ private:
+  struct Child {
+    Subprocess process;
+    bool kill_requested = false;
+    absl::Time kill_deadline = absl::InfiniteFuture();
+  };
+  void ReapLoop();
+
+  const ActorProcessesOptions options_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<ActorId, Child> children_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread reaper_;
+};
+
+// "3,5" for {3, 5}; "" for none (which hides every GPU from the actor).
+std::string CudaVisibleDevices(const std::vector<int>& gpu_ids);
+
+}  // namespace skyrl::worker

@@ -1,0 +1,140 @@
+// Real child processes: what the worker launches, what they see, and how their ends are reported.
+#include "runtime/worker/actor_processes.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+
+#include "absl/time/clock.h"
+#include "tests/util/paths.h"
+
+namespace skyrl::worker {
+namespace {
+
+class ActorProcessesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("actors");
+    procs_ = std::make_unique<ActorProcesses>(ActorProcessesOptions{
+        .log_dir = dir_, .tail_lines = 20, .poll_period = absl::Milliseconds(5),
+        .on_exit = [this](const ActorExit& e) {
+          absl::MutexLock lock(&mu_);
+          exits_.push_back(e);
+        }});
+  }
+  void TearDown() override {
+    procs_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // Waits for the report of `id`.
+  std::optional<ActorExit> WaitExit(const ActorId& id, absl::Duration timeout = absl::Seconds(10)) {
+    absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      {
+        absl::MutexLock lock(&mu_);
+        for (const auto& e : exits_)
+          if (e.actor_id == id) return e;
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return std::nullopt;
+  }
+
+  ActorLaunch Shell(const std::string& script, std::vector<int> gpus = {}) {
+    return {ActorId::Random(), {"sh", "-c", script}, std::move(gpus), {{"SKYRL_TEST", "yes"}}};
+  }
+
+  std::string dir_;
+  std::unique_ptr<ActorProcesses> procs_;
+  absl::Mutex mu_;
+  std::vector<ActorExit> exits_;
+};
+
+TEST_F(ActorProcessesTest, ActorSeesExactlyItsGpusAndItsExitCodeIsReported) {
+  ActorLaunch l = Shell("echo gpus=$CUDA_VISIBLE_DEVICES id=$SKYRL_ACTOR_ID env=$SKYRL_TEST; "
+                        "echo failing >&2; exit 3", {3, 5});
+  ASSERT_TRUE(procs_->Launch(l).ok());
+  auto e = WaitExit(l.actor_id);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_FALSE(e->exit.signaled);
+  EXPECT_EQ(e->exit.exit_code, 3);
+  EXPECT_FALSE(e->killed_by_request);
+  ASSERT_EQ(e->last_lines.size(), 2u);
+  EXPECT_EQ(e->last_lines[0], "gpus=3,5 id=" + l.actor_id.ToString() + " env=yes");
+  EXPECT_EQ(e->last_lines[1], "failing");
+  EXPECT_NE(e->Describe().find("exit code 3"), std::string::npos);
+  EXPECT_NE(e->Describe().find("failing"), std::string::npos);
+  EXPECT_TRUE(procs_->Running().empty());
+}
+
+TEST_F(ActorProcessesTest, NoGpusMeansAnEmptyCudaVisibleDevices) {
+  ActorLaunch l = Shell("echo \"[${CUDA_VISIBLE_DEVICES-unset}]\"");
+  ASSERT_TRUE(procs_->Launch(l).ok());
+  auto e = WaitExit(l.actor_id);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_TRUE(e->exit.ok());
+  EXPECT_EQ(e->last_lines, std::vector<std::string>{"[]"});
+}
+
+TEST_F(ActorProcessesTest, ASignalFromOutsideIsReportedAsThatSignal) {
+  // The actor kills itself with SIGSEGV, as a crashing native library would.
+  ActorLaunch l = Shell("echo started; kill -SEGV $$; sleep 30");
+  ASSERT_TRUE(procs_->Launch(l).ok());
+  auto e = WaitExit(l.actor_id);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_TRUE(e->exit.signaled);
+  EXPECT_EQ(e->exit.signal, SIGSEGV);
+  EXPECT_FALSE(e->killed_by_request);
+  EXPECT_NE(e->Describe().find("SIGSEGV"), std::string::npos) << e->Describe();
+  EXPECT_EQ(e->last_lines, std::vector<std::string>{"started"});
+}
+
+TEST_F(ActorProcessesTest, KillByRequestIsReportedAsSuch) {
+  ActorLaunch l = Shell("echo started; exec sleep 30");
+  ASSERT_TRUE(procs_->Launch(l).ok());
+  absl::SleepFor(absl::Milliseconds(100));
+  ASSERT_EQ(procs_->Running(), std::vector<ActorId>{l.actor_id});
+  ASSERT_TRUE(procs_->Kill(l.actor_id, absl::Seconds(5)).ok());
+  auto e = WaitExit(l.actor_id);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_TRUE(e->exit.signaled);
+  EXPECT_EQ(e->exit.signal, SIGTERM);
+  EXPECT_TRUE(e->killed_by_request);
+  EXPECT_EQ(e->last_lines, std::vector<std::string>{"started"});
+}
+
+TEST_F(ActorProcessesTest, KillEscalatesToSigkillAfterTheGrace) {
+  ActorLaunch l = Shell("trap 'echo ignoring TERM' TERM; echo ready; while true; do sleep 0.05; done");
+  ASSERT_TRUE(procs_->Launch(l).ok());
+  absl::SleepFor(absl::Milliseconds(200));
+  ASSERT_TRUE(procs_->Kill(l.actor_id, absl::Milliseconds(300)).ok());
+  auto e = WaitExit(l.actor_id);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_TRUE(e->exit.signaled);
+  EXPECT_EQ(e->exit.signal, SIGKILL);
+  EXPECT_NE(e->Describe().find("SIGKILL"), std::string::npos) << e->Describe();
+}
+
+TEST_F(ActorProcessesTest, ReportCarriesOnlyTheLastLines) {
+  ActorLaunch l = Shell("i=1; while [ $i -le 100 ]; do echo line-$i; i=$((i+1)); done; exit 1");
+  ASSERT_TRUE(procs_->Launch(l).ok());
+  auto e = WaitExit(l.actor_id);
+  ASSERT_TRUE(e.has_value());
+  ASSERT_EQ(e->last_lines.size(), 20u);
+  EXPECT_EQ(e->last_lines.front(), "line-81");
+  EXPECT_EQ(e->last_lines.back(), "line-100");
+}
+
+TEST_F(ActorProcessesTest, DuplicatesAndUnknownActorsAreErrors) {
+  ActorLaunch l = Shell("exec sleep 30");
+  ASSERT_TRUE(procs_->Launch(l).ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(procs_->Launch(l)));
+  EXPECT_TRUE(absl::IsNotFound(procs_->Kill(ActorId::Random(), absl::ZeroDuration())));
+  ActorLaunch missing{ActorId::Random(), {"/nonexistent/actor-host"}, {}, {}};
+  EXPECT_FALSE(procs_->Launch(missing).ok());
+}
+
+}  // namespace
+}  // namespace skyrl::worker
