@@ -34,7 +34,7 @@ std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes, absl::Time 
       {"NODE", "STATE", "HOST", "RESOURCES", "GPU IDS", "LABELS", "HEARTBEAT"}};
   for (const auto& n : nodes) {
     bool alive = n.state() == v1::NODE_ALIVE;
-    rows.push_back({n.node_id(), alive ? "ALIVE" : "DEAD", n.hostname(), Resources(n).ToString(),
+    rows.push_back({n.node_id(), alive ? "ALIVE" : "DEAD", n.hostname(), Resources(n).ToHumanString(),
                     n.gpu_ids().empty() ? "-" : absl::StrJoin(n.gpu_ids(), ","), Labels(n),
                     alive ? Ago(n.last_heartbeat_unix_ms(), now) : n.death_reason()});
   }
@@ -68,7 +68,7 @@ std::string RenderStatus(const std::string& head, const std::vector<v1::NodeInfo
   std::string out = absl::StrCat("======== SkyRL cluster status (head ", head, ") ========\n");
   absl::StrAppend(&out, "Nodes: ", alive, " alive, ", dead, " dead\n");
   if (!nodes.empty()) absl::StrAppend(&out, RenderNodesTable(nodes, now));
-  absl::StrAppend(&out, "Resources (alive nodes): ", total.empty() ? "none" : total.ToString(),
+  absl::StrAppend(&out, "Resources (alive nodes): ", total.empty() ? "none" : total.ToHumanString(),
                   "\n");
   std::vector<std::string> failures;
   for (const auto& n : nodes)

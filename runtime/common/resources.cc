@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -34,6 +35,16 @@ std::string FormatBytes(int64_t bytes) {
   for (auto [suffix, size] : kUnits)
     if (bytes % size == 0) return absl::StrCat(bytes / size, suffix);
   return absl::StrCat(bytes);
+}
+
+std::string FormatBytesHuman(int64_t bytes) {
+  static constexpr std::pair<const char*, double> kUnits[] = {
+      {"Ti", 1099511627776.0}, {"Gi", 1073741824.0}, {"Mi", 1048576.0}, {"Ki", 1024.0}};
+  std::string exact = FormatBytes(bytes);
+  if (exact.size() <= 6) return exact;
+  for (auto [suffix, size] : kUnits)
+    if (double(bytes) >= size) return absl::StrFormat("%.2f%s", double(bytes) / size, suffix);
+  return exact;
 }
 
 absl::StatusOr<int64_t> ToUnits(absl::string_view name, double value) {
@@ -183,11 +194,16 @@ std::map<std::string, double> ResourceSet::ToMap() const {
   return out;
 }
 
-std::string ResourceSet::ToString() const {
+std::string ResourceSet::ToString() const { return Format(false); }
+std::string ResourceSet::ToHumanString() const { return Format(true); }
+
+std::string ResourceSet::Format(bool human) const {
   std::vector<std::string> parts;
   auto add = [&](const std::string& name, int64_t amount) {
-    parts.push_back(absl::StrCat(name, "=",
-                                 name == kMemory ? FormatBytes(amount) : FormatWhole(amount)));
+    std::string value = name != kMemory ? FormatWhole(amount)
+                        : human         ? FormatBytesHuman(amount)
+                                        : FormatBytes(amount);
+    parts.push_back(absl::StrCat(name, "=", value));
   };
   for (absl::string_view standard : {kCPU, kGPU, kMemory}) {
     auto it = units_.find(std::string(standard));

@@ -56,8 +56,12 @@ class ResourceSet {
   std::map<std::string, double> ToMap() const;
   // Canonical text: CPU, GPU, memory first, then custom names in order.
   std::string ToString() const;
+  // For people: like ToString, but memory that is not a whole number of its unit is shown
+  // rounded to two decimals ("23.54Gi"). Not for parsing back.
+  std::string ToHumanString() const;
 
  private:
+  std::string Format(bool human) const;
   std::map<std::string, int64_t> units_;
 };
 

@@ -66,7 +66,9 @@ absl::StatusOr<Subprocess> Subprocess::Start(const SpawnOptions& options) {
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
-  if (options.new_process_group) {
+  if (options.new_session) {
+    flags |= POSIX_SPAWN_SETSID;
+  } else if (options.new_process_group) {
     flags |= POSIX_SPAWN_SETPGROUP;
     posix_spawnattr_setpgroup(&attr, 0);
   }
@@ -87,7 +89,7 @@ absl::StatusOr<Subprocess> Subprocess::Start(const SpawnOptions& options) {
   if (rc != 0)
     return absl::InternalError(
         absl::StrCat("spawn ", options.argv[0], ": ", strerror(rc)));
-  return Subprocess(pid, options.new_process_group);
+  return Subprocess(pid, options.new_process_group || options.new_session);
 }
 
 Subprocess::Subprocess(Subprocess&& other) noexcept
@@ -164,6 +166,12 @@ ExitInfo Subprocess::Stop(absl::Duration grace) {
   if (auto e = WaitFor(grace)) return *e;
   Signal(SIGKILL).IgnoreError();
   return Wait();
+}
+
+pid_t Subprocess::Release() {
+  pid_t pid = pid_;
+  pid_ = -1;
+  return pid;
 }
 
 absl::StatusOr<int> PickFreePort() {

@@ -25,6 +25,7 @@ struct SpawnOptions {
   std::string log_path;                        // stdout+stderr go here (appended) when not empty
   std::string working_dir;                     // empty: the parent's
   bool new_process_group = true;               // so a signal to the group reaches grandchildren
+  bool new_session = false;                    // setsid: a daemon that outlives its terminal
 };
 
 // How a child ended.
@@ -60,6 +61,9 @@ class Subprocess {
   std::optional<ExitInfo> WaitFor(absl::Duration timeout);
   // SIGTERM, then SIGKILL after `grace`.
   ExitInfo Stop(absl::Duration grace = absl::Seconds(5));
+  // Gives up ownership: the child keeps running after this object is gone (daemons started
+  // by `skyrl start`). Returns its pid.
+  pid_t Release();
 
  private:
   Subprocess(pid_t pid, bool own_group) : pid_(pid), own_group_(own_group) {}

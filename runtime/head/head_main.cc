@@ -66,6 +66,9 @@ int main(int argc, char** argv) {
   int bound_port = 0;
   builder.AddListeningPort(absl::StrCat(bind, ":", port), grpc::InsecureServerCredentials(),
                            &bound_port);
+  // gRPC turns SO_REUSEPORT on by default, which would let a second head silently share the
+  // port with the first. One port, one head.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(skyrl::rpc::kMaxMessageBytes);
   builder.SetMaxSendMessageSize(skyrl::rpc::kMaxMessageBytes);
   builder.RegisterService(&node_service);

@@ -297,5 +297,55 @@ TEST_F(LocalClusterTest, KvSurvivesAHeadRestartOnRedis) {
             grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+TEST_F(LocalClusterTest, SkyrlStartAndStopRunDaemonsLikeRayStart) {
+  std::string port = address_.substr(address_.rfind(':') + 1);
+  int code = -1;
+  std::string out = RunCli({"start", "--head", "--port", port}, &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("skyrl-head started at " + address_), std::string::npos) << out;
+  out = RunCli({"start", "--resources", "CPU=2", "--labels", "pool=a"}, &code);  // --address from the fixture
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("skyrl-worker joined"), std::string::npos) << out;
+  EXPECT_EQ(Count(ListNodes(), v1::NODE_ALIVE), 1);
+
+  // A second head on the same machine is refused, naming the running one.
+  out = RunCli({"start", "--head", "--port", port}, &code);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("already runs here"), std::string::npos) << out;
+
+  out = RunCli({"stop", "--grace", "5"}, &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("head: stopped pid"), std::string::npos) << out;
+  EXPECT_LT(out.find("worker-"), out.find("head:")) << "workers stop before the head";
+  out = RunCli({"status"}, &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("cannot reach the head"), std::string::npos) << out;
+  out = RunCli({"stop"}, &code);
+  EXPECT_NE(out.find("no skyrl daemons"), std::string::npos) << out;
+}
+
+TEST(SecondHeadTest, CannotShareThePortOfARunningHead) {
+  // gRPC's default SO_REUSEPORT would let two heads bind one port; ours refuses.
+  std::string dir = testing::MakeTempDir("two-heads");
+  auto port = PickFreePort();
+  ASSERT_TRUE(port.ok());
+  auto start = [&](const std::string& log) {
+    SpawnOptions o;
+    o.argv = {testing::BinDir() + "/skyrl-head", "--port", std::to_string(*port)};
+    o.env_set = {{"HOME", dir}};
+    o.log_path = dir + "/" + log;
+    return Subprocess::Start(o);
+  };
+  auto first = start("first.log");
+  ASSERT_TRUE(first.ok());
+  absl::SleepFor(absl::Milliseconds(500));
+  auto second = start("second.log");
+  ASSERT_TRUE(second.ok());
+  auto exit = second->WaitFor(absl::Seconds(10));
+  ASSERT_TRUE(exit.has_value()) << "the second head kept running on a taken port";
+  EXPECT_EQ(exit->exit_code, 1);
+  EXPECT_TRUE(first->running());
+}
+
 }  // namespace
 }  // namespace skyrl
