@@ -7,7 +7,7 @@ function(skyrl_cc_library)
   add_library(skyrl::${L_NAME} ALIAS skyrl_${L_NAME})
   target_include_directories(skyrl_${L_NAME} PUBLIC ${PROJECT_SOURCE_DIR})
   target_link_libraries(skyrl_${L_NAME} PUBLIC ${L_PUBLIC_DEPS} PRIVATE ${L_PRIVATE_DEPS})
-  target_compile_options(skyrl_${L_NAME} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  target_compile_options(skyrl_${L_NAME} PRIVATE -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers)
 endfunction()
 
 # skyrl_cc_test(NAME name SRCS ... DEPS ... LABEL unit|integration|gpu)
@@ -23,7 +23,7 @@ function(skyrl_cc_test)
   add_executable(${T_NAME} ${T_SRCS})
   set_target_properties(${T_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin/tests)
   target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
-  target_compile_options(${T_NAME} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  target_compile_options(${T_NAME} PRIVATE -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers)
   gtest_discover_tests(${T_NAME}
     PROPERTIES LABELS ${T_LABEL} TIMEOUT ${T_TIMEOUT}
                ENVIRONMENT "SKYRL_BIN_DIR=${CMAKE_BINARY_DIR}/bin"

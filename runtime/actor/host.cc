@@ -1,0 +1,135 @@
+#include "runtime/actor/host.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/actor/actor.h"
+#include "runtime/common/ids.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/signals.h"
+#include "runtime/rpc/auth.h"
+#include "runtime/rpc/channel.h"
+#include "runtime/rpc/status.h"
+#include "skyrl/actor.grpc.pb.h"
+
+namespace skyrl {
+namespace {
+
+// Runs at most `limit` calls at once; with a limit of 1, calls run one after another.
+class ActorServiceImpl final : public v1::ActorService::Service {
+ public:
+  ActorServiceImpl(std::string actor_id, const ActorClass& cls, Actor& actor,
+                   const rpc::TokenAuth& auth, int limit)
+      : actor_id_(std::move(actor_id)), cls_(cls), actor_(actor), auth_(auth), free_(limit) {}
+
+  grpc::Status Call(grpc::ServerContext* ctx, const v1::ActorCallRequest* req,
+                    v1::ActorCallReply* reply) override {
+    if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
+    if (req->actor_id() != actor_id_)
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("this process hosts actor ", actor_id_, ", not ",
+                                       req->actor_id().substr(0, 64)));
+    auto it = cls_.methods.find(req->method());
+    if (it == cls_.methods.end()) {
+      std::vector<std::string> names;
+      for (const auto& [name, m] : cls_.methods) names.push_back(name);
+      return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                          absl::StrCat("actor class ", cls_.name, " has no method \"",
+                                       req->method().substr(0, 128), "\" (it has: ",
+                                       absl::StrJoin(names, ", "), ")"));
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(+[](int* n) { return *n > 0; }, &free_));
+      --free_;
+    }
+    absl::StatusOr<std::string> result = it->second(actor_, req->args());
+    {
+      absl::MutexLock lock(&mu_);
+      ++free_;
+    }
+    if (!result.ok()) return rpc::ToGrpc(result.status());
+    reply->set_result(std::move(*result));
+    return grpc::Status::OK;
+  }
+
+ private:
+  const std::string actor_id_;
+  const ActorClass& cls_;
+  Actor& actor_;
+  const rpc::TokenAuth& auth_;
+  absl::Mutex mu_;
+  int free_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+int RunActorHost(int argc, char** argv) {
+  BlockTerminationSignals();
+  CLI::App app{"skyrl-actor-host: runs one actor and serves calls to it"};
+  std::string class_name, init_args, actor_id, bind = "127.0.0.1", port_file, token_file,
+                                                log_level = "info";
+  int port = 0, max_concurrency = 1;
+  if (const char* env = std::getenv("SKYRL_ACTOR_ID")) actor_id = env;
+  app.add_option("--class", class_name, "registered actor class")->required();
+  app.add_option("--init-args", init_args, "bytes passed to the constructor");
+  app.add_option("--actor-id", actor_id, "the actor's id (default $SKYRL_ACTOR_ID, else random)");
+  app.add_option("--port", port, "port to serve on (0: any free port)")->check(CLI::Range(0, 65535));
+  app.add_option("--bind", bind, "address to listen on");
+  app.add_option("--port-file", port_file, "write the bound port here once ready");
+  app.add_option("--token-file", token_file, "cluster token file (else $SKYRL_TOKEN, else ~/.skyrl/token)");
+  app.add_option("--max-concurrency", max_concurrency, "calls that may run at once")
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
+  CLI11_PARSE(app, argc, argv);
+  auto fail = [](const absl::Status& s, int code) {
+    std::fprintf(stderr, "skyrl-actor-host: %s\n", std::string(s.message()).c_str());
+    return code;
+  };
+  if (absl::Status s = InitLogging("actor", log_level); !s.ok()) return fail(s, 2);
+  if (actor_id.empty()) actor_id = ActorId::Random().ToString();
+  if (auto id = ActorId::Parse(actor_id); !id.ok()) return fail(id.status(), 2);
+  absl::StatusOr<std::string> token = rpc::LoadToken(token_file, false);
+  if (!token.ok()) return fail(token.status(), 2);
+  const ActorClass* cls = ActorRegistry::Get().Find(class_name);
+  if (cls == nullptr)
+    return fail(absl::NotFoundError(absl::StrCat(
+                    "--class: no actor class \"", class_name, "\" in this host (it has: ",
+                    absl::StrJoin(ActorRegistry::Get().Names(), ", "), ")")),
+                2);
+  absl::StatusOr<std::unique_ptr<Actor>> actor = cls->create(init_args);
+  if (!actor.ok()) {
+    std::fprintf(stderr, "constructor of %s failed: %s\n", class_name.c_str(),
+                 std::string(actor.status().message()).c_str());
+    return 3;
+  }
+  rpc::TokenAuth auth(*token);
+  ActorServiceImpl service(actor_id, *cls, **actor, auth, max_concurrency);
+  grpc::ServerBuilder builder;
+  int bound = 0;
+  builder.AddListeningPort(absl::StrCat(bind, ":", port), grpc::InsecureServerCredentials(), &bound);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(rpc::kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(rpc::kMaxMessageBytes);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || bound == 0) return fail(absl::UnavailableError(absl::StrCat("cannot listen on ", bind, ":", port)), 1);
+  if (!port_file.empty()) {
+    std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << bound << "\n";
+    std::rename(tmp.c_str(), port_file.c_str());
+  }
+  spdlog::info("actor {} ({}) ready on {}:{}", actor_id, class_name, bind, bound);
+  int sig = WaitForTerminationSignal();
+  spdlog::info("actor {} received signal {}, stopping", actor_id, sig);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return 0;
+}
+
+}  // namespace skyrl
