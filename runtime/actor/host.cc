@@ -2,6 +2,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 
@@ -71,6 +75,11 @@ class ActorServiceImpl final : public v1::ActorService::Service {
 }  // namespace
 
 int RunActorHost(int argc, char** argv) {
+  if (const char* worker = std::getenv("SKYRL_WORKER_PID")) {
+    // Die with the worker that launched us; if it is already gone, do not start at all.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (std::to_string(getppid()) != worker) return 1;
+  }
   BlockTerminationSignals();
   CLI::App app{"skyrl-actor-host: runs one actor and serves calls to it"};
   std::string class_name, init_args, actor_id, bind = "127.0.0.1", port_file, token_file,

@@ -1,6 +1,7 @@
 #include "runtime/worker/actor_processes.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -44,6 +45,9 @@ absl::Status ActorProcesses::Launch(const ActorLaunch& launch) {
   o.env_set = launch.env;
   o.env_set["CUDA_VISIBLE_DEVICES"] = CudaVisibleDevices(launch.gpu_ids);
   o.env_set["SKYRL_ACTOR_ID"] = launch.actor_id.ToString();
+  // The actor host ties its life to this process (PR_SET_PDEATHSIG): a worker killed with
+  // SIGKILL leaves no orphaned actors holding GPUs.
+  o.env_set["SKYRL_WORKER_PID"] = std::to_string(getpid());
   o.log_path = LogPath(launch.actor_id);
   absl::MutexLock lock(&mu_);
   if (children_.contains(launch.actor_id))

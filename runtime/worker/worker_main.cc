@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/common/ids.h"
 #include "runtime/common/logging.h"
@@ -14,6 +15,8 @@
 #include "runtime/rpc/channel.h"
 #include "runtime/rpc/status.h"
 #include "runtime/worker/node_resources.h"
+#include "runtime/worker/worker_service.h"
+#include <filesystem>
 #include "skyrl/node.grpc.pb.h"
 #include "runtime/common/logging.h"
 
@@ -33,12 +36,17 @@ absl::Status Call(const std::function<grpc::Status(grpc::ClientContext*)>& fn) {
 int main(int argc, char** argv) {
   skyrl::BlockTerminationSignals();
   CLI::App app{"skyrl-worker: runs actors on this node for a SkyRL Runtime cluster"};
-  std::string token_file;
+  std::string token_file, bind = "127.0.0.1", log_dir, actor_host;
+  int port = 0;
   std::string head, resources_text, labels_text, node_ip = "127.0.0.1", log_level = "info";
   app.add_option("--head", head, "head address HOST:PORT")->required();
   app.add_option("--resources", resources_text, "override detected resources, e.g. CPU=8,GPU=4,custom=2");
   app.add_option("--labels", labels_text, "node labels, e.g. accelerator=H100,pool=train");
   app.add_option("--node-ip", node_ip, "address other nodes reach this one at");
+  app.add_option("--port", port, "port of this worker's service (0: any free port)")->check(CLI::Range(0, 65535));
+  app.add_option("--bind", bind, "address this worker and its actors listen on");
+  app.add_option("--log-dir", log_dir, "actor logs (default $TMPDIR/skyrl-worker-<pid>)");
+  app.add_option("--actor-host", actor_host, "actor host binary (default: skyrl-actor-host beside this one)");
   app.add_option("--token-file", token_file, "cluster token file (else $SKYRL_TOKEN, else ~/.skyrl/token)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
   CLI11_PARSE(app, argc, argv);
@@ -65,11 +73,36 @@ int main(int argc, char** argv) {
   skyrl::worker::GpuDetection gpus = skyrl::worker::DetectGpus();
   if (gpus.ids.empty()) spdlog::info("{}; offering GPU=0", gpus.note);
 
+  std::error_code ec;
+  if (actor_host.empty())
+    actor_host = (std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "skyrl-actor-host").string();
+  if (log_dir.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    log_dir = absl::StrCat(tmp && *tmp ? tmp : "/tmp", "/skyrl-worker-", getpid());
+  }
+  std::filesystem::create_directories(log_dir, ec);
+  if (ec) return fail(absl::InvalidArgumentError(absl::StrCat("--log-dir: cannot create ", log_dir, ": ", ec.message())));
+  skyrl::rpc::TokenAuth auth(g_token);
+  skyrl::worker::WorkerServiceImpl worker_service(
+      {.actor_host = actor_host, .log_dir = log_dir,
+       .bind_host = bind == "0.0.0.0" ? node_ip : bind, .token = g_token},
+      auth);
+  grpc::ServerBuilder builder;
+  int bound = 0;
+  builder.AddListeningPort(absl::StrCat(bind, ":", port), grpc::InsecureServerCredentials(), &bound);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(skyrl::rpc::kMaxMessageBytes);
+  builder.RegisterService(&worker_service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || bound == 0)
+    return fail(absl::UnavailableError(absl::StrCat("cannot listen on ", bind, ":", port)));
+  spdlog::info("worker service on {}:{}, actor logs in {}", bind, bound, log_dir);
+
   skyrl::v1::NodeInfo info;
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   info.set_hostname(host);
-  info.set_address(node_ip);
+  info.set_address(absl::StrCat(node_ip, ":", bound));
   info.set_pid(getpid());
   for (const auto& [k, v] : offer->resources.ToMap()) (*info.mutable_resources_total())[k] = v;
   for (const auto& [k, v] : *labels) (*info.mutable_labels())[k] = v;
@@ -127,6 +160,7 @@ int main(int argc, char** argv) {
   spdlog::info("received signal {}, leaving the cluster", sig);
   stopping = true;
   heartbeat.join();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (!node_id.empty()) {
     skyrl::v1::UnregisterNodeRequest req;
     req.set_node_id(node_id);

@@ -8,11 +8,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "runtime/common/ids.h"
 #include "runtime/common/subprocess.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
 #include "runtime/rpc/status.h"
+#include "skyrl/actor.grpc.pb.h"
 #include "skyrl/kv.grpc.pb.h"
+#include "skyrl/worker.grpc.pb.h"
 #include "skyrl/node.grpc.pb.h"
 #include <sys/stat.h>
 #include "tests/util/paths.h"
@@ -322,6 +325,103 @@ TEST_F(LocalClusterTest, SkyrlStartAndStopRunDaemonsLikeRayStart) {
   EXPECT_NE(out.find("cannot reach the head"), std::string::npos) << out;
   out = RunCli({"stop"}, &code);
   EXPECT_NE(out.find("no skyrl daemons"), std::string::npos) << out;
+}
+
+TEST_F(LocalClusterTest, WorkerRunsActorsOnRequestAndTheyDieWithIt) {
+  Subprocess head = StartHead();
+  Subprocess w1 = StartWorker("w1", "CPU=2");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  std::string worker_address = ListNodes()[0].address();
+  ASSERT_NE(worker_address.find(':'), std::string::npos) << worker_address;
+  auto worker = v1::WorkerService::NewStub(rpc::MakeChannel(worker_address));
+  auto call = [&](auto fn) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    rpc::AttachToken(&ctx, Token());
+    return fn(&ctx);
+  };
+
+  ActorId id = ActorId::Random();
+  v1::StartActorRequest start;
+  start.set_actor_id(id.ToString());
+  start.set_class_name("counter");
+  start.set_init_args("100");
+  v1::StartActorReply started;
+  grpc::Status s = call([&](grpc::ClientContext* c) { return worker->StartActor(c, start, &started); });
+  ASSERT_TRUE(s.ok()) << s.error_message();
+
+  // The call goes straight to the actor's process.
+  auto actor = v1::ActorService::NewStub(rpc::MakeChannel(started.address()));
+  v1::ActorCallRequest add;
+  add.set_actor_id(id.ToString());
+  add.set_method("add");
+  add.set_args("5");
+  v1::ActorCallReply result;
+  ASSERT_TRUE(call([&](grpc::ClientContext* c) { return actor->Call(c, add, &result); }).ok());
+  EXPECT_EQ(result.result(), "105");
+
+  // A constructor error comes back from StartActor itself.
+  v1::StartActorRequest bad = start;
+  bad.set_actor_id(ActorId::Random().ToString());
+  bad.set_init_args("not-a-number");
+  s = call([&](grpc::ClientContext* c) { return worker->StartActor(c, bad, &started); });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("is not an integer"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("exit code 3"), std::string::npos) << s.error_message();
+
+  // Without the token the worker refuses.
+  grpc::ClientContext anon;
+  EXPECT_EQ(worker->StartActor(&anon, start, &started).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+
+  // SIGKILL the worker: its actor must not outlive it.
+  w1.Signal(SIGKILL).IgnoreError();
+  w1.Wait();
+  grpc::Status after;
+  for (int i = 0; i < 100; ++i) {
+    after = call([&](grpc::ClientContext* c) {
+      c->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+      return actor->Call(c, add, &result);
+    });
+    if (!after.ok()) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_FALSE(after.ok()) << "the actor kept serving after its worker was killed";
+}
+
+TEST_F(LocalClusterTest, WorkerKillsActorsAndReportsHowTheyEnded) {
+  Subprocess head = StartHead();
+  Subprocess w1 = StartWorker("w1", "CPU=2");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  auto worker = v1::WorkerService::NewStub(rpc::MakeChannel(ListNodes()[0].address()));
+  auto call = [&](auto fn) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    rpc::AttachToken(&ctx, Token());
+    return fn(&ctx);
+  };
+  ActorId id = ActorId::Random();
+  v1::StartActorRequest start;
+  start.set_actor_id(id.ToString());
+  start.set_class_name("echo");
+  v1::StartActorReply started;
+  ASSERT_TRUE(call([&](grpc::ClientContext* c) { return worker->StartActor(c, start, &started); }).ok());
+  v1::KillActorRequest kill;
+  kill.set_actor_id(id.ToString());
+  v1::KillActorReply killed;
+  ASSERT_TRUE(call([&](grpc::ClientContext* c) { return worker->KillActor(c, kill, &killed); }).ok());
+  v1::ListWorkerActorsReply list;
+  for (int i = 0; i < 200; ++i) {
+    list.Clear();
+    ASSERT_TRUE(call([&](grpc::ClientContext* c) { return worker->ListActors(c, {}, &list); }).ok());
+    if (list.recent_exits_size() > 0) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(list.recent_exits_size(), 1);
+  EXPECT_EQ(list.recent_exits(0).actor_id(), id.ToString());
+  EXPECT_TRUE(list.recent_exits(0).killed_by_request());
+  EXPECT_EQ(list.running_size(), 0);
+  EXPECT_EQ(call([&](grpc::ClientContext* c) { return worker->KillActor(c, kill, &killed); }).error_code(),
+            grpc::StatusCode::NOT_FOUND);
 }
 
 TEST(SecondHeadTest, CannotShareThePortOfARunningHead) {

@@ -1,0 +1,98 @@
+#include "runtime/worker/worker_service.h"
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/resources.h"
+
+namespace skyrl::worker {
+
+WorkerServiceImpl::WorkerServiceImpl(WorkerServiceOptions options, const rpc::TokenAuth& auth)
+    : options_(std::move(options)),
+      auth_(auth),
+      processes_(ActorProcessesOptions{.log_dir = options_.log_dir,
+                                       .on_exit = [this](const ActorExit& e) { OnExit(e); }}) {}
+
+void WorkerServiceImpl::OnExit(const ActorExit& e) {
+  v1::ActorExitInfo info;
+  info.set_actor_id(e.actor_id.ToString());
+  info.set_exit_code(e.exit.signaled ? -1 : e.exit.exit_code);
+  info.set_signal(e.exit.signaled ? e.exit.signal : 0);
+  info.set_killed_by_request(e.killed_by_request);
+  for (const auto& line : e.last_lines) info.add_last_lines(line);
+  info.set_description(e.Describe());
+  absl::MutexLock lock(&mu_);
+  exits_.push_back(std::move(info));
+  while (exits_.size() > 100) exits_.pop_front();
+}
+
+grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx,
+                                           const v1::StartActorRequest* req,
+                                           v1::StartActorReply* reply) {
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
+  absl::StatusOr<ActorId> id = ActorId::Parse(req->actor_id());
+  if (!id.ok()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(id.status().message()));
+  if (absl::Status s = ValidateName("class_name", req->class_name()); !s.ok())
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message()));
+  if (req->max_concurrency() < 0 || req->max_concurrency() > 10000)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_concurrency must be in 0-10000");
+  std::string port_file = absl::StrCat(options_.log_dir, "/", id->ToString(), ".port");
+  std::remove(port_file.c_str());
+  ActorLaunch launch{*id,
+                     {options_.actor_host, "--class", req->class_name(), "--init-args",
+                      req->init_args(), "--bind", options_.bind_host, "--port-file", port_file,
+                      "--max-concurrency", std::to_string(std::max(1, req->max_concurrency()))},
+                     {req->gpu_ids().begin(), req->gpu_ids().end()},
+                     {{"SKYRL_TOKEN", options_.token}}};
+  if (absl::Status s = processes_.Launch(launch); !s.ok())
+    return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+  absl::Time deadline = absl::Now() + options_.start_timeout;
+  while (absl::Now() < deadline) {
+    int port = 0;
+    std::ifstream(port_file) >> port;
+    if (port > 0) {
+      reply->set_address(absl::StrCat(options_.bind_host, ":", port));
+      reply->set_log_path(processes_.LogPath(*id));
+      return grpc::Status::OK;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto it = exits_.rbegin(); it != exits_.rend(); ++it)
+        if (it->actor_id() == id->ToString())
+          return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                              absl::StrCat("actor ", id->ToString(), " died while starting: ",
+                                           it->description()));
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  processes_.Kill(*id, absl::Seconds(1)).IgnoreError();
+  return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                      absl::StrCat("actor ", id->ToString(), " did not start serving within ",
+                                   absl::FormatDuration(options_.start_timeout)));
+}
+
+grpc::Status WorkerServiceImpl::KillActor(grpc::ServerContext* ctx, const v1::KillActorRequest* req,
+                                          v1::KillActorReply*) {
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
+  absl::StatusOr<ActorId> id = ActorId::Parse(req->actor_id());
+  if (!id.ok()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(id.status().message()));
+  if (req->grace_ms() < 0 || req->grace_ms() > 600000)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "grace_ms must be in 0-600000");
+  absl::Status s = processes_.Kill(*id, absl::Milliseconds(req->grace_ms() ? req->grace_ms() : 5000));
+  if (!s.ok()) return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerServiceImpl::ListActors(grpc::ServerContext* ctx,
+                                           const v1::ListWorkerActorsRequest*,
+                                           v1::ListWorkerActorsReply* reply) {
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
+  for (const ActorId& id : processes_.Running()) reply->add_running(id.ToString());
+  absl::MutexLock lock(&mu_);
+  for (const auto& e : exits_) *reply->add_recent_exits() = e;
+  return grpc::Status::OK;
+}
+
+}  // namespace skyrl::worker

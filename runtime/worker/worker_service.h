@@ -1,0 +1,45 @@
+// The worker's gRPC service: runs actor processes on request, through ActorProcesses, and keeps
+// the reports of how they ended. Safe for concurrent use.
+#pragma once
+
+#include <deque>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "runtime/rpc/auth.h"
+#include "runtime/worker/actor_processes.h"
+#include "skyrl/worker.grpc.pb.h"
+
+namespace skyrl::worker {
+
+struct WorkerServiceOptions {
+  std::string actor_host;   // path of skyrl-actor-host
+  std::string log_dir;      // actor logs
+  std::string bind_host;    // what actors listen on and report in their address
+  std::string token;        // passed to actors as SKYRL_TOKEN
+  absl::Duration start_timeout = absl::Seconds(30);
+};
+
+class WorkerServiceImpl final : public v1::WorkerService::Service {
+ public:
+  WorkerServiceImpl(WorkerServiceOptions options, const rpc::TokenAuth& auth);
+
+  grpc::Status StartActor(grpc::ServerContext*, const v1::StartActorRequest*,
+                          v1::StartActorReply*) override;
+  grpc::Status KillActor(grpc::ServerContext*, const v1::KillActorRequest*,
+                         v1::KillActorReply*) override;
+  grpc::Status ListActors(grpc::ServerContext*, const v1::ListWorkerActorsRequest*,
+                          v1::ListWorkerActorsReply*) override;
+
+ private:
+  void OnExit(const ActorExit& exit);
+
+  const WorkerServiceOptions options_;
+  const rpc::TokenAuth& auth_;
+  absl::Mutex mu_;
+  std::deque<v1::ActorExitInfo> exits_ ABSL_GUARDED_BY(mu_);
+  // Declared last: its reaper thread calls OnExit, so it must stop before the rest goes.
+  ActorProcesses processes_;
+};
+
+}  // namespace skyrl::worker
