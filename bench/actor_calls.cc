@@ -1,0 +1,229 @@
+// actor_calls: actor call rates against raw gRPC, in one run.
+//
+//   build/bin/actor_calls [--calls N] [--payload BYTES] [--nn N]
+//
+// Figures (all over loopback, each server in its own process):
+//   raw gRPC  : sync unary ping-pong against a bare ActorService server (no auth, no dispatch)
+//               that this binary starts as a child (--serve-raw);
+//   sync      : 1 caller, 1 actor (skyrl-actor-host, built-in echo), one call at a time;
+//   async     : 1 caller, 1 actor, 1,000 calls in flight (gRPC completion queue);
+//   n:n async : N caller threads, N actors, each caller keeps 250 calls in flight spread over
+//               all actors.
+// Calls go straight to the actor's process with the cluster token, as every caller's do. The
+// head is not involved: it is only asked where an actor lives.
+// Ends with RESULT raw_grpc_calls_per_s, sync_calls_per_s, async_calls_per_s,
+// nn_async_calls_per_s, sync_ratio_to_grpc.
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "runtime/common/ids.h"
+#include "runtime/common/subprocess.h"
+#include "runtime/rpc/auth.h"
+#include "runtime/rpc/channel.h"
+#include "skyrl/actor.grpc.pb.h"
+#include "tests/util/paths.h"
+
+namespace {
+
+constexpr char kToken[] = "actor-calls-bench-token-0123456789";
+
+// The baseline: the same RPC with nothing behind it.
+class RawService final : public skyrl::v1::ActorService::Service {
+  grpc::Status Call(grpc::ServerContext*, const skyrl::v1::ActorCallRequest* req,
+                    skyrl::v1::ActorCallReply* reply) override {
+    reply->set_result(req->args());
+    return grpc::Status::OK;
+  }
+};
+
+int ServeRaw(const std::string& port_file) {
+  RawService service;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  auto server = builder.BuildAndStart();
+  if (!server) return 1;
+  std::ofstream(port_file + ".tmp") << port << "\n";
+  std::rename((port_file + ".tmp").c_str(), port_file.c_str());
+  server->Wait();  // killed by the parent
+  return 0;
+}
+
+int WaitPort(const std::string& port_file, skyrl::Subprocess& p) {
+  for (int i = 0; i < 1000; ++i) {
+    int port = 0;
+    std::ifstream(port_file) >> port;
+    if (port > 0) return port;
+    if (p.TryWait()) return 0;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return 0;
+}
+
+struct Target {
+  std::string actor_id;  // empty for the raw server
+  std::unique_ptr<skyrl::v1::ActorService::Stub> stub;
+};
+
+skyrl::v1::ActorCallRequest Request(const Target& t, const std::string& payload) {
+  skyrl::v1::ActorCallRequest req;
+  req.set_actor_id(t.actor_id);
+  req.set_method("echo");
+  req.set_args(payload);
+  return req;
+}
+
+double SyncRate(Target& t, const std::string& payload, int calls) {
+  skyrl::v1::ActorCallRequest req = Request(t, payload);
+  absl::Time t0 = absl::Now();
+  for (int i = 0; i < calls; ++i) {
+    grpc::ClientContext ctx;
+    skyrl::rpc::AttachToken(&ctx, kToken);
+    skyrl::v1::ActorCallReply reply;
+    grpc::Status s = t.stub->Call(&ctx, req, &reply);
+    if (!s.ok() || reply.result().size() != payload.size()) {
+      std::fprintf(stderr, "call failed: %s\n", s.error_message().c_str());
+      return -1;
+    }
+  }
+  return calls / absl::ToDoubleSeconds(absl::Now() - t0);
+}
+
+// Keeps `window` calls in flight over `targets` (round robin) until `calls` have completed.
+// Returns completed calls; failures are counted in `failed`.
+int AsyncRun(std::vector<Target*> targets, const std::string& payload, int calls, int window,
+             std::atomic<int>& failed) {
+  struct Pending {
+    grpc::ClientContext ctx;
+    skyrl::v1::ActorCallReply reply;
+    grpc::Status status;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<skyrl::v1::ActorCallReply>> rpc;
+  };
+  grpc::CompletionQueue cq;
+  std::vector<skyrl::v1::ActorCallRequest> reqs;
+  for (Target* t : targets) reqs.push_back(Request(*t, payload));
+  int issued = 0, done = 0;
+  auto issue = [&]() {
+    size_t k = size_t(issued) % targets.size();
+    auto* p = new Pending();
+    skyrl::rpc::AttachToken(&p->ctx, kToken);
+    p->rpc = targets[k]->stub->AsyncCall(&p->ctx, reqs[k], &cq);
+    p->rpc->Finish(&p->reply, &p->status, p);
+    ++issued;
+  };
+  while (issued < std::min(window, calls)) issue();
+  void* tag;
+  bool ok;
+  while (done < calls && cq.Next(&tag, &ok)) {
+    auto* p = static_cast<Pending*>(tag);
+    if (!ok || !p->status.ok()) failed.fetch_add(1);
+    delete p;
+    ++done;
+    if (issued < calls) issue();
+  }
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return done;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--serve-raw") == 0) return ServeRaw(argv[2]);
+  int calls = 20000, payload_bytes = 64, nn = 4;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--calls")) calls = std::max(100, std::atoi(argv[i + 1]));
+    if (!std::strcmp(argv[i], "--payload")) payload_bytes = std::max(1, std::atoi(argv[i + 1]));
+    if (!std::strcmp(argv[i], "--nn")) nn = std::max(1, std::atoi(argv[i + 1]));
+  }
+  std::string payload(size_t(payload_bytes), 'p');
+  std::string dir = skyrl::testing::MakeTempDir("actor-calls");
+
+  // Baseline server: this binary again, as its own process.
+  skyrl::SpawnOptions raw_opts;
+  raw_opts.argv = {"/proc/self/exe", "--serve-raw", dir + "/raw.port"};
+  raw_opts.argv[0] = std::string(realpath("/proc/self/exe", nullptr));
+  auto raw_proc = skyrl::Subprocess::Start(raw_opts);
+  if (!raw_proc.ok()) return 1;
+  int raw_port = WaitPort(dir + "/raw.port", *raw_proc);
+
+  std::vector<skyrl::Subprocess> hosts;
+  std::vector<Target> actors;
+  for (int i = 0; i < nn; ++i) {
+    std::string id = skyrl::ActorId::Random().ToString();
+    std::string port_file = absl::StrCat(dir, "/actor-", i, ".port");
+    skyrl::SpawnOptions o;
+    o.argv = {skyrl::testing::BinDir() + "/skyrl-actor-host", "--class", "echo", "--actor-id", id,
+              "--port-file", port_file, "--log-level", "warn"};
+    o.env_set = {{"SKYRL_TOKEN", kToken}};
+    o.log_path = absl::StrCat(dir, "/actor-", i, ".log");
+    auto p = skyrl::Subprocess::Start(o);
+    if (!p.ok()) return 1;
+    int port = WaitPort(port_file, *p);
+    if (port == 0 || raw_port == 0) {
+      std::fprintf(stderr, "actor_calls: a server did not start (logs in %s)\n", dir.c_str());
+      return 1;
+    }
+    hosts.push_back(std::move(*p));
+    actors.push_back({id, skyrl::v1::ActorService::NewStub(
+                              skyrl::rpc::MakeChannel(absl::StrCat("127.0.0.1:", port)))});
+  }
+  Target raw{"", skyrl::v1::ActorService::NewStub(
+                     skyrl::rpc::MakeChannel(absl::StrCat("127.0.0.1:", raw_port)))};
+
+  std::fprintf(stderr, "actor_calls: %d calls per figure, %d-byte payload, n:n with n=%d\n", calls,
+               payload_bytes, nn);
+  SyncRate(raw, payload, calls / 10);  // warm up both paths
+  SyncRate(actors[0], payload, calls / 10);
+  double raw_rate = SyncRate(raw, payload, calls);
+  double sync_rate = SyncRate(actors[0], payload, calls);
+
+  std::atomic<int> failed{0};
+  int async_calls = calls * 5;
+  absl::Time t0 = absl::Now();
+  AsyncRun({&actors[0]}, payload, async_calls, 1000, failed);
+  double async_rate = async_calls / absl::ToDoubleSeconds(absl::Now() - t0);
+
+  std::vector<Target*> all;
+  for (auto& a : actors) all.push_back(&a);
+  std::vector<std::thread> callers;
+  int per_caller = async_calls / nn;
+  t0 = absl::Now();
+  for (int i = 0; i < nn; ++i)
+    callers.emplace_back([&] { AsyncRun(all, payload, per_caller, 250, failed); });
+  for (auto& c : callers) c.join();
+  double nn_rate = per_caller * nn / absl::ToDoubleSeconds(absl::Now() - t0);
+  if (failed.load() > 0 || raw_rate <= 0 || sync_rate <= 0) {
+    std::fprintf(stderr, "actor_calls: %d calls failed\n", failed.load());
+    return 1;
+  }
+
+  std::printf("%-46s %12s %10s\n", "figure", "calls/s", "vs raw");
+  std::printf("%-46s %12.0f %10.2f\n", "raw gRPC unary ping-pong (sync)", raw_rate, 1.0);
+  std::printf("%-46s %12.0f %10.2f\n", "actor calls, 1:1 sync", sync_rate, sync_rate / raw_rate);
+  std::printf("%-46s %12.0f %10.2f\n", "actor calls, 1:1 async, 1000 in flight", async_rate,
+              async_rate / raw_rate);
+  std::printf("%-46s %12.0f %10.2f\n", absl::StrCat("actor calls, n:n async, n=", nn).c_str(),
+              nn_rate, nn_rate / raw_rate);
+  std::printf("RESULT raw_grpc_calls_per_s %.0f\n", raw_rate);
+  std::printf("RESULT sync_calls_per_s %.0f\n", sync_rate);
+  std::printf("RESULT async_calls_per_s %.0f\n", async_rate);
+  std::printf("RESULT nn_async_calls_per_s %.0f\n", nn_rate);
+  std::printf("RESULT sync_ratio_to_grpc %.3f\n", sync_rate / raw_rate);
+  for (auto& h : hosts) h.Stop(absl::Seconds(2));
+  raw_proc->Stop(absl::Seconds(1));
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return 0;
+}
