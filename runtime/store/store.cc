@@ -47,6 +47,12 @@ absl::Status ValidateValue(absl::string_view op, absl::string_view table, absl::
   return absl::OkStatus();
 }
 
+absl::Status ValidateCompareAndSet(absl::string_view table, absl::string_view key,
+                                   std::optional<absl::string_view> desired) {
+  return desired ? ValidateValue("compare-and-set", table, key, *desired)
+                 : ValidateKey("compare-and-set", table, key);
+}
+
 absl::Status ValidateBatch(const std::vector<Write>& batch) {
   for (const Write& w : batch) {
     absl::Status s = w.op == Write::Op::kPut ? ValidateValue("apply", w.table, w.key, w.value)

@@ -85,6 +85,8 @@ absl::Status ValidateKey(absl::string_view op, absl::string_view table, absl::st
 absl::Status ValidateValue(absl::string_view op, absl::string_view table, absl::string_view key,
                            absl::string_view value);
 absl::Status ValidateBatch(const std::vector<Write>& batch);
+absl::Status ValidateCompareAndSet(absl::string_view table, absl::string_view key,
+                                   std::optional<absl::string_view> desired);
 // "table/key" for messages: the key C-escaped and cut at 128 bytes.
 std::string Where(absl::string_view table, absl::string_view key);
 

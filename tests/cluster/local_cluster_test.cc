@@ -92,6 +92,25 @@ class LocalClusterTest : public ::testing::Test {
     return false;
   }
 
+  // Runs one RPC with the cluster token and a deadline: `fn(ClientContext*)`.
+  template <typename F>
+  grpc::Status Authed(F fn, absl::Duration deadline = absl::Seconds(30)) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    rpc::AttachToken(&ctx, Token());
+    return fn(&ctx);
+  }
+
+  // The first node's WorkerService, once exactly one node is alive.
+  std::unique_ptr<v1::WorkerService::Stub> WorkerOfTheOnlyNode() {
+    EXPECT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+    std::vector<v1::NodeInfo> nodes = ListNodes();
+    EXPECT_FALSE(nodes.empty());
+    if (nodes.empty()) return nullptr;
+    EXPECT_NE(nodes[0].address().find(':'), std::string::npos) << nodes[0].address();
+    return v1::WorkerService::NewStub(rpc::MakeChannel(nodes[0].address()));
+  }
+
   static int Count(const std::vector<v1::NodeInfo>& nodes, v1::NodeState state) {
     int n = 0;
     for (const auto& node : nodes) n += node.state() == state;
@@ -330,16 +349,9 @@ TEST_F(LocalClusterTest, SkyrlStartAndStopRunDaemonsLikeRayStart) {
 TEST_F(LocalClusterTest, WorkerRunsActorsOnRequestAndTheyDieWithIt) {
   Subprocess head = StartHead();
   Subprocess w1 = StartWorker("w1", "CPU=2");
-  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
-  std::string worker_address = ListNodes()[0].address();
-  ASSERT_NE(worker_address.find(':'), std::string::npos) << worker_address;
-  auto worker = v1::WorkerService::NewStub(rpc::MakeChannel(worker_address));
-  auto call = [&](auto fn) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    rpc::AttachToken(&ctx, Token());
-    return fn(&ctx);
-  };
+  auto worker = WorkerOfTheOnlyNode();
+  ASSERT_TRUE(worker);
+  auto call = [&](auto fn) { return Authed(fn); };
 
   ActorId id = ActorId::Random();
   v1::StartActorRequest start;
@@ -391,14 +403,9 @@ TEST_F(LocalClusterTest, WorkerRunsActorsOnRequestAndTheyDieWithIt) {
 TEST_F(LocalClusterTest, WorkerKillsActorsAndReportsHowTheyEnded) {
   Subprocess head = StartHead();
   Subprocess w1 = StartWorker("w1", "CPU=2");
-  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
-  auto worker = v1::WorkerService::NewStub(rpc::MakeChannel(ListNodes()[0].address()));
-  auto call = [&](auto fn) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    rpc::AttachToken(&ctx, Token());
-    return fn(&ctx);
-  };
+  auto worker = WorkerOfTheOnlyNode();
+  ASSERT_TRUE(worker);
+  auto call = [&](auto fn) { return Authed(fn); };
   ActorId id = ActorId::Random();
   v1::StartActorRequest start;
   start.set_actor_id(id.ToString());

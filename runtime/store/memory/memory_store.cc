@@ -51,9 +51,7 @@ absl::StatusOr<std::vector<Entry>> MemoryStore::Scan(absl::string_view table,
 absl::StatusOr<bool> MemoryStore::CompareAndSet(absl::string_view table, absl::string_view key,
                                                 std::optional<absl::string_view> expected,
                                                 std::optional<absl::string_view> desired) {
-  absl::Status s = desired ? ValidateValue("compare-and-set", table, key, *desired)
-                           : ValidateKey("compare-and-set", table, key);
-  if (!s.ok()) return s;
+  if (absl::Status s = ValidateCompareAndSet(table, key, desired); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   Table& t = tables_[std::string(table)];
   auto it = t.find(key);

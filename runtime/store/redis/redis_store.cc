@@ -323,9 +323,7 @@ absl::StatusOr<std::vector<Entry>> RedisStore::Scan(absl::string_view table,
 absl::StatusOr<bool> RedisStore::CompareAndSet(absl::string_view table, absl::string_view key,
                                                std::optional<absl::string_view> expected,
                                                std::optional<absl::string_view> desired) {
-  absl::Status s = desired ? ValidateValue("compare-and-set", table, key, *desired)
-                           : ValidateKey("compare-and-set", table, key);
-  if (!s.ok()) return s;
+  if (absl::Status s = ValidateCompareAndSet(table, key, desired); !s.ok()) return s;
   std::string what = absl::StrCat("compare-and-set ", Where(table, key));
   auto replies = Exec(what,
                       {{"EVAL", kCasScript, "1", HashKey(table), std::string(key),
