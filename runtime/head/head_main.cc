@@ -11,6 +11,8 @@
 #include "runtime/common/logging.h"
 #include "runtime/common/signals.h"
 #include "runtime/head/node_manager.h"
+#include "runtime/head/actor_directory_service.h"
+#include "runtime/head/actor_manager.h"
 #include "runtime/head/kv_service.h"
 #include "runtime/head/node_service.h"
 #include "runtime/rpc/auth.h"
@@ -58,6 +60,13 @@ int main(int argc, char** argv) {
     spdlog::critical("cannot recover cluster state: {}", s.message());
     return 1;
   }
+  std::unique_ptr<skyrl::head::WorkerClient> workers = skyrl::head::MakeGrpcWorkerClient(*token);
+  skyrl::head::ActorManager actors(**store, nodes, *workers);
+  if (absl::Status s = actors.Recover(); !s.ok()) {
+    spdlog::critical("cannot recover the actor table: {}", s.message());
+    return 1;
+  }
+  skyrl::head::ActorDirectoryImpl actor_directory(actors, auth);
   skyrl::head::NodeServiceImpl node_service(nodes, auth);
   skyrl::head::KvServiceImpl kv_service(**store, auth);
 
@@ -73,6 +82,7 @@ int main(int argc, char** argv) {
   builder.SetMaxSendMessageSize(skyrl::rpc::kMaxMessageBytes);
   builder.RegisterService(&node_service);
   builder.RegisterService(&kv_service);
+  builder.RegisterService(&actor_directory);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
     spdlog::critical("cannot listen on {}:{} (in use, or not an address of this host)", bind, port);
@@ -83,7 +93,7 @@ int main(int argc, char** argv) {
   std::atomic<bool> stopping{false};
   std::thread liveness([&] {
     while (!stopping.load()) {
-      nodes.CheckLiveness();
+      for (const skyrl::NodeId& dead : nodes.CheckLiveness()) actors.OnNodeDead(dead, "no heartbeat");
       absl::SleepFor(absl::Milliseconds(std::max(5, heartbeat_ms / 4)));
     }
   });

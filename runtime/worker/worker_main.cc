@@ -17,7 +17,10 @@
 #include "runtime/worker/node_resources.h"
 #include "runtime/worker/worker_service.h"
 #include <filesystem>
+#include "skyrl/actor_directory.grpc.pb.h"
 #include "skyrl/node.grpc.pb.h"
+#include <deque>
+#include "absl/synchronization/mutex.h"
 #include "runtime/common/logging.h"
 
 namespace {
@@ -83,9 +86,16 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(log_dir, ec);
   if (ec) return fail(absl::InvalidArgumentError(absl::StrCat("--log-dir: cannot create ", log_dir, ": ", ec.message())));
   skyrl::rpc::TokenAuth auth(g_token);
+  // Exits go to the head from their own thread, retried while the head is unreachable.
+  absl::Mutex exits_mu;
+  std::deque<skyrl::v1::ActorExitInfo> exits_to_report;
   skyrl::worker::WorkerServiceImpl worker_service(
       {.actor_host = actor_host, .log_dir = log_dir,
-       .bind_host = bind == "0.0.0.0" ? node_ip : bind, .token = g_token},
+       .bind_host = bind == "0.0.0.0" ? node_ip : bind, .token = g_token,
+       .on_exit = [&](const skyrl::v1::ActorExitInfo& e) {
+         absl::MutexLock lock(&exits_mu);
+         exits_to_report.push_back(e);
+       }},
       auth);
   grpc::ServerBuilder builder;
   int bound = 0;
@@ -111,6 +121,7 @@ int main(int argc, char** argv) {
   auto stub = skyrl::v1::NodeService::NewStub(skyrl::rpc::MakeChannel(head));
   std::atomic<bool> stopping{false};
   std::string node_id;
+  absl::Mutex node_mu;  // guards node_id for the reporter thread
   absl::Duration period = absl::Seconds(1);
   auto register_node = [&]() -> absl::Status {
     skyrl::v1::RegisterNodeRequest req;
@@ -118,7 +129,10 @@ int main(int argc, char** argv) {
     skyrl::v1::RegisterNodeReply reply;
     absl::Status s = Call([&](grpc::ClientContext* c) { return stub->RegisterNode(c, req, &reply); });
     if (!s.ok()) return s;
-    node_id = reply.node_id();
+    {
+      absl::MutexLock lock(&node_mu);
+      node_id = reply.node_id();
+    }
     info.set_node_id(node_id);
     if (reply.heartbeat_period_ms() > 0) period = absl::Milliseconds(reply.heartbeat_period_ms());
     spdlog::info("registered with head {} as {}: {} labels {{{}}}", head, node_id,
@@ -126,6 +140,37 @@ int main(int argc, char** argv) {
     return absl::OkStatus();
   };
 
+  auto directory = skyrl::v1::ActorDirectory::NewStub(skyrl::rpc::MakeChannel(head));
+  std::thread reporter([&] {
+    while (!stopping.load()) {
+      std::optional<skyrl::v1::ActorExitInfo> next;
+      {
+        absl::MutexLock lock(&exits_mu);
+        if (!exits_to_report.empty()) next = exits_to_report.front();
+      }
+      std::string id;
+      {
+        absl::MutexLock lock(&node_mu);
+        id = node_id;
+      }
+      if (!next || id.empty()) {
+        absl::SleepFor(absl::Milliseconds(10));
+        continue;
+      }
+      skyrl::v1::ReportActorExitRequest req;
+      req.set_node_id(id);
+      *req.mutable_exit() = *next;
+      skyrl::v1::ReportActorExitReply reply;
+      absl::Status s = Call([&](grpc::ClientContext* c) { return directory->ReportActorExit(c, req, &reply); });
+      if (s.ok() || absl::IsInvalidArgument(s)) {
+        absl::MutexLock lock(&exits_mu);
+        exits_to_report.pop_front();
+      } else {
+        spdlog::warn("cannot report the exit of {} to the head: {}", next->actor_id(), s.message());
+        absl::SleepFor(absl::Milliseconds(200));
+      }
+    }
+  });
   std::thread heartbeat([&] {
     bool registered = false;
     while (!stopping.load()) {
@@ -160,6 +205,7 @@ int main(int argc, char** argv) {
   spdlog::info("received signal {}, leaving the cluster", sig);
   stopping = true;
   heartbeat.join();
+  reporter.join();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (!node_id.empty()) {
     skyrl::v1::UnregisterNodeRequest req;

@@ -23,8 +23,9 @@ void WorkerServiceImpl::OnExit(const ActorExit& e) {
   info.set_killed_by_request(e.killed_by_request);
   for (const auto& line : e.last_lines) info.add_last_lines(line);
   info.set_description(e.Describe());
+  if (options_.on_exit) options_.on_exit(info);
   absl::MutexLock lock(&mu_);
-  exits_.push_back(std::move(info));
+  exits_.emplace_back(++exit_seq_, std::move(info));
   while (exits_.size() > 100) exits_.pop_front();
 }
 
@@ -46,6 +47,11 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx,
                       "--max-concurrency", std::to_string(std::max(1, req->max_concurrency()))},
                      {req->gpu_ids().begin(), req->gpu_ids().end()},
                      {{"SKYRL_TOKEN", options_.token}}};
+  uint64_t launched_after;
+  {
+    absl::MutexLock lock(&mu_);
+    launched_after = exit_seq_;
+  }
   if (absl::Status s = processes_.Launch(launch); !s.ok())
     return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
   absl::Time deadline = absl::Now() + options_.start_timeout;
@@ -59,11 +65,11 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx,
     }
     {
       absl::MutexLock lock(&mu_);
-      for (auto it = exits_.rbegin(); it != exits_.rend(); ++it)
-        if (it->actor_id() == id->ToString())
+      for (auto it = exits_.rbegin(); it != exits_.rend() && it->first > launched_after; ++it)
+        if (it->second.actor_id() == id->ToString())
           return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                               absl::StrCat("actor ", id->ToString(), " died while starting: ",
-                                           it->description()));
+                                           it->second.description()));
     }
     absl::SleepFor(absl::Milliseconds(10));
   }
@@ -91,7 +97,7 @@ grpc::Status WorkerServiceImpl::ListActors(grpc::ServerContext* ctx,
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
   for (const ActorId& id : processes_.Running()) reply->add_running(id.ToString());
   absl::MutexLock lock(&mu_);
-  for (const auto& e : exits_) *reply->add_recent_exits() = e;
+  for (const auto& [seq, e] : exits_) *reply->add_recent_exits() = e;
   return grpc::Status::OK;
 }
 

@@ -18,6 +18,8 @@ struct WorkerServiceOptions {
   std::string bind_host;    // what actors listen on and report in their address
   std::string token;        // passed to actors as SKYRL_TOKEN
   absl::Duration start_timeout = absl::Seconds(30);
+  // Called (from the reaper thread) for every exit; the worker forwards it to the head.
+  std::function<void(const v1::ActorExitInfo&)> on_exit;
 };
 
 class WorkerServiceImpl final : public v1::WorkerService::Service {
@@ -37,7 +39,10 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   const WorkerServiceOptions options_;
   const rpc::TokenAuth& auth_;
   absl::Mutex mu_;
-  std::deque<v1::ActorExitInfo> exits_ ABSL_GUARDED_BY(mu_);
+  // Each exit with its sequence number, so StartActor sees only exits after its launch (an
+  // actor restarted here keeps its id).
+  std::deque<std::pair<uint64_t, v1::ActorExitInfo>> exits_ ABSL_GUARDED_BY(mu_);
+  uint64_t exit_seq_ ABSL_GUARDED_BY(mu_) = 0;
   // Declared last: its reaper thread calls OnExit, so it must stop before the rest goes.
   ActorProcesses processes_;
 };

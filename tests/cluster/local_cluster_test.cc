@@ -14,6 +14,7 @@
 #include "runtime/rpc/channel.h"
 #include "runtime/rpc/status.h"
 #include "skyrl/actor.grpc.pb.h"
+#include "skyrl/actor_directory.grpc.pb.h"
 #include "skyrl/kv.grpc.pb.h"
 #include "skyrl/worker.grpc.pb.h"
 #include "skyrl/node.grpc.pb.h"
@@ -429,6 +430,135 @@ TEST_F(LocalClusterTest, WorkerKillsActorsAndReportsHowTheyEnded) {
   EXPECT_EQ(list.running_size(), 0);
   EXPECT_EQ(call([&](grpc::ClientContext* c) { return worker->KillActor(c, kill, &killed); }).error_code(),
             grpc::StatusCode::NOT_FOUND);
+}
+
+class ActorLifecycleTest : public LocalClusterTest {
+ protected:
+  v1::ActorInfo Create(const std::string& cls, int max_restarts, grpc::Status* status,
+                       const std::string& init = "", const std::string& resources_gpu = "") {
+    auto dir = v1::ActorDirectory::NewStub(rpc::MakeChannel(address_));
+    v1::CreateActorRequest req;
+    req.mutable_spec()->set_class_name(cls);
+    req.mutable_spec()->set_init_args(init);
+    req.mutable_spec()->set_max_restarts(max_restarts);
+    (*req.mutable_spec()->mutable_resources())["CPU"] = 1;
+    if (!resources_gpu.empty()) (*req.mutable_spec()->mutable_resources())["GPU"] = std::stod(resources_gpu);
+    v1::CreateActorReply reply;
+    *status = Authed([&](grpc::ClientContext* c) { return dir->CreateActor(c, req, &reply); });
+    return reply.actor();
+  }
+  v1::ActorInfo Get(const std::string& id) {
+    auto dir = v1::ActorDirectory::NewStub(rpc::MakeChannel(address_));
+    v1::GetActorRequest req;
+    req.set_actor_id(id);
+    v1::GetActorReply reply;
+    EXPECT_TRUE(Authed([&](grpc::ClientContext* c) { return dir->GetActor(c, req, &reply); }).ok());
+    return reply.actor();
+  }
+  // Polls the head until the actor satisfies `pred`.
+  v1::ActorInfo WaitActor(const std::string& id, const std::function<bool(const v1::ActorInfo&)>& pred) {
+    v1::ActorInfo a;
+    for (int i = 0; i < 300; ++i) {
+      a = Get(id);
+      if (pred(a)) return a;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    ADD_FAILURE() << "actor never reached the expected state; last: " << a.ShortDebugString();
+    return a;
+  }
+  grpc::Status CallActor(const v1::ActorInfo& a, const std::string& method, const std::string& args,
+                         std::string* result = nullptr) {
+    auto stub = v1::ActorService::NewStub(rpc::MakeChannel(a.address()));
+    v1::ActorCallRequest req;
+    req.set_actor_id(a.actor_id());
+    req.set_method(method);
+    req.set_args(args);
+    v1::ActorCallReply reply;
+    grpc::Status s = Authed([&](grpc::ClientContext* c) { return stub->Call(c, req, &reply); },
+                            absl::Seconds(5));
+    if (result) *result = reply.result();
+    return s;
+  }
+};
+
+TEST_F(ActorLifecycleTest, CrashedActorRestartsUntilItsRestartsAreSpent) {
+  Subprocess head = StartHead();
+  Subprocess w1 = StartWorker("w1", "CPU=4");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  grpc::Status s;
+  v1::ActorInfo a = Create("crash", 1, &s);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(a.state(), v1::ACTOR_ALIVE) << a.ShortDebugString();
+  std::string out;
+  ASSERT_TRUE(CallActor(a, "ping", "", &out).ok());
+
+  EXPECT_FALSE(CallActor(a, "crash", "signal 9").ok()) << "the call in flight fails";
+  v1::ActorInfo restarted = WaitActor(a.actor_id(), [](const auto& x) {
+    return x.state() == v1::ACTOR_ALIVE && x.restarts() == 1;
+  });
+  EXPECT_NE(restarted.death_reason().find("killed by signal 9"), std::string::npos) << restarted.death_reason();
+  ASSERT_TRUE(CallActor(restarted, "ping", "", &out).ok()) << "calls after the restart succeed";
+
+  EXPECT_FALSE(CallActor(restarted, "crash", "exit 4").ok());
+  v1::ActorInfo dead = WaitActor(a.actor_id(), [](const auto& x) { return x.state() == v1::ACTOR_DEAD; });
+  EXPECT_NE(dead.death_reason().find("exit code 4"), std::string::npos) << dead.death_reason();
+  EXPECT_NE(dead.death_reason().find("no restarts left"), std::string::npos) << dead.death_reason();
+  EXPECT_NE(dead.death_reason().find("exiting with code 4 on request"), std::string::npos)
+      << "the death reason carries the last log lines: " << dead.death_reason();
+}
+
+TEST_F(ActorLifecycleTest, ActorsOfAKilledWorkerRestartOnAnotherNode) {
+  Subprocess head = StartHead();
+  Subprocess w1 = StartWorker("w1", "CPU=4");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  grpc::Status s;
+  v1::ActorInfo a = Create("echo", 3, &s);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(a.state(), v1::ACTOR_ALIVE);
+  Subprocess w2 = StartWorker("w2", "CPU=4");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 2; }));
+  w1.Signal(SIGKILL).IgnoreError();
+  w1.Wait();
+  v1::ActorInfo moved = WaitActor(a.actor_id(), [&](const auto& x) {
+    return x.state() == v1::ACTOR_ALIVE && x.node_id() != a.node_id();
+  });
+  EXPECT_EQ(moved.restarts(), 1);
+  EXPECT_NE(moved.death_reason().find("node lost"), std::string::npos) << moved.death_reason();
+  std::string out;
+  EXPECT_TRUE(CallActor(moved, "echo", "hi", &out).ok());
+  EXPECT_EQ(out, "hi");
+}
+
+TEST_F(ActorLifecycleTest, ConstructorErrorsInfeasibleRequestsAndKillsAreReported) {
+  Subprocess head = StartHead();
+  Subprocess w1 = StartWorker("w1", "CPU=2,GPU=0");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  grpc::Status s;
+  v1::ActorInfo bad = Create("crash", 5, &s, "fail");
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(bad.state(), v1::ACTOR_DEAD);
+  EXPECT_NE(bad.death_reason().find("told to fail in its constructor"), std::string::npos) << bad.death_reason();
+
+  Create("echo", 0, &s, "", "1");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("needs CPU=1,GPU=1"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("free"), std::string::npos) << s.error_message();
+
+  v1::ActorInfo a = Create("echo", 3, &s);
+  ASSERT_TRUE(s.ok());
+  auto dir = v1::ActorDirectory::NewStub(rpc::MakeChannel(address_));
+  v1::KillActorByIdRequest kill;
+  kill.set_actor_id(a.actor_id());
+  v1::KillActorByIdReply killed;
+  ASSERT_TRUE(Authed([&](grpc::ClientContext* c) { return dir->KillActor(c, kill, &killed); }).ok());
+  v1::ActorInfo dead = Get(a.actor_id());
+  EXPECT_EQ(dead.state(), v1::ACTOR_DEAD);
+  EXPECT_EQ(dead.death_reason(), "killed by the user");
+  grpc::Status after;
+  for (int i = 0; i < 100 && (after = CallActor(a, "echo", "x")).ok(); ++i) absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_FALSE(after.ok());
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(Get(a.actor_id()).state(), v1::ACTOR_DEAD) << "a killed actor is not restarted";
 }
 
 TEST(SecondHeadTest, CannotShareThePortOfARunningHead) {

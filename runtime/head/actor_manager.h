@@ -1,0 +1,89 @@
+// The head's actor table: placement on a node, start through the node's worker, and the
+// lifecycle with restarts.
+//
+//   PENDING -> ALIVE <-> RESTARTING -> DEAD
+// PENDING: placed on a node, its process starting. ALIVE: serving at `address`.
+// RESTARTING: died unexpectedly with restarts left; being placed and started again (on any
+// node that fits, so on another node when its node is gone). DEAD: killed by the user, out
+// of restarts, its constructor failed, or no node can take it; `death_reason` says which.
+// Every transition is written to the store (table "actors") before it is visible.
+//
+// Placement here is first fit over alive nodes with whole GPUs, lowest free ids first; the
+// scheduler issue replaces it with placement groups and fractional GPUs.
+// Safe for concurrent use.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/head/node_manager.h"
+#include "skyrl/actor_directory.pb.h"
+#include "skyrl/worker.pb.h"
+
+namespace skyrl::head {
+
+inline constexpr char kActorsTable[] = "actors";
+
+// How the head reaches workers; injected so tests can replace the network.
+class WorkerClient {
+ public:
+  virtual ~WorkerClient() = default;
+  virtual absl::StatusOr<v1::StartActorReply> StartActor(const std::string& worker_address,
+                                                         const v1::StartActorRequest& request) = 0;
+  virtual absl::Status KillActor(const std::string& worker_address, const std::string& actor_id) = 0;
+};
+
+// WorkerClient over gRPC with the cluster token.
+std::unique_ptr<WorkerClient> MakeGrpcWorkerClient(std::string token);
+
+class ActorManager {
+ public:
+  ActorManager(store::Store& store, NodeManager& nodes, WorkerClient& workers);
+  ~ActorManager();  // waits for restarts in progress
+
+  absl::Status Recover();
+  // Places and starts the actor; returns it ALIVE, or DEAD with the reason (e.g. the
+  // constructor's error). Errors: InvalidArgument (spec), AlreadyExists (name taken),
+  // ResourceExhausted (no node fits, saying what each offers).
+  absl::StatusOr<v1::ActorInfo> Create(v1::ActorSpec spec);
+  absl::StatusOr<v1::ActorInfo> Get(const ActorId& id) const;
+  absl::StatusOr<v1::ActorInfo> GetByName(absl::string_view ns, absl::string_view name) const;
+  absl::Status Kill(const ActorId& id);
+  std::vector<v1::ActorInfo> List() const;
+
+  // A worker reports that an actor's process ended.
+  void OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit);
+  // The node manager declared a node dead.
+  void OnNodeDead(const NodeId& node, const std::string& reason);
+
+ private:
+  struct Placement {
+    NodeId node;
+    std::string worker_address;
+    std::vector<int> gpu_ids;
+  };
+  absl::StatusOr<Placement> Place(const v1::ActorSpec& spec) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Places, starts and records the actor; the caller holds no lock.
+  absl::StatusOr<v1::ActorInfo> PlaceAndStart(const ActorId& id);
+  // An unexpected death: restart if allowed, else DEAD.
+  void HandleDeath(const ActorId& id, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Persist(const v1::ActorInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  store::Store& store_;
+  NodeManager& nodes_;
+  WorkerClient& workers_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<ActorId, v1::ActorInfo> actors_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<ActorId> exited_while_starting_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> restarts_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+const char* ActorStateName(v1::ActorState state);
+
+}  // namespace skyrl::head
