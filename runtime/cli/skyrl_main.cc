@@ -15,6 +15,7 @@
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
 #include "runtime/rpc/status.h"
+#include "skyrl/actor_directory.grpc.pb.h"
 #include "skyrl/node.grpc.pb.h"
 
 namespace {
@@ -31,6 +32,18 @@ absl::StatusOr<std::vector<skyrl::v1::NodeInfo>> FetchNodes(const std::string& a
   if (!s.ok())
     return absl::Status(s.code(), "cannot reach the head at " + address + ": " + std::string(s.message()));
   return std::vector<skyrl::v1::NodeInfo>(reply.nodes().begin(), reply.nodes().end());
+}
+
+absl::StatusOr<std::vector<skyrl::v1::ActorInfo>> FetchActors(const std::string& address,
+                                                               const std::string& token) {
+  auto stub = skyrl::v1::ActorDirectory::NewStub(skyrl::rpc::MakeChannel(address));
+  grpc::ClientContext ctx;
+  skyrl::rpc::AttachToken(&ctx, token);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  skyrl::v1::ListActorsReply reply;
+  absl::Status s = skyrl::rpc::FromGrpc(stub->ListActors(&ctx, {}, &reply));
+  if (!s.ok()) return s;
+  return std::vector<skyrl::v1::ActorInfo>(reply.actors().begin(), reply.actors().end());
 }
 
 int Fail(const absl::Status& s, int code = 1) {
@@ -54,7 +67,7 @@ int main(int argc, char** argv) {
   CLI::App* list = app.add_subcommand("list", "list cluster entities");
   std::string what;
   bool json = false;
-  list->add_option("what", what, "nodes")->required()->check(CLI::IsMember({"nodes"}));
+  list->add_option("what", what, "nodes | actors")->required()->check(CLI::IsMember({"nodes", "actors"}));
   list->add_flag("--json", json, "machine-readable output");
 
   CLI::App* start = app.add_subcommand(
@@ -126,9 +139,13 @@ int main(int argc, char** argv) {
   if (!token.ok()) return Fail(token.status(), 2);
   absl::StatusOr<std::vector<skyrl::v1::NodeInfo>> nodes = FetchNodes(address, *token);
   if (!nodes.ok()) return Fail(nodes.status());
-  if (*status) std::cout << skyrl::cli::RenderStatus(address, *nodes, absl::Now());
-  if (*list)
+  absl::StatusOr<std::vector<skyrl::v1::ActorInfo>> actors = FetchActors(address, *token);
+  if (!actors.ok()) return Fail(actors.status());
+  if (*status) std::cout << skyrl::cli::RenderStatus(address, *nodes, *actors, absl::Now());
+  if (*list && what == "nodes")
     std::cout << (json ? skyrl::cli::RenderNodesJson(*nodes)
                        : skyrl::cli::RenderNodesTable(*nodes, absl::Now()));
+  if (*list && what == "actors")
+    std::cout << (json ? skyrl::cli::RenderActorsJson(*actors) : skyrl::cli::RenderActorsTable(*actors));
   return 0;
 }

@@ -29,6 +29,10 @@ std::string Ago(int64_t unix_ms, absl::Time now) {
 
 }  // namespace
 
+namespace {
+std::string Table(const std::vector<std::vector<std::string>>& rows);
+}  // namespace
+
 std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes, absl::Time now) {
   std::vector<std::vector<std::string>> rows = {
       {"NODE", "STATE", "HOST", "RESOURCES", "GPU IDS", "LABELS", "HEARTBEAT"}};
@@ -38,6 +42,22 @@ std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes, absl::Time 
                     n.gpu_ids().empty() ? "-" : absl::StrJoin(n.gpu_ids(), ","), Labels(n),
                     alive ? Ago(n.last_heartbeat_unix_ms(), now) : n.death_reason()});
   }
+  return Table(rows);
+}
+
+namespace {
+
+const char* StateName(v1::ActorState s) {
+  switch (s) {
+    case v1::ACTOR_PENDING: return "PENDING";
+    case v1::ACTOR_ALIVE: return "ALIVE";
+    case v1::ACTOR_RESTARTING: return "RESTARTING";
+    case v1::ACTOR_DEAD: return "DEAD";
+    default: return "UNKNOWN";
+  }
+}
+
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width(rows[0].size(), 0);
   for (const auto& r : rows)
     for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
@@ -53,8 +73,42 @@ std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes, absl::Time 
   return out;
 }
 
+}  // namespace
+
+std::string RenderActorsTable(const std::vector<v1::ActorInfo>& actors) {
+  std::vector<std::vector<std::string>> rows = {
+      {"ACTOR", "CLASS", "NAME", "STATE", "NODE", "ADDRESS", "GPU IDS", "RESTARTS"}};
+  for (const auto& a : actors)
+    rows.push_back({a.actor_id(), a.spec().class_name(),
+                    a.spec().name().empty() ? "-" : a.spec().namespace_() + "/" + a.spec().name(),
+                    StateName(a.state()), a.node_id().empty() ? "-" : a.node_id(),
+                    a.address().empty() ? "-" : a.address(),
+                    a.gpu_ids().empty() ? "-" : absl::StrJoin(a.gpu_ids(), ","),
+                    absl::StrCat(a.restarts())});
+  return Table(rows);
+}
+
+std::string RenderActorsJson(const std::vector<v1::ActorInfo>& actors) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& a : actors) {
+    nlohmann::json j;
+    j["actor_id"] = a.actor_id();
+    j["class"] = a.spec().class_name();
+    j["name"] = a.spec().name();
+    j["namespace"] = a.spec().namespace_();
+    j["state"] = StateName(a.state());
+    j["node_id"] = a.node_id();
+    j["address"] = a.address();
+    j["gpu_ids"] = std::vector<int>(a.gpu_ids().begin(), a.gpu_ids().end());
+    j["restarts"] = a.restarts();
+    j["death_reason"] = a.death_reason();
+    arr.push_back(std::move(j));
+  }
+  return arr.dump(2) + "\n";
+}
+
 std::string RenderStatus(const std::string& head, const std::vector<v1::NodeInfo>& nodes,
-                         absl::Time now) {
+                         const std::vector<v1::ActorInfo>& actors, absl::Time now) {
   int alive = 0, dead = 0;
   ResourceSet total;
   for (const auto& n : nodes) {
@@ -70,9 +124,18 @@ std::string RenderStatus(const std::string& head, const std::vector<v1::NodeInfo
   if (!nodes.empty()) absl::StrAppend(&out, RenderNodesTable(nodes, now));
   absl::StrAppend(&out, "Resources (alive nodes): ", total.empty() ? "none" : total.ToHumanString(),
                   "\n");
+  std::map<std::string, int> by_state;
+  for (const auto& a : actors) by_state[StateName(a.state())]++;
+  absl::StrAppend(&out, "Actors: ", actors.size(),
+                  by_state.empty() ? "" : absl::StrCat(" (", absl::StrJoin(by_state, ", ", absl::PairFormatter(" ")), ")"),
+                  "\n");
   std::vector<std::string> failures;
   for (const auto& n : nodes)
     if (n.state() == v1::NODE_DEAD) failures.push_back(absl::StrCat(" ", n.node_id(), ": ", n.death_reason()));
+  for (const auto& a : actors)
+    if (!a.death_reason().empty())
+      failures.push_back(absl::StrCat(" ", a.actor_id(), " (", a.spec().class_name(), ", ",
+                                      StateName(a.state()), "): ", a.death_reason()));
   if (!failures.empty()) absl::StrAppend(&out, "Recent failures:\n", absl::StrJoin(failures, "\n"), "\n");
   return out;
 }

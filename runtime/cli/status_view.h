@@ -5,12 +5,15 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "skyrl/actor_directory.pb.h"
 #include "skyrl/node.pb.h"
 
 namespace skyrl::cli {
 
 std::string RenderStatus(const std::string& head, const std::vector<v1::NodeInfo>& nodes,
-                         absl::Time now);
+                         const std::vector<v1::ActorInfo>& actors, absl::Time now);
+std::string RenderActorsTable(const std::vector<v1::ActorInfo>& actors);
+std::string RenderActorsJson(const std::vector<v1::ActorInfo>& actors);
 std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes, absl::Time now);
 std::string RenderNodesJson(const std::vector<v1::NodeInfo>& nodes);
 

@@ -447,19 +447,22 @@ class ActorLifecycleTest : public LocalClusterTest {
     *status = Authed([&](grpc::ClientContext* c) { return dir->CreateActor(c, req, &reply); });
     return reply.actor();
   }
-  v1::ActorInfo Get(const std::string& id) {
+  v1::ActorInfo Get(const std::string& id, bool must_answer = true) {
     auto dir = v1::ActorDirectory::NewStub(rpc::MakeChannel(address_));
     v1::GetActorRequest req;
     req.set_actor_id(id);
     v1::GetActorReply reply;
-    EXPECT_TRUE(Authed([&](grpc::ClientContext* c) { return dir->GetActor(c, req, &reply); }).ok());
+    grpc::Status s = Authed([&](grpc::ClientContext* c) { return dir->GetActor(c, req, &reply); });
+    if (must_answer) {
+      EXPECT_TRUE(s.ok()) << s.error_message();
+    }
     return reply.actor();
   }
   // Polls the head until the actor satisfies `pred`.
   v1::ActorInfo WaitActor(const std::string& id, const std::function<bool(const v1::ActorInfo&)>& pred) {
     v1::ActorInfo a;
     for (int i = 0; i < 300; ++i) {
-      a = Get(id);
+      a = Get(id, /*must_answer=*/false);  // the head may be restarting
       if (pred(a)) return a;
       absl::SleepFor(absl::Milliseconds(50));
     }
@@ -559,6 +562,38 @@ TEST_F(ActorLifecycleTest, ConstructorErrorsInfeasibleRequestsAndKillsAreReporte
   EXPECT_FALSE(after.ok());
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_EQ(Get(a.actor_id()).state(), v1::ACTOR_DEAD) << "a killed actor is not restarted";
+  int code = -1;
+  std::string status = RunCli({"status"}, &code);
+  EXPECT_EQ(code, 0) << status;
+  EXPECT_NE(status.find("Actors: 2 (DEAD 2)"), std::string::npos) << status;
+  EXPECT_NE(status.find("told to fail in its constructor"), std::string::npos) << status;
+  EXPECT_NE(status.find("killed by the user"), std::string::npos) << status;
+  std::string json = RunCli({"list", "actors", "--json"}, &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(json.find("\"class\": \"echo\""), std::string::npos) << json;
+}
+
+TEST_F(ActorLifecycleTest, ActorsKeepServingThroughAHeadRestartOnRedis) {
+  auto redis = testing::RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  Subprocess head = StartHead((*redis)->url());
+  Subprocess w1 = StartWorker("w1", "CPU=2");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  grpc::Status s;
+  v1::ActorInfo a = Create("counter", 0, &s);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  std::string out;
+  ASSERT_TRUE(CallActor(a, "add", "1", &out).ok());
+  head.Signal(SIGKILL).IgnoreError();
+  head.Wait();
+  // With no head at all, the actor still answers: calls never go through the head.
+  ASSERT_TRUE(CallActor(a, "add", "1", &out).ok());
+  EXPECT_EQ(out, "2");
+  Subprocess restarted = StartHead((*redis)->url());
+  v1::ActorInfo back = WaitActor(a.actor_id(), [](const auto& x) { return x.state() == v1::ACTOR_ALIVE; });
+  EXPECT_EQ(back.address(), a.address());
+  ASSERT_TRUE(CallActor(back, "add", "1", &out).ok());
+  EXPECT_EQ(out, "3") << "the same process, with its state, kept running";
 }
 
 TEST(SecondHeadTest, CannotShareThePortOfARunningHead) {
