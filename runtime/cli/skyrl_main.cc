@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
   if (*status) std::cout << skyrl::cli::RenderStatus(address, *nodes, *actors, absl::Now());
   if (*list && what == "nodes")
     std::cout << (json ? skyrl::cli::RenderNodesJson(*nodes)
-                       : skyrl::cli::RenderNodesTable(*nodes, absl::Now()));
+                       : skyrl::cli::RenderNodesTable(*nodes, absl::Now(), *actors));
   if (*list && what == "actors")
     std::cout << (json ? skyrl::cli::RenderActorsJson(*actors) : skyrl::cli::RenderActorsTable(*actors));
   return 0;

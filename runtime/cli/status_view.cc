@@ -33,12 +33,22 @@ namespace {
 std::string Table(const std::vector<std::vector<std::string>>& rows);
 }  // namespace
 
-std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes, absl::Time now) {
+std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes, absl::Time now,
+                             const std::vector<v1::ActorInfo>& actors) {
+  std::map<std::string, ResourceSet> used;
+  for (const auto& a : actors) {
+    if (a.state() != v1::ACTOR_ALIVE && a.state() != v1::ACTOR_PENDING) continue;
+    absl::StatusOr<ResourceSet> r =
+        ResourceSet::FromMap({a.spec().resources().begin(), a.spec().resources().end()});
+    if (r.ok()) used[a.node_id()] += *r;
+  }
   std::vector<std::vector<std::string>> rows = {
-      {"NODE", "STATE", "HOST", "RESOURCES", "GPU IDS", "LABELS", "HEARTBEAT"}};
+      {"NODE", "STATE", "HOST", "RESOURCES", "USED", "GPU IDS", "LABELS", "HEARTBEAT"}};
   for (const auto& n : nodes) {
     bool alive = n.state() == v1::NODE_ALIVE;
+    auto u = used.find(n.node_id());
     rows.push_back({n.node_id(), alive ? "ALIVE" : "DEAD", n.hostname(), Resources(n).ToHumanString(),
+                    u == used.end() || u->second.empty() ? "-" : u->second.ToHumanString(),
                     n.gpu_ids().empty() ? "-" : absl::StrJoin(n.gpu_ids(), ","), Labels(n),
                     alive ? Ago(n.last_heartbeat_unix_ms(), now) : n.death_reason()});
   }
@@ -121,7 +131,7 @@ std::string RenderStatus(const std::string& head, const std::vector<v1::NodeInfo
   }
   std::string out = absl::StrCat("======== SkyRL cluster status (head ", head, ") ========\n");
   absl::StrAppend(&out, "Nodes: ", alive, " alive, ", dead, " dead\n");
-  if (!nodes.empty()) absl::StrAppend(&out, RenderNodesTable(nodes, now));
+  if (!nodes.empty()) absl::StrAppend(&out, RenderNodesTable(nodes, now, actors));
   absl::StrAppend(&out, "Resources (alive nodes): ", total.empty() ? "none" : total.ToHumanString(),
                   "\n");
   std::map<std::string, int> by_state;

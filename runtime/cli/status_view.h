@@ -14,7 +14,9 @@ std::string RenderStatus(const std::string& head, const std::vector<v1::NodeInfo
                          const std::vector<v1::ActorInfo>& actors, absl::Time now);
 std::string RenderActorsTable(const std::vector<v1::ActorInfo>& actors);
 std::string RenderActorsJson(const std::vector<v1::ActorInfo>& actors);
-std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes, absl::Time now);
+// `actors` (may be empty) gives each node's used resources: those of its PENDING and ALIVE actors.
+std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes, absl::Time now,
+                             const std::vector<v1::ActorInfo>& actors = {});
 std::string RenderNodesJson(const std::vector<v1::NodeInfo>& nodes);
 
 }  // namespace skyrl::cli

@@ -584,6 +584,10 @@ TEST_F(ActorLifecycleTest, ActorsKeepServingThroughAHeadRestartOnRedis) {
   ASSERT_TRUE(s.ok()) << s.error_message();
   std::string out;
   ASSERT_TRUE(CallActor(a, "add", "1", &out).ok());
+  int code = -1;
+  std::string status = RunCli({"status"}, &code);
+  EXPECT_NE(status.find("Actors: 1 (ALIVE 1)"), std::string::npos) << status;
+  EXPECT_NE(status.find("CPU=1"), std::string::npos) << "the USED column: " << status;
   head.Signal(SIGKILL).IgnoreError();
   head.Wait();
   // With no head at all, the actor still answers: calls never go through the head.
