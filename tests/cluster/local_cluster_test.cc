@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "runtime/client/client.h"
 #include "runtime/common/ids.h"
 #include "runtime/common/subprocess.h"
 #include "runtime/rpc/auth.h"
@@ -598,6 +599,62 @@ TEST_F(ActorLifecycleTest, ActorsKeepServingThroughAHeadRestartOnRedis) {
   EXPECT_EQ(back.address(), a.address());
   ASSERT_TRUE(CallActor(back, "add", "1", &out).ok());
   EXPECT_EQ(out, "3") << "the same process, with its state, kept running";
+}
+
+TEST_F(ActorLifecycleTest, ClientCreatesFindsCallsAndKillsActors) {
+  Subprocess head = StartHead();
+  Subprocess w1 = StartWorker("w1", "CPU=2");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  auto client = Client::Connect(address_, Token());
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto counter = (*client)->CreateActor("counter", {.name = "tally"});
+  ASSERT_TRUE(counter.ok()) << counter.status();
+  auto found = (*client)->GetActor("tally");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->actor_id, counter->actor_id);
+  EXPECT_TRUE(absl::IsAlreadyExists((*client)->CreateActor("counter", {.name = "tally"}).status()));
+
+  auto one = (*client)->Call(*counter, "add", "1");
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(*one, "1");
+  std::vector<std::future<absl::StatusOr<std::string>>> inflight;
+  for (int i = 0; i < 1000; ++i) inflight.push_back((*client)->CallAsync(*counter, "add", "1"));
+  for (auto& f : inflight) ASSERT_TRUE(f.get().ok());
+  EXPECT_EQ(*(*client)->Call(*counter, "get", ""), "1001");
+
+  auto ctor = (*client)->CreateActor("counter", {.init_args = "nope"});
+  EXPECT_TRUE(absl::IsFailedPrecondition(ctor.status())) << ctor.status();
+  EXPECT_NE(ctor.status().message().find("is not an integer"), std::string::npos) << ctor.status();
+
+  ASSERT_TRUE((*client)->Kill(*counter).ok());
+  auto after = (*client)->Call(*counter, "get", "");
+  EXPECT_TRUE(absl::IsFailedPrecondition(after.status())) << after.status();
+  EXPECT_NE(after.status().message().find("actor is dead: killed by the user"), std::string::npos)
+      << after.status();
+}
+
+TEST_F(ActorLifecycleTest, ClientSaysWhyACallFailedAndFollowsTheRestart) {
+  Subprocess head = StartHead();
+  Subprocess w1 = StartWorker("w1", "CPU=2");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  auto client = Client::Connect(address_, Token());
+  ASSERT_TRUE(client.ok());
+  auto actor = (*client)->CreateActor("crash", {.max_restarts = 1});
+  ASSERT_TRUE(actor.ok()) << actor.status();
+  auto died = (*client)->Call(*actor, "crash", "signal 9");
+  EXPECT_TRUE(absl::IsUnavailable(died.status())) << died.status();
+  EXPECT_NE(died.status().message().find("actor died: "), std::string::npos) << died.status();
+  EXPECT_NE(died.status().message().find("signal 9"), std::string::npos) << died.status();
+  auto pong = (*client)->Call(*actor, "ping", "");
+  ASSERT_TRUE(pong.ok()) << "the call after the restart succeeds: " << pong.status();
+  EXPECT_EQ(*pong, "pong");
+  auto again = (*client)->CallAsync(*actor, "crash", "exit 9").get();
+  EXPECT_NE(again.status().message().find("actor died: "), std::string::npos) << again.status();
+  absl::Time t0 = absl::Now();
+  auto dead = (*client)->Call(*actor, "ping", "");
+  EXPECT_TRUE(absl::IsFailedPrecondition(dead.status())) << dead.status();
+  EXPECT_NE(dead.status().message().find("no restarts left"), std::string::npos) << dead.status();
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5)) << "a call to a dead actor fails at once";
 }
 
 TEST(SecondHeadTest, CannotShareThePortOfARunningHead) {

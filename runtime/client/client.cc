@@ -1,0 +1,211 @@
+#include "runtime/client/client.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "runtime/common/ids.h"
+#include "runtime/rpc/auth.h"
+#include "runtime/rpc/channel.h"
+#include "runtime/rpc/status.h"
+
+namespace skyrl {
+namespace {
+
+bool Unreachable(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::CANCELLED;
+}
+
+const char* StateName(v1::ActorState s) {
+  switch (s) {
+    case v1::ACTOR_PENDING: return "PENDING";
+    case v1::ACTOR_ALIVE: return "ALIVE";
+    case v1::ACTOR_RESTARTING: return "RESTARTING";
+    case v1::ACTOR_DEAD: return "DEAD";
+    default: return "UNKNOWN";
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& head, std::string token,
+                                                        ClientOptions options) {
+  if (absl::Status s = rpc::ValidateAddress("head address", head); !s.ok()) return s;
+  if (absl::Status s = rpc::ValidateToken(token); !s.ok()) return s;
+  return std::unique_ptr<Client>(new Client(head, std::move(token), options));
+}
+
+Client::Client(const std::string& head, std::string token, ClientOptions options)
+    : token_(std::move(token)),
+      options_(options),
+      head_(v1::ActorDirectory::NewStub(rpc::MakeChannel(head))),
+      poller_([this] { PollLoop(); }) {}
+
+Client::~Client() {
+  cq_.Shutdown();
+  poller_.join();
+}
+
+absl::StatusOr<ActorHandle> Client::CreateActor(const std::string& class_name, const ActorOptions& o) {
+  v1::CreateActorRequest req;
+  v1::ActorSpec* spec = req.mutable_spec();
+  spec->set_class_name(class_name);
+  spec->set_init_args(o.init_args);
+  for (const auto& [k, v] : o.resources) (*spec->mutable_resources())[k] = v;
+  spec->set_name(o.name);
+  spec->set_namespace_(o.ns);
+  spec->set_max_restarts(o.max_restarts);
+  spec->set_max_concurrency(o.max_concurrency);
+  grpc::ClientContext ctx;
+  rpc::AttachToken(&ctx, token_);
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
+  v1::CreateActorReply reply;
+  if (absl::Status s = rpc::FromGrpc(head_->CreateActor(&ctx, req, &reply)); !s.ok()) return s;
+  if (reply.actor().state() == v1::ACTOR_DEAD)
+    return absl::FailedPreconditionError(
+        absl::StrCat("actor ", reply.actor().actor_id(), " could not start: ", reply.actor().death_reason()));
+  return ActorHandle{reply.actor().actor_id()};
+}
+
+absl::StatusOr<ActorHandle> Client::GetActor(const std::string& name, const std::string& ns) {
+  grpc::ClientContext ctx;
+  rpc::AttachToken(&ctx, token_);
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  v1::GetActorRequest req;
+  req.set_name(name);
+  req.set_namespace_(ns);
+  v1::GetActorReply reply;
+  if (absl::Status s = rpc::FromGrpc(head_->GetActor(&ctx, req, &reply)); !s.ok()) return s;
+  return ActorHandle{reply.actor().actor_id()};
+}
+
+absl::StatusOr<v1::ActorInfo> Client::Describe(const ActorHandle& actor) {
+  grpc::ClientContext ctx;
+  rpc::AttachToken(&ctx, token_);
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  v1::GetActorRequest req;
+  req.set_actor_id(actor.actor_id);
+  v1::GetActorReply reply;
+  if (absl::Status s = rpc::FromGrpc(head_->GetActor(&ctx, req, &reply)); !s.ok()) return s;
+  return reply.actor();
+}
+
+absl::Status Client::Kill(const ActorHandle& actor) {
+  grpc::ClientContext ctx;
+  rpc::AttachToken(&ctx, token_);
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  v1::KillActorByIdRequest req;
+  req.set_actor_id(actor.actor_id);
+  v1::KillActorByIdReply reply;
+  absl::Status s = rpc::FromGrpc(head_->KillActor(&ctx, req, &reply));
+  absl::MutexLock lock(&mu_);
+  routes_.erase(actor.actor_id);
+  return s;
+}
+
+absl::StatusOr<Client::Route> Client::Resolve(const std::string& actor_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = routes_.find(actor_id);
+    if (it != routes_.end()) return it->second;
+  }
+  absl::Time deadline = absl::Now() + options_.restart_wait;
+  while (true) {
+    absl::StatusOr<v1::ActorInfo> info = Describe({actor_id});
+    if (!info.ok()) return info.status();
+    if (info->state() == v1::ACTOR_DEAD)
+      return absl::FailedPreconditionError(absl::StrCat("actor is dead: ", info->death_reason()));
+    if (info->state() == v1::ACTOR_ALIVE) {
+      Route r{info->address(), v1::ActorService::NewStub(rpc::MakeChannel(info->address()))};
+      absl::MutexLock lock(&mu_);
+      routes_[actor_id] = r;
+      return r;
+    }
+    if (absl::Now() > deadline)
+      return absl::UnavailableError(absl::StrCat("actor ", actor_id, " is still ", StateName(info->state()),
+                                                 " after ", absl::FormatDuration(options_.restart_wait)));
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+absl::Status Client::Explain(const std::string& actor_id, const grpc::Status& failure) {
+  if (!Unreachable(failure)) return rpc::FromGrpc(failure);
+  {
+    absl::MutexLock lock(&mu_);
+    routes_.erase(actor_id);
+  }
+  // Give the head a moment to hear of the death from the worker.
+  absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (true) {
+    absl::StatusOr<v1::ActorInfo> info = Describe({actor_id});
+    if (info.ok() && info->state() != v1::ACTOR_ALIVE)
+      return absl::UnavailableError(absl::StrCat("actor died: ", info->death_reason()));
+    if (absl::Now() > deadline)
+      return absl::UnavailableError(absl::StrCat("actor ", actor_id, " unreachable: ", failure.error_message()));
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+absl::StatusOr<std::string> Client::Call(const ActorHandle& actor, const std::string& method,
+                                         const std::string& args) {
+  absl::StatusOr<Route> route = Resolve(actor.actor_id);
+  if (!route.ok()) return route.status();
+  grpc::ClientContext ctx;
+  rpc::AttachToken(&ctx, token_);
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
+  v1::ActorCallRequest req;
+  req.set_actor_id(actor.actor_id);
+  req.set_method(method);
+  req.set_args(args);
+  v1::ActorCallReply reply;
+  grpc::Status s = route->stub->Call(&ctx, req, &reply);
+  if (!s.ok()) return Explain(actor.actor_id, s);
+  return std::move(*reply.mutable_result());
+}
+
+namespace {
+struct AsyncCall {
+  grpc::ClientContext ctx;
+  v1::ActorCallRequest req;
+  v1::ActorCallReply reply;
+  grpc::Status status;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::ActorCallReply>> rpc;
+  std::promise<absl::StatusOr<std::string>> done;
+};
+}  // namespace
+
+std::future<absl::StatusOr<std::string>> Client::CallAsync(const ActorHandle& actor, const std::string& method,
+                                                           const std::string& args) {
+  auto* call = new AsyncCall();
+  std::future<absl::StatusOr<std::string>> result = call->done.get_future();
+  absl::StatusOr<Route> route = Resolve(actor.actor_id);
+  if (!route.ok()) {
+    call->done.set_value(route.status());
+    delete call;
+    return result;
+  }
+  rpc::AttachToken(&call->ctx, token_);
+  call->ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
+  call->req.set_actor_id(actor.actor_id);
+  call->req.set_method(method);
+  call->req.set_args(args);
+  call->rpc = route->stub->AsyncCall(&call->ctx, call->req, &cq_);
+  call->rpc->Finish(&call->reply, &call->status, call);
+  return result;
+}
+
+void Client::PollLoop() {
+  void* tag;
+  bool ok;
+  while (cq_.Next(&tag, &ok)) {
+    auto* call = static_cast<AsyncCall*>(tag);
+    if (call->status.ok()) {
+      call->done.set_value(std::move(*call->reply.mutable_result()));
+    } else {
+      // A death stalls this thread while the head is asked why (up to a few seconds); deaths
+      // are rare and the answer is what the caller needs.
+      call->done.set_value(Explain(call->req.actor_id(), call->status));
+    }
+    delete call;
+  }
+}
+
+}  // namespace skyrl

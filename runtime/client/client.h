@@ -1,0 +1,86 @@
+// skyrl::Client: create, find, call and kill actors.
+//
+// The head is asked only where an actor lives; calls go straight to the actor's process. The
+// address is cached per actor and looked up again when a call cannot reach it:
+// - a call that fails because the actor died returns Unavailable "actor died: <reason>";
+// - the next call waits (up to `restart_wait`) for a RESTARTING actor to be ALIVE again, then
+//   goes to its new address;
+// - a call to a DEAD actor fails at once with FailedPrecondition "actor is dead: <reason>".
+// Many calls may be in flight (CallAsync returns a future, completed on the client's own
+// completion-queue thread). Safe for concurrent use.
+#pragma once
+
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "skyrl/actor.grpc.pb.h"
+#include "skyrl/actor_directory.grpc.pb.h"
+
+namespace skyrl {
+
+struct ActorOptions {
+  std::string init_args;
+  std::map<std::string, double> resources = {{"CPU", 1}};
+  std::string name;        // optional, unique in its namespace
+  std::string ns = "default";
+  int max_restarts = 0;    // -1: unlimited
+  int max_concurrency = 1;
+};
+
+struct ActorHandle {
+  std::string actor_id;
+};
+
+struct ClientOptions {
+  absl::Duration call_timeout = absl::Seconds(60);
+  absl::Duration restart_wait = absl::Seconds(30);
+};
+
+class Client {
+ public:
+  // `head` is HOST:PORT; `token` the cluster token (see rpc::LoadToken).
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& head, std::string token,
+                                                         ClientOptions options = {});
+  ~Client();
+
+  // Creates the actor and returns once it is ALIVE; a constructor error is FailedPrecondition
+  // with its message.
+  absl::StatusOr<ActorHandle> CreateActor(const std::string& class_name, const ActorOptions& options);
+  absl::StatusOr<ActorHandle> GetActor(const std::string& name, const std::string& ns = "default");
+  absl::StatusOr<v1::ActorInfo> Describe(const ActorHandle& actor);
+  absl::Status Kill(const ActorHandle& actor);
+
+  absl::StatusOr<std::string> Call(const ActorHandle& actor, const std::string& method,
+                                   const std::string& args);
+  std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor, const std::string& method,
+                                                     const std::string& args);
+
+ private:
+  struct Route {
+    std::string address;
+    std::shared_ptr<v1::ActorService::Stub> stub;
+  };
+  Client(const std::string& head, std::string token, ClientOptions options);
+  // The actor's current route: cached, or looked up (waiting out RESTARTING/PENDING).
+  absl::StatusOr<Route> Resolve(const std::string& actor_id);
+  // After a failed call: forget the route and say why, asking the head.
+  absl::Status Explain(const std::string& actor_id, const grpc::Status& failure);
+  void PollLoop();
+
+  const std::string token_;
+  const ClientOptions options_;
+  std::unique_ptr<v1::ActorDirectory::Stub> head_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Route> routes_ ABSL_GUARDED_BY(mu_);
+  grpc::CompletionQueue cq_;
+  std::thread poller_;
+};
+
+}  // namespace skyrl
