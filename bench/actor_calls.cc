@@ -5,18 +5,21 @@
 // Figures (all over loopback, each server in its own process):
 //   raw gRPC  : sync unary ping-pong against a bare ActorService server (no auth, no dispatch)
 //               that this binary starts as a child (--serve-raw);
-//   sync      : 1 caller, 1 actor (skyrl-actor-host, built-in echo), one call at a time;
-//   async     : 1 caller, 1 actor, 1,000 calls in flight (gRPC completion queue);
-//   n:n async : N caller threads, N actors, each caller keeps 250 calls in flight spread over
+//   sync      : skyrl::Client::Call, 1 caller, 1 actor (built-in echo), one call at a time;
+//   async     : skyrl::Client::CallAsync, 1 caller, 1 actor, 1,000 futures in flight;
+//   n:n async : N caller threads, N actors, each caller keeps 250 futures in flight spread over
 //               all actors.
-// Calls go straight to the actor's process with the cluster token, as every caller's do. The
-// head is not involved: it is only asked where an actor lives.
+// The actors run in a real local cluster (skyrl-head + one skyrl-worker) that this benchmark
+// starts; calls go straight to the actor processes with the cluster token, the head is only
+// asked where an actor lives.
 // Ends with RESULT raw_grpc_calls_per_s, sync_calls_per_s, async_calls_per_s,
 // nn_async_calls_per_s, sync_ratio_to_grpc.
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <deque>
+#include <future>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -25,6 +28,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "runtime/client/client.h"
 #include "runtime/common/ids.h"
 #include "runtime/common/subprocess.h"
 #include "runtime/rpc/auth.h"
@@ -99,44 +103,6 @@ double SyncRate(Target& t, const std::string& payload, int calls) {
   return calls / absl::ToDoubleSeconds(absl::Now() - t0);
 }
 
-// Keeps `window` calls in flight over `targets` (round robin) until `calls` have completed.
-// Returns completed calls; failures are counted in `failed`.
-int AsyncRun(std::vector<Target*> targets, const std::string& payload, int calls, int window,
-             std::atomic<int>& failed) {
-  struct Pending {
-    grpc::ClientContext ctx;
-    skyrl::v1::ActorCallReply reply;
-    grpc::Status status;
-    std::unique_ptr<grpc::ClientAsyncResponseReader<skyrl::v1::ActorCallReply>> rpc;
-  };
-  grpc::CompletionQueue cq;
-  std::vector<skyrl::v1::ActorCallRequest> reqs;
-  for (Target* t : targets) reqs.push_back(Request(*t, payload));
-  int issued = 0, done = 0;
-  auto issue = [&]() {
-    size_t k = size_t(issued) % targets.size();
-    auto* p = new Pending();
-    skyrl::rpc::AttachToken(&p->ctx, kToken);
-    p->rpc = targets[k]->stub->AsyncCall(&p->ctx, reqs[k], &cq);
-    p->rpc->Finish(&p->reply, &p->status, p);
-    ++issued;
-  };
-  while (issued < std::min(window, calls)) issue();
-  void* tag;
-  bool ok;
-  while (done < calls && cq.Next(&tag, &ok)) {
-    auto* p = static_cast<Pending*>(tag);
-    if (!ok || !p->status.ok()) failed.fetch_add(1);
-    delete p;
-    ++done;
-    if (issued < calls) issue();
-  }
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
-  return done;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -158,50 +124,79 @@ int main(int argc, char** argv) {
   if (!raw_proc.ok()) return 1;
   int raw_port = WaitPort(dir + "/raw.port", *raw_proc);
 
-  std::vector<skyrl::Subprocess> hosts;
-  std::vector<Target> actors;
-  for (int i = 0; i < nn; ++i) {
-    std::string id = skyrl::ActorId::Random().ToString();
-    std::string port_file = absl::StrCat(dir, "/actor-", i, ".port");
+  // A real local cluster: skyrl-head and one skyrl-worker, actors created through the client.
+  auto head_port = skyrl::PickFreePort();
+  if (!head_port.ok()) return 1;
+  std::string head = absl::StrCat("127.0.0.1:", *head_port);
+  std::map<std::string, std::string> env = {{"HOME", dir}, {"SKYRL_TOKEN", kToken}};
+  std::vector<skyrl::Subprocess> daemons;
+  for (std::vector<std::string> argv :
+       {std::vector<std::string>{skyrl::testing::BinDir() + "/skyrl-head", "--port",
+                                 std::to_string(*head_port), "--log-level", "warn"},
+        std::vector<std::string>{skyrl::testing::BinDir() + "/skyrl-worker", "--head", head,
+                                 "--resources", absl::StrCat("CPU=", nn), "--log-level", "warn",
+                                 "--log-dir", dir + "/actors"}}) {
     skyrl::SpawnOptions o;
-    o.argv = {skyrl::testing::BinDir() + "/skyrl-actor-host", "--class", "echo", "--actor-id", id,
-              "--port-file", port_file, "--log-level", "warn"};
-    o.env_set = {{"SKYRL_TOKEN", kToken}};
-    o.log_path = absl::StrCat(dir, "/actor-", i, ".log");
+    o.argv = argv;
+    o.env_set = env;
+    o.log_path = dir + "/daemons.log";
     auto p = skyrl::Subprocess::Start(o);
     if (!p.ok()) return 1;
-    int port = WaitPort(port_file, *p);
-    if (port == 0 || raw_port == 0) {
-      std::fprintf(stderr, "actor_calls: a server did not start (logs in %s)\n", dir.c_str());
+    daemons.push_back(std::move(*p));
+  }
+  auto client = skyrl::Client::Connect(head, kToken);
+  if (!client.ok()) return 1;
+  std::vector<skyrl::ActorHandle> actors;
+  for (int i = 0; i < nn; ++i) {
+    absl::StatusOr<skyrl::ActorHandle> a;
+    for (int attempt = 0; attempt < 200; ++attempt) {  // the worker may still be registering
+      a = (*client)->CreateActor("echo", {});
+      if (a.ok()) break;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    if (!a.ok()) {
+      std::fprintf(stderr, "actor_calls: cannot create an actor: %s (logs in %s)\n",
+                   std::string(a.status().message()).c_str(), dir.c_str());
       return 1;
     }
-    hosts.push_back(std::move(*p));
-    actors.push_back({id, skyrl::v1::ActorService::NewStub(
-                              skyrl::rpc::MakeChannel(absl::StrCat("127.0.0.1:", port)))});
+    actors.push_back(*a);
   }
   Target raw{"", skyrl::v1::ActorService::NewStub(
                      skyrl::rpc::MakeChannel(absl::StrCat("127.0.0.1:", raw_port)))};
 
   std::fprintf(stderr, "actor_calls: %d calls per figure, %d-byte payload, n:n with n=%d\n", calls,
                payload_bytes, nn);
-  SyncRate(raw, payload, calls / 10);  // warm up both paths
-  SyncRate(actors[0], payload, calls / 10);
-  double raw_rate = SyncRate(raw, payload, calls);
-  double sync_rate = SyncRate(actors[0], payload, calls);
-
   std::atomic<int> failed{0};
+  auto client_sync = [&](int n) {
+    absl::Time t0 = absl::Now();
+    for (int i = 0; i < n; ++i)
+      if (!(*client)->Call(actors[0], "echo", payload).ok()) failed.fetch_add(1);
+    return n / absl::ToDoubleSeconds(absl::Now() - t0);
+  };
+  // Keeps `window` futures in flight over `targets` until `n` calls have completed.
+  auto client_async = [&](const std::vector<skyrl::ActorHandle>& targets, int n, int window) {
+    std::deque<std::future<absl::StatusOr<std::string>>> futures;
+    for (int issued = 0; issued < n || !futures.empty();) {
+      while (issued < n && int(futures.size()) < window)
+        futures.push_back((*client)->CallAsync(targets[size_t(issued++) % targets.size()], "echo", payload));
+      if (!futures.front().get().ok()) failed.fetch_add(1);
+      futures.pop_front();
+    }
+  };
+  SyncRate(raw, payload, calls / 10);  // warm up both paths
+  client_sync(calls / 10);
+  double raw_rate = SyncRate(raw, payload, calls);
+  double sync_rate = client_sync(calls);
+
   int async_calls = calls * 5;
   absl::Time t0 = absl::Now();
-  AsyncRun({&actors[0]}, payload, async_calls, 1000, failed);
+  client_async({actors[0]}, async_calls, 1000);
   double async_rate = async_calls / absl::ToDoubleSeconds(absl::Now() - t0);
 
-  std::vector<Target*> all;
-  for (auto& a : actors) all.push_back(&a);
   std::vector<std::thread> callers;
   int per_caller = async_calls / nn;
   t0 = absl::Now();
-  for (int i = 0; i < nn; ++i)
-    callers.emplace_back([&] { AsyncRun(all, payload, per_caller, 250, failed); });
+  for (int i = 0; i < nn; ++i) callers.emplace_back([&] { client_async(actors, per_caller, 250); });
   for (auto& c : callers) c.join();
   double nn_rate = per_caller * nn / absl::ToDoubleSeconds(absl::Now() - t0);
   if (failed.load() > 0 || raw_rate <= 0 || sync_rate <= 0) {
@@ -221,7 +216,8 @@ int main(int argc, char** argv) {
   std::printf("RESULT async_calls_per_s %.0f\n", async_rate);
   std::printf("RESULT nn_async_calls_per_s %.0f\n", nn_rate);
   std::printf("RESULT sync_ratio_to_grpc %.3f\n", sync_rate / raw_rate);
-  for (auto& h : hosts) h.Stop(absl::Seconds(2));
+  client->reset();
+  for (auto it = daemons.rbegin(); it != daemons.rend(); ++it) it->Stop(absl::Seconds(5));
   raw_proc->Stop(absl::Seconds(1));
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
