@@ -657,6 +657,57 @@ TEST_F(ActorLifecycleTest, ClientSaysWhyACallFailedAndFollowsTheRestart) {
   EXPECT_LT(absl::Now() - t0, absl::Seconds(5)) << "a call to a dead actor fails at once";
 }
 
+TEST_F(ActorLifecycleTest, RedisRestartUnderARunningHeadLosesNothing) {
+  auto redis = testing::RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  Subprocess head = StartHead((*redis)->url());
+  Subprocess w1 = StartWorker("w1", "CPU=2");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  (*redis)->Kill(SIGKILL);
+  // While Redis is down: reads are served from the head's memory, and writes wait for it.
+  EXPECT_EQ(Count(ListNodes(), v1::NODE_ALIVE), 1);
+  std::thread restart([&] {
+    absl::SleepFor(absl::Milliseconds(700));
+    ASSERT_TRUE((*redis)->Restart().ok());
+  });
+  grpc::Status s;
+  v1::ActorInfo a = Create("echo", 0, &s);  // its writes are retried until Redis is back
+  restart.join();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(a.state(), v1::ACTOR_ALIVE);
+  // The head caught up: a new head on the same Redis sees the actor created during the outage.
+  head.Signal(SIGKILL).IgnoreError();
+  head.Wait();
+  Subprocess restarted = StartHead((*redis)->url());
+  v1::ActorInfo back = WaitActor(a.actor_id(), [](const auto& x) { return x.state() == v1::ACTOR_ALIVE; });
+  EXPECT_EQ(back.address(), a.address());
+}
+
+TEST_F(LocalClusterTest, OversizedAndMalformedRequestsGetClearErrors) {
+  Subprocess head = StartHead();
+  auto kv = v1::KvService::NewStub(rpc::MakeChannel(address_));
+  v1::KvPutRequest big;
+  big.set_key("big");
+  big.set_value(std::string(65 << 20, 'x'));  // over the store's 64 MiB value limit
+  v1::KvPutReply reply;
+  grpc::Status s;
+  for (int i = 0; i < 100; ++i) {
+    s = Authed([&](grpc::ClientContext* c) { return kv->Put(c, big, &reply); });
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("exceeds the limit"), std::string::npos) << s.error_message();
+  auto nodes = v1::NodeService::NewStub(rpc::MakeChannel(address_));
+  v1::HeartbeatRequest hb;
+  hb.set_node_id("not-an-id");
+  v1::HeartbeatReply hb_reply;
+  s = Authed([&](grpc::ClientContext* c) { return nodes->Heartbeat(c, hb, &hb_reply); });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("node id"), std::string::npos) << s.error_message();
+  EXPECT_TRUE(head.running()) << "the head survived";
+}
+
 TEST(SecondHeadTest, CannotShareThePortOfARunningHead) {
   // gRPC's default SO_REUSEPORT would let two heads bind one port; ours refuses.
   std::string dir = testing::MakeTempDir("two-heads");
