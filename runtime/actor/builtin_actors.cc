@@ -18,8 +18,21 @@ class EchoActor : public Actor {
   static absl::StatusOr<std::unique_ptr<EchoActor>> Create(absl::string_view) {
     return std::make_unique<EchoActor>();
   }
-  static void RegisterMethods(MethodTable<EchoActor>& t) { t.Add("echo", &EchoActor::Echo); }
+  static void RegisterMethods(MethodTable<EchoActor>& t) {
+    t.Add("echo", &EchoActor::Echo);
+    t.Add("log", &EchoActor::Log);
+    t.Add("history", &EchoActor::History);
+  }
   absl::StatusOr<std::string> Echo(absl::string_view args) { return std::string(args); }
+  // Order-sensitive state, for tests of call ordering: appends args to a log.
+  absl::StatusOr<std::string> Log(absl::string_view args) {
+    absl::StrAppend(&log_, log_.empty() ? "" : ",", args);
+    return std::string(args);
+  }
+  absl::StatusOr<std::string> History(absl::string_view) { return log_; }
+
+ private:
+  std::string log_;
 };
 SKYRL_REGISTER_ACTOR(EchoActor, "echo");
 

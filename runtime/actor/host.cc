@@ -12,6 +12,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/actor/actor.h"
 #include "runtime/common/ids.h"
@@ -30,7 +31,7 @@ class ActorServiceImpl final : public v1::ActorService::Service {
  public:
   ActorServiceImpl(std::string actor_id, const ActorClass& cls, Actor& actor,
                    const rpc::TokenAuth& auth, int limit)
-      : actor_id_(std::move(actor_id)), cls_(cls), actor_(actor), auth_(auth), free_(limit) {}
+      : actor_id_(std::move(actor_id)), cls_(cls), actor_(actor), auth_(auth), limit_(limit), free_(limit) {}
 
   grpc::Status Call(grpc::ServerContext* ctx, const v1::ActorCallRequest* req,
                     v1::ActorCallReply* reply) override {
@@ -48,8 +49,16 @@ class ActorServiceImpl final : public v1::ActorService::Service {
                                        req->method().substr(0, 128), "\" (it has: ",
                                        absl::StrJoin(names, ", "), ")"));
     }
+    bool ordered = limit_ == 1 && req->seq() > 0 && !req->caller_id().empty();
     {
       absl::MutexLock lock(&mu_);
+      if (ordered) {
+        // Wait for this caller's earlier calls. One that never arrives (cancelled before it
+        // was sent) holds the line for at most kOrderWait.
+        uint64_t& next = next_seq_.try_emplace(req->caller_id(), 1).first->second;
+        auto my_turn = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return req->seq() <= next; };
+        mu_.AwaitWithTimeout(absl::Condition(&my_turn), kOrderWait);
+      }
       mu_.Await(absl::Condition(+[](int* n) { return *n > 0; }, &free_));
       --free_;
     }
@@ -57,6 +66,10 @@ class ActorServiceImpl final : public v1::ActorService::Service {
     {
       absl::MutexLock lock(&mu_);
       ++free_;
+      if (ordered) {
+        uint64_t& next = next_seq_[req->caller_id()];
+        next = std::max(next, req->seq() + 1);
+      }
     }
     if (!result.ok()) return rpc::ToGrpc(result.status());
     reply->set_result(std::move(*result));
@@ -68,8 +81,11 @@ class ActorServiceImpl final : public v1::ActorService::Service {
   const ActorClass& cls_;
   Actor& actor_;
   const rpc::TokenAuth& auth_;
+  static constexpr absl::Duration kOrderWait = absl::Seconds(10);
+  const int limit_;
   absl::Mutex mu_;
   int free_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, uint64_t> next_seq_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

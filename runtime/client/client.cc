@@ -35,6 +35,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& head,
 
 Client::Client(const std::string& head, std::string token, ClientOptions options)
     : token_(std::move(token)),
+      caller_id_(ActorId::Random().ToString().substr(6)),
       options_(options),
       head_(v1::ActorDirectory::NewStub(rpc::MakeChannel(head))),
       poller_([this] { PollLoop(); }) {}
@@ -114,7 +115,8 @@ absl::StatusOr<Client::Route> Client::Resolve(const std::string& actor_id) {
     if (info->state() == v1::ACTOR_DEAD)
       return absl::FailedPreconditionError(absl::StrCat("actor is dead: ", info->death_reason()));
     if (info->state() == v1::ACTOR_ALIVE) {
-      Route r{info->address(), v1::ActorService::NewStub(rpc::MakeChannel(info->address()))};
+      Route r{info->address(), v1::ActorService::NewStub(rpc::MakeChannel(info->address())),
+              std::make_shared<std::atomic<uint64_t>>(1)};
       absl::MutexLock lock(&mu_);
       routes_[actor_id] = r;
       return r;
@@ -126,20 +128,33 @@ absl::StatusOr<Client::Route> Client::Resolve(const std::string& actor_id) {
   }
 }
 
-absl::Status Client::Explain(const std::string& actor_id, const grpc::Status& failure) {
-  if (!Unreachable(failure)) return rpc::FromGrpc(failure);
-  {
+absl::Status Client::Explain(const std::string& actor_id, const std::string& address,
+                             const grpc::Status& failure) {
+  // UNAVAILABLE and CANCELLED mean the process could not be reached. A dying process can also
+  // surface as UNKNOWN, INTERNAL or ABORTED, which are equally what a method may return: for
+  // those, a brief look at the head decides.
+  grpc::StatusCode code = failure.error_code();
+  bool unreachable = Unreachable(failure);
+  bool maybe_died = code == grpc::StatusCode::UNKNOWN || code == grpc::StatusCode::INTERNAL ||
+                    code == grpc::StatusCode::ABORTED;
+  if (!unreachable && !maybe_died) return rpc::FromGrpc(failure);
+  if (unreachable) {
     absl::MutexLock lock(&mu_);
     routes_.erase(actor_id);
   }
   // Give the head a moment to hear of the death from the worker.
-  absl::Time deadline = absl::Now() + absl::Seconds(5);
+  absl::Time deadline = absl::Now() + (unreachable ? absl::Seconds(5) : absl::Milliseconds(300));
   while (true) {
     absl::StatusOr<v1::ActorInfo> info = Describe({actor_id});
-    if (info.ok() && info->state() != v1::ACTOR_ALIVE)
+    if (info.ok() && (info->state() != v1::ACTOR_ALIVE || info->address() != address)) {
+      absl::MutexLock lock(&mu_);
+      routes_.erase(actor_id);
       return absl::UnavailableError(absl::StrCat("actor died: ", info->death_reason()));
+    }
     if (absl::Now() > deadline)
-      return absl::UnavailableError(absl::StrCat("actor ", actor_id, " unreachable: ", failure.error_message()));
+      return unreachable ? absl::UnavailableError(absl::StrCat("actor ", actor_id, " unreachable: ",
+                                                               failure.error_message()))
+                         : rpc::FromGrpc(failure);
     absl::SleepFor(absl::Milliseconds(20));
   }
 }
@@ -155,14 +170,17 @@ absl::StatusOr<std::string> Client::Call(const ActorHandle& actor, const std::st
   req.set_actor_id(actor.actor_id);
   req.set_method(method);
   req.set_args(args);
+  req.set_caller_id(caller_id_);
+  req.set_seq(route->next_seq->fetch_add(1));
   v1::ActorCallReply reply;
   grpc::Status s = route->stub->Call(&ctx, req, &reply);
-  if (!s.ok()) return Explain(actor.actor_id, s);
+  if (!s.ok()) return Explain(actor.actor_id, route->address, s);
   return std::move(*reply.mutable_result());
 }
 
 namespace {
 struct AsyncCall {
+  std::string address;
   grpc::ClientContext ctx;
   v1::ActorCallRequest req;
   v1::ActorCallReply reply;
@@ -182,11 +200,14 @@ std::future<absl::StatusOr<std::string>> Client::CallAsync(const ActorHandle& ac
     delete call;
     return result;
   }
+  call->address = route->address;
   rpc::AttachToken(&call->ctx, token_);
   call->ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
   call->req.set_actor_id(actor.actor_id);
   call->req.set_method(method);
   call->req.set_args(args);
+  call->req.set_caller_id(caller_id_);
+  call->req.set_seq(route->next_seq->fetch_add(1));
   call->rpc = route->stub->AsyncCall(&call->ctx, call->req, &cq_);
   call->rpc->Finish(&call->reply, &call->status, call);
   return result;
@@ -202,7 +223,7 @@ void Client::PollLoop() {
     } else {
       // A death stalls this thread while the head is asked why (up to a few seconds); deaths
       // are rare and the answer is what the caller needs.
-      call->done.set_value(Explain(call->req.actor_id(), call->status));
+      call->done.set_value(Explain(call->req.actor_id(), call->address, call->status));
     }
     delete call;
   }

@@ -10,6 +10,7 @@
 // completion-queue thread). Safe for concurrent use.
 #pragma once
 
+#include <atomic>
 #include <future>
 #include <map>
 #include <memory>
@@ -66,15 +67,19 @@ class Client {
   struct Route {
     std::string address;
     std::shared_ptr<v1::ActorService::Stub> stub;
+    // This client's call sequence for this incarnation of the actor (see ActorCallRequest.seq).
+    std::shared_ptr<std::atomic<uint64_t>> next_seq;
   };
   Client(const std::string& head, std::string token, ClientOptions options);
   // The actor's current route: cached, or looked up (waiting out RESTARTING/PENDING).
   absl::StatusOr<Route> Resolve(const std::string& actor_id);
   // After a failed call: forget the route and say why, asking the head.
-  absl::Status Explain(const std::string& actor_id, const grpc::Status& failure);
+  absl::Status Explain(const std::string& actor_id, const std::string& address,
+                       const grpc::Status& failure);
   void PollLoop();
 
   const std::string token_;
+  const std::string caller_id_;
   const ClientOptions options_;
   std::unique_ptr<v1::ActorDirectory::Stub> head_;
   absl::Mutex mu_;

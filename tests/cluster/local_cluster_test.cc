@@ -603,7 +603,7 @@ TEST_F(ActorLifecycleTest, ActorsKeepServingThroughAHeadRestartOnRedis) {
 
 TEST_F(ActorLifecycleTest, ClientCreatesFindsCallsAndKillsActors) {
   Subprocess head = StartHead();
-  Subprocess w1 = StartWorker("w1", "CPU=2");
+  Subprocess w1 = StartWorker("w1", "CPU=4");
   ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
   auto client = Client::Connect(address_, Token());
   ASSERT_TRUE(client.ok()) << client.status();
@@ -621,6 +621,18 @@ TEST_F(ActorLifecycleTest, ClientCreatesFindsCallsAndKillsActors) {
   for (int i = 0; i < 1000; ++i) inflight.push_back((*client)->CallAsync(*counter, "add", "1"));
   for (auto& f : inflight) ASSERT_TRUE(f.get().ok());
   EXPECT_EQ(*(*client)->Call(*counter, "get", ""), "1001");
+
+  // Calls from one caller to a max_concurrency-1 actor run in the order they were made.
+  auto log = (*client)->CreateActor("echo", {});
+  ASSERT_TRUE(log.ok()) << log.status();
+  std::vector<std::future<absl::StatusOr<std::string>>> ordered;
+  std::string expected;
+  for (int i = 0; i < 300; ++i) {
+    ordered.push_back((*client)->CallAsync(*log, "log", std::to_string(i)));
+    absl::StrAppend(&expected, i ? "," : "", i);
+  }
+  for (auto& f : ordered) ASSERT_TRUE(f.get().ok());
+  EXPECT_EQ(*(*client)->Call(*log, "history", ""), expected);
 
   auto ctor = (*client)->CreateActor("counter", {.init_args = "nope"});
   EXPECT_TRUE(absl::IsFailedPrecondition(ctor.status())) << ctor.status();
