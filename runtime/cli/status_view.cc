@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/rpc/actor_state.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
@@ -57,16 +58,6 @@ std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes, absl::Time 
 
 namespace {
 
-const char* StateName(v1::ActorState s) {
-  switch (s) {
-    case v1::ACTOR_PENDING: return "PENDING";
-    case v1::ACTOR_ALIVE: return "ALIVE";
-    case v1::ACTOR_RESTARTING: return "RESTARTING";
-    case v1::ACTOR_DEAD: return "DEAD";
-    default: return "UNKNOWN";
-  }
-}
-
 std::string Table(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width(rows[0].size(), 0);
   for (const auto& r : rows)
@@ -91,7 +82,7 @@ std::string RenderActorsTable(const std::vector<v1::ActorInfo>& actors) {
   for (const auto& a : actors)
     rows.push_back({a.actor_id(), a.spec().class_name(),
                     a.spec().name().empty() ? "-" : a.spec().namespace_() + "/" + a.spec().name(),
-                    StateName(a.state()), a.node_id().empty() ? "-" : a.node_id(),
+                    rpc::ActorStateName(a.state()), a.node_id().empty() ? "-" : a.node_id(),
                     a.address().empty() ? "-" : a.address(),
                     a.gpu_ids().empty() ? "-" : absl::StrJoin(a.gpu_ids(), ","),
                     absl::StrCat(a.restarts())});
@@ -106,7 +97,7 @@ std::string RenderActorsJson(const std::vector<v1::ActorInfo>& actors) {
     j["class"] = a.spec().class_name();
     j["name"] = a.spec().name();
     j["namespace"] = a.spec().namespace_();
-    j["state"] = StateName(a.state());
+    j["state"] = rpc::ActorStateName(a.state());
     j["node_id"] = a.node_id();
     j["address"] = a.address();
     j["gpu_ids"] = std::vector<int>(a.gpu_ids().begin(), a.gpu_ids().end());
@@ -135,7 +126,7 @@ std::string RenderStatus(const std::string& head, const std::vector<v1::NodeInfo
   absl::StrAppend(&out, "Resources (alive nodes): ", total.empty() ? "none" : total.ToHumanString(),
                   "\n");
   std::map<std::string, int> by_state;
-  for (const auto& a : actors) by_state[StateName(a.state())]++;
+  for (const auto& a : actors) by_state[rpc::ActorStateName(a.state())]++;
   absl::StrAppend(&out, "Actors: ", actors.size(),
                   by_state.empty() ? "" : absl::StrCat(" (", absl::StrJoin(by_state, ", ", absl::PairFormatter(" ")), ")"),
                   "\n");
@@ -145,7 +136,7 @@ std::string RenderStatus(const std::string& head, const std::vector<v1::NodeInfo
   for (const auto& a : actors)
     if (!a.death_reason().empty())
       failures.push_back(absl::StrCat(" ", a.actor_id(), " (", a.spec().class_name(), ", ",
-                                      StateName(a.state()), "): ", a.death_reason()));
+                                      rpc::ActorStateName(a.state()), "): ", a.death_reason()));
   if (!failures.empty()) absl::StrAppend(&out, "Recent failures:\n", absl::StrJoin(failures, "\n"), "\n");
   return out;
 }

@@ -1,6 +1,7 @@
 #include "runtime/client/client.h"
 
 #include "absl/strings/str_cat.h"
+#include "runtime/rpc/actor_state.h"
 #include "absl/time/clock.h"
 #include "runtime/common/ids.h"
 #include "runtime/rpc/auth.h"
@@ -12,16 +13,6 @@ namespace {
 
 bool Unreachable(const grpc::Status& s) {
   return s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::CANCELLED;
-}
-
-const char* StateName(v1::ActorState s) {
-  switch (s) {
-    case v1::ACTOR_PENDING: return "PENDING";
-    case v1::ACTOR_ALIVE: return "ALIVE";
-    case v1::ACTOR_RESTARTING: return "RESTARTING";
-    case v1::ACTOR_DEAD: return "DEAD";
-    default: return "UNKNOWN";
-  }
 }
 
 }  // namespace
@@ -66,27 +57,28 @@ absl::StatusOr<ActorHandle> Client::CreateActor(const std::string& class_name, c
   return ActorHandle{reply.actor().actor_id()};
 }
 
-absl::StatusOr<ActorHandle> Client::GetActor(const std::string& name, const std::string& ns) {
+absl::StatusOr<v1::ActorInfo> Client::Lookup(const v1::GetActorRequest& req) {
   grpc::ClientContext ctx;
   rpc::AttachToken(&ctx, token_);
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  v1::GetActorReply reply;
+  if (absl::Status s = rpc::FromGrpc(head_->GetActor(&ctx, req, &reply)); !s.ok()) return s;
+  return std::move(*reply.mutable_actor());
+}
+
+absl::StatusOr<ActorHandle> Client::GetActor(const std::string& name, const std::string& ns) {
   v1::GetActorRequest req;
   req.set_name(name);
   req.set_namespace_(ns);
-  v1::GetActorReply reply;
-  if (absl::Status s = rpc::FromGrpc(head_->GetActor(&ctx, req, &reply)); !s.ok()) return s;
-  return ActorHandle{reply.actor().actor_id()};
+  absl::StatusOr<v1::ActorInfo> info = Lookup(req);
+  if (!info.ok()) return info.status();
+  return ActorHandle{info->actor_id()};
 }
 
 absl::StatusOr<v1::ActorInfo> Client::Describe(const ActorHandle& actor) {
-  grpc::ClientContext ctx;
-  rpc::AttachToken(&ctx, token_);
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
   v1::GetActorRequest req;
   req.set_actor_id(actor.actor_id);
-  v1::GetActorReply reply;
-  if (absl::Status s = rpc::FromGrpc(head_->GetActor(&ctx, req, &reply)); !s.ok()) return s;
-  return reply.actor();
+  return Lookup(req);
 }
 
 absl::Status Client::Kill(const ActorHandle& actor) {
@@ -122,7 +114,7 @@ absl::StatusOr<Client::Route> Client::Resolve(const std::string& actor_id) {
       return r;
     }
     if (absl::Now() > deadline)
-      return absl::UnavailableError(absl::StrCat("actor ", actor_id, " is still ", StateName(info->state()),
+      return absl::UnavailableError(absl::StrCat("actor ", actor_id, " is still ", rpc::ActorStateName(info->state()),
                                                  " after ", absl::FormatDuration(options_.restart_wait)));
     absl::SleepFor(absl::Milliseconds(20));
   }

@@ -71,6 +71,7 @@ class Client {
     std::shared_ptr<std::atomic<uint64_t>> next_seq;
   };
   Client(const std::string& head, std::string token, ClientOptions options);
+  absl::StatusOr<v1::ActorInfo> Lookup(const v1::GetActorRequest& request);
   // The actor's current route: cached, or looked up (waiting out RESTARTING/PENDING).
   absl::StatusOr<Route> Resolve(const std::string& actor_id);
   // After a failed call: forget the route and say why, asking the head.

@@ -81,16 +81,6 @@ absl::Status ValidateSpec(v1::ActorSpec& spec) {
 
 }  // namespace
 
-const char* ActorStateName(v1::ActorState state) {
-  switch (state) {
-    case v1::ACTOR_PENDING: return "PENDING";
-    case v1::ACTOR_ALIVE: return "ALIVE";
-    case v1::ACTOR_RESTARTING: return "RESTARTING";
-    case v1::ACTOR_DEAD: return "DEAD";
-    default: return "UNKNOWN";
-  }
-}
-
 std::unique_ptr<WorkerClient> MakeGrpcWorkerClient(std::string token) {
   return std::make_unique<GrpcWorkerClient>(std::move(token));
 }

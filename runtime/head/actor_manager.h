@@ -84,6 +84,4 @@ class ActorManager {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-const char* ActorStateName(v1::ActorState state);
-
 }  // namespace skyrl::head
