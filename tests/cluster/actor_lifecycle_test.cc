@@ -1,0 +1,219 @@
+// Actors through the head: placement, restarts, deaths and their reasons, the client.
+#include "tests/cluster/cluster_fixture.h"
+
+namespace skyrl::testing {
+namespace {
+
+TEST_F(ActorLifecycleTest, CrashedActorRestartsUntilItsRestartsAreSpent) {
+  Subprocess head = StartHead();
+  Subprocess w1 = StartWorker("w1", "CPU=4");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  grpc::Status s;
+  v1::ActorInfo a = Create("crash", 1, &s);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(a.state(), v1::ACTOR_ALIVE) << a.ShortDebugString();
+  std::string out;
+  ASSERT_TRUE(CallActor(a, "ping", "", &out).ok());
+
+  EXPECT_FALSE(CallActor(a, "crash", "signal 9").ok()) << "the call in flight fails";
+  v1::ActorInfo restarted = WaitActor(a.actor_id(), [](const auto& x) {
+    return x.state() == v1::ACTOR_ALIVE && x.restarts() == 1;
+  });
+  EXPECT_NE(restarted.death_reason().find("killed by signal 9"), std::string::npos) << restarted.death_reason();
+  ASSERT_TRUE(CallActor(restarted, "ping", "", &out).ok()) << "calls after the restart succeed";
+
+  EXPECT_FALSE(CallActor(restarted, "crash", "exit 4").ok());
+  v1::ActorInfo dead = WaitActor(a.actor_id(), [](const auto& x) { return x.state() == v1::ACTOR_DEAD; });
+  EXPECT_NE(dead.death_reason().find("exit code 4"), std::string::npos) << dead.death_reason();
+  EXPECT_NE(dead.death_reason().find("no restarts left"), std::string::npos) << dead.death_reason();
+  EXPECT_NE(dead.death_reason().find("exiting with code 4 on request"), std::string::npos)
+      << "the death reason carries the last log lines: " << dead.death_reason();
+}
+
+TEST_F(ActorLifecycleTest, ActorsOfAKilledWorkerRestartOnAnotherNode) {
+  Subprocess head = StartHead();
+  Subprocess w1 = StartWorker("w1", "CPU=4");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  grpc::Status s;
+  v1::ActorInfo a = Create("echo", 3, &s);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(a.state(), v1::ACTOR_ALIVE);
+  Subprocess w2 = StartWorker("w2", "CPU=4");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 2; }));
+  w1.Signal(SIGKILL).IgnoreError();
+  w1.Wait();
+  v1::ActorInfo moved = WaitActor(a.actor_id(), [&](const auto& x) {
+    return x.state() == v1::ACTOR_ALIVE && x.node_id() != a.node_id();
+  });
+  EXPECT_EQ(moved.restarts(), 1);
+  EXPECT_NE(moved.death_reason().find("node lost"), std::string::npos) << moved.death_reason();
+  std::string out;
+  EXPECT_TRUE(CallActor(moved, "echo", "hi", &out).ok());
+  EXPECT_EQ(out, "hi");
+}
+
+TEST_F(ActorLifecycleTest, ConstructorErrorsInfeasibleRequestsAndKillsAreReported) {
+  Subprocess head = StartHead();
+  Subprocess w1 = StartWorker("w1", "CPU=2,GPU=0");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  grpc::Status s;
+  v1::ActorInfo bad = Create("crash", 5, &s, "fail");
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(bad.state(), v1::ACTOR_DEAD);
+  EXPECT_NE(bad.death_reason().find("told to fail in its constructor"), std::string::npos) << bad.death_reason();
+
+  Create("echo", 0, &s, "", "1");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("needs CPU=1,GPU=1"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("free"), std::string::npos) << s.error_message();
+
+  v1::ActorInfo a = Create("echo", 3, &s);
+  ASSERT_TRUE(s.ok());
+  auto dir = v1::ActorDirectory::NewStub(rpc::MakeChannel(address_));
+  v1::KillActorByIdRequest kill;
+  kill.set_actor_id(a.actor_id());
+  v1::KillActorByIdReply killed;
+  ASSERT_TRUE(Authed([&](grpc::ClientContext* c) { return dir->KillActor(c, kill, &killed); }).ok());
+  v1::ActorInfo dead = Get(a.actor_id());
+  EXPECT_EQ(dead.state(), v1::ACTOR_DEAD);
+  EXPECT_EQ(dead.death_reason(), "killed by the user");
+  grpc::Status after;
+  for (int i = 0; i < 100 && (after = CallActor(a, "echo", "x")).ok(); ++i) absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_FALSE(after.ok());
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(Get(a.actor_id()).state(), v1::ACTOR_DEAD) << "a killed actor is not restarted";
+  int code = -1;
+  std::string status = RunCli({"status"}, &code);
+  EXPECT_EQ(code, 0) << status;
+  EXPECT_NE(status.find("Actors: 2 (DEAD 2)"), std::string::npos) << status;
+  EXPECT_NE(status.find("told to fail in its constructor"), std::string::npos) << status;
+  EXPECT_NE(status.find("killed by the user"), std::string::npos) << status;
+  std::string json = RunCli({"list", "actors", "--json"}, &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(json.find("\"class\": \"echo\""), std::string::npos) << json;
+}
+
+TEST_F(ActorLifecycleTest, ActorsKeepServingThroughAHeadRestartOnRedis) {
+  auto redis = testing::RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  Subprocess head = StartHead((*redis)->url());
+  Subprocess w1 = StartWorker("w1", "CPU=2");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  grpc::Status s;
+  v1::ActorInfo a = Create("counter", 0, &s);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  std::string out;
+  ASSERT_TRUE(CallActor(a, "add", "1", &out).ok());
+  int code = -1;
+  std::string status = RunCli({"status"}, &code);
+  EXPECT_NE(status.find("Actors: 1 (ALIVE 1)"), std::string::npos) << status;
+  EXPECT_NE(status.find("CPU=1"), std::string::npos) << "the USED column: " << status;
+  head.Signal(SIGKILL).IgnoreError();
+  head.Wait();
+  // With no head at all, the actor still answers: calls never go through the head.
+  ASSERT_TRUE(CallActor(a, "add", "1", &out).ok());
+  EXPECT_EQ(out, "2");
+  Subprocess restarted = StartHead((*redis)->url());
+  v1::ActorInfo back = WaitActor(a.actor_id(), [](const auto& x) { return x.state() == v1::ACTOR_ALIVE; });
+  EXPECT_EQ(back.address(), a.address());
+  ASSERT_TRUE(CallActor(back, "add", "1", &out).ok());
+  EXPECT_EQ(out, "3") << "the same process, with its state, kept running";
+}
+
+TEST_F(ActorLifecycleTest, ClientCreatesFindsCallsAndKillsActors) {
+  Subprocess head = StartHead();
+  Subprocess w1 = StartWorker("w1", "CPU=4");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  auto client = Client::Connect(address_, Token());
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto counter = (*client)->CreateActor("counter", {.name = "tally"});
+  ASSERT_TRUE(counter.ok()) << counter.status();
+  auto found = (*client)->GetActor("tally");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->actor_id, counter->actor_id);
+  EXPECT_TRUE(absl::IsAlreadyExists((*client)->CreateActor("counter", {.name = "tally"}).status()));
+
+  auto one = (*client)->Call(*counter, "add", "1");
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(*one, "1");
+  std::vector<std::future<absl::StatusOr<std::string>>> inflight;
+  for (int i = 0; i < 1000; ++i) inflight.push_back((*client)->CallAsync(*counter, "add", "1"));
+  for (auto& f : inflight) ASSERT_TRUE(f.get().ok());
+  EXPECT_EQ(*(*client)->Call(*counter, "get", ""), "1001");
+
+  // Calls from one caller to a max_concurrency-1 actor run in the order they were made.
+  auto log = (*client)->CreateActor("echo", {});
+  ASSERT_TRUE(log.ok()) << log.status();
+  std::vector<std::future<absl::StatusOr<std::string>>> ordered;
+  std::string expected;
+  for (int i = 0; i < 300; ++i) {
+    ordered.push_back((*client)->CallAsync(*log, "log", std::to_string(i)));
+    absl::StrAppend(&expected, i ? "," : "", i);
+  }
+  for (auto& f : ordered) ASSERT_TRUE(f.get().ok());
+  EXPECT_EQ(*(*client)->Call(*log, "history", ""), expected);
+
+  auto ctor = (*client)->CreateActor("counter", {.init_args = "nope"});
+  EXPECT_TRUE(absl::IsFailedPrecondition(ctor.status())) << ctor.status();
+  EXPECT_NE(ctor.status().message().find("is not an integer"), std::string::npos) << ctor.status();
+
+  ASSERT_TRUE((*client)->Kill(*counter).ok());
+  auto after = (*client)->Call(*counter, "get", "");
+  EXPECT_TRUE(absl::IsFailedPrecondition(after.status())) << after.status();
+  EXPECT_NE(after.status().message().find("actor is dead: killed by the user"), std::string::npos)
+      << after.status();
+}
+
+TEST_F(ActorLifecycleTest, ClientSaysWhyACallFailedAndFollowsTheRestart) {
+  Subprocess head = StartHead();
+  Subprocess w1 = StartWorker("w1", "CPU=2");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  auto client = Client::Connect(address_, Token());
+  ASSERT_TRUE(client.ok());
+  auto actor = (*client)->CreateActor("crash", {.max_restarts = 1});
+  ASSERT_TRUE(actor.ok()) << actor.status();
+  auto died = (*client)->Call(*actor, "crash", "signal 9");
+  EXPECT_TRUE(absl::IsUnavailable(died.status())) << died.status();
+  EXPECT_NE(died.status().message().find("actor died: "), std::string::npos) << died.status();
+  EXPECT_NE(died.status().message().find("signal 9"), std::string::npos) << died.status();
+  auto pong = (*client)->Call(*actor, "ping", "");
+  ASSERT_TRUE(pong.ok()) << "the call after the restart succeeds: " << pong.status();
+  EXPECT_EQ(*pong, "pong");
+  auto again = (*client)->CallAsync(*actor, "crash", "exit 9").get();
+  EXPECT_NE(again.status().message().find("actor died: "), std::string::npos) << again.status();
+  absl::Time t0 = absl::Now();
+  auto dead = (*client)->Call(*actor, "ping", "");
+  EXPECT_TRUE(absl::IsFailedPrecondition(dead.status())) << dead.status();
+  EXPECT_NE(dead.status().message().find("no restarts left"), std::string::npos) << dead.status();
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5)) << "a call to a dead actor fails at once";
+}
+
+TEST_F(ActorLifecycleTest, RedisRestartUnderARunningHeadLosesNothing) {
+  auto redis = testing::RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  Subprocess head = StartHead((*redis)->url());
+  Subprocess w1 = StartWorker("w1", "CPU=2");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  (*redis)->Kill(SIGKILL);
+  // While Redis is down: reads are served from the head's memory, and writes wait for it.
+  EXPECT_EQ(Count(ListNodes(), v1::NODE_ALIVE), 1);
+  std::thread restart([&] {
+    absl::SleepFor(absl::Milliseconds(700));
+    ASSERT_TRUE((*redis)->Restart().ok());
+  });
+  grpc::Status s;
+  v1::ActorInfo a = Create("echo", 0, &s);  // its writes are retried until Redis is back
+  restart.join();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(a.state(), v1::ACTOR_ALIVE);
+  // The head caught up: a new head on the same Redis sees the actor created during the outage.
+  head.Signal(SIGKILL).IgnoreError();
+  head.Wait();
+  Subprocess restarted = StartHead((*redis)->url());
+  v1::ActorInfo back = WaitActor(a.actor_id(), [](const auto& x) { return x.state() == v1::ACTOR_ALIVE; });
+  EXPECT_EQ(back.address(), a.address());
+}
+
+
+}  // namespace
+}  // namespace skyrl::testing
