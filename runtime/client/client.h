@@ -63,6 +63,20 @@ class Client {
   std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor, const std::string& method,
                                                      const std::string& args);
 
+  // Protobuf messages as arguments and results: serializes `request`, parses the result as
+  // `Reply`; a result that does not parse is Internal naming the type.
+  template <typename Reply, typename Request>
+  absl::StatusOr<Reply> CallProto(const ActorHandle& actor, const std::string& method,
+                                  const Request& request) {
+    absl::StatusOr<std::string> bytes = Call(actor, method, request.SerializeAsString());
+    if (!bytes.ok()) return bytes.status();
+    Reply reply;
+    if (!reply.ParseFromString(*bytes))
+      return absl::InternalError("actor " + actor.actor_id + " method " + method +
+                                 ": result is not a " + Reply::descriptor()->full_name());
+    return reply;
+  }
+
  private:
   struct Route {
     std::string address;

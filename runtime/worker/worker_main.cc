@@ -41,11 +41,15 @@ int main(int argc, char** argv) {
   CLI::App app{"skyrl-worker: runs actors on this node for a SkyRL Runtime cluster"};
   std::string token_file, bind = "127.0.0.1", log_dir, actor_host;
   int port = 0;
+  double head_retry_window_s = 300;
   std::string head, resources_text, labels_text, node_ip = "127.0.0.1", log_level = "info";
   app.add_option("--head", head, "head address HOST:PORT")->required();
   app.add_option("--resources", resources_text, "override detected resources, e.g. CPU=8,GPU=4,custom=2");
   app.add_option("--labels", labels_text, "node labels, e.g. accelerator=H100,pool=train");
   app.add_option("--node-ip", node_ip, "address other nodes reach this one at");
+  app.add_option("--head-retry-window-s", head_retry_window_s,
+                 "exit (stopping this node's actors) after the head is unreachable this long; 0: never")
+      ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--port", port, "port of this worker's service (0: any free port)")->check(CLI::Range(0, 65535));
   app.add_option("--bind", bind, "address this worker and its actors listen on");
   app.add_option("--log-dir", log_dir, "actor logs (default $TMPDIR/skyrl-worker-<pid>)");
@@ -173,11 +177,18 @@ int main(int argc, char** argv) {
   });
   std::thread heartbeat([&] {
     bool registered = false;
+    absl::Time last_contact = absl::Now();
     while (!stopping.load()) {
+      if (head_retry_window_s > 0 && absl::Now() - last_contact > absl::Seconds(head_retry_window_s)) {
+        spdlog::critical("the head at {} has been unreachable for {:.0f} s (--head-retry-window-s); "
+                         "exiting, which stops this node's actors", head, head_retry_window_s);
+        _exit(1);
+      }
       if (!registered) {
         absl::Status s = register_node();
         if (s.ok()) {
           registered = true;
+          last_contact = absl::Now();
         } else {
           spdlog::warn("cannot register with head {}: {}", head, s.message());
           if (absl::IsInvalidArgument(s) || absl::IsUnauthenticated(s)) {
@@ -190,6 +201,7 @@ int main(int argc, char** argv) {
         req.set_node_id(node_id);
         skyrl::v1::HeartbeatReply reply;
         absl::Status s = Call([&](grpc::ClientContext* c) { return stub->Heartbeat(c, req, &reply); });
+        if (s.ok() || absl::IsNotFound(s)) last_contact = absl::Now();
         if (absl::IsNotFound(s)) {
           spdlog::warn("head does not know this node ({}); registering again", s.message());
           registered = false;

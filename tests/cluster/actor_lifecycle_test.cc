@@ -157,6 +157,14 @@ TEST_F(ActorLifecycleTest, ClientCreatesFindsCallsAndKillsActors) {
   EXPECT_TRUE(absl::IsFailedPrecondition(ctor.status())) << ctor.status();
   EXPECT_NE(ctor.status().message().find("is not an integer"), std::string::npos) << ctor.status();
 
+  // Protobuf messages as arguments and results.
+  v1::KvPutRequest message;
+  message.set_key("k");
+  message.set_value(std::string("\0v", 2));
+  auto echoed = (*client)->CallProto<v1::KvPutRequest>(*log, "echo", message);
+  ASSERT_TRUE(echoed.ok()) << echoed.status();
+  EXPECT_EQ(echoed->value(), std::string("\0v", 2));
+
   ASSERT_TRUE((*client)->Kill(*counter).ok());
   auto after = (*client)->Call(*counter, "get", "");
   EXPECT_TRUE(absl::IsFailedPrecondition(after.status())) << after.status();

@@ -323,6 +323,27 @@ TEST_F(LocalClusterTest, OversizedAndMalformedRequestsGetClearErrors) {
   EXPECT_TRUE(head.running()) << "the head survived";
 }
 
+TEST_F(LocalClusterTest, WorkerGivesUpOnAHeadGoneLongerThanItsWindow) {
+  Subprocess head = StartHead();
+  SpawnOptions o;
+  o.argv = {BinDir() + "/skyrl-worker", "--head", address_, "--resources", "CPU=1",
+            "--head-retry-window-s", "1"};
+  o.env_set = Env();
+  o.log_path = dir_ + "/window.log";
+  auto w = Subprocess::Start(o);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  head.Signal(SIGKILL).IgnoreError();
+  head.Wait();
+  auto exit = w->WaitFor(absl::Seconds(15));
+  ASSERT_TRUE(exit.has_value()) << "the worker kept waiting past its window";
+  EXPECT_EQ(exit->exit_code, 1);
+  std::ifstream in(o.log_path);
+  std::stringstream log;
+  log << in.rdbuf();
+  EXPECT_NE(log.str().find("unreachable for 1 s"), std::string::npos) << log.str();
+}
+
 TEST(SecondHeadTest, CannotShareThePortOfARunningHead) {
   // gRPC's default SO_REUSEPORT would let two heads bind one port; ours refuses.
   std::string dir = testing::MakeTempDir("two-heads");
