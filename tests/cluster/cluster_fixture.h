@@ -40,7 +40,7 @@ class LocalClusterTest : public ::testing::Test {
   Subprocess StartHead(const std::string& store = "memory") {
     SpawnOptions o;
     o.argv = {testing::BinDir() + "/skyrl-head", "--port", address_.substr(address_.rfind(':') + 1),
-              "--store", store, "--heartbeat-period-ms", "100", "--heartbeat-misses", "5"};
+              "--store", store, "--heartbeat-period-ms", "100", "--heartbeat-misses", "10"};
     o.log_path = dir_ + "/head.log";
     o.env_set = Env();
     auto p = Subprocess::Start(o);
