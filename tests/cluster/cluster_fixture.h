@@ -115,6 +115,15 @@ class LocalClusterTest : public ::testing::Test {
     return v1::WorkerService::NewStub(rpc::MakeChannel(nodes[0].address()));
   }
 
+  static v1::StartActorRequest StartRequest(const ActorId& id, const std::string& class_name,
+                                            const std::string& init_args = "") {
+    v1::StartActorRequest req;
+    req.set_actor_id(id.ToString());
+    req.set_class_name(class_name);
+    req.set_init_args(init_args);
+    return req;
+  }
+
   static int Count(const std::vector<v1::NodeInfo>& nodes, v1::NodeState state) {
     int n = 0;
     for (const auto& node : nodes) n += node.state() == state;

@@ -221,10 +221,7 @@ TEST_F(LocalClusterTest, WorkerRunsActorsOnRequestAndTheyDieWithIt) {
   auto call = [&](auto fn) { return Authed(fn); };
 
   ActorId id = ActorId::Random();
-  v1::StartActorRequest start;
-  start.set_actor_id(id.ToString());
-  start.set_class_name("counter");
-  start.set_init_args("100");
+  v1::StartActorRequest start = StartRequest(id, "counter", "100");
   v1::StartActorReply started;
   grpc::Status s = call([&](grpc::ClientContext* c) { return worker->StartActor(c, start, &started); });
   ASSERT_TRUE(s.ok()) << s.error_message();
@@ -274,9 +271,7 @@ TEST_F(LocalClusterTest, WorkerKillsActorsAndReportsHowTheyEnded) {
   ASSERT_TRUE(worker);
   auto call = [&](auto fn) { return Authed(fn); };
   ActorId id = ActorId::Random();
-  v1::StartActorRequest start;
-  start.set_actor_id(id.ToString());
-  start.set_class_name("echo");
+  v1::StartActorRequest start = StartRequest(id, "echo");
   v1::StartActorReply started;
   ASSERT_TRUE(call([&](grpc::ClientContext* c) { return worker->StartActor(c, start, &started); }).ok());
   v1::KillActorRequest kill;
