@@ -169,18 +169,24 @@ absl::StatusOr<v1::ActorInfo> ActorManager::Create(v1::ActorSpec spec) {
     if (absl::Status s = Persist(info); !s.ok()) return s;
     actors_[id] = std::move(info);
   }
-  return PlaceAndStart(id);
+  return PlaceAndStart(id, /*wait_for_room=*/false);
 }
 
-absl::StatusOr<v1::ActorInfo> ActorManager::PlaceAndStart(const ActorId& id) {
+absl::StatusOr<v1::ActorInfo> ActorManager::PlaceAndStart(const ActorId& id, bool wait_for_room) {
   v1::StartActorRequest req;
   std::string worker_address;
-  {
+  for (bool said_waiting = false;; absl::SleepFor(absl::Milliseconds(200))) {
     absl::MutexLock lock(&mu_);
     v1::ActorInfo& a = actors_[id];
     if (a.state() == v1::ACTOR_DEAD) return a;  // killed meanwhile
     absl::StatusOr<Placement> p = Place(a.spec());
     if (!p.ok()) {
+      if (wait_for_room && !stopping_) {
+        // A restart waits for a node with room (a replacement node, or resources freed).
+        if (!said_waiting) spdlog::warn("actor {} waits for a node: {}", id.ToString(), p.status().message());
+        said_waiting = true;
+        continue;
+      }
       a.set_state(v1::ACTOR_DEAD);
       a.set_death_reason(absl::StrCat("cannot place: ", p.status().message()));
       a.clear_node_id();
@@ -200,6 +206,7 @@ absl::StatusOr<v1::ActorInfo> ActorManager::PlaceAndStart(const ActorId& id) {
     req.set_init_args(a.spec().init_args());
     *req.mutable_gpu_ids() = a.gpu_ids();
     req.set_max_concurrency(a.spec().max_concurrency());
+    break;
   }
   absl::StatusOr<v1::StartActorReply> started = workers_.StartActor(worker_address, req);
   absl::MutexLock lock(&mu_);
@@ -254,7 +261,7 @@ void ActorManager::HandleDeath(const ActorId& id, const std::string& reason) {
   (void)Persist(a);
   spdlog::warn("actor {} died ({}); restart {} of {}", id.ToString(), reason, a.restarts(),
                max < 0 ? std::string("unlimited") : std::to_string(max));
-  restarts_.emplace_back([this, id] { (void)PlaceAndStart(id); });
+  restarts_.emplace_back([this, id] { (void)PlaceAndStart(id, /*wait_for_room=*/true); });
 }
 
 void ActorManager::OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit) {

@@ -4,8 +4,9 @@
 //   PENDING -> ALIVE <-> RESTARTING -> DEAD
 // PENDING: placed on a node, its process starting. ALIVE: serving at `address`.
 // RESTARTING: died unexpectedly with restarts left; being placed and started again (on any
-// node that fits, so on another node when its node is gone). DEAD: killed by the user, out
-// of restarts, its constructor failed, or no node can take it; `death_reason` says which.
+// node that fits, so on another node when its node is gone), waiting as long as it takes for
+// a node with room. DEAD: killed by the user, out of restarts, its constructor failed, or no
+// node could take it at creation; `death_reason` says which.
 // Every transition is written to the store (table "actors") before it is visible.
 //
 // Placement here is first fit over alive nodes with whole GPUs, lowest free ids first; the
@@ -68,8 +69,9 @@ class ActorManager {
     std::vector<int> gpu_ids;
   };
   absl::StatusOr<Placement> Place(const v1::ActorSpec& spec) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Places, starts and records the actor; the caller holds no lock.
-  absl::StatusOr<v1::ActorInfo> PlaceAndStart(const ActorId& id);
+  // Places, starts and records the actor; the caller holds no lock. With `wait_for_room` (a
+  // restart), waits until some node can take it, it is killed, or the head stops.
+  absl::StatusOr<v1::ActorInfo> PlaceAndStart(const ActorId& id, bool wait_for_room);
   // An unexpected death: restart if allowed, else DEAD.
   void HandleDeath(const ActorId& id, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Persist(const v1::ActorInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -52,6 +52,27 @@ TEST_F(ActorLifecycleTest, ActorsOfAKilledWorkerRestartOnAnotherNode) {
   EXPECT_EQ(out, "hi");
 }
 
+TEST_F(ActorLifecycleTest, ARestartWaitsForANodeWithRoom) {
+  Subprocess head = StartHead();
+  Subprocess w1 = StartWorker("w1", "CPU=1");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  grpc::Status s;
+  v1::ActorInfo a = Create("echo", 2, &s);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  w1.Signal(SIGKILL).IgnoreError();
+  w1.Wait();
+  v1::ActorInfo waiting = WaitActor(a.actor_id(), [](const auto& x) { return x.state() == v1::ACTOR_RESTARTING; });
+  EXPECT_NE(waiting.death_reason().find("node lost"), std::string::npos) << waiting.death_reason();
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_EQ(Get(a.actor_id()).state(), v1::ACTOR_RESTARTING) << "no node has room: it waits";
+  Subprocess w2 = StartWorker("w2", "CPU=1");
+  v1::ActorInfo back = WaitActor(a.actor_id(), [](const auto& x) { return x.state() == v1::ACTOR_ALIVE; });
+  EXPECT_NE(back.node_id(), a.node_id());
+  std::string out;
+  EXPECT_TRUE(CallActor(back, "echo", "again", &out).ok());
+  EXPECT_EQ(out, "again");
+}
+
 TEST_F(ActorLifecycleTest, ConstructorErrorsInfeasibleRequestsAndKillsAreReported) {
   Subprocess head = StartHead();
   Subprocess w1 = StartWorker("w1", "CPU=2,GPU=0");
