@@ -1,6 +1,6 @@
 // actor_calls: actor call rates against raw gRPC, in one run.
 //
-//   build/bin/actor_calls [--calls N] [--payload BYTES] [--nn N]
+//   build/bin/actor_calls [--calls N] [--payload BYTES] [--nn N] [--window 1000]
 //
 // Figures (all over loopback, each server in its own process):
 //   raw gRPC  : sync unary ping-pong against a bare ActorService server (no auth, no dispatch)
@@ -107,11 +107,12 @@ double SyncRate(Target& t, const std::string& payload, int calls) {
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--serve-raw") == 0) return ServeRaw(argv[2]);
-  int calls = 20000, payload_bytes = 64, nn = 4;
+  int calls = 20000, payload_bytes = 64, nn = 4, window = 1000;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--calls")) calls = std::max(100, std::atoi(argv[i + 1]));
     if (!std::strcmp(argv[i], "--payload")) payload_bytes = std::max(1, std::atoi(argv[i + 1]));
     if (!std::strcmp(argv[i], "--nn")) nn = std::max(1, std::atoi(argv[i + 1]));
+    if (!std::strcmp(argv[i], "--window")) window = std::max(1, std::atoi(argv[i + 1]));
   }
   std::string payload(size_t(payload_bytes), 'p');
   std::string dir = skyrl::testing::MakeTempDir("actor-calls");
@@ -170,7 +171,8 @@ int main(int argc, char** argv) {
   auto client_sync = [&](int n) {
     absl::Time t0 = absl::Now();
     for (int i = 0; i < n; ++i)
-      if (!(*client)->Call(actors[0], "echo", payload).ok()) failed.fetch_add(1);
+      if (absl::Status st = (*client)->Call(actors[0], "echo", payload).status(); !st.ok() && failed.fetch_add(1) == 0)
+        std::fprintf(stderr, "actor_calls: first failure: %s\n", std::string(st.message()).c_str());
     return n / absl::ToDoubleSeconds(absl::Now() - t0);
   };
   // Keeps `window` futures in flight over `targets` until `n` calls have completed.
@@ -179,7 +181,9 @@ int main(int argc, char** argv) {
     for (int issued = 0; issued < n || !futures.empty();) {
       while (issued < n && int(futures.size()) < window)
         futures.push_back((*client)->CallAsync(targets[size_t(issued++) % targets.size()], "echo", payload));
-      if (!futures.front().get().ok()) failed.fetch_add(1);
+      absl::StatusOr<std::string> r = futures.front().get();
+      if (!r.ok() && failed.fetch_add(1) == 0)
+        std::fprintf(stderr, "actor_calls: first failure: %s\n", std::string(r.status().message()).c_str());
       futures.pop_front();
     }
   };
@@ -190,13 +194,14 @@ int main(int argc, char** argv) {
 
   int async_calls = calls * 5;
   absl::Time t0 = absl::Now();
-  client_async({actors[0]}, async_calls, 1000);
+  client_async({actors[0]}, async_calls, window);
   double async_rate = async_calls / absl::ToDoubleSeconds(absl::Now() - t0);
 
   std::vector<std::thread> callers;
   int per_caller = async_calls / nn;
   t0 = absl::Now();
-  for (int i = 0; i < nn; ++i) callers.emplace_back([&] { client_async(actors, per_caller, 250); });
+  for (int i = 0; i < nn; ++i)
+    callers.emplace_back([&] { client_async(actors, per_caller, std::max(1, window / 4)); });
   for (auto& c : callers) c.join();
   double nn_rate = per_caller * nn / absl::ToDoubleSeconds(absl::Now() - t0);
   if (failed.load() > 0 || raw_rate <= 0 || sync_rate <= 0) {
