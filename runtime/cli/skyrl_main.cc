@@ -24,8 +24,7 @@ absl::StatusOr<std::vector<skyrl::v1::NodeInfo>> FetchNodes(const std::string& a
                                                              const std::string& token) {
   auto stub = skyrl::v1::NodeService::NewStub(skyrl::rpc::MakeChannel(address));
   grpc::ClientContext ctx;
-  skyrl::rpc::AttachToken(&ctx, token);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  skyrl::rpc::PrepareCall(&ctx, token, absl::Seconds(5));
   skyrl::v1::ListNodesRequest req;
   skyrl::v1::ListNodesReply reply;
   absl::Status s = skyrl::rpc::FromGrpc(stub->ListNodes(&ctx, req, &reply));
@@ -38,8 +37,7 @@ absl::StatusOr<std::vector<skyrl::v1::ActorInfo>> FetchActors(const std::string&
                                                                const std::string& token) {
   auto stub = skyrl::v1::ActorDirectory::NewStub(skyrl::rpc::MakeChannel(address));
   grpc::ClientContext ctx;
-  skyrl::rpc::AttachToken(&ctx, token);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  skyrl::rpc::PrepareCall(&ctx, token, absl::Seconds(5));
   skyrl::v1::ListActorsReply reply;
   absl::Status s = skyrl::rpc::FromGrpc(stub->ListActors(&ctx, {}, &reply));
   if (!s.ok()) return s;

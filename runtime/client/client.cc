@@ -47,8 +47,7 @@ absl::StatusOr<ActorHandle> Client::CreateActor(const std::string& class_name, c
   spec->set_max_restarts(o.max_restarts);
   spec->set_max_concurrency(o.max_concurrency);
   grpc::ClientContext ctx;
-  rpc::AttachToken(&ctx, token_);
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
+  rpc::PrepareCall(&ctx, token_, options_.call_timeout);
   v1::CreateActorReply reply;
   if (absl::Status s = rpc::FromGrpc(head_->CreateActor(&ctx, req, &reply)); !s.ok()) return s;
   if (reply.actor().state() == v1::ACTOR_DEAD)
@@ -59,8 +58,7 @@ absl::StatusOr<ActorHandle> Client::CreateActor(const std::string& class_name, c
 
 absl::StatusOr<v1::ActorInfo> Client::Lookup(const v1::GetActorRequest& req) {
   grpc::ClientContext ctx;
-  rpc::AttachToken(&ctx, token_);
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  rpc::PrepareCall(&ctx, token_, absl::Seconds(10));
   v1::GetActorReply reply;
   if (absl::Status s = rpc::FromGrpc(head_->GetActor(&ctx, req, &reply)); !s.ok()) return s;
   return std::move(*reply.mutable_actor());
@@ -83,8 +81,7 @@ absl::StatusOr<v1::ActorInfo> Client::Describe(const ActorHandle& actor) {
 
 absl::Status Client::Kill(const ActorHandle& actor) {
   grpc::ClientContext ctx;
-  rpc::AttachToken(&ctx, token_);
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  rpc::PrepareCall(&ctx, token_, absl::Seconds(10));
   v1::KillActorByIdRequest req;
   req.set_actor_id(actor.actor_id);
   v1::KillActorByIdReply reply;
@@ -156,8 +153,7 @@ absl::StatusOr<std::string> Client::Call(const ActorHandle& actor, const std::st
   absl::StatusOr<Route> route = Resolve(actor.actor_id);
   if (!route.ok()) return route.status();
   grpc::ClientContext ctx;
-  rpc::AttachToken(&ctx, token_);
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
+  rpc::PrepareCall(&ctx, token_, options_.call_timeout);
   v1::ActorCallRequest req;
   req.set_actor_id(actor.actor_id);
   req.set_method(method);
@@ -193,8 +189,7 @@ std::future<absl::StatusOr<std::string>> Client::CallAsync(const ActorHandle& ac
     return result;
   }
   call->address = route->address;
-  rpc::AttachToken(&call->ctx, token_);
-  call->ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
+  rpc::PrepareCall(&call->ctx, token_, options_.call_timeout);
   call->req.set_actor_id(actor.actor_id);
   call->req.set_method(method);
   call->req.set_args(args);

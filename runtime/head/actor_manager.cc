@@ -29,8 +29,7 @@ class GrpcWorkerClient final : public WorkerClient {
   absl::StatusOr<v1::StartActorReply> StartActor(const std::string& address,
                                                  const v1::StartActorRequest& req) override {
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    rpc::AttachToken(&ctx, token_);
+    rpc::PrepareCall(&ctx, token_, absl::Seconds(60));
     v1::StartActorReply reply;
     absl::Status s = rpc::FromGrpc(Stub(address)->StartActor(&ctx, req, &reply));
     if (!s.ok()) return s;
@@ -38,8 +37,7 @@ class GrpcWorkerClient final : public WorkerClient {
   }
   absl::Status KillActor(const std::string& address, const std::string& actor_id) override {
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    rpc::AttachToken(&ctx, token_);
+    rpc::PrepareCall(&ctx, token_, absl::Seconds(10));
     v1::KillActorRequest req;
     req.set_actor_id(actor_id);
     v1::KillActorReply reply;

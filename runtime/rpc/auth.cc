@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "runtime/common/logging.h"
 
 namespace skyrl::rpc {
@@ -113,6 +114,11 @@ grpc::Status TokenAuth::Check(const grpc::ServerContext* context) const {
 
 void AttachToken(grpc::ClientContext* context, const std::string& token) {
   context->AddMetadata(kAuthMetadataKey, "Bearer " + token);
+}
+
+void PrepareCall(grpc::ClientContext* context, const std::string& token, absl::Duration timeout) {
+  AttachToken(context, token);
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
 }
 
 }  // namespace skyrl::rpc

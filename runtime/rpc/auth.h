@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace skyrl::rpc {
 
@@ -41,5 +42,7 @@ class TokenAuth {
 
 // Client side: attaches the token to one call.
 void AttachToken(grpc::ClientContext* context, const std::string& token);
+// Client side: the token and a deadline `timeout` from now, for one call.
+void PrepareCall(grpc::ClientContext* context, const std::string& token, absl::Duration timeout);
 
 }  // namespace skyrl::rpc

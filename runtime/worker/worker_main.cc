@@ -29,8 +29,7 @@ std::string g_token;
 
 absl::Status Call(const std::function<grpc::Status(grpc::ClientContext*)>& fn) {
   grpc::ClientContext ctx;
-  skyrl::rpc::AttachToken(&ctx, g_token);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  skyrl::rpc::PrepareCall(&ctx, g_token, absl::Seconds(5));
   return skyrl::rpc::FromGrpc(fn(&ctx));
 }
 

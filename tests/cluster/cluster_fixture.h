@@ -105,6 +105,18 @@ class LocalClusterTest : public ::testing::Test {
     return fn(&ctx);
   }
 
+  // Authed, retried for up to 5 s while the head is still starting (UNAVAILABLE).
+  template <typename F>
+  grpc::Status AuthedOnceUp(F fn, absl::Duration deadline = absl::Seconds(5)) {
+    grpc::Status s;
+    for (int i = 0; i < 100; ++i) {
+      s = Authed(fn, deadline);
+      if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return s;
+  }
+
   // The first node's WorkerService, once exactly one node is alive.
   std::unique_ptr<v1::WorkerService::Stub> WorkerOfTheOnlyNode() {
     EXPECT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));

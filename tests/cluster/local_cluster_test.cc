@@ -135,24 +135,13 @@ TEST_F(LocalClusterTest, KvSurvivesAHeadRestartOnRedis) {
   auto redis = testing::RedisServer::Start();
   ASSERT_TRUE(redis.ok()) << redis.status();
   Subprocess head = StartHead((*redis)->url());
-  auto call = [&](auto fn) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    rpc::AttachToken(&ctx, Token());
-    return fn(&ctx);
-  };
+  auto call = [&](auto fn) { return Authed(fn, absl::Seconds(5)); };
   auto kv = v1::KvService::NewStub(rpc::MakeChannel(address_));
   v1::KvPutRequest put;
   put.set_key("nccl/weights/v1");
   put.set_value(std::string("\0id-bytes", 9));
   v1::KvPutReply pr;
-  // The head may still be starting: retry the first call briefly.
-  grpc::Status first;
-  for (int i = 0; i < 100; ++i) {
-    first = call([&](grpc::ClientContext* c) { return kv->Put(c, put, &pr); });
-    if (first.error_code() != grpc::StatusCode::UNAVAILABLE) break;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  grpc::Status first = AuthedOnceUp([&](grpc::ClientContext* c) { return kv->Put(c, put, &pr); });
   ASSERT_TRUE(first.ok()) << first.error_message();
   grpc::Status again = call([&](grpc::ClientContext* c) { return kv->Put(c, put, &pr); });
   EXPECT_EQ(again.error_code(), grpc::StatusCode::ALREADY_EXISTS) << again.error_message();
@@ -163,12 +152,7 @@ TEST_F(LocalClusterTest, KvSurvivesAHeadRestartOnRedis) {
   v1::KvGetRequest get;
   get.set_key("nccl/weights/v1");
   v1::KvGetReply got;
-  grpc::Status s;
-  for (int i = 0; i < 100; ++i) {
-    s = call([&](grpc::ClientContext* c) { return kv->Get(c, get, &got); });
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  grpc::Status s = AuthedOnceUp([&](grpc::ClientContext* c) { return kv->Get(c, get, &got); });
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(got.value(), std::string("\0id-bytes", 9));
   v1::KvListRequest list;
@@ -300,12 +284,8 @@ TEST_F(LocalClusterTest, OversizedAndMalformedRequestsGetClearErrors) {
   big.set_key("big");
   big.set_value(std::string(65 << 20, 'x'));  // over the store's 64 MiB value limit
   v1::KvPutReply reply;
-  grpc::Status s;
-  for (int i = 0; i < 100; ++i) {
-    s = Authed([&](grpc::ClientContext* c) { return kv->Put(c, big, &reply); });
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  grpc::Status s = AuthedOnceUp([&](grpc::ClientContext* c) { return kv->Put(c, big, &reply); },
+                                absl::Seconds(30));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
   EXPECT_NE(s.error_message().find("exceeds the limit"), std::string::npos) << s.error_message();
   auto nodes = v1::NodeService::NewStub(rpc::MakeChannel(address_));
