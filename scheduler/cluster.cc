@@ -1,0 +1,394 @@
+#include "scheduler/cluster.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace skyrl::scheduler {
+namespace {
+
+std::string GroupLabel(const std::string& group, const GroupRequest& r) {
+  return absl::StrCat("pg ", r.name.empty() ? group : r.name);
+}
+
+}  // namespace
+
+std::string DescribeShortfall(const Pool& pool, const ResourceSet& need) {
+  std::vector<std::string> parts;
+  auto amount = [](absl::string_view name, int64_t units) {
+    ResourceSet one;
+    if (name == kMemory) {
+      (void)one.Set(name, double(units));
+    } else {
+      (void)one.Set(name, double(units) / ResourceSet::kUnitsPerWhole);
+    }
+    std::string s = one.ToHumanString();
+    size_t eq = s.find('=');
+    return eq == std::string::npos ? std::string("0") : s.substr(eq + 1);
+  };
+  bool short_any = false;
+  for (const auto& [name, units] : need.units())
+    if (pool.free().GetUnits(name) < units) short_any = true;
+  for (const auto& [name, units] : need.units()) {
+    if (units == 0) continue;
+    if (short_any && pool.free().GetUnits(name) >= units) continue;
+    parts.push_back(absl::StrCat(name, "=", amount(name, pool.free().GetUnits(name)), " free of ",
+                                 amount(name, pool.total().GetUnits(name))));
+  }
+  GpuShape shape = ShapeOf(need);
+  if (!short_any && shape.units_each == ResourceSet::kUnitsPerWhole)
+    parts.push_back(absl::StrCat(pool.FreeWholeDevices(), " whole GPU device(s) free"));
+  return parts.empty() ? std::string("nothing to offer") : absl::StrJoin(parts, ", ");
+}
+
+// ---------------------------------------------------------------------------------------
+// Nodes
+
+absl::Status Cluster::AddNode(NodeSpec node) {
+  if (int64_t(node.gpu_ids.size()) * ResourceSet::kUnitsPerWhole != node.total.GetUnits(kGPU))
+    return absl::InvalidArgumentError(absl::StrCat("node ", node.id, ": ", node.gpu_ids.size(),
+                                                   " GPU ids for GPU=", node.total.Get(kGPU)));
+  std::sort(node.gpu_ids.begin(), node.gpu_ids.end());
+  Pool fresh = Pool::ForNode(node.total, node.gpu_ids);
+  auto it = nodes_.find(node.id);
+  if (it != nodes_.end()) {
+    // Re-registration: carry over what is placed there.
+    for (const auto& [id, a] : actors_)
+      if (a.group.empty() && a.slot.node_id == node.id)
+        if (absl::Status s = fresh.Take(a.need, a.slot.gpu_ids); !s.ok())
+          return absl::FailedPreconditionError(absl::StrCat("node ", node.id, " no longer holds actor ", id, ": ", s.message()));
+    for (const auto& [gid, g] : groups_)
+      for (const BundleEntry& b : g.bundles)
+        if (b.slot && b.slot->node_id == node.id)
+          if (absl::Status s = fresh.Take(b.demand.resources, b.slot->gpu_ids); !s.ok())
+            return absl::FailedPreconditionError(absl::StrCat("node ", node.id, " no longer holds ", gid, ": ", s.message()));
+    it->second = NodeEntry{std::move(node), std::move(fresh)};
+    return absl::OkStatus();
+  }
+  std::string id = node.id;
+  nodes_.emplace(id, NodeEntry{std::move(node), std::move(fresh)});
+  return absl::OkStatus();
+}
+
+Cluster::Displaced Cluster::RemoveNode(const std::string& node_id) {
+  Displaced out;
+  if (!nodes_.erase(node_id)) return out;
+  for (auto& [gid, g] : groups_)
+    for (size_t i = 0; i < g.bundles.size(); ++i) {
+      BundleEntry& b = g.bundles[i];
+      if (!b.slot || b.slot->node_id != node_id) continue;
+      b.slot.reset();
+      b.pool = Pool();
+      out.bundles.emplace_back(gid, int(i));
+    }
+  for (auto it = actors_.begin(); it != actors_.end();) {
+    if (it->second.slot.node_id == node_id) {
+      out.actors.push_back(it->first);
+      actors_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  std::sort(out.actors.begin(), out.actors.end());
+  std::sort(out.bundles.begin(), out.bundles.end());
+  return out;
+}
+
+const NodeSpec* Cluster::FindNode(const std::string& node_id) const {
+  auto it = nodes_.find(node_id);
+  return it == nodes_.end() ? nullptr : &it->second.spec;
+}
+
+const Pool* Cluster::NodePool(const std::string& node_id) const {
+  auto it = nodes_.find(node_id);
+  return it == nodes_.end() ? nullptr : &it->second.pool;
+}
+
+std::vector<std::string> Cluster::NodeIds() const {
+  std::vector<std::string> out;
+  for (const auto& [id, n] : nodes_) out.push_back(id);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Actors
+
+absl::StatusOr<Slot> Cluster::PlanActor(const Demand& demand, const std::string& group,
+                                        std::optional<int> bundle) const {
+  if (!group.empty()) {
+    auto git = groups_.find(group);
+    if (git == groups_.end()) return absl::NotFoundError(absl::StrCat("no placement group ", group));
+    const GroupEntry& g = git->second;
+    std::string label = GroupLabel(group, g.request);
+    if (bundle && (*bundle < 0 || *bundle >= int(g.bundles.size())))
+      return absl::InvalidArgumentError(absl::StrCat("bundle_index: ", *bundle, " is not a bundle of ", label,
+                                                     " (it has ", g.bundles.size(), ")"));
+    std::vector<std::string> why;
+    for (size_t i = 0; i < g.bundles.size(); ++i) {
+      if (bundle && int(i) != *bundle) continue;
+      const BundleEntry& b = g.bundles[i];
+      if (!b.slot) {
+        why.push_back(absl::StrCat("bundle ", i, " has no node yet"));
+        continue;
+      }
+      const NodeSpec& node = nodes_.at(b.slot->node_id).spec;
+      if (!Matches(node.labels, demand.selector)) {
+        why.push_back(absl::StrCat("bundle ", i, " is on ", node.id, " whose labels do not match"));
+        continue;
+      }
+      if (std::optional<std::vector<int>> ids = b.pool.Fit(demand.resources))
+        return Slot{b.slot->node_id, *ids, int(i)};
+      why.push_back(absl::StrCat("bundle ", i, " has ", DescribeShortfall(b.pool, demand.resources)));
+    }
+    // Would it fit the bundle(s) when empty?
+    bool ever = false;
+    for (size_t i = 0; i < g.bundles.size(); ++i) {
+      if (bundle && int(i) != *bundle) continue;
+      if (g.bundles[i].demand.resources.Contains(demand.resources)) ever = true;
+    }
+    std::string msg = absl::StrCat("actor needs ", demand.Describe(), " in ", label, ": ",
+                                   absl::StrJoin(why, "; "));
+    return ever ? absl::UnavailableError(msg) : absl::ResourceExhaustedError(msg);
+  }
+
+  // Any node. GPU requests go where they fit most tightly (fewest whole devices left), so
+  // whole nodes stay free for big groups; CPU-only requests prefer nodes without GPUs, then
+  // the most free CPU (spreading).
+  const NodeEntry* best = nullptr;
+  std::vector<int> best_ids;
+  int64_t best_key = 0;
+  bool wants_gpu = demand.resources.GetUnits(kGPU) > 0;
+  for (const auto& [id, n] : nodes_) {
+    if (!Matches(n.spec.labels, demand.selector)) continue;
+    std::optional<std::vector<int>> ids = n.pool.Fit(demand.resources);
+    if (!ids) continue;
+    int64_t key;
+    if (wants_gpu) {
+      key = n.pool.free().GetUnits(kGPU);  // smaller is tighter
+    } else {
+      key = (n.spec.gpu_ids.empty() ? 0 : (int64_t(1) << 50)) - n.pool.free().GetUnits(kCPU);
+    }
+    if (!best || key < best_key) best = &n, best_ids = std::move(*ids), best_key = key;
+  }
+  if (best) return Slot{best->spec.id, best_ids};
+
+  // Explain: the best match among nodes whose labels fit.
+  const NodeEntry* match = nullptr;
+  double match_score = -1;
+  int labelled = 0;
+  for (const auto& [id, n] : nodes_) {
+    if (!Matches(n.spec.labels, demand.selector)) continue;
+    ++labelled;
+    double score = 0;
+    for (const auto& [name, units] : demand.resources.units())
+      if (units > 0) score += std::min(1.0, double(n.pool.free().GetUnits(name)) / double(units));
+    if (score > match_score) match = &n, match_score = score;
+  }
+  std::string msg = absl::StrCat("actor needs ", demand.Describe(), "; ");
+  if (nodes_.empty()) {
+    absl::StrAppend(&msg, "no node is alive");
+  } else if (!match) {
+    absl::StrAppend(&msg, "no alive node has those labels (", nodes_.size(), " alive)");
+  } else {
+    absl::StrAppend(&msg, "best match ", match->spec.id, " has ",
+                    DescribeShortfall(match->pool, demand.resources));
+  }
+  bool ever = false;
+  for (const auto& [id, n] : nodes_)
+    if (Matches(n.spec.labels, demand.selector) &&
+        Pool::ForNode(n.spec.total, n.spec.gpu_ids).Fit(demand.resources))
+      ever = true;
+  return ever ? absl::UnavailableError(msg)
+              : absl::ResourceExhaustedError(absl::StrCat(msg, " (no node of this cluster can ever fit it)"));
+}
+
+absl::Status Cluster::AllocateActor(const std::string& actor, const ResourceSet& need, const Slot& slot,
+                                    const std::string& group, int bundle) {
+  if (actors_.contains(actor)) return absl::FailedPreconditionError(absl::StrCat(actor, " is placed already"));
+  Pool* pool = nullptr;
+  if (!group.empty()) {
+    auto git = groups_.find(group);
+    if (git == groups_.end()) return absl::FailedPreconditionError(absl::StrCat("no placement group ", group));
+    if (bundle < 0 || bundle >= int(git->second.bundles.size()))
+      return absl::FailedPreconditionError(absl::StrCat("no bundle ", bundle, " in ", group));
+    BundleEntry& b = git->second.bundles[bundle];
+    if (!b.slot || b.slot->node_id != slot.node_id)
+      return absl::FailedPreconditionError(absl::StrCat("bundle ", bundle, " of ", group, " is not on ", slot.node_id));
+    pool = &b.pool;
+  } else {
+    auto nit = nodes_.find(slot.node_id);
+    if (nit == nodes_.end()) return absl::FailedPreconditionError(absl::StrCat("no alive node ", slot.node_id));
+    pool = &nit->second.pool;
+  }
+  if (absl::Status s = pool->Take(need, slot.gpu_ids); !s.ok())
+    return absl::FailedPreconditionError(absl::StrCat(actor, " does not fit on ", slot.node_id, ": ", s.message()));
+  actors_[actor] = ActorEntry{need, slot, group, bundle};
+  return absl::OkStatus();
+}
+
+void Cluster::ReleaseActor(const std::string& actor) {
+  auto it = actors_.find(actor);
+  if (it == actors_.end()) return;
+  const ActorEntry& a = it->second;
+  if (!a.group.empty()) {
+    auto git = groups_.find(a.group);
+    if (git != groups_.end()) {
+      BundleEntry& b = git->second.bundles[a.bundle];
+      if (b.slot && b.slot->node_id == a.slot.node_id) b.pool.Give(a.need, a.slot.gpu_ids);
+    }
+  } else {
+    auto nit = nodes_.find(a.slot.node_id);
+    if (nit != nodes_.end()) nit->second.pool.Give(a.need, a.slot.gpu_ids);
+  }
+  actors_.erase(it);
+}
+
+// ---------------------------------------------------------------------------------------
+// Groups (planning lives in group_planner.cc)
+
+Pool Cluster::BundlePool(const ResourceSet& need, const std::vector<int>& gpu_ids) {
+  std::map<int, int64_t> cap;
+  GpuShape shape = ShapeOf(need);
+  for (int id : gpu_ids) cap[id] = shape.units_each;
+  return Pool(need, std::move(cap));
+}
+
+absl::Status Cluster::ReserveGroup(const std::string& group, const GroupRequest& request,
+                                   const std::vector<std::optional<Slot>>& slots) {
+  if (groups_.contains(group)) return absl::FailedPreconditionError(absl::StrCat(group, " exists already"));
+  if (slots.size() != request.bundles.size())
+    return absl::FailedPreconditionError(absl::StrCat(group, ": ", slots.size(), " slots for ",
+                                                      request.bundles.size(), " bundles"));
+  GroupEntry g{request, {}};
+  std::vector<std::pair<std::string, size_t>> taken;  // to undo on failure
+  absl::Status failed;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    BundleEntry b{request.bundles[i], std::nullopt, Pool()};
+    if (slots[i]) {
+      auto nit = nodes_.find(slots[i]->node_id);
+      if (nit == nodes_.end()) {
+        failed = absl::FailedPreconditionError(absl::StrCat(group, " bundle ", i, ": no alive node ", slots[i]->node_id));
+        break;
+      }
+      if (absl::Status s = nit->second.pool.Take(b.demand.resources, slots[i]->gpu_ids); !s.ok()) {
+        failed = absl::FailedPreconditionError(
+            absl::StrCat(group, " bundle ", i, " does not fit on ", slots[i]->node_id, ": ", s.message()));
+        break;
+      }
+      taken.emplace_back(slots[i]->node_id, i);
+      b.slot = slots[i];
+      b.pool = BundlePool(b.demand.resources, slots[i]->gpu_ids);
+    }
+    g.bundles.push_back(std::move(b));
+  }
+  if (!failed.ok()) {
+    for (const auto& [node, i] : taken) nodes_.at(node).pool.Give(request.bundles[i].resources, slots[i]->gpu_ids);
+    return failed;
+  }
+  groups_.emplace(group, std::move(g));
+  return absl::OkStatus();
+}
+
+absl::Status Cluster::PlaceBundles(const std::string& group, const std::vector<Slot>& slots) {
+  auto git = groups_.find(group);
+  if (git == groups_.end()) return absl::FailedPreconditionError(absl::StrCat("no placement group ", group));
+  GroupEntry& g = git->second;
+  if (slots.size() != g.bundles.size())
+    return absl::FailedPreconditionError(absl::StrCat(group, ": ", slots.size(), " slots for ", g.bundles.size(), " bundles"));
+  std::vector<size_t> taken;
+  absl::Status failed;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    BundleEntry& b = g.bundles[i];
+    if (b.slot) continue;
+    auto nit = nodes_.find(slots[i].node_id);
+    absl::Status s = nit == nodes_.end()
+                         ? absl::FailedPreconditionError(absl::StrCat("no alive node ", slots[i].node_id))
+                         : nit->second.pool.Take(b.demand.resources, slots[i].gpu_ids);
+    if (!s.ok()) {
+      failed = absl::FailedPreconditionError(absl::StrCat(group, " bundle ", i, ": ", s.message()));
+      break;
+    }
+    taken.push_back(i);
+  }
+  for (size_t i : taken) {
+    if (failed.ok()) {
+      g.bundles[i].slot = slots[i];
+      g.bundles[i].pool = BundlePool(g.bundles[i].demand.resources, slots[i].gpu_ids);
+    } else {
+      nodes_.at(slots[i].node_id).pool.Give(g.bundles[i].demand.resources, slots[i].gpu_ids);
+    }
+  }
+  return failed;
+}
+
+std::vector<std::string> Cluster::RemoveGroup(const std::string& group) {
+  std::vector<std::string> inside;
+  auto git = groups_.find(group);
+  if (git == groups_.end()) return inside;
+  for (auto it = actors_.begin(); it != actors_.end();) {
+    if (it->second.group == group) {
+      inside.push_back(it->first);
+      actors_.erase(it++);  // the bundle pools go away with the group
+    } else {
+      ++it;
+    }
+  }
+  for (const BundleEntry& b : git->second.bundles)
+    if (b.slot) {
+      auto nit = nodes_.find(b.slot->node_id);
+      if (nit != nodes_.end()) nit->second.pool.Give(b.demand.resources, b.slot->gpu_ids);
+    }
+  groups_.erase(git);
+  std::sort(inside.begin(), inside.end());
+  return inside;
+}
+
+absl::StatusOr<std::vector<std::optional<Slot>>> Cluster::GroupSlots(const std::string& group) const {
+  auto git = groups_.find(group);
+  if (git == groups_.end()) return absl::NotFoundError(absl::StrCat("no placement group ", group));
+  std::vector<std::optional<Slot>> out;
+  for (const BundleEntry& b : git->second.bundles) out.push_back(b.slot);
+  return out;
+}
+
+const GroupRequest* Cluster::FindGroup(const std::string& group) const {
+  auto git = groups_.find(group);
+  return git == groups_.end() ? nullptr : &git->second.request;
+}
+
+// ---------------------------------------------------------------------------------------
+// Views
+
+std::vector<Allocation> Cluster::Allocations() const {
+  std::vector<Allocation> out;
+  for (const auto& [id, a] : actors_)
+    out.push_back(Allocation{id, a.slot.node_id, a.need, a.slot.gpu_ids, a.group, a.bundle});
+  for (const auto& [gid, g] : groups_)
+    for (size_t i = 0; i < g.bundles.size(); ++i)
+      if (g.bundles[i].slot)
+        out.push_back(Allocation{absl::StrCat(gid, "#", i), g.bundles[i].slot->node_id,
+                                 g.bundles[i].demand.resources, g.bundles[i].slot->gpu_ids, gid, int(i)});
+  std::sort(out.begin(), out.end(), [](const Allocation& x, const Allocation& y) { return x.owner < y.owner; });
+  return out;
+}
+
+ResourceSet Cluster::TotalResources() const {
+  ResourceSet t;
+  for (const auto& [id, n] : nodes_) t += n.spec.total;
+  return t;
+}
+
+ResourceSet Cluster::FreeResources() const {
+  ResourceSet t;
+  for (const auto& [id, n] : nodes_) t += n.pool.free();
+  return t;
+}
+
+Cluster Cluster::Idle() const {
+  Cluster c;
+  for (const auto& [id, n] : nodes_) c.nodes_.emplace(id, NodeEntry{n.spec, Pool::ForNode(n.spec.total, n.spec.gpu_ids)});
+  return c;
+}
+
+}  // namespace skyrl::scheduler
