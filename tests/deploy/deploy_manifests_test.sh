@@ -4,11 +4,15 @@
 # API-server rules a schema misses, SkyRL's contract), then proves the validator bites on the
 # fixtures in tests/deploy/reject/. Offline after the first run: kubernetes-models is installed
 # with npm once into the build folder and reused.
-# Usage: deploy_manifests_test.sh SOURCE_DIR BUILD_DIR
+# With MODE "pods" (ctest deploy_pods_local) it instead runs the cpu-dev overlay's Redis, head and
+# worker containers as local processes with their rendered command lines and probes
+# (tests/deploy/pods_local.mjs).
+# Usage: deploy_manifests_test.sh SOURCE_DIR BUILD_DIR [validate|pods]
 # Exit 77 (ctest SKIP) only when kubectl (with kustomize v4+) or npm/node is missing.
 set -euo pipefail
 src=$1
 build=$2
+mode=${3:-validate}
 bin="${SKYRL_BIN_DIR:-$build/bin}"
 skip() {
   echo "SKIP: $*"
@@ -51,7 +55,14 @@ if [[ $(have kubernetes-models) != "$want_models" || $(have yaml) != "$want_yaml
 fi
 
 work=$(mktemp -d "$build/deploy-test.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+cleanup() {
+  # Daemons pods_local.mjs started, should it have been killed before stopping them.
+  if [[ -f $work/pods/pids ]]; then
+    while read -r pid; do kill -9 "$pid" 2>/dev/null || true; done <"$work/pods/pids"
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
 # Render a copy, so the secrets the overlays need are generated here, never in the checkout.
 cp -r "$src/deploy/k8s" "$work/k8s"
 rm -rf "$work"/k8s/overlays/*/secrets
@@ -73,6 +84,13 @@ for overlay in gpu cpu-dev; do
   grep -A3 '^  token:' "$work/$overlay.yaml" | tr -d ' \n|' | grep -q "token:$(printf %s "$token" | base64 -w0)" ||
     fail "overlay $overlay: Secret skyrl-token does not hold secrets/token"
 done
+if [[ $mode == pods ]]; then
+  mkdir -p "$work/pods"
+  node "$src/tests/deploy/pods_local.mjs" --models "$models" --bin-dir "$bin" --render "$work/cpu-dev.yaml" \
+    --work "$work/pods" || fail "see the lines above"
+  echo "PASS: the cpu-dev overlay's Redis, head and worker run from their rendered command lines"
+  exit 0
+fi
 "${render[@]}" "$work/k8s/examples/job-submit" >"$work/job.yaml" 2>"$work/job.err" ||
   fail "rendering examples/job-submit: $(cat "$work/job.err")"
 
