@@ -162,6 +162,10 @@ function podRules(obj, all) {
     errors.push("spec.selector does not match the pod template's labels");
   if (obj.kind === "StatefulSet" && !all.some((o) => o.kind === "Service" && o.metadata?.name === obj.spec?.serviceName))
     errors.push(`spec.serviceName "${obj.spec?.serviceName}" names no Service in this render`);
+  // Service links would put SKYRL_HEAD_PORT=tcp://... and friends into every pod: the
+  // daemons' own variable prefix, for Services named skyrl-*.
+  if (spec.enableServiceLinks !== false)
+    errors.push("spec.template.spec.enableServiceLinks must be false (Services named skyrl-* would inject SKYRL_* variables)");
   if (spec.automountServiceAccountToken !== false)
     errors.push("spec.template.spec.automountServiceAccountToken must be false (no pod here talks to the API server)");
   const volumes = new Set([...(spec.volumes ?? []).map((v) => v.name),

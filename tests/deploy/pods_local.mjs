@@ -257,6 +257,12 @@ try {
     console.log(`ok   ${child.label}: exits 0 on SIGTERM within ${grace(wl)} s`);
   }
   if (!/unregister|leaving the cluster/.test(w.log())) fail(`the worker did not leave the cluster on SIGTERM:\n${w.log()}`);
+  // Secrets never reach a log: the head prints its store without the password.
+  const secrets = { token: secretValue("skyrl-token", "token"), "Redis password": redis.env.REDIS_PASSWORD };
+  for (const child of [r, h, w])
+    for (const [what, value] of Object.entries(secrets))
+      if (child.log().includes(value)) fail(`${child.label}'s log contains the ${what}`);
+  console.log("ok   no log contains the token or the Redis password");
   const data = path.join(opt.work, "skyrl-redis", "volumes", "data");
   if (!readdirSync(data).some((f) => f.startsWith("appendonly"))) fail(`no append-only file in Redis's data volume: ${readdirSync(data)}`);
   console.log("ok   skyrl-redis: append-only file on the data volume");
