@@ -87,7 +87,7 @@ done
 if [[ $mode == pods ]]; then
   mkdir -p "$work/pods"
   node "$src/tests/deploy/pods_local.mjs" --models "$models" --bin-dir "$bin" --render "$work/cpu-dev.yaml" \
-    --work "$work/pods" || fail "see the lines above"
+    --gpu-render "$work/gpu.yaml" --work "$work/pods" || fail "see the lines above"
   echo "PASS: the cpu-dev overlay's Redis, head and worker run from their rendered command lines"
   exit 0
 fi

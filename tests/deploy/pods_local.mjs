@@ -20,6 +20,8 @@ import { pathToFileURL } from "node:url";
 
 const opt = {};
 for (let i = 2; i < process.argv.length; i += 2) opt[process.argv[i].replace(/^--/, "")] = process.argv[i + 1];
+// Optional --gpu-render FILE: the GPU overlay, whose worker must refuse to start on a machine
+// with fewer GPUs than its limit says (checked only there).
 for (const k of ["models", "bin-dir", "render", "work"]) if (!opt[k]) { console.error(`pods_local: --${k} is required`); process.exit(2); }
 opt["bin-dir"] = path.resolve(opt["bin-dir"]);
 opt.work = path.resolve(opt.work);
@@ -196,6 +198,32 @@ async function stop(child, graceSeconds) {
   return child.exitInfo;
 }
 
+// The GPU overlay's worker, started as its pod would be, must exit at once with status 2 and say
+// how many GPUs it found when the machine has fewer than its nvidia.com/gpu limit.
+async function gpuWorkerRefuses(file) {
+  const gpuObjects = YAML.parseAllDocuments(readFileSync(file, "utf8")).map((d) => d.toJS()).filter(Boolean);
+  const saved = objects.splice(0, objects.length, ...gpuObjects);
+  try {
+    const wl = get("StatefulSet", "skyrl-worker");
+    const want = Number(wl.spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"]);
+    const p = await prepare(wl);
+    p.name = "skyrl-worker (gpu overlay)";
+    const child = start(p, await localArgv(p));
+    for (const end = Date.now() + 10000; Date.now() < end && !child.exitInfo;) await sleep(50);
+    if (!child.exitInfo) {
+      await stop(child, 30);
+      console.log(`skip gpu overlay worker: this machine has at least ${want} GPUs, so it started`);
+      return;
+    }
+    const m = /--resources: GPU=([0-9]+) but only ([0-9]+) detected/.exec(child.log());
+    if (child.exitInfo.code !== 2 || !m || Number(m[1]) !== want)
+      fail(`the gpu overlay's worker should exit 2 naming GPU=${want}; got ${JSON.stringify(child.exitInfo)}:\n${child.log()}`);
+    console.log(`ok   gpu overlay worker refuses at once: ${m[0]}`);
+  } finally {
+    objects.splice(0, objects.length, ...saved);
+  }
+}
+
 const get = (kind, name) => {
   const o = objects.find((x) => x.kind === kind && x.metadata.name === name);
   if (!o) fail(`no ${kind} ${name} in the render`);
@@ -266,6 +294,7 @@ try {
   const data = path.join(opt.work, "skyrl-redis", "volumes", "data");
   if (!readdirSync(data).some((f) => f.startsWith("appendonly"))) fail(`no append-only file in Redis's data volume: ${readdirSync(data)}`);
   console.log("ok   skyrl-redis: append-only file on the data volume");
+  if (opt["gpu-render"]) await gpuWorkerRefuses(opt["gpu-render"]);
 } catch (e) {
   if (!failed) console.log(`FAIL: ${e.stack}`);
   failed = true;
