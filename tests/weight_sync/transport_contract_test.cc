@@ -1,0 +1,269 @@
+// The contract every Transport keeps, run against each implementation (TCP today; NCCL joins
+// when it lands). Ranks are threads; the rendezvous is in memory.
+#include <atomic>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/weight_sync/sync_harness.h"
+#include "weight_sync/plan/model_zoo.h"
+#include "weight_sync/rendezvous.h"
+#include "weight_sync/tcp/tcp_transport.h"
+
+namespace skyrl::weight_sync {
+namespace {
+
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+using testing::MakeWorld;
+using testing::RunSync;
+using testing::World;
+
+struct TransportKind {
+  std::string name;
+  // receiver_rank -1: a sending endpoint.
+  std::function<absl::StatusOr<std::unique_ptr<Transport>>(Rendezvous*, int, const TransferOptions&)> make;
+};
+
+TransportKind Tcp() {
+  return {"tcp", [](Rendezvous* r, int rank, const TransferOptions& o) {
+            TcpOptions t;
+            t.rendezvous = r;
+            t.receiver_rank = rank;
+            t.transfer = o;
+            return CreateTcpTransport(t);
+          }};
+}
+
+TransferOptions TestOptions() {
+  TransferOptions o;
+  o.bucket_bytes = 4096;  // many buckets per stream
+  o.chunk_bytes = 1000;   // chunks that cut runs mid-way
+  o.checksums = true;
+  o.io_timeout = absl::Seconds(10);
+  return o;
+}
+
+class TransportContractTest : public ::testing::TestWithParam<TransportKind> {
+ protected:
+  struct Endpoints {
+    std::vector<std::unique_ptr<Transport>> owned;
+    std::vector<Transport*> senders, receivers;
+    std::vector<std::unique_ptr<VersionedShard>> shards;
+  };
+  // Fresh endpoints for every rank of `w`, receivers' shards at version 0 (zeros).
+  Endpoints Make(const World& w, const TransferOptions& o, Rendezvous& rdv) {
+    Endpoints e;
+    for (int s = 0; s < w.plan.num_senders; ++s) {
+      auto t = GetParam().make(&rdv, -1, o);
+      EXPECT_TRUE(t.ok()) << t.status();
+      e.senders.push_back(t->get());
+      e.owned.push_back(std::move(*t));
+    }
+    for (int r = 0; r < w.plan.num_receivers; ++r) {
+      auto t = GetParam().make(&rdv, r, o);
+      EXPECT_TRUE(t.ok()) << t.status();
+      e.receivers.push_back(t->get());
+      e.owned.push_back(std::move(*t));
+      e.shards.push_back(std::make_unique<VersionedShard>(w.rlayout[r].Bytes()));
+    }
+    return e;
+  }
+  std::vector<std::vector<uint8_t>> SenderShards(const World& w, const std::vector<std::vector<uint8_t>>& weights) {
+    std::vector<std::vector<uint8_t>> out;
+    for (int s = 0; s < w.plan.num_senders; ++s) out.push_back(w.SenderShard(s, weights));
+    return out;
+  }
+};
+
+Model SmallDense() {
+  TransformerConfig c;
+  c.layers = 4;
+  c.hidden = 32;
+  c.intermediate = 64;
+  c.heads = 4;
+  c.kv_heads = 4;
+  c.head_dim = 8;
+  c.vocab = 96;
+  return MakeTransformer(c);
+}
+
+Model SmallMoe() {
+  TransformerConfig c;
+  c.layers = 2;
+  c.hidden = 32;
+  c.heads = 4;
+  c.kv_heads = 4;
+  c.head_dim = 8;
+  c.vocab = 64;
+  c.experts = 8;
+  c.moe_intermediate = 16;
+  return MakeTransformer(c);
+}
+
+// The matrix: trainer TP{1,2,4} x PP{1,2}, plus EP for a small MoE and FSDP, to
+// inference TP{1,2,4} x 1-3 engines; every receiver shard equals the slice cut from the model.
+TEST_P(TransportContractTest, EveryReceiverShardEqualsItsSliceOfTheModel) {
+  struct Trainer {
+    std::string name;
+    bool moe;
+    Layout layout;
+  };
+  std::vector<Trainer> trainers;
+  for (int tp : {1, 2, 4})
+    for (int pp : {1, 2})
+      trainers.push_back({absl::StrCat("TP", tp, "xPP", pp), false,
+                          Layout::Of(ModelParallel{.tp = tp, .pp = pp, .replicas = tp == 1 ? 2 : 1})});
+  trainers.push_back({"MoE TP2xEP2", true, Layout::Of(ModelParallel{.tp = 2, .ep = 2})});
+  trainers.push_back({"FSDP3x2", false, Layout::Of(Fsdp{.shards = 3, .replicas = 2})});
+  int syncs = 0;
+  for (const Trainer& t : trainers)
+    for (int tp : {1, 2, 4})
+      for (int engines : {1, 2, 3}) {
+        ModelParallel engine{.tp = tp};
+        if (t.moe && tp > 1) engine.experts = ExpertSharding::kWholeOverAllRanks;
+        auto w = MakeWorld(t.moe ? SmallMoe() : SmallDense(), t.layout, Layout::Engines(engines, engine));
+        ASSERT_TRUE(w.ok()) << w.status();
+        std::string where = absl::StrCat(t.name, " -> ", engines, " x TP", tp);
+        InMemoryRendezvous rdv;
+        Endpoints e = Make(**w, TestOptions(), rdv);
+        auto weights = (*w)->Weights(1);
+        auto res = RunSync(**w, 1, SenderShards(**w, weights), e.senders, e.receivers, e.shards);
+        ASSERT_EQ(res.FirstError(), "") << where;
+        for (int r = 0; r < (*w)->plan.num_receivers; ++r) {
+          VersionedShard::Snapshot snap = e.shards[r]->Current();
+          ASSERT_EQ(snap.version, 1u) << where;
+          ASSERT_TRUE(*snap.bytes == (*w)->Expected(r, weights)) << where << ": receiver " << r;
+        }
+        ++syncs;
+      }
+  EXPECT_EQ(syncs, 72);
+}
+
+TEST_P(TransportContractTest, VersionsSwapAtomicallyForReaders) {
+  auto w = MakeWorld(SmallDense(), Layout::Of(ModelParallel{.tp = 2, .replicas = 2}),
+                     Layout::Engines(2, ModelParallel{.tp = 2}));
+  ASSERT_TRUE(w.ok());
+  InMemoryRendezvous rdv;
+  Endpoints e = Make(**w, TestOptions(), rdv);
+  auto v1 = (*w)->Weights(1), v2 = (*w)->Weights(2);
+  ASSERT_EQ(RunSync(**w, 1, SenderShards(**w, v1), e.senders, e.receivers, e.shards).FirstError(), "");
+  std::vector<uint8_t> want1 = (*w)->Expected(0, v1), want2 = (*w)->Expected(0, v2);
+  std::atomic<bool> stop{false};
+  std::atomic<int> seen1{0}, seen2{0}, mixed{0};
+  std::thread reader([&] {
+    while (!stop.load()) {
+      VersionedShard::Snapshot s = e.shards[0]->Current();
+      if (s.version == 1 && *s.bytes == want1) ++seen1;
+      else if (s.version == 2 && *s.bytes == want2) ++seen2;
+      else ++mixed;
+    }
+  });
+  auto res = RunSync(**w, 2, SenderShards(**w, v2), e.senders, e.receivers, e.shards);
+  // Keep reading a little after the swap.
+  while (seen2.load() == 0 && res.FirstError().empty()) std::this_thread::yield();
+  stop = true;
+  reader.join();
+  ASSERT_EQ(res.FirstError(), "");
+  EXPECT_EQ(mixed.load(), 0);
+  EXPECT_GT(seen1.load(), 0);
+  EXPECT_GT(seen2.load(), 0);
+  // A version that is not newer is refused before anything moves.
+  auto again = e.receivers[0]->Receive(2, (*w)->recv_sched[0], *e.shards[0]);
+  EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(again.message()), HasSubstr("not newer"));
+}
+
+TEST_P(TransportContractTest, FilteredParametersKeepTheirBytes) {
+  TransformerConfig c;
+  c.layers = 2;
+  c.hidden = 32;
+  c.intermediate = 64;
+  c.heads = 4;
+  c.kv_heads = 4;
+  c.head_dim = 8;
+  c.vocab = 64;
+  c.lora_rank = 4;
+  Model m = MakeTransformer(c);
+  Layout t = Layout::Of(ModelParallel{.tp = 2});
+  Layout inf = Layout::Engines(2, ModelParallel{.tp = 2});
+  auto full = MakeWorld(m, t, inf);
+  auto lora = MakeWorld(m, t, inf, LoraOnly());
+  ASSERT_TRUE(full.ok() && lora.ok());
+  InMemoryRendezvous rdv;
+  Endpoints e = Make(**full, TestOptions(), rdv);
+  auto v1 = (*full)->Weights(1), v2 = (*full)->Weights(2);
+  ASSERT_EQ(RunSync(**full, 1, SenderShards(**full, v1), e.senders, e.receivers, e.shards).FirstError(), "");
+  ASSERT_EQ(RunSync(**lora, 2, SenderShards(**lora, v2), e.senders, e.receivers, e.shards).FirstError(), "");
+  for (int r = 0; r < 4; ++r) {
+    auto snap = e.shards[r]->Current();
+    EXPECT_EQ(snap.version, 2u);
+    EXPECT_TRUE(*snap.bytes == (*lora)->Expected(r, v2, &v1)) << "receiver " << r;
+    EXPECT_FALSE(*snap.bytes == (*full)->Expected(r, v2)) << "non-LoRA bytes must stay at v1";
+  }
+}
+
+TEST_P(TransportContractTest, MissingSenderFailsItsReceiversAndTheOldVersionStays) {
+  auto w = MakeWorld(SmallDense(), Layout::Of(ModelParallel{.tp = 2}), Layout::Engines(1, ModelParallel{.tp = 1}));
+  ASSERT_TRUE(w.ok());
+  InMemoryRendezvous rdv;
+  TransferOptions o = TestOptions();
+  o.io_timeout = absl::Milliseconds(300);
+  Endpoints e = Make(**w, o, rdv);
+  auto v1 = (*w)->Weights(1), v2 = (*w)->Weights(2);
+  ASSERT_EQ(RunSync(**w, 1, SenderShards(**w, v1), e.senders, e.receivers, e.shards).FirstError(), "");
+  std::vector<Transport*> one_sender = {nullptr, e.senders[1]};
+  auto res = RunSync(**w, 2, SenderShards(**w, v2), one_sender, e.receivers, e.shards);
+  ASSERT_FALSE(res.recv[0].ok());
+  EXPECT_EQ(res.recv[0].code(), absl::StatusCode::kDeadlineExceeded) << res.recv[0];
+  EXPECT_THAT(std::string(res.recv[0].message()), HasSubstr("sender(s) 0"));
+  EXPECT_THAT(std::string(res.recv[0].message()), HasSubstr("version 1 stays live"));
+  // The sender that did come learns the sync failed.
+  EXPECT_FALSE(res.send[1].ok());
+  EXPECT_THAT(std::string(res.send[1].message()), HasSubstr("receiver 0"));
+  auto snap = e.shards[0]->Current();
+  EXPECT_EQ(snap.version, 1u);
+  EXPECT_TRUE(*snap.bytes == (*w)->Expected(0, v1));
+  EXPECT_EQ(e.shards[0]->PendingVersion(), 0u);
+  // The next attempt succeeds.
+  ASSERT_EQ(RunSync(**w, 2, SenderShards(**w, v2), e.senders, e.receivers, e.shards).FirstError(), "");
+  EXPECT_TRUE(*e.shards[0]->Current().bytes == (*w)->Expected(0, v2));
+}
+
+TEST_P(TransportContractTest, MissingReceiverFailsItsSendersNamingIt) {
+  auto w = MakeWorld(SmallDense(), Layout::Of(ModelParallel{.tp = 1}), Layout::Engines(2, ModelParallel{.tp = 1}));
+  ASSERT_TRUE(w.ok());
+  InMemoryRendezvous rdv;
+  TransferOptions o = TestOptions();
+  o.io_timeout = absl::Milliseconds(300);
+  Endpoints e = Make(**w, o, rdv);
+  std::vector<Transport*> one_receiver = {nullptr, e.receivers[1]};
+  auto res = RunSync(**w, 1, SenderShards(**w, (*w)->Weights(1)), e.senders, one_receiver, e.shards);
+  EXPECT_TRUE(res.recv[1].ok()) << res.recv[1];
+  ASSERT_FALSE(res.send[0].ok());
+  EXPECT_EQ(res.send[0].code(), absl::StatusCode::kDeadlineExceeded) << res.send[0];
+  EXPECT_THAT(std::string(res.send[0].message()), HasSubstr("-> receiver 0"));
+}
+
+TEST_P(TransportContractTest, SenderOfAnotherVersionIsRefused) {
+  auto w = MakeWorld(SmallDense(), Layout::Of(ModelParallel{.tp = 1}), Layout::Engines(1, ModelParallel{.tp = 1}));
+  ASSERT_TRUE(w.ok());
+  InMemoryRendezvous rdv;
+  TransferOptions o = TestOptions();
+  o.io_timeout = absl::Milliseconds(300);
+  Endpoints e = Make(**w, o, rdv);
+  auto shards = SenderShards(**w, (*w)->Weights(3));
+  absl::Status recv;
+  std::thread rt([&] { recv = e.receivers[0]->Receive(3, (*w)->recv_sched[0], *e.shards[0]); });
+  absl::Status send = e.senders[0]->Send(2, (*w)->send_sched[0], absl::MakeConstSpan(shards[0]));
+  rt.join();
+  EXPECT_EQ(send.code(), absl::StatusCode::kFailedPrecondition) << send;
+  EXPECT_THAT(std::string(send.message()), HasSubstr("syncing version 3, not 2"));
+  EXPECT_FALSE(recv.ok());
+  EXPECT_EQ(e.shards[0]->Current().version, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, TransportContractTest, ::testing::Values(Tcp()),
+                         [](const ::testing::TestParamInfo<TransportKind>& i) { return i.param.name; });
+
+}  // namespace
+}  // namespace skyrl::weight_sync

@@ -1,0 +1,75 @@
+// A TCP socket on its own io_context with blocking calls that each have a deadline; Abort()
+// from any thread makes the current and every later call fail at once. One thread drives a
+// Connection; Abort is the only method safe to call from others.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <optional>
+
+#include <boost/asio.hpp>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+
+namespace skyrl::weight_sync::tcp_internal {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using error_code = boost::system::error_code;
+
+class Connection {
+ public:
+  Connection() : socket_(io_) {}
+  tcp::socket& socket() { return socket_; }
+
+  // Runs one async operation started by `start(handler)` until it completes or `timeout`
+  // passes (then the socket is closed and timed_out returned).
+  template <typename Start>
+  error_code Run(Start&& start, absl::Duration timeout) {
+    if (aborted_.load()) return asio::error::operation_aborted;
+    std::optional<error_code> result;
+    start([&result](const error_code& ec, auto&&...) { result = ec; });
+    io_.restart();
+    io_.run_for(std::chrono::nanoseconds(absl::ToInt64Nanoseconds(timeout)));
+    if (!result) {
+      error_code ignored;
+      socket_.close(ignored);
+      io_.restart();
+      io_.run();  // the cancelled operation's handler
+      return asio::error::timed_out;
+    }
+    if (aborted_.load() && !*result) return asio::error::operation_aborted;
+    return *result;
+  }
+
+  error_code Connect(const tcp::endpoint& ep, absl::Duration timeout) {
+    return Run([&](auto h) { socket_.async_connect(ep, h); }, timeout);
+  }
+  template <typename Buffers>
+  error_code Write(const Buffers& b, absl::Duration timeout) {
+    return Run([&](auto h) { asio::async_write(socket_, b, h); }, timeout);
+  }
+  template <typename Buffers>
+  error_code Read(const Buffers& b, absl::Duration timeout) {
+    return Run([&](auto h) { asio::async_read(socket_, b, h); }, timeout);
+  }
+
+  // Thread-safe: closes the socket on the connection's own thread (or at its next call).
+  void Abort() {
+    aborted_.store(true);
+    asio::post(io_, [this] {
+      error_code ignored;
+      socket_.close(ignored);
+    });
+  }
+  bool aborted() const { return aborted_.load(); }
+
+ private:
+  asio::io_context io_;
+  tcp::socket socket_;
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace skyrl::weight_sync::tcp_internal

@@ -1,0 +1,425 @@
+#include "weight_sync/tcp/tcp_transport.h"
+
+#include <cstring>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "weight_sync/checksum.h"
+#include "weight_sync/tcp/connection.h"
+
+namespace skyrl::weight_sync {
+namespace {
+
+using namespace tcp_internal;  // NOLINT: asio, tcp, error_code, Connection
+
+constexpr uint32_t kMagic = 0x53574B53;  // "SKWS"
+constexpr uint32_t kProtocol = 1;
+constexpr uint32_t kFlagChecksums = 1;
+constexpr size_t kHelloSize = 48, kBucketHeaderSize = 24, kAckSize = 8;
+constexpr uint32_t kMaxAckMessage = 4096;
+
+void Put32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
+void Put64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, 8); }
+uint32_t Get32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
+uint64_t Get64(const uint8_t* p) { uint64_t v; std::memcpy(&v, p, 8); return v; }
+
+struct Hello {
+  uint64_t version = 0;
+  uint32_t sender = 0, receiver = 0, flags = 0;
+  uint64_t bytes = 0, bucket_bytes = 0;
+
+  std::array<uint8_t, kHelloSize> Encode() const {
+    std::array<uint8_t, kHelloSize> b{};
+    Put32(&b[0], kMagic);
+    Put32(&b[4], kProtocol);
+    Put64(&b[8], version);
+    Put32(&b[16], sender);
+    Put32(&b[20], receiver);
+    Put64(&b[24], bytes);
+    Put64(&b[32], bucket_bytes);
+    Put32(&b[40], flags);
+    return b;
+  }
+};
+
+absl::Status FromAsio(const error_code& ec, absl::string_view what) {
+  if (ec == asio::error::timed_out)
+    return absl::DeadlineExceededError(absl::StrCat(what, ": timed out"));
+  if (ec == asio::error::operation_aborted)
+    return absl::AbortedError(absl::StrCat(what, ": aborted because the sync failed elsewhere"));
+  if (ec == asio::error::eof)
+    return absl::UnavailableError(absl::StrCat(what, ": peer closed the connection"));
+  return absl::UnavailableError(absl::StrCat(what, ": ", ec.message()));
+}
+
+// Walks a stream's runs: buffers for the next n bytes.
+template <typename Ptr>
+class RunCursor {
+ public:
+  RunCursor(const std::vector<Interval>& runs, Ptr base) : runs_(runs), base_(base) {}
+  template <typename Buffer>
+  void Next(int64_t n, std::vector<Buffer>& out) {
+    out.clear();
+    while (n > 0) {
+      const Interval& r = runs_[run_];
+      int64_t take = std::min(n, r.length - at_);
+      out.emplace_back(base_ + r.offset + at_, static_cast<size_t>(take));
+      n -= take;
+      at_ += take;
+      if (at_ == r.length) {
+        ++run_;
+        at_ = 0;
+      }
+    }
+  }
+  // Calls fn(ptr, len) for the next n bytes without moving.
+  template <typename Fn>
+  void Peek(int64_t n, Fn&& fn) const {
+    size_t run = run_;
+    int64_t at = at_;
+    while (n > 0) {
+      const Interval& r = runs_[run];
+      int64_t take = std::min(n, r.length - at);
+      fn(base_ + r.offset + at, take);
+      n -= take;
+      at += take;
+      if (at == r.length) {
+        ++run;
+        at = 0;
+      }
+    }
+  }
+
+ private:
+  const std::vector<Interval>& runs_;
+  Ptr base_;
+  size_t run_ = 0;
+  int64_t at_ = 0;
+};
+
+// Reads a status frame (code, length, message). The outer status is the transport's; the
+// inner one is what the receiver said.
+absl::StatusOr<absl::Status> ReadStatus(Connection& c, absl::Duration timeout, absl::string_view what) {
+  std::array<uint8_t, kAckSize> ack{};
+  if (error_code ec = c.Read(asio::buffer(ack), timeout); ec) return FromAsio(ec, what);
+  const uint32_t code = Get32(&ack[0]), mlen = std::min(Get32(&ack[4]), kMaxAckMessage);
+  std::string msg(mlen, '\0');
+  if (mlen > 0)
+    if (error_code ec = c.Read(asio::buffer(msg), timeout); ec) return FromAsio(ec, what);
+  if (code == 0) return absl::OkStatus();
+  const auto status_code = code > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated)
+                               ? absl::StatusCode::kUnknown
+                               : static_cast<absl::StatusCode>(code);
+  return absl::Status(status_code, absl::StrCat("receiver says: ", msg));
+}
+
+void WriteStatus(Connection& c, const absl::Status& s, absl::Duration timeout) {
+  std::string msg(s.message().substr(0, kMaxAckMessage));
+  std::array<uint8_t, kAckSize> ack{};
+  Put32(&ack[0], static_cast<uint32_t>(s.code()));
+  Put32(&ack[4], static_cast<uint32_t>(msg.size()));
+  std::vector<asio::const_buffer> b{asio::buffer(ack), asio::buffer(msg)};
+  c.Write(b, timeout);
+}
+
+class TcpTransport final : public Transport {
+ public:
+  TcpTransport(const TcpOptions& o) : o_(o), acceptor_(accept_io_) {}
+
+  absl::Status Listen() {
+    error_code ec;
+    auto addr = asio::ip::make_address(o_.bind_host, ec);
+    if (ec) return absl::InvalidArgumentError(absl::StrCat("bind_host '", o_.bind_host, "': ", ec.message()));
+    tcp::endpoint ep(addr, 0);
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) return absl::UnavailableError(absl::StrCat("receiver ", o_.receiver_rank, ": cannot listen on ",
+                                                       o_.bind_host, ": ", ec.message()));
+    std::string where = absl::StrCat(o_.bind_host, ":", acceptor_.local_endpoint().port());
+    return o_.rendezvous->Put(ReceiverKey(o_.receiver_rank), where);
+  }
+
+  absl::Status Send(uint64_t version, const RankSchedule& schedule, absl::Span<const uint8_t> shard) override;
+  absl::Status Receive(uint64_t version, const RankSchedule& schedule, VersionedShard& shard) override;
+
+ private:
+  std::string ReceiverKey(int rank) const { return absl::StrCat(o_.key_prefix, "/receiver/", rank); }
+  absl::Status SendTo(uint64_t version, int me, const PeerStream& peer, const uint8_t* shard, Connection& c);
+  absl::Status ReceiveFrom(const Hello& hello, const PeerStream& peer, uint8_t* staging, Connection& c);
+  // Accepts one connection into `c` within io_timeout (or until CancelAccept).
+  error_code Accept(Connection& c);
+
+  const TcpOptions o_;
+  asio::io_context accept_io_;
+  tcp::acceptor acceptor_;
+};
+
+absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& peer, const uint8_t* shard,
+                                  Connection& c) {
+  const TransferOptions& t = o_.transfer;
+  absl::StatusOr<std::string> where = o_.rendezvous->Get(ReceiverKey(peer.peer), t.io_timeout);
+  if (!where.ok()) return where.status();
+  std::vector<std::string> hp = absl::StrSplit(*where, absl::MaxSplits(':', 1));
+  int port = 0;
+  error_code ec;
+  asio::ip::address addr;
+  if (hp.size() == 2) addr = asio::ip::make_address(hp[0], ec);
+  if (hp.size() != 2 || ec || !absl::SimpleAtoi(hp[1], &port) || port <= 0 || port > 65535)
+    return absl::InvalidArgumentError(absl::StrCat("rendezvous gave address '", *where, "'"));
+  if (ec = c.Connect(tcp::endpoint(addr, port), t.io_timeout); ec)
+    return FromAsio(ec, absl::StrCat("connect to ", *where));
+  c.socket().set_option(tcp::no_delay(true), ec);
+
+  Hello h;
+  h.version = version;
+  h.sender = me;
+  h.receiver = peer.peer;
+  h.bytes = peer.bytes;
+  h.bucket_bytes = t.bucket_bytes;
+  h.flags = t.checksums ? kFlagChecksums : 0;
+  auto hello = h.Encode();
+  if (ec = c.Write(asio::buffer(hello), t.io_timeout); ec) return FromAsio(ec, "hello");
+  absl::StatusOr<absl::Status> welcome = ReadStatus(c, t.io_timeout, "waiting for the receiver to accept");
+  if (!welcome.ok()) return welcome.status();
+  if (!welcome->ok()) return *welcome;
+  // A write that fails may be the receiver giving up with a reason: read it if it is there.
+  auto failed_write = [&](const error_code& ec, absl::string_view what) {
+    absl::StatusOr<absl::Status> why = ReadStatus(c, absl::Milliseconds(100), what);
+    if (why.ok() && !why->ok()) return *why;
+    return FromAsio(ec, what);
+  };
+
+  RunCursor<const uint8_t*> cursor(peer.runs, shard);
+  std::vector<asio::const_buffer> bufs;
+  int64_t sent = 0;
+  for (uint32_t b = 0; sent < peer.bytes; ++b) {
+    const int64_t len = std::min(t.bucket_bytes, peer.bytes - sent);
+    std::array<uint8_t, kBucketHeaderSize> hdr{};
+    Put32(&hdr[0], b);
+    Put64(&hdr[8], len);
+    if (t.checksums) {
+      Checksum sum;
+      cursor.Peek(len, [&](const uint8_t* p, int64_t n) { sum.Update(p, n); });
+      Put64(&hdr[16], sum.Digest());
+    }
+    if (ec = c.Write(asio::buffer(hdr), t.io_timeout); ec)
+      return failed_write(ec, absl::StrCat("bucket ", b, " header"));
+    for (int64_t done = 0; done < len;) {
+      const int64_t n = std::min(t.chunk_bytes, len - done);
+      cursor.Next(n, bufs);
+      if (ec = c.Write(bufs, t.io_timeout); ec)
+        return failed_write(ec, absl::StrCat("bucket ", b, " at byte ", done));
+      done += n;
+    }
+    sent += len;
+  }
+  // The receiver confirms once it has every sender's bytes (or says why not).
+  absl::StatusOr<absl::Status> done = ReadStatus(c, t.sync_timeout, "waiting for the receiver's confirmation");
+  if (!done.ok()) return done.status();
+  return *done;
+}
+
+absl::Status TcpTransport::Send(uint64_t version, const RankSchedule& schedule, absl::Span<const uint8_t> shard) {
+  if (static_cast<int64_t>(shard.size()) < schedule.shard_bytes)
+    return absl::InvalidArgumentError(absl::StrCat("sender ", schedule.rank, ": shard has ", shard.size(),
+                                                   " bytes, the schedule needs ", schedule.shard_bytes));
+  const size_t n = schedule.peers.size();
+  std::vector<std::unique_ptr<Connection>> conns;
+  for (size_t i = 0; i < n; ++i) conns.push_back(std::make_unique<Connection>());
+  std::vector<absl::Status> results(n);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < n; ++i)
+    threads.emplace_back([&, i] {
+      results[i] = SendTo(version, schedule.rank, schedule.peers[i], shard.data(), *conns[i]);
+    });
+  for (std::thread& th : threads) th.join();
+  for (size_t i = 0; i < n; ++i)
+    if (!results[i].ok())
+      return absl::Status(results[i].code(),
+                          absl::StrCat("weight sync v", version, ": sender ", schedule.rank, " -> receiver ",
+                                       schedule.peers[i].peer, ": ", results[i].message()));
+  return absl::OkStatus();
+}
+
+error_code TcpTransport::Accept(Connection& c) {
+  std::optional<error_code> result;
+  acceptor_.async_accept(c.socket(), [&](const error_code& ec) { result = ec; });
+  accept_io_.restart();
+  accept_io_.run_for(std::chrono::nanoseconds(absl::ToInt64Nanoseconds(o_.transfer.io_timeout)));
+  if (!result) {
+    error_code ignored;
+    acceptor_.cancel(ignored);  // keep listening for later versions
+    accept_io_.restart();
+    accept_io_.run();
+    return asio::error::timed_out;
+  }
+  return *result;
+}
+
+absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, uint8_t* staging, Connection& c) {
+  const TransferOptions& t = o_.transfer;
+  RunCursor<uint8_t*> cursor(peer.runs, staging);
+  std::vector<asio::mutable_buffer> bufs;
+  int64_t got = 0;
+  error_code ec;
+  for (uint32_t b = 0; got < peer.bytes; ++b) {
+    const int64_t len = std::min<int64_t>(h.bucket_bytes, peer.bytes - got);
+    std::array<uint8_t, kBucketHeaderSize> hdr{};
+    if (ec = c.Read(asio::buffer(hdr), t.io_timeout); ec) return FromAsio(ec, absl::StrCat("bucket ", b, " header"));
+    if (Get32(&hdr[0]) != b || static_cast<int64_t>(Get64(&hdr[8])) != len)
+      return absl::DataLossError(absl::StrCat("bucket ", b, ": header says bucket ", Get32(&hdr[0]), " of ",
+                                              Get64(&hdr[8]), " bytes, expected ", len));
+    RunCursor<uint8_t*> start = cursor;
+    for (int64_t done = 0; done < len;) {
+      const int64_t n = std::min(t.chunk_bytes, len - done);
+      cursor.Next(n, bufs);
+      if (ec = c.Read(bufs, t.io_timeout); ec) return FromAsio(ec, absl::StrCat("bucket ", b, " at byte ", done));
+      done += n;
+    }
+    if (h.flags & kFlagChecksums) {
+      Checksum sum;
+      start.Peek(len, [&](const uint8_t* p, int64_t n) { sum.Update(p, n); });
+      if (sum.Digest() != Get64(&hdr[16]))
+        return absl::DataLossError(absl::StrCat("bucket ", b, " (", len, " bytes): checksum mismatch"));
+    }
+    got += len;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedule, VersionedShard& shard) {
+  const std::string who = absl::StrCat("weight sync v", version, ": receiver ", schedule.rank);
+  if (o_.receiver_rank != schedule.rank)
+    return absl::FailedPreconditionError(absl::StrCat(who, ": this transport listens as receiver ",
+                                                      o_.receiver_rank));
+  if (shard.Bytes() != schedule.shard_bytes)
+    return absl::InvalidArgumentError(absl::StrCat(who, ": shard has ", shard.Bytes(),
+                                                   " bytes, the schedule needs ", schedule.shard_bytes));
+  absl::StatusOr<absl::Span<uint8_t>> staging = shard.BeginStaging(version);
+  if (!staging.ok()) return absl::Status(staging.status().code(), absl::StrCat(who, ": ", staging.status().message()));
+  const TransferOptions& t = o_.transfer;
+  // Run any cancel a failed earlier sync posted after its last accept, so it cannot cancel ours.
+  accept_io_.restart();
+  accept_io_.poll();
+
+  std::map<int, const PeerStream*> expected;
+  for (const PeerStream& p : schedule.peers) expected[p.peer] = &p;
+  std::vector<std::unique_ptr<Connection>> conns;
+  std::vector<std::thread> threads;
+  absl::Mutex mu;
+  absl::Status failure;  // first failure, guarded by mu
+  std::atomic<bool> failed{false};
+  auto fail = [&](absl::Status s) {
+    absl::MutexLock lock(&mu);
+    if (failure.ok()) failure = std::move(s);
+    failed.store(true);
+    for (auto& c : conns) c->Abort();
+    asio::post(accept_io_, [this] {
+      error_code ignored;
+      acceptor_.cancel(ignored);
+    });
+  };
+  auto send_status = [&](Connection& c, const absl::Status& s) { WriteStatus(c, s, t.io_timeout); };
+
+  std::map<int, bool> arrived;
+  while (arrived.size() < expected.size() && !failed.load()) {
+    auto c = std::make_unique<Connection>();
+    error_code ec = Accept(*c);
+    if (failed.load()) break;
+    if (ec) {
+      std::string missing;
+      for (const auto& [s, unused] : expected)
+        if (!arrived.count(s)) absl::StrAppend(&missing, missing.empty() ? "" : ",", s);
+      fail(FromAsio(ec, absl::StrCat("waiting for sender(s) ", missing, " to connect")));
+      break;
+    }
+    std::array<uint8_t, kHelloSize> hb{};
+    if (ec = c->Read(asio::buffer(hb), t.io_timeout); ec) continue;  // not a sender of ours; ignore
+    Hello h;
+    h.version = Get64(&hb[8]);
+    h.sender = Get32(&hb[16]);
+    h.receiver = Get32(&hb[20]);
+    h.bytes = Get64(&hb[24]);
+    h.bucket_bytes = Get64(&hb[32]);
+    h.flags = Get32(&hb[40]);
+    absl::Status bad;
+    auto it = expected.find(static_cast<int>(h.sender));
+    if (Get32(&hb[0]) != kMagic || Get32(&hb[4]) != kProtocol)
+      bad = absl::FailedPreconditionError("not a weight-sync protocol 1 peer");
+    else if (h.version != version)
+      bad = absl::FailedPreconditionError(absl::StrCat("receiver ", schedule.rank, " is syncing version ", version,
+                                                       ", not ", h.version));
+    else if (static_cast<int>(h.receiver) != schedule.rank)
+      bad = absl::FailedPreconditionError(absl::StrCat("this is receiver ", schedule.rank, ", not ", h.receiver));
+    else if (it == expected.end() || arrived.count(it->first))
+      bad = absl::FailedPreconditionError(absl::StrCat("sender ", h.sender, " is not expected (again) by the plan"));
+    else if (static_cast<int64_t>(h.bytes) != it->second->bytes)
+      bad = absl::FailedPreconditionError(absl::StrCat("sender ", h.sender, " sends ", h.bytes,
+                                                       " bytes, the plan says ", it->second->bytes,
+                                                       ": the two sides use different plans"));
+    else if (h.bucket_bytes == 0)
+      bad = absl::FailedPreconditionError("bucket size 0");
+    else if (t.checksums && !(h.flags & kFlagChecksums))
+      bad = absl::FailedPreconditionError("checksums are required by the receiver");
+    if (!bad.ok()) {
+      // A stale or foreign connection: refuse it and keep waiting for the right ones.
+      send_status(*c, bad);
+      continue;
+    }
+    arrived[it->first] = true;
+    send_status(*c, absl::OkStatus());  // welcome: start sending
+    Connection* conn = c.get();
+    {
+      absl::MutexLock lock(&mu);
+      conns.push_back(std::move(c));
+      if (failed.load()) conn->Abort();
+    }
+    const PeerStream* peer = it->second;
+    threads.emplace_back([&, h, peer, conn] {
+      absl::Status s = ReceiveFrom(h, *peer, staging->data(), *conn);
+      if (!s.ok()) {
+        send_status(*conn, s);
+        fail(absl::Status(s.code(), absl::StrCat("from sender ", h.sender, ": ", s.message())));
+      }
+      // On success the connection waits for the outcome of the whole receive.
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  {
+    absl::MutexLock lock(&mu);
+    if (!failure.ok()) {
+      shard.Abort();
+      return absl::Status(failure.code(), absl::StrCat(who, ": ", failure.message(), " (version ",
+                                                       shard.Current().version, " stays live)"));
+    }
+  }
+  shard.MarkPrepared();
+  absl::Status result = t.defer_commit ? absl::OkStatus() : shard.Commit();
+  for (auto& c : conns) send_status(*c, result);
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Transport>> CreateTcpTransport(const TcpOptions& options) {
+  const TransferOptions& t = options.transfer;
+  if (options.rendezvous == nullptr) return absl::InvalidArgumentError("tcp options: rendezvous is null");
+  if (t.bucket_bytes <= 0) return absl::InvalidArgumentError("transfer.bucket_bytes must be > 0");
+  if (t.chunk_bytes <= 0) return absl::InvalidArgumentError("transfer.chunk_bytes must be > 0");
+  if (t.io_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("transfer.io_timeout must be > 0");
+  if (t.sync_timeout < t.io_timeout)
+    return absl::InvalidArgumentError("transfer.sync_timeout must be >= transfer.io_timeout");
+  auto tr = std::make_unique<TcpTransport>(options);
+  if (options.receiver_rank >= 0)
+    if (absl::Status s = tr->Listen(); !s.ok()) return s;
+  return tr;
+}
+
+}  // namespace skyrl::weight_sync

@@ -1,0 +1,37 @@
+// The TCP transport over Boost.Asio: one connection per (sender, receiver) pair with traffic,
+// all pairs of a rank in flight at once; each stream is cut into buckets (header with index,
+// length and optional checksum) and each bucket into chunks written straight from the shard's
+// runs (scatter/gather, no staging copy on the sender; the receiver reads into its staging
+// buffer). Buckets are pipelined: the receiver acknowledges a connection once, after its last
+// bucket, with a status.
+//
+// Every wait has a deadline (TransferOptions::io_timeout without progress): rendezvous,
+// connect, accept, each chunk, the acknowledgement. A peer that dies or stalls fails the sync
+// on both sides with a status naming the peer; the receiver's live version stays.
+//
+// Receivers listen on `bind_host` port 0 (any free port) from creation on and publish
+// "<key_prefix>/receiver/<rank>" = "host:port" in the rendezvous; senders look it up.
+// The wire format is little-endian and versioned (magic "SKWS", protocol 1).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "weight_sync/rendezvous.h"
+#include "weight_sync/transport.h"
+
+namespace skyrl::weight_sync {
+
+struct TcpOptions {
+  Rendezvous* rendezvous = nullptr;  // not owned; must outlive the transport
+  std::string key_prefix = "weight_sync";
+  int receiver_rank = -1;  // >= 0: this endpoint receives as that rank (listens, publishes)
+  std::string bind_host = "127.0.0.1";
+  TransferOptions transfer;
+};
+
+// InvalidArgument for bad options (naming the field), Unavailable when it cannot listen.
+absl::StatusOr<std::unique_ptr<Transport>> CreateTcpTransport(const TcpOptions& options);
+
+}  // namespace skyrl::weight_sync
