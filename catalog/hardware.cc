@@ -1,0 +1,157 @@
+#include "catalog/hardware.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "catalog/yaml_fields.h"
+
+namespace skyrl::catalog {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view what) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::StatusOr<YAML::Node> ParseYaml(const std::string& text, const std::string& file) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": not valid YAML: line ", e.mark.line + 1,
+                                                   ", column ", e.mark.column + 1, ": ", e.msg));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<HardwareCatalog> HardwareCatalog::Load(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFile(path, "hardware catalog");
+  if (!text.ok()) return text.status();
+  return Parse(*text, path);
+}
+
+absl::StatusOr<HardwareCatalog> HardwareCatalog::Parse(const std::string& yaml_text, const std::string& file) {
+  absl::StatusOr<YAML::Node> root = ParseYaml(yaml_text, file);
+  if (!root.ok()) return root.status();
+  internal::Fields top(*root, file, "");
+  top.OnlyKeys({"gpus"});
+  HardwareCatalog hw;
+  YAML::Node list = root->IsMap() ? (*root)["gpus"] : YAML::Node();
+  if (!list.IsDefined() || !list.IsSequence() || list.size() == 0) {
+    top.Fail("gpus", "must be a non-empty list of GPU types");
+    return top.status();
+  }
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    internal::Fields f(list[i], absl::StrCat(file, ": gpus[", i, "]"), "");
+    f.OnlyKeys({"name", "memory_gb", "nvlink_gb_s", "nic_gb_s", "nvlink_domain"});
+    GpuType g;
+    g.name = f.Str("name", true);
+    g.memory_gb = static_cast<double>(f.Int("memory_gb", true));
+    g.nvlink_gb_s = static_cast<double>(f.Int("nvlink_gb_s", true));
+    g.nic_gb_s = static_cast<double>(f.Int("nic_gb_s", true));
+    g.nvlink_domain = static_cast<int>(f.Int("nvlink_domain", false, 8));
+    if (!f.status().ok()) return f.status();
+    if (!hw.gpus_.empty() && g.memory_gb < hw.gpus_.back().memory_gb)
+      return absl::InvalidArgumentError(absl::StrCat(file, ": gpus[", i, "] (", g.name,
+                                                     "): memory_gb: the list must be ordered by memory, smallest first"));
+    for (const GpuType& o : hw.gpus_)
+      if (absl::AsciiStrToLower(o.name) == absl::AsciiStrToLower(g.name))
+        return absl::InvalidArgumentError(absl::StrCat(file, ": gpus[", i, "]: name: ", g.name, " appears twice"));
+    hw.gpus_.push_back(std::move(g));
+  }
+  return hw;
+}
+
+absl::StatusOr<GpuType> HardwareCatalog::Find(absl::string_view name) const {
+  std::vector<std::string> names;
+  for (const GpuType& g : gpus_) {
+    if (absl::AsciiStrToLower(g.name) == absl::AsciiStrToLower(name)) return g;
+    names.push_back(g.name);
+  }
+  return absl::NotFoundError(absl::StrCat("unknown GPU type \"", name, "\" (known: ", absl::StrJoin(names, ", "), ")"));
+}
+
+const GpuType* HardwareCatalog::Smaller(absl::string_view name) const {
+  for (std::size_t i = 1; i < gpus_.size(); ++i)
+    if (absl::AsciiStrToLower(gpus_[i].name) == absl::AsciiStrToLower(name)) return &gpus_[i - 1];
+  return nullptr;
+}
+
+std::string HardwareSpec::ToString() const { return absl::StrCat(nodes, "x", gpus_per_node, "x", gpu); }
+
+std::string HardwareSpec::Describe() const {
+  std::string g = gpu == "any" ? "GPUs (any type)" : gpu;
+  return absl::StrCat(nodes, nodes == 1 ? " node x " : " nodes x ", gpus_per_node, " ", g);
+}
+
+absl::StatusOr<HardwareSpec> ParseHardwareSpec(absl::string_view text, absl::string_view field) {
+  std::string s(absl::StripAsciiWhitespace(text));
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": \"", text, "\" is not NODESxGPUSxTYPE (e.g. 2x8xB200): ", why));
+  };
+  // Accept "2x8 B200" and "1x4 GPUs" as the table prints them.
+  std::replace(s.begin(), s.end(), ' ', 'x');
+  std::vector<std::string> parts = absl::StrSplit(s, 'x', absl::SkipEmpty());
+  if (parts.size() != 3) return bad("expected three parts");
+  HardwareSpec h;
+  if (!absl::SimpleAtoi(parts[0], &h.nodes) || h.nodes < 1 || h.nodes > 4096) return bad("nodes must be 1..4096");
+  if (!absl::SimpleAtoi(parts[1], &h.gpus_per_node) || h.gpus_per_node < 1 || h.gpus_per_node > 64)
+    return bad("GPUs per node must be 1..64");
+  h.gpu = parts[2];
+  if (absl::AsciiStrToLower(h.gpu) == "gpus" || absl::AsciiStrToLower(h.gpu) == "any") h.gpu = "any";
+  return h;
+}
+
+absl::StatusOr<Cluster> ParseCluster(absl::string_view spec, const HardwareCatalog& hw) {
+  std::string s(absl::StripAsciiWhitespace(spec));
+  if (absl::EndsWith(s, ".yaml") || absl::EndsWith(s, ".yml") || s.find('/') != std::string::npos) {
+    absl::StatusOr<std::string> text = ReadFile(s, "cluster file");
+    if (!text.ok()) return absl::Status(text.status().code(), absl::StrCat("--cluster: ", text.status().message()));
+    return ParseClusterYaml(*text, s, hw);
+  }
+  absl::StatusOr<HardwareSpec> h = ParseHardwareSpec(s, "--cluster");
+  if (!h.ok()) return h.status();
+  if (h->gpu == "any") return absl::InvalidArgumentError("--cluster: name a GPU type (e.g. 2x8xB200), not \"GPUs\"");
+  absl::StatusOr<GpuType> g = hw.Find(h->gpu);
+  if (!g.ok()) return absl::InvalidArgumentError(absl::StrCat("--cluster: ", g.status().message()));
+  Cluster c;
+  c.gpu = *g;
+  c.shape = *h;
+  c.shape.gpu = g->name;
+  return c;
+}
+
+absl::StatusOr<Cluster> ParseClusterYaml(const std::string& yaml_text, const std::string& file,
+                                         const HardwareCatalog& hw) {
+  absl::StatusOr<YAML::Node> root = ParseYaml(yaml_text, file);
+  if (!root.ok()) return root.status();
+  internal::Fields f(*root, file, "");
+  f.OnlyKeys({"nodes", "gpus_per_node", "gpu", "cpus_per_node"});
+  Cluster c;
+  c.shape.nodes = static_cast<int>(f.Int("nodes", true));
+  c.shape.gpus_per_node = static_cast<int>(f.Int("gpus_per_node", true));
+  std::string gpu = f.Str("gpu", true);
+  c.cpus_per_node = static_cast<int>(f.Int("cpus_per_node", false, 0, 1));
+  if (!f.status().ok()) return f.status();
+  if (c.shape.gpus_per_node > 64) return absl::InvalidArgumentError(absl::StrCat(file, ": gpus_per_node: must be 1..64"));
+  absl::StatusOr<GpuType> g = hw.Find(gpu);
+  if (!g.ok()) return absl::InvalidArgumentError(absl::StrCat(file, ": gpu: ", g.status().message()));
+  c.gpu = *g;
+  c.shape.gpu = g->name;
+  return c;
+}
+
+}  // namespace skyrl::catalog

@@ -1,0 +1,81 @@
+// The memory model: bytes per GPU for the trainer and the generator. Pure functions.
+//
+// Trainer (per GPU, first pipeline stage, the worst one):
+//   full FT   all training state fully sharded over the trainer's GPUs (FSDP2 / ZeRO-3; in
+//             Megatron the distributed optimizer with sharded parameters and gradients):
+//             bf16 weights 2 B + gradients `grad_bytes` (bf16: 2 B) + Adam 12 B (fp32 master,
+//             m, v) per trainable parameter, divided by the GPUs holding a shard: dense
+//             parameters by TP*PP*DP, experts by EP*PP*expert-DP (expert-DP = TP*DP/EP), so
+//             both come to the trainer's GPU count. Plus the all-gathered working set of the
+//             two layers in flight (bf16; dense part / TP, experts / EP).
+//   LoRA      frozen bf16 base sharded by TP*PP (dense) and EP*PP (experts) in Megatron, by
+//             all GPUs in FSDP; adapters (rank r on every linear layer) with 18 B each.
+//   frozen vision towers (all but Qwen-3.5) count 2 B/param with no gradient or optimizer.
+//   activations: full recomputation: one bf16 checkpoint of h values per token per layer for
+//             every layer (1F1B keeps PP micro-batches of L/PP layers on stage 0), plus one
+//             layer's working set (34*h bytes per token, Korthikanti et al.) and fp32 logits
+//             with their gradient (8*vocab bytes per token); all divided by TP (sequence
+//             parallelism). tokens = seq_len * micro_batch.
+//   overhead: CUDA context, NCCL buffers: context_gb per process.
+// Generator (per GPU of one engine):
+//   weights at rollout precision / TP, KV cache for kv_sequences * seq_len tokens (full
+//   attention layers only; split by min(TP, KV heads), MLA latents are replicated), a workspace
+//   (CUDA graphs, sampler) and a context.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+#include "catalog/catalog.h"
+#include "catalog/params.h"
+
+namespace skyrl::catalog {
+
+struct Assumptions {
+  int64_t seq_len = 16384;  // prompt + response tokens per sequence
+  int micro_batch = 1;      // sequences per trainer micro-batch
+  int kv_sequences = 64;    // sequences each engine keeps in its KV cache
+  double usable_fraction = 0.92;  // of HBM; the rest is fragmentation and allocator slack
+  double context_gb = 3;          // CUDA context + NCCL buffers, per process
+  double generator_workspace_gb = 2;
+  int lora_rank = 32;
+  double grad_bytes = 2;     // bf16 gradients
+  bool enable_mtp = false;   // trainer.mtp.enabled: MTP layers are trained and served
+};
+
+struct MemoryBreakdown {
+  double weights = 0;
+  double gradients = 0;
+  double optimizer = 0;
+  double adapters = 0;
+  double gathered = 0;  // ZeRO-3 all-gathered layers in flight
+  double activations = 0;
+  double kv_cache = 0;
+  double overhead = 0;
+  double total() const { return weights + gradients + optimizer + adapters + gathered + activations + kv_cache + overhead; }
+};
+
+struct TrainerShape {
+  std::string backend;  // fsdp | megatron
+  int gpus = 1;
+  int tp = 1, pp = 1, ep = 1, dp = 1;
+};
+
+MemoryBreakdown TrainerMemory(const ModelEntry& m, const Row& row, Mode mode, const TrainerShape& s,
+                              const Assumptions& a);
+
+struct RolloutPrecision {
+  std::string name;  // bf16 | fp8 | int4 | mxfp4
+  double bytes_per_param = 2;
+};
+// The lowest precision the row supports for rollouts (the release precision for INT4/MXFP4
+// checkpoints), or `requested` when it is one the row supports. InvalidArgument otherwise.
+absl::StatusOr<RolloutPrecision> ChooseRolloutPrecision(const Row& row, const std::string& requested);
+
+MemoryBreakdown GeneratorMemory(const ModelEntry& m, int tp, const RolloutPrecision& p, const Assumptions& a);
+
+// Megatron for MoE and for models over 40B when the row offers it, else the row's first.
+std::string DefaultBackend(const Row& row, const ModelEntry& m);
+
+}  // namespace skyrl::catalog

@@ -1,0 +1,394 @@
+#include "catalog/planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace skyrl::catalog {
+namespace {
+
+constexpr double kGB = 1e9;
+
+std::string Gb(double bytes) { return absl::StrFormat("%.1f GB", bytes / kGB); }
+
+struct TrainerFit {
+  bool ok = false;
+  TrainerPlan plan;           // the chosen layout when ok, else the smallest-footprint one
+  double best_total = 1e300;  // smallest per-GPU total over all layouts tried
+};
+
+bool ValidTp(const ModelEntry& m, int tp) {
+  const Attention& at = m.arch.attention;
+  if (at.layers > 0 && at.heads % tp != 0) return false;
+  if (at.layers == 0 && m.arch.linear_attention.layers > 0 && m.arch.linear_attention.v_heads % tp != 0) return false;
+  return true;
+}
+
+// Best trainer layout on `gpus` GPUs of nodes with `gpn` GPUs, under `cap` bytes per GPU.
+TrainerFit FitTrainer(const Row& row, const ModelEntry& m, Mode mode, const std::string& backend, int gpus, int gpn,
+                      double cap, const Assumptions& a) {
+  TrainerFit fit;
+  std::tuple<int, int, int> best_key{1 << 30, 1 << 30, 0};
+  auto consider = [&](const TrainerShape& s) {
+    MemoryBreakdown mem = TrainerMemory(m, row, mode, s, a);
+    double total = mem.total();
+    if (!fit.ok && total < fit.best_total) fit.plan = {s, mem};
+    fit.best_total = std::min(fit.best_total, total);
+    if (total > cap) return;
+    std::tuple<int, int, int> key{s.pp, s.tp, -s.ep};
+    if (!fit.ok || key < best_key) {
+      fit.ok = true;
+      best_key = key;
+      fit.plan = {s, mem};
+    }
+  };
+  if (backend == "fsdp") {
+    consider({backend, gpus, 1, 1, 1, gpus});
+    return fit;
+  }
+  int layers = std::max(1, MixerLayers(m.arch));
+  for (int tp = 1; tp <= std::min(gpn, gpus); tp *= 2) {
+    if (gpn % tp != 0 || gpus % tp != 0 || !ValidTp(m, tp)) continue;
+    for (int pp = 1; pp <= layers && tp * pp <= gpus; pp *= 2) {
+      if (gpus % (tp * pp) != 0) continue;
+      int dp = gpus / (tp * pp);
+      if (m.arch.moe.layers == 0) {
+        consider({backend, gpus, tp, pp, 1, dp});
+        continue;
+      }
+      for (int ep = 1; ep <= tp * dp; ++ep)
+        if ((tp * dp) % ep == 0 && m.arch.moe.experts % ep == 0) consider({backend, gpus, tp, pp, ep, dp});
+    }
+  }
+  return fit;
+}
+
+struct GeneratorFit {
+  bool ok = false;
+  GeneratorPlan plan;
+  double best_total = 1e300;
+};
+
+// Engines of the smallest TP that fits on `gpus` GPUs starting at GPU index `offset`; an
+// engine never straddles nodes.
+GeneratorFit FitGenerator(const ModelEntry& m, const RolloutPrecision& p, int gpus, int offset, int gpn, double cap,
+                          const Assumptions& a) {
+  GeneratorFit fit;
+  for (int tp = 1; tp <= std::min(gpn, gpus); tp *= 2) {
+    if (gpn % tp != 0 || gpus % tp != 0 || offset % tp != 0 || !ValidTp(m, tp)) continue;
+    MemoryBreakdown mem = GeneratorMemory(m, tp, p, a);
+    if (!fit.ok && mem.total() < fit.best_total) fit.plan = {gpus, tp, gpus / tp, p, mem};
+    fit.best_total = std::min(fit.best_total, mem.total());
+    if (mem.total() <= cap) {
+      fit.ok = true;
+      fit.plan = {gpus, tp, gpus / tp, p, mem};
+      return fit;
+    }
+  }
+  return fit;
+}
+
+struct Attempt {
+  bool ok = false;
+  std::string why;  // when not ok
+  TrainerPlan trainer;
+  GeneratorPlan generator;
+};
+
+Attempt TrySeparate(const Row& row, const ModelEntry& m, Mode mode, const std::string& backend,
+                    const RolloutPrecision& prec, const Cluster& c, double cap, const Assumptions& a) {
+  Attempt at;
+  const int n = c.shape.total_gpus(), gpn = c.shape.gpus_per_node;
+  if (n < 2) {
+    at.why = "separate pools need at least 2 GPUs";
+    return at;
+  }
+  // The fewest GPUs each side needs on its own (alignment ignored), to say why when no split works.
+  int t_min = 0;
+  for (int t = 1; t < n && t_min == 0; ++t)
+    if (FitTrainer(row, m, mode, backend, t, gpn, cap, a).ok) t_min = t;
+  int g_min = 0;
+  for (int g = 1; g < n && g_min == 0; ++g)
+    if (FitGenerator(m, prec, g, 0, gpn, cap, a).ok) g_min = g;
+  if (t_min == 0 || g_min == 0 || t_min + g_min > n) {
+    std::vector<std::string> parts;
+    if (t_min == 0) {
+      TrainerFit best = FitTrainer(row, m, mode, backend, n - 1, gpn, cap, a);
+      parts.push_back(absl::StrCat("the trainer does not fit on ", n - 1, " GPUs (best: ", Gb(best.best_total),
+                                   " per GPU, limit ", Gb(cap), ")"));
+    } else {
+      parts.push_back(absl::StrCat("the trainer needs at least ", t_min, " GPUs"));
+    }
+    if (g_min == 0) {
+      GeneratorFit best = FitGenerator(m, prec, std::min(gpn, n - 1), 0, gpn, cap, a);
+      parts.push_back(absl::StrCat("one generator engine does not fit in a node (best: ", Gb(best.best_total),
+                                   " per GPU, limit ", Gb(cap), ")"));
+    } else {
+      parts.push_back(absl::StrCat("the generator at least ", g_min));
+    }
+    at.why = absl::StrCat(parts[0], " and ", parts[1], "; the cluster has ", n);
+    return at;
+  }
+  // Feasible splits, closest to even first; ties give the trainer more.
+  std::vector<int> order;
+  for (int t = t_min; t <= n - g_min; ++t) order.push_back(t);
+  std::stable_sort(order.begin(), order.end(), [n](int x, int y) {
+    int dx = std::abs(2 * x - n), dy = std::abs(2 * y - n);
+    return dx != dy ? dx < dy : x > y;
+  });
+  for (int t : order) {
+    TrainerFit tf = FitTrainer(row, m, mode, backend, t, gpn, cap, a);
+    if (!tf.ok) continue;
+    GeneratorFit gf = FitGenerator(m, prec, n - t, t, gpn, cap, a);
+    if (!gf.ok) continue;
+    at.ok = true;
+    at.trainer = tf.plan;
+    at.generator = gf.plan;
+    return at;
+  }
+  at.why = absl::StrCat("the trainer needs at least ", t_min, " GPUs and the generator ", g_min,
+                        ", but no split of ", n, " GPUs aligns both with the nodes");
+  return at;
+}
+
+Attempt TryColocated(const Row& row, const ModelEntry& m, Mode mode, const std::string& backend,
+                     const RolloutPrecision& prec, const Cluster& c, double cap, const Assumptions& a) {
+  Attempt at;
+  const int n = c.shape.total_gpus(), gpn = c.shape.gpus_per_node;
+  // The sleeping side keeps its CUDA context on the GPU.
+  double limit = cap - a.context_gb * kGB;
+  TrainerFit tf = FitTrainer(row, m, mode, backend, n, gpn, limit, a);
+  GeneratorFit gf = FitGenerator(m, prec, n, 0, gpn, limit, a);
+  if (!tf.ok) {
+    at.why = absl::StrCat("colocated, the trainer needs ", Gb(tf.best_total), " per GPU on all ", n,
+                          " GPUs (limit ", Gb(limit), ")");
+    return at;
+  }
+  if (!gf.ok) {
+    at.why = absl::StrCat("colocated, one generator engine needs ", Gb(gf.best_total), " per GPU (limit ", Gb(limit),
+                          ")");
+    return at;
+  }
+  at.ok = true;
+  at.trainer = tf.plan;
+  at.generator = gf.plan;
+  return at;
+}
+
+std::vector<PlacementGroupSpec> MakeGroups(const Plan& p) {
+  const int gpn = p.cluster.shape.gpus_per_node;
+  const double cpu_per_gpu =
+      p.cluster.cpus_per_node > 0 ? std::max(1.0, std::floor(static_cast<double>(p.cluster.cpus_per_node) / gpn)) : 1;
+  auto bundle = [&](int gpu_index) {
+    BundleSpec b;
+    b.gpu = 1;
+    b.cpu = cpu_per_gpu;
+    b.selector = {{"accelerator", p.cluster.gpu.name}};
+    b.node = gpu_index / gpn;
+    return b;
+  };
+  std::vector<PlacementGroupSpec> groups;
+  if (p.placement == Placement::kColocated) {
+    PlacementGroupSpec g{"colocated", p.cluster.shape.nodes == 1 ? "STRICT_PACK" : "PACK", "nvlink_domain", "", {}};
+    for (int i = 0; i < p.cluster.shape.total_gpus(); ++i) g.bundles.push_back(bundle(i));
+    groups.push_back(std::move(g));
+    return groups;
+  }
+  const int t = p.trainer.shape.gpus;
+  PlacementGroupSpec tr{"trainer", t <= gpn ? "STRICT_PACK" : "PACK", t <= gpn ? "nvlink_domain" : "", "", {}};
+  for (int i = 0; i < t; ++i) tr.bundles.push_back(bundle(i));
+  groups.push_back(std::move(tr));
+  // One group per engine: its TP ranks must share an NVLink domain.
+  for (int e = 0; e < p.generator.engines; ++e) {
+    PlacementGroupSpec g{absl::StrCat("generator-", e), "STRICT_PACK", "nvlink_domain", "trainer", {}};
+    for (int k = 0; k < p.generator.tp; ++k) g.bundles.push_back(bundle(t + e * p.generator.tp + k));
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+WeightSyncBound MakeWeightSync(const Plan& p) {
+  WeightSyncBound w;
+  ParamCounts c = CountParams(p.model->arch);
+  // Trainers send bf16 weights; engines quantize on arrival when they roll out in FP8/INT4.
+  w.bytes = 2 * (c.total() + (p.assumptions.enable_mtp ? c.mtp : 0));
+  const int gpn = p.cluster.shape.gpus_per_node;
+  bool cross_node = p.placement == Placement::kSeparate && (p.trainer.shape.gpus / gpn != (p.cluster.shape.total_gpus() - 1) / gpn ||
+                                                             p.cluster.shape.nodes > 1);
+  if (p.placement == Placement::kColocated) cross_node = p.cluster.shape.nodes > 1 && p.generator.tp < p.trainer.shape.gpus;
+  w.link = cross_node ? "NIC" : "NVLink";
+  // Per direction: NVLink figures are quoted for both directions together.
+  w.link_gb_s = cross_node ? p.cluster.gpu.nic_gb_s : p.cluster.gpu.nvlink_gb_s / 2;
+  // Each engine receives the whole model over its TP ranks' links; the trainer side sends one
+  // copy per engine over its own GPUs' links. The slower side bounds the time.
+  double receive = w.bytes / (p.generator.tp * w.link_gb_s * kGB);
+  double send = w.bytes * p.generator.engines / (p.trainer.shape.gpus * w.link_gb_s * kGB);
+  w.lower_bound_s = std::max(receive, send);
+  w.note = "bandwidth-only lower bound (bytes / link bandwidth); the weight_sync planner's predicted time replaces it";
+  if (p.mode == Mode::kLora)
+    w.note += "; assumes the merged model is sent (adapters alone would be far smaller)";
+  return w;
+}
+
+bool Has(const std::vector<std::string>& v, absl::string_view x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+}  // namespace
+
+Cluster StatedMinimum(const Catalog& catalog, const Row& row) {
+  Cluster c;
+  c.shape = row.min_hardware;
+  absl::StatusOr<GpuType> g = row.min_hardware.gpu == "any" ? absl::StatusOr<GpuType>(catalog.hardware().Smallest())
+                                                            : catalog.hardware().Find(row.min_hardware.gpu);
+  c.gpu = g.ok() ? *g : catalog.hardware().Smallest();
+  c.shape.gpu = c.gpu.name;
+  return c;
+}
+
+std::vector<Cluster> BelowMinimum(const Catalog& catalog, const Cluster& minimum) {
+  std::vector<Cluster> out;
+  if (minimum.shape.nodes > 1) {
+    Cluster c = minimum;
+    c.shape.nodes -= 1;
+    out.push_back(c);
+  }
+  if (minimum.shape.gpus_per_node > 1) {
+    Cluster c = minimum;
+    c.shape.gpus_per_node /= 2;
+    out.push_back(c);
+  }
+  if (const GpuType* smaller = catalog.hardware().Smaller(minimum.gpu.name)) {
+    Cluster c = minimum;
+    c.gpu = *smaller;
+    c.shape.gpu = smaller->name;
+    out.push_back(c);
+  }
+  return out;
+}
+
+namespace {
+
+absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
+                              const Cluster& cluster, Placement placement, const PlanRequest& options,
+                              std::string* why) {
+  const Assumptions& a = options.assumptions;
+  std::string backend = options.backend.empty() ? DefaultBackend(row, model) : options.backend;
+  if (!Has(row.backends, backend))
+    return absl::InvalidArgumentError(absl::StrCat("--backend: ", row.family, " runs on ", absl::StrJoin(row.backends, ", "),
+                                                   ", not ", backend));
+  absl::StatusOr<RolloutPrecision> prec = ChooseRolloutPrecision(row, options.rollout_precision);
+  if (!prec.ok()) return prec.status();
+  double cap = cluster.gpu.memory_gb * kGB * a.usable_fraction;
+  Attempt at = placement == Placement::kSeparate ? TrySeparate(row, model, mode, backend, *prec, cluster, cap, a)
+                                                 : TryColocated(row, model, mode, backend, *prec, cluster, cap, a);
+  if (!at.ok) {
+    *why = at.why;
+    return absl::ResourceExhaustedError(at.why);
+  }
+  Plan p;
+  p.row = &row;
+  p.model = &model;
+  p.mode = mode;
+  p.placement = placement;
+  p.cluster = cluster;
+  p.assumptions = a;
+  p.usable_bytes_per_gpu = cap;
+  p.trainer = at.trainer;
+  p.generator = at.generator;
+  p.groups = MakeGroups(p);
+  p.weight_sync = MakeWeightSync(p);
+  for (const std::string& l : row.limitations) p.notes.push_back(l);
+  if (row.SupportFor(mode) == Support::kUntested)
+    p.notes.push_back(absl::StrCat(ModeTitle(mode), " of ", row.family, " has not been tested (blank in the table)"));
+  if (row.status == "expected") p.notes.push_back("status: expected to work, not tested (" + row.family + ")");
+  if (model.estimated) p.notes.push_back(absl::StrCat(model.name, ": architecture estimated; ", model.note));
+  if (model.arch.mtp_layers > 0 && !a.enable_mtp)
+    p.notes.push_back("MTP layers are dropped (enable with trainer.mtp.enabled=true / --mtp)");
+  return p;
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
+                            const Cluster& cluster, Placement placement, const PlanRequest& options) {
+  std::string why;
+  absl::StatusOr<Plan> p = Attempt1(catalog, row, model, mode, cluster, placement, options, &why);
+  if (p.ok() || !absl::IsResourceExhausted(p.status())) return p;
+  std::string msg = absl::StrCat(model.name, " (", ModeTitle(mode), ") does not fit ", cluster.shape.Describe(), ": ", why);
+  std::optional<HardwareSpec> min = MinimumHardware(catalog, row, model, mode, cluster.gpu, placement, options);
+  if (min)
+    absl::StrAppend(&msg, "; needs at least ", min->Describe(), " (", PlacementName(placement), " pools)");
+  else
+    absl::StrAppend(&msg, "; no cluster of ", cluster.gpu.name, " up to 64 nodes x 8 fits (", PlacementName(placement),
+                    " pools)");
+  if (placement == Placement::kSeparate) {
+    std::string ignored;
+    if (Attempt1(catalog, row, model, mode, cluster, Placement::kColocated, options, &ignored).ok())
+      absl::StrAppend(&msg, "; it fits here with --colocate");
+  }
+  if (model.name == row.reference.model && mode == row.reference.mode)
+    absl::StrAppend(&msg, "; the table's minimum for ", row.family, " is ", row.min_hardware.Describe(),
+                    row.reference.placement == Placement::kColocated ? " (colocated)" : "");
+  if (!row.conflict.empty()) absl::StrAppend(&msg, " (calibration conflict: ", row.conflict, ")");
+  return absl::ResourceExhaustedError(msg);
+}
+
+std::optional<HardwareSpec> MinimumHardware(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
+                                            const GpuType& gpu, Placement placement, const PlanRequest& options) {
+  std::vector<std::pair<int, int>> shapes = {{1, 1}, {1, 2}, {1, 4}, {1, 8}};
+  for (int n = 2; n <= 64; ++n) shapes.push_back({n, 8});
+  // Quick lower bound first: the bf16 weights alone must fit in the cluster's memory.
+  double weights = 2 * CountParams(model.arch).total();
+  for (auto [nodes, gpn] : shapes) {
+    if (nodes * gpn * gpu.memory_gb * 1e9 * options.assumptions.usable_fraction < weights * 0.5) continue;
+    Cluster c;
+    c.gpu = gpu;
+    c.shape = {nodes, gpn, gpu.name};
+    std::string why;
+    if (Attempt1(catalog, row, model, mode, c, placement, options, &why).ok()) return c.shape;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<Plan> MakePlan(const Catalog& catalog, const PlanRequest& request) {
+  absl::StatusOr<Catalog::Match> match = catalog.Find(request.model);
+  if (!match.ok()) return match.status();
+  const Row& row = *match->row;
+  const ModelEntry& model = *match->model;
+  Cluster cluster = request.cluster ? *request.cluster : StatedMinimum(catalog, row);
+  Placement placement = request.colocate ? Placement::kColocated : Placement::kSeparate;
+  if (!request.cluster && !request.colocate) placement = row.reference.placement;
+
+  Mode mode = request.mode ? *request.mode : (row.full_ft == Support::kNotWorking ? Mode::kLora : Mode::kFull);
+  if (!request.mode && row.full_ft != Support::kSupported && row.lora == Support::kSupported) mode = Mode::kLora;
+  if (row.SupportFor(mode) == Support::kNotWorking) {
+    std::string msg = absl::StrCat(model.name, ": ", ModeTitle(mode), " is known not to work");
+    Mode other = mode == Mode::kFull ? Mode::kLora : Mode::kFull;
+    if (row.SupportFor(other) != Support::kNotWorking) {
+      std::optional<HardwareSpec> min = MinimumHardware(catalog, row, model, other, cluster.gpu, placement, request);
+      if (min)
+        absl::StrAppend(&msg, "; ", ModeTitle(other), " needs at least ", min->Describe());
+      else
+        absl::StrAppend(&msg, "; ", ModeTitle(other), " does not fit any cluster of ", cluster.gpu.name, " up to 64 nodes");
+    }
+    return absl::FailedPreconditionError(msg);
+  }
+  if (!request.cluster) {
+    // No cluster given: the stated minimum when it fits, else the smallest that does.
+    absl::StatusOr<Plan> p = PlanOn(catalog, row, model, mode, cluster, placement, request);
+    if (p.ok() || !absl::IsResourceExhausted(p.status())) return p;
+    std::optional<HardwareSpec> min = MinimumHardware(catalog, row, model, mode, cluster.gpu, placement, request);
+    if (!min) return p.status();
+    cluster.shape = *min;
+    absl::StatusOr<Plan> q = PlanOn(catalog, row, model, mode, cluster, placement, request);
+    if (q.ok()) q->notes.insert(q->notes.begin(), absl::StrCat("no --cluster: planned on the smallest ", cluster.gpu.name,
+                                                               " cluster that fits"));
+    return q;
+  }
+  return PlanOn(catalog, row, model, mode, cluster, placement, request);
+}
+
+}  // namespace skyrl::catalog

@@ -1,0 +1,116 @@
+// The capacity planner behind `skyrl plan`: does a model fit a cluster, and how.
+//
+// For a (model, mode, cluster, placement) it chooses the trainer's TP/PP/EP/DP and the
+// generator's engine TP and count, using the memory model of catalog/memory.h:
+//   - separate pools (default): the trainer takes the first T GPUs, the generator the other
+//     N-T; T is the feasible split closest to an even one. Colocated (--colocate): both use
+//     every GPU, one sleeping while the other works (vLLM sleep mode / trainer offload), so a
+//     GPU must hold the larger of the two plus both CUDA contexts.
+//   - trainer layout: TP within a node (divides the GPUs per node and the attention heads),
+//     PP a power of two, EP a divisor of TP*DP and of the expert count; among the layouts that
+//     fit, the smallest PP, then the smallest TP (most data parallelism), then the largest EP.
+//     FSDP rows shard over every trainer GPU (TP=PP=EP=1).
+//   - generator: engines of the smallest TP (within a node) that fits, as many as the pool
+//     holds.
+// Refusals are FailedPrecondition (mode known not to work) or ResourceExhausted (does not
+// fit), with the reason and the minimum cluster of that GPU type, e.g.
+//   "Kimi-K2.7: full fine-tuning is known not to work; LoRA needs at least 2 nodes x 8 B300".
+// Pure functions over an immutable Catalog: thread-safe.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "catalog/catalog.h"
+#include "catalog/hardware.h"
+#include "catalog/memory.h"
+
+namespace skyrl::catalog {
+
+struct TrainerPlan {
+  TrainerShape shape;
+  MemoryBreakdown memory;  // per GPU
+};
+
+struct GeneratorPlan {
+  int gpus = 0;
+  int tp = 1;
+  int engines = 0;
+  RolloutPrecision precision;
+  MemoryBreakdown memory;  // per GPU
+};
+
+// Placement-group bundle specs as plain data, in the scheduler's terms (scheduler::GroupRequest:
+// bundles with resources and a label selector, a strategy, a domain label, an affinity group).
+struct BundleSpec {
+  double gpu = 0;
+  double cpu = 0;
+  std::map<std::string, std::string> selector;  // node labels the bundle requires
+  int node = 0;                                  // the node index this plan expects it on
+};
+
+struct PlacementGroupSpec {
+  std::string name;
+  std::string strategy;       // PACK | STRICT_PACK | SPREAD | STRICT_SPREAD
+  std::string domain_label;   // every bundle on nodes sharing this label's value, or empty
+  std::string affinity_group; // prefer the nodes of this group (weight sync stays local)
+  std::vector<BundleSpec> bundles;
+};
+
+// A bandwidth-only lower bound on one weight sync: bytes over the narrowest link. This is a
+// placeholder hook: the weight_sync planner's predicted time replaces it once wired.
+struct WeightSyncBound {
+  double bytes = 0;           // what one engine receives (trained weights in bf16)
+  std::string link;           // "NIC" | "NVLink"
+  double link_gb_s = 0;       // per GPU
+  double lower_bound_s = 0;   // never faster than this
+  std::string note;
+};
+
+struct Plan {
+  const Row* row = nullptr;
+  const ModelEntry* model = nullptr;
+  Mode mode = Mode::kFull;
+  Placement placement = Placement::kSeparate;
+  Cluster cluster;
+  Assumptions assumptions;
+  double usable_bytes_per_gpu = 0;
+  TrainerPlan trainer;
+  GeneratorPlan generator;
+  std::vector<PlacementGroupSpec> groups;
+  WeightSyncBound weight_sync;
+  std::vector<std::string> notes;  // limitations and reading notes that apply
+};
+
+struct PlanRequest {
+  std::string model;
+  std::optional<Mode> mode;        // default: full if supported, else LoRA
+  std::optional<Cluster> cluster;  // default: the row's stated minimum (smallest type for "GPUs")
+  bool colocate = false;
+  std::string backend;             // "" = DefaultBackend
+  std::string rollout_precision;   // "" = the lowest the row supports
+  Assumptions assumptions;
+};
+
+absl::StatusOr<Plan> MakePlan(const Catalog& catalog, const PlanRequest& request);
+
+// The same for a resolved row, model and mode; no defaults.
+absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
+                            const Cluster& cluster, Placement placement, const PlanRequest& options);
+
+// The smallest cluster of `gpu` that fits, among 1x1, 1x2, 1x4, 1x8, 2x8, ... 64x8; nullopt
+// when none does.
+std::optional<HardwareSpec> MinimumHardware(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
+                                            const GpuType& gpu, Placement placement, const PlanRequest& options);
+
+// The row's stated minimum as a concrete cluster ("any" -> the smallest GPU type).
+Cluster StatedMinimum(const Catalog& catalog, const Row& row);
+
+// Clusters "one step below" a minimum: one node fewer, half the GPUs per node, the next
+// smaller GPU type (each where it exists).
+std::vector<Cluster> BelowMinimum(const Catalog& catalog, const Cluster& minimum);
+
+}  // namespace skyrl::catalog

@@ -1,0 +1,178 @@
+#include "catalog/render.h"
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "catalog/params.h"
+
+namespace skyrl::catalog {
+namespace {
+
+constexpr double kGB = 1e9;
+
+std::string Gb(double bytes) { return absl::StrFormat("%.1f", bytes / kGB); }
+std::string Billions(double n) { return n >= 1e12 ? absl::StrFormat("%.2fT", n / 1e12) : absl::StrFormat("%.2fB", n / 1e9); }
+
+nlohmann::json MemoryJson(const MemoryBreakdown& m) {
+  return {{"weights_gb", m.weights / kGB},         {"gradients_gb", m.gradients / kGB},
+          {"optimizer_gb", m.optimizer / kGB},     {"adapters_gb", m.adapters / kGB},
+          {"gathered_gb", m.gathered / kGB},       {"activations_gb", m.activations / kGB},
+          {"kv_cache_gb", m.kv_cache / kGB},       {"overhead_gb", m.overhead / kGB},
+          {"total_gb", m.total() / kGB}};
+}
+
+void MemoryRows(std::string* out, const char* who, const MemoryBreakdown& m, double usable) {
+  absl::StrAppend(out, absl::StrFormat("  %-10s weights %7s  grads %7s  optim %7s  adapters %6s  gathered %6s  act %6s  kv %6s  overhead %4s  | total %7s of %s GB\n",
+                                       who, Gb(m.weights), Gb(m.gradients), Gb(m.optimizer), Gb(m.adapters),
+                                       Gb(m.gathered), Gb(m.activations), Gb(m.kv_cache), Gb(m.overhead), Gb(m.total()),
+                                       Gb(usable)));
+}
+
+}  // namespace
+
+std::string RenderPlanText(const Plan& p) {
+  std::string out;
+  ParamCounts c = CountParams(p.model->arch);
+  absl::StrAppend(&out, p.model->name, " (", p.row->family, "): ", ModeTitle(p.mode), " on ", p.cluster.shape.Describe(),
+                  ", ", PlacementName(p.placement), " pools\n");
+  absl::StrAppend(&out, "  parameters: ", Billions(c.total()), " total, ", Billions(c.active()), " active",
+                  p.model->estimated ? " (architecture estimated)" : "", "\n");
+  absl::StrAppend(&out, absl::StrFormat("  assumptions: seq %d tokens x micro-batch %d, KV for %d sequences per engine, %.0f%% of HBM usable\n",
+                                        p.assumptions.seq_len, p.assumptions.micro_batch, p.assumptions.kv_sequences,
+                                        p.assumptions.usable_fraction * 100));
+  const TrainerShape& t = p.trainer.shape;
+  absl::StrAppend(&out, "\n  role       GPUs  layout                         \n");
+  absl::StrAppend(&out, absl::StrFormat("  trainer    %4d  %s TP%d PP%d EP%d DP%d\n", t.gpus, t.backend, t.tp, t.pp, t.ep, t.dp));
+  absl::StrAppend(&out, absl::StrFormat("  generator  %4d  %d engine(s) x TP%d, %s weights\n", p.generator.gpus,
+                                        p.generator.engines, p.generator.tp, p.generator.precision.name));
+  absl::StrAppend(&out, "\n  memory per GPU (GB)\n");
+  MemoryRows(&out, "trainer", p.trainer.memory, p.usable_bytes_per_gpu);
+  MemoryRows(&out, "generator", p.generator.memory, p.usable_bytes_per_gpu);
+  absl::StrAppend(&out, "\n  placement groups\n");
+  for (const PlacementGroupSpec& g : p.groups) {
+    const BundleSpec& b = g.bundles.front();
+    std::vector<std::string> nodes;
+    for (const BundleSpec& x : g.bundles)
+      if (nodes.empty() || nodes.back() != absl::StrCat(x.node)) nodes.push_back(absl::StrCat(x.node));
+    absl::StrAppend(&out, absl::StrFormat("  %-14s %-11s %3d x {GPU: %g, CPU: %g} accelerator=%s%s%s  nodes %s\n", g.name,
+                                          g.strategy, g.bundles.size(), b.gpu, b.cpu, b.selector.at("accelerator"),
+                                          g.domain_label.empty() ? "" : " same " + g.domain_label,
+                                          g.affinity_group.empty() ? "" : " near " + g.affinity_group,
+                                          absl::StrJoin(nodes, ",")));
+  }
+  absl::StrAppend(&out, absl::StrFormat("\n  weight sync: %.1f GB per engine over %s (%.0f GB/s per GPU): >= %.2f s (lower bound)\n",
+                                        p.weight_sync.bytes / kGB, p.weight_sync.link, p.weight_sync.link_gb_s,
+                                        p.weight_sync.lower_bound_s));
+  absl::StrAppend(&out, "    ", p.weight_sync.note, "\n");
+  if (!p.notes.empty()) {
+    absl::StrAppend(&out, "\n  notes\n");
+    for (const std::string& n : p.notes) absl::StrAppend(&out, "  - ", n, "\n");
+  }
+  return out;
+}
+
+std::string RenderPlanJson(const Plan& p) {
+  ParamCounts c = CountParams(p.model->arch);
+  nlohmann::json j;
+  j["ok"] = true;
+  j["model"] = p.model->name;
+  j["family"] = p.row->family;
+  j["mode"] = std::string(ModeName(p.mode));
+  j["placement"] = std::string(PlacementName(p.placement));
+  j["cluster"] = {{"nodes", p.cluster.shape.nodes},
+                  {"gpus_per_node", p.cluster.shape.gpus_per_node},
+                  {"gpu", p.cluster.gpu.name},
+                  {"memory_gb", p.cluster.gpu.memory_gb},
+                  {"usable_gb_per_gpu", p.usable_bytes_per_gpu / kGB}};
+  j["parameters"] = {{"total", c.total()}, {"active", c.active()}, {"mtp", c.mtp}, {"vision", c.vision},
+                     {"estimated", p.model->estimated}};
+  j["assumptions"] = {{"seq_len", p.assumptions.seq_len},
+                      {"micro_batch", p.assumptions.micro_batch},
+                      {"kv_sequences", p.assumptions.kv_sequences},
+                      {"usable_fraction", p.assumptions.usable_fraction},
+                      {"context_gb", p.assumptions.context_gb},
+                      {"lora_rank", p.assumptions.lora_rank},
+                      {"grad_bytes", p.assumptions.grad_bytes},
+                      {"mtp_enabled", p.assumptions.enable_mtp}};
+  const TrainerShape& t = p.trainer.shape;
+  j["trainer"] = {{"backend", t.backend}, {"gpus", t.gpus}, {"tp", t.tp}, {"pp", t.pp}, {"ep", t.ep}, {"dp", t.dp},
+                  {"memory_per_gpu", MemoryJson(p.trainer.memory)}};
+  j["generator"] = {{"gpus", p.generator.gpus},
+                    {"tp", p.generator.tp},
+                    {"engines", p.generator.engines},
+                    {"precision", p.generator.precision.name},
+                    {"memory_per_gpu", MemoryJson(p.generator.memory)}};
+  nlohmann::json groups = nlohmann::json::array();
+  for (const PlacementGroupSpec& g : p.groups) {
+    nlohmann::json bundles = nlohmann::json::array();
+    for (const BundleSpec& b : g.bundles)
+      bundles.push_back({{"resources", {{"GPU", b.gpu}, {"CPU", b.cpu}}}, {"selector", b.selector}, {"node", b.node}});
+    groups.push_back({{"name", g.name},
+                      {"strategy", g.strategy},
+                      {"domain_label", g.domain_label},
+                      {"affinity_group", g.affinity_group},
+                      {"bundles", bundles}});
+  }
+  j["placement_groups"] = groups;
+  j["weight_sync"] = {{"bytes", p.weight_sync.bytes},
+                      {"link", p.weight_sync.link},
+                      {"link_gb_s", p.weight_sync.link_gb_s},
+                      {"lower_bound_s", p.weight_sync.lower_bound_s},
+                      {"predicted_s", nullptr},
+                      {"note", p.weight_sync.note}};
+  j["notes"] = p.notes;
+  return j.dump(2);
+}
+
+std::string RenderErrorJson(const absl::Status& s) {
+  nlohmann::json j;
+  j["ok"] = false;
+  j["code"] = absl::StatusCodeToString(s.code());
+  j["error"] = std::string(s.message());
+  return j.dump(2);
+}
+
+std::string RenderCatalogText(const Catalog& c) {
+  std::string out = absl::StrFormat("%-32s %-20s %10s %10s %-11s %-11s %-14s %s\n", "model", "row", "total", "active",
+                                    "full FT", "LoRA", "row minimum", "source");
+  for (const Row& r : c.rows())
+    for (const ModelEntry& m : r.models) {
+      ParamCounts pc = CountParams(m.arch);
+      absl::StrAppend(&out, absl::StrFormat("%-32s %-20s %10s %10s %-11s %-11s %-14s %s\n", m.name, r.family,
+                                            Billions(pc.total()), Billions(pc.active()), SupportName(r.full_ft),
+                                            SupportName(r.lora), r.min_hardware.ToString(),
+                                            m.estimated ? "estimated" : "public"));
+    }
+  return out;
+}
+
+std::string RenderCatalogJson(const Catalog& c) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const Row& r : c.rows()) {
+    nlohmann::json models = nlohmann::json::array();
+    for (const ModelEntry& m : r.models) {
+      ParamCounts pc = CountParams(m.arch);
+      models.push_back({{"name", m.name},
+                        {"total", pc.total()},
+                        {"active", pc.active()},
+                        {"stated_total", m.stated_total},
+                        {"stated_active", m.stated_active},
+                        {"estimated", m.estimated}});
+    }
+    rows.push_back({{"family", r.family},
+                    {"table", r.table},
+                    {"full_ft", std::string(SupportName(r.full_ft))},
+                    {"lora", std::string(SupportName(r.lora))},
+                    {"low_precision", r.low_precision},
+                    {"min_hardware", r.min_hardware.ToString()},
+                    {"status", r.status},
+                    {"reading", r.reading},
+                    {"limitations", r.limitations},
+                    {"models", models}});
+  }
+  return nlohmann::json({{"rows", rows}}).dump(2);
+}
+
+}  // namespace skyrl::catalog

@@ -1,0 +1,22 @@
+// Rendering of plans and of the catalog: a human table and JSON (nlohmann-json). Pure.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "catalog/catalog.h"
+#include "catalog/planner.h"
+
+namespace skyrl::catalog {
+
+std::string RenderPlanText(const Plan& p);
+std::string RenderPlanJson(const Plan& p);  // one JSON object, pretty-printed
+
+// A refusal as JSON: {"ok": false, "code": "RESOURCE_EXHAUSTED", "error": "..."}.
+std::string RenderErrorJson(const absl::Status& s);
+
+// Every model: row, sizes counted vs stated, support, minimum hardware.
+std::string RenderCatalogText(const Catalog& c);
+std::string RenderCatalogJson(const Catalog& c);
+
+}  // namespace skyrl::catalog
