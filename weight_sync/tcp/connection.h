@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <optional>
+#include <utility>  // before Boost 1.74's asio, whose awaitable.hpp needs std::exchange in C++20
 
 #include <boost/asio.hpp>
 

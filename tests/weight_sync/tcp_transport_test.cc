@@ -1,0 +1,335 @@
+// TCP-specific behaviour: the wire protocol against hand-written peers that die, stall or lie,
+// and whole syncs across processes (a file rendezvous, one process per rank).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <utility>  // before Boost 1.74's asio, whose awaitable.hpp needs std::exchange in C++20
+
+#include <boost/asio.hpp>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/weight_sync/sync_harness.h"
+#include "weight_sync/checksum.h"
+#include "weight_sync/plan/model_zoo.h"
+#include "weight_sync/rendezvous.h"
+#include "weight_sync/tcp/tcp_transport.h"
+
+namespace skyrl::weight_sync {
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+using testing::MakeWorld;
+using testing::World;
+
+// The wire format, written out independently of the implementation (it is a contract).
+std::vector<uint8_t> HelloBytes(uint64_t version, uint32_t sender, uint32_t receiver, uint64_t bytes,
+                                uint64_t bucket, uint32_t flags) {
+  std::vector<uint8_t> b(48, 0);
+  auto put32 = [&](size_t at, uint32_t v) { std::memcpy(&b[at], &v, 4); };
+  auto put64 = [&](size_t at, uint64_t v) { std::memcpy(&b[at], &v, 8); };
+  put32(0, 0x53574B53);
+  put32(4, 1);
+  put64(8, version);
+  put32(16, sender);
+  put32(20, receiver);
+  put64(24, bytes);
+  put64(32, bucket);
+  put32(40, flags);
+  return b;
+}
+std::vector<uint8_t> BucketHeader(uint32_t index, uint64_t len, uint64_t checksum) {
+  std::vector<uint8_t> b(24, 0);
+  std::memcpy(&b[0], &index, 4);
+  std::memcpy(&b[8], &len, 8);
+  std::memcpy(&b[16], &checksum, 8);
+  return b;
+}
+uint32_t ReadStatusCode(tcp::socket& s) {
+  uint8_t ack[8];
+  asio::read(s, asio::buffer(ack));
+  uint32_t code, len;
+  std::memcpy(&code, ack, 4);
+  std::memcpy(&len, ack + 4, 4);
+  std::string msg(len, '\0');
+  if (len) asio::read(s, asio::buffer(msg));
+  return code;
+}
+
+Model OneMatrix(int64_t rows = 256, int64_t cols = 256) {
+  Model m;
+  m.num_layers = 1;
+  Param p;
+  p.name = "w";
+  p.shape = {rows, cols};
+  p.split_dim = 0;  // each TP rank sends its half
+  p.layer = 0;
+  m.params.push_back(p);
+  return m;
+}
+
+class TcpPeerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto w = MakeWorld(OneMatrix(), Layout::Of(ModelParallel{}), Layout::Engines(1, ModelParallel{}));
+    ASSERT_TRUE(w.ok());
+    world_ = std::move(*w);
+    TcpOptions o;
+    o.rendezvous = &rdv_;
+    o.receiver_rank = 0;
+    o.transfer.io_timeout = absl::Milliseconds(500);
+    o.transfer.checksums = false;
+    auto t = CreateTcpTransport(o);
+    ASSERT_TRUE(t.ok()) << t.status();
+    receiver_ = std::move(*t);
+    shard_ = std::make_unique<VersionedShard>(world_->rlayout[0].Bytes());
+    receive_ = std::thread([this] { result_ = receiver_->Receive(1, world_->recv_sched[0], *shard_); });
+  }
+  void TearDown() override {
+    if (receive_.joinable()) receive_.join();
+  }
+  tcp::socket Connect() {
+    auto where = rdv_.Get("weight_sync/receiver/0", absl::Seconds(1));
+    EXPECT_TRUE(where.ok());
+    std::string host = where->substr(0, where->find(':'));
+    int port = std::atoi(where->substr(where->find(':') + 1).c_str());
+    tcp::socket s(io_);
+    s.connect(tcp::endpoint(asio::ip::make_address(host), port));
+    return s;
+  }
+  absl::Status Finish() {
+    receive_.join();
+    return result_;
+  }
+  int64_t Bytes() const { return world_->recv_sched[0].peers[0].bytes; }
+
+  InMemoryRendezvous rdv_;
+  std::unique_ptr<World> world_;
+  std::unique_ptr<Transport> receiver_;
+  std::unique_ptr<VersionedShard> shard_;
+  std::thread receive_;
+  absl::Status result_;
+  asio::io_context io_;
+};
+
+TEST_F(TcpPeerTest, SenderDyingMidBucketFailsTheReceiverAndKeepsTheVersion) {
+  tcp::socket s = Connect();
+  asio::write(s, asio::buffer(HelloBytes(1, 0, 0, Bytes(), Bytes(), 0)));
+  ASSERT_EQ(ReadStatusCode(s), 0u);  // welcome
+  std::vector<uint8_t> half(Bytes() / 2, 7);
+  asio::write(s, asio::buffer(BucketHeader(0, Bytes(), 0)));
+  asio::write(s, asio::buffer(half));
+  s.close();  // dies
+  absl::Status st = Finish();
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("from sender 0"));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("peer closed the connection"));
+  EXPECT_EQ(shard_->Current().version, 0u);
+  EXPECT_EQ(shard_->PendingVersion(), 0u);
+  EXPECT_TRUE(*shard_->Current().bytes == std::vector<uint8_t>(Bytes(), 0));
+}
+
+TEST_F(TcpPeerTest, StalledSenderTimesOut) {
+  tcp::socket s = Connect();
+  asio::write(s, asio::buffer(HelloBytes(1, 0, 0, Bytes(), Bytes(), 0)));
+  absl::Status st = Finish();  // nothing more is sent
+  EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("bucket 0 header: timed out"));
+  EXPECT_EQ(shard_->Current().version, 0u);
+}
+
+TEST_F(TcpPeerTest, CorruptBucketIsRejectedWithDataLossOnBothSides) {
+  tcp::socket s = Connect();
+  asio::write(s, asio::buffer(HelloBytes(1, 0, 0, Bytes(), Bytes(), /*checksums=*/1)));
+  ASSERT_EQ(ReadStatusCode(s), 0u);
+  std::vector<uint8_t> data(Bytes(), 9);
+  Checksum sum;
+  sum.Update(data.data(), data.size());
+  data[100] ^= 1;  // flipped in flight
+  asio::write(s, asio::buffer(BucketHeader(0, Bytes(), sum.Digest())));
+  asio::write(s, asio::buffer(data));
+  EXPECT_EQ(ReadStatusCode(s), static_cast<uint32_t>(absl::StatusCode::kDataLoss));
+  absl::Status st = Finish();
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("checksum mismatch"));
+  EXPECT_EQ(shard_->Current().version, 0u);
+}
+
+TEST_F(TcpPeerTest, ForeignConnectionsAreRefusedAndTheRightSenderStillServed) {
+  {
+    tcp::socket junk = Connect();
+    std::vector<uint8_t> garbage(48, 0xAB);
+    asio::write(junk, asio::buffer(garbage));
+    EXPECT_EQ(ReadStatusCode(junk), static_cast<uint32_t>(absl::StatusCode::kFailedPrecondition));
+  }
+  tcp::socket s = Connect();
+  asio::write(s, asio::buffer(HelloBytes(1, 0, 0, Bytes(), Bytes(), 0)));
+  ASSERT_EQ(ReadStatusCode(s), 0u);
+  std::vector<uint8_t> data(Bytes(), 5);
+  asio::write(s, asio::buffer(BucketHeader(0, Bytes(), 0)));
+  asio::write(s, asio::buffer(data));
+  EXPECT_EQ(ReadStatusCode(s), 0u);  // final confirmation
+  ASSERT_TRUE(Finish().ok()) << result_;
+  EXPECT_EQ(shard_->Current().version, 1u);
+  EXPECT_TRUE(*shard_->Current().bytes == data);
+}
+
+TEST(TcpSenderTest, ReceiverDyingMidStreamFailsTheSenderNamingIt) {
+  auto w = MakeWorld(OneMatrix(4096, 4096), Layout::Of(ModelParallel{}), Layout::Engines(1, ModelParallel{}));
+  ASSERT_TRUE(w.ok());
+  InMemoryRendezvous rdv;
+  asio::io_context io;
+  tcp::acceptor acc(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  ASSERT_TRUE(rdv.Put("weight_sync/receiver/0", absl::StrCat("127.0.0.1:", acc.local_endpoint().port())).ok());
+  std::thread fake([&] {
+    tcp::socket s(io);
+    acc.accept(s);
+    uint8_t hello[48];
+    asio::read(s, asio::buffer(hello));
+    uint8_t ok[8] = {0};
+    asio::write(s, asio::buffer(ok));
+    std::vector<uint8_t> some(1 << 16);
+    asio::read(s, asio::buffer(some));
+    s.close();  // dies
+  });
+  TcpOptions o;
+  o.rendezvous = &rdv;
+  o.transfer.io_timeout = absl::Seconds(2);
+  auto sender = CreateTcpTransport(o);
+  ASSERT_TRUE(sender.ok());
+  std::vector<uint8_t> shard = (*w)->SenderShard(0, (*w)->Weights(1));  // 32 MiB
+  absl::Status st = (*sender)->Send(1, (*w)->send_sched[0], absl::MakeConstSpan(shard));
+  fake.join();
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("sender 0 -> receiver 0"));
+}
+
+TEST(TcpOptionsTest, BadOptionsNameTheField) {
+  InMemoryRendezvous rdv;
+  TcpOptions o;
+  EXPECT_THAT(std::string(CreateTcpTransport(o).status().message()), HasSubstr("rendezvous"));
+  o.rendezvous = &rdv;
+  o.transfer.bucket_bytes = 0;
+  EXPECT_THAT(std::string(CreateTcpTransport(o).status().message()), HasSubstr("transfer.bucket_bytes"));
+  o.transfer.bucket_bytes = 1;
+  o.receiver_rank = 0;
+  o.bind_host = "not-an-ip";
+  EXPECT_THAT(std::string(CreateTcpTransport(o).status().message()), HasSubstr("bind_host"));
+}
+
+// ---- across processes ----
+
+// One rank's life in a child process; returns the exit code (0: as expected).
+int RunRank(const World& w, const std::string& dir, bool sender, int rank, bool expect_failure) {
+  FileRendezvous rdv(dir);
+  TcpOptions o;
+  o.rendezvous = &rdv;
+  o.receiver_rank = sender ? -1 : rank;
+  o.transfer.bucket_bytes = 64 << 10;
+  o.transfer.checksums = true;
+  o.transfer.io_timeout = absl::Seconds(expect_failure ? 1 : 20);
+  auto t = CreateTcpTransport(o);
+  if (!t.ok()) return 10;
+  auto weights = w.Weights(1);
+  if (sender) {
+    auto shard = w.SenderShard(rank, weights);
+    absl::Status s = (*t)->Send(1, w.send_sched[rank], absl::MakeConstSpan(shard));
+    if (!s.ok()) std::fprintf(stderr, "sender %d: %s\n", rank, s.ToString().c_str());
+    return s.ok() == !expect_failure ? 0 : 11;
+  }
+  VersionedShard shard(w.rlayout[rank].Bytes());
+  absl::Status s = (*t)->Receive(1, w.recv_sched[rank], shard);
+  if (expect_failure) {
+    if (s.ok()) return 12;
+    std::fprintf(stderr, "receiver %d failed as expected: %s\n", rank, s.ToString().c_str());
+    return shard.Current().version == 0 ? 0 : 13;
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "receiver %d: %s\n", rank, s.ToString().c_str());
+    return 14;
+  }
+  return *shard.Current().bytes == w.Expected(rank, weights) ? 0 : 15;
+}
+
+class CrossProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = absl::StrCat(::testing::TempDir(), "/ws_rdv_", getpid(), "_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  pid_t Spawn(const World& w, bool sender, int rank, bool expect_failure) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(RunRank(w, dir_, sender, rank, expect_failure));
+    return pid;
+  }
+  static int ExitCode(pid_t pid) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+  }
+  std::string dir_;
+};
+
+TEST_F(CrossProcessTest, EveryRankInItsOwnProcess) {
+  TransformerConfig c;
+  c.layers = 4;
+  c.hidden = 64;
+  c.intermediate = 128;
+  c.heads = 4;
+  c.kv_heads = 4;
+  c.head_dim = 16;
+  c.vocab = 128;
+  auto w = MakeWorld(MakeTransformer(c), Layout::Of(ModelParallel{.tp = 2, .pp = 2}),
+                     Layout::Engines(2, ModelParallel{.tp = 2}));
+  ASSERT_TRUE(w.ok());
+  std::vector<std::pair<std::string, pid_t>> kids;
+  for (int r = 0; r < 4; ++r) kids.push_back({absl::StrCat("receiver ", r), Spawn(**w, false, r, false)});
+  for (int s = 0; s < 4; ++s) kids.push_back({absl::StrCat("sender ", s), Spawn(**w, true, s, false)});
+  for (auto& [name, pid] : kids) EXPECT_EQ(ExitCode(pid), 0) << name;
+}
+
+TEST_F(CrossProcessTest, AKilledSenderProcessFailsTheReceiversWhoKeepTheirVersion) {
+  auto w = MakeWorld(OneMatrix(2048, 2048), Layout::Of(ModelParallel{.tp = 2}), Layout::Engines(1, ModelParallel{.tp = 1}));
+  ASSERT_TRUE(w.ok());
+  pid_t receiver = Spawn(**w, false, 0, /*expect_failure=*/true);
+  pid_t healthy = Spawn(**w, true, 1, /*expect_failure=*/true);
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t doomed = fork();
+  if (doomed == 0) {
+    // Sender 0 connects, sends half its bytes, says so, and waits to be killed.
+    FileRendezvous rdv(dir_);
+    auto where = rdv.Get("weight_sync/receiver/0", absl::Seconds(10));
+    if (!where.ok()) _exit(20);
+    asio::io_context io;
+    tcp::socket s(io);
+    s.connect(tcp::endpoint(asio::ip::make_address(where->substr(0, where->find(':'))),
+                            std::atoi(where->substr(where->find(':') + 1).c_str())));
+    const int64_t bytes = (*w)->send_sched[0].peers[0].bytes;
+    asio::write(s, asio::buffer(HelloBytes(1, 0, 0, bytes, 64 << 10, 1)));
+    if (ReadStatusCode(s) != 0) _exit(21);
+    std::vector<uint8_t> half(32 << 10);
+    asio::write(s, asio::buffer(BucketHeader(0, 64 << 10, 0)));
+    asio::write(s, asio::buffer(half));
+    if (write(ready[1], "x", 1) != 1) _exit(22);
+    pause();
+    _exit(23);
+  }
+  char x;
+  ASSERT_EQ(read(ready[0], &x, 1), 1);
+  kill(doomed, SIGKILL);
+  EXPECT_EQ(ExitCode(doomed), 100 + SIGKILL);
+  EXPECT_EQ(ExitCode(receiver), 0) << "the receiver must fail and keep version 0";
+  EXPECT_EQ(ExitCode(healthy), 0) << "the healthy sender must learn the sync failed";
+}
+
+}  // namespace
+}  // namespace skyrl::weight_sync
