@@ -285,8 +285,6 @@ class GroupPlanner {
       absl::StrAppend(&msg, "no node is alive");
     } else if (domains.empty() || (domains.size() == 1 && domains[0].empty())) {
       absl::StrAppend(&msg, "no alive node has the label ", request_.domain_label);
-    } else if (std::string cap = CapacityShortfall(domains); !cap.empty()) {
-      absl::StrAppend(&msg, cap);
     } else if (request_.strategy == Strategy::kStrictPack ||
                (request_.strategy == Strategy::kPack && !failed_bundle_)) {
       absl::StrAppend(&msg, "no node can hold all ", Missing().size(), " bundles (",
@@ -304,6 +302,7 @@ class GroupPlanner {
                         " alive node(s) match");
       absl::StrAppend(&msg, BestNode(domains, d.resources, d.selector));
     }
+    if (std::string cap = CapacityShortfall(domains); !cap.empty()) absl::StrAppend(&msg, "; ", cap);
     // Infeasible for good, or only while others hold resources?
     Cluster idle = cluster_.Idle();
     std::vector<std::optional<Slot>> none(request_.bundles.size());
@@ -316,6 +315,7 @@ class GroupPlanner {
 
   // When no domain (or the cluster) has enough free in total, says so with the best one.
   std::string CapacityShortfall(const std::vector<std::vector<const NodeEntry*>>& domains) const {
+    if (Missing().size() < 2) return "";  // one bundle: the per-bundle message says more
     ResourceSet sum = MissingSum();
     const std::vector<const NodeEntry*>* best = nullptr;
     ResourceSet best_free;
@@ -330,7 +330,10 @@ class GroupPlanner {
     if (!request_.domain_label.empty())
       where = absl::StrCat("the best ", request_.domain_label, " (",
                            (*best)[0]->spec.labels.at(request_.domain_label), ", ", best->size(), " nodes)");
-    return absl::StrCat("needs ", sum.ToHumanString(), " in all; ", where, " has ", best_free.ToHumanString(),
+    ResourceSet shown;  // only what the group asks for
+    for (const auto& [name, units] : sum.units())
+      if (units > 0) (void)shown.Set(name, name == kMemory ? double(best_free.GetUnits(name)) : best_free.Get(name));
+    return absl::StrCat("in all the group needs ", sum.ToHumanString(), "; ", where, " has ", shown.ToHumanString(),
                         " free");
   }
 

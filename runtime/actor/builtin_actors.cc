@@ -7,6 +7,7 @@
 #include "absl/strings/strip.h"
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "runtime/actor/actor.h"
@@ -22,6 +23,7 @@ class EchoActor : public Actor {
     t.Add("echo", &EchoActor::Echo);
     t.Add("log", &EchoActor::Log);
     t.Add("history", &EchoActor::History);
+    t.Add("getenv", &EchoActor::GetEnv);
   }
   absl::StatusOr<std::string> Echo(absl::string_view args) { return std::string(args); }
   // Order-sensitive state, for tests of call ordering: appends args to a log.
@@ -30,6 +32,11 @@ class EchoActor : public Actor {
     return std::string(args);
   }
   absl::StatusOr<std::string> History(absl::string_view) { return log_; }
+  // The value of an environment variable ("" when unset): tests check CUDA_VISIBLE_DEVICES.
+  absl::StatusOr<std::string> GetEnv(absl::string_view name) {
+    const char* v = std::getenv(std::string(name).c_str());
+    return std::string(v ? v : "");
+  }
 
  private:
   std::string log_;

@@ -17,6 +17,7 @@
 #include "runtime/rpc/status.h"
 #include "skyrl/actor_directory.grpc.pb.h"
 #include "skyrl/node.grpc.pb.h"
+#include "skyrl/placement_group.grpc.pb.h"
 
 namespace {
 
@@ -44,6 +45,17 @@ absl::StatusOr<std::vector<skyrl::v1::ActorInfo>> FetchActors(const std::string&
   return std::vector<skyrl::v1::ActorInfo>(reply.actors().begin(), reply.actors().end());
 }
 
+absl::StatusOr<std::vector<skyrl::v1::PlacementGroupInfo>> FetchGroups(const std::string& address,
+                                                                        const std::string& token) {
+  auto stub = skyrl::v1::PlacementGroupService::NewStub(skyrl::rpc::MakeChannel(address));
+  grpc::ClientContext ctx;
+  skyrl::rpc::PrepareCall(&ctx, token, absl::Seconds(5));
+  skyrl::v1::ListPlacementGroupsReply reply;
+  absl::Status s = skyrl::rpc::FromGrpc(stub->ListPlacementGroups(&ctx, {}, &reply));
+  if (!s.ok()) return s;
+  return std::vector<skyrl::v1::PlacementGroupInfo>(reply.groups().begin(), reply.groups().end());
+}
+
 int Fail(const absl::Status& s, int code = 1) {
   std::cerr << "skyrl: " << s.message() << "\n";
   return code;
@@ -65,7 +77,9 @@ int main(int argc, char** argv) {
   CLI::App* list = app.add_subcommand("list", "list cluster entities");
   std::string what;
   bool json = false;
-  list->add_option("what", what, "nodes | actors")->required()->check(CLI::IsMember({"nodes", "actors"}));
+  list->add_option("what", what, "nodes | actors | placement-groups")
+      ->required()
+      ->check(CLI::IsMember({"nodes", "actors", "placement-groups", "pgs"}));
   list->add_flag("--json", json, "machine-readable output");
 
   CLI::App* start = app.add_subcommand(
@@ -139,10 +153,14 @@ int main(int argc, char** argv) {
   if (!nodes.ok()) return Fail(nodes.status());
   absl::StatusOr<std::vector<skyrl::v1::ActorInfo>> actors = FetchActors(address, *token);
   if (!actors.ok()) return Fail(actors.status());
-  if (*status) std::cout << skyrl::cli::RenderStatus(address, *nodes, *actors, absl::Now());
+  absl::StatusOr<std::vector<skyrl::v1::PlacementGroupInfo>> groups = FetchGroups(address, *token);
+  if (!groups.ok()) return Fail(groups.status());
+  if (*status) std::cout << skyrl::cli::RenderStatus(address, *nodes, *actors, *groups, absl::Now());
   if (*list && what == "nodes")
     std::cout << (json ? skyrl::cli::RenderNodesJson(*nodes)
-                       : skyrl::cli::RenderNodesTable(*nodes, absl::Now(), *actors));
+                       : skyrl::cli::RenderNodesTable(*nodes, absl::Now(), *actors, *groups));
+  if (*list && (what == "placement-groups" || what == "pgs"))
+    std::cout << (json ? skyrl::cli::RenderGroupsJson(*groups) : skyrl::cli::RenderGroupsTable(*groups));
   if (*list && what == "actors")
     std::cout << (json ? skyrl::cli::RenderActorsJson(*actors) : skyrl::cli::RenderActorsTable(*actors));
   return 0;

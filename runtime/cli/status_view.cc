@@ -35,13 +35,24 @@ std::string Table(const std::vector<std::vector<std::string>>& rows);
 }  // namespace
 
 std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes, absl::Time now,
-                             const std::vector<v1::ActorInfo>& actors) {
+                             const std::vector<v1::ActorInfo>& actors,
+                             const std::vector<v1::PlacementGroupInfo>& groups) {
   std::map<std::string, ResourceSet> used;
   for (const auto& a : actors) {
     if (a.state() != v1::ACTOR_ALIVE && a.state() != v1::ACTOR_PENDING) continue;
+    if (!a.spec().placement_group_id().empty()) continue;  // counted with its bundle
     absl::StatusOr<ResourceSet> r =
         ResourceSet::FromMap({a.spec().resources().begin(), a.spec().resources().end()});
     if (r.ok()) used[a.node_id()] += *r;
+  }
+  for (const auto& g : groups) {
+    if (g.state() == v1::PG_REMOVED || g.state() == v1::PG_PENDING) continue;
+    for (int i = 0; i < g.bundles_size() && i < g.spec().bundles_size(); ++i) {
+      if (g.bundles(i).node_id().empty()) continue;
+      const auto& res = g.spec().bundles(i).resources();
+      absl::StatusOr<ResourceSet> r = ResourceSet::FromMap({res.begin(), res.end()});
+      if (r.ok()) used[g.bundles(i).node_id()] += *r;
+    }
   }
   std::vector<std::vector<std::string>> rows = {
       {"NODE", "STATE", "HOST", "RESOURCES", "USED", "GPU IDS", "LABELS", "HEARTBEAT"}};
@@ -108,8 +119,67 @@ std::string RenderActorsJson(const std::vector<v1::ActorInfo>& actors) {
   return arr.dump(2) + "\n";
 }
 
+namespace {
+
+std::string GroupName(const v1::PlacementGroupInfo& g) {
+  return g.spec().name().empty() ? "-" : g.spec().namespace_() + "/" + g.spec().name();
+}
+
+std::string StateName(v1::PlacementGroupState s) {
+  std::string n = v1::PlacementGroupState_Name(s);
+  return n.rfind("PG_", 0) == 0 ? n.substr(3) : n;
+}
+
+// "node-ab..:0,1 node-cd..:2" for the bundles in order, "-" for an unplaced one.
+std::string Placements(const v1::PlacementGroupInfo& g) {
+  std::vector<std::string> parts;
+  for (const auto& b : g.bundles())
+    parts.push_back(b.node_id().empty() ? "-"
+                                        : absl::StrCat(b.node_id().substr(0, 11), ":",
+                                                       b.gpu_ids().empty() ? "no-gpu" : absl::StrJoin(b.gpu_ids(), ",")));
+  return absl::StrJoin(parts, " ");
+}
+
+}  // namespace
+
+std::string RenderGroupsTable(const std::vector<v1::PlacementGroupInfo>& groups) {
+  std::vector<std::vector<std::string>> rows = {{"GROUP", "NAME", "STATE", "STRATEGY", "BUNDLES", "PLACEMENT (node:gpus per bundle)"}};
+  for (const auto& g : groups)
+    rows.push_back({g.placement_group_id(), GroupName(g), StateName(g.state()),
+                    v1::PlacementStrategy_Name(g.spec().strategy()), absl::StrCat(g.spec().bundles_size()),
+                    Placements(g)});
+  return Table(rows);
+}
+
+std::string RenderGroupsJson(const std::vector<v1::PlacementGroupInfo>& groups) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& g : groups) {
+    nlohmann::json j;
+    j["placement_group_id"] = g.placement_group_id();
+    j["name"] = g.spec().name();
+    j["namespace"] = g.spec().namespace_();
+    j["state"] = StateName(g.state());
+    j["strategy"] = v1::PlacementStrategy_Name(g.spec().strategy());
+    j["pending_reason"] = g.pending_reason();
+    nlohmann::json bundles = nlohmann::json::array();
+    for (int i = 0; i < g.spec().bundles_size(); ++i) {
+      nlohmann::json b;
+      b["resources"] = std::map<std::string, double>(g.spec().bundles(i).resources().begin(),
+                                                     g.spec().bundles(i).resources().end());
+      b["node_id"] = i < g.bundles_size() ? g.bundles(i).node_id() : "";
+      b["gpu_ids"] = i < g.bundles_size() ? std::vector<int>(g.bundles(i).gpu_ids().begin(), g.bundles(i).gpu_ids().end())
+                                          : std::vector<int>{};
+      bundles.push_back(std::move(b));
+    }
+    j["bundles"] = std::move(bundles);
+    arr.push_back(std::move(j));
+  }
+  return arr.dump(2) + "\n";
+}
+
 std::string RenderStatus(const std::string& head, const std::vector<v1::NodeInfo>& nodes,
-                         const std::vector<v1::ActorInfo>& actors, absl::Time now) {
+                         const std::vector<v1::ActorInfo>& actors,
+                         const std::vector<v1::PlacementGroupInfo>& groups, absl::Time now) {
   int alive = 0, dead = 0;
   ResourceSet total;
   for (const auto& n : nodes) {
@@ -122,7 +192,7 @@ std::string RenderStatus(const std::string& head, const std::vector<v1::NodeInfo
   }
   std::string out = absl::StrCat("======== SkyRL cluster status (head ", head, ") ========\n");
   absl::StrAppend(&out, "Nodes: ", alive, " alive, ", dead, " dead\n");
-  if (!nodes.empty()) absl::StrAppend(&out, RenderNodesTable(nodes, now, actors));
+  if (!nodes.empty()) absl::StrAppend(&out, RenderNodesTable(nodes, now, actors, groups));
   absl::StrAppend(&out, "Resources (alive nodes): ", total.empty() ? "none" : total.ToHumanString(),
                   "\n");
   std::map<std::string, int> by_state;
@@ -130,6 +200,21 @@ std::string RenderStatus(const std::string& head, const std::vector<v1::NodeInfo
   absl::StrAppend(&out, "Actors: ", actors.size(),
                   by_state.empty() ? "" : absl::StrCat(" (", absl::StrJoin(by_state, ", ", absl::PairFormatter(" ")), ")"),
                   "\n");
+  std::vector<v1::PlacementGroupInfo> live;
+  for (const auto& g : groups)
+    if (g.state() != v1::PG_REMOVED) live.push_back(g);
+  if (!live.empty()) {
+    absl::StrAppend(&out, "Placement groups: ", live.size(), "\n", RenderGroupsTable(live));
+  }
+  std::vector<std::string> pending;
+  for (const auto& g : live)
+    if (g.state() == v1::PG_PENDING || g.state() == v1::PG_RESCHEDULING)
+      pending.push_back(absl::StrCat(" ", g.placement_group_id(), " (", StateName(g.state()), "): ", g.pending_reason()));
+  for (const auto& a : actors)
+    if (a.state() == v1::ACTOR_RESTARTING && !a.pending_reason().empty())
+      pending.push_back(absl::StrCat(" ", a.actor_id(), " (", a.spec().class_name(), ", RESTARTING): waits for room: ",
+                                     a.pending_reason()));
+  absl::StrAppend(&out, "Pending demands: ", pending.empty() ? "none\n" : absl::StrCat(pending.size(), "\n", absl::StrJoin(pending, "\n"), "\n"));
   std::vector<std::string> failures;
   for (const auto& n : nodes)
     if (n.state() == v1::NODE_DEAD) failures.push_back(absl::StrCat(" ", n.node_id(), ": ", n.death_reason()));

@@ -7,16 +7,24 @@
 #include "absl/time/time.h"
 #include "skyrl/actor_directory.pb.h"
 #include "skyrl/node.pb.h"
+#include "skyrl/placement_group.pb.h"
 
 namespace skyrl::cli {
 
+// Nodes (total and used), placement groups, actors by state, pending demands with their
+// reasons, and recent failures.
 std::string RenderStatus(const std::string& head, const std::vector<v1::NodeInfo>& nodes,
-                         const std::vector<v1::ActorInfo>& actors, absl::Time now);
+                         const std::vector<v1::ActorInfo>& actors,
+                         const std::vector<v1::PlacementGroupInfo>& groups, absl::Time now);
+std::string RenderGroupsTable(const std::vector<v1::PlacementGroupInfo>& groups);
+std::string RenderGroupsJson(const std::vector<v1::PlacementGroupInfo>& groups);
 std::string RenderActorsTable(const std::vector<v1::ActorInfo>& actors);
 std::string RenderActorsJson(const std::vector<v1::ActorInfo>& actors);
-// `actors` (may be empty) gives each node's used resources: those of its PENDING and ALIVE actors.
+// `actors` and `groups` (may be empty) give each node's used resources: its placed bundles,
+// and its PENDING and ALIVE actors outside placement groups.
 std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes, absl::Time now,
-                             const std::vector<v1::ActorInfo>& actors = {});
+                             const std::vector<v1::ActorInfo>& actors = {},
+                             const std::vector<v1::PlacementGroupInfo>& groups = {});
 std::string RenderNodesJson(const std::vector<v1::NodeInfo>& nodes);
 
 }  // namespace skyrl::cli

@@ -29,6 +29,7 @@ Client::Client(const std::string& head, std::string token, ClientOptions options
       caller_id_(ActorId::Random().ToString().substr(6)),
       options_(options),
       head_(v1::ActorDirectory::NewStub(rpc::MakeChannel(head))),
+      groups_(v1::PlacementGroupService::NewStub(rpc::MakeChannel(head))),
       poller_([this] { PollLoop(); }) {}
 
 Client::~Client() {
@@ -46,6 +47,9 @@ absl::StatusOr<ActorHandle> Client::CreateActor(const std::string& class_name, c
   spec->set_namespace_(o.ns);
   spec->set_max_restarts(o.max_restarts);
   spec->set_max_concurrency(o.max_concurrency);
+  for (const auto& [k, v] : o.label_selector) (*spec->mutable_label_selector())[k] = v;
+  spec->set_placement_group_id(o.placement_group_id);
+  if (o.bundle_index >= 0) spec->set_bundle_index(o.bundle_index);
   grpc::ClientContext ctx;
   rpc::PrepareCall(&ctx, token_, options_.call_timeout);
   v1::CreateActorReply reply;
@@ -54,6 +58,48 @@ absl::StatusOr<ActorHandle> Client::CreateActor(const std::string& class_name, c
     return absl::FailedPreconditionError(
         absl::StrCat("actor ", reply.actor().actor_id(), " could not start: ", reply.actor().death_reason()));
   return ActorHandle{reply.actor().actor_id()};
+}
+
+absl::StatusOr<v1::PlacementGroupInfo> Client::CreatePlacementGroup(const PlacementGroupOptions& o) {
+  v1::CreatePlacementGroupRequest req;
+  v1::PlacementGroupSpec* spec = req.mutable_spec();
+  spec->set_name(o.name);
+  spec->set_namespace_(o.ns);
+  for (const Bundle& b : o.bundles) {
+    v1::Bundle* pb = spec->add_bundles();
+    for (const auto& [k, v] : b.resources) (*pb->mutable_resources())[k] = v;
+    for (const auto& [k, v] : b.label_selector) (*pb->mutable_label_selector())[k] = v;
+  }
+  spec->set_strategy(o.strategy);
+  spec->set_domain_label(o.domain_label);
+  spec->set_affinity_group_id(o.affinity_group_id);
+  spec->set_wait_for_nodes(o.wait_for_nodes);
+  spec->set_detached(o.detached);
+  grpc::ClientContext ctx;
+  rpc::PrepareCall(&ctx, token_, options_.call_timeout);
+  v1::CreatePlacementGroupReply reply;
+  if (absl::Status s = rpc::FromGrpc(groups_->CreatePlacementGroup(&ctx, req, &reply)); !s.ok()) return s;
+  return std::move(*reply.mutable_group());
+}
+
+absl::StatusOr<v1::PlacementGroupInfo> Client::WaitPlacementGroup(const std::string& id, absl::Duration timeout) {
+  v1::WaitPlacementGroupRequest req;
+  req.set_placement_group_id(id);
+  req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+  grpc::ClientContext ctx;
+  rpc::PrepareCall(&ctx, token_, timeout + absl::Seconds(10));
+  v1::WaitPlacementGroupReply reply;
+  if (absl::Status s = rpc::FromGrpc(groups_->WaitPlacementGroup(&ctx, req, &reply)); !s.ok()) return s;
+  return std::move(*reply.mutable_group());
+}
+
+absl::Status Client::RemovePlacementGroup(const std::string& id) {
+  v1::RemovePlacementGroupRequest req;
+  req.set_placement_group_id(id);
+  grpc::ClientContext ctx;
+  rpc::PrepareCall(&ctx, token_, options_.call_timeout);
+  v1::RemovePlacementGroupReply reply;
+  return rpc::FromGrpc(groups_->RemovePlacementGroup(&ctx, req, &reply));
 }
 
 absl::StatusOr<v1::ActorInfo> Client::Lookup(const v1::GetActorRequest& req) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -23,6 +24,7 @@
 #include "absl/time/time.h"
 #include "skyrl/actor.grpc.pb.h"
 #include "skyrl/actor_directory.grpc.pb.h"
+#include "skyrl/placement_group.grpc.pb.h"
 
 namespace skyrl {
 
@@ -33,6 +35,25 @@ struct ActorOptions {
   std::string ns = "default";
   int max_restarts = 0;    // -1: unlimited
   int max_concurrency = 1;
+  std::map<std::string, std::string> label_selector;  // node labels that must match
+  std::string placement_group_id;  // place it in this group's bundles,
+  int bundle_index = -1;           // in this one (-1: any bundle of the group)
+};
+
+struct Bundle {
+  std::map<std::string, double> resources;
+  std::map<std::string, std::string> label_selector;
+};
+
+struct PlacementGroupOptions {
+  std::string name;
+  std::string ns = "default";
+  std::vector<Bundle> bundles;
+  v1::PlacementStrategy strategy = v1::PACK;
+  std::string domain_label;        // keep every bundle within one value of this node label
+  std::string affinity_group_id;   // prefer this group's nodes
+  bool wait_for_nodes = false;     // stay PENDING instead of failing when the cluster can never fit it
+  bool detached = false;
 };
 
 struct ActorHandle {
@@ -57,6 +78,13 @@ class Client {
   absl::StatusOr<ActorHandle> GetActor(const std::string& name, const std::string& ns = "default");
   absl::StatusOr<v1::ActorInfo> Describe(const ActorHandle& actor);
   absl::Status Kill(const ActorHandle& actor);
+
+  // Placement groups. Create returns the group CREATED or PENDING (with its reason); a group
+  // this cluster can never hold is ResourceExhausted saying what is missing, and where.
+  absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroup(const PlacementGroupOptions& options);
+  // The group once CREATED; DeadlineExceeded with the pending reason after `timeout`.
+  absl::StatusOr<v1::PlacementGroupInfo> WaitPlacementGroup(const std::string& id, absl::Duration timeout);
+  absl::Status RemovePlacementGroup(const std::string& id);
 
   absl::StatusOr<std::string> Call(const ActorHandle& actor, const std::string& method,
                                    const std::string& args);
@@ -97,6 +125,7 @@ class Client {
   const std::string caller_id_;
   const ClientOptions options_;
   std::unique_ptr<v1::ActorDirectory::Stub> head_;
+  std::unique_ptr<v1::PlacementGroupService::Stub> groups_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Route> routes_ ABSL_GUARDED_BY(mu_);
   grpc::CompletionQueue cq_;

@@ -14,13 +14,12 @@
 namespace skyrl::head {
 namespace {
 
-ResourceSet ToResources(const google::protobuf::Map<std::string, double>& m) {
-  absl::StatusOr<ResourceSet> r = ResourceSet::FromMap({m.begin(), m.end()});
-  return r.ok() ? *r : ResourceSet();
-}
-
 bool Holds(v1::ActorState s) {
   return s == v1::ACTOR_PENDING || s == v1::ACTOR_ALIVE;
+}
+
+scheduler::Demand DemandOf(const v1::ActorSpec& spec) {
+  return scheduler::Demand{ToResources(spec.resources()), ToLabels(spec.label_selector())};
 }
 
 class GrpcWorkerClient final : public WorkerClient {
@@ -64,12 +63,16 @@ absl::Status ValidateSpec(v1::ActorSpec& spec) {
     if (absl::Status s = ValidateName("spec.name", spec.name()); !s.ok()) return s;
   absl::StatusOr<ResourceSet> r = ResourceSet::FromMap({spec.resources().begin(), spec.resources().end()});
   if (!r.ok()) return absl::InvalidArgumentError(absl::StrCat("spec.resources: ", r.status().message()));
-  if (absl::Status s = ValidateResourceRequest(*r); !s.ok())
-    return absl::InvalidArgumentError(absl::StrCat("spec.resources: ", s.message()));
-  int64_t gpu = r->GetUnits(kGPU);
-  if (gpu % ResourceSet::kUnitsPerWhole != 0)
-    return absl::UnimplementedError(
-        "spec.resources: fractional GPUs need placement groups, which this head does not have yet");
+  if (absl::Status s = scheduler::ValidateDemand("spec", scheduler::Demand{*r, ToLabels(spec.label_selector())});
+      !s.ok())
+    return s;
+  if (!spec.placement_group_id().empty())
+    if (auto pg = PlacementGroupId::Parse(spec.placement_group_id()); !pg.ok())
+      return absl::InvalidArgumentError(absl::StrCat("spec.placement_group_id: ", pg.status().message()));
+  if (spec.has_bundle_index() && spec.placement_group_id().empty())
+    return absl::InvalidArgumentError("spec.bundle_index: needs spec.placement_group_id");
+  if (spec.has_bundle_index() && spec.bundle_index() < 0)
+    return absl::InvalidArgumentError("spec.bundle_index: must be 0 or more");
   if (spec.max_restarts() < -1)
     return absl::InvalidArgumentError("spec.max_restarts: must be -1 (unlimited) or more");
   if (spec.max_concurrency() < 0 || spec.max_concurrency() > 10000)
@@ -83,8 +86,9 @@ std::unique_ptr<WorkerClient> MakeGrpcWorkerClient(std::string token) {
   return std::make_unique<GrpcWorkerClient>(std::move(token));
 }
 
-ActorManager::ActorManager(store::Store& store, NodeManager& nodes, WorkerClient& workers)
-    : store_(store), nodes_(nodes), workers_(workers) {}
+ActorManager::ActorManager(store::Store& store, NodeManager& nodes, ResourceTracker& resources,
+                           WorkerClient& workers)
+    : store_(store), nodes_(nodes), resources_(resources), workers_(workers) {}
 
 ActorManager::~ActorManager() {
   std::vector<std::thread> threads;
@@ -111,40 +115,49 @@ absl::Status ActorManager::Recover() {
       spdlog::error("actors table: skipping unreadable entry {}", store::Where(kActorsTable, e.key));
       continue;
     }
+    if (Holds(info.state())) {
+      // Its resources are still in use on its node: take them again before anything new is placed.
+      absl::Status s = resources_.With([&](scheduler::Cluster& c) {
+        if (!c.HasNode(info.node_id())) return absl::OkStatus();  // the liveness check will handle it
+        return c.AllocateActor(info.actor_id(), ToResources(info.spec().resources()),
+                               scheduler::Slot{info.node_id(), {info.gpu_ids().begin(), info.gpu_ids().end()}},
+                               info.spec().placement_group_id(),
+                               info.spec().placement_group_id().empty() ? -1 : info.bundle_index());
+      });
+      if (!s.ok()) spdlog::error("actor {}: cannot take its resources back: {}", info.actor_id(), s.message());
+    }
     actors_[*id] = std::move(info);
   }
   spdlog::info("recovered {} actors from the store", actors_.size());
   return absl::OkStatus();
 }
 
-absl::StatusOr<ActorManager::Placement> ActorManager::Place(const v1::ActorSpec& spec) const {
-  ResourceSet need = ToResources(spec.resources());
-  int gpus = int(need.Get(kGPU));
-  std::vector<std::string> offers;
-  for (const v1::NodeInfo& node : nodes_.List()) {
-    if (node.state() != v1::NODE_ALIVE) continue;
-    absl::StatusOr<NodeId> node_id = NodeId::Parse(node.node_id());
-    if (!node_id.ok()) continue;
-    ResourceSet free = ToResources(node.resources_total());
-    absl::flat_hash_set<int> used_gpus;
-    for (const auto& [id, a] : actors_) {
-      if (a.node_id() != node.node_id() || !Holds(a.state())) continue;
-      free -= ToResources(a.spec().resources());
-      used_gpus.insert(a.gpu_ids().begin(), a.gpu_ids().end());
-    }
-    offers.push_back(absl::StrCat(node.node_id(), " has ", free.ToHumanString(), " free"));
-    if (!free.Contains(need)) continue;
-    Placement p{*node_id, node.address(), {}};
-    std::vector<int> ids(node.gpu_ids().begin(), node.gpu_ids().end());
-    std::sort(ids.begin(), ids.end());
-    for (int g : ids)
-      if (int(p.gpu_ids.size()) < gpus && !used_gpus.contains(g)) p.gpu_ids.push_back(g);
-    if (int(p.gpu_ids.size()) < gpus) continue;
-    return p;
-  }
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "actor of class ", spec.class_name(), " needs ", need.ToHumanString(), "; ",
-      offers.empty() ? "no node is alive" : absl::StrJoin(offers, "; ")));
+absl::StatusOr<scheduler::Slot> ActorManager::Place(const ActorId& id, const v1::ActorSpec& spec) {
+  scheduler::Demand demand = DemandOf(spec);
+  std::optional<int> bundle;
+  if (spec.has_bundle_index()) bundle = spec.bundle_index();
+  return resources_.With([&](scheduler::Cluster& c) -> absl::StatusOr<scheduler::Slot> {
+    if (!spec.placement_group_id().empty() && !c.HasGroup(spec.placement_group_id()))
+      return absl::FailedPreconditionError(absl::StrCat(
+          "spec.placement_group_id: ", spec.placement_group_id(),
+          " is not placed (unknown, still PENDING, or removed); wait until it is CREATED"));
+    absl::StatusOr<scheduler::Slot> slot = c.PlanActor(demand, spec.placement_group_id(), bundle);
+    if (!slot.ok()) return slot.status();
+    if (absl::Status s = c.AllocateActor(id.ToString(), demand.resources, *slot, spec.placement_group_id(),
+                                         slot->bundle);
+        !s.ok())
+      return absl::InternalError(absl::StrCat("planned slot refused: ", s.message()));
+    return slot;
+  });
+}
+
+void ActorManager::Release(const ActorId& id) {
+  resources_.With([&](scheduler::Cluster& c) { c.ReleaseActor(id.ToString()); });
+}
+
+std::string ActorManager::WorkerAddress(const std::string& node_id) const {
+  std::optional<v1::NodeInfo> n = nodes_.Find(node_id);
+  return n && n->state() == v1::NODE_ALIVE ? n->address() : "";
 }
 
 absl::StatusOr<v1::ActorInfo> ActorManager::Create(v1::ActorSpec spec) {
@@ -158,8 +171,20 @@ absl::StatusOr<v1::ActorInfo> ActorManager::Create(v1::ActorSpec spec) {
             a.spec().namespace_() == spec.namespace_())
           return absl::AlreadyExistsError(absl::StrCat("an actor named ", spec.namespace_(), "/",
                                                        spec.name(), " already exists: ", other.ToString()));
-    absl::StatusOr<Placement> p = Place(spec);
-    if (!p.ok()) return p.status();  // nothing recorded for an actor that cannot be placed
+    // A dry run, so that an actor that cannot be placed leaves nothing behind.
+    absl::StatusOr<scheduler::Slot> p = resources_.With([&](const scheduler::Cluster& c) {
+      if (!spec.placement_group_id().empty() && !c.HasGroup(spec.placement_group_id()))
+        return absl::StatusOr<scheduler::Slot>(absl::FailedPreconditionError(absl::StrCat(
+            "spec.placement_group_id: ", spec.placement_group_id(),
+            " is not placed (unknown, still PENDING, or removed); wait until it is CREATED")));
+      return c.PlanActor(DemandOf(spec), spec.placement_group_id(),
+                         spec.has_bundle_index() ? std::optional<int>(spec.bundle_index()) : std::nullopt);
+    });
+    if (!p.ok()) {
+      // Unavailable would read as "the head is down, retry" to gRPC clients.
+      if (absl::IsUnavailable(p.status())) return absl::ResourceExhaustedError(p.status().message());
+      return p.status();
+    }
     v1::ActorInfo info;
     info.set_actor_id(id.ToString());
     *info.mutable_spec() = spec;
@@ -177,11 +202,21 @@ absl::StatusOr<v1::ActorInfo> ActorManager::PlaceAndStart(const ActorId& id, boo
     absl::MutexLock lock(&mu_);
     v1::ActorInfo& a = actors_[id];
     if (a.state() == v1::ACTOR_DEAD) return a;  // killed meanwhile
-    absl::StatusOr<Placement> p = Place(a.spec());
+    absl::StatusOr<scheduler::Slot> p = Place(id, a.spec());
+    std::string address = p.ok() ? WorkerAddress(p->node_id) : "";
+    if (p.ok() && address.empty()) {
+      Release(id);
+      p = absl::UnavailableError(absl::StrCat("node ", p->node_id, " has no worker address"));
+    }
     if (!p.ok()) {
       if (wait_for_room && !stopping_) {
-        // A restart waits for a node with room (a replacement node, or resources freed).
-        if (!said_waiting) spdlog::warn("actor {} waits for a node: {}", id.ToString(), p.status().message());
+        // A restart waits for a node with room (a replacement node, resources freed, or its
+        // placement group's bundle placed again); the reason is visible in status meanwhile.
+        if (!said_waiting) {
+          spdlog::warn("actor {} waits for a node: {}", id.ToString(), p.status().message());
+          a.set_pending_reason(std::string(p.status().message()));
+          (void)Persist(a);
+        }
         said_waiting = true;
         continue;
       }
@@ -192,13 +227,18 @@ absl::StatusOr<v1::ActorInfo> ActorManager::PlaceAndStart(const ActorId& id, boo
       return a;
     }
     a.set_state(v1::ACTOR_PENDING);
-    a.set_node_id(p->node.ToString());
+    a.set_node_id(p->node_id);
     a.clear_gpu_ids();
     for (int g : p->gpu_ids) a.add_gpu_ids(g);
+    a.set_bundle_index(p->bundle < 0 ? 0 : p->bundle);
     a.clear_address();
-    if (absl::Status s = Persist(a); !s.ok()) return s;
+    a.clear_pending_reason();
+    if (absl::Status s = Persist(a); !s.ok()) {
+      Release(id);
+      return s;
+    }
     exited_while_starting_.erase(id);
-    worker_address = p->worker_address;
+    worker_address = address;
     req.set_actor_id(id.ToString());
     req.set_class_name(a.spec().class_name());
     req.set_init_args(a.spec().init_args());
@@ -219,6 +259,7 @@ absl::StatusOr<v1::ActorInfo> ActorManager::PlaceAndStart(const ActorId& id, boo
     if (absl::IsFailedPrecondition(started.status())) {
       a.set_state(v1::ACTOR_DEAD);
       a.set_death_reason(reason);
+      Release(id);
       (void)Persist(a);
     } else {
       HandleDeath(id, reason);
@@ -240,6 +281,7 @@ absl::StatusOr<v1::ActorInfo> ActorManager::PlaceAndStart(const ActorId& id, boo
 
 void ActorManager::HandleDeath(const ActorId& id, const std::string& reason) {
   v1::ActorInfo& a = actors_[id];
+  Release(id);
   int max = a.spec().max_restarts();
   if (stopping_ || (max >= 0 && a.restarts() >= max)) {
     a.set_state(v1::ACTOR_DEAD);
@@ -275,6 +317,7 @@ void ActorManager::OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit
   }
   if (a.state() != v1::ACTOR_ALIVE) return;
   if (exit.killed_by_request()) {
+    Release(*id);
     a.set_state(v1::ACTOR_DEAD);
     if (a.death_reason().empty()) a.set_death_reason("killed by the user");
     (void)Persist(a);
@@ -319,18 +362,40 @@ absl::Status ActorManager::Kill(const ActorId& id) {
     v1::ActorInfo& a = it->second;
     if (a.state() == v1::ACTOR_DEAD) return absl::OkStatus();
     node_id = a.node_id();
+    Release(id);
     a.set_state(v1::ACTOR_DEAD);
     a.set_death_reason("killed by the user");
     a.set_address("");
     if (absl::Status s = Persist(a); !s.ok()) return s;
   }
-  for (const v1::NodeInfo& n : nodes_.List())
-    if (n.node_id() == node_id && n.state() == v1::NODE_ALIVE) address = n.address();
+  address = WorkerAddress(node_id);
   if (!address.empty()) {
     absl::Status s = workers_.KillActor(address, id.ToString());
     if (!s.ok() && !absl::IsNotFound(s)) spdlog::warn("kill {} on {}: {}", id.ToString(), address, s.message());
   }
   return absl::OkStatus();
+}
+
+void ActorManager::KillGroup(const std::string& group, const std::string& reason) {
+  std::vector<std::pair<std::string, std::string>> kills;  // (node, actor id)
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, a] : actors_) {
+      if (a.spec().placement_group_id() != group || a.state() == v1::ACTOR_DEAD) continue;
+      Release(id);
+      if (Holds(a.state())) kills.emplace_back(a.node_id(), id.ToString());
+      a.set_state(v1::ACTOR_DEAD);
+      a.set_death_reason(reason);
+      a.set_address("");
+      (void)Persist(a);
+    }
+  }
+  for (auto& [node, id] : kills) {
+    std::string address = WorkerAddress(node);
+    if (address.empty()) continue;
+    absl::Status s = workers_.KillActor(address, id);
+    if (!s.ok() && !absl::IsNotFound(s)) spdlog::warn("kill {} on {}: {}", id, address, s.message());
+  }
 }
 
 std::vector<v1::ActorInfo> ActorManager::List() const {

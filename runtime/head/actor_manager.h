@@ -9,9 +9,10 @@
 // node could take it at creation; `death_reason` says which.
 // Every transition is written to the store (table "actors") before it is visible.
 //
-// Placement here is first fit over alive nodes with whole GPUs, lowest free ids first; the
-// scheduler issue replaces it with placement groups and fractional GPUs.
-// Safe for concurrent use.
+// Placement is the scheduler's (scheduler::Cluster through the shared ResourceTracker): on
+// any node that fits, or in a placement group's bundle; fractions of a GPU share a device.
+// An actor holds its resources while PENDING or ALIVE and gives them back on every other
+// transition. Safe for concurrent use.
 #pragma once
 
 #include <memory>
@@ -23,6 +24,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/head/node_manager.h"
+#include "runtime/head/resource_tracker.h"
 #include "skyrl/actor_directory.pb.h"
 #include "skyrl/worker.pb.h"
 
@@ -44,13 +46,16 @@ std::unique_ptr<WorkerClient> MakeGrpcWorkerClient(std::string token);
 
 class ActorManager {
  public:
-  ActorManager(store::Store& store, NodeManager& nodes, WorkerClient& workers);
+  ActorManager(store::Store& store, NodeManager& nodes, ResourceTracker& resources, WorkerClient& workers);
   ~ActorManager();  // waits for restarts in progress
 
+  // Loads the actor table and gives PENDING/ALIVE actors their resources back in the
+  // tracker. REQUIRES: the tracker has the alive nodes and the placement groups already.
   absl::Status Recover();
   // Places and starts the actor; returns it ALIVE, or DEAD with the reason (e.g. the
   // constructor's error). Errors: InvalidArgument (spec), AlreadyExists (name taken),
-  // ResourceExhausted (no node fits, saying what each offers).
+  // FailedPrecondition (its placement group is not placed), ResourceExhausted (nothing fits
+  // now: says what it needs and what the best node offers, and whether it could ever fit).
   absl::StatusOr<v1::ActorInfo> Create(v1::ActorSpec spec);
   absl::StatusOr<v1::ActorInfo> Get(const ActorId& id) const;
   absl::StatusOr<v1::ActorInfo> GetByName(absl::string_view ns, absl::string_view name) const;
@@ -61,14 +66,15 @@ class ActorManager {
   void OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit);
   // The node manager declared a node dead.
   void OnNodeDead(const NodeId& node, const std::string& reason);
+  // Their placement group was removed: every actor of `group` that is not DEAD becomes
+  // DEAD with `reason`, and its process is killed.
+  void KillGroup(const std::string& group, const std::string& reason);
 
  private:
-  struct Placement {
-    NodeId node;
-    std::string worker_address;
-    std::vector<int> gpu_ids;
-  };
-  absl::StatusOr<Placement> Place(const v1::ActorSpec& spec) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Plans and takes resources for the actor (PENDING's share).
+  absl::StatusOr<scheduler::Slot> Place(const ActorId& id, const v1::ActorSpec& spec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Release(const ActorId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string WorkerAddress(const std::string& node_id) const;
   // Places, starts and records the actor; the caller holds no lock. With `wait_for_room` (a
   // restart), waits until some node can take it, it is killed, or the head stops.
   absl::StatusOr<v1::ActorInfo> PlaceAndStart(const ActorId& id, bool wait_for_room);
@@ -78,6 +84,7 @@ class ActorManager {
 
   store::Store& store_;
   NodeManager& nodes_;
+  ResourceTracker& resources_;
   WorkerClient& workers_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<ActorId, v1::ActorInfo> actors_ ABSL_GUARDED_BY(mu_);

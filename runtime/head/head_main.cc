@@ -14,6 +14,9 @@
 #include "runtime/head/actor_directory_service.h"
 #include "runtime/head/actor_manager.h"
 #include "runtime/head/kv_service.h"
+#include "runtime/head/node_events.h"
+#include "runtime/head/placement_group_manager.h"
+#include "runtime/head/placement_group_service.h"
 #include "runtime/head/node_service.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
@@ -61,12 +64,23 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::unique_ptr<skyrl::head::WorkerClient> workers = skyrl::head::MakeGrpcWorkerClient(*token);
-  skyrl::head::ActorManager actors(**store, nodes, *workers);
+  skyrl::head::ResourceTracker resources;
+  skyrl::head::ActorManager actors(**store, nodes, resources, *workers);
+  skyrl::head::PlacementGroupManager groups(**store, resources, actors, skyrl::RealClock::Get());
+  // Recovery order: alive nodes, then the bundles reserved on them, then the actors in them.
+  skyrl::head::AddAliveNodes(nodes, resources);
+  if (absl::Status s = groups.Recover(); !s.ok()) {
+    spdlog::critical("cannot recover the placement group table: {}", s.message());
+    return 1;
+  }
   if (absl::Status s = actors.Recover(); !s.ok()) {
     spdlog::critical("cannot recover the actor table: {}", s.message());
     return 1;
   }
+  skyrl::head::SchedulingNodeListener node_listener(resources, actors, groups);
+  nodes.SetListener(&node_listener);
   skyrl::head::ActorDirectoryImpl actor_directory(actors, auth);
+  skyrl::head::PlacementGroupServiceImpl group_service(groups, auth);
   skyrl::head::NodeServiceImpl node_service(nodes, auth);
   skyrl::head::KvServiceImpl kv_service(**store, auth);
 
@@ -83,6 +97,7 @@ int main(int argc, char** argv) {
   builder.RegisterService(&node_service);
   builder.RegisterService(&kv_service);
   builder.RegisterService(&actor_directory);
+  builder.RegisterService(&group_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
     spdlog::critical("cannot listen on {}:{} (in use, or not an address of this host)", bind, port);
@@ -93,7 +108,8 @@ int main(int argc, char** argv) {
   std::atomic<bool> stopping{false};
   std::thread liveness([&] {
     while (!stopping.load()) {
-      for (const skyrl::NodeId& dead : nodes.CheckLiveness()) actors.OnNodeDead(dead, "no heartbeat");
+      nodes.CheckLiveness();  // the listener handles the dead
+      groups.RetryPending();  // resources freed by exits and kills
       absl::SleepFor(absl::Milliseconds(std::max(5, heartbeat_ms / 4)));
     }
   });

@@ -71,12 +71,15 @@ absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info) {
   info.set_registered_unix_ms(now_ms);
   info.set_last_heartbeat_unix_ms(now_ms);
   info.clear_death_reason();
-  absl::MutexLock lock(&mu_);
-  if (absl::Status s = Persist(info); !s.ok()) return s;
-  spdlog::info("node {} registered: {} resources {}", id.ToString(), info.hostname(),
-               ResourceSet::FromMap({info.resources_total().begin(), info.resources_total().end()})
-                   ->ToString());
-  nodes_[id] = std::move(info);
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = Persist(info); !s.ok()) return s;
+    spdlog::info("node {} registered: {} resources {}", id.ToString(), info.hostname(),
+                 ResourceSet::FromMap({info.resources_total().begin(), info.resources_total().end()})
+                     ->ToString());
+    nodes_[id] = info;
+  }
+  if (listener_) listener_->OnNodeAlive(info);
   return id;
 }
 
@@ -92,21 +95,37 @@ absl::Status NodeManager::Heartbeat(const NodeId& id) {
 }
 
 absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason) {
-  absl::MutexLock lock(&mu_);
-  auto it = nodes_.find(id);
-  if (it == nodes_.end())
-    return absl::NotFoundError(absl::StrCat("node ", id.ToString(), " is unknown"));
-  v1::NodeInfo updated = it->second;
-  updated.set_state(v1::NODE_DEAD);
-  updated.set_death_reason(absl::StrCat("node left: ", reason.substr(0, 512)));
-  if (absl::Status s = Persist(updated); !s.ok()) return s;
-  it->second = std::move(updated);
-  spdlog::info("node {} unregistered: {}", id.ToString(), reason.substr(0, 512));
+  std::string why;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = nodes_.find(id);
+    if (it == nodes_.end())
+      return absl::NotFoundError(absl::StrCat("node ", id.ToString(), " is unknown"));
+    if (it->second.state() == v1::NODE_DEAD) return absl::OkStatus();
+    v1::NodeInfo updated = it->second;
+    updated.set_state(v1::NODE_DEAD);
+    updated.set_death_reason(absl::StrCat("node left: ", reason.substr(0, 512)));
+    if (absl::Status s = Persist(updated); !s.ok()) return s;
+    why = updated.death_reason();
+    it->second = std::move(updated);
+    spdlog::info("node {} unregistered: {}", id.ToString(), reason.substr(0, 512));
+  }
+  if (listener_) listener_->OnNodeDead(id, why);
   return absl::OkStatus();
 }
 
 std::vector<NodeId> NodeManager::CheckLiveness() {
-  std::vector<NodeId> died;
+  std::vector<std::pair<NodeId, std::string>> died = CheckLivenessLocked();
+  std::vector<NodeId> ids;
+  for (const auto& [id, reason] : died) {
+    if (listener_) listener_->OnNodeDead(id, reason);
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+std::vector<std::pair<NodeId, std::string>> NodeManager::CheckLivenessLocked() {
+  std::vector<std::pair<NodeId, std::string>> died;
   absl::MutexLock lock(&mu_);
   absl::Time now = clock_.Now();
   absl::Duration limit = options_.heartbeat_period * options_.heartbeat_misses;
@@ -125,10 +144,19 @@ std::vector<NodeId> NodeManager::CheckLiveness() {
       continue;
     }
     spdlog::warn("node {} is dead: {}", id.ToString(), updated.death_reason());
+    died.emplace_back(id, updated.death_reason());
     info = std::move(updated);
-    died.push_back(id);
   }
   return died;
+}
+
+std::optional<v1::NodeInfo> NodeManager::Find(absl::string_view node_id) const {
+  absl::StatusOr<NodeId> id = NodeId::Parse(node_id);
+  if (!id.ok()) return std::nullopt;
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(*id);
+  if (it == nodes_.end()) return std::nullopt;
+  return it->second;
 }
 
 std::vector<v1::NodeInfo> NodeManager::List() const {

@@ -9,6 +9,7 @@
 // Safe for concurrent use.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,28 +30,43 @@ struct NodeManagerOptions {
 
 inline constexpr char kNodesTable[] = "nodes";
 
+// Told of every node that becomes ALIVE (registered) or DEAD (unregistered, or silent too
+// long), after the change is stored and outside the manager's lock.
+class NodeListener {
+ public:
+  virtual ~NodeListener() = default;
+  virtual void OnNodeAlive(const v1::NodeInfo& node) = 0;
+  virtual void OnNodeDead(const NodeId& node, const std::string& reason) = 0;
+};
+
 class NodeManager {
  public:
   NodeManager(store::Store& store, const Clock& clock, NodeManagerOptions options);
 
-  // Loads the node table from the store (after a head restart).
+  // Loads the node table from the store (after a head restart). The listener is not told.
   absl::Status Recover();
+  // REQUIRES: called before the manager is shared; `listener` outlives it.
+  void SetListener(NodeListener* listener) { listener_ = listener; }
   // Validates `info` (resources, labels, GPU ids) and records the node ALIVE.
   absl::StatusOr<NodeId> Register(v1::NodeInfo info);
   // NotFound for an unknown or dead node.
   absl::Status Heartbeat(const NodeId& id);
   absl::Status Unregister(const NodeId& id, absl::string_view reason);
-  // Marks every ALIVE node whose last heartbeat is older than period x misses DEAD, and
-  // returns those nodes.
+  // Marks every ALIVE node whose last heartbeat is older than period x misses DEAD, tells
+  // the listener, and returns those nodes.
   std::vector<NodeId> CheckLiveness();
   std::vector<v1::NodeInfo> List() const;
+  // The node's row; nullopt when unknown (or not a node id).
+  std::optional<v1::NodeInfo> Find(absl::string_view node_id) const;
   const NodeManagerOptions& options() const { return options_; }
 
  private:
   absl::Status Persist(const v1::NodeInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<std::pair<NodeId, std::string>> CheckLivenessLocked() ABSL_LOCKS_EXCLUDED(mu_);
 
   store::Store& store_;
   const Clock& clock_;
+  NodeListener* listener_ = nullptr;
   const NodeManagerOptions options_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<NodeId, v1::NodeInfo> nodes_ ABSL_GUARDED_BY(mu_);

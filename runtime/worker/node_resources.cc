@@ -3,8 +3,10 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -34,7 +36,7 @@ GpuDetection DetectGpus() {
   return d;
 }
 
-absl::StatusOr<NodeOffer> BuildOffer(absl::string_view overrides_text) {
+absl::StatusOr<NodeOffer> BuildOffer(absl::string_view overrides_text, absl::string_view gpu_ids_text) {
   absl::StatusOr<ResourceSet> overrides = ResourceSet::Parse(overrides_text);
   if (!overrides.ok())
     return absl::InvalidArgumentError(absl::StrCat("--resources: ", overrides.status().message()));
@@ -42,7 +44,21 @@ absl::StatusOr<NodeOffer> BuildOffer(absl::string_view overrides_text) {
   cpu_set_t set;
   int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
   double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
-  GpuDetection gpus = DetectGpus();
+  GpuDetection gpus;
+  if (absl::StripAsciiWhitespace(gpu_ids_text).empty()) {
+    gpus = DetectGpus();
+  } else {
+    for (absl::string_view part : absl::StrSplit(gpu_ids_text, ',')) {
+      int id = -1;
+      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &id) || id < 0 || id > 4095)
+        return absl::InvalidArgumentError(absl::StrCat("--gpu-ids: \"", part, "\" is not a device id (0-4095)"));
+      for (int seen : gpus.ids)
+        if (seen == id) return absl::InvalidArgumentError(absl::StrCat("--gpu-ids: ", id, " given twice"));
+      gpus.ids.push_back(id);
+    }
+    std::sort(gpus.ids.begin(), gpus.ids.end());
+    gpus.note = "declared by --gpu-ids";
+  }
   (void)offer.resources.Set(kCPU, cpus);
   (void)offer.resources.Set(kMemory, memory);
   offer.gpu_ids = gpus.ids;

@@ -25,9 +25,11 @@ struct NodeOffer {
 };
 
 // Detected CPU, memory and GPUs, with `overrides` (parsed --resources) replacing any
-// detected value. A GPU override must be a whole number no larger than the detected count
-// (it takes the first N devices), unless no CUDA runtime is present at all.
-absl::StatusOr<NodeOffer> BuildOffer(absl::string_view overrides_text);
+// detected value. A GPU override must be a whole number no larger than the device count (it
+// takes the first N devices). `gpu_ids_text` (--gpu-ids, e.g. "0,1,2,3") declares the device
+// ids instead of detecting them: for containers whose devices the CUDA runtime cannot list,
+// and for CPU-only development clusters that exercise GPU placement.
+absl::StatusOr<NodeOffer> BuildOffer(absl::string_view overrides_text, absl::string_view gpu_ids_text = "");
 
 // Parses "k=v,k2=v2"; errors name the flag.
 absl::StatusOr<std::map<std::string, std::string>> ParseLabels(absl::string_view text);

@@ -41,10 +41,13 @@ int main(int argc, char** argv) {
   std::string token_file, bind = "127.0.0.1", log_dir, actor_host;
   int port = 0;
   double head_retry_window_s = 300;
-  std::string head, resources_text, labels_text, node_ip = "127.0.0.1", log_level = "info";
+  std::string head, resources_text, labels_text, gpu_ids_text, node_ip = "127.0.0.1", log_level = "info";
   app.add_option("--head", head, "head address HOST:PORT")->required();
   app.add_option("--resources", resources_text, "override detected resources, e.g. CPU=8,GPU=4,custom=2");
   app.add_option("--labels", labels_text, "node labels, e.g. accelerator=H100,pool=train");
+  app.add_option("--gpu-ids", gpu_ids_text,
+                 "declare device ids instead of detecting them, e.g. 0,1,2,3 (containers whose devices "
+                 "CUDA cannot list; CPU-only clusters that simulate GPU placement)");
   app.add_option("--node-ip", node_ip, "address other nodes reach this one at");
   app.add_option("--head-retry-window-s", head_retry_window_s,
                  "exit (stopping this node's actors) after the head is unreachable this long; 0: never")
@@ -62,7 +65,7 @@ int main(int argc, char** argv) {
   };
   if (absl::Status s = skyrl::InitLogging("worker", log_level); !s.ok()) return fail(s);
   if (absl::Status s = skyrl::rpc::ValidateAddress("--head", head); !s.ok()) return fail(s);
-  absl::StatusOr<skyrl::worker::NodeOffer> offer = skyrl::worker::BuildOffer(resources_text);
+  absl::StatusOr<skyrl::worker::NodeOffer> offer = skyrl::worker::BuildOffer(resources_text, gpu_ids_text);
   if (!offer.ok()) return fail(offer.status());
   absl::StatusOr<std::map<std::string, std::string>> labels = skyrl::worker::ParseLabels(labels_text);
   if (!labels.ok()) return fail(labels.status());
@@ -76,8 +79,11 @@ int main(int argc, char** argv) {
   }
   if (!token.ok()) return fail(token.status());
   g_token = *token;
-  skyrl::worker::GpuDetection gpus = skyrl::worker::DetectGpus();
-  if (gpus.ids.empty()) spdlog::info("{}; offering GPU=0", gpus.note);
+  if (!gpu_ids_text.empty()) {
+    spdlog::info("GPU ids declared by --gpu-ids: {}", gpu_ids_text);
+  } else if (skyrl::worker::GpuDetection gpus = skyrl::worker::DetectGpus(); gpus.ids.empty()) {
+    spdlog::info("{}; offering GPU=0", gpus.note);
+  }
 
   std::error_code ec;
   if (actor_host.empty())

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -51,10 +52,14 @@ class LocalClusterTest : public ::testing::Test {
     return std::move(*p);
   }
 
-  Subprocess StartWorker(const std::string& name, const std::string& resources) {
+  // `extra` adds flags, e.g. {"--gpu-ids", "0,1"}; a "--labels" there replaces name=<name>.
+  Subprocess StartWorker(const std::string& name, const std::string& resources,
+                         const std::vector<std::string>& extra = {}) {
     SpawnOptions o;
-    o.argv = {testing::BinDir() + "/skyrl-worker", "--head", address_, "--resources", resources,
-              "--labels", "name=" + name};
+    o.argv = {testing::BinDir() + "/skyrl-worker", "--head", address_, "--resources", resources};
+    if (std::find(extra.begin(), extra.end(), "--labels") == extra.end())
+      o.argv.insert(o.argv.end(), {"--labels", "name=" + name});
+    o.argv.insert(o.argv.end(), extra.begin(), extra.end());
     o.log_path = dir_ + "/" + name + ".log";
     o.env_set = Env();
     auto p = Subprocess::Start(o);

@@ -1,0 +1,28 @@
+#include "runtime/head/node_events.h"
+
+#include "runtime/common/logging.h"
+
+namespace skyrl::head {
+
+void SchedulingNodeListener::OnNodeAlive(const v1::NodeInfo& node) {
+  absl::Status s = resources_.With([&](scheduler::Cluster& c) { return c.AddNode(ToNodeSpec(node)); });
+  if (!s.ok()) spdlog::error("node {}: the scheduler cannot take it: {}", node.node_id(), s.message());
+  groups_.RetryPending();
+}
+
+void SchedulingNodeListener::OnNodeDead(const NodeId& node, const std::string& reason) {
+  scheduler::Cluster::Displaced displaced =
+      resources_.With([&](scheduler::Cluster& c) { return c.RemoveNode(node.ToString()); });
+  actors_.OnNodeDead(node, reason);
+  groups_.OnBundlesLost(displaced.bundles, reason);
+}
+
+void AddAliveNodes(const NodeManager& nodes, ResourceTracker& resources) {
+  for (const v1::NodeInfo& n : nodes.List()) {
+    if (n.state() != v1::NODE_ALIVE) continue;
+    absl::Status s = resources.With([&](scheduler::Cluster& c) { return c.AddNode(ToNodeSpec(n)); });
+    if (!s.ok()) spdlog::error("node {}: the scheduler cannot take it: {}", n.node_id(), s.message());
+  }
+}
+
+}  // namespace skyrl::head

@@ -1,0 +1,292 @@
+#include "runtime/head/placement_group_manager.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/common/logging.h"
+
+namespace skyrl::head {
+namespace {
+
+constexpr int kMaxBundles = 10000;
+
+bool Live(v1::PlacementGroupState s) { return s != v1::PG_REMOVED; }
+
+std::vector<std::optional<scheduler::Slot>> SlotsOf(const v1::PlacementGroupInfo& info) {
+  std::vector<std::optional<scheduler::Slot>> out;
+  for (const v1::BundlePlacement& b : info.bundles()) {
+    if (b.node_id().empty()) {
+      out.emplace_back();
+    } else {
+      out.push_back(scheduler::Slot{b.node_id(), {b.gpu_ids().begin(), b.gpu_ids().end()}});
+    }
+  }
+  out.resize(info.spec().bundles_size());
+  return out;
+}
+
+void SetSlots(v1::PlacementGroupInfo& info, const std::vector<scheduler::Slot>& slots) {
+  info.clear_bundles();
+  for (const scheduler::Slot& s : slots) {
+    v1::BundlePlacement* b = info.add_bundles();
+    b->set_node_id(s.node_id);
+    for (int g : s.gpu_ids) b->add_gpu_ids(g);
+  }
+}
+
+}  // namespace
+
+absl::Status ValidatePlacementGroupSpec(v1::PlacementGroupSpec& spec) {
+  if (spec.namespace_().empty()) spec.set_namespace_("default");
+  if (absl::Status s = ValidateName("spec.namespace", spec.namespace_()); !s.ok()) return s;
+  if (!spec.name().empty())
+    if (absl::Status s = ValidateName("spec.name", spec.name()); !s.ok()) return s;
+  if (spec.bundles_size() == 0) return absl::InvalidArgumentError("spec.bundles: a group needs at least one bundle");
+  if (spec.bundles_size() > kMaxBundles)
+    return absl::InvalidArgumentError(absl::StrCat("spec.bundles: at most ", kMaxBundles, ", got ", spec.bundles_size()));
+  if (!v1::PlacementStrategy_IsValid(spec.strategy()))
+    return absl::InvalidArgumentError(absl::StrCat("spec.strategy: unknown value ", int(spec.strategy())));
+  for (int i = 0; i < spec.bundles_size(); ++i) {
+    const v1::Bundle& b = spec.bundles(i);
+    std::string field = absl::StrCat("spec.bundles[", i, "]");
+    absl::StatusOr<ResourceSet> r = ResourceSet::FromMap({b.resources().begin(), b.resources().end()});
+    if (!r.ok()) return absl::InvalidArgumentError(absl::StrCat(field, ".resources: ", r.status().message()));
+    if (r->empty()) return absl::InvalidArgumentError(absl::StrCat(field, ".resources: a bundle must ask for something"));
+    if (absl::Status s = scheduler::ValidateDemand(field, scheduler::Demand{*r, ToLabels(b.label_selector())}); !s.ok())
+      return s;
+  }
+  if (!spec.domain_label().empty())
+    if (absl::Status s = ValidateName("spec.domain_label", spec.domain_label()); !s.ok()) return s;
+  if (!spec.affinity_group_id().empty())
+    if (auto id = PlacementGroupId::Parse(spec.affinity_group_id()); !id.ok())
+      return absl::InvalidArgumentError(absl::StrCat("spec.affinity_group_id: ", id.status().message()));
+  return absl::OkStatus();
+}
+
+PlacementGroupManager::PlacementGroupManager(store::Store& store, ResourceTracker& resources,
+                                             ActorManager& actors, const Clock& clock)
+    : store_(store), resources_(resources), actors_(actors), clock_(clock) {}
+
+absl::Status PlacementGroupManager::Persist(const v1::PlacementGroupInfo& info) {
+  return store_.Put(kPlacementGroupsTable, info.placement_group_id(), info.SerializeAsString());
+}
+
+absl::Status PlacementGroupManager::Recover() {
+  absl::StatusOr<std::vector<store::Entry>> entries = store_.Scan(kPlacementGroupsTable, "");
+  if (!entries.ok()) return entries.status();
+  absl::MutexLock lock(&mu_);
+  for (const store::Entry& e : *entries) {
+    v1::PlacementGroupInfo info;
+    absl::StatusOr<PlacementGroupId> id = PlacementGroupId::Parse(e.key);
+    if (!id.ok() || !info.ParseFromString(e.value)) {
+      spdlog::error("placement_groups table: skipping unreadable entry {}", store::Where(kPlacementGroupsTable, e.key));
+      continue;
+    }
+    if (info.state() == v1::PG_CREATED || info.state() == v1::PG_RESCHEDULING) {
+      std::vector<std::optional<scheduler::Slot>> slots = SlotsOf(info);
+      bool lost = false;
+      absl::Status s = resources_.With([&](scheduler::Cluster& c) {
+        for (auto& slot : slots)
+          if (slot && !c.HasNode(slot->node_id)) slot.reset(), lost = true;
+        return c.ReserveGroup(info.placement_group_id(), ToGroupRequest(info), slots);
+      });
+      if (!s.ok()) {
+        spdlog::error("placement group {}: cannot reserve its bundles again: {}", e.key, s.message());
+      } else if (lost) {
+        for (int i = 0; i < info.bundles_size(); ++i)
+          if (!slots[i]) info.mutable_bundles(i)->Clear();
+        info.set_state(v1::PG_RESCHEDULING);
+        info.set_pending_reason("node lost while the head was down");
+        (void)Persist(info);
+      }
+    }
+    groups_[*id] = std::move(info);
+  }
+  spdlog::info("recovered {} placement groups from the store", groups_.size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::PlacementGroupInfo> PlacementGroupManager::Create(v1::PlacementGroupSpec spec) {
+  if (absl::Status s = ValidatePlacementGroupSpec(spec); !s.ok()) return s;
+  PlacementGroupId id = PlacementGroupId::Random();
+  absl::MutexLock lock(&mu_);
+  if (!spec.name().empty())
+    for (const auto& [other, g] : groups_)
+      if (Live(g.state()) && g.spec().name() == spec.name() && g.spec().namespace_() == spec.namespace_())
+        return absl::AlreadyExistsError(absl::StrCat("a placement group named ", spec.namespace_(), "/", spec.name(),
+                                                     " already exists: ", other.ToString()));
+  v1::PlacementGroupInfo info;
+  info.set_placement_group_id(id.ToString());
+  *info.mutable_spec() = std::move(spec);
+  info.set_created_unix_ms(absl::ToUnixMillis(clock_.Now()));
+  scheduler::GroupRequest request = ToGroupRequest(info);
+  absl::StatusOr<std::vector<scheduler::Slot>> slots = resources_.With([&](scheduler::Cluster& c) {
+    absl::StatusOr<std::vector<scheduler::Slot>> planned = c.PlanGroup(request);
+    if (planned.ok()) {
+      std::vector<std::optional<scheduler::Slot>> opt(planned->begin(), planned->end());
+      if (absl::Status s = c.ReserveGroup(info.placement_group_id(), request, opt); !s.ok())
+        return absl::StatusOr<std::vector<scheduler::Slot>>(
+            absl::InternalError(absl::StrCat("planned placement refused: ", s.message())));
+    }
+    return planned;
+  });
+  if (slots.ok()) {
+    info.set_state(v1::PG_CREATED);
+    SetSlots(info, *slots);
+  } else if (absl::IsUnavailable(slots.status()) ||
+             (absl::IsResourceExhausted(slots.status()) && info.spec().wait_for_nodes())) {
+    info.set_state(v1::PG_PENDING);
+    info.set_pending_reason(std::string(slots.status().message()));
+    for (int i = 0; i < info.spec().bundles_size(); ++i) info.add_bundles();
+  } else {
+    return slots.status();  // nothing stored
+  }
+  if (absl::Status s = Persist(info); !s.ok()) {
+    if (slots.ok()) resources_.With([&](scheduler::Cluster& c) { c.RemoveGroup(info.placement_group_id()); });
+    return s;
+  }
+  spdlog::info("placement group {} ({}) {}{}", info.placement_group_id(), info.spec().name(),
+               v1::PlacementGroupState_Name(info.state()),
+               info.pending_reason().empty() ? "" : absl::StrCat(": ", info.pending_reason()));
+  groups_[id] = info;
+  changed_.SignalAll();
+  return info;
+}
+
+bool PlacementGroupManager::TryPlace(v1::PlacementGroupInfo& info) {
+  scheduler::GroupRequest request = ToGroupRequest(info);
+  const std::string& gid = info.placement_group_id();
+  absl::StatusOr<std::vector<scheduler::Slot>> slots = resources_.With([&](scheduler::Cluster& c) {
+    absl::StatusOr<std::vector<scheduler::Slot>> planned;
+    absl::Status s;
+    if (info.state() == v1::PG_PENDING) {
+      planned = c.PlanGroup(request);
+      if (planned.ok()) s = c.ReserveGroup(gid, request, {planned->begin(), planned->end()});
+    } else {
+      absl::StatusOr<std::vector<std::optional<scheduler::Slot>>> placed = c.GroupSlots(gid);
+      if (!placed.ok()) return absl::StatusOr<std::vector<scheduler::Slot>>(placed.status());
+      planned = c.PlanGroup(request, *placed);
+      if (planned.ok()) s = c.PlaceBundles(gid, *planned);
+    }
+    if (!s.ok()) return absl::StatusOr<std::vector<scheduler::Slot>>(s);
+    return planned;
+  });
+  if (!slots.ok()) {
+    if (info.pending_reason() == slots.status().message()) return false;
+    info.set_pending_reason(std::string(slots.status().message()));
+    (void)Persist(info);
+    return true;
+  }
+  info.set_state(v1::PG_CREATED);
+  info.clear_pending_reason();
+  SetSlots(info, *slots);
+  if (absl::Status s = Persist(info); !s.ok())
+    spdlog::warn("placement group {}: placed, but the store refused: {}", gid, s.message());
+  spdlog::info("placement group {} ({}) CREATED", gid, info.spec().name());
+  return true;
+}
+
+void PlacementGroupManager::RetryPending() {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::PlacementGroupInfo*> waiting;
+  for (auto& [id, g] : groups_)
+    if (g.state() == v1::PG_PENDING || g.state() == v1::PG_RESCHEDULING) waiting.push_back(&g);
+  std::sort(waiting.begin(), waiting.end(), [](const auto* a, const auto* b) {
+    return a->created_unix_ms() != b->created_unix_ms() ? a->created_unix_ms() < b->created_unix_ms()
+                                                        : a->placement_group_id() < b->placement_group_id();
+  });
+  bool any = false;
+  for (v1::PlacementGroupInfo* g : waiting) any |= TryPlace(*g);
+  if (any) changed_.SignalAll();
+}
+
+void PlacementGroupManager::OnBundlesLost(const std::vector<std::pair<std::string, int>>& bundles,
+                                          const std::string& reason) {
+  if (bundles.empty()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [gid, index] : bundles) {
+      absl::StatusOr<PlacementGroupId> id = PlacementGroupId::Parse(gid);
+      if (!id.ok()) continue;
+      auto it = groups_.find(*id);
+      if (it == groups_.end() || !Live(it->second.state())) continue;
+      v1::PlacementGroupInfo& g = it->second;
+      if (index < g.bundles_size()) g.mutable_bundles(index)->Clear();
+      g.set_state(v1::PG_RESCHEDULING);
+      g.set_pending_reason(absl::StrCat("bundle(s) lost with their node: ", reason));
+      (void)Persist(g);
+      spdlog::warn("placement group {}: bundle {} lost: {}", gid, index, reason);
+    }
+    changed_.SignalAll();
+  }
+  RetryPending();
+}
+
+absl::StatusOr<v1::PlacementGroupInfo> PlacementGroupManager::Wait(const PlacementGroupId& id,
+                                                                   absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    auto it = groups_.find(id);
+    if (it == groups_.end()) return absl::NotFoundError(absl::StrCat("no placement group ", id.ToString()));
+    const v1::PlacementGroupInfo& g = it->second;
+    if (g.state() == v1::PG_CREATED) return g;
+    if (g.state() == v1::PG_REMOVED)
+      return absl::FailedPreconditionError(absl::StrCat("placement group ", id.ToString(), " was removed"));
+    if (absl::Now() >= deadline)
+      return absl::DeadlineExceededError(absl::StrCat("placement group ", id.ToString(), " is ",
+                                                      v1::PlacementGroupState_Name(g.state()).substr(3), ": ",
+                                                      g.pending_reason()));
+    changed_.WaitWithDeadline(&mu_, deadline);
+  }
+}
+
+absl::Status PlacementGroupManager::Remove(const PlacementGroupId& id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = groups_.find(id);
+    if (it == groups_.end()) return absl::NotFoundError(absl::StrCat("no placement group ", id.ToString()));
+    v1::PlacementGroupInfo& g = it->second;
+    if (g.state() == v1::PG_REMOVED) return absl::OkStatus();
+    v1::PlacementGroupInfo updated = g;
+    updated.set_state(v1::PG_REMOVED);
+    updated.clear_pending_reason();
+    if (absl::Status s = Persist(updated); !s.ok()) return s;
+    g = std::move(updated);
+    resources_.With([&](scheduler::Cluster& c) { c.RemoveGroup(id.ToString()); });
+    changed_.SignalAll();
+    spdlog::info("placement group {} removed", id.ToString());
+  }
+  actors_.KillGroup(id.ToString(), absl::StrCat("placement group ", id.ToString(), " was removed"));
+  RetryPending();  // its resources may be what a pending group waits for
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::PlacementGroupInfo> PlacementGroupManager::Get(const PlacementGroupId& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = groups_.find(id);
+  if (it == groups_.end()) return absl::NotFoundError(absl::StrCat("no placement group ", id.ToString()));
+  return it->second;
+}
+
+absl::StatusOr<v1::PlacementGroupInfo> PlacementGroupManager::GetByName(absl::string_view ns,
+                                                                        absl::string_view name) const {
+  std::string space = ns.empty() ? "default" : std::string(ns);
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, g] : groups_)
+    if (Live(g.state()) && g.spec().name() == name && g.spec().namespace_() == space) return g;
+  return absl::NotFoundError(absl::StrCat("no placement group named ", space, "/", name));
+}
+
+std::vector<v1::PlacementGroupInfo> PlacementGroupManager::List() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::PlacementGroupInfo> out;
+  for (const auto& [id, g] : groups_) out.push_back(g);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.created_unix_ms() != b.created_unix_ms() ? a.created_unix_ms() < b.created_unix_ms()
+                                                      : a.placement_group_id() < b.placement_group_id();
+  });
+  return out;
+}
+
+}  // namespace skyrl::head

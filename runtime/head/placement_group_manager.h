@@ -1,0 +1,72 @@
+// The head's placement groups: all-or-nothing reservations of bundles, placed by the
+// scheduler, persisted in table "placement_groups", and kept placed through node loss.
+//
+//   (create) -> CREATED                         fits now
+//            -> PENDING -> CREATED              fits once resources free up (or, with
+//                                               wait_for_nodes, once nodes join)
+//            -> error, nothing stored           can never fit this cluster
+//   CREATED -> RESCHEDULING -> CREATED          a node with bundles died; they are placed
+//                                               again where room appears
+//   any -> REMOVED                              bundles freed, actors in them killed
+// PENDING and RESCHEDULING carry `pending_reason`: which bundle, what it needs, and what the
+// best node offers. RetryPending() places what has become placeable, oldest group first.
+// Safe for concurrent use. Lock order: this manager, then ActorManager, then the tracker.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/common/clock.h"
+#include "runtime/head/actor_manager.h"
+#include "runtime/head/resource_tracker.h"
+#include "runtime/store/store.h"
+#include "skyrl/placement_group.pb.h"
+
+namespace skyrl::head {
+
+inline constexpr char kPlacementGroupsTable[] = "placement_groups";
+
+class PlacementGroupManager {
+ public:
+  PlacementGroupManager(store::Store& store, ResourceTracker& resources, ActorManager& actors,
+                        const Clock& clock);
+
+  // Loads the table and reserves the bundles of placed groups on nodes the tracker knows;
+  // bundles whose node is gone make their group RESCHEDULING. REQUIRES: the tracker has the
+  // alive nodes, and actors are recovered after this.
+  absl::Status Recover();
+  // Errors: InvalidArgument (spec, naming the field), AlreadyExists (name), ResourceExhausted
+  // (can never fit, unless wait_for_nodes), or the store's error.
+  absl::StatusOr<v1::PlacementGroupInfo> Create(v1::PlacementGroupSpec spec);
+  // The group once CREATED, or DeadlineExceeded with its pending reason after `timeout`.
+  absl::StatusOr<v1::PlacementGroupInfo> Wait(const PlacementGroupId& id, absl::Duration timeout);
+  absl::Status Remove(const PlacementGroupId& id);
+  absl::StatusOr<v1::PlacementGroupInfo> Get(const PlacementGroupId& id) const;
+  absl::StatusOr<v1::PlacementGroupInfo> GetByName(absl::string_view ns, absl::string_view name) const;
+  std::vector<v1::PlacementGroupInfo> List() const;
+
+  // Places PENDING groups and lost bundles where there is room now.
+  void RetryPending();
+  // Bundles lost with their node (the tracker has already dropped them).
+  void OnBundlesLost(const std::vector<std::pair<std::string, int>>& bundles, const std::string& reason);
+
+ private:
+  absl::Status Persist(const v1::PlacementGroupInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tries to place a PENDING or RESCHEDULING group; true when it changed.
+  bool TryPlace(v1::PlacementGroupInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  store::Store& store_;
+  ResourceTracker& resources_;
+  ActorManager& actors_;
+  const Clock& clock_;
+  mutable absl::Mutex mu_;
+  absl::CondVar changed_;
+  absl::flat_hash_map<PlacementGroupId, v1::PlacementGroupInfo> groups_ ABSL_GUARDED_BY(mu_);
+};
+
+absl::Status ValidatePlacementGroupSpec(v1::PlacementGroupSpec& spec);
+
+}  // namespace skyrl::head
