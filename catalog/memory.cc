@@ -45,7 +45,9 @@ MemoryBreakdown TrainerMemory(const ModelEntry& m, const Row& row, Mode mode, co
     } else {
       b.weights = 2 * (dense / (tp * pp) + experts / (static_cast<double>(ep) * pp) + vision_frozen / (tp * pp));
     }
-    b.adapters = 18 * LoraParams(arch, a.lora_rank) / (fsdp ? s.gpus : tp * pp);
+    LoraCounts lora = LoraParams(arch, a.lora_rank);
+    b.adapters = fsdp ? 18 * (lora.dense + lora.experts) / s.gpus
+                      : 18 * (lora.dense / (tp * pp) + lora.experts / (static_cast<double>(ep) * pp));
   }
   double layers = MixerLayers(arch);
   b.activations = tokens * (layers * 2 * h + 34 * h) / tp + tokens * static_cast<double>(arch.vocab) * 8 / tp;

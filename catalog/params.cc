@@ -93,8 +93,9 @@ double ComparableActive(const ModelEntry& m, const ParamCounts& c) {
   return c.active();
 }
 
-double LoraParams(const Architecture& a, int rank) {
+LoraCounts LoraParams(const Architecture& a, int rank) {
   double h = static_cast<double>(a.hidden), r = rank, p = 0;
+  LoraCounts out;
   const Attention& at = a.attention;
   if (at.layers > 0) {
     double q = at.kind == AttentionKind::kGqa ? static_cast<double>(at.heads) * at.head_dim
@@ -109,10 +110,13 @@ double LoraParams(const Architecture& a, int rank) {
   }
   if (a.mamba.layers > 0) p += a.mamba.layers * r * (2 * (h + a.mamba.d_inner) + (a.mamba.d_inner + h));
   if (a.ffn.layers > 0) p += a.ffn.layers * r * (a.ffn.gated ? 3 : 2) * (h + static_cast<double>(a.ffn.size));
-  if (a.moe.layers > 0)
-    p += static_cast<double>(a.moe.layers) * (a.moe.experts + a.moe.shared_experts) * r * (a.moe.gated ? 3 : 2) *
-         (h + static_cast<double>(a.moe.expert_size));
-  return p;
+  if (a.moe.layers > 0) {
+    double per_expert = r * (a.moe.gated ? 3 : 2) * (h + static_cast<double>(a.moe.expert_size));
+    p += static_cast<double>(a.moe.layers) * a.moe.shared_experts * per_expert;
+    out.experts = static_cast<double>(a.moe.layers) * a.moe.experts * per_expert;
+  }
+  out.dense = p;
+  return out;
 }
 
 int MixerLayers(const Architecture& a) { return a.attention.layers + a.linear_attention.layers + a.mamba.layers; }
@@ -125,7 +129,9 @@ double KvBytesPerToken(const Architecture& a) {
 }
 
 int KvShards(const Architecture& a) {
-  if (a.attention.layers == 0 || a.attention.kind == AttentionKind::kMla) return 1;
+  if (a.attention.layers == 0) return 1;
+  // MLA engines run data-parallel attention: each rank keeps the latents of its own sequences.
+  if (a.attention.kind == AttentionKind::kMla) return 1 << 20;
   return std::max(1, a.attention.kv_heads);
 }
 

@@ -31,16 +31,21 @@ ParamCounts CountParams(const Architecture& a);
 double ComparableTotal(const ModelEntry& m, const ParamCounts& c);
 double ComparableActive(const ModelEntry& m, const ParamCounts& c);
 
-// LoRA adapter parameters at `rank` on every linear layer of the mixers and FFNs (experts
-// included).
-double LoraParams(const Architecture& a, int rank);
+// LoRA adapter parameters at `rank` on every linear layer of the mixers and FFNs, split like
+// the base: on dense layers, and on routed experts (sharded with the experts).
+struct LoraCounts {
+  double dense = 0;
+  double experts = 0;
+};
+LoraCounts LoraParams(const Architecture& a, int rank);
 
 // Layers that hold per-token state or activations (mixers), used by the activation model.
 int MixerLayers(const Architecture& a);
 
 // KV-cache bytes per token at 2 bytes per element (full-attention layers only), and how many
-// ways tensor parallelism can split it (KV heads for GQA; 1 for MLA, whose latent is
-// replicated on every rank).
+// ways an engine's GPUs can split it: KV heads for GQA (TP beyond them replicates); any number
+// for MLA, whose engines run data-parallel attention (each rank keeps its own sequences'
+// latents, as vLLM and SGLang do for DeepSeek-style models).
 double KvBytesPerToken(const Architecture& a);
 int KvShards(const Architecture& a);
 

@@ -304,6 +304,8 @@ absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const Mode
   if (row.SupportFor(mode) == Support::kUntested)
     p.notes.push_back(absl::StrCat(ModeTitle(mode), " of ", row.family, " has not been tested (blank in the table)"));
   if (row.status == "expected") p.notes.push_back("status: expected to work, not tested (" + row.family + ")");
+  if (!row.conflict.empty() && model.name == row.reference.model)
+    p.notes.push_back(absl::StrCat("calibration conflict with the table: ", row.conflict));
   if (model.estimated) p.notes.push_back(absl::StrCat(model.name, ": architecture estimated; ", model.note));
   if (model.arch.mtp_layers > 0 && !a.enable_mtp)
     p.notes.push_back("MTP layers are dropped (enable with trainer.mtp.enabled=true / --mtp)");
@@ -332,7 +334,8 @@ absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelE
   if (model.name == row.reference.model && mode == row.reference.mode)
     absl::StrAppend(&msg, "; the table's minimum for ", row.family, " is ", row.min_hardware.Describe(),
                     row.reference.placement == Placement::kColocated ? " (colocated)" : "");
-  if (!row.conflict.empty()) absl::StrAppend(&msg, " (calibration conflict: ", row.conflict, ")");
+  if (!row.conflict.empty() && model.name == row.reference.model && mode == row.reference.mode)
+    absl::StrAppend(&msg, " (calibration conflict: ", row.conflict, ")");
   return absl::ResourceExhaustedError(msg);
 }
 

@@ -1,0 +1,100 @@
+// RunPlanCommand: `--json` output parses and carries the plan; refusals and bad input map to
+// exit codes 1 and 2 with JSON errors.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "catalog/plan_command.h"
+
+namespace skyrl::catalog {
+namespace {
+
+struct Result {
+  int rc;
+  std::string out, err;
+};
+
+Result Exec(PlanCommandOptions o) {
+  o.models_dir = SKYRL_TEST_MODELS_DIR;
+  std::ostringstream out, err;
+  int rc = RunPlanCommand(o, out, err);
+  return {rc, out.str(), err.str()};
+}
+
+TEST(PlanCommandTest, JsonPlanParses) {
+  PlanCommandOptions o;
+  o.model = "Kimi-K2.7";
+  o.mode = "lora";
+  o.cluster = "2x8xB300";
+  o.json = true;
+  Result r = Exec(o);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("ok").get<bool>());
+  EXPECT_EQ(j.at("model"), "Kimi-K2.7");
+  EXPECT_EQ(j.at("mode"), "lora");
+  EXPECT_EQ(j.at("cluster").at("gpu"), "B300");
+  int trainer = j.at("trainer").at("gpus"), generator = j.at("generator").at("gpus");
+  EXPECT_EQ(trainer + generator, 16);
+  EXPECT_EQ(j.at("trainer").at("tp").get<int>() * j.at("trainer").at("pp").get<int>() *
+                j.at("trainer").at("dp").get<int>(),
+            trainer);
+  EXPECT_LE(j.at("trainer").at("memory_per_gpu").at("total_gb").get<double>(),
+            j.at("cluster").at("usable_gb_per_gpu").get<double>());
+  EXPECT_EQ(j.at("generator").at("precision"), "int4");
+  EXPECT_FALSE(j.at("placement_groups").empty());
+  EXPECT_GT(j.at("weight_sync").at("lower_bound_s").get<double>(), 0);
+  EXPECT_TRUE(j.at("weight_sync").at("predicted_s").is_null());
+}
+
+TEST(PlanCommandTest, TextPlanNamesTheLayout) {
+  PlanCommandOptions o;
+  o.model = "Qwen3-8B";
+  o.cluster = "1x8xH100";
+  Result r = Exec(o);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("trainer"), std::string::npos);
+  EXPECT_NE(r.out.find("placement groups"), std::string::npos);
+  EXPECT_NE(r.out.find("lower bound"), std::string::npos);
+}
+
+TEST(PlanCommandTest, RefusalIsExitOneAndParsesAsJson) {
+  PlanCommandOptions o;
+  o.model = "Kimi-K2.7";
+  o.mode = "full";
+  o.json = true;
+  Result r = Exec(o);
+  EXPECT_EQ(r.rc, 1);
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(j.at("ok").get<bool>());
+  EXPECT_EQ(j.at("code"), "FAILED_PRECONDITION");
+  EXPECT_NE(j.at("error").get<std::string>().find("known not to work"), std::string::npos);
+}
+
+TEST(PlanCommandTest, BadInputIsExitTwoNamingTheFlag) {
+  PlanCommandOptions o;
+  o.model = "Qwen3-8B";
+  o.cluster = "2x8xA100";
+  Result r = Exec(o);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--cluster"), std::string::npos) << r.err;
+  o.cluster = "";
+  o.model = "NoSuchModel";
+  r = Exec(o);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--model"), std::string::npos) << r.err;
+}
+
+TEST(PlanCommandTest, ListJsonParses) {
+  PlanCommandOptions o;
+  o.list = true;
+  o.json = true;
+  Result r = Exec(o);
+  ASSERT_EQ(r.rc, 0);
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("rows").size(), 21u);
+}
+
+}  // namespace
+}  // namespace skyrl::catalog
