@@ -216,10 +216,9 @@ WeightSyncBound MakeWeightSync(const Plan& p) {
   ParamCounts c = CountParams(p.model->arch);
   // Trainers send bf16 weights; engines quantize on arrival when they roll out in FP8/INT4.
   w.bytes = 2 * (c.total() + (p.assumptions.enable_mtp ? c.mtp : 0));
-  const int gpn = p.cluster.shape.gpus_per_node;
-  bool cross_node = p.placement == Placement::kSeparate && (p.trainer.shape.gpus / gpn != (p.cluster.shape.total_gpus() - 1) / gpn ||
-                                                             p.cluster.shape.nodes > 1);
-  if (p.placement == Placement::kColocated) cross_node = p.cluster.shape.nodes > 1 && p.generator.tp < p.trainer.shape.gpus;
+  // The trained weights are spread over every trainer GPU, so with more than one node some of
+  // them reach every engine over the network, colocated or not.
+  const bool cross_node = p.cluster.shape.nodes > 1;
   w.link = cross_node ? "NIC" : "NVLink";
   // Per direction: NVLink figures are quoted for both directions together.
   w.link_gb_s = cross_node ? p.cluster.gpu.nic_gb_s : p.cluster.gpu.nvlink_gb_s / 2;

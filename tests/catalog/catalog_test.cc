@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <set>
 
 #include "absl/strings/str_replace.h"
@@ -190,6 +191,21 @@ TEST(CatalogErrorsTest, ClusterTextAndYamlErrorsNameTheField) {
     EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << "want \"" << c.expect << "\" in "
                                                                        << r.status();
   }
+}
+
+TEST(CatalogErrorsTest, ClusterFileIsReadByPath) {
+  const HardwareCatalog& hw = RealCatalog().hardware();
+  std::string path = ::testing::TempDir() + "/catalog_test_cluster.yaml";
+  {
+    std::ofstream f(path);
+    f << "nodes: 4\ngpus_per_node: 8\ngpu: h200\n";
+  }
+  absl::StatusOr<Cluster> c = ParseCluster(path, hw);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->shape.ToString(), "4x8xH200");
+  absl::StatusOr<Cluster> missing = ParseCluster("/nonexistent/cluster.yaml", hw);
+  EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
+  EXPECT_NE(missing.status().message().find("--cluster"), std::string::npos);
 }
 
 TEST(CatalogErrorsTest, MissingDirectoryIsNotFound) {
