@@ -108,18 +108,21 @@ Attempt TrySeparate(const Row& row, const ModelEntry& m, Mode mode, const std::s
     return at;
   }
   // The fewest GPUs each side needs on its own (alignment ignored), to say why when no split works.
-  int t_min = 0;
-  for (int t = 1; t < n && t_min == 0; ++t)
-    if (FitTrainer(row, m, mode, backend, t, gpn, cap, a).ok) t_min = t;
+  int t_min = 0, best_t = 0;
+  double best_total = 1e300;
+  for (int t = 1; t < n && t_min == 0; ++t) {
+    TrainerFit tf = FitTrainer(row, m, mode, backend, t, gpn, cap, a);
+    if (tf.ok) t_min = t;
+    if (tf.best_total < best_total) best_total = tf.best_total, best_t = t;
+  }
   int g_min = 0;
   for (int g = 1; g < n && g_min == 0; ++g)
     if (FitGenerator(m, prec, g, 0, gpn, cap, a).ok) g_min = g;
   if (t_min == 0 || g_min == 0 || t_min + g_min > n) {
     std::vector<std::string> parts;
     if (t_min == 0) {
-      TrainerFit best = FitTrainer(row, m, mode, backend, n - 1, gpn, cap, a);
-      parts.push_back(absl::StrCat("the trainer does not fit on ", n - 1, " GPUs (best: ", Gb(best.best_total),
-                                   " per GPU, limit ", Gb(cap), ")"));
+      parts.push_back(absl::StrCat("the trainer does not fit on up to ", n - 1, " GPUs (at best ", Gb(best_total),
+                                   " per GPU on ", best_t, ", limit ", Gb(cap), ")"));
     } else {
       parts.push_back(absl::StrCat("the trainer needs at least ", t_min, " GPUs"));
     }
