@@ -107,33 +107,30 @@ Attempt TrySeparate(const Row& row, const ModelEntry& m, Mode mode, const std::s
     at.why = "separate pools need at least 2 GPUs";
     return at;
   }
-  // The fewest GPUs each side needs on its own (alignment ignored), to say why when no split works.
+  // The fewest GPUs each side needs on its own (alignment ignored), to say why when no split
+  // works; either may need the whole cluster or more.
   int t_min = 0, best_t = 0;
   double best_total = 1e300;
-  for (int t = 1; t < n && t_min == 0; ++t) {
+  for (int t = 1; t <= n && t_min == 0; ++t) {
     TrainerFit tf = FitTrainer(row, m, mode, backend, t, gpn, cap, a);
     if (tf.ok) t_min = t;
     if (tf.best_total < best_total) best_total = tf.best_total, best_t = t;
   }
   int g_min = 0;
-  for (int g = 1; g < n && g_min == 0; ++g)
-    if (FitGenerator(m, prec, g, 0, gpn, cap, a).ok) g_min = g;
+  double g_best = 1e300;
+  for (int g = 1; g <= n && g_min == 0; ++g) {
+    GeneratorFit gf = FitGenerator(m, prec, g, 0, gpn, cap, a);
+    if (gf.ok) g_min = g;
+    g_best = std::min(g_best, gf.best_total);
+  }
   if (t_min == 0 || g_min == 0 || t_min + g_min > n) {
-    std::vector<std::string> parts;
-    if (t_min == 0) {
-      parts.push_back(absl::StrCat("the trainer does not fit on up to ", n - 1, " GPUs (at best ", Gb(best_total),
-                                   " per GPU on ", best_t, ", limit ", Gb(cap), ")"));
-    } else {
-      parts.push_back(absl::StrCat("the trainer needs at least ", t_min, " GPUs"));
-    }
-    if (g_min == 0) {
-      GeneratorFit best = FitGenerator(m, prec, std::min(gpn, n - 1), 0, gpn, cap, a);
-      parts.push_back(absl::StrCat("one generator engine does not fit in a node (best: ", Gb(best.best_total),
-                                   " per GPU, limit ", Gb(cap), ")"));
-    } else {
-      parts.push_back(absl::StrCat("the generator at least ", g_min));
-    }
-    at.why = absl::StrCat(parts[0], " and ", parts[1], "; the cluster has ", n);
+    std::string trainer = t_min > 0 ? absl::StrCat("the trainer needs at least ", t_min, " GPUs")
+                                    : absl::StrCat("the trainer does not fit on up to ", n, " GPUs (at best ",
+                                                   Gb(best_total), " per GPU on ", best_t, ", limit ", Gb(cap), ")");
+    std::string generator = g_min > 0 ? absl::StrCat("the generator at least ", g_min)
+                                      : absl::StrCat("one generator engine does not fit in a node (at best ",
+                                                     Gb(g_best), " per GPU, limit ", Gb(cap), ")");
+    at.why = absl::StrCat(trainer, " and ", generator, "; the cluster has ", n);
     return at;
   }
   // Feasible splits, closest to even first; ties give the trainer more.
