@@ -126,6 +126,7 @@ absl::Status ActorManager::Recover() {
       });
       if (!s.ok()) spdlog::error("actor {}: cannot take its resources back: {}", info.actor_id(), s.message());
     }
+    if (!info.spec().placement_group_id().empty()) by_group_[info.spec().placement_group_id()].insert(*id);
     actors_[*id] = std::move(info);
   }
   spdlog::info("recovered {} actors from the store", actors_.size());
@@ -190,6 +191,7 @@ absl::StatusOr<v1::ActorInfo> ActorManager::Create(v1::ActorSpec spec) {
     *info.mutable_spec() = spec;
     info.set_state(v1::ACTOR_RESTARTING);  // PlaceAndStart moves it to PENDING
     if (absl::Status s = Persist(info); !s.ok()) return s;
+    if (!spec.placement_group_id().empty()) by_group_[spec.placement_group_id()].insert(id);
     actors_[id] = std::move(info);
   }
   return PlaceAndStart(id, /*wait_for_room=*/false);
@@ -380,8 +382,12 @@ void ActorManager::KillGroup(const std::string& group, const std::string& reason
   std::vector<std::pair<std::string, std::string>> kills;  // (node, actor id)
   {
     absl::MutexLock lock(&mu_);
-    for (auto& [id, a] : actors_) {
-      if (a.spec().placement_group_id() != group || a.state() == v1::ACTOR_DEAD) continue;
+    auto members = by_group_.extract(group);
+    if (members.empty()) return;
+    for (const ActorId& id : members.mapped()) {
+      auto it = actors_.find(id);
+      if (it == actors_.end() || it->second.state() == v1::ACTOR_DEAD) continue;
+      v1::ActorInfo& a = it->second;
       Release(id);
       if (Holds(a.state())) kills.emplace_back(a.node_id(), id.ToString());
       a.set_state(v1::ACTOR_DEAD);

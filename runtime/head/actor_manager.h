@@ -88,6 +88,8 @@ class ActorManager {
   WorkerClient& workers_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<ActorId, v1::ActorInfo> actors_ ABSL_GUARDED_BY(mu_);
+  // Placement group id -> its actors, so removing a group does not scan every actor.
+  absl::flat_hash_map<std::string, absl::flat_hash_set<ActorId>> by_group_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<ActorId> exited_while_starting_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> restarts_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -100,6 +100,7 @@ absl::Status PlacementGroupManager::Recover() {
         (void)Persist(info);
       }
     }
+    if (info.state() == v1::PG_PENDING || info.state() == v1::PG_RESCHEDULING) waiting_.insert(*id);
     groups_[*id] = std::move(info);
   }
   spdlog::info("recovered {} placement groups from the store", groups_.size());
@@ -149,6 +150,7 @@ absl::StatusOr<v1::PlacementGroupInfo> PlacementGroupManager::Create(v1::Placeme
                v1::PlacementGroupState_Name(info.state()),
                info.pending_reason().empty() ? "" : absl::StrCat(": ", info.pending_reason()));
   groups_[id] = info;
+  if (info.state() == v1::PG_PENDING) waiting_.insert(id);
   changed_.SignalAll();
   return info;
 }
@@ -189,14 +191,16 @@ bool PlacementGroupManager::TryPlace(v1::PlacementGroupInfo& info) {
 void PlacementGroupManager::RetryPending() {
   absl::MutexLock lock(&mu_);
   std::vector<v1::PlacementGroupInfo*> waiting;
-  for (auto& [id, g] : groups_)
-    if (g.state() == v1::PG_PENDING || g.state() == v1::PG_RESCHEDULING) waiting.push_back(&g);
+  for (const PlacementGroupId& id : waiting_) waiting.push_back(&groups_.at(id));
   std::sort(waiting.begin(), waiting.end(), [](const auto* a, const auto* b) {
     return a->created_unix_ms() != b->created_unix_ms() ? a->created_unix_ms() < b->created_unix_ms()
                                                         : a->placement_group_id() < b->placement_group_id();
   });
   bool any = false;
-  for (v1::PlacementGroupInfo* g : waiting) any |= TryPlace(*g);
+  for (v1::PlacementGroupInfo* g : waiting) {
+    any |= TryPlace(*g);
+    if (g->state() == v1::PG_CREATED) waiting_.erase(*PlacementGroupId::Parse(g->placement_group_id()));
+  }
   if (any) changed_.SignalAll();
 }
 
@@ -213,6 +217,7 @@ void PlacementGroupManager::OnBundlesLost(const std::vector<std::pair<std::strin
       v1::PlacementGroupInfo& g = it->second;
       if (index < g.bundles_size()) g.mutable_bundles(index)->Clear();
       g.set_state(v1::PG_RESCHEDULING);
+      waiting_.insert(*id);
       g.set_pending_reason(absl::StrCat("bundle(s) lost with their node: ", reason));
       (void)Persist(g);
       spdlog::warn("placement group {}: bundle {} lost: {}", gid, index, reason);
@@ -253,6 +258,7 @@ absl::Status PlacementGroupManager::Remove(const PlacementGroupId& id) {
     updated.clear_pending_reason();
     if (absl::Status s = Persist(updated); !s.ok()) return s;
     g = std::move(updated);
+    waiting_.erase(id);
     resources_.With([&](scheduler::Cluster& c) { c.RemoveGroup(id.ToString()); });
     changed_.SignalAll();
     spdlog::info("placement group {} removed", id.ToString());

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/common/clock.h"
 #include "runtime/head/actor_manager.h"
@@ -65,6 +66,8 @@ class PlacementGroupManager {
   mutable absl::Mutex mu_;
   absl::CondVar changed_;
   absl::flat_hash_map<PlacementGroupId, v1::PlacementGroupInfo> groups_ ABSL_GUARDED_BY(mu_);
+  // PENDING and RESCHEDULING groups: what RetryPending looks at.
+  absl::flat_hash_set<PlacementGroupId> waiting_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::Status ValidatePlacementGroupSpec(v1::PlacementGroupSpec& spec);
