@@ -9,7 +9,9 @@
 //             both come to the trainer's GPU count. Plus the all-gathered working set of the
 //             two layers in flight (bf16; dense part / TP, experts / EP).
 //   LoRA      frozen bf16 base sharded by TP*PP (dense) and EP*PP (experts) in Megatron, by
-//             all GPUs in FSDP; adapters (rank r on every linear layer) with 18 B each.
+//             all GPUs in FSDP; adapters of rank r on every linear layer, experts included and
+//             sharded with their base, at 18 B each (bf16 weight, fp32 gradient, fp32 Adam
+//             master, m and v).
 //   frozen vision towers (all but Qwen-3.5) count 2 B/param with no gradient or optimizer.
 //   activations: full recomputation: one bf16 checkpoint of h values per token per layer for
 //             every layer (1F1B keeps PP micro-batches of L/PP layers on stage 0), plus one

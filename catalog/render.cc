@@ -84,6 +84,7 @@ std::string RenderPlanJson(const Plan& p) {
   j["cluster"] = {{"nodes", p.cluster.shape.nodes},
                   {"gpus_per_node", p.cluster.shape.gpus_per_node},
                   {"gpu", p.cluster.gpu.name},
+                  {"cpus_per_node", p.cluster.cpus_per_node},
                   {"memory_gb", p.cluster.gpu.memory_gb},
                   {"usable_gb_per_gpu", p.usable_bytes_per_gpu / kGB}};
   j["parameters"] = {{"total", c.total()}, {"active", c.active()}, {"mtp", c.mtp}, {"vision", c.vision},
@@ -135,12 +136,12 @@ std::string RenderErrorJson(const absl::Status& s) {
 }
 
 std::string RenderCatalogText(const Catalog& c) {
-  std::string out = absl::StrFormat("%-32s %-20s %10s %10s %-11s %-11s %-14s %s\n", "model", "row", "total", "active",
+  std::string out = absl::StrFormat("%-32s %-26s %10s %10s %-11s %-11s %-14s %s\n", "model", "row", "total", "active",
                                     "full FT", "LoRA", "row minimum", "source");
   for (const Row& r : c.rows())
     for (const ModelEntry& m : r.models) {
       ParamCounts pc = CountParams(m.arch);
-      absl::StrAppend(&out, absl::StrFormat("%-32s %-20s %10s %10s %-11s %-11s %-14s %s\n", m.name, r.family,
+      absl::StrAppend(&out, absl::StrFormat("%-32s %-26s %10s %10s %-11s %-11s %-14s %s\n", m.name, r.family,
                                             Billions(pc.total()), Billions(pc.active()), SupportName(r.full_ft),
                                             SupportName(r.lora), r.min_hardware.ToString(),
                                             m.estimated ? "estimated" : "public"));

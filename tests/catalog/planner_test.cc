@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "absl/strings/match.h"
+#include "catalog/params.h"
 #include "catalog/planner.h"
 #include "tests/catalog/test_catalog.h"
 
@@ -220,6 +221,101 @@ TEST(PlannerCalibration, DISABLED_ExploreReadings) {
       }
     std::printf("%s\n", line.c_str());
   }
+}
+
+}  // namespace
+}  // namespace skyrl::catalog
+
+namespace skyrl::catalog {
+namespace {
+
+using testing::RealCatalog;
+
+PlanRequest Request(const std::string& model, const std::string& cluster) {
+  PlanRequest r;
+  r.model = model;
+  r.cluster = *ParseCluster(cluster, RealCatalog().hardware());
+  return r;
+}
+
+TEST(PlannerOptionsTest, RolloutPrecisionFollowsTheRow) {
+  struct Case {
+    const char* model;
+    const char* cluster;
+    const char* precision;
+  };
+  for (Case c : {Case{"Kimi-K2.7", "2x8xB300", "int4"}, Case{"Qwen3.5-4B", "1x4xH100", "fp8"},
+                 Case{"Qwen3-1.7B", "1x4xH100", "bf16"}, Case{"gpt-oss-20b", "1x4xH100", "mxfp4"}}) {
+    PlanRequest r = Request(c.model, c.cluster);
+    if (std::string(c.model) == "Kimi-K2.7" || std::string(c.model) == "gpt-oss-20b") r.mode = Mode::kLora;
+    absl::StatusOr<Plan> p = MakePlan(RealCatalog(), r);
+    ASSERT_TRUE(p.ok()) << c.model << ": " << p.status();
+    EXPECT_EQ(p->generator.precision.name, c.precision) << c.model;
+  }
+  PlanRequest bad = Request("Qwen3-8B", "1x8xH100");
+  bad.rollout_precision = "int4";
+  absl::StatusOr<Plan> p = MakePlan(RealCatalog(), bad);
+  EXPECT_TRUE(absl::IsInvalidArgument(p.status())) << p.status();
+  EXPECT_TRUE(absl::StrContains(p.status().message(), "--rollout-precision")) << p.status();
+  // bf16 rollouts weigh four times INT4.
+  PlanRequest q = Request("Qwen3.6-35B-A3B", "1x8xH200");
+  absl::StatusOr<Plan> int4 = MakePlan(RealCatalog(), q);
+  q.rollout_precision = "bf16";
+  absl::StatusOr<Plan> bf16 = MakePlan(RealCatalog(), q);
+  ASSERT_TRUE(int4.ok() && bf16.ok()) << int4.status() << bf16.status();
+  EXPECT_NEAR(bf16->generator.memory.weights * bf16->generator.tp / (int4->generator.memory.weights * int4->generator.tp),
+              4.0, 1e-9);
+}
+
+TEST(PlannerOptionsTest, MtpLayersCountOnlyWhenEnabled) {
+  absl::StatusOr<Catalog::Match> m = RealCatalog().Find("GLM-4.5-Air");
+  ASSERT_TRUE(m.ok());
+  Assumptions off, on;
+  on.enable_mtp = true;
+  TrainerShape s{"megatron", 16, 2, 1, 8, 8};
+  double mtp = CountParams(m->model->arch).mtp;
+  ASSERT_GT(mtp, 0);
+  double diff = TrainerMemory(*m->model, *m->row, Mode::kFull, s, on).weights -
+                TrainerMemory(*m->model, *m->row, Mode::kFull, s, off).weights;
+  EXPECT_NEAR(diff, 2 * mtp / 16, 1e3);  // bf16, fully sharded over 16 GPUs
+  RolloutPrecision bf16{"bf16", 2};
+  EXPECT_NEAR(GeneratorMemory(*m->model, 4, bf16, on).weights - GeneratorMemory(*m->model, 4, bf16, off).weights,
+              2 * mtp / 4, 1e3);
+}
+
+TEST(PlannerOptionsTest, OnlyQwen35TrainsItsVisionTower) {
+  // Same layout, full fine-tuning: a trainable tower pays gradients and Adam state, a frozen one
+  // bf16 weights only.
+  const Catalog& cat = RealCatalog();
+  absl::StatusOr<Catalog::Match> q35 = cat.Find("Qwen3.5-27B"), q36 = cat.Find("Qwen3.6-27B");
+  ASSERT_TRUE(q35.ok() && q36.ok());
+  ASSERT_TRUE(q35->row->vision_trainable);
+  ASSERT_FALSE(q36->row->vision_trainable);
+  Assumptions a;
+  TrainerShape s{"megatron", 8, 1, 1, 1, 8};
+  MemoryBreakdown trained = TrainerMemory(*q35->model, *q35->row, Mode::kFull, s, a);
+  MemoryBreakdown frozen = TrainerMemory(*q36->model, *q36->row, Mode::kFull, s, a);
+  double vision = CountParams(q35->model->arch).vision;
+  EXPECT_NEAR(trained.optimizer - frozen.optimizer, 12 * vision / 8, 1e3);
+  EXPECT_NEAR(trained.gradients - frozen.gradients, 2 * vision / 8, 1e3);
+}
+
+TEST(PlannerOptionsTest, BackendMustBeOneTheRowOffers) {
+  PlanRequest r = Request("Kimi-K2.7", "2x8xB300");
+  r.mode = Mode::kLora;
+  r.backend = "fsdp";
+  absl::StatusOr<Plan> p = MakePlan(RealCatalog(), r);
+  EXPECT_TRUE(absl::IsInvalidArgument(p.status())) << p.status();
+  EXPECT_TRUE(absl::StrContains(p.status().message(), "--backend")) << p.status();
+}
+
+TEST(PlannerOptionsTest, NoClusterPlansOnTheTablesMinimum) {
+  PlanRequest r;
+  r.model = "GLM-4.5-Air";
+  absl::StatusOr<Plan> p = MakePlan(RealCatalog(), r);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->mode, Mode::kLora);  // full fine-tuning is blank for this row
+  EXPECT_EQ(p->cluster.shape.ToString(), "2x8xH100");
 }
 
 }  // namespace
