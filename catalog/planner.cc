@@ -299,6 +299,17 @@ absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const Mode
   p.generator = at.generator;
   p.groups = MakeGroups(p);
   p.weight_sync = MakeWeightSync(p);
+  if (options.weight_sync_predictor) {
+    absl::StatusOr<double> predicted = options.weight_sync_predictor(p);
+    if (!predicted.ok()) {
+      p.notes.push_back(absl::StrCat("weight-sync prediction failed: ", predicted.status().message()));
+    } else if (*predicted < p.weight_sync.lower_bound_s) {
+      p.notes.push_back(absl::StrFormat("weight-sync prediction %.3f s is below the bandwidth bound %.3f s: ignored",
+                                        *predicted, p.weight_sync.lower_bound_s));
+    } else {
+      p.weight_sync.predicted_s = *predicted;
+    }
+  }
   for (const std::string& l : row.limitations) p.notes.push_back(l);
   if (row.SupportFor(mode) == Support::kUntested)
     p.notes.push_back(absl::StrCat(ModeTitle(mode), " of ", row.family, " has not been tested (blank in the table)"));
@@ -327,7 +338,9 @@ absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelE
                     " pools)");
   if (placement == Placement::kSeparate) {
     std::string ignored;
-    if (Attempt1(catalog, row, model, mode, cluster, Placement::kColocated, options, &ignored).ok())
+    PlanRequest probe = options;
+    probe.weight_sync_predictor = nullptr;
+    if (Attempt1(catalog, row, model, mode, cluster, Placement::kColocated, probe, &ignored).ok())
       absl::StrAppend(&msg, "; it fits here with --colocate");
   }
   if (model.name == row.reference.model && mode == row.reference.mode)
@@ -342,6 +355,8 @@ std::optional<HardwareSpec> MinimumHardware(const Catalog& catalog, const Row& r
                                             const GpuType& gpu, Placement placement, const PlanRequest& options) {
   std::vector<std::pair<int, int>> shapes = {{1, 1}, {1, 2}, {1, 4}, {1, 8}};
   for (int n = 2; n <= 64; ++n) shapes.push_back({n, 8});
+  PlanRequest probe = options;  // probing only: no weight-sync predictions
+  probe.weight_sync_predictor = nullptr;
   // Quick lower bound first: the bf16 weights alone must fit in the cluster's memory.
   double weights = 2 * CountParams(model.arch).total();
   for (auto [nodes, gpn] : shapes) {
@@ -350,7 +365,7 @@ std::optional<HardwareSpec> MinimumHardware(const Catalog& catalog, const Row& r
     c.gpu = gpu;
     c.shape = {nodes, gpn, gpu.name};
     std::string why;
-    if (Attempt1(catalog, row, model, mode, c, placement, options, &why).ok()) return c.shape;
+    if (Attempt1(catalog, row, model, mode, c, placement, probe, &why).ok()) return c.shape;
   }
   return std::nullopt;
 }

@@ -18,6 +18,7 @@
 // Pure functions over an immutable Catalog: thread-safe.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -67,6 +68,7 @@ struct WeightSyncBound {
   std::string link;           // "NIC" | "NVLink"
   double link_gb_s = 0;       // per GPU
   double lower_bound_s = 0;   // never faster than this
+  std::optional<double> predicted_s;  // from PlanRequest::weight_sync_predictor, when set
   std::string note;
 };
 
@@ -93,6 +95,10 @@ struct PlanRequest {
   std::string backend;             // "" = DefaultBackend
   std::string rollout_precision;   // "" = the lowest the row supports
   Assumptions assumptions;
+  // The hook for the weight_sync planner: given the finished plan (layouts, cluster, bound),
+  // the predicted seconds of one weight sync. Called once per successful plan, on the caller's
+  // thread. An error or a prediction below the bandwidth bound becomes a note; the plan stands.
+  std::function<absl::StatusOr<double>(const Plan&)> weight_sync_predictor;
 };
 
 absl::StatusOr<Plan> MakePlan(const Catalog& catalog, const PlanRequest& request);

@@ -65,6 +65,8 @@ std::string RenderPlanText(const Plan& p) {
   absl::StrAppend(&out, absl::StrFormat("\n  weight sync: %.1f GB per engine over %s (%.0f GB/s per GPU): >= %.2f s (lower bound)\n",
                                         p.weight_sync.bytes / kGB, p.weight_sync.link, p.weight_sync.link_gb_s,
                                         p.weight_sync.lower_bound_s));
+  if (p.weight_sync.predicted_s)
+    absl::StrAppend(&out, absl::StrFormat("    predicted by the weight_sync planner: %.2f s\n", *p.weight_sync.predicted_s));
   absl::StrAppend(&out, "    ", p.weight_sync.note, "\n");
   if (!p.notes.empty()) {
     absl::StrAppend(&out, "\n  notes\n");
@@ -121,7 +123,8 @@ std::string RenderPlanJson(const Plan& p) {
                       {"link", p.weight_sync.link},
                       {"link_gb_s", p.weight_sync.link_gb_s},
                       {"lower_bound_s", p.weight_sync.lower_bound_s},
-                      {"predicted_s", nullptr},
+                      {"predicted_s", p.weight_sync.predicted_s ? nlohmann::json(*p.weight_sync.predicted_s)
+                                                                : nlohmann::json(nullptr)},
                       {"note", p.weight_sync.note}};
   j["notes"] = p.notes;
   return j.dump(2);

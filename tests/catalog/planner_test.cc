@@ -320,3 +320,38 @@ TEST(PlannerOptionsTest, NoClusterPlansOnTheTablesMinimum) {
 
 }  // namespace
 }  // namespace skyrl::catalog
+
+namespace skyrl::catalog {
+namespace {
+
+TEST(WeightSyncHookTest, PredictionFillsThePlanUnlessBelowTheBound) {
+  PlanRequest r;
+  r.model = "Qwen3-8B";
+  r.cluster = *ParseCluster("2x8xH100", testing::RealCatalog().hardware());
+  double seen_bound = -1;
+  r.weight_sync_predictor = [&](const Plan& p) -> absl::StatusOr<double> {
+    seen_bound = p.weight_sync.lower_bound_s;
+    return p.weight_sync.lower_bound_s * 3;
+  };
+  absl::StatusOr<Plan> p = MakePlan(testing::RealCatalog(), r);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_TRUE(p->weight_sync.predicted_s.has_value());
+  EXPECT_DOUBLE_EQ(*p->weight_sync.predicted_s, 3 * seen_bound);
+
+  r.weight_sync_predictor = [](const Plan& p) -> absl::StatusOr<double> { return p.weight_sync.lower_bound_s / 2; };
+  p = MakePlan(testing::RealCatalog(), r);
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->weight_sync.predicted_s.has_value());
+  EXPECT_TRUE(std::any_of(p->notes.begin(), p->notes.end(),
+                          [](const std::string& n) { return absl::StrContains(n, "below the bandwidth bound"); }));
+
+  r.weight_sync_predictor = [](const Plan&) -> absl::StatusOr<double> { return absl::UnavailableError("no layout"); };
+  p = MakePlan(testing::RealCatalog(), r);
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->weight_sync.predicted_s.has_value());
+  EXPECT_TRUE(std::any_of(p->notes.begin(), p->notes.end(),
+                          [](const std::string& n) { return absl::StrContains(n, "no layout"); }));
+}
+
+}  // namespace
+}  // namespace skyrl::catalog
