@@ -3,7 +3,7 @@
 // models/hardware.yaml for the GPU types.
 //
 // Loading validates every field; an error names the file, the entry and the field
-// ("models/kimi_k2_7.yaml: model Kimi-K2.7: arch.moe.experts: must be a positive integer").
+// ("models/kimi_k2_7.yaml: model Kimi-K2.7: arch.moe.experts: must be at least 1, got 0").
 // A loaded Catalog is immutable: safe to share between threads for reading.
 #pragma once
 

@@ -134,6 +134,17 @@ TEST(CatalogErrorsTest, MalformedYamlNamesFileAndLine) {
   EXPECT_NE(s.message().find("line"), std::string::npos) << s;
 }
 
+TEST(CatalogErrorsTest, WrongShapesAreNamed) {
+  absl::Status list = ParseToy("- a\n- b\n");
+  EXPECT_TRUE(absl::IsInvalidArgument(list)) << list;
+  EXPECT_NE(list.message().find("must be a map"), std::string::npos) << list;
+  absl::Status empty = ParseToy("");
+  EXPECT_TRUE(absl::IsInvalidArgument(empty)) << empty;
+  EXPECT_NE(empty.message().find("models/toy.yaml: family: missing"), std::string::npos) << empty;
+  absl::Status models = ParseToy(absl::StrReplaceAll(kGoodRow, {{"models:\n  - name", "models: 3\nx:\n  - name"}}));
+  EXPECT_TRUE(absl::IsInvalidArgument(models)) << models;
+}
+
 TEST(CatalogErrorsTest, BadFieldsAreNamed) {
   struct Case {
     std::string from, to, expect;
