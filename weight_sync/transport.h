@@ -54,12 +54,17 @@ class VersionedShard {
   // What an engine serves: whole, and unchanged while held.
   Snapshot Current() const;
 
-  // Replaces the live bytes (initial load). REQUIRES no sync in progress.
-  void Load(uint64_t version, std::vector<uint8_t> bytes);
+  // Replaces the live bytes (initial load). InvalidArgument when the size differs from the
+  // shard's. REQUIRES no sync in progress.
+  absl::Status Load(uint64_t version, std::vector<uint8_t> bytes);
 
-  // Starts a sync to `version`: a staging copy of the live bytes. FailedPrecondition when a sync
-  // is already staged or `version` is not newer than the live one.
-  absl::StatusOr<absl::Span<uint8_t>> BeginStaging(uint64_t version);
+  // Starts a sync to `version` and returns the staging buffer. With `keep_live_bytes` it starts
+  // as a copy of the live bytes (for syncs that overwrite only part of the shard, e.g. LoRA);
+  // without, its contents are unspecified (every byte will be overwritten). The buffer of the
+  // version before the live one is reused when no reader holds it any more, so steady-state
+  // syncs allocate nothing. FailedPrecondition when a sync is already staged or `version` is
+  // not newer than the live one.
+  absl::StatusOr<absl::Span<uint8_t>> BeginStaging(uint64_t version, bool keep_live_bytes = true);
   // Marks staged bytes complete (transport's job).
   void MarkPrepared();
   // Swaps the prepared version in. FailedPrecondition when nothing is prepared.
@@ -75,6 +80,7 @@ class VersionedShard {
   mutable absl::Mutex mu_;
   Snapshot live_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<std::vector<uint8_t>> staging_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const std::vector<uint8_t>> retired_ ABSL_GUARDED_BY(mu_);  // the previous live buffer
   uint64_t staging_version_ ABSL_GUARDED_BY(mu_) = 0;
   bool prepared_ ABSL_GUARDED_BY(mu_) = false;
 };

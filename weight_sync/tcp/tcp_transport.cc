@@ -302,7 +302,10 @@ absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedul
   if (shard.Bytes() != schedule.shard_bytes)
     return absl::InvalidArgumentError(absl::StrCat(who, ": shard has ", shard.Bytes(),
                                                    " bytes, the schedule needs ", schedule.shard_bytes));
-  absl::StatusOr<absl::Span<uint8_t>> staging = shard.BeginStaging(version);
+  int64_t incoming = 0;
+  for (const PeerStream& p : schedule.peers) incoming += p.bytes;
+  // Plans cover each byte at most once, so a schedule as large as the shard overwrites it all.
+  absl::StatusOr<absl::Span<uint8_t>> staging = shard.BeginStaging(version, incoming < shard.Bytes());
   if (!staging.ok()) return absl::Status(staging.status().code(), absl::StrCat(who, ": ", staging.status().message()));
   const TransferOptions& t = o_.transfer;
   // Run any cancel a failed earlier sync posted after its last accept, so it cannot cancel ours.
