@@ -193,7 +193,8 @@ std::vector<PlacementGroupSpec> MakeGroups(const Plan& p) {
   };
   std::vector<PlacementGroupSpec> groups;
   if (p.placement == Placement::kColocated) {
-    PlacementGroupSpec g{"colocated", p.cluster.shape.nodes == 1 ? "STRICT_PACK" : "PACK", "nvlink_domain", "", {}};
+    const bool one_node = p.cluster.shape.nodes == 1;
+    PlacementGroupSpec g{"colocated", one_node ? "STRICT_PACK" : "PACK", one_node ? "nvlink_domain" : "", "", {}};
     for (int i = 0; i < p.cluster.shape.total_gpus(); ++i) g.bundles.push_back(bundle(i));
     groups.push_back(std::move(g));
     return groups;

@@ -188,6 +188,14 @@ TEST(PlannerTest, ColocateSharesEveryGpu) {
   EXPECT_EQ(col->generator.gpus, 8);
   ASSERT_EQ(col->groups.size(), 1u);
   EXPECT_EQ(col->groups[0].bundles.size(), 8u);
+  EXPECT_EQ(col->groups[0].domain_label, "nvlink_domain");  // one node: one NVLink domain
+  // Across nodes the group cannot be held to one NVLink domain.
+  req.cluster = *ParseCluster("2x8xH100", cat.hardware());
+  absl::StatusOr<Plan> two = MakePlan(cat, req);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->groups[0].strategy, "PACK");
+  EXPECT_EQ(two->groups[0].domain_label, "");
+  EXPECT_EQ(two->weight_sync.link, "NIC");
 }
 
 }  // namespace
