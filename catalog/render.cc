@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "catalog/params.h"
+#include "catalog/planner.h"
 
 namespace skyrl::catalog {
 namespace {
@@ -138,17 +139,30 @@ std::string RenderErrorJson(const absl::Status& s) {
   return j.dump(2);
 }
 
+namespace {
+
+// The model's own minimum in its row's reference mode and placement, on the row's GPU type.
+std::string OwnMinimum(const Catalog& c, const Row& r, const ModelEntry& m) {
+  Cluster min = StatedMinimum(c, r);
+  std::optional<HardwareSpec> own = MinimumHardware(c, r, m, r.reference.mode, min.gpu, r.reference.placement, {});
+  return own ? own->ToString() : "-";
+}
+
+}  // namespace
+
 std::string RenderCatalogText(const Catalog& c) {
-  std::string out = absl::StrFormat("%-32s %-26s %10s %10s %-11s %-11s %-14s %s\n", "model", "row", "total", "active",
-                                    "full FT", "LoRA", "row minimum", "source");
+  std::string out = absl::StrFormat("%-32s %-26s %10s %10s %-11s %-11s %-11s %-12s %s\n", "model", "row", "total",
+                                    "active", "full FT", "LoRA", "row min", "own min", "source");
   for (const Row& r : c.rows())
     for (const ModelEntry& m : r.models) {
       ParamCounts pc = CountParams(m.arch);
-      absl::StrAppend(&out, absl::StrFormat("%-32s %-26s %10s %10s %-11s %-11s %-14s %s\n", m.name, r.family,
+      absl::StrAppend(&out, absl::StrFormat("%-32s %-26s %10s %10s %-11s %-11s %-11s %-12s %s\n", m.name, r.family,
                                             Billions(pc.total()), Billions(pc.active()), SupportName(r.full_ft),
-                                            SupportName(r.lora), r.min_hardware.ToString(),
+                                            SupportName(r.lora), r.min_hardware.ToString(), OwnMinimum(c, r, m),
                                             m.estimated ? "estimated" : "public"));
     }
+  absl::StrAppend(&out, "\nown min: the smallest cluster of the row's GPU type that fits the model in the row's "
+                        "reference mode and placement (see docs/catalog.md)\n");
   return out;
 }
 
@@ -163,6 +177,7 @@ std::string RenderCatalogJson(const Catalog& c) {
                         {"active", pc.active()},
                         {"stated_total", m.stated_total},
                         {"stated_active", m.stated_active},
+                        {"own_min_hardware", OwnMinimum(c, r, m)},
                         {"estimated", m.estimated}});
     }
     rows.push_back({{"family", r.family},

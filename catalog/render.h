@@ -15,7 +15,9 @@ std::string RenderPlanJson(const Plan& p);  // one JSON object, pretty-printed
 // A refusal as JSON: {"ok": false, "code": "RESOURCE_EXHAUSTED", "error": "..."}.
 std::string RenderErrorJson(const absl::Status& s);
 
-// Every model: row, sizes counted vs stated, support, minimum hardware.
+// Every model: row, sizes counted, support, the row's stated minimum and the model's own
+// minimum on the row's GPU type (the row's reference mode and placement; "-" when none up to
+// 64x8), from MinimumHardware.
 std::string RenderCatalogText(const Catalog& c);
 std::string RenderCatalogJson(const Catalog& c);
 

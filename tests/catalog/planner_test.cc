@@ -363,3 +363,33 @@ TEST(WeightSyncHookTest, PredictionFillsThePlanUnlessBelowTheBound) {
 
 }  // namespace
 }  // namespace skyrl::catalog
+
+namespace skyrl::catalog {
+namespace {
+
+TEST(RowConsistencyTest, AMinimumCoversTheRowsSmallerSizes) {
+  // A row's minimum, read for its reference size, also holds for every smaller size of the row
+  // (same mode and placement): the planner is monotone in model size where it should be.
+  const Catalog& cat = testing::RealCatalog();
+  PlanRequest opts;
+  int checked = 0;
+  for (const Row& r : cat.rows()) {
+    if (!r.conflict.empty()) continue;
+    const ModelEntry* ref = nullptr;
+    for (const ModelEntry& m : r.models)
+      if (m.name == r.reference.model) ref = &m;
+    ASSERT_NE(ref, nullptr);
+    double ref_total = CountParams(ref->arch).total();
+    Cluster min = StatedMinimum(cat, r);
+    for (const ModelEntry& m : r.models) {
+      if (&m == ref || CountParams(m.arch).total() >= ref_total) continue;
+      absl::StatusOr<Plan> p = PlanOn(cat, r, m, r.reference.mode, min, r.reference.placement, opts);
+      EXPECT_TRUE(p.ok()) << m.name << " at " << r.family << "'s minimum: " << p.status();
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 8);
+}
+
+}  // namespace
+}  // namespace skyrl::catalog
