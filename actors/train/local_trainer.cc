@@ -1,0 +1,170 @@
+#include "actors/train/local_trainer.h"
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "actors/algo/checkpoint.h"
+#include "actors/algo/grpo.h"
+#include "actors/algo/sampler.h"
+#include "actors/model/policy.h"
+#include "actors/model/torch_status.h"
+#include "actors/tasks/tokenizer.h"
+
+namespace skyrl::actors {
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+std::string FormatStep(const StepMetrics& m) {
+  return absl::StrFormat(
+      "step %4d  reward %.3f  exact %.2f  kl %.4f  loss %+.4f  grad %.3f  tok/s %7.0f  gen %.2fs  train %.2fs  "
+      "elapsed %.1fs",
+      m.step, m.mean_reward, m.exact_fraction, m.kl, m.loss, m.grad_norm, m.tokens_per_s, m.generate_s, m.train_s,
+      m.elapsed_s);
+}
+
+absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config, const std::function<void(const StepMetrics&)>& on_step,
+                                        int stop_after_target, bool write_checkpoint) {
+  const JobConfig::Trainer& tc = config.trainer;
+  const JobConfig::Algorithm& ac = tc.algorithm;
+  if (tc.tp_size != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("trainer.tp_size: the local run is TP = 1, got ", tc.tp_size, " (TP > 1 runs as shard actors)"));
+  }
+  auto task = FindTask(config.environment.task);
+  if (!task.ok()) return absl::InvalidArgumentError(absl::StrCat("environment.task: ", task.status().message()));
+  if (auto s = ValidateTaskOptions(config.environment.options); !s.ok()) return s;
+  SamplingParams sampling{config.generator.temperature, config.generator.top_p, config.generator.max_generate_length};
+  if (auto s = ValidateSamplingParams(sampling); !s.ok()) return s;
+  GrpoParams grpo{ac.group_size, ac.eps_clip_low, ac.eps_clip_high, ac.kl_coef, ac.advantage_eps,
+                  ac.loss_reduction == "sequence_mean" ? LossReduction::kSequenceMean : LossReduction::kTokenMean};
+  OptimParams optim;
+  optim.lr = ac.lr;
+  optim.weight_decay = ac.weight_decay;
+  optim.max_grad_norm = ac.max_grad_norm;
+  optim.update_epochs = ac.update_epochs;
+  optim.mini_batches = ac.mini_batches;
+
+  PolicyConfig mc = tc.model;
+  mc.vocab = Tokenizer::kVocab;
+  if (auto s = ValidatePolicyConfig(mc); !s.ok()) return absl::InvalidArgumentError(absl::StrCat("trainer.", s.message()));
+  torch::set_num_threads(tc.num_threads);
+
+  auto comm = MakeSingleRankCollective();
+  const NamedTensors init = InitFullParameters(mc, static_cast<uint64_t>(tc.seed));
+  auto policy = Policy::Create(mc, comm.get(), init);
+  if (!policy.ok()) return policy.status();
+  // The reference is the frozen initial policy.
+  auto reference = Policy::Create(mc, comm.get(), init);
+  if (!reference.ok()) return reference.status();
+  auto learner = GrpoLearner::Create(policy->get(), grpo, optim, sampling.temperature);
+  if (!learner.ok()) return learner.status();
+
+  std::mt19937_64 rng(static_cast<uint64_t>(tc.seed) * 7919 + 17);
+  RunSummary sum;
+  int at_target_run = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (int step = 1; step <= tc.steps; ++step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<Example> examples;
+    std::vector<std::vector<int>> prompts;
+    for (int i = 0; i < tc.train_batch_size; ++i) {
+      Example ex = (*task)->make(rng, config.environment.options);
+      auto ids = Tokenizer::EncodePrompt(ex.prompt);
+      if (!ids.ok()) return ids.status();
+      for (int g = 0; g < ac.group_size; ++g) {
+        prompts.push_back(*ids);
+        examples.push_back(ex);
+      }
+    }
+    auto batch = LeftPad(prompts, Tokenizer::kPad);
+    if (!batch.ok()) return batch.status();
+    auto rollout = Generate(**policy, *batch, sampling, Tokenizer::kEos, Tokenizer::kPad,
+                            static_cast<uint64_t>(tc.seed) * 1000003ULL + static_cast<uint64_t>(step));
+    if (!rollout.ok()) return rollout.status();
+    const auto t1 = std::chrono::steady_clock::now();
+
+    const auto responses = rollout->ResponseIds();
+    std::vector<float> rewards(responses.size());
+    int exact = 0;
+    for (size_t i = 0; i < responses.size(); ++i) {
+      Tokenizer::Answer a = Tokenizer::DecodeResponse(responses[i]);
+      rewards[i] = static_cast<float>((*task)->reward(examples[i], a.text, a.terminated));
+      exact += rewards[i] >= 1.0f;
+    }
+    const auto t2 = std::chrono::steady_clock::now();
+
+    StepMetrics m;
+    m.step = step;
+    auto prep = RunTorch("RunLocalGrpo", [&]() -> absl::StatusOr<TrainBatch> {
+      TrainBatch tb;
+      tb.prompt_len = rollout->prompt_len;
+      tb.sequences = rollout->sequences;
+      tb.valid = rollout->valid;
+      tb.mask = rollout->mask;
+      torch::Tensor r = torch::tensor(rewards, torch::kFloat32);
+      m.mean_reward = r.mean().item<double>();
+      m.response_tokens = static_cast<int64_t>(rollout->mask.sum().item<double>());
+      tb.advantages = GroupAdvantages(r, ac.group_size, ac.advantage_eps);
+      torch::NoGradGuard no_grad;
+      tb.ref_logprobs =
+          ResponseLogprobs(**reference, tb.sequences, tb.valid, tb.prompt_len, sampling.temperature);
+      return tb;
+    });
+    if (!prep.ok()) return prep.status();
+    m.exact_fraction = static_cast<double>(exact) / static_cast<double>(rewards.size());
+    auto stats = (*learner)->Update(*prep);
+    if (!stats.ok()) return stats.status();
+    const auto t3 = std::chrono::steady_clock::now();
+
+    m.loss = stats->loss;
+    m.policy_loss = stats->policy_loss;
+    m.kl = stats->kl;
+    m.clip_fraction = stats->clip_fraction;
+    m.grad_norm = stats->grad_norm;
+    m.generate_s = Seconds(t0, t1);
+    m.reward_s = Seconds(t1, t2);
+    m.train_s = Seconds(t2, t3);
+    m.step_s = Seconds(t0, t3);
+    m.elapsed_s = Seconds(start, t3);
+    m.tokens_per_s = m.step_s > 0 ? static_cast<double>(m.response_tokens) / m.step_s : 0;
+    sum.history.push_back(m);
+    if (on_step) on_step(m);
+
+    if (step == 1) sum.baseline_reward = m.mean_reward;
+    if (m.mean_reward >= config.environment.target_reward) {
+      if (sum.first_step_at_target < 0) {
+        sum.first_step_at_target = step;
+        sum.seconds_to_target = m.elapsed_s;
+      }
+      if (stop_after_target > 0 && ++at_target_run >= stop_after_target) break;
+    } else {
+      at_target_run = 0;
+    }
+  }
+  sum.steps = static_cast<int>(sum.history.size());
+  sum.total_s = sum.history.empty() ? 0 : sum.history.back().elapsed_s;
+  const int tail = std::min<int>(5, sum.steps);
+  for (int i = sum.steps - tail; i < sum.steps; ++i) sum.final_reward += sum.history[i].mean_reward / tail;
+
+  if (write_checkpoint && tc.ckpt_interval >= 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(tc.output_dir, ec);
+    if (ec) return absl::InternalError(absl::StrCat("trainer.output_dir ", tc.output_dir, ": ", ec.message()));
+    if (auto s = SaveShardCheckpoint(ShardCheckpointPath(tc.output_dir, 0, 1), **policy, &(*learner)->optimizer(),
+                                     sum.steps);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return sum;
+}
+
+}  // namespace skyrl::actors
