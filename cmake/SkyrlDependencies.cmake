@@ -8,6 +8,7 @@ find_program(SKYRL_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 find_package(PkgConfig REQUIRED)
 # hiredis's CMake config defines no target: go through pkg-config.
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
+pkg_check_modules(LIBARCHIVE REQUIRED IMPORTED_TARGET libarchive)
 find_package(spdlog CONFIG REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)

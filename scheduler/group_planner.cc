@@ -118,18 +118,28 @@ class GroupPlanner {
     return true;
   }
 
-  // The unplaced bundles, biggest first (GPUs, then CPUs): first-fit decreasing finds room
-  // for a big bundle that smaller ones would otherwise fragment. Ties keep index order.
-  std::vector<size_t> Missing() const {
+  // The unplaced bundles, most constrained first: bundles whose label selector fewer nodes
+  // match, then the biggest (GPUs, then CPUs): first-fit decreasing finds room for a big or
+  // picky bundle that easier ones would otherwise take. Ties keep index order.
+  const std::vector<size_t>& Missing() const {
+    if (missing_) return *missing_;
     std::vector<size_t> m;
-    for (size_t i = 0; i < placed_.size(); ++i)
-      if (!placed_[i]) m.push_back(i);
+    std::vector<size_t> matching(placed_.size(), cluster_.nodes_.size());
+    for (size_t i = 0; i < placed_.size(); ++i) {
+      if (placed_[i]) continue;
+      m.push_back(i);
+      if (request_.bundles[i].selector.empty()) continue;
+      matching[i] = 0;
+      for (const auto& [id, n] : cluster_.nodes_) matching[i] += Matches(n.spec.labels, request_.bundles[i].selector);
+    }
     std::stable_sort(m.begin(), m.end(), [&](size_t a, size_t b) {
       const ResourceSet& x = request_.bundles[a].resources;
       const ResourceSet& y = request_.bundles[b].resources;
-      return std::make_pair(x.GetUnits(kGPU), x.GetUnits(kCPU)) > std::make_pair(y.GetUnits(kGPU), y.GetUnits(kCPU));
+      return std::make_tuple(matching[a], -x.GetUnits(kGPU), -x.GetUnits(kCPU)) <
+             std::make_tuple(matching[b], -y.GetUnits(kGPU), -y.GetUnits(kCPU));
     });
-    return m;
+    missing_ = std::move(m);
+    return *missing_;
   }
 
   ResourceSet MissingSum() const {
@@ -365,6 +375,7 @@ class GroupPlanner {
   absl::flat_hash_set<std::string> affinity_;
   std::map<std::string, Pool> scratch_;
   std::optional<size_t> failed_bundle_;
+  mutable std::optional<std::vector<size_t>> missing_;
 };
 
 absl::StatusOr<std::vector<Slot>> Cluster::PlanGroup(const GroupRequest& request,

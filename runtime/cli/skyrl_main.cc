@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "runtime/cli/daemons.h"
+#include "runtime/cli/job_command.h"
+#include "catalog/plan_command.h"
 #include "runtime/common/ids.h"
 #include "runtime/cli/status_view.h"
 #include "runtime/rpc/auth.h"
@@ -95,10 +97,49 @@ int main(int argc, char** argv) {
   start->add_option("--resources", resources, "worker resources, e.g. CPU=8,GPU=4");
   start->add_option("--labels", labels, "worker labels, e.g. pool=train");
   start->add_option("--node-ip", node_ip, "worker address other nodes reach it at");
+  CLI::App* job = app.add_subcommand("job", "run drivers on the head: submit, status, logs, stop, list, delete");
+  job->require_subcommand(1);
+  skyrl::cli::JobSubmitArgs submit_args;
+  CLI::App* job_submit = job->add_subcommand("submit", "run a driver: skyrl job submit [options] -- CMD ARGS...");
+  job_submit->add_option("--working-dir", submit_args.working_dir, "folder to upload; the driver runs in it");
+  job_submit->add_option("--env", submit_args.env, "KEY=VALUE for the driver's environment (repeatable)");
+  job_submit->add_option("--submission-id", submit_args.submission_id, "the job's id (default: generated)");
+  job_submit->add_flag("--no-wait", submit_args.no_wait, "print the job id and return at once");
+  // Everything after the first "--" is the driver's command, taken before CLI11 sees it (its
+  // own "--" handling would still read options like -c of the command).
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--") {
+      submit_args.entrypoint.assign(argv + i + 1, argv + argc);
+      argc = i;
+      break;
+    }
+  std::string job_id;
+  bool job_json = false, follow = false;
+  double job_grace_s = 10;
+  CLI::App* job_status = job->add_subcommand("status", "a job's state and exit");
+  job_status->add_option("job_id", job_id)->required();
+  job_status->add_flag("--json", job_json, "machine-readable output");
+  CLI::App* job_logs = job->add_subcommand("logs", "a job's driver output");
+  job_logs->add_option("job_id", job_id)->required();
+  job_logs->add_flag("--follow,-f", follow, "keep streaming until the job ends");
+  CLI::App* job_stop = job->add_subcommand("stop", "SIGTERM the driver, SIGKILL after --grace; its actors die");
+  job_stop->add_option("job_id", job_id)->required();
+  job_stop->add_option("--grace", job_grace_s, "seconds between SIGTERM and SIGKILL")->check(CLI::Range(0.0, 600.0));
+  CLI::App* job_list = job->add_subcommand("list", "every job");
+  job_list->add_flag("--json", job_json, "machine-readable output");
+  CLI::App* job_delete = job->add_subcommand("delete", "forget an ended job and remove its files");
+  job_delete->add_option("job_id", job_id)->required();
+
+  CLI::App* plan = app.add_subcommand(
+      "plan", "does a model fit a cluster, and how: layouts, memory per GPU, placement groups (no head needed)");
+  skyrl::catalog::PlanCommandOptions plan_opts;
+  skyrl::catalog::AddPlanFlags(plan, &plan_opts);
+
   CLI::App* stop = app.add_subcommand("stop", "stop the daemons `skyrl start` started on this machine");
   double grace_s = 10;
   stop->add_option("--grace", grace_s, "seconds between SIGTERM and SIGKILL")->check(CLI::Range(0.0, 600.0));
   CLI11_PARSE(app, argc, argv);
+  if (*plan) return skyrl::catalog::RunPlanCommand(plan_opts, std::cout, std::cerr);
 
   if (*stop) {
     for (const auto& line : skyrl::cli::StopDaemons(absl::Seconds(grace_s))) std::cout << line << "\n";
@@ -149,6 +190,14 @@ int main(int argc, char** argv) {
   if (absl::Status s = skyrl::rpc::ValidateAddress("--address", address); !s.ok()) return Fail(s, 2);
   absl::StatusOr<std::string> token = skyrl::rpc::LoadToken(token_file, false);
   if (!token.ok()) return Fail(token.status(), 2);
+  if (*job) {
+    if (*job_submit) return skyrl::cli::JobSubmit(address, *token, submit_args);
+    if (*job_status) return skyrl::cli::JobStatus(address, *token, job_id, job_json);
+    if (*job_logs) return skyrl::cli::JobLogs(address, *token, job_id, follow);
+    if (*job_stop) return skyrl::cli::JobStop(address, *token, job_id, job_grace_s);
+    if (*job_list) return skyrl::cli::JobList(address, *token, job_json);
+    if (*job_delete) return skyrl::cli::JobDelete(address, *token, job_id);
+  }
   absl::StatusOr<std::vector<skyrl::v1::NodeInfo>> nodes = FetchNodes(address, *token);
   if (!nodes.ok()) return Fail(nodes.status());
   absl::StatusOr<std::vector<skyrl::v1::ActorInfo>> actors = FetchActors(address, *token);

@@ -1,5 +1,7 @@
 #include "runtime/client/client.h"
 
+#include <cstdlib>
+
 #include "absl/strings/str_cat.h"
 #include "runtime/rpc/actor_state.h"
 #include "absl/time/clock.h"
@@ -27,6 +29,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& head,
 Client::Client(const std::string& head, std::string token, ClientOptions options)
     : token_(std::move(token)),
       caller_id_(ActorId::Random().ToString().substr(6)),
+      job_id_(std::getenv("SKYRL_JOB_ID") ? std::getenv("SKYRL_JOB_ID") : ""),
       options_(options),
       head_(v1::ActorDirectory::NewStub(rpc::MakeChannel(head))),
       groups_(v1::PlacementGroupService::NewStub(rpc::MakeChannel(head))),
@@ -50,6 +53,8 @@ absl::StatusOr<ActorHandle> Client::CreateActor(const std::string& class_name, c
   for (const auto& [k, v] : o.label_selector) (*spec->mutable_label_selector())[k] = v;
   spec->set_placement_group_id(o.placement_group_id);
   if (o.bundle_index >= 0) spec->set_bundle_index(o.bundle_index);
+  spec->set_job_id(job_id_);
+  spec->set_detached(o.detached);
   grpc::ClientContext ctx;
   rpc::PrepareCall(&ctx, token_, options_.call_timeout);
   v1::CreateActorReply reply;
@@ -75,6 +80,7 @@ absl::StatusOr<v1::PlacementGroupInfo> Client::CreatePlacementGroup(const Placem
   spec->set_affinity_group_id(o.affinity_group_id);
   spec->set_wait_for_nodes(o.wait_for_nodes);
   spec->set_detached(o.detached);
+  spec->set_job_id(job_id_);
   grpc::ClientContext ctx;
   rpc::PrepareCall(&ctx, token_, options_.call_timeout);
   v1::CreatePlacementGroupReply reply;

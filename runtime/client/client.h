@@ -38,6 +38,7 @@ struct ActorOptions {
   std::map<std::string, std::string> label_selector;  // node labels that must match
   std::string placement_group_id;  // place it in this group's bundles,
   int bundle_index = -1;           // in this one (-1: any bundle of the group)
+  bool detached = false;           // outlives the job whose driver created it
 };
 
 struct Bundle {
@@ -123,6 +124,7 @@ class Client {
 
   const std::string token_;
   const std::string caller_id_;
+  const std::string job_id_;  // $SKYRL_JOB_ID in a job's driver: what it creates belongs to the job
   const ClientOptions options_;
   std::unique_ptr<v1::ActorDirectory::Stub> head_;
   std::unique_ptr<v1::PlacementGroupService::Stub> groups_;

@@ -60,6 +60,9 @@ absl::StatusOr<Subprocess> Subprocess::Start(const SpawnOptions& options) {
     posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   }
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  // Nothing else of the parent's leaks into the child: not the head's Redis connection, not
+  // a listening socket that would keep a port busy after the parent dies.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   if (!options.working_dir.empty())
     posix_spawn_file_actions_addchdir_np(&actions, options.working_dir.c_str());
 

@@ -69,6 +69,8 @@ absl::Status ValidateSpec(v1::ActorSpec& spec) {
   if (!spec.placement_group_id().empty())
     if (auto pg = PlacementGroupId::Parse(spec.placement_group_id()); !pg.ok())
       return absl::InvalidArgumentError(absl::StrCat("spec.placement_group_id: ", pg.status().message()));
+  if (!spec.job_id().empty())
+    if (absl::Status s = ValidateName("spec.job_id", spec.job_id()); !s.ok()) return s;
   if (spec.has_bundle_index() && spec.placement_group_id().empty())
     return absl::InvalidArgumentError("spec.bundle_index: needs spec.placement_group_id");
   if (spec.has_bundle_index() && spec.bundle_index() < 0)
@@ -378,30 +380,50 @@ absl::Status ActorManager::Kill(const ActorId& id) {
   return absl::OkStatus();
 }
 
-void ActorManager::KillGroup(const std::string& group, const std::string& reason) {
-  std::vector<std::pair<std::string, std::string>> kills;  // (node, actor id)
-  {
-    absl::MutexLock lock(&mu_);
-    auto members = by_group_.extract(group);
-    if (members.empty()) return;
-    for (const ActorId& id : members.mapped()) {
-      auto it = actors_.find(id);
-      if (it == actors_.end() || it->second.state() == v1::ACTOR_DEAD) continue;
-      v1::ActorInfo& a = it->second;
-      Release(id);
-      if (Holds(a.state())) kills.emplace_back(a.node_id(), id.ToString());
-      a.set_state(v1::ACTOR_DEAD);
-      a.set_death_reason(reason);
-      a.set_address("");
-      (void)Persist(a);
-    }
-  }
+void ActorManager::MarkKilled(const ActorId& id, const std::string& reason,
+                              std::vector<std::pair<std::string, std::string>>& kills) {
+  auto it = actors_.find(id);
+  if (it == actors_.end() || it->second.state() == v1::ACTOR_DEAD) return;
+  v1::ActorInfo& a = it->second;
+  Release(id);
+  if (Holds(a.state())) kills.emplace_back(a.node_id(), id.ToString());
+  a.set_state(v1::ACTOR_DEAD);
+  a.set_death_reason(reason);
+  a.set_address("");
+  (void)Persist(a);
+}
+
+void ActorManager::KillProcesses(const std::vector<std::pair<std::string, std::string>>& kills) {
   for (auto& [node, id] : kills) {
     std::string address = WorkerAddress(node);
     if (address.empty()) continue;
     absl::Status s = workers_.KillActor(address, id);
     if (!s.ok() && !absl::IsNotFound(s)) spdlog::warn("kill {} on {}: {}", id, address, s.message());
   }
+}
+
+void ActorManager::KillGroup(const std::string& group, const std::string& reason) {
+  std::vector<std::pair<std::string, std::string>> kills;  // (node, actor id)
+  {
+    absl::MutexLock lock(&mu_);
+    auto members = by_group_.extract(group);
+    if (members.empty()) return;
+    for (const ActorId& id : members.mapped()) MarkKilled(id, reason, kills);
+  }
+  KillProcesses(kills);
+}
+
+void ActorManager::KillJob(const std::string& job_id, const std::string& reason) {
+  if (job_id.empty()) return;
+  std::vector<std::pair<std::string, std::string>> kills;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<ActorId> ids;
+    for (const auto& [id, a] : actors_)
+      if (a.spec().job_id() == job_id && !a.spec().detached() && a.state() != v1::ACTOR_DEAD) ids.push_back(id);
+    for (const ActorId& id : ids) MarkKilled(id, reason, kills);
+  }
+  KillProcesses(kills);
 }
 
 std::vector<v1::ActorInfo> ActorManager::List() const {

@@ -69,11 +69,19 @@ class ActorManager {
   // Their placement group was removed: every actor of `group` that is not DEAD becomes
   // DEAD with `reason`, and its process is killed.
   void KillGroup(const std::string& group, const std::string& reason);
+  // Their job ended: every non-detached actor of `job_id` that is not DEAD becomes DEAD with
+  // `reason`, and its process is killed.
+  void KillJob(const std::string& job_id, const std::string& reason);
 
  private:
   // Plans and takes resources for the actor (PENDING's share).
   absl::StatusOr<scheduler::Slot> Place(const ActorId& id, const v1::ActorSpec& spec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Release(const ActorId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // DEAD with `reason`, resources released; the processes to kill go into `kills` as
+  // (node, actor id).
+  void MarkKilled(const ActorId& id, const std::string& reason,
+                  std::vector<std::pair<std::string, std::string>>& kills) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void KillProcesses(const std::vector<std::pair<std::string, std::string>>& kills);
   std::string WorkerAddress(const std::string& node_id) const;
   // Places, starts and records the actor; the caller holds no lock. With `wait_for_room` (a
   // restart), waits until some node can take it, it is killed, or the head stops.

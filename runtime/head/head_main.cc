@@ -3,6 +3,8 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include "CLI/CLI.hpp"
@@ -14,6 +16,8 @@
 #include "runtime/head/actor_directory_service.h"
 #include "runtime/head/actor_manager.h"
 #include "runtime/head/kv_service.h"
+#include "runtime/head/job_manager.h"
+#include "runtime/head/job_service.h"
 #include "runtime/head/node_events.h"
 #include "runtime/head/placement_group_manager.h"
 #include "runtime/head/placement_group_service.h"
@@ -28,7 +32,7 @@ int main(int argc, char** argv) {
   CLI::App app{"skyrl-head: the SkyRL Runtime head daemon"};
   int port = 7420;
   std::string bind = "127.0.0.1", store_spec = "memory", ns = "default", log_level = "info";
-  std::string token_file;
+  std::string token_file, jobs_dir;
   int heartbeat_ms = 1000, misses = 5;
   app.add_option("--port", port, "gRPC port")->check(CLI::Range(1, 65535));
   app.add_option("--bind", bind, "address to listen on (127.0.0.1 unless told otherwise)");
@@ -36,6 +40,7 @@ int main(int argc, char** argv) {
   app.add_option("--namespace", ns, "cluster name: the store keeps each cluster's tables apart");
   app.add_option("--token-file", token_file, "cluster token file (else $SKYRL_TOKEN, else ~/.skyrl/token, created if missing)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
+  app.add_option("--jobs-dir", jobs_dir, "job drivers' logs and working directories, and audit.log (default ~/.skyrl/jobs)");
   app.add_option("--heartbeat-period-ms", heartbeat_ms, "expected worker heartbeat period")
       ->check(CLI::Range(10, 600000));
   app.add_option("--heartbeat-misses", misses, "missed heartbeats before a node is dead")
@@ -77,6 +82,26 @@ int main(int argc, char** argv) {
     spdlog::critical("cannot recover the actor table: {}", s.message());
     return 1;
   }
+  if (jobs_dir.empty()) {
+    const char* home = std::getenv("HOME");
+    jobs_dir = absl::StrCat(home && *home ? home : "/tmp", "/.skyrl/jobs");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(jobs_dir, ec);
+  if (ec) {
+    spdlog::critical("--jobs-dir {}: {}", jobs_dir, ec.message());
+    return 1;
+  }
+  skyrl::head::JobManagerOptions job_options;
+  job_options.jobs_dir = jobs_dir;
+  job_options.head_address = absl::StrCat(bind == "0.0.0.0" || bind == "::" ? "127.0.0.1" : bind, ":", port);
+  job_options.token = *token;
+  skyrl::head::JobManager jobs(**store, actors, groups, skyrl::RealClock::Get(), job_options);
+  if (absl::Status s = jobs.Recover(); !s.ok()) {
+    spdlog::critical("cannot recover the job table: {}", s.message());
+    return 1;
+  }
+  skyrl::head::JobServiceImpl job_service(jobs, auth, job_options.limits);
   skyrl::head::SchedulingNodeListener node_listener(resources, actors, groups);
   nodes.SetListener(&node_listener);
   skyrl::head::ActorDirectoryImpl actor_directory(actors, auth);
@@ -98,6 +123,7 @@ int main(int argc, char** argv) {
   builder.RegisterService(&kv_service);
   builder.RegisterService(&actor_directory);
   builder.RegisterService(&group_service);
+  builder.RegisterService(&job_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
     spdlog::critical("cannot listen on {}:{} (in use, or not an address of this host)", bind, port);

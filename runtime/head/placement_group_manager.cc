@@ -57,6 +57,8 @@ absl::Status ValidatePlacementGroupSpec(v1::PlacementGroupSpec& spec) {
   }
   if (!spec.domain_label().empty())
     if (absl::Status s = ValidateName("spec.domain_label", spec.domain_label()); !s.ok()) return s;
+  if (!spec.job_id().empty())
+    if (absl::Status s = ValidateName("spec.job_id", spec.job_id()); !s.ok()) return s;
   if (!spec.affinity_group_id().empty())
     if (auto id = PlacementGroupId::Parse(spec.affinity_group_id()); !id.ok())
       return absl::InvalidArgumentError(absl::StrCat("spec.affinity_group_id: ", id.status().message()));
@@ -266,6 +268,19 @@ absl::Status PlacementGroupManager::Remove(const PlacementGroupId& id) {
   actors_.KillGroup(id.ToString(), absl::StrCat("placement group ", id.ToString(), " was removed"));
   RetryPending();  // its resources may be what a pending group waits for
   return absl::OkStatus();
+}
+
+void PlacementGroupManager::RemoveJobGroups(const std::string& job_id) {
+  if (job_id.empty()) return;
+  std::vector<PlacementGroupId> ids;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, g] : groups_)
+      if (Live(g.state()) && g.spec().job_id() == job_id && !g.spec().detached()) ids.push_back(id);
+  }
+  for (const PlacementGroupId& id : ids)
+    if (absl::Status s = Remove(id); !s.ok())
+      spdlog::warn("placement group {} of job {}: cannot remove: {}", id.ToString(), job_id, s.message());
 }
 
 absl::StatusOr<v1::PlacementGroupInfo> PlacementGroupManager::Get(const PlacementGroupId& id) const {

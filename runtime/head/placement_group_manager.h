@@ -45,6 +45,8 @@ class PlacementGroupManager {
   // The group once CREATED, or DeadlineExceeded with its pending reason after `timeout`.
   absl::StatusOr<v1::PlacementGroupInfo> Wait(const PlacementGroupId& id, absl::Duration timeout);
   absl::Status Remove(const PlacementGroupId& id);
+  // Removes the live, non-detached groups of a job that ended.
+  void RemoveJobGroups(const std::string& job_id);
   absl::StatusOr<v1::PlacementGroupInfo> Get(const PlacementGroupId& id) const;
   absl::StatusOr<v1::PlacementGroupInfo> GetByName(absl::string_view ns, absl::string_view name) const;
   std::vector<v1::PlacementGroupInfo> List() const;

@@ -1,5 +1,6 @@
 // skyrl-worker: one per node. Registers the node's resources with the head and heartbeats.
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -106,6 +107,8 @@ int main(int argc, char** argv) {
          exits_to_report.push_back(e);
        }},
       auth);
+  // The standard health service (no token), for Kubernetes grpc probes and load balancers.
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound = 0;
   builder.AddListeningPort(absl::StrCat(bind, ":", port), grpc::InsecureServerCredentials(), &bound);

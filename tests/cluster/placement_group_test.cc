@@ -106,8 +106,10 @@ TEST_F(PlacementGroupTest, InfeasibleFailsAtOnceAndWaitingGroupsSayWhy) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "said at once";
   ASSERT_TRUE(absl::IsResourceExhausted(g.status())) << g.status();
   EXPECT_NE(g.status().message().find("pg big (STRICT_SPREAD, 2 bundles)"), std::string::npos) << g.status();
-  EXPECT_NE(g.status().message().find("needs GPU=4"), std::string::npos) << g.status();
-  EXPECT_NE(g.status().message().find("GPU=2 free of 2"), std::string::npos) << g.status();
+  // The pickiest bundle is placed (and explained) first.
+  EXPECT_NE(g.status().message().find("bundle 1 needs GPU=4 accelerator=B200"), std::string::npos) << g.status();
+  EXPECT_NE(g.status().message().find("no alive node has those labels"), std::string::npos) << g.status();
+  EXPECT_NE(g.status().message().find("the cluster has GPU=2 free"), std::string::npos) << g.status();
 
   // Asked to wait for nodes, it stays PENDING with the reason, visible in status.
   big.wait_for_nodes = true;

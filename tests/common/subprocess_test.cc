@@ -1,7 +1,9 @@
 #include "runtime/common/subprocess.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -26,6 +28,30 @@ TEST(SubprocessTest, ReportsExitCodeAndWritesTheLog) {
   std::stringstream text;
   text << in.rdbuf();
   EXPECT_EQ(text.str(), "out\nerr\nfrom-env\n");
+}
+
+TEST(SubprocessTest, TheChildInheritsNoDescriptorBeyondStdio) {
+  // Not O_CLOEXEC, like hiredis's sockets; high, so it cannot be the child's own next one.
+  int opened = open("/dev/null", O_RDONLY);
+  ASSERT_GE(opened, 0);
+  int leaked = dup2(opened, 200);
+  close(opened);
+  ASSERT_EQ(leaked, 200);
+  std::string log = ::testing::TempDir() + "/subprocess_fds.log";
+  std::remove(log.c_str());
+  SpawnOptions o;
+  o.argv = {"sh", "-c", "ls /proc/self/fd"};
+  o.log_path = log;
+  auto p = Subprocess::Start(o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->Wait().ok());
+  close(leaked);
+  std::ifstream in(log);
+  std::vector<int> fds;
+  for (int fd; in >> fd;) fds.push_back(fd);
+  // 0-2, and the descriptor ls itself opens to read the folder.
+  EXPECT_LE(fds.size(), 4u);
+  for (int fd : fds) EXPECT_NE(fd, leaked) << "the parent's descriptor leaked into the child";
 }
 
 TEST(SubprocessTest, ReportsTheSignalThatKilledIt) {

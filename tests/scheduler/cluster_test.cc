@@ -190,6 +190,18 @@ TEST(GroupTest, InfeasibleMessageNamesBundleNeedAndBestNode) {
               HasSubstr("bundle 3 needs GPU=8 accelerator=B200; best match n1 has GPU=7 free of 8"));
 }
 
+TEST(GroupTest, PickyBundlesChooseFirst) {
+  Cluster c;
+  ASSERT_TRUE(c.AddNode(Node("a", 4, 32, {{"accelerator", "B200"}})).ok());
+  ASSERT_TRUE(c.AddNode(Node("b", 4, 32, {{"accelerator", "H100"}})).ok());
+  GroupRequest g = Group("g", 2, "GPU=4", Strategy::kStrictSpread);
+  g.bundles[1].selector = {{"accelerator", "B200"}};
+  absl::StatusOr<std::vector<Slot>> slots = c.PlanGroup(g);
+  ASSERT_TRUE(slots.ok()) << "bundle 0 must leave node a to bundle 1: " << slots.status();
+  EXPECT_EQ((*slots)[0].node_id, "b");
+  EXPECT_EQ((*slots)[1].node_id, "a");
+}
+
 TEST(GroupTest, DomainLabelKeepsAGroupInsideOneDomain) {
   Cluster c;
   ASSERT_TRUE(c.AddNode(Node("a1", 4, 32, {{"nvlink-domain", "rack1"}})).ok());

@@ -1,0 +1,204 @@
+#include "runtime/cli/job_command.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "nlohmann/json.hpp"
+#include "runtime/archive/archive.h"
+#include "runtime/rpc/auth.h"
+#include "runtime/rpc/channel.h"
+#include "runtime/rpc/status.h"
+#include "skyrl/job.grpc.pb.h"
+
+namespace skyrl::cli {
+namespace {
+
+constexpr size_t kChunk = 1 << 20;
+
+int Fail(const absl::Status& s, int code = 1) {
+  std::cerr << "skyrl: " << s.message() << "\n";
+  return code;
+}
+
+std::unique_ptr<v1::JobService::Stub> Stub(const std::string& address) {
+  return v1::JobService::NewStub(rpc::MakeChannel(address));
+}
+
+std::string StateName(v1::JobState s) {
+  std::string n = v1::JobState_Name(s);
+  return n.rfind("JOB_", 0) == 0 ? n.substr(4) : n;
+}
+
+bool JobManagerEnded(v1::JobState s) {
+  return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED || s == v1::JOB_STOPPED;
+}
+
+std::string Submitter() {
+  const char* user = std::getenv("USER");
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return absl::StrCat(user && *user ? user : "unknown", "@", host);
+}
+
+nlohmann::json ToJson(const v1::JobInfo& j) {
+  nlohmann::json o;
+  o["job_id"] = j.job_id();
+  o["state"] = StateName(j.state());
+  o["entrypoint"] = std::vector<std::string>(j.spec().entrypoint().begin(), j.spec().entrypoint().end());
+  o["exit_code"] = j.exit_code();
+  o["signal"] = j.signal();
+  o["message"] = j.message();
+  o["submitted_unix_ms"] = j.submitted_unix_ms();
+  o["started_unix_ms"] = j.started_unix_ms();
+  o["ended_unix_ms"] = j.ended_unix_ms();
+  o["log_path"] = j.log_path();
+  o["submitter"] = j.spec().submitter();
+  return o;
+}
+
+absl::StatusOr<v1::JobInfo> Get(const std::string& address, const std::string& token, const std::string& id) {
+  grpc::ClientContext ctx;
+  rpc::PrepareCall(&ctx, token, absl::Seconds(10));
+  v1::GetJobRequest req;
+  req.set_job_id(id);
+  v1::GetJobReply reply;
+  if (absl::Status s = rpc::FromGrpc(Stub(address)->GetJob(&ctx, req, &reply)); !s.ok()) return s;
+  return reply.job();
+}
+
+// Streams the log from `offset` to stdout; returns the job's last state seen.
+absl::StatusOr<v1::JobState> Stream(const std::string& address, const std::string& token, const std::string& id,
+                                    bool follow) {
+  grpc::ClientContext ctx;
+  rpc::AttachToken(&ctx, token);
+  v1::JobLogsRequest req;
+  req.set_job_id(id);
+  req.set_follow(follow);
+  auto reader = Stub(address)->JobLogs(&ctx, req);
+  v1::JobLogsChunk chunk;
+  v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
+  while (reader->Read(&chunk)) {
+    std::cout << chunk.data() << std::flush;
+    state = chunk.state();
+  }
+  if (absl::Status s = rpc::FromGrpc(reader->Finish()); !s.ok()) return s;
+  return state;
+}
+
+}  // namespace
+
+int JobSubmit(const std::string& address, const std::string& token, const JobSubmitArgs& args) {
+  if (args.entrypoint.empty()) return Fail(absl::InvalidArgumentError("job submit: give the command after --"), 2);
+  v1::SubmitJobChunk first;
+  v1::JobSpec* spec = first.mutable_spec();
+  for (const std::string& a : args.entrypoint) spec->add_entrypoint(a);
+  for (const std::string& kv : args.env) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return Fail(absl::InvalidArgumentError(absl::StrCat("--env: \"", kv, "\" is not KEY=VALUE")), 2);
+    (*spec->mutable_env())[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  spec->set_submission_id(args.submission_id);
+  spec->set_submitter(Submitter());
+  std::string archive;
+  if (!args.working_dir.empty()) {
+    absl::StatusOr<std::string> packed = archive::PackDirectory(args.working_dir);
+    if (!packed.ok()) return Fail(packed.status(), 2);
+    archive = std::move(*packed);
+    spec->set_has_working_dir(true);
+  }
+  grpc::ClientContext ctx;
+  rpc::PrepareCall(&ctx, token, absl::Minutes(5));
+  v1::SubmitJobReply reply;
+  auto writer = Stub(address)->SubmitJob(&ctx, &reply);
+  bool ok = writer->Write(first);
+  for (size_t at = 0; ok && at < archive.size(); at += kChunk) {
+    v1::SubmitJobChunk c;
+    c.set_archive_chunk(archive.substr(at, kChunk));
+    ok = writer->Write(c);
+  }
+  writer->WritesDone();
+  if (absl::Status s = rpc::FromGrpc(writer->Finish()); !s.ok()) return Fail(s);
+  const v1::JobInfo& job = reply.job();
+  std::cerr << "job " << job.job_id() << " " << StateName(job.state()) << (job.message().empty() ? "" : ": ")
+            << job.message() << "\n";
+  if (args.no_wait) {
+    std::cout << job.job_id() << "\n";
+    return job.state() == v1::JOB_FAILED ? 1 : 0;
+  }
+  absl::StatusOr<v1::JobState> last = Stream(address, token, job.job_id(), /*follow=*/true);
+  if (!last.ok()) return Fail(last.status());
+  absl::StatusOr<v1::JobInfo> final_info = Get(address, token, job.job_id());
+  if (!final_info.ok()) return Fail(final_info.status());
+  std::cerr << "job " << final_info->job_id() << " " << StateName(final_info->state()) << ": "
+            << final_info->message() << "\n";
+  return final_info->state() == v1::JOB_SUCCEEDED ? 0 : 1;
+}
+
+int JobStatus(const std::string& address, const std::string& token, const std::string& id, bool json) {
+  absl::StatusOr<v1::JobInfo> j = Get(address, token, id);
+  if (!j.ok()) return Fail(j.status());
+  if (json) {
+    std::cout << ToJson(*j).dump(2) << "\n";
+  } else {
+    std::cout << j->job_id() << " " << StateName(j->state()) << (j->message().empty() ? "" : ": ") << j->message()
+              << "\n  command: " << absl::StrJoin(j->spec().entrypoint(), " ") << "\n  log: " << j->log_path() << "\n";
+  }
+  return 0;
+}
+
+int JobLogs(const std::string& address, const std::string& token, const std::string& id, bool follow) {
+  absl::StatusOr<v1::JobState> last = Stream(address, token, id, follow);
+  return last.ok() ? 0 : Fail(last.status());
+}
+
+int JobStop(const std::string& address, const std::string& token, const std::string& id, double grace_s) {
+  grpc::ClientContext ctx;
+  rpc::PrepareCall(&ctx, token, absl::Seconds(grace_s + 30));
+  v1::StopJobRequest req;
+  req.set_job_id(id);
+  req.set_grace_ms(int64_t(grace_s * 1000));
+  v1::StopJobReply reply;
+  if (absl::Status s = rpc::FromGrpc(Stub(address)->StopJob(&ctx, req, &reply)); !s.ok()) return Fail(s);
+  std::cout << reply.job().job_id() << " " << StateName(reply.job().state()) << ": " << reply.job().message() << "\n";
+  return 0;
+}
+
+int JobList(const std::string& address, const std::string& token, bool json) {
+  grpc::ClientContext ctx;
+  rpc::PrepareCall(&ctx, token, absl::Seconds(10));
+  v1::ListJobsReply reply;
+  if (absl::Status s = rpc::FromGrpc(Stub(address)->ListJobs(&ctx, {}, &reply)); !s.ok()) return Fail(s);
+  if (json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& j : reply.jobs()) arr.push_back(ToJson(j));
+    std::cout << arr.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("%-32s %-10s %-30s %s\n", "JOB", "STATE", "COMMAND", "MESSAGE");
+  for (const auto& j : reply.jobs()) {
+    std::string cmd = absl::StrJoin(j.spec().entrypoint(), " ");
+    if (cmd.size() > 30) cmd = cmd.substr(0, 27) + "...";
+    std::printf("%-32s %-10s %-30s %s\n", j.job_id().c_str(), StateName(j.state()).c_str(), cmd.c_str(),
+                j.message().c_str());
+  }
+  return 0;
+}
+
+int JobDelete(const std::string& address, const std::string& token, const std::string& id) {
+  grpc::ClientContext ctx;
+  rpc::PrepareCall(&ctx, token, absl::Seconds(30));
+  v1::DeleteJobRequest req;
+  req.set_job_id(id);
+  v1::DeleteJobReply reply;
+  if (absl::Status s = rpc::FromGrpc(Stub(address)->DeleteJob(&ctx, req, &reply)); !s.ok()) return Fail(s);
+  std::cout << "deleted " << id << "\n";
+  return 0;
+}
+
+}  // namespace skyrl::cli

@@ -1,0 +1,327 @@
+#include "runtime/head/job_manager.h"
+
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+#include "runtime/common/logging.h"
+#include "runtime/common/subprocess.h"
+
+namespace skyrl::head {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr int kMaxArgs = 256;
+constexpr size_t kMaxArgBytes = 64 * 1024;
+constexpr size_t kMaxEnv = 256;
+
+bool EnvName(const std::string& k) {
+  if (k.empty() || k.size() > 256 || std::isdigit(static_cast<unsigned char>(k[0]))) return false;
+  for (char c : k)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+// True when `pid` is a process started for `job_id` (its environment says so): a pid from
+// the store may have been reused by an unrelated process since.
+bool IsDriverOf(int pid, const std::string& job_id) {
+  if (pid <= 0) return false;
+  std::ifstream in(absl::StrCat("/proc/", pid, "/environ"), std::ios::binary);
+  std::stringstream env;
+  env << in.rdbuf();
+  std::string want = absl::StrCat("SKYRL_JOB_ID=", job_id);
+  std::string all = env.str();
+  for (size_t start = 0; start < all.size();) {
+    size_t end = all.find('\0', start);
+    if (end == std::string::npos) end = all.size();
+    if (all.compare(start, end - start, want) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool JobManager::Ended(v1::JobState s) {
+  return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED || s == v1::JOB_STOPPED;
+}
+
+absl::Status ValidateJobSpec(v1::JobSpec& spec) {
+  if (spec.submission_id().empty()) spec.set_submission_id(JobId::Random().ToString());
+  if (absl::Status s = ValidateName("spec.submission_id", spec.submission_id()); !s.ok()) return s;
+  if (spec.entrypoint_size() == 0) return absl::InvalidArgumentError("spec.entrypoint: give the command to run after --");
+  if (spec.entrypoint_size() > kMaxArgs)
+    return absl::InvalidArgumentError(absl::StrCat("spec.entrypoint: at most ", kMaxArgs, " arguments"));
+  for (int i = 0; i < spec.entrypoint_size(); ++i) {
+    const std::string& a = spec.entrypoint(i);
+    if (a.size() > kMaxArgBytes || a.find('\0') != std::string::npos)
+      return absl::InvalidArgumentError(absl::StrCat("spec.entrypoint[", i, "]: longer than 64 KiB or holds NUL"));
+  }
+  if (spec.entrypoint(0).empty()) return absl::InvalidArgumentError("spec.entrypoint[0]: empty command");
+  if (spec.env_size() > int(kMaxEnv))
+    return absl::InvalidArgumentError(absl::StrCat("spec.env: at most ", kMaxEnv, " variables"));
+  for (const auto& [k, v] : spec.env()) {
+    if (!EnvName(k))
+      return absl::InvalidArgumentError(absl::StrCat("spec.env: \"", k.substr(0, 64), "\" is not a variable name"));
+    if (k == "SKYRL_TOKEN" || k == "SKYRL_ADDRESS" || k == "SKYRL_JOB_ID")
+      return absl::InvalidArgumentError(absl::StrCat("spec.env: ", k, " is set by the head"));
+    if (v.size() > kMaxArgBytes || v.find('\0') != std::string::npos)
+      return absl::InvalidArgumentError(absl::StrCat("spec.env[", k, "]: longer than 64 KiB or holds NUL"));
+  }
+  if (spec.submitter().size() > 256) return absl::InvalidArgumentError("spec.submitter: longer than 256 characters");
+  return absl::OkStatus();
+}
+
+JobManager::JobManager(store::Store& store, ActorManager& actors, PlacementGroupManager& groups, const Clock& clock,
+                       JobManagerOptions options)
+    : store_(store), actors_(actors), groups_(groups), clock_(clock), options_(std::move(options)) {}
+
+JobManager::~JobManager() {
+  std::map<std::string, std::thread> watchers;
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    for (const auto& [id, job] : jobs_)
+      if (job.state() == v1::JOB_RUNNING && job.pid() > 0) kill(-job.pid(), SIGTERM);
+    watchers.swap(watchers_);
+  }
+  // Drivers get a few seconds to leave; the watchers record them.
+  absl::Time deadline = absl::Now() + absl::Seconds(3);
+  for (auto& [id, t] : watchers) {
+    while (absl::Now() < deadline) {
+      absl::MutexLock lock(&mu_);
+      if (Ended(jobs_[id].state())) break;
+      ended_.WaitWithDeadline(&mu_, deadline);
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      if (!Ended(jobs_[id].state()) && jobs_[id].pid() > 0) kill(-jobs_[id].pid(), SIGKILL);
+    }
+    t.join();
+  }
+}
+
+absl::Status JobManager::Persist(const v1::JobInfo& info) {
+  return store_.Put(kJobsTable, info.job_id(), info.SerializeAsString());
+}
+
+absl::Status JobManager::Recover() {
+  absl::StatusOr<std::vector<store::Entry>> entries = store_.Scan(kJobsTable, "");
+  if (!entries.ok()) return entries.status();
+  std::vector<std::string> lost;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const store::Entry& e : *entries) {
+      v1::JobInfo info;
+      if (!info.ParseFromString(e.value)) {
+        spdlog::error("jobs table: skipping unreadable entry {}", store::Where(kJobsTable, e.key));
+        continue;
+      }
+      if (!Ended(info.state())) {
+        bool alive = IsDriverOf(info.pid(), info.job_id());
+        if (alive) kill(-info.pid(), SIGKILL);
+        info.set_state(v1::JOB_FAILED);
+        info.set_message(alive ? "driver lost: the head that ran it stopped; its leftover driver was killed"
+                               : "driver lost: it died with the head that ran it");
+        info.set_ended_unix_ms(absl::ToUnixMillis(clock_.Now()));
+        info.set_pid(0);
+        (void)Persist(info);
+        lost.push_back(info.job_id());
+      }
+      jobs_[info.job_id()] = std::move(info);
+    }
+  }
+  for (const std::string& id : lost) CleanUp(id);
+  spdlog::info("recovered {} jobs from the store ({} lost with the previous head)", entries->size(), lost.size());
+  return absl::OkStatus();
+}
+
+void JobManager::Audit(const v1::JobInfo& info) {
+  nlohmann::json j;
+  j["time_unix_ms"] = info.submitted_unix_ms();
+  j["job_id"] = info.job_id();
+  j["submitter"] = info.spec().submitter();
+  j["peer"] = info.peer();
+  j["entrypoint"] = std::vector<std::string>(info.spec().entrypoint().begin(), info.spec().entrypoint().end());
+  std::vector<std::string> env_names;
+  for (const auto& [k, v] : info.spec().env()) env_names.push_back(k);
+  std::sort(env_names.begin(), env_names.end());
+  j["env_names"] = env_names;
+  j["working_dir_bytes"] = info.working_dir_bytes();
+  std::string line = j.dump();
+  std::ofstream(fs::path(options_.jobs_dir) / "audit.log", std::ios::app) << line << "\n";
+  spdlog::info("audit: job submitted: {}", line);
+}
+
+absl::StatusOr<v1::JobInfo> JobManager::Submit(v1::JobSpec spec, const std::string& archive, const std::string& peer) {
+  if (absl::Status s = ValidateJobSpec(spec); !s.ok()) return s;
+  if (!spec.has_working_dir() && !archive.empty())
+    return absl::InvalidArgumentError("spec.has_working_dir: an archive was sent without it");
+  std::string id = spec.submission_id();
+  v1::JobInfo info;
+  info.set_job_id(id);
+  *info.mutable_spec() = spec;
+  info.set_state(v1::JOB_PENDING);
+  info.set_submitted_unix_ms(absl::ToUnixMillis(clock_.Now()));
+  info.set_peer(peer);
+  info.set_working_dir_bytes(int64_t(archive.size()));
+  fs::path dir = fs::path(options_.jobs_dir) / id;
+  info.set_log_path((dir / "driver.log").string());
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return absl::UnavailableError("the head is shutting down");
+    if (jobs_.contains(id)) return absl::AlreadyExistsError(absl::StrCat("a job with submission id ", id, " exists"));
+    if (absl::Status s = Persist(info); !s.ok()) return s;
+    jobs_[id] = info;
+  }
+  Audit(info);
+
+  // Unpack and start outside the lock; the id is reserved.
+  auto fail = [&](const std::string& why) -> absl::StatusOr<v1::JobInfo> {
+    absl::MutexLock lock(&mu_);
+    v1::JobInfo& j = jobs_[id];
+    j.set_state(v1::JOB_FAILED);
+    j.set_message(why);
+    j.set_ended_unix_ms(absl::ToUnixMillis(clock_.Now()));
+    (void)Persist(j);
+    ended_.SignalAll();
+    return j;
+  };
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return fail(absl::StrCat("cannot create ", dir.string(), ": ", ec.message()));
+  fs::path cwd = dir;
+  if (spec.has_working_dir()) {
+    cwd = dir / "working_dir";
+    if (absl::Status s = archive::UnpackTarGz(archive, cwd.string(), options_.limits); !s.ok()) {
+      // A refused archive is the caller's error: say so and keep nothing.
+      {
+        absl::MutexLock lock(&mu_);
+        jobs_.erase(id);
+        (void)store_.Delete(kJobsTable, id);
+      }
+      fs::remove_all(dir, ec);
+      return s;
+    }
+  }
+  SpawnOptions o;
+  o.argv = {spec.entrypoint().begin(), spec.entrypoint().end()};
+  o.env_set = {spec.env().begin(), spec.env().end()};
+  o.env_set["SKYRL_ADDRESS"] = options_.head_address;
+  o.env_set["SKYRL_TOKEN"] = options_.token;
+  o.env_set["SKYRL_JOB_ID"] = id;
+  o.log_path = info.log_path();
+  o.working_dir = cwd.string();
+  o.new_process_group = true;
+  absl::StatusOr<Subprocess> p = Subprocess::Start(o);
+  if (!p.ok()) return fail(absl::StrCat("the driver could not start: ", p.status().message()));
+  absl::MutexLock lock(&mu_);
+  v1::JobInfo& j = jobs_[id];
+  j.set_state(v1::JOB_RUNNING);
+  j.set_pid(p->pid());
+  j.set_started_unix_ms(absl::ToUnixMillis(clock_.Now()));
+  (void)Persist(j);
+  spdlog::info("job {} RUNNING: pid {}, log {}", id, p->pid(), j.log_path());
+  auto proc = std::make_shared<Subprocess>(std::move(*p));
+  watchers_[id] = std::thread([this, id, proc] {
+    ExitInfo exit = proc->Wait();
+    {
+      absl::MutexLock lock(&mu_);
+      v1::JobInfo& j = jobs_[id];
+      j.set_pid(0);
+      j.set_ended_unix_ms(absl::ToUnixMillis(clock_.Now()));
+      j.set_exit_code(exit.signaled ? 0 : exit.exit_code);
+      j.set_signal(exit.signaled ? exit.signal : 0);
+      if (stop_requested_[id]) {
+        j.set_state(v1::JOB_STOPPED);
+        j.set_message(absl::StrCat("stopped by the user (", exit.Describe(), ")"));
+      } else if (shutting_down_) {
+        j.set_state(v1::JOB_FAILED);
+        j.set_message(absl::StrCat("stopped with the head (", exit.Describe(), ")"));
+      } else {
+        j.set_state(exit.ok() ? v1::JOB_SUCCEEDED : v1::JOB_FAILED);
+        j.set_message(exit.Describe());
+      }
+      (void)Persist(j);
+      spdlog::info("job {} {}: {}", id, v1::JobState_Name(j.state()), j.message());
+    }
+    CleanUp(id);
+    absl::MutexLock lock(&mu_);
+    ended_.SignalAll();
+  });
+  return j;
+}
+
+void JobManager::CleanUp(const std::string& job_id) {
+  std::string reason = absl::StrCat("its job ", job_id, " ended");
+  actors_.KillJob(job_id, reason);
+  groups_.RemoveJobGroups(job_id);
+}
+
+absl::StatusOr<v1::JobInfo> JobManager::Get(const std::string& job_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", job_id));
+  return it->second;
+}
+
+std::vector<v1::JobInfo> JobManager::List() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::JobInfo> out;
+  for (const auto& [id, j] : jobs_) out.push_back(j);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.submitted_unix_ms() != b.submitted_unix_ms() ? a.submitted_unix_ms() < b.submitted_unix_ms()
+                                                          : a.job_id() < b.job_id();
+  });
+  return out;
+}
+
+absl::StatusOr<v1::JobInfo> JobManager::Stop(const std::string& job_id, absl::Duration grace) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", job_id));
+  if (Ended(it->second.state())) return it->second;
+  int pid = it->second.pid();
+  if (pid <= 0) return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " has no driver process yet"));
+  stop_requested_[job_id] = true;
+  kill(-pid, SIGTERM);
+  absl::Time deadline = absl::Now() + grace;
+  while (!Ended(jobs_[job_id].state()) && absl::Now() < deadline) ended_.WaitWithDeadline(&mu_, deadline);
+  if (!Ended(jobs_[job_id].state())) {
+    kill(-pid, SIGKILL);
+    absl::Time hard = absl::Now() + absl::Seconds(10);
+    while (!Ended(jobs_[job_id].state()) && absl::Now() < hard) ended_.WaitWithDeadline(&mu_, hard);
+  }
+  return jobs_[job_id];
+}
+
+absl::Status JobManager::Delete(const std::string& job_id) {
+  std::thread watcher;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", job_id));
+    if (!Ended(it->second.state()))
+      return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " is ", v1::JobState_Name(it->second.state()),
+                                                        ": stop it first"));
+    if (absl::StatusOr<bool> s = store_.Delete(kJobsTable, job_id); !s.ok()) return s.status();
+    jobs_.erase(it);
+    stop_requested_.erase(job_id);
+    auto w = watchers_.find(job_id);
+    if (w != watchers_.end()) {
+      watcher = std::move(w->second);
+      watchers_.erase(w);
+    }
+  }
+  if (watcher.joinable()) watcher.join();
+  std::error_code ec;
+  fs::remove_all(fs::path(options_.jobs_dir) / job_id, ec);
+  return absl::OkStatus();
+}
+
+}  // namespace skyrl::head
