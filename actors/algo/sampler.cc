@@ -77,15 +77,7 @@ absl::StatusOr<Rollout> Generate(const Policy& policy, const PromptBatch& prompt
         logp = torch::log_softmax(logits, -1).gather(1, token.unsqueeze(1)).squeeze(1);
       } else {
         torch::Tensor scaled = logits / params.temperature;
-        if (params.top_p < 1) {
-          // Keep the smallest set of most likely tokens whose mass reaches top_p: a token
-          // stays when the mass strictly before it is below top_p (so the first always does).
-          auto [sorted, order] = torch::softmax(scaled, -1).sort(-1, /*descending=*/true);
-          torch::Tensor before = sorted.cumsum(-1) - sorted;
-          torch::Tensor drop_sorted = before >= params.top_p;
-          torch::Tensor drop = torch::zeros_like(drop_sorted).scatter(1, order, drop_sorted);
-          scaled = scaled.masked_fill(drop, -std::numeric_limits<float>::infinity());
-        }
+        scaled = TopPFilter(scaled, params.top_p);
         torch::Tensor logprobs = torch::log_softmax(scaled, -1);
         token = torch::multinomial(logprobs.exp(), 1, /*replacement=*/false, gen).squeeze(1);
         logp = logprobs.gather(1, token.unsqueeze(1)).squeeze(1);
@@ -109,6 +101,14 @@ absl::StatusOr<Rollout> Generate(const Policy& policy, const PromptBatch& prompt
     r.mask = torch::stack(masks, 1);
     return r;
   });
+}
+
+torch::Tensor TopPFilter(const torch::Tensor& logits, double top_p) {
+  if (top_p >= 1) return logits;
+  auto [sorted, order] = torch::softmax(logits, -1).sort(-1, /*descending=*/true);
+  torch::Tensor drop_sorted = (sorted.cumsum(-1) - sorted) >= top_p;
+  torch::Tensor drop = torch::zeros_like(drop_sorted).scatter(-1, order, drop_sorted);
+  return logits.masked_fill(drop, -std::numeric_limits<float>::infinity());
 }
 
 torch::Tensor ResponseLogprobs(const Policy& policy, const torch::Tensor& sequences, const torch::Tensor& valid,

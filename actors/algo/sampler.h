@@ -52,6 +52,12 @@ struct Rollout {
 absl::StatusOr<Rollout> Generate(const Policy& policy, const PromptBatch& prompts, const SamplingParams& params,
                                  int eos_id, int pad_id, uint64_t seed);
 
+// Top-p (nucleus) filter over the last dim of `logits` [B, V]: keeps the smallest set of the
+// most likely tokens whose probability mass reaches top_p (a token stays when the mass of the
+// tokens strictly more likely than it is below top_p, so the most likely always stays) and
+// sets the rest to -inf. top_p >= 1 returns the logits unchanged.
+torch::Tensor TopPFilter(const torch::Tensor& logits, double top_p);
+
 // Log-probs [B, N] of sequences[:, P:] under the policy with logits divided by
 // `temperature` (no top-p: this is what the trainer differentiates). Builds a graph when
 // grad mode is on. Throws like Policy::Forward.

@@ -25,15 +25,15 @@ absl::Status ValidatePolicyConfig(const PolicyConfig& c) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateTensorParallel(const PolicyConfig& c, int tp) {
+absl::Status ValidateTensorParallel(const PolicyConfig& c, int tp, absl::string_view field) {
   if (auto s = ValidatePolicyConfig(c); !s.ok()) return s;
-  if (tp <= 0) return absl::InvalidArgumentError(absl::StrCat("tp_size: must be > 0, got ", tp));
+  if (tp <= 0) return absl::InvalidArgumentError(absl::StrCat(field, ": must be > 0, got ", tp));
   if (c.heads % tp != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("tp_size: ", tp, " does not divide model.heads ", c.heads));
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", tp, " does not divide model.heads ", c.heads));
   }
   if (c.MlpHidden() % tp != 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("tp_size: ", tp, " does not divide the MLP intermediate size ", c.MlpHidden()));
+        absl::StrCat(field, ": ", tp, " does not divide the MLP intermediate size ", c.MlpHidden()));
   }
   return absl::OkStatus();
 }

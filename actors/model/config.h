@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace skyrl::actors {
 
@@ -32,8 +33,8 @@ struct PolicyConfig {
 
 // InvalidArgument naming the field: positive sizes, heads dividing d_model.
 absl::Status ValidatePolicyConfig(const PolicyConfig& c);
-// Also checks that `tp` divides the heads and the MLP's intermediate size.
-absl::Status ValidateTensorParallel(const PolicyConfig& c, int tp);
+// Also checks that `tp` divides the heads and the MLP's intermediate size; errors name `field`.
+absl::Status ValidateTensorParallel(const PolicyConfig& c, int tp, absl::string_view field = "tp_size");
 
 // How one parameter is laid out and split.
 struct ParamSpec {

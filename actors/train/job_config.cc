@@ -210,8 +210,8 @@ absl::StatusOr<JobConfig> ParseJobConfig(absl::string_view yaml, absl::string_vi
   if (auto s = ValidateTensorParallel(t.model, t.tp_size); !s.ok()) {
     return fail(absl::StrCat("trainer.", s.message()));
   }
-  if (auto s = ValidateTensorParallel(t.model, g.tensor_parallel_size); !s.ok()) {
-    return fail(absl::StrCat("generator.tensor_parallel_size: ", s.message()));
+  if (auto s = ValidateTensorParallel(t.model, g.tensor_parallel_size, "generator.tensor_parallel_size"); !s.ok()) {
+    return fail(s.message());
   }
   if (t.train_batch_size * a.group_size < a.mini_batches) {
     return fail(absl::StrCat("trainer.algorithm.mini_batches: ", a.mini_batches, " exceeds the ",

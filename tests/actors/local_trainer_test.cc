@@ -1,0 +1,68 @@
+#include <gtest/gtest.h>
+
+#include "actors/train/job_config.h"
+#include "actors/train/local_trainer.h"
+
+namespace skyrl::actors {
+namespace {
+
+// A tiny run: about 2 s on an idle core (seeds 3, 4, 5 end at 0.51, 0.98, 0.77 from ~0.02).
+JobConfig Tiny() {
+  auto c = ParseJobConfig(R"(
+trainer:
+  steps: 50
+  train_batch_size: 16
+  seed: 3
+  num_threads: 1
+  model: {layers: 1, d_model: 64, heads: 2, max_len: 10, mlp_hidden: 128}
+  algorithm: {group_size: 8, lr: 0.003, kl_coef: 0.001, mini_batches: 2}
+generator:
+  sampling_params: {temperature: 1.0, max_generate_length: 4}
+environment: {task: copy, min_digits: 2, max_digits: 2}
+)",
+                          "tiny");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *c;
+}
+
+TEST(LocalGrpo, AShortRunBeatsTheRandomPolicy) {
+  std::vector<int> seen;
+  auto run = RunLocalGrpo(Tiny(), [&](const StepMetrics& m) { seen.push_back(m.step); });
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->steps, 50);
+  EXPECT_EQ(seen.size(), 50u);
+  EXPECT_EQ(seen.back(), 50);
+  EXPECT_LT(run->baseline_reward, 0.15) << "a random policy rarely copies";
+  EXPECT_GT(run->final_reward, run->baseline_reward + 0.25)
+      << "baseline " << run->baseline_reward << " final " << run->final_reward;
+  for (const StepMetrics& m : run->history) {
+    EXPECT_GT(m.response_tokens, 0);
+    EXPECT_GE(m.kl, 0.0);
+    EXPECT_NE(FormatStep(m).find("reward"), std::string::npos);
+  }
+}
+
+TEST(LocalGrpo, SameConfigSameNumbers) {
+  JobConfig c = Tiny();
+  c.trainer.steps = 3;
+  auto a = RunLocalGrpo(c, nullptr);
+  auto b = RunLocalGrpo(c, nullptr);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(a->history[i].mean_reward, b->history[i].mean_reward);
+    EXPECT_EQ(a->history[i].loss, b->history[i].loss);
+    EXPECT_EQ(a->history[i].kl, b->history[i].kl);
+  }
+}
+
+TEST(LocalGrpo, RefusesTensorParallelAndTooLongSequences) {
+  JobConfig c = Tiny();
+  c.trainer.tp_size = 2;
+  EXPECT_NE(RunLocalGrpo(c, nullptr).status().message().find("trainer.tp_size"), absl::string_view::npos);
+  c = Tiny();
+  c.generator.max_generate_length = 7;  // 4-token prompt + 7 > max_len 10
+  EXPECT_NE(RunLocalGrpo(c, nullptr).status().message().find("max_generate_length"), absl::string_view::npos);
+}
+
+}  // namespace
+}  // namespace skyrl::actors
