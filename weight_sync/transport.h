@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -26,6 +27,17 @@
 #include "weight_sync/plan/schedule.h"
 
 namespace skyrl::weight_sync {
+
+// Where a receiver assembles the next version.
+enum class Staging {
+  // Beside the live version (memory: two shards); any failure leaves the live version serving.
+  kCopy,
+  // Into the live buffer itself (memory: one shard, no buckets held), for shards that do not fit
+  // twice. The engine must be paused: starting fails while a reader holds a snapshot, and until
+  // the commit Current() serves nothing (bytes == nullptr). A failure leaves the shard torn
+  // (version 0, nothing served) until a sync that overwrites the whole shard succeeds.
+  kInPlace,
+};
 
 struct TransferOptions {
   // Bytes between checksums and acknowledgement points on one connection (SkyRL's default).
@@ -40,6 +52,7 @@ struct TransferOptions {
   absl::Duration sync_timeout = absl::Minutes(10);
   // Receiver: leave the version prepared; the caller calls Commit() or Abort().
   bool defer_commit = false;
+  Staging staging = Staging::kCopy;
 };
 
 // A receiver's shard and its weight version. Safe for concurrent use; one sync at a time.
@@ -51,7 +64,8 @@ class VersionedShard {
     uint64_t version = 0;
     std::shared_ptr<const std::vector<uint8_t>> bytes;
   };
-  // What an engine serves: whole, and unchanged while held.
+  // What an engine serves: whole, and unchanged while held. bytes == nullptr while an in-place
+  // sync applies and after one failed (see Staging::kInPlace).
   Snapshot Current() const;
 
   // Replaces the live bytes (initial load). InvalidArgument when the size differs from the
@@ -64,12 +78,16 @@ class VersionedShard {
   // version before the live one is reused when no reader holds it any more, so steady-state
   // syncs allocate nothing. FailedPrecondition when a sync is already staged or `version` is
   // not newer than the live one.
-  absl::StatusOr<absl::Span<uint8_t>> BeginStaging(uint64_t version, bool keep_live_bytes = true);
+  // With Staging::kInPlace the live buffer itself is returned (FailedPrecondition while a
+  // reader holds it, or when the shard is torn and `keep_live_bytes` asks for its contents).
+  absl::StatusOr<absl::Span<uint8_t>> BeginStaging(uint64_t version, bool keep_live_bytes = true,
+                                                   Staging mode = Staging::kCopy);
   // Marks staged bytes complete (transport's job).
   void MarkPrepared();
   // Swaps the prepared version in. FailedPrecondition when nothing is prepared.
   absl::Status Commit();
-  // Drops a staged or prepared version; the live one stays.
+  // Drops a staged or prepared version; the live one stays (kCopy) or the shard is torn
+  // (kInPlace).
   void Abort();
   // The version being staged or prepared, or 0.
   uint64_t PendingVersion() const;
@@ -83,7 +101,13 @@ class VersionedShard {
   std::shared_ptr<const std::vector<uint8_t>> retired_ ABSL_GUARDED_BY(mu_);  // the previous live buffer
   uint64_t staging_version_ ABSL_GUARDED_BY(mu_) = 0;
   bool prepared_ ABSL_GUARDED_BY(mu_) = false;
+  bool in_place_ ABSL_GUARDED_BY(mu_) = false;
+  // The buffer of a failed in-place sync: reused (never served) by the next sync.
+  std::shared_ptr<std::vector<uint8_t>> torn_ ABSL_GUARDED_BY(mu_);
 };
+
+// For failure messages: "(version 3 stays live)" or what a failed in-place sync left.
+std::string Aftermath(const VersionedShard& shard);
 
 // One rank's endpoint. Send and Receive may run at the same time on a rank that is both (a
 // colocated trainer/engine GPU); each is otherwise called by one thread at a time.

@@ -26,7 +26,8 @@ absl::Status VersionedShard::Load(uint64_t version, std::vector<uint8_t> bytes) 
   return absl::OkStatus();
 }
 
-absl::StatusOr<absl::Span<uint8_t>> VersionedShard::BeginStaging(uint64_t version, bool keep_live_bytes) {
+absl::StatusOr<absl::Span<uint8_t>> VersionedShard::BeginStaging(uint64_t version, bool keep_live_bytes,
+                                                                  Staging mode) {
   std::shared_ptr<const std::vector<uint8_t>> live, retired;
   {
     absl::MutexLock lock(&mu_);
@@ -37,8 +38,24 @@ absl::StatusOr<absl::Span<uint8_t>> VersionedShard::BeginStaging(uint64_t versio
       return absl::FailedPreconditionError(absl::StrCat("shard: version ", version,
                                                         " is not newer than the live version ",
                                                         live_.version));
+    if (torn_ && keep_live_bytes)
+      return absl::FailedPreconditionError(
+          "shard: torn by a failed in-place sync; only a sync that overwrites the whole shard can repair it");
+    if (mode == Staging::kInPlace && live_.bytes && live_.bytes.use_count() > 1)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "shard: an in-place sync needs the engine paused, but a reader still holds version ", live_.version));
     staging_version_ = version;
     prepared_ = false;
+    in_place_ = mode == Staging::kInPlace;
+    if (torn_) {
+      staging_ = std::move(torn_);  // never served; its contents are about to be overwritten
+      return absl::Span<uint8_t>(staging_->data(), staging_->size());
+    }
+    if (in_place_) {
+      // Only the shard holds the buffer (checked above) and it was created non-const.
+      staging_ = std::const_pointer_cast<std::vector<uint8_t>>(std::move(live_.bytes));
+      return absl::Span<uint8_t>(staging_->data(), staging_->size());
+    }
     live = live_.bytes;
     retired = std::move(retired_);
     staging_ = std::make_shared<std::vector<uint8_t>>();  // reserves the slot
@@ -69,8 +86,9 @@ absl::Status VersionedShard::Commit() {
   if (!staging_ || !prepared_)
     return absl::FailedPreconditionError("shard: no prepared version to commit");
   live_.version = staging_version_;
-  retired_ = std::move(live_.bytes);
+  if (!in_place_) retired_ = std::move(live_.bytes);
   live_.bytes = std::move(staging_);
+  in_place_ = false;
   staging_.reset();
   staging_version_ = 0;
   prepared_ = false;
@@ -79,6 +97,12 @@ absl::Status VersionedShard::Commit() {
 
 void VersionedShard::Abort() {
   absl::MutexLock lock(&mu_);
+  if (in_place_ && staging_) {
+    // The live bytes were partly overwritten: serve nothing until a full sync repairs them.
+    torn_ = std::move(staging_);
+    live_ = Snapshot{};
+    in_place_ = false;
+  }
   staging_.reset();
   staging_version_ = 0;
   prepared_ = false;
@@ -87,6 +111,13 @@ void VersionedShard::Abort() {
 uint64_t VersionedShard::PendingVersion() const {
   absl::MutexLock lock(&mu_);
   return staging_version_;
+}
+
+std::string Aftermath(const VersionedShard& shard) {
+  VersionedShard::Snapshot s = shard.Current();
+  if (s.bytes == nullptr)
+    return "(the in-place sync tore the shard: nothing is served until a sync of the whole shard succeeds)";
+  return absl::StrCat("(version ", s.version, " stays live)");
 }
 
 }  // namespace skyrl::weight_sync

@@ -262,6 +262,71 @@ TEST_P(TransportContractTest, SenderOfAnotherVersionIsRefused) {
   EXPECT_EQ(e.shards[0]->Current().version, 0u);
 }
 
+TEST_P(TransportContractTest, InPlaceSyncNeedsNoSecondShard) {
+  auto w = MakeWorld(SmallDense(), Layout::Of(ModelParallel{.tp = 2}), Layout::Engines(2, ModelParallel{.tp = 2}));
+  ASSERT_TRUE(w.ok());
+  InMemoryRendezvous rdv;
+  TransferOptions o = TestOptions();
+  o.staging = Staging::kInPlace;
+  o.io_timeout = absl::Milliseconds(300);
+  Endpoints e = Make(**w, o, rdv);
+  auto v1 = (*w)->Weights(1), v2 = (*w)->Weights(2), v3 = (*w)->Weights(3);
+  ASSERT_EQ(RunSync(**w, 1, SenderShards(**w, v1), e.senders, e.receivers, e.shards).FirstError(), "");
+  const uint8_t* buffer = e.shards[0]->Current().bytes->data();
+  // A reader holding a snapshot means the engine is not paused: refused before anything moves.
+  {
+    VersionedShard::Snapshot held = e.shards[0]->Current();
+    absl::Status busy = e.receivers[0]->Receive(2, (*w)->recv_sched[0], *e.shards[0]);
+    EXPECT_EQ(busy.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(std::string(busy.message()), HasSubstr("paused"));
+  }
+  ASSERT_EQ(RunSync(**w, 2, SenderShards(**w, v2), e.senders, e.receivers, e.shards).FirstError(), "");
+  EXPECT_EQ(e.shards[0]->Current().bytes->data(), buffer) << "in place: the same buffer";
+  EXPECT_TRUE(*e.shards[0]->Current().bytes == (*w)->Expected(0, v2));
+  // A failure tears the shard: nothing is served, rather than a mix.
+  std::vector<Transport*> one_sender = {nullptr, e.senders[1]};  // receiver 0 needs sender 0
+  auto res = RunSync(**w, 3, SenderShards(**w, v3), one_sender, e.receivers, e.shards);
+  ASSERT_FALSE(res.recv[0].ok());
+  EXPECT_THAT(std::string(res.recv[0].message()), HasSubstr("tore the shard"));
+  EXPECT_EQ(e.shards[0]->Current().bytes, nullptr);
+  EXPECT_EQ(e.shards[0]->Current().version, 0u);
+  // A full sync repairs it. (Receivers that had all their bytes committed 3: a version is per
+  // receiver unless the caller commits an engine's ranks together with defer_commit.)
+  EXPECT_EQ(e.shards[1]->Current().version, 3u);
+  ASSERT_EQ(RunSync(**w, 4, SenderShards(**w, v3), e.senders, e.receivers, e.shards).FirstError(), "");
+  for (int r = 0; r < 4; ++r) EXPECT_TRUE(*e.shards[r]->Current().bytes == (*w)->Expected(r, v3)) << r;
+}
+
+// An engine's ranks must swap together: with defer_commit the caller commits every rank of
+// the engine only when all of them received their bytes, and aborts them all otherwise.
+TEST_P(TransportContractTest, DeferredCommitSwapsAnEnginesRanksTogether) {
+  auto w = MakeWorld(SmallDense(), Layout::Of(ModelParallel{.tp = 2}), Layout::Engines(1, ModelParallel{.tp = 2}));
+  ASSERT_TRUE(w.ok());
+  InMemoryRendezvous rdv;
+  TransferOptions o = TestOptions();
+  o.defer_commit = true;
+  o.io_timeout = absl::Milliseconds(300);
+  Endpoints e = Make(**w, o, rdv);
+  auto v1 = (*w)->Weights(1), v2 = (*w)->Weights(2);
+  ASSERT_EQ(RunSync(**w, 1, SenderShards(**w, v1), e.senders, e.receivers, e.shards).FirstError(), "");
+  for (auto& s : e.shards) {
+    EXPECT_EQ(s->Current().version, 0u);  // prepared, not yet served
+    EXPECT_EQ(s->PendingVersion(), 1u);
+  }
+  for (auto& s : e.shards) ASSERT_TRUE(s->Commit().ok());
+  EXPECT_TRUE(*e.shards[1]->Current().bytes == (*w)->Expected(1, v1));
+  // Sender 0 missing: rank 0 fails, rank 1 (fed by sender 1 only) prepares v2; the engine aborts both.
+  std::vector<Transport*> one_sender = {nullptr, e.senders[1]};
+  auto res = RunSync(**w, 2, SenderShards(**w, v2), one_sender, e.receivers, e.shards);
+  EXPECT_FALSE(res.recv[0].ok());
+  EXPECT_TRUE(res.recv[1].ok()) << res.recv[1];
+  for (auto& s : e.shards) s->Abort();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(e.shards[r]->Current().version, 1u);
+    EXPECT_TRUE(*e.shards[r]->Current().bytes == (*w)->Expected(r, v1));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, TransportContractTest, ::testing::Values(Tcp()),
                          [](const ::testing::TestParamInfo<TransportKind>& i) { return i.param.name; });
 

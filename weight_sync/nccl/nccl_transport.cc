@@ -47,12 +47,12 @@ class NcclTransport final : public Transport {
                                                      " bytes, the schedule needs ", schedule.shard_bytes));
     int64_t incoming = 0;
     for (const PeerStream& p : schedule.peers) incoming += p.bytes;
-    auto staging = shard.BeginStaging(version, incoming < shard.Bytes());
+    auto staging = shard.BeginStaging(version, incoming < shard.Bytes(), o_.transfer.staging);
     if (!staging.ok()) return staging.status();
     absl::Status s = Run(version, schedule, staging->data(), /*sending=*/false);
     if (!s.ok()) {
       shard.Abort();
-      return absl::Status(s.code(), absl::StrCat(s.message(), " (version ", shard.Current().version, " stays live)"));
+      return absl::Status(s.code(), absl::StrCat(s.message(), " ", Aftermath(shard)));
     }
     shard.MarkPrepared();
     return o_.transfer.defer_commit ? absl::OkStatus() : shard.Commit();

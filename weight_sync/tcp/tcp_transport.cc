@@ -305,7 +305,7 @@ absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedul
   int64_t incoming = 0;
   for (const PeerStream& p : schedule.peers) incoming += p.bytes;
   // Plans cover each byte at most once, so a schedule as large as the shard overwrites it all.
-  absl::StatusOr<absl::Span<uint8_t>> staging = shard.BeginStaging(version, incoming < shard.Bytes());
+  absl::StatusOr<absl::Span<uint8_t>> staging = shard.BeginStaging(version, incoming < shard.Bytes(), o_.transfer.staging);
   if (!staging.ok()) return absl::Status(staging.status().code(), absl::StrCat(who, ": ", staging.status().message()));
   const TransferOptions& t = o_.transfer;
   // Run any cancel a failed earlier sync posted after its last accept, so it cannot cancel ours.
@@ -399,8 +399,7 @@ absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedul
     absl::MutexLock lock(&mu);
     if (!failure.ok()) {
       shard.Abort();
-      return absl::Status(failure.code(), absl::StrCat(who, ": ", failure.message(), " (version ",
-                                                       shard.Current().version, " stays live)"));
+      return absl::Status(failure.code(), absl::StrCat(who, ": ", failure.message(), " ", Aftermath(shard)));
     }
   }
   shard.MarkPrepared();
