@@ -55,6 +55,7 @@ absl::StatusOr<ActorHandle> Client::CreateActor(const std::string& class_name, c
   if (o.bundle_index >= 0) spec->set_bundle_index(o.bundle_index);
   spec->set_job_id(job_id_);
   spec->set_detached(o.detached);
+  spec->set_host(o.host);
   grpc::ClientContext ctx;
   rpc::PrepareCall(&ctx, token_, options_.call_timeout);
   v1::CreateActorReply reply;

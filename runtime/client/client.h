@@ -39,6 +39,7 @@ struct ActorOptions {
   std::string placement_group_id;  // place it in this group's bundles,
   int bundle_index = -1;           // in this one (-1: any bundle of the group)
   bool detached = false;           // outlives the job whose driver created it
+  std::string host;                // actor host flavour: "" built-in classes, "rl" the LibTorch roles
 };
 
 struct Bundle {

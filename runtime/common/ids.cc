@@ -78,4 +78,14 @@ absl::Status ValidateName(absl::string_view field, absl::string_view name) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateHostFlavour(absl::string_view field, absl::string_view name) {
+  if (name.empty()) return absl::OkStatus();
+  if (name.size() > 32) return absl::InvalidArgumentError(absl::StrCat(field, ": longer than 32 characters"));
+  for (char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": \"", name, "\" has a character outside [a-z0-9-]"));
+  return absl::OkStatus();
+}
+
 }  // namespace skyrl

@@ -82,6 +82,10 @@ using JobId = Id<JobIdTag>;
 // characters of [A-Za-z0-9._-], not starting with '.' or '-'. `field` names the input in the error.
 absl::Status ValidateName(absl::string_view field, absl::string_view name);
 
+// An actor host flavour: empty (the built-in host), or 1-32 characters of [a-z0-9-]; the worker
+// runs skyrl-actor-host-<flavour> from its own folder, so the name can never be a path.
+absl::Status ValidateHostFlavour(absl::string_view field, absl::string_view name);
+
 }  // namespace skyrl
 
 template <typename Tag>

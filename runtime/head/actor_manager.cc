@@ -71,6 +71,7 @@ absl::Status ValidateSpec(v1::ActorSpec& spec) {
       return absl::InvalidArgumentError(absl::StrCat("spec.placement_group_id: ", pg.status().message()));
   if (!spec.job_id().empty())
     if (absl::Status s = ValidateName("spec.job_id", spec.job_id()); !s.ok()) return s;
+  if (absl::Status s = ValidateHostFlavour("spec.host", spec.host()); !s.ok()) return s;
   if (spec.has_bundle_index() && spec.placement_group_id().empty())
     return absl::InvalidArgumentError("spec.bundle_index: needs spec.placement_group_id");
   if (spec.has_bundle_index() && spec.bundle_index() < 0)
@@ -248,6 +249,7 @@ absl::StatusOr<v1::ActorInfo> ActorManager::PlaceAndStart(const ActorId& id, boo
     req.set_init_args(a.spec().init_args());
     *req.mutable_gpu_ids() = a.gpu_ids();
     req.set_max_concurrency(a.spec().max_concurrency());
+    req.set_host(a.spec().host());
     break;
   }
   absl::StatusOr<v1::StartActorReply> started = workers_.StartActor(worker_address, req);

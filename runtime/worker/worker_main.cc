@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
   std::deque<skyrl::v1::ActorExitInfo> exits_to_report;
   skyrl::worker::WorkerServiceImpl worker_service(
       {.actor_host = actor_host, .log_dir = log_dir,
-       .bind_host = bind == "0.0.0.0" ? node_ip : bind, .token = g_token,
+       .bind_host = bind == "0.0.0.0" ? node_ip : bind, .token = g_token, .head_address = head,
        .on_exit = [&](const skyrl::v1::ActorExitInfo& e) {
          absl::MutexLock lock(&exits_mu);
          exits_to_report.push_back(e);

@@ -1,5 +1,8 @@
 #include "runtime/worker/worker_service.h"
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -39,14 +42,26 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx,
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message()));
   if (req->max_concurrency() < 0 || req->max_concurrency() > 10000)
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_concurrency must be in 0-10000");
+  if (absl::Status s = ValidateHostFlavour("host", req->host()); !s.ok())
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message()));
+  std::string host_binary = options_.actor_host;
+  if (!req->host().empty()) {
+    host_binary = (std::filesystem::path(options_.actor_host).parent_path() /
+                   absl::StrCat("skyrl-actor-host-", req->host()))
+                      .string();
+    if (access(host_binary.c_str(), X_OK) != 0)
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          absl::StrCat("this node has no actor host \"", req->host(), "\" (", host_binary,
+                                       " is missing or not executable)"));
+  }
   std::string port_file = absl::StrCat(options_.log_dir, "/", id->ToString(), ".port");
   std::remove(port_file.c_str());
   ActorLaunch launch{*id,
-                     {options_.actor_host, "--class", req->class_name(), "--init-args",
+                     {host_binary, "--class", req->class_name(), "--init-args",
                       req->init_args(), "--bind", options_.bind_host, "--port-file", port_file,
                       "--max-concurrency", std::to_string(std::max(1, req->max_concurrency()))},
                      {req->gpu_ids().begin(), req->gpu_ids().end()},
-                     {{"SKYRL_TOKEN", options_.token}}};
+                     {{"SKYRL_TOKEN", options_.token}, {"SKYRL_ADDRESS", options_.head_address}}};
   uint64_t launched_after;
   {
     absl::MutexLock lock(&mu_);

@@ -250,6 +250,15 @@ TEST_F(PlacementGroupTest, BadSpecsAreRejectedNamingTheField) {
   g = client->CreatePlacementGroup(Group("bad name!", 1, {{"CPU", 1}}, v1::PACK));
   EXPECT_TRUE(absl::IsInvalidArgument(g.status()));
   EXPECT_NE(g.status().message().find("spec.name"), std::string::npos) << g.status();
+  ActorOptions flavour;
+  flavour.host = "../../bin/sh";
+  absl::StatusOr<ActorHandle> bad_host = client->CreateActor("echo", flavour);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad_host.status())) << bad_host.status();
+  EXPECT_NE(bad_host.status().message().find("spec.host"), std::string::npos) << bad_host.status();
+  flavour.host = "nosuch";
+  bad_host = client->CreateActor("echo", flavour);
+  EXPECT_TRUE(absl::IsFailedPrecondition(bad_host.status())) << bad_host.status();
+  EXPECT_NE(bad_host.status().message().find("no actor host \"nosuch\""), std::string::npos) << bad_host.status();
   ActorOptions o;
   o.placement_group_id = "pg-nothex";
   EXPECT_TRUE(absl::IsInvalidArgument(client->CreateActor("echo", o).status()));
