@@ -131,6 +131,7 @@ int JobSubmit(const std::string& address, const std::string& token, const JobSub
     std::cout << job.job_id() << "\n";
     return job.state() == v1::JOB_FAILED ? 1 : 0;
   }
+  if (JobManagerEnded(job.state())) return job.state() == v1::JOB_SUCCEEDED ? 0 : 1;  // e.g. could not start
   absl::StatusOr<v1::JobState> last = Stream(address, token, job.job_id(), /*follow=*/true);
   if (!last.ok()) return Fail(last.status());
   absl::StatusOr<v1::JobInfo> final_info = Get(address, token, job.job_id());
