@@ -42,7 +42,7 @@ struct JobConfig {
     int steps = 100;
     int train_batch_size = 16;  // prompts per step; samples = prompts * group_size
     int64_t seed = 1;
-    int num_threads = 2;  // torch intra-op threads per process
+    int num_threads = 1;  // torch intra-op threads per process (see docs/rl.md: 1 wins here)
     std::string output_dir = "skyrl-grpo-out";
     int ckpt_interval = 0;  // steps between checkpoints; 0 = only at the end, -1 = never
     PolicyConfig model;     // trainer.model.*; vocab comes from the tokenizer

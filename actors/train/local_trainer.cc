@@ -22,14 +22,6 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
 
 }  // namespace
 
-std::string FormatStep(const StepMetrics& m) {
-  return absl::StrFormat(
-      "step %4d  reward %.3f  exact %.2f  kl %.4f  loss %+.4f  grad %.3f  tok/s %7.0f  gen %.2fs  train %.2fs  "
-      "elapsed %.1fs",
-      m.step, m.mean_reward, m.exact_fraction, m.kl, m.loss, m.grad_norm, m.tokens_per_s, m.generate_s, m.train_s,
-      m.elapsed_s);
-}
-
 absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config, const std::function<void(const StepMetrics&)>& on_step,
                                         int stop_after_target, bool write_checkpoint) {
   const JobConfig::Trainer& tc = config.trainer;

@@ -16,19 +16,9 @@
 
 #include "absl/status/statusor.h"
 #include "actors/train/job_config.h"
+#include "actors/train/metrics.h"
 
 namespace skyrl::actors {
-
-struct StepMetrics {
-  int step = 0;  // 1-based
-  double mean_reward = 0;  // over this step's samples, before its update
-  double exact_fraction = 0;  // share of samples with reward 1
-  double loss = 0, policy_loss = 0, kl = 0, clip_fraction = 0, grad_norm = 0;
-  int64_t response_tokens = 0;
-  double tokens_per_s = 0;  // response tokens / step seconds
-  double generate_s = 0, reward_s = 0, train_s = 0, step_s = 0;
-  double elapsed_s = 0;  // since the run started (pure compute; excludes set-up)
-};
 
 struct RunSummary {
   double baseline_reward = 0;  // the initial (random) policy's mean reward on the first step
@@ -48,7 +38,5 @@ struct RunSummary {
 absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config, const std::function<void(const StepMetrics&)>& on_step,
                                         int stop_after_target = 0, bool write_checkpoint = false);
 
-// "step 12 reward 0.453 exact 0.20 kl 0.0012 loss -0.01 tok/s 8123 gen 0.12s train 0.20s elapsed 3.4s"
-std::string FormatStep(const StepMetrics& m);
 
 }  // namespace skyrl::actors

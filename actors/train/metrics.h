@@ -1,0 +1,41 @@
+// Per-step metrics of a GRPO run and the job's outputs built from them: one progress line,
+// a JSONL metrics file (one object per step) and an SVG reward curve. Torch-free, so the
+// distributed driver can use the same code. Plain values and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace skyrl::actors {
+
+struct StepMetrics {
+  int step = 0;               // 1-based
+  double mean_reward = 0;     // over this step's samples, before its update
+  double exact_fraction = 0;  // share of samples with reward 1
+  double loss = 0, policy_loss = 0, kl = 0, clip_fraction = 0, grad_norm = 0;
+  int64_t response_tokens = 0;
+  double tokens_per_s = 0;  // response tokens / step seconds
+  double generate_s = 0, reward_s = 0, train_s = 0;
+  double sync_s = 0;  // weight sync (0 in the single-process run)
+  double step_s = 0;
+  double elapsed_s = 0;  // since the first step started (excludes set-up)
+};
+
+// "step   12  reward 0.453  exact 0.20  kl 0.0012  loss -0.0100  grad 0.512  tok/s 8123
+//  gen 0.12s  train 0.20s  sync 0.00s  elapsed 3.4s"
+std::string FormatStep(const StepMetrics& m);
+
+// One JSON object per line with every field above, in step order.
+std::string MetricsJsonl(const std::vector<StepMetrics>& history);
+
+// A self-contained SVG: mean reward (and exact-match share) against step, reward axis
+// 0..1, with a dashed line at `target`.
+std::string RewardCurveSvg(const std::vector<StepMetrics>& history, double target, const std::string& title);
+
+// Writes `text` to `path` (replacing it). Internal error naming the path on failure.
+absl::Status WriteTextFile(const std::string& path, const std::string& text);
+
+}  // namespace skyrl::actors
