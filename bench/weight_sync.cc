@@ -175,11 +175,14 @@ double LoopbackStream(int64_t bytes, int iters) {
 }
 
 // (bytes, receivers) -> best seconds, from bench/weight_sync_gloo.py; empty when it cannot run.
-std::map<std::pair<int64_t, int>, double> Gloo(const std::vector<int64_t>& sizes, int iters) {
+std::map<std::pair<int64_t, int>, double> Gloo(const std::vector<int64_t>& sizes, const std::vector<int>& receivers,
+                                               int iters) {
   std::map<std::pair<int64_t, int>, double> out;
   std::string cmd = absl::StrCat("/usr/bin/python3 ", SKYRL_BENCH_DIR, "/weight_sync_gloo.py ");
   for (size_t i = 0; i < sizes.size(); ++i) absl::StrAppend(&cmd, i ? "," : "", sizes[i]);
-  absl::StrAppend(&cmd, " 1,2,3 ", iters, " 2>&1");
+  absl::StrAppend(&cmd, " ");
+  for (size_t i = 0; i < receivers.size(); ++i) absl::StrAppend(&cmd, i ? "," : "", receivers[i]);
+  absl::StrAppend(&cmd, " ", iters, " 2>&1");
   FILE* f = popen(cmd.c_str(), "r");
   if (f == nullptr) return out;
   char line[512];
@@ -242,8 +245,8 @@ int main(int argc, char** argv) {
   double loop_gbps = sizes.back() / loop_s / 1e9;
   std::printf("single TCP stream, %lld MiB: %.3f s, %.2f GB/s (%.1f Gbit/s)\n",
               static_cast<long long>(sizes.back() >> 20), loop_s, loop_gbps, loop_gbps * 8);
-  std::map<std::pair<int64_t, int>, double> gl;
-  if (gloo) gl = Gloo(sizes, iters);
+  // Each TCP figure is followed at once by the matching gloo figure, so that both see the same
+  // load on a shared machine.
   std::printf("%-9s %4s %10s %10s %10s %10s %9s %12s\n", "size", "rx", "tcp s", "tcp GB/s", "gloo s", "gloo GB/s",
               "tcp/gloo", "tcp/1stream");
   double tcp3 = 0, gloo3 = 0;
@@ -252,6 +255,8 @@ int main(int argc, char** argv) {
       double s = TcpBroadcast(b, n, iters);
       if (s < 0) return 1;
       double gbps = n * b / s / 1e9;
+      std::map<std::pair<int64_t, int>, double> gl;
+      if (gloo) gl = Gloo({b}, {n}, iters);
       auto it = gl.find({b, n});
       double gs = it == gl.end() ? 0 : it->second, ggbps = gs > 0 ? n * b / gs / 1e9 : 0;
       std::printf("%-9s %4d %10.3f %10.2f %10s %10s %9s %12.2f\n", absl::StrCat(b >> 20, " MiB").c_str(), n, s, gbps,
