@@ -7,7 +7,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
+#include <deque>
 #include <fstream>
+#include <thread>
+#include <tuple>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
@@ -26,57 +30,121 @@
 namespace skyrl {
 namespace {
 
-// Runs at most `limit` calls at once; with a limit of 1, calls run one after another.
-class ActorServiceImpl final : public v1::ActorService::Service {
+// Serves calls with gRPC's callback API: no server thread is parked per call in flight;
+// calls wait in a queue and `limit` executor threads run them (with a limit of 1, one after
+// another, each caller's calls in its sequence order).
+class ActorServiceImpl final : public v1::ActorService::CallbackService {
  public:
   ActorServiceImpl(std::string actor_id, const ActorClass& cls, Actor& actor,
                    const rpc::TokenAuth& auth, int limit)
-      : actor_id_(std::move(actor_id)), cls_(cls), actor_(actor), auth_(auth), limit_(limit), free_(limit) {}
+      : actor_id_(std::move(actor_id)), cls_(cls), actor_(actor), auth_(auth), limit_(limit) {
+    for (int i = 0; i < limit_; ++i) executors_.emplace_back([this] { Execute(); });
+  }
+  ~ActorServiceImpl() override {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    cv_.SignalAll();
+    for (auto& t : executors_) t.join();
+  }
 
-  grpc::Status Call(grpc::ServerContext* ctx, const v1::ActorCallRequest* req,
-                    v1::ActorCallReply* reply) override {
-    if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
-    if (req->actor_id() != actor_id_)
-      return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                          absl::StrCat("this process hosts actor ", actor_id_, ", not ",
-                                       req->actor_id().substr(0, 64)));
+  grpc::ServerUnaryReactor* Call(grpc::CallbackServerContext* ctx, const v1::ActorCallRequest* req,
+                                 v1::ActorCallReply* reply) override {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    if (grpc::Status s = auth_.Check(ctx); !s.ok()) {
+      reactor->Finish(s);
+      return reactor;
+    }
+    if (req->actor_id() != actor_id_) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                   absl::StrCat("this process hosts actor ", actor_id_, ", not ",
+                                                req->actor_id().substr(0, 64))));
+      return reactor;
+    }
     auto it = cls_.methods.find(req->method());
     if (it == cls_.methods.end()) {
       std::vector<std::string> names;
       for (const auto& [name, m] : cls_.methods) names.push_back(name);
-      return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                          absl::StrCat("actor class ", cls_.name, " has no method \"",
-                                       req->method().substr(0, 128), "\" (it has: ",
-                                       absl::StrJoin(names, ", "), ")"));
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                   absl::StrCat("actor class ", cls_.name, " has no method \"",
+                                                req->method().substr(0, 128), "\" (it has: ",
+                                                absl::StrJoin(names, ", "), ")")));
+      return reactor;
     }
-    bool ordered = limit_ == 1 && req->seq() > 0 && !req->caller_id().empty();
+    Work w{req, reply, reactor, &it->second, limit_ == 1 && req->seq() > 0 && !req->caller_id().empty(),
+           absl::Now()};
     {
       absl::MutexLock lock(&mu_);
-      if (ordered) {
-        // Wait for this caller's earlier calls. One that never arrives (cancelled before it
-        // was sent) holds the line for at most kOrderWait.
-        uint64_t& next = next_seq_.try_emplace(req->caller_id(), 1).first->second;
-        auto my_turn = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return req->seq() <= next; };
-        mu_.AwaitWithTimeout(absl::Condition(&my_turn), kOrderWait);
-      }
-      mu_.Await(absl::Condition(+[](int* n) { return *n > 0; }, &free_));
-      --free_;
+      queue_.push_back(w);
     }
-    absl::StatusOr<std::string> result = it->second(actor_, req->args());
-    {
-      absl::MutexLock lock(&mu_);
-      ++free_;
-      if (ordered) {
-        uint64_t& next = next_seq_[req->caller_id()];
-        next = std::max(next, req->seq() + 1);
-      }
-    }
-    if (!result.ok()) return rpc::ToGrpc(result.status());
-    reply->set_result(std::move(*result));
-    return grpc::Status::OK;
+    cv_.Signal();
+    return reactor;
   }
 
  private:
+  struct Work {
+    const v1::ActorCallRequest* req;
+    v1::ActorCallReply* reply;
+    grpc::ServerUnaryReactor* reactor;
+    const ActorMethod* method;
+    bool ordered;
+    absl::Time arrived;
+  };
+
+  // A call may run when it is not ordered, when it is its caller's next, or when a missing
+  // predecessor (cancelled before it was sent) has held the line for kOrderWait.
+  bool Runnable(const Work& w, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!w.ordered) return true;
+    auto next = next_seq_.find(w.req->caller_id());
+    uint64_t want = next == next_seq_.end() ? 1 : next->second;
+    return w.req->seq() <= want || now - w.arrived >= kOrderWait;
+  }
+
+  void Execute() {
+    while (true) {
+      Work w;
+      {
+        absl::MutexLock lock(&mu_);
+        while (true) {
+          if (stopping_) return;
+          absl::Time now = absl::Now();
+          auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Work& x) {
+            mu_.AssertHeld();
+            return Runnable(x, now);
+          });
+          if (it != queue_.end()) {
+            w = *it;
+            queue_.erase(it);
+            break;
+          }
+          // Nothing runnable: wait for a new call or a finished one; re-check the order
+          // timeouts now and then while calls wait for a predecessor.
+          if (queue_.empty()) {
+            cv_.Wait(&mu_);
+          } else {
+            cv_.WaitWithTimeout(&mu_, absl::Milliseconds(50));
+          }
+        }
+      }
+      absl::StatusOr<std::string> result = (*w.method)(actor_, w.req->args());
+      {
+        absl::MutexLock lock(&mu_);
+        if (w.ordered) {
+          uint64_t& next = next_seq_.try_emplace(w.req->caller_id(), 1).first->second;
+          next = std::max(next, w.req->seq() + 1);
+        }
+      }
+      cv_.SignalAll();  // a successor may be runnable now
+      if (result.ok()) {
+        w.reply->set_result(std::move(*result));
+        w.reactor->Finish(grpc::Status::OK);
+      } else {
+        w.reactor->Finish(rpc::ToGrpc(result.status()));
+      }
+    }
+  }
+
   const std::string actor_id_;
   const ActorClass& cls_;
   Actor& actor_;
@@ -84,8 +152,11 @@ class ActorServiceImpl final : public v1::ActorService::Service {
   static constexpr absl::Duration kOrderWait = absl::Seconds(10);
   const int limit_;
   absl::Mutex mu_;
-  int free_ ABSL_GUARDED_BY(mu_);
+  std::deque<Work> queue_ ABSL_GUARDED_BY(mu_);
+  absl::CondVar cv_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<std::string, uint64_t> next_seq_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> executors_;
 };
 
 }  // namespace

@@ -95,7 +95,7 @@ absl::StatusOr<std::string> LoadToken(const std::string& token_file, bool create
   return GenerateToken(path);
 }
 
-grpc::Status TokenAuth::Check(const grpc::ServerContext* context) const {
+grpc::Status TokenAuth::Check(const grpc::ServerContextBase* context) const {
   const auto& md = context->client_metadata();
   auto it = md.find(kAuthMetadataKey);
   absl::string_view given;

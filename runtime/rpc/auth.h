@@ -34,7 +34,8 @@ class TokenAuth {
  public:
   explicit TokenAuth(std::string token) : token_(std::move(token)) {}
   // OK, or UNAUTHENTICATED (logged with the peer and method, never the token).
-  grpc::Status Check(const grpc::ServerContext* context) const;
+  // Takes both the synchronous and the callback API's server contexts.
+  grpc::Status Check(const grpc::ServerContextBase* context) const;
 
  private:
   std::string token_;

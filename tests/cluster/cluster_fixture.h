@@ -110,11 +110,12 @@ class LocalClusterTest : public ::testing::Test {
     return fn(&ctx);
   }
 
-  // Authed, retried for up to 5 s while the head is still starting (UNAVAILABLE).
+  // Authed, retried for up to about 15 s while the head is still starting (UNAVAILABLE): a
+  // loaded CI machine can take seconds to start a head and reconnect a channel.
   template <typename F>
   grpc::Status AuthedOnceUp(F fn, absl::Duration deadline = absl::Seconds(5)) {
     grpc::Status s;
-    for (int i = 0; i < 100; ++i) {
+    for (int i = 0; i < 300; ++i) {
       s = Authed(fn, deadline);
       if (s.error_code() != grpc::StatusCode::UNAVAILABLE) break;
       absl::SleepFor(absl::Milliseconds(50));
