@@ -1,11 +1,15 @@
-// TP = 2 and 4 (threads as ranks, in-process collective) against TP = 1 on the same full
+// TP = 2 and 4 (threads as ranks; in-process and TCP collectives) against TP = 1 on the same full
 // weights: logits, gradients (gathered), the global gradient norm, and one whole GRPO update.
 #include <gtest/gtest.h>
 
 #include <thread>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
 
 #include "actors/algo/grpo.h"
 #include "actors/model/in_process_collective.h"
+#include "tests/actors/groups.h"
 #include "actors/model/policy.h"
 #include "weight_sync/plan/layout.h"
 #include "weight_sync/plan/model.h"
@@ -55,10 +59,10 @@ void ExpectClose(const NamedTensors& a, const NamedTensors& b, double tol, const
   }
 }
 
-class TensorParallel : public ::testing::TestWithParam<int> {};
+class TensorParallel : public ::testing::TestWithParam<std::tuple<int, testing::GroupKind>> {};
 
 TEST_P(TensorParallel, ForwardAndBackwardEqualTp1) {
-  const int tp = GetParam();
+  const int tp = std::get<0>(GetParam());
   const PolicyConfig cfg = SmallConfig();
   const NamedTensors full = InitFullParameters(cfg, 5);
   auto [tokens, valid] = Batch();
@@ -70,7 +74,8 @@ TEST_P(TensorParallel, ForwardAndBackwardEqualTp1) {
   const NamedTensors ref_grads = Grads(*ref);
   const double ref_norm = *ClipGradNormTensorParallel(*ref, 0);
 
-  auto group = MakeInProcessGroup(tp);
+  auto group = testing::MakeGroup(std::get<1>(GetParam()), tp);
+  ASSERT_EQ(group.size(), static_cast<size_t>(tp));
   std::vector<torch::Tensor> logits(tp);
   std::vector<NamedTensors> grads(tp);
   std::vector<double> norms(tp);
@@ -109,7 +114,7 @@ TEST_P(TensorParallel, ForwardAndBackwardEqualTp1) {
 }
 
 TEST_P(TensorParallel, OneGrpoUpdateEqualsTp1) {
-  const int tp = GetParam();
+  const int tp = std::get<0>(GetParam());
   const PolicyConfig cfg = SmallConfig();
   const NamedTensors full = InitFullParameters(cfg, 6);
   auto [tokens, valid] = Batch();
@@ -137,7 +142,8 @@ TEST_P(TensorParallel, OneGrpoUpdateEqualsTp1) {
   ASSERT_TRUE(ref_stats.ok()) << ref_stats.status();
   ASSERT_GT(ref_stats->grad_norm, optim.max_grad_norm) << "the test wants clipping to happen";
 
-  auto group = MakeInProcessGroup(tp);
+  auto group = testing::MakeGroup(std::get<1>(GetParam()), tp);
+  ASSERT_EQ(group.size(), static_cast<size_t>(tp));
   std::vector<NamedTensors> after(tp);
   std::vector<UpdateStats> stats(tp);
   std::vector<std::string> errors(tp);
@@ -166,7 +172,13 @@ TEST_P(TensorParallel, OneGrpoUpdateEqualsTp1) {
   EXPECT_FALSE(torch::allclose((*gathered)[3].second, full[3].second));
 }
 
-INSTANTIATE_TEST_SUITE_P(Tp, TensorParallel, ::testing::Values(2, 4));
+INSTANTIATE_TEST_SUITE_P(Tp, TensorParallel,
+                         ::testing::Combine(::testing::Values(2, 4),
+                                            ::testing::Values(testing::GroupKind::kInProcess, testing::GroupKind::kTcp)),
+                         [](const auto& info) {
+                           return absl::StrCat("tp", std::get<0>(info.param), "_",
+                                               testing::KindName(std::get<1>(info.param)));
+                         });
 
 TEST(Sharding, RoundTripsAndSplitsFusedBlocksSeparately) {
   const PolicyConfig cfg = SmallConfig();
