@@ -221,6 +221,11 @@ TEST(TcpOptionsTest, BadOptionsNameTheField) {
   o.receiver_rank = 0;
   o.bind_host = "not-an-ip";
   EXPECT_THAT(std::string(CreateTcpTransport(o).status().message()), HasSubstr("bind_host"));
+  o.bind_host = "0.0.0.0";
+  EXPECT_THAT(std::string(CreateTcpTransport(o).status().message()), HasSubstr("advertise_host"));
+  o.advertise_host = "127.0.0.1";
+  ASSERT_TRUE(CreateTcpTransport(o).ok());
+  EXPECT_THAT(*rdv.Get("weight_sync/receiver/0", absl::Seconds(1)), ::testing::StartsWith("127.0.0.1:"));
 }
 
 // ---- across processes ----

@@ -142,7 +142,8 @@ class TcpTransport final : public Transport {
     if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) return absl::UnavailableError(absl::StrCat("receiver ", o_.receiver_rank, ": cannot listen on ",
                                                        o_.bind_host, ": ", ec.message()));
-    std::string where = absl::StrCat(o_.bind_host, ":", acceptor_.local_endpoint().port());
+    const std::string& host = o_.advertise_host.empty() ? o_.bind_host : o_.advertise_host;
+    std::string where = absl::StrCat(host, ":", acceptor_.local_endpoint().port());
     return o_.rendezvous->Put(ReceiverKey(o_.receiver_rank), where);
   }
 
@@ -414,6 +415,10 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateTcpTransport(const TcpOptions& 
   const TransferOptions& t = options.transfer;
   if (options.rendezvous == nullptr) return absl::InvalidArgumentError("tcp options: rendezvous is null");
   if (t.bucket_bytes <= 0) return absl::InvalidArgumentError("transfer.bucket_bytes must be > 0");
+  if (options.receiver_rank >= 0 && options.advertise_host.empty() &&
+      (options.bind_host == "0.0.0.0" || options.bind_host == "::"))
+    return absl::InvalidArgumentError(absl::StrCat("tcp options: bind_host ", options.bind_host,
+                                                   " is a wildcard; set advertise_host to an address senders can dial"));
   if (t.chunk_bytes <= 0) return absl::InvalidArgumentError("transfer.chunk_bytes must be > 0");
   if (t.io_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("transfer.io_timeout must be > 0");
   if (t.sync_timeout < t.io_timeout)

@@ -28,6 +28,9 @@ struct TcpOptions {
   std::string key_prefix = "weight_sync";
   int receiver_rank = -1;  // >= 0: this endpoint receives as that rank (listens, publishes)
   std::string bind_host = "127.0.0.1";
+  // The host senders should dial, published in the rendezvous; empty: bind_host (which must
+  // then not be a wildcard such as 0.0.0.0).
+  std::string advertise_host;
   TransferOptions transfer;
 };
 
