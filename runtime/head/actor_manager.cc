@@ -94,13 +94,13 @@ ActorManager::ActorManager(store::Store& store, NodeManager& nodes, ResourceTrac
     : store_(store), nodes_(nodes), resources_(resources), workers_(workers) {}
 
 ActorManager::~ActorManager() {
-  std::vector<std::thread> threads;
+  std::vector<Restart> restarts;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    threads.swap(restarts_);
+    restarts.swap(restarts_);
   }
-  for (auto& t : threads) t.join();
+  for (auto& r : restarts) r.thread.join();
 }
 
 absl::Status ActorManager::Persist(const v1::ActorInfo& info) {
@@ -307,7 +307,20 @@ void ActorManager::HandleDeath(const ActorId& id, const std::string& reason) {
   (void)Persist(a);
   spdlog::warn("actor {} died ({}); restart {} of {}", id.ToString(), reason, a.restarts(),
                max < 0 ? std::string("unlimited") : std::to_string(max));
-  restarts_.emplace_back([this, id] { (void)PlaceAndStart(id, /*wait_for_room=*/true); });
+  for (auto it = restarts_.begin(); it != restarts_.end();) {
+    if (it->done->load()) {
+      it->thread.join();  // already finished: returns at once
+      it = restarts_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  restarts_.push_back(Restart{std::thread([this, id, done] {
+                                (void)PlaceAndStart(id, /*wait_for_room=*/true);
+                                done->store(true);
+                              }),
+                              done});
 }
 
 void ActorManager::OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit) {

@@ -17,6 +17,7 @@
 
 #include <memory>
 #include <string>
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -99,7 +100,13 @@ class ActorManager {
   // Placement group id -> its actors, so removing a group does not scan every actor.
   absl::flat_hash_map<std::string, absl::flat_hash_set<ActorId>> by_group_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<ActorId> exited_while_starting_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> restarts_ ABSL_GUARDED_BY(mu_);
+  // Restarts in progress, each on its own thread; finished ones are joined when the next
+  // restart starts, so the list stays as long as the restarts actually waiting.
+  struct Restart {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Restart> restarts_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
