@@ -283,22 +283,45 @@ class CrossProcessTest : public ::testing::Test {
   std::string dir_;
 };
 
+// A slice of the correctness matrix with one process per rank: dense TP x PP, MoE with EP and
+// FSDP trainers, to engines of different TP.
 TEST_F(CrossProcessTest, EveryRankInItsOwnProcess) {
-  TransformerConfig c;
-  c.layers = 4;
-  c.hidden = 64;
-  c.intermediate = 128;
-  c.heads = 4;
-  c.kv_heads = 4;
-  c.head_dim = 16;
-  c.vocab = 128;
-  auto w = MakeWorld(MakeTransformer(c), Layout::Of(ModelParallel{.tp = 2, .pp = 2}),
-                     Layout::Engines(2, ModelParallel{.tp = 2}));
-  ASSERT_TRUE(w.ok());
-  std::vector<std::pair<std::string, pid_t>> kids;
-  for (int r = 0; r < 4; ++r) kids.push_back({absl::StrCat("receiver ", r), Spawn(**w, false, r, false)});
-  for (int s = 0; s < 4; ++s) kids.push_back({absl::StrCat("sender ", s), Spawn(**w, true, s, false)});
-  for (auto& [name, pid] : kids) EXPECT_EQ(ExitCode(pid), 0) << name;
+  TransformerConfig dense;
+  dense.layers = 4;
+  dense.hidden = 64;
+  dense.intermediate = 128;
+  dense.heads = 4;
+  dense.kv_heads = 4;
+  dense.head_dim = 16;
+  dense.vocab = 128;
+  TransformerConfig moe = dense;
+  moe.experts = 8;
+  moe.moe_intermediate = 32;
+  struct Case {
+    std::string name;
+    TransformerConfig model;
+    Layout trainer, engines;
+  };
+  std::vector<Case> cases = {
+      {"dense TP2xPP2 -> 2 x TP2", dense, Layout::Of(ModelParallel{.tp = 2, .pp = 2}),
+       Layout::Engines(2, ModelParallel{.tp = 2})},
+      {"MoE TP2xEP2 -> TP1 + TP4/EP", moe, Layout::Of(ModelParallel{.tp = 2, .ep = 2}),
+       Layout{{ModelParallel{.tp = 1}, ModelParallel{.tp = 4, .experts = ExpertSharding::kWholeOverAllRanks}}}},
+      {"FSDP 3x2 -> 3 x TP1", dense, Layout::Of(Fsdp{.shards = 3, .replicas = 2}),
+       Layout::Engines(3, ModelParallel{.tp = 1})},
+  };
+  for (const Case& c : cases) {
+    auto w = MakeWorld(MakeTransformer(c.model), c.trainer, c.engines);
+    ASSERT_TRUE(w.ok()) << c.name << ": " << w.status();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    std::vector<std::pair<std::string, pid_t>> kids;
+    for (int r = 0; r < (*w)->plan.num_receivers; ++r)
+      kids.push_back({absl::StrCat("receiver ", r), Spawn(**w, false, r, false)});
+    for (int s = 0; s < (*w)->plan.num_senders; ++s)
+      kids.push_back({absl::StrCat("sender ", s), Spawn(**w, true, s, false)});
+    for (auto& [name, pid] : kids) EXPECT_EQ(ExitCode(pid), 0) << c.name << ": " << name;
+  }
 }
 
 TEST_F(CrossProcessTest, AKilledSenderProcessFailsTheReceiversWhoKeepTheirVersion) {
