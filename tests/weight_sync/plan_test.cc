@@ -1,3 +1,4 @@
+#include <map>
 #include <random>
 
 #include "gmock/gmock.h"
@@ -5,6 +6,7 @@
 #include "tests/weight_sync/plan_checks.h"
 #include "weight_sync/plan/model_zoo.h"
 #include "weight_sync/plan/planner.h"
+#include "weight_sync/plan/prepared_sync.h"
 
 namespace skyrl::weight_sync {
 namespace {
@@ -273,6 +275,32 @@ TEST(PlannerTest, RejectsBadLayoutsNamingTheSide) {
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(plan.status().message()), HasSubstr("sender layout"));
+}
+
+TEST(PreparedSyncTest, SchedulesAgreeOnEveryPairsBytes) {
+  auto p = PreparedSync::Make(MakeTransformer(TransformerConfig{}), Layout::Of(ModelParallel{.tp = 2, .pp = 2}),
+                              Layout{{ModelParallel{.tp = 1}, ModelParallel{.tp = 4}}});
+  ASSERT_TRUE(p.ok()) << p.status();
+  // For every (sender, receiver) pair both ends count the same bytes.
+  std::map<std::pair<int, int>, int64_t> sent, received;
+  for (int s = 0; s < (*p)->num_senders(); ++s) {
+    auto sched = (*p)->SenderSchedule(s);
+    ASSERT_TRUE(sched.ok());
+    for (const PeerStream& ps : sched->peers) sent[{s, ps.peer}] += ps.bytes;
+  }
+  int64_t total = 0;
+  for (int r = 0; r < (*p)->num_receivers(); ++r) {
+    auto sched = (*p)->ReceiverSchedule(r);
+    ASSERT_TRUE(sched.ok());
+    EXPECT_EQ(sched->shard_bytes, (*p)->ReceiverLayout(r)->Bytes());
+    for (const PeerStream& ps : sched->peers) {
+      received[{ps.peer, r}] += ps.bytes;
+      total += ps.bytes;
+    }
+  }
+  EXPECT_EQ(sent, received);
+  EXPECT_EQ(total, (*p)->plan().total_bytes);
+  EXPECT_EQ((*p)->SenderSchedule(4).status().code(), absl::StatusCode::kOutOfRange);
 }
 
 // ---- seeded property test over random layouts ----
