@@ -24,6 +24,7 @@
 #include "runtime/common/signals.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
+#include "runtime/rpc/tls.h"
 #include "runtime/rpc/status.h"
 #include "skyrl/actor.grpc.pb.h"
 
@@ -209,7 +210,7 @@ int RunActorHost(int argc, char** argv) {
   ActorServiceImpl service(actor_id, *cls, **actor, auth, max_concurrency);
   grpc::ServerBuilder builder;
   int bound = 0;
-  builder.AddListeningPort(absl::StrCat(bind, ":", port), grpc::InsecureServerCredentials(), &bound);
+  builder.AddListeningPort(absl::StrCat(bind, ":", port), rpc::ServerCredentials(), &bound);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(rpc::kMaxMessageBytes);
   builder.SetMaxSendMessageSize(rpc::kMaxMessageBytes);

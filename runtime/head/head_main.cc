@@ -24,6 +24,7 @@
 #include "runtime/head/node_service.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
+#include "runtime/rpc/tls.h"
 #include "runtime/store/store.h"
 #include "runtime/common/logging.h"
 
@@ -45,7 +46,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(10, 600000));
   app.add_option("--heartbeat-misses", misses, "missed heartbeats before a node is dead")
       ->check(CLI::Range(1, 1000));
+  std::string tls_cert, tls_key, tls_ca;
+  app.add_option("--tls-cert", tls_cert, "serve TLS with this certificate chain (PEM); also $SKYRL_TLS_CERT");
+  app.add_option("--tls-key", tls_key, "private key for --tls-cert (PEM); also $SKYRL_TLS_KEY");
+  app.add_option("--tls-ca", tls_ca, "CA of the cluster's certificates (PEM): verify peers, require client certificates; also $SKYRL_TLS_CA");
   CLI11_PARSE(app, argc, argv);
+  if (absl::Status s = skyrl::rpc::ConfigureTls(tls_cert, tls_key, tls_ca); !s.ok()) {
+    fprintf(stderr, "%s: %s\n", "skyrl-head", std::string(s.message()).c_str());
+    return 2;
+  }
 
   if (absl::Status s = skyrl::InitLogging("head", log_level); !s.ok()) {
     fprintf(stderr, "skyrl-head: %s\n", std::string(s.message()).c_str());
@@ -112,7 +121,7 @@ int main(int argc, char** argv) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(absl::StrCat(bind, ":", port), grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(absl::StrCat(bind, ":", port), skyrl::rpc::ServerCredentials(),
                            &bound_port);
   // gRPC turns SO_REUSEPORT on by default, which would let a second head silently share the
   // port with the first. One port, one head.
@@ -129,7 +138,7 @@ int main(int argc, char** argv) {
     spdlog::critical("cannot listen on {}:{} (in use, or not an address of this host)", bind, port);
     return 1;
   }
-  spdlog::info("skyrl-head listening on {}:{}, store {}", bind, bound_port, (*store)->Describe());
+  spdlog::info("skyrl-head listening on {}:{} ({}), store {}", bind, bound_port, skyrl::rpc::TlsDescription(), (*store)->Describe());
 
   std::atomic<bool> stopping{false};
   std::thread liveness([&] {

@@ -1,5 +1,7 @@
 #include "runtime/rpc/channel.h"
 
+#include "runtime/rpc/tls.h"
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -22,7 +24,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   // Reconnect quickly after a head restart instead of grpc's default backoff up to 120 s.
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, ChannelCredentials(), args);
 }
 
 }  // namespace skyrl::rpc

@@ -14,6 +14,7 @@
 #include "runtime/common/signals.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
+#include "runtime/rpc/tls.h"
 #include "runtime/rpc/status.h"
 #include "runtime/worker/node_resources.h"
 #include "runtime/worker/worker_service.h"
@@ -59,7 +60,15 @@ int main(int argc, char** argv) {
   app.add_option("--actor-host", actor_host, "actor host binary (default: skyrl-actor-host beside this one)");
   app.add_option("--token-file", token_file, "cluster token file (else $SKYRL_TOKEN, else ~/.skyrl/token)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
+  std::string tls_cert, tls_key, tls_ca;
+  app.add_option("--tls-cert", tls_cert, "serve TLS with this certificate chain (PEM); also $SKYRL_TLS_CERT");
+  app.add_option("--tls-key", tls_key, "private key for --tls-cert (PEM); also $SKYRL_TLS_KEY");
+  app.add_option("--tls-ca", tls_ca, "CA of the cluster's certificates (PEM): verify peers, require client certificates; also $SKYRL_TLS_CA");
   CLI11_PARSE(app, argc, argv);
+  if (absl::Status s = skyrl::rpc::ConfigureTls(tls_cert, tls_key, tls_ca); !s.ok()) {
+    fprintf(stderr, "%s: %s\n", "skyrl-worker", std::string(s.message()).c_str());
+    return 2;
+  }
   auto fail = [](const absl::Status& s) {
     fprintf(stderr, "skyrl-worker: %s\n", std::string(s.message()).c_str());
     return 2;
@@ -111,7 +120,7 @@ int main(int argc, char** argv) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound = 0;
-  builder.AddListeningPort(absl::StrCat(bind, ":", port), grpc::InsecureServerCredentials(), &bound);
+  builder.AddListeningPort(absl::StrCat(bind, ":", port), skyrl::rpc::ServerCredentials(), &bound);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(skyrl::rpc::kMaxMessageBytes);
   builder.RegisterService(&worker_service);
