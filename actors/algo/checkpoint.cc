@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -95,6 +96,48 @@ absl::StatusOr<int64_t> LoadShardCheckpoint(const std::string& path, Policy& pol
       optimizer->load(opt);
     }
     return step.toInt();
+  });
+}
+
+absl::StatusOr<std::string> EncodeTensors(const NamedTensors& tensors) {
+  return RunTorch("EncodeTensors", [&]() -> absl::StatusOr<std::string> {
+    torch::serialize::OutputArchive archive;
+    c10::List<std::string> names;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      names.push_back(tensors[i].first);
+      // Index keys: names may hold characters archive keys cannot.
+      archive.write(absl::StrCat("t", i), tensors[i].second.detach().contiguous());
+    }
+    archive.write("names", c10::IValue(names));
+    std::ostringstream out;
+    archive.save_to(out);
+    return out.str();
+  });
+}
+
+absl::StatusOr<NamedTensors> DecodeTensors(const std::string& bytes) {
+  torch::serialize::InputArchive archive;
+  try {
+    std::istringstream in(bytes);
+    archive.load_from(in);
+  } catch (const std::exception& e) {
+    return absl::DataLossError(absl::StrCat("DecodeTensors: not a tensor archive: ", FirstLine(e.what())));
+  }
+  return RunTorch("DecodeTensors", [&]() -> absl::StatusOr<NamedTensors> {
+    c10::IValue names;
+    if (!archive.try_read("names", names) || !names.isList()) {
+      return absl::DataLossError("DecodeTensors: no names in the archive");
+    }
+    NamedTensors out;
+    const auto list = names.toListRef();
+    for (size_t i = 0; i < list.size(); ++i) {
+      torch::Tensor t;
+      if (!list[i].isString() || !archive.try_read(absl::StrCat("t", i), t)) {
+        return absl::DataLossError(absl::StrCat("DecodeTensors: tensor ", i, " missing"));
+      }
+      out.emplace_back(list[i].toStringRef(), t);
+    }
+    return out;
   });
 }
 

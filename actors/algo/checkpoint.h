@@ -31,4 +31,10 @@ absl::Status SaveShardCheckpoint(const std::string& path, const Policy& policy, 
 absl::StatusOr<int64_t> LoadShardCheckpoint(const std::string& path, Policy& policy,
                                             torch::optim::Optimizer* optimizer);
 
+// Named tensors to bytes and back (a LibTorch archive in memory), for actor calls that carry
+// tensors: a TrainBatch to a trainer shard, a Rollout back from an engine, a weight shard.
+// Names, order, dtypes and shapes survive; DataLoss when the bytes are not such an archive.
+absl::StatusOr<std::string> EncodeTensors(const NamedTensors& tensors);
+absl::StatusOr<NamedTensors> DecodeTensors(const std::string& bytes);
+
 }  // namespace skyrl::actors

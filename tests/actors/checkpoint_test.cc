@@ -105,5 +105,24 @@ TEST_F(CheckpointTest, OneFilePerRankAndMismatchesAreRefused) {
             absl::StatusCode::kDataLoss);
 }
 
+TEST(TensorBytes, RoundTripKeepsNamesOrderDtypesAndShapes) {
+  NamedTensors in = {{"sequences", torch::tensor({{1, 2, 3}, {4, 5, 6}}, torch::kInt64)},
+                     {"valid", torch::tensor({true, false})},
+                     {"model.layers.0.self_attn.qkv_proj.weight", torch::randn({6, 2})},
+                     {"a__b/c", torch::zeros({0})}};
+  auto bytes = EncodeTensors(in);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto out = DecodeTensors(*bytes);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    EXPECT_EQ((*out)[i].first, in[i].first);
+    EXPECT_EQ((*out)[i].second.scalar_type(), in[i].second.scalar_type());
+    EXPECT_TRUE(torch::equal((*out)[i].second, in[i].second)) << in[i].first;
+  }
+  EXPECT_EQ(DecodeTensors("garbage").status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeTensors(bytes->substr(0, bytes->size() / 2)).status().code(), absl::StatusCode::kDataLoss);
+}
+
 }  // namespace
 }  // namespace skyrl::actors
