@@ -26,6 +26,7 @@
 #include "runtime/rpc/channel.h"
 #include "runtime/rpc/tls.h"
 #include "runtime/store/store.h"
+#include "runtime/store/write_behind_store.h"
 #include "runtime/common/logging.h"
 
 int main(int argc, char** argv) {
@@ -38,6 +39,11 @@ int main(int argc, char** argv) {
   app.add_option("--port", port, "gRPC port")->check(CLI::Range(1, 65535));
   app.add_option("--bind", bind, "address to listen on (127.0.0.1 unless told otherwise)");
   app.add_option("--store", store_spec, "metadata store: memory | redis://[:password@]host:port[/db]");
+  double store_retry_window_s = 5;
+  app.add_option("--store-retry-window-s", store_retry_window_s,
+                 "with Redis: how long a write waits for an unreachable Redis before the head goes on from "
+                 "memory, queueing writes until Redis is back")
+      ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--namespace", ns, "cluster name: the store keeps each cluster's tables apart");
   app.add_option("--token-file", token_file, "cluster token file (else $SKYRL_TOKEN, else ~/.skyrl/token, created if missing)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
@@ -66,7 +72,22 @@ int main(int argc, char** argv) {
     return 2;
   }
   skyrl::rpc::TokenAuth auth(*token);
-  absl::StatusOr<std::unique_ptr<skyrl::store::Store>> store = skyrl::store::OpenStore(store_spec, ns);
+  absl::StatusOr<std::unique_ptr<skyrl::store::Store>> store =
+      skyrl::store::OpenStore(store_spec, ns, absl::Seconds(store_retry_window_s));
+  if (store.ok() && store_spec != "memory") {
+    // Redis is a replica of what this head holds: it keeps serving (and queueing writes) when
+    // Redis is down longer than the retry window, and catches up when Redis is back.
+    skyrl::store::WriteBehindOptions wb;
+    wb.tables = {skyrl::head::kNodesTable, skyrl::head::kActorsTable, skyrl::head::kPlacementGroupsTable,
+                 skyrl::head::kJobsTable, skyrl::head::kKvTable};
+    absl::StatusOr<std::unique_ptr<skyrl::store::WriteBehindStore>> wrapped =
+        skyrl::store::WriteBehindStore::Open(std::move(*store), wb);
+    if (wrapped.ok()) {
+      store = std::unique_ptr<skyrl::store::Store>(std::move(*wrapped));
+    } else {
+      store = wrapped.status();
+    }
+  }
   if (!store.ok()) {
     spdlog::critical("cannot open the metadata store: {}", store.status().message());
     return 1;

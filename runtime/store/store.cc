@@ -62,13 +62,15 @@ absl::Status ValidateBatch(const std::vector<Write>& batch) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Store>> OpenStore(absl::string_view spec, absl::string_view ns) {
+absl::StatusOr<std::unique_ptr<Store>> OpenStore(absl::string_view spec, absl::string_view ns,
+                                                 absl::Duration redis_retry_window) {
   if (absl::Status s = ValidateTable("store namespace", ns); !s.ok()) return s;
   if (spec == "memory") return std::unique_ptr<Store>(std::make_unique<MemoryStore>());
   if (absl::StartsWith(spec, "redis://")) {
     absl::StatusOr<RedisOptions> options = ParseRedisUrl(spec);
     if (!options.ok()) return options.status();
     options->ns = std::string(ns);
+    options->reconnect_window = redis_retry_window;
     absl::StatusOr<std::unique_ptr<RedisStore>> store = RedisStore::Connect(*options);
     if (!store.ok()) return store.status();
     return std::unique_ptr<Store>(std::move(*store));

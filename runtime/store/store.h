@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace skyrl::store {
 
@@ -92,6 +93,8 @@ std::string Where(absl::string_view table, absl::string_view key);
 
 // Opens a store from its command-line form: "memory", or
 // "redis://[[user]:password@]host:port[/db]". Each cluster (`ns`) has its own tables.
-absl::StatusOr<std::unique_ptr<Store>> OpenStore(absl::string_view spec, absl::string_view ns);
+// `redis_retry_window`: how long a Redis call retries a lost connection before failing.
+absl::StatusOr<std::unique_ptr<Store>> OpenStore(absl::string_view spec, absl::string_view ns,
+                                                 absl::Duration redis_retry_window = absl::Seconds(30));
 
 }  // namespace skyrl::store

@@ -1,6 +1,8 @@
 // Actors through the head: placement, restarts, deaths and their reasons, the client.
 #include "tests/cluster/cluster_fixture.h"
 
+#include "runtime/store/store.h"
+
 namespace skyrl::testing {
 namespace {
 
@@ -245,4 +247,60 @@ TEST_F(ActorLifecycleTest, RedisRestartUnderARunningHeadLosesNothing) {
 
 
 }  // namespace
+TEST_F(ActorLifecycleTest, AHeadOutlivesALongRedisOutageAndCatchesUp) {
+  auto redis = testing::RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  Subprocess head = StartHead((*redis)->url(), {"--store-retry-window-s", "0.5"});
+  Subprocess w1 = StartWorker("w1", "CPU=2");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  auto kv = v1::KvService::NewStub(rpc::MakeChannel(address_));
+  auto put = [&](const std::string& key) {
+    v1::KvPutRequest req;
+    req.set_key(key);
+    req.set_value("value-of-" + key);
+    req.set_overwrite(true);
+    v1::KvPutReply reply;
+    return Authed([&](grpc::ClientContext* c) { return kv->Put(c, req, &reply); }, absl::Seconds(20));
+  };
+  ASSERT_TRUE(put("before").ok());
+
+  (*redis)->Kill(SIGKILL);
+  // Longer than the head's retry window: it goes on from memory.
+  grpc::Status during = put("during");
+  ASSERT_TRUE(during.ok()) << during.error_message();
+  grpc::Status created;
+  v1::ActorInfo a = Create("counter", 0, &created);
+  ASSERT_TRUE(created.ok()) << created.error_message();
+  EXPECT_EQ(a.state(), v1::ACTOR_ALIVE);
+  absl::SleepFor(absl::Seconds(1));
+  ASSERT_TRUE(put("later").ok());
+
+  ASSERT_TRUE((*redis)->Restart().ok());
+  // The queued writes reach Redis: a second reader of the same namespace sees them.
+  bool caught_up = false;
+  for (int i = 0; i < 300 && !caught_up; ++i) {
+    auto reader = store::OpenStore((*redis)->url(), "default", absl::Seconds(1));
+    if (reader.ok()) {
+      auto later = (*reader)->Get("kv", "later");
+      auto actor = (*reader)->Get("actors", a.actor_id());
+      caught_up = later.ok() && *later == "value-of-later" && actor.ok();
+    }
+    if (!caught_up) absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(caught_up) << "the head never replayed its writes into Redis";
+
+  // A new head on the same Redis finds everything the old one acknowledged.
+  head.Signal(SIGKILL).IgnoreError();
+  head.Wait();
+  Subprocess again = StartHead((*redis)->url());
+  v1::ActorInfo back = WaitActor(a.actor_id(), [](const auto& x) { return x.state() == v1::ACTOR_ALIVE; });
+  EXPECT_EQ(back.address(), a.address());
+  v1::KvGetRequest get;
+  get.set_key("during");
+  v1::KvGetReply got;
+  grpc::Status s = AuthedOnceUp([&](grpc::ClientContext* c) { return kv->Get(c, get, &got); });
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(got.value(), "value-of-during");
+}
+
 }  // namespace skyrl::testing

@@ -38,10 +38,11 @@ class LocalClusterTest : public ::testing::Test {
     address_ = absl::StrCat("127.0.0.1:", *port);
   }
 
-  Subprocess StartHead(const std::string& store = "memory") {
+  Subprocess StartHead(const std::string& store = "memory", const std::vector<std::string>& extra = {}) {
     SpawnOptions o;
     o.argv = {testing::BinDir() + "/skyrl-head", "--port", address_.substr(address_.rfind(':') + 1),
               "--store", store, "--heartbeat-period-ms", "100", "--heartbeat-misses", "10"};
+    o.argv.insert(o.argv.end(), extra.begin(), extra.end());
     o.log_path = dir_ + "/head.log";
     o.env_set = Env();
     auto p = Subprocess::Start(o);

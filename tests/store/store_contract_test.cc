@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "runtime/store/memory/memory_store.h"
+#include "runtime/store/write_behind_store.h"
 #include "runtime/store/redis/redis_store.h"
 #include "tests/util/redis_server.h"
 
@@ -18,6 +19,12 @@ class StoreContractTest : public TestWithParam<std::string> {
   void SetUp() override {
     if (GetParam() == "memory") {
       store_ = std::make_unique<MemoryStore>();
+      return;
+    }
+    if (GetParam() == "write_behind") {
+      auto wb = WriteBehindStore::Open(std::make_unique<MemoryStore>(), {});
+      ASSERT_TRUE(wb.ok()) << wb.status();
+      store_ = std::move(*wb);
       return;
     }
     // No skipping: scripts/install-deps installs redis-server, and CI must exercise Redis.
@@ -160,7 +167,7 @@ TEST_P(StoreContractTest, LargeValueRoundTrips) {
   EXPECT_EQ(*store_->Get("large", "blob"), big);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, StoreContractTest, ::testing::Values("memory", "redis"),
+INSTANTIATE_TEST_SUITE_P(Backends, StoreContractTest, ::testing::Values("memory", "redis", "write_behind"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
