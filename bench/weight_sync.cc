@@ -67,6 +67,10 @@ std::vector<Case> Cases(bool small) {
                  ws::Layout::Of(ModelParallel{.tp = 2, .ep = 8, .replicas = 2}),
                  ws::Layout::Engines(4, ModelParallel{.tp = 4, .experts = ExpertSharding::kWholeOverAllRanks}),
                  "32 GPUs TP2xEP8xDP2 -> 4 engines x TP4/EP4 (16 GPUs)"});
+  out.push_back({"moe-30B-A3B-tp8", ws::Moe30BA3B(),
+                 ws::Layout::Of(ModelParallel{.tp = 2, .ep = 8, .replicas = 2}),
+                 ws::Layout::Engines(2, ModelParallel{.tp = 8, .experts = ExpertSharding::kWholeOverAllRanks}),
+                 "32 GPUs TP2xEP8xDP2 -> 2 engines x TP8/EP8 (4 KV heads replicated x2)"});
   if (!small)
     out.push_back({"moe-1T", ws::Moe1T(), ws::Layout::Of(ModelParallel{.tp = 1, .pp = 16, .ep = 16}),
                    ws::Layout::Engines(4, ModelParallel{.tp = 8, .ep = 4,

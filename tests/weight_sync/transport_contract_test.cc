@@ -81,7 +81,7 @@ Model SmallDense() {
   c.hidden = 32;
   c.intermediate = 64;
   c.heads = 4;
-  c.kv_heads = 4;
+  c.kv_heads = 2;  // TP4 replicates KV heads
   c.head_dim = 8;
   c.vocab = 96;
   return MakeTransformer(c);

@@ -29,11 +29,23 @@ std::vector<Box> TpBoxes(const Param& p, int tp, int t) {
   std::vector<int64_t> blocks = p.fused.empty() ? std::vector<int64_t>{p.shape[d]} : p.fused;
   std::vector<Box> out;
   int64_t b0 = 0;
-  for (int64_t size : blocks) {
-    int64_t part = size / tp;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const int64_t size = blocks[i];
+    const int64_t unit = p.head_rows.empty() ? 0 : p.head_rows[i];
+    int64_t lo, hi;
+    if (unit > 0 && (size / unit) % tp != 0) {
+      // Fewer heads than TP ranks: head h lives on ranks [h * tp/H, (h+1) * tp/H).
+      const int64_t heads = size / unit, h = t / (tp / heads);
+      lo = b0 + h * unit;
+      hi = lo + unit;
+    } else {
+      const int64_t part = size / tp;
+      lo = b0 + t * part;
+      hi = lo + part;
+    }
     Box b = full;
-    b.lo[d] = (b0 + t * part) * scale;
-    b.hi[d] = (b0 + (t + 1) * part) * scale;
+    b.lo[d] = lo * scale;
+    b.hi[d] = hi * scale;
     out.push_back(b);
     b0 += size;
   }
@@ -76,12 +88,22 @@ absl::Status ValidateModelParallel(const Model& model, const ModelParallel& mp, 
     if (p.split_dim < 0 || mp.tp == 1) continue;
     if (p.expert >= 0 && mp.experts == ExpertSharding::kWholeOverAllRanks) continue;
     std::vector<int64_t> blocks = p.fused.empty() ? std::vector<int64_t>{p.shape[p.split_dim]} : p.fused;
-    for (int64_t b : blocks)
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const int64_t b = blocks[i], unit = p.head_rows.empty() ? 0 : p.head_rows[i];
+      if (unit > 0) {
+        const int64_t heads = b / unit;
+        if (heads % mp.tp != 0 && mp.tp % heads != 0)
+          return absl::InvalidArgumentError(absl::StrCat(w, ": tp=", mp.tp, " and the ", heads,
+                                                         " heads of a block of param '", p.name,
+                                                         "' do not divide one another"));
+        continue;
+      }
       if (b % mp.tp != 0)
         return absl::InvalidArgumentError(absl::StrCat(w, ": tp=", mp.tp, " does not divide ",
                                                        p.fused.empty() ? "dim " : "a fused block of dim ",
                                                        p.split_dim, " (size ", b, ") of param '",
                                                        p.name, "'"));
+    }
   }
   return absl::OkStatus();
 }

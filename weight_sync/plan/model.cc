@@ -77,6 +77,18 @@ absl::Status ValidateModel(const Model& model) {
         return absl::InvalidArgumentError(absl::StrCat(where, "fused sizes sum to ", sum,
                                                        ", shape[0] is ", p.shape[0]));
     }
+    if (!p.head_rows.empty()) {
+      const size_t blocks = p.fused.empty() ? 1 : p.fused.size();
+      if (p.split_dim < 0 || p.head_rows.size() != blocks)
+        return absl::InvalidArgumentError(absl::StrCat(where, "head_rows needs a split_dim and one entry per block (",
+                                                       blocks, "), got ", p.head_rows.size()));
+      for (size_t b = 0; b < blocks; ++b) {
+        int64_t size = p.fused.empty() ? p.shape[p.split_dim] : p.fused[b];
+        if (p.head_rows[b] < 0 || (p.head_rows[b] > 0 && size % p.head_rows[b] != 0))
+          return absl::InvalidArgumentError(absl::StrCat(where, "head_rows[", b, "]=", p.head_rows[b],
+                                                         " does not divide the block of ", size));
+      }
+    }
     if (p.layer != kPreLayers && p.layer != kPostLayers &&
         (p.layer < 0 || p.layer >= model.num_layers))
       return absl::InvalidArgumentError(absl::StrCat(where, "layer ", p.layer, " outside 0..",

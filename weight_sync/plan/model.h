@@ -39,6 +39,11 @@ struct Param {
   int split_dim = -1;
   // Sizes of fused sub-blocks along split_dim (which must be 0); empty = one block.
   std::vector<int64_t> fused;
+  // Optional, per block (one entry per fused block, or one for an unfused weight): the rows of
+  // one attention head. A block of H heads splits by heads when TP divides H; when H divides TP
+  // (more TP ranks than KV heads), each head is replicated on TP/H consecutive ranks, as vLLM
+  // and Megatron do. 0 or empty: split by rows, TP must divide the block.
+  std::vector<int64_t> head_rows;
   int layer = kPreLayers;  // kPreLayers, kPostLayers or 0..num_layers-1
   int expert = -1;         // MoE expert index, or -1 for dense parameters
 

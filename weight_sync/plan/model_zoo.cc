@@ -42,6 +42,7 @@ Model MakeTransformer(const TransformerConfig& c) {
     std::string pre = absl::StrCat("model.layers.", l);
     m.params.push_back(P(pre + ".input_layernorm.weight", {h}, dt, -1, l));
     m.params.push_back(P(pre + ".self_attn.qkv_proj.weight", {q + 2 * kv, h}, dt, 0, l, {q, kv, kv}));
+    m.params.back().head_rows = {c.head_dim, c.head_dim, c.head_dim};
     m.params.push_back(P(pre + ".self_attn.o_proj.weight", {h, q}, dt, 1, l));
     if (c.lora_rank > 0) {
       m.params.push_back(P(pre + ".self_attn.qkv_proj.lora_A.weight", {c.lora_rank, h}, dt, -1, l));

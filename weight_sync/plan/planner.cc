@@ -77,28 +77,28 @@ absl::StatusOr<Plan> MakePlan(const Model& model, const Layout& senders, const L
   for (int p = 0; p < static_cast<int>(model.params.size()); ++p) {
     const Param& param = model.params[p];
     if (options.filter && !options.filter(param)) continue;
-    std::map<std::vector<Box>, int> by_boxes;  // sender shard -> group id
-    std::vector<const std::vector<Box>*> group_boxes;
-    std::vector<Holding> sh = smap->Holders(p);
-    for (Holding& h : sh) {
-      auto [it, added] = by_boxes.try_emplace(h.boxes, static_cast<int>(groups.size()));
-      if (added) groups.emplace_back();
-      groups[it->second].push_back(h.rank);
-    }
+    // Holders of each distinct box (identical boxes: DP/EP replicas, replicated TP weights and
+    // KV heads); distinct boxes of one layout never overlap, so they partition the tensor.
+    std::map<Box, int> by_box;
+    for (const Holding& h : smap->Holders(p))
+      for (const Box& b : h.boxes) {
+        auto [it, added] = by_box.try_emplace(b, static_cast<int>(groups.size()));
+        if (added) groups.emplace_back();
+        if (groups[it->second].empty() || groups[it->second].back() != h.rank) groups[it->second].push_back(h.rank);
+      }
     int64_t covered = 0;
-    for (const auto& [boxes, g] : by_boxes)
-      for (const Box& b : boxes) covered += b.Volume();
+    for (const auto& [box, g] : by_box) covered += box.Volume();
     if (covered != param.NumBytes())
-      return absl::InternalError(absl::StrCat("param '", param.name, "': sender shards cover ",
-                                              covered, " of ", param.NumBytes(), " bytes"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "param '", param.name, "': the sender layout's shards cover ", covered, " of ", param.NumBytes(),
+          " bytes (groups of a sender layout must shard each parameter the same way)"));
     for (const Holding& rh : rmap->Holders(p))
       for (const Box& rb : rh.boxes)
-        for (const auto& [boxes, g] : by_boxes)
-          for (const Box& sb : boxes) {
-            Box piece = Intersect(rb, sb);
-            if (piece.Empty()) continue;
-            pieces.push_back({p, rh.rank, g, piece, piece.Volume()});
-          }
+        for (const auto& [sb, g] : by_box) {
+          Box piece = Intersect(rb, sb);
+          if (piece.Empty()) continue;
+          pieces.push_back({p, rh.rank, g, piece, piece.Volume()});
+        }
   }
 
   // 2. Greedy: largest first, to the holder with the earliest predicted finish.
