@@ -12,6 +12,7 @@
 #include "actors/model/policy.h"
 #include "actors/model/torch_status.h"
 #include "actors/tasks/tokenizer.h"
+#include "actors/train/grpo_step.h"
 
 namespace skyrl::actors {
 namespace {
@@ -59,59 +60,36 @@ absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config, const std::func
   auto learner = GrpoLearner::Create(policy->get(), grpo, optim, sampling.temperature);
   if (!learner.ok()) return learner.status();
 
-  std::mt19937_64 rng(static_cast<uint64_t>(tc.seed) * 7919 + 17);
+  std::mt19937_64 rng(PromptRngSeed(static_cast<uint64_t>(tc.seed)));
   RunSummary sum;
   int at_target_run = 0;
   const auto start = std::chrono::steady_clock::now();
   for (int step = 1; step <= tc.steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<Example> examples;
-    std::vector<std::vector<int>> prompts;
-    for (int i = 0; i < tc.train_batch_size; ++i) {
-      Example ex = (*task)->make(rng, config.environment.options);
-      auto ids = Tokenizer::EncodePrompt(ex.prompt);
-      if (!ids.ok()) return ids.status();
-      for (int g = 0; g < ac.group_size; ++g) {
-        prompts.push_back(*ids);
-        examples.push_back(ex);
-      }
-    }
-    auto batch = LeftPad(prompts, Tokenizer::kPad);
-    if (!batch.ok()) return batch.status();
-    auto rollout = Generate(**policy, *batch, sampling, Tokenizer::kEos, Tokenizer::kPad,
-                            static_cast<uint64_t>(tc.seed) * 1000003ULL + static_cast<uint64_t>(step));
+    auto prompts = MakePrompts(**task, config.environment.options, tc.train_batch_size, ac.group_size, rng);
+    if (!prompts.ok()) return prompts.status();
+    auto rollout = Generate(**policy, prompts->batch, sampling, Tokenizer::kEos, Tokenizer::kPad,
+                            SamplerSeed(static_cast<uint64_t>(tc.seed), step));
     if (!rollout.ok()) return rollout.status();
     const auto t1 = std::chrono::steady_clock::now();
 
-    const auto responses = rollout->ResponseIds();
-    std::vector<float> rewards(responses.size());
-    int exact = 0;
-    for (size_t i = 0; i < responses.size(); ++i) {
-      Tokenizer::Answer a = Tokenizer::DecodeResponse(responses[i]);
-      rewards[i] = static_cast<float>((*task)->reward(examples[i], a.text, a.terminated));
-      exact += rewards[i] >= 1.0f;
-    }
+    auto scored = ScoreRollout(**task, prompts->examples, *rollout);
+    if (!scored.ok()) return scored.status();
     const auto t2 = std::chrono::steady_clock::now();
 
     StepMetrics m;
     m.step = step;
-    auto prep = RunTorch("RunLocalGrpo", [&]() -> absl::StatusOr<TrainBatch> {
-      TrainBatch tb;
-      tb.prompt_len = rollout->prompt_len;
-      tb.sequences = rollout->sequences;
-      tb.valid = rollout->valid;
-      tb.mask = rollout->mask;
-      torch::Tensor r = torch::tensor(rewards, torch::kFloat32);
-      m.mean_reward = r.mean().item<double>();
-      m.response_tokens = static_cast<int64_t>(rollout->mask.sum().item<double>());
-      tb.advantages = GroupAdvantages(r, ac.group_size, ac.advantage_eps);
+    m.mean_reward = scored->mean_reward;
+    m.exact_fraction = scored->exact_fraction;
+    m.response_tokens = scored->response_tokens;
+    auto ref = RunTorch("reference log-probs", [&]() -> absl::StatusOr<torch::Tensor> {
       torch::NoGradGuard no_grad;
-      tb.ref_logprobs =
-          ResponseLogprobs(**reference, tb.sequences, tb.valid, tb.prompt_len, sampling.temperature);
-      return tb;
+      return ResponseLogprobs(**reference, rollout->sequences, rollout->valid, rollout->prompt_len,
+                              sampling.temperature);
     });
+    if (!ref.ok()) return ref.status();
+    auto prep = MakeTrainBatch(*rollout, *scored, *ref, grpo);
     if (!prep.ok()) return prep.status();
-    m.exact_fraction = static_cast<double>(exact) / static_cast<double>(rewards.size());
     auto stats = (*learner)->Update(*prep);
     if (!stats.ok()) return stats.status();
     const auto t3 = std::chrono::steady_clock::now();

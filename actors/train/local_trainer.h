@@ -7,7 +7,8 @@
 // reference policy's log-probs, then GrpoLearner::Update. Everything is seeded from
 // trainer.seed: the same config gives the same numbers.
 //
-// Not thread-safe; one run per call.
+// Not thread-safe; one run per call. Sets LibTorch's process-wide intra-op thread count to
+// trainer.num_threads.
 #pragma once
 
 #include <functional>

@@ -72,7 +72,9 @@ TEST_P(CollectiveContract, BroadcastCopiesTheRootsBuffer) {
     st[r] = c.Broadcast(data[r].data(), 2, 2);
     std::vector<float> zero = {float(r)};
     if (st[r].ok()) st[r] = c.Broadcast(zero.data(), 1, 0);
-    if (st[r].ok()) EXPECT_EQ(zero[0], 0.0f);
+    if (st[r].ok()) {
+      EXPECT_EQ(zero[0], 0.0f);
+    }
   });
   for (int r = 0; r < 4; ++r) {
     ASSERT_TRUE(st[r].ok()) << st[r];

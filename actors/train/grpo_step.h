@@ -1,0 +1,64 @@
+// The pieces of one GRPO step that every driver shares: the single-process loop
+// (local_trainer.h) uses them, and the distributed job must too, so that both compute the
+// same thing by construction (issue 6's equivalence test). Between the pieces sit the roles:
+//
+//   prompts = MakePrompts(task, rng)                     driver
+//   rollout = Generate(policy, prompts.batch, ...)       generator engine(s)
+//   scored  = ScoreRollout(task, prompts, rollout)       reward
+//   ref     = ResponseLogprobs(reference, rollout...)    reference
+//   batch   = MakeTrainBatch(rollout, scored, ref, G)    driver
+//   learner.Update(batch)                                trainer shards
+//
+// Seeds: see PromptRngSeed and SamplerSeed. Rollouts and batches cross processes as bytes (Encode*/Decode*).
+// Pure functions; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "actors/algo/grpo.h"
+#include "actors/algo/sampler.h"
+#include "actors/tasks/tasks.h"
+
+namespace skyrl::actors {
+
+struct PromptSet {
+  std::vector<Example> examples;  // one per sample: prompt p's example repeated group_size times
+  PromptBatch batch;              // left-padded token ids, groups contiguous
+};
+
+// `prompts` examples from `task`, each repeated `group_size` times.
+absl::StatusOr<PromptSet> MakePrompts(const Task& task, const TaskOptions& options, int prompts, int group_size,
+                                      std::mt19937_64& rng);
+
+struct Scored {
+  std::vector<float> rewards;  // one per sample
+  double mean_reward = 0;
+  double exact_fraction = 0;  // share of rewards >= 1
+  int64_t response_tokens = 0;
+};
+
+// Decodes each response up to EOS and scores it against its example.
+// InvalidArgument when the counts disagree.
+absl::StatusOr<Scored> ScoreRollout(const Task& task, const std::vector<Example>& examples, const Rollout& rollout);
+
+// Group advantages from the rewards, plus the rollout's tensors and the reference log-probs
+// (may be undefined when kl_coef is 0).
+absl::StatusOr<TrainBatch> MakeTrainBatch(const Rollout& rollout, const Scored& scored,
+                                          const torch::Tensor& ref_logprobs, const GrpoParams& grpo);
+
+// The run's seeds: the prompt generator is mt19937_64(PromptRngSeed(seed)); step s samples
+// with SamplerSeed(seed, s).
+uint64_t PromptRngSeed(uint64_t seed);
+uint64_t SamplerSeed(uint64_t seed, int step);
+
+// Wire forms (EncodeTensors underneath). DataLoss when the bytes are not one.
+absl::StatusOr<std::string> EncodeRollout(const Rollout& r);
+absl::StatusOr<Rollout> DecodeRollout(const std::string& bytes);
+absl::StatusOr<std::string> EncodeTrainBatch(const TrainBatch& b);
+absl::StatusOr<TrainBatch> DecodeTrainBatch(const std::string& bytes);
+
+}  // namespace skyrl::actors
