@@ -3,12 +3,14 @@
 #include <chrono>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "actors/algo/checkpoint.h"
 #include "actors/algo/grpo.h"
 #include "actors/algo/sampler.h"
+#include "actors/model/in_process_collective.h"
 #include "actors/model/policy.h"
 #include "actors/model/torch_status.h"
 #include "actors/tasks/tokenizer.h"
@@ -21,15 +23,20 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
   return std::chrono::duration<double>(b - a).count();
 }
 
+absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& mc, const SamplingParams& sampling,
+                                   const GrpoParams& grpo, const OptimParams& optim, const NamedTensors& init,
+                                   Collective* comm, const std::function<void(const StepMetrics&)>& on_step,
+                                   int stop_after_target, bool write_checkpoint);
+
 }  // namespace
 
 absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config, const std::function<void(const StepMetrics&)>& on_step,
                                         int stop_after_target, bool write_checkpoint) {
   const JobConfig::Trainer& tc = config.trainer;
   const JobConfig::Algorithm& ac = tc.algorithm;
-  if (tc.tp_size != 1) {
+  if (tc.tp_size < 1 || tc.tp_size > 8) {
     return absl::InvalidArgumentError(
-        absl::StrCat("trainer.tp_size: the local run is TP = 1, got ", tc.tp_size, " (TP > 1 runs as shard actors)"));
+        absl::StrCat("trainer.tp_size: the local run takes 1 to 8 (threads as ranks), got ", tc.tp_size));
   }
   auto task = FindTask(config.environment.task);
   if (!task.ok()) return absl::InvalidArgumentError(absl::StrCat("environment.task: ", task.status().message()));
@@ -47,15 +54,58 @@ absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config, const std::func
 
   PolicyConfig mc = tc.model;
   mc.vocab = Tokenizer::kVocab;
-  if (auto s = ValidatePolicyConfig(mc); !s.ok()) return absl::InvalidArgumentError(absl::StrCat("trainer.", s.message()));
+  if (auto s = ValidateTensorParallel(mc, tc.tp_size); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("trainer.", s.message()));
+  }
   torch::set_num_threads(tc.num_threads);
 
-  auto comm = MakeSingleRankCollective();
   const NamedTensors init = InitFullParameters(mc, static_cast<uint64_t>(tc.seed));
-  auto policy = Policy::Create(mc, comm.get(), init);
+  if (tc.tp_size == 1) {
+    auto comm = MakeSingleRankCollective();
+    return RunRank(config, mc, sampling, grpo, optim, init, comm.get(), on_step, stop_after_target, write_checkpoint);
+  }
+  // Threads as ranks: every rank runs the same loop on its shard; the logits, and so the
+  // samples, rewards and metrics, are the same on every rank, so rank 0 reports.
+  auto group = MakeInProcessGroup(tc.tp_size);
+  std::vector<absl::StatusOr<RunSummary>> results(tc.tp_size, absl::UnknownError("rank did not run"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < tc.tp_size; ++r) {
+    threads.emplace_back([&, r] {
+      results[r] = RunRank(config, mc, sampling, grpo, optim, init, group[r].get(), r == 0 ? on_step : nullptr,
+                           stop_after_target, write_checkpoint);
+    });
+  }
+  for (auto& t : threads) t.join();
+  // The first rank that failed for its own reason (not because a peer broke the group).
+  for (const auto& res : results) {
+    if (!res.ok() && res.status().code() != absl::StatusCode::kAborted &&
+        res.status().code() != absl::StatusCode::kDeadlineExceeded) {
+      return res.status();
+    }
+  }
+  for (const auto& res : results) {
+    if (!res.ok()) return res.status();
+  }
+  return results[0];
+}
+
+namespace {
+
+absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& mc, const SamplingParams& sampling,
+                                   const GrpoParams& grpo, const OptimParams& optim, const NamedTensors& init,
+                                   Collective* comm, const std::function<void(const StepMetrics&)>& on_step,
+                                   int stop_after_target, bool write_checkpoint) {
+  const JobConfig::Trainer& tc = config.trainer;
+  const JobConfig::Algorithm& ac = tc.algorithm;
+  auto task = FindTask(config.environment.task);
+  if (!task.ok()) return task.status();
+  const int tp = comm->WorldSize(), rank = comm->Rank();
+  auto shard = ShardParameters(mc, init, tp, rank);
+  if (!shard.ok()) return shard.status();
+  auto policy = Policy::Create(mc, comm, *shard);
   if (!policy.ok()) return policy.status();
   // The reference is the frozen initial policy.
-  auto reference = Policy::Create(mc, comm.get(), init);
+  auto reference = Policy::Create(mc, comm, *shard);
   if (!reference.ok()) return reference.status();
   auto learner = GrpoLearner::Create(policy->get(), grpo, optim, sampling.temperature);
   if (!learner.ok()) return learner.status();
@@ -128,7 +178,7 @@ absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config, const std::func
     std::error_code ec;
     std::filesystem::create_directories(tc.output_dir, ec);
     if (ec) return absl::InternalError(absl::StrCat("trainer.output_dir ", tc.output_dir, ": ", ec.message()));
-    if (auto s = SaveShardCheckpoint(ShardCheckpointPath(tc.output_dir, 0, 1), **policy, &(*learner)->optimizer(),
+    if (auto s = SaveShardCheckpoint(ShardCheckpointPath(tc.output_dir, rank, tp), **policy, &(*learner)->optimizer(),
                                      sum.steps);
         !s.ok()) {
       return s;
@@ -137,4 +187,5 @@ absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config, const std::func
   return sum;
 }
 
+}  // namespace
 }  // namespace skyrl::actors

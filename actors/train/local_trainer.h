@@ -1,6 +1,8 @@
-// The single-process GRPO loop (TP = 1, one generator, sync mode): the algorithm the
-// distributed job runs, without the runtime, so that the job can be checked against it
-// step for step (issue 6's equivalence test) and so the demo task can be calibrated.
+// The single-process GRPO loop (one generator, sync mode): the algorithm the distributed job
+// runs, without the runtime, so that the job can be checked against it step for step (issue
+// 6's equivalence test) and so the demo task can be calibrated. trainer.tp_size > 1 runs the
+// TP ranks as threads over an in-process collective (each rank generates with its shard; the
+// samples are the same on every rank), which checks TP against TP = 1 over whole runs.
 //
 // One step: sample train_batch_size prompts from the task, generate group_size responses per
 // prompt with the current policy, score them, compute group advantages and the frozen

@@ -55,10 +55,30 @@ TEST(LocalGrpo, SameConfigSameNumbers) {
   }
 }
 
-TEST(LocalGrpo, RefusesTensorParallelAndTooLongSequences) {
+TEST(LocalGrpo, TensorParallelRunMatchesTp1) {
   JobConfig c = Tiny();
+  c.trainer.steps = 4;
+  auto one = RunLocalGrpo(c, nullptr);
   c.trainer.tp_size = 2;
-  EXPECT_NE(RunLocalGrpo(c, nullptr).status().message().find("trainer.tp_size"), absl::string_view::npos);
+  std::vector<StepMetrics> seen;
+  auto two = RunLocalGrpo(c, [&](const StepMetrics& m) { seen.push_back(m); });
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_EQ(seen.size(), 4u) << "one progress line per step, from rank 0 only";
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(two->history[i].mean_reward, one->history[i].mean_reward) << "step " << i + 1;
+    EXPECT_NEAR(two->history[i].loss, one->history[i].loss, 1e-4) << "step " << i + 1;
+    EXPECT_NEAR(two->history[i].kl, one->history[i].kl, 1e-4) << "step " << i + 1;
+    EXPECT_NEAR(two->history[i].grad_norm, one->history[i].grad_norm, 1e-3 * one->history[i].grad_norm);
+  }
+}
+
+TEST(LocalGrpo, RefusesBadTensorParallelAndTooLongSequences) {
+  JobConfig c = Tiny();
+  c.trainer.tp_size = 3;  // 2 heads
+  EXPECT_NE(RunLocalGrpo(c, nullptr).status().message().find("trainer.tp_size: 3 does not divide"),
+            absl::string_view::npos)
+      << RunLocalGrpo(c, nullptr).status();
   c = Tiny();
   c.generator.max_generate_length = 7;  // 4-token prompt + 7 > max_len 10
   EXPECT_NE(RunLocalGrpo(c, nullptr).status().message().find("max_generate_length"), absl::string_view::npos);
