@@ -119,12 +119,16 @@ TEST_P(HeadSchedulingTest, TablesAndSchedulerAgreeThroughRandomOperationsAndRest
         spec.add_bundles()->mutable_resources()->insert(r.begin(), r.end());
       }
       absl::StatusOr<v1::PlacementGroupInfo> g = head->groups.Create(spec);
-      if (g.ok()) ++created_groups;
-      else ASSERT_TRUE(absl::IsResourceExhausted(g.status())) << g.status();
+      if (g.ok()) {
+        ++created_groups;
+      } else {
+        ASSERT_TRUE(absl::IsResourceExhausted(g.status())) << g.status();
+      }
     } else if (op < 46) {
       std::vector<v1::PlacementGroupInfo> groups = head->groups.List();
-      if (!groups.empty())
+      if (!groups.empty()) {
         ASSERT_TRUE(head->groups.Remove(*PlacementGroupId::Parse(groups[rng() % groups.size()].placement_group_id())).ok());
+      }
     } else if (op < 76) {
       v1::ActorSpec spec;
       spec.set_class_name("echo");
