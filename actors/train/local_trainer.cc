@@ -13,6 +13,8 @@
 #include "actors/model/in_process_collective.h"
 #include "actors/model/policy.h"
 #include "actors/model/torch_status.h"
+#include "actors/roles/generator_engine.h"
+#include "actors/roles/trainer_shard.h"
 #include "actors/tasks/tokenizer.h"
 #include "actors/train/grpo_step.h"
 
@@ -24,8 +26,7 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
 }
 
 absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& mc, const SamplingParams& sampling,
-                                   const GrpoParams& grpo, const OptimParams& optim, const NamedTensors& init,
-                                   Collective* comm, const std::function<void(const StepMetrics&)>& on_step,
+                                   const GrpoParams& grpo, const OptimParams& optim, Collective* comm, const std::function<void(const StepMetrics&)>& on_step,
                                    int stop_after_target, bool write_checkpoint);
 
 }  // namespace
@@ -59,10 +60,9 @@ absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config, const std::func
   }
   torch::set_num_threads(tc.num_threads);
 
-  const NamedTensors init = InitFullParameters(mc, static_cast<uint64_t>(tc.seed));
   if (tc.tp_size == 1) {
     auto comm = MakeSingleRankCollective();
-    return RunRank(config, mc, sampling, grpo, optim, init, comm.get(), on_step, stop_after_target, write_checkpoint);
+    return RunRank(config, mc, sampling, grpo, optim, comm.get(), on_step, stop_after_target, write_checkpoint);
   }
   // Threads as ranks: every rank runs the same loop on its shard; the logits, and so the
   // samples, rewards and metrics, are the same on every rank, so rank 0 reports.
@@ -71,7 +71,7 @@ absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config, const std::func
   std::vector<std::thread> threads;
   for (int r = 0; r < tc.tp_size; ++r) {
     threads.emplace_back([&, r] {
-      results[r] = RunRank(config, mc, sampling, grpo, optim, init, group[r].get(), r == 0 ? on_step : nullptr,
+      results[r] = RunRank(config, mc, sampling, grpo, optim, group[r].get(), r == 0 ? on_step : nullptr,
                            stop_after_target, write_checkpoint);
     });
   }
@@ -92,23 +92,20 @@ absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config, const std::func
 namespace {
 
 absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& mc, const SamplingParams& sampling,
-                                   const GrpoParams& grpo, const OptimParams& optim, const NamedTensors& init,
-                                   Collective* comm, const std::function<void(const StepMetrics&)>& on_step,
+                                   const GrpoParams& grpo, const OptimParams& optim, Collective* comm, const std::function<void(const StepMetrics&)>& on_step,
                                    int stop_after_target, bool write_checkpoint) {
   const JobConfig::Trainer& tc = config.trainer;
   const JobConfig::Algorithm& ac = tc.algorithm;
   auto task = FindTask(config.environment.task);
   if (!task.ok()) return task.status();
-  const int tp = comm->WorldSize(), rank = comm->Rank();
-  auto shard = ShardParameters(mc, init, tp, rank);
-  if (!shard.ok()) return shard.status();
-  auto policy = Policy::Create(mc, comm, *shard);
-  if (!policy.ok()) return policy.status();
-  // The reference is the frozen initial policy.
-  auto reference = Policy::Create(mc, comm, *shard);
-  if (!reference.ok()) return reference.status();
-  auto learner = GrpoLearner::Create(policy->get(), grpo, optim, sampling.temperature);
-  if (!learner.ok()) return learner.status();
+  TrainerShardOptions topts{mc, grpo, optim, sampling.temperature, static_cast<uint64_t>(tc.seed)};
+  auto trainer = TrainerShard::Create(topts, comm);
+  if (!trainer.ok()) return trainer.status();
+  // The engine shares the trainer's TP group here (colocated, same ranks); the distributed job
+  // gives engines their own groups and moves the weights with weight sync instead of a copy.
+  auto engine = GeneratorEngine::Create(mc, comm);
+  if (!engine.ok()) return engine.status();
+  if (auto s = (*engine)->LoadWeights((*trainer)->version(), (*trainer)->ExportShard()); !s.ok()) return s;
 
   std::mt19937_64 rng(PromptRngSeed(static_cast<uint64_t>(tc.seed)));
   RunSummary sum;
@@ -118,9 +115,10 @@ absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& 
     const auto t0 = std::chrono::steady_clock::now();
     auto prompts = MakePrompts(**task, config.environment.options, tc.train_batch_size, ac.group_size, rng);
     if (!prompts.ok()) return prompts.status();
-    auto rollout = Generate(**policy, prompts->batch, sampling, Tokenizer::kEos, Tokenizer::kPad,
-                            SamplerSeed(static_cast<uint64_t>(tc.seed), step));
-    if (!rollout.ok()) return rollout.status();
+    auto generated = (*engine)->Generate(prompts->batch, sampling, Tokenizer::kEos, Tokenizer::kPad,
+                                         SamplerSeed(static_cast<uint64_t>(tc.seed), step));
+    if (!generated.ok()) return generated.status();
+    const Rollout* rollout = &generated->rollout;
     const auto t1 = std::chrono::steady_clock::now();
 
     auto scored = ScoreRollout(**task, prompts->examples, *rollout);
@@ -132,17 +130,15 @@ absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& 
     m.mean_reward = scored->mean_reward;
     m.exact_fraction = scored->exact_fraction;
     m.response_tokens = scored->response_tokens;
-    auto ref = RunTorch("reference log-probs", [&]() -> absl::StatusOr<torch::Tensor> {
-      torch::NoGradGuard no_grad;
-      return ResponseLogprobs(**reference, rollout->sequences, rollout->valid, rollout->prompt_len,
-                              sampling.temperature);
-    });
+    auto ref = (*trainer)->ReferenceLogprobs(*rollout);
     if (!ref.ok()) return ref.status();
     auto prep = MakeTrainBatch(*rollout, *scored, *ref, grpo);
     if (!prep.ok()) return prep.status();
-    auto stats = (*learner)->Update(*prep);
+    auto stats = (*trainer)->Update(*prep);
     if (!stats.ok()) return stats.status();
     const auto t3 = std::chrono::steady_clock::now();
+    if (auto s = (*engine)->LoadWeights((*trainer)->version(), (*trainer)->ExportShard()); !s.ok()) return s;
+    const auto t4 = std::chrono::steady_clock::now();
 
     m.loss = stats->loss;
     m.policy_loss = stats->policy_loss;
@@ -152,8 +148,9 @@ absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& 
     m.generate_s = Seconds(t0, t1);
     m.reward_s = Seconds(t1, t2);
     m.train_s = Seconds(t2, t3);
-    m.step_s = Seconds(t0, t3);
-    m.elapsed_s = Seconds(start, t3);
+    m.sync_s = Seconds(t3, t4);
+    m.step_s = Seconds(t0, t4);
+    m.elapsed_s = Seconds(start, t4);
     m.tokens_per_s = m.step_s > 0 ? static_cast<double>(m.response_tokens) / m.step_s : 0;
     sum.history.push_back(m);
     if (on_step) on_step(m);
@@ -178,11 +175,7 @@ absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& 
     std::error_code ec;
     std::filesystem::create_directories(tc.output_dir, ec);
     if (ec) return absl::InternalError(absl::StrCat("trainer.output_dir ", tc.output_dir, ": ", ec.message()));
-    if (auto s = SaveShardCheckpoint(ShardCheckpointPath(tc.output_dir, rank, tp), **policy, &(*learner)->optimizer(),
-                                     sum.steps);
-        !s.ok()) {
-      return s;
-    }
+    if (auto s = (*trainer)->Save(tc.output_dir); !s.ok()) return s;
   }
   return sum;
 }
