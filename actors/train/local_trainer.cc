@@ -154,6 +154,11 @@ absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& 
     m.tokens_per_s = m.step_s > 0 ? static_cast<double>(m.response_tokens) / m.step_s : 0;
     sum.history.push_back(m);
     if (on_step) on_step(m);
+    if (write_checkpoint && tc.ckpt_interval > 0 && step % tc.ckpt_interval == 0) {
+      std::error_code ec;
+      std::filesystem::create_directories(tc.output_dir, ec);
+      if (auto s = (*trainer)->Save(tc.output_dir); !s.ok()) return s;
+    }
 
     if (step == 1) sum.baseline_reward = m.mean_reward;
     if (m.mean_reward >= config.environment.target_reward) {

@@ -35,8 +35,9 @@ struct RunSummary {
 
 // Runs trainer.steps steps (or stops early after `stop_after_target` consecutive steps at
 // or above environment.target_reward, when > 0). `on_step` (may be empty) sees each step as it
-// ends. Writes nothing to disk except the final checkpoint under trainer.output_dir when
-// trainer.ckpt_interval >= 0 and `write_checkpoint` is true.
+// ends. Writes nothing to disk unless `write_checkpoint`: then each rank's checkpoint goes to
+// trainer.output_dir every trainer.ckpt_interval steps (> 0) and at the end (>= 0), each
+// save replacing the last.
 // Errors: InvalidArgument naming the config field; Internal from LibTorch.
 absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config, const std::function<void(const StepMetrics&)>& on_step,
                                         int stop_after_target = 0, bool write_checkpoint = false);

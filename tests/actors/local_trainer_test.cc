@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "actors/roles/trainer_shard.h"
+#include "actors/tasks/tokenizer.h"
 #include "actors/train/job_config.h"
 #include "actors/train/local_trainer.h"
 
@@ -82,6 +86,25 @@ TEST(LocalGrpo, RefusesBadTensorParallelAndTooLongSequences) {
   c = Tiny();
   c.generator.max_generate_length = 7;  // 4-token prompt + 7 > max_len 10
   EXPECT_NE(RunLocalGrpo(c, nullptr).status().message().find("max_generate_length"), absl::string_view::npos);
+}
+
+TEST(LocalGrpo, CheckpointsResumeIntoATrainerShard) {
+  JobConfig c = Tiny();
+  c.trainer.steps = 3;
+  c.trainer.ckpt_interval = 2;
+  const auto dir = std::filesystem::temp_directory_path() / ("skyrl_local_ckpt_" + std::to_string(::getpid()));
+  c.trainer.output_dir = dir.string();
+  auto run = RunLocalGrpo(c, nullptr, 0, /*write_checkpoint=*/true);
+  ASSERT_TRUE(run.ok()) << run.status();
+  TrainerShardOptions o;
+  o.model = c.trainer.model;
+  o.model.vocab = Tokenizer::kVocab;
+  o.grpo.group_size = c.trainer.algorithm.group_size;
+  auto comm = MakeSingleRankCollective();
+  auto t = *TrainerShard::Create(o, comm.get());
+  ASSERT_TRUE(t->Load(dir.string()).ok());
+  EXPECT_EQ(t->version(), 3) << "the save at the end replaces the one at step 2";
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
