@@ -137,8 +137,10 @@ absl::StatusOr<UpdateStats> GrpoLearner::Update(const TrainBatch& batch) {
     TORCH_CHECK(batch.mask.dim() == 2 && batch.mask.size(0) == B && batch.advantages.size(0) == B,
                 "batch tensors disagree on the batch size");
     TORCH_CHECK(B >= optim_.mini_batches, "batch of ", B, " is smaller than mini_batches ", optim_.mini_batches);
-    torch::Tensor old;
-    {
+    torch::Tensor old = batch.old_logprobs;
+    if (old.defined()) {
+      TORCH_CHECK(old.sizes() == batch.mask.sizes(), "old_logprobs must be [B, N] like the mask");
+    } else {
       torch::NoGradGuard no_grad;
       old = ResponseLogprobs(*policy_, batch.sequences, batch.valid, batch.prompt_len, temperature_);
     }

@@ -75,6 +75,10 @@ struct TrainBatch {
   torch::Tensor mask;          // [B, N] float
   torch::Tensor advantages;    // [B]
   torch::Tensor ref_logprobs;  // [B, N]; ignored when kl_coef == 0
+  // [B, N], optional: the behaviour policy's log-probs (the engine's, Rollout::logprobs, valid
+  // as such when top_p is 1). Async mode sets them so the ratio corrects for samples from
+  // older weights; undefined: recomputed from the current policy before the first update.
+  torch::Tensor old_logprobs;
 };
 
 struct UpdateStats {
@@ -89,9 +93,9 @@ class GrpoLearner {
   static absl::StatusOr<std::unique_ptr<GrpoLearner>> Create(Policy* policy, GrpoParams grpo, OptimParams optim,
                                                               double temperature);
 
-  // The old log-probs are the policy's before the first update (recomputed, so the first
-  // ratio is exactly 1); then update_epochs x mini_batches AdamW steps, each with global-norm
-  // clipping. Returns averages over the optimiser steps.
+  // The old log-probs are batch.old_logprobs when given, else the policy's before the first
+  // update (recomputed, so the first ratio is exactly 1); then update_epochs x mini_batches
+  // AdamW steps, each with global-norm clipping. Returns averages over the optimiser steps.
   absl::StatusOr<UpdateStats> Update(const TrainBatch& batch);
 
   torch::optim::AdamW& optimizer() { return *optimizer_; }

@@ -119,6 +119,7 @@ absl::StatusOr<std::string> EncodeTrainBatch(const TrainBatch& b) {
                     {"mask", b.mask},
                     {"advantages", b.advantages}};
   if (b.ref_logprobs.defined()) t.emplace_back("ref_logprobs", b.ref_logprobs);
+  if (b.old_logprobs.defined()) t.emplace_back("old_logprobs", b.old_logprobs);
   return EncodeTensors(t);
 }
 
@@ -132,6 +133,7 @@ absl::StatusOr<TrainBatch> DecodeTrainBatch(const std::string& bytes) {
   b.mask = (*m)["mask"];
   b.advantages = (*m)["advantages"];
   if (m->count("ref_logprobs")) b.ref_logprobs = (*m)["ref_logprobs"];
+  if (m->count("old_logprobs")) b.old_logprobs = (*m)["old_logprobs"];
   return b;
 }
 

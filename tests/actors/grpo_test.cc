@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "actors/algo/grpo.h"
+#include "actors/algo/sampler.h"
 #include "actors/model/in_process_collective.h"
 
 namespace skyrl::actors {
@@ -120,6 +121,47 @@ TEST(GrpoParams, BadValuesNameTheField) {
   OptimParams o;
   o.lr = 0;
   EXPECT_NE(ValidateOptimParams(o).message().find("trainer.algorithm.lr"), absl::string_view::npos);
+}
+
+TEST(GrpoLearner, GivenOldLogprobsReplaceTheRecomputedOnes) {
+  PolicyConfig c;
+  c.vocab = 10;
+  c.layers = 1;
+  c.d_model = 16;
+  c.heads = 2;
+  c.max_len = 8;
+  c.init_std = 0.2;
+  auto comm = MakeSingleRankCollective();
+  const NamedTensors w = InitFullParameters(c, 2);
+  TrainBatch b;
+  b.prompt_len = 3;
+  b.sequences = torch::tensor({{1, 4, 3, 5, 6}, {1, 7, 3, 8, 2}}, torch::kInt64);
+  b.valid = b.sequences.ne(0);
+  b.mask = torch::ones({2, 2});
+  b.advantages = torch::tensor({1.0f, -1.0f});
+  GrpoParams g;
+  g.group_size = 2;
+  g.kl_coef = 0;
+  OptimParams o;
+  auto run = [&](const torch::Tensor& old) {
+    auto p = *Policy::Create(c, comm.get(), w);
+    auto l = *GrpoLearner::Create(p.get(), g, o, 1.0);
+    TrainBatch bb = b;
+    bb.old_logprobs = old;
+    return *l->Update(bb);
+  };
+  torch::Tensor current;
+  {
+    torch::NoGradGuard no_grad;
+    auto p = *Policy::Create(c, comm.get(), w);
+    current = ResponseLogprobs(*p, b.sequences, b.valid, b.prompt_len, 1.0);
+  }
+  const UpdateStats recomputed = run(torch::Tensor()), same = run(current), stale = run(current - 0.5);
+  EXPECT_DOUBLE_EQ(recomputed.loss, same.loss) << "passing the current log-probs changes nothing";
+  EXPECT_DOUBLE_EQ(recomputed.clip_fraction, 0.0);
+  // Samples from a policy that liked them less: ratio e^0.5 > 1.2, clipped for A > 0.
+  EXPECT_GT(stale.clip_fraction, 0.0);
+  EXPECT_NE(stale.loss, recomputed.loss);
 }
 
 }  // namespace
