@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <random>
 #include <thread>
 
@@ -55,6 +56,11 @@ absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config, const std::func
 
   PolicyConfig mc = tc.model;
   mc.vocab = Tokenizer::kVocab;
+  if (tc.async_enabled && tc.tp_size > 1) {
+    return absl::InvalidArgumentError(
+        "trainer.async.enabled: the local run overlaps generation with training only at trainer.tp_size 1 "
+        "(its engine shares the trainer's ranks)");
+  }
   if (auto s = ValidateTensorParallel(mc, tc.tp_size); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("trainer.", s.message()));
   }
@@ -108,20 +114,52 @@ absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& 
   if (auto s = (*engine)->LoadWeights((*trainer)->version(), (*trainer)->ExportShard()); !s.ok()) return s;
 
   std::mt19937_64 rng(PromptRngSeed(static_cast<uint64_t>(tc.seed)));
+  // What the generator hands the trainer for one step.
+  struct Produced {
+    PromptSet prompts;
+    GeneratorEngine::Result generated;
+    double generate_s = 0;
+  };
+  // Prompts are drawn on the calling thread, so the prompt sequence is the same in both modes.
+  auto produce = [&](int step, PromptSet prompts) -> absl::StatusOr<Produced> {
+    const auto g0 = std::chrono::steady_clock::now();
+    auto generated = (*engine)->Generate(prompts.batch, sampling, Tokenizer::kEos, Tokenizer::kPad,
+                                         SamplerSeed(static_cast<uint64_t>(tc.seed), step));
+    if (!generated.ok()) return generated.status();
+    return Produced{std::move(prompts), std::move(*generated), Seconds(g0, std::chrono::steady_clock::now())};
+  };
+  auto prompts_for = [&]() {
+    return MakePrompts(**task, config.environment.options, tc.train_batch_size, ac.group_size, rng);
+  };
+  // Async (one step ahead): while the trainer trains step k, the engine generates step k + 1
+  // with the weights it has, which are one version behind; the weights for step k + 2 are
+  // synced when both are done. Samples more than max_staleness versions old are dropped.
+  const bool async = tc.async_enabled;
+  std::future<absl::StatusOr<Produced>> ahead;
+
   RunSummary sum;
   int at_target_run = 0;
   const auto start = std::chrono::steady_clock::now();
   for (int step = 1; step <= tc.steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto prompts = MakePrompts(**task, config.environment.options, tc.train_batch_size, ac.group_size, rng);
-    if (!prompts.ok()) return prompts.status();
-    auto generated = (*engine)->Generate(prompts->batch, sampling, Tokenizer::kEos, Tokenizer::kPad,
-                                         SamplerSeed(static_cast<uint64_t>(tc.seed), step));
-    if (!generated.ok()) return generated.status();
-    const Rollout* rollout = &generated->rollout;
+    absl::StatusOr<Produced> produced = absl::UnknownError("not produced");
+    if (async && step > 1) {
+      produced = ahead.get();
+    } else {
+      auto prompts = prompts_for();
+      if (!prompts.ok()) return prompts.status();
+      produced = produce(step, std::move(*prompts));
+    }
+    if (!produced.ok()) return produced.status();
+    if (async && step < tc.steps) {
+      auto prompts = prompts_for();
+      if (!prompts.ok()) return prompts.status();
+      ahead = std::async(std::launch::async, produce, step + 1, std::move(*prompts));
+    }
+    const Rollout* rollout = &produced->generated.rollout;
     const auto t1 = std::chrono::steady_clock::now();
 
-    auto scored = ScoreRollout(**task, prompts->examples, *rollout);
+    auto scored = ScoreRollout(**task, produced->prompts.examples, *rollout);
     if (!scored.ok()) return scored.status();
     const auto t2 = std::chrono::steady_clock::now();
 
@@ -130,29 +168,48 @@ absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& 
     m.mean_reward = scored->mean_reward;
     m.exact_fraction = scored->exact_fraction;
     m.response_tokens = scored->response_tokens;
-    auto ref = (*trainer)->ReferenceLogprobs(*rollout);
-    if (!ref.ok()) return ref.status();
-    auto prep = MakeTrainBatch(*rollout, *scored, *ref, grpo);
-    if (!prep.ok()) return prep.status();
-    auto stats = (*trainer)->Update(*prep);
-    if (!stats.ok()) return stats.status();
+    m.staleness = (*trainer)->version() - produced->generated.version;
+    if (m.staleness > tc.max_staleness) {
+      // Too old to learn from: counted, not trained on. (With the one-step pipeline this
+      // happens only when max_staleness is 0.)
+      m.dropped_samples = static_cast<int64_t>(scored->rewards.size());
+    } else {
+      auto ref = (*trainer)->ReferenceLogprobs(*rollout);
+      if (!ref.ok()) return ref.status();
+      auto prep = MakeTrainBatch(*rollout, *scored, *ref, grpo);
+      if (!prep.ok()) return prep.status();
+      // Off-policy samples: the engine's log-probs are the behaviour policy's (exactly so only
+      // without top-p truncation).
+      if (m.staleness > 0 && sampling.top_p >= 1) prep->old_logprobs = rollout->logprobs;
+      auto stats = (*trainer)->Update(*prep);
+      if (!stats.ok()) return stats.status();
+      m.loss = stats->loss;
+      m.policy_loss = stats->policy_loss;
+      m.kl = stats->kl;
+      m.clip_fraction = stats->clip_fraction;
+      m.grad_norm = stats->grad_norm;
+    }
     const auto t3 = std::chrono::steady_clock::now();
-    if (auto s = (*engine)->LoadWeights((*trainer)->version(), (*trainer)->ExportShard()); !s.ok()) return s;
+    if (async && step < tc.steps) {
+      // The engine is busy with step + 1 until this returns; the new weights go in after.
+      ahead.wait();
+    }
+    const auto t3b = std::chrono::steady_clock::now();
+    if ((*trainer)->version() > (*engine)->version()) {  // not after a dropped step
+      if (auto s = (*engine)->LoadWeights((*trainer)->version(), (*trainer)->ExportShard()); !s.ok()) return s;
+    }
     const auto t4 = std::chrono::steady_clock::now();
 
-    m.loss = stats->loss;
-    m.policy_loss = stats->policy_loss;
-    m.kl = stats->kl;
-    m.clip_fraction = stats->clip_fraction;
-    m.grad_norm = stats->grad_norm;
-    m.generate_s = Seconds(t0, t1);
+    m.generate_s = produced->generate_s;
     m.reward_s = Seconds(t1, t2);
     m.train_s = Seconds(t2, t3);
-    m.sync_s = Seconds(t3, t4);
+    m.wait_s = Seconds(t3, t3b);
+    m.sync_s = Seconds(t3b, t4);
     m.step_s = Seconds(t0, t4);
     m.elapsed_s = Seconds(start, t4);
     m.tokens_per_s = m.step_s > 0 ? static_cast<double>(m.response_tokens) / m.step_s : 0;
     sum.history.push_back(m);
+    sum.dropped_samples += m.dropped_samples;
     if (on_step) on_step(m);
     if (write_checkpoint && tc.ckpt_interval > 0 && step % tc.ckpt_interval == 0) {
       std::error_code ec;

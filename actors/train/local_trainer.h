@@ -3,6 +3,10 @@
 // 6's equivalence test) and so the demo task can be calibrated. trainer.tp_size > 1 runs the
 // TP ranks as threads over an in-process collective (each rank generates with its shard; the
 // samples are the same on every rank), which checks TP against TP = 1 over whole runs.
+// trainer.async.enabled (TP = 1 only) overlaps generation for step k + 1 with training step k
+// on a second thread: those samples come from weights one version old, are trained on with
+// the engine's log-probs as the behaviour policy's, and are dropped (counted) when older than
+// trainer.async.max_staleness versions.
 //
 // One step: sample train_batch_size prompts from the task, generate group_size responses per
 // prompt with the current policy, score them, compute group advantages and the frozen
@@ -24,6 +28,7 @@
 namespace skyrl::actors {
 
 struct RunSummary {
+  int64_t dropped_samples = 0;  // async mode: samples older than trainer.async.max_staleness
   double baseline_reward = 0;  // the initial (random) policy's mean reward on the first step
   double final_reward = 0;     // mean over the last min(5, steps) steps
   int first_step_at_target = -1;  // first step whose mean reward reached the target, or -1

@@ -9,13 +9,23 @@
 #include "absl/strings/str_format.h"
 
 namespace skyrl::actors {
+namespace {
 
-std::string FormatStep(const StepMetrics& m) {
+std::string Line(const StepMetrics& m) {
   return absl::StrFormat(
       "step %4d  reward %.3f  exact %.2f  kl %.4f  loss %+.4f  grad %.3f  tok/s %7.0f  gen %.2fs  train %.2fs  "
       "sync %.2fs  elapsed %.1fs",
       m.step, m.mean_reward, m.exact_fraction, m.kl, m.loss, m.grad_norm, m.tokens_per_s, m.generate_s, m.train_s,
       m.sync_s, m.elapsed_s);
+}
+
+}  // namespace
+
+std::string FormatStep(const StepMetrics& m) {
+  std::string extra;
+  if (m.staleness > 0) absl::StrAppendFormat(&extra, "  stale %d", m.staleness);
+  if (m.dropped_samples > 0) absl::StrAppendFormat(&extra, "  dropped %d", m.dropped_samples);
+  return extra.empty() ? Line(m) : Line(m) + extra;
 }
 
 std::string MetricsJsonl(const std::vector<StepMetrics>& history) {
@@ -35,6 +45,9 @@ std::string MetricsJsonl(const std::vector<StepMetrics>& history) {
                         {"reward_s", m.reward_s},
                         {"train_s", m.train_s},
                         {"sync_s", m.sync_s},
+                        {"wait_s", m.wait_s},
+                        {"staleness", m.staleness},
+                        {"dropped_samples", m.dropped_samples},
                         {"step_s", m.step_s},
                         {"elapsed_s", m.elapsed_s}};
     absl::StrAppend(&out, j.dump(), "\n");

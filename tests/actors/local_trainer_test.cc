@@ -107,5 +107,37 @@ TEST(LocalGrpo, CheckpointsResumeIntoATrainerShard) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(LocalGrpo, AsyncTrainsOnOneStepOldSamplesAndDropsStalerOnes) {
+  JobConfig c = Tiny();
+  c.trainer.async_enabled = true;
+  c.trainer.max_staleness = 1;
+  auto run = RunLocalGrpo(c, nullptr);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->history[0].staleness, 0) << "the first step's samples come from the initial weights";
+  for (size_t i = 1; i < run->history.size(); ++i) EXPECT_EQ(run->history[i].staleness, 1) << "step " << i + 1;
+  EXPECT_EQ(run->dropped_samples, 0);
+  EXPECT_GT(run->final_reward, run->baseline_reward + 0.25)
+      << "baseline " << run->baseline_reward << " final " << run->final_reward;
+
+  // A bound of 0 drops samples generated ahead. A dropped step does not move the trainer's
+  // version, so the next step's samples (generated with the synced weights) are fresh again:
+  // steps 2 and 4 are dropped, 1 and 3 trained on.
+  c.trainer.steps = 4;
+  c.trainer.max_staleness = 0;
+  auto strict = RunLocalGrpo(c, nullptr);
+  ASSERT_TRUE(strict.ok()) << strict.status();
+  const int64_t per_step = c.trainer.train_batch_size * c.trainer.algorithm.group_size;
+  EXPECT_EQ(strict->dropped_samples, 2 * per_step);
+  EXPECT_EQ(strict->history[1].dropped_samples, per_step);
+  EXPECT_EQ(strict->history[1].loss, 0.0);
+  EXPECT_EQ(strict->history[2].staleness, 0);
+  EXPECT_EQ(strict->history[2].dropped_samples, 0);
+  EXPECT_NE(strict->history[2].loss, 0.0);
+  EXPECT_EQ(strict->history[3].dropped_samples, per_step);
+
+  c.trainer.tp_size = 2;
+  EXPECT_NE(RunLocalGrpo(c, nullptr).status().message().find("trainer.async.enabled"), absl::string_view::npos);
+}
+
 }  // namespace
 }  // namespace skyrl::actors
