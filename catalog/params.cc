@@ -101,8 +101,10 @@ LoraCounts LoraParams(const Architecture& a, int rank) {
     double q = at.kind == AttentionKind::kGqa ? static_cast<double>(at.heads) * at.head_dim
                                               : static_cast<double>(at.heads) * (at.qk_nope_dim + at.qk_rope_dim);
     double kv = at.kind == AttentionKind::kGqa ? 2.0 * at.kv_heads * at.head_dim : at.kv_lora_rank + at.qk_rope_dim;
+    // The output projection's input: all heads' values.
+    double o = at.kind == AttentionKind::kGqa ? q : static_cast<double>(at.heads) * at.v_head_dim;
     // q, kv and output projections: r * (in + out) each.
-    p += at.layers * r * ((h + q) + (h + kv) + (q + h));
+    p += at.layers * r * ((h + q) + (h + kv) + (o + h));
   }
   if (a.linear_attention.layers > 0) {
     double v = static_cast<double>(a.linear_attention.v_heads) * a.linear_attention.head_dim;
@@ -112,7 +114,8 @@ LoraCounts LoraParams(const Architecture& a, int rank) {
   if (a.ffn.layers > 0) p += a.ffn.layers * r * (a.ffn.gated ? 3 : 2) * (h + static_cast<double>(a.ffn.size));
   if (a.moe.layers > 0) {
     double per_expert = r * (a.moe.gated ? 3 : 2) * (h + static_cast<double>(a.moe.expert_size));
-    p += static_cast<double>(a.moe.layers) * a.moe.shared_experts * per_expert;
+    double shared = static_cast<double>(a.moe.shared_size > 0 ? a.moe.shared_size : a.moe.expert_size);
+    p += static_cast<double>(a.moe.layers) * a.moe.shared_experts * r * (a.moe.gated ? 3 : 2) * (h + shared);
     out.experts = static_cast<double>(a.moe.layers) * a.moe.experts * per_expert;
   }
   out.dense = p;

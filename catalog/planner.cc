@@ -227,10 +227,10 @@ WeightSyncBound MakeWeightSync(const Plan& p) {
   // copy per engine over its own GPUs' links. The slower side bounds the time.
   double receive = w.bytes / (p.generator.tp * w.link_gb_s * kGB);
   double send = w.bytes * p.generator.engines / (p.trainer.shape.gpus * w.link_gb_s * kGB);
-  w.lower_bound_s = std::max(receive, send);
-  w.note = "bandwidth-only lower bound (bytes / link bandwidth); the weight_sync planner's predicted time replaces it";
-  if (p.mode == Mode::kLora)
-    w.note += "; assumes the merged model is sent (adapters alone would be far smaller)";
+  w.bandwidth_estimate_s = std::max(receive, send);
+  w.lower_bound_s = w.bandwidth_estimate_s;
+  w.note = "bandwidth-only estimate (bytes / link bandwidth); the weight_sync planner was not run";
+  if (p.mode == Mode::kLora) w.note += "; assumes the merged model is sent (adapters alone would be far smaller)";
   return w;
 }
 
@@ -300,12 +300,31 @@ absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const Mode
   p.generator = at.generator;
   p.groups = MakeGroups(p);
   p.weight_sync = MakeWeightSync(p);
+  if (options.plan_weight_sync) {
+    absl::StatusOr<SyncPlanSummary> s = PlanWeightSync(p);
+    if (s.ok()) {
+      WeightSyncBound& w = p.weight_sync;
+      w.planned = *s;
+      w.bytes = static_cast<double>(s->bytes);
+      w.lower_bound_s = s->lower_bound_s;
+      w.predicted_s = s->predicted_s;
+      w.note = absl::StrCat("cost model: NVLink ", p.cluster.gpu.nvlink_gb_s / 2, " GB/s per GPU and direction, NIC ",
+                            p.cluster.gpu.nic_gb_s, " GB/s per GPU, ", p.cluster.shape.gpus_per_node,
+                            " GPUs per node; engines ",
+                            p.placement == Placement::kColocated ? "on the trainer's GPUs"
+                                                                 : absl::StrCat("from GPU ", p.trainer.shape.gpus));
+      if (s->replicated_for_tp > 0)
+        absl::StrAppend(&w.note, "; ", s->replicated_for_tp, " parameters replicated (TP does not divide them)");
+    } else {
+      p.notes.push_back(absl::StrCat("weight-sync plan failed: ", s.status().message()));
+    }
+  }
   if (options.weight_sync_predictor) {
     absl::StatusOr<double> predicted = options.weight_sync_predictor(p);
     if (!predicted.ok()) {
       p.notes.push_back(absl::StrCat("weight-sync prediction failed: ", predicted.status().message()));
     } else if (*predicted < p.weight_sync.lower_bound_s) {
-      p.notes.push_back(absl::StrFormat("weight-sync prediction %.3f s is below the bandwidth bound %.3f s: ignored",
+      p.notes.push_back(absl::StrFormat("weight-sync prediction %.3f s is below the lower bound %.3f s: ignored",
                                         *predicted, p.weight_sync.lower_bound_s));
     } else {
       p.weight_sync.predicted_s = *predicted;
@@ -341,6 +360,7 @@ absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelE
     std::string ignored;
     PlanRequest probe = options;
     probe.weight_sync_predictor = nullptr;
+    probe.plan_weight_sync = false;
     if (Attempt1(catalog, row, model, mode, cluster, Placement::kColocated, probe, &ignored).ok())
       absl::StrAppend(&msg, "; it fits here with --colocate");
   }
@@ -358,6 +378,7 @@ std::optional<HardwareSpec> MinimumHardware(const Catalog& catalog, const Row& r
   for (int n = 2; n <= 64; ++n) shapes.push_back({n, 8});
   PlanRequest probe = options;  // probing only: no weight-sync predictions
   probe.weight_sync_predictor = nullptr;
+  probe.plan_weight_sync = false;
   // Quick lower bound first: the bf16 weights alone must fit in the cluster's memory.
   double weights = 2 * CountParams(model.arch).total();
   for (auto [nodes, gpn] : shapes) {

@@ -28,6 +28,7 @@
 #include "catalog/catalog.h"
 #include "catalog/hardware.h"
 #include "catalog/memory.h"
+#include "catalog/sync_plan.h"
 
 namespace skyrl::catalog {
 
@@ -61,14 +62,17 @@ struct PlacementGroupSpec {
   std::vector<BundleSpec> bundles;
 };
 
-// A bandwidth-only lower bound on one weight sync: bytes over the narrowest link. This is a
-// placeholder hook: the weight_sync planner's predicted time replaces it once wired.
+// One weight sync from the trainer to every engine. Without a plan (the weight_sync planner
+// failed, or PlanRequest::plan_weight_sync is off) only the bandwidth-only estimate is set;
+// with one, `bytes`, `lower_bound_s` and `predicted_s` are the weight_sync planner's.
 struct WeightSyncBound {
-  double bytes = 0;           // what one engine receives (trained weights in bf16)
-  std::string link;           // "NIC" | "NVLink"
-  double link_gb_s = 0;       // per GPU
-  double lower_bound_s = 0;   // never faster than this
-  std::optional<double> predicted_s;  // from PlanRequest::weight_sync_predictor, when set
+  double bytes = 0;           // moved in one sync (estimate: what one engine receives, bf16)
+  std::string link;           // the estimate's link: "NIC" | "NVLink"
+  double link_gb_s = 0;       // per GPU, one direction
+  double bandwidth_estimate_s = 0;  // bytes over the narrowest link (bandwidth-only)
+  double lower_bound_s = 0;   // never faster than this (the planner's bound when planned)
+  std::optional<double> predicted_s;  // the planner's (or PlanRequest::weight_sync_predictor's)
+  std::optional<SyncPlanSummary> planned;  // layouts, bytes, times, planning time
   std::string note;
 };
 
@@ -95,9 +99,13 @@ struct PlanRequest {
   std::string backend;             // "" = DefaultBackend
   std::string rollout_precision;   // "" = the lowest the row supports
   Assumptions assumptions;
-  // The hook for the weight_sync planner: given the finished plan (layouts, cluster, bound),
-  // the predicted seconds of one weight sync. Called once per successful plan, on the caller's
-  // thread. An error or a prediction below the bandwidth bound becomes a note; the plan stands.
+  // Run the weight_sync planner on every successful plan (PlanWeightSync); off for probes
+  // (minimum searches), which only need to know whether a layout fits.
+  bool plan_weight_sync = true;
+  // An override of the prediction (tests, what-if studies): given the finished plan (layouts,
+  // cluster, bound), the predicted seconds of one weight sync. Called once per successful plan,
+  // after the built-in planner, on the caller's thread. An error or a prediction below the
+  // lower bound becomes a note; the plan stands.
   std::function<absl::StatusOr<double>(const Plan&)> weight_sync_predictor;
 };
 

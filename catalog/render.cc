@@ -63,11 +63,24 @@ std::string RenderPlanText(const Plan& p) {
                                           g.affinity_group.empty() ? "" : " near " + g.affinity_group,
                                           absl::StrJoin(nodes, ",")));
   }
-  absl::StrAppend(&out, absl::StrFormat("\n  weight sync: %.1f GB per engine over %s (%.0f GB/s per GPU): >= %.2f s (lower bound)\n",
-                                        p.weight_sync.bytes / kGB, p.weight_sync.link, p.weight_sync.link_gb_s,
-                                        p.weight_sync.lower_bound_s));
-  if (p.weight_sync.predicted_s)
-    absl::StrAppend(&out, absl::StrFormat("    predicted by the weight_sync planner: %.2f s\n", *p.weight_sync.predicted_s));
+  const WeightSyncBound& w = p.weight_sync;
+  if (w.planned) {
+    const SyncPlanSummary& s = *w.planned;
+    absl::StrAppend(&out, absl::StrFormat("\n  weight sync: %s -> %s, %s\n", s.sender_layout, s.receiver_layout,
+                                          s.synced));
+    absl::StrAppend(&out, absl::StrFormat("    moves %.2f GB (%d parameters, %d senders -> %d receivers)\n",
+                                          s.bytes / kGB, s.params, s.senders, s.receivers));
+    absl::StrAppend(&out, absl::StrFormat("    predicted %.3f s, lower bound %.3f s (ratio %.3f); planned in %.0f ms\n",
+                                          s.predicted_s, s.lower_bound_s,
+                                          s.lower_bound_s > 0 ? s.predicted_s / s.lower_bound_s : 1.0, s.planning_ms));
+    absl::StrAppend(&out, absl::StrFormat("    bandwidth-only estimate: %.3f s (%.1f GB of bf16 weights per engine over %s at %.0f GB/s)\n",
+                                          w.bandwidth_estimate_s, 2 * (c.total()) / kGB, w.link, w.link_gb_s));
+  } else {
+    absl::StrAppend(&out, absl::StrFormat("\n  weight sync: %.1f GB per engine over %s (%.0f GB/s per GPU): >= %.2f s\n",
+                                          w.bytes / kGB, w.link, w.link_gb_s, w.lower_bound_s));
+  }
+  if (w.predicted_s && !w.planned)
+    absl::StrAppend(&out, absl::StrFormat("    predicted: %.2f s\n", *w.predicted_s));
   absl::StrAppend(&out, "    ", p.weight_sync.note, "\n");
   if (!p.notes.empty()) {
     absl::StrAppend(&out, "\n  notes\n");
@@ -124,9 +137,26 @@ std::string RenderPlanJson(const Plan& p) {
                       {"link", p.weight_sync.link},
                       {"link_gb_s", p.weight_sync.link_gb_s},
                       {"lower_bound_s", p.weight_sync.lower_bound_s},
+                      {"bandwidth_estimate_s", p.weight_sync.bandwidth_estimate_s},
                       {"predicted_s", p.weight_sync.predicted_s ? nlohmann::json(*p.weight_sync.predicted_s)
                                                                 : nlohmann::json(nullptr)},
                       {"note", p.weight_sync.note}};
+  if (p.weight_sync.planned) {
+    const SyncPlanSummary& s = *p.weight_sync.planned;
+    j["weight_sync"]["plan"] = {{"senders", s.senders},
+                                {"receivers", s.receivers},
+                                {"sender_layout", s.sender_layout},
+                                {"receiver_layout", s.receiver_layout},
+                                {"synced", s.synced},
+                                {"bytes", s.bytes},
+                                {"params", s.params},
+                                {"predicted_s", s.predicted_s},
+                                {"lower_bound_s", s.lower_bound_s},
+                                {"planning_ms", s.planning_ms},
+                                {"replicated_for_tp", s.replicated_for_tp}};
+  } else {
+    j["weight_sync"]["plan"] = nullptr;
+  }
   j["notes"] = p.notes;
   return j.dump(2);
 }

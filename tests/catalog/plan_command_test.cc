@@ -45,7 +45,17 @@ TEST(PlanCommandTest, JsonPlanParses) {
   EXPECT_EQ(j.at("generator").at("precision"), "int4");
   EXPECT_FALSE(j.at("placement_groups").empty());
   EXPECT_GT(j.at("weight_sync").at("lower_bound_s").get<double>(), 0);
-  EXPECT_TRUE(j.at("weight_sync").at("predicted_s").is_null());
+  // The weight_sync planner's figures: a prediction no faster than its bound.
+  const nlohmann::json& ws = j.at("weight_sync");
+  EXPECT_GE(ws.at("predicted_s").get<double>(), ws.at("lower_bound_s").get<double>());
+  const nlohmann::json& plan = ws.at("plan");
+  EXPECT_EQ(plan.at("senders").get<int>(), trainer);
+  EXPECT_EQ(plan.at("receivers").get<int>(), generator);
+  EXPECT_EQ(plan.at("synced"), "LoRA adapters only");
+  EXPECT_GT(plan.at("bytes").get<int64_t>(), 0);
+  EXPECT_DOUBLE_EQ(plan.at("predicted_s").get<double>(), ws.at("predicted_s").get<double>());
+  for (const char* f : {"sender_layout", "receiver_layout", "params", "lower_bound_s", "planning_ms"})
+    EXPECT_TRUE(plan.contains(f)) << f;
 }
 
 TEST(PlanCommandTest, TextPlanNamesTheLayout) {

@@ -169,8 +169,9 @@ TEST(PlannerTest, SeparatePlanHasPlacementGroupsAndABound) {
   }
   EXPECT_EQ(gpus, 16);
   EXPECT_GT(p->weight_sync.lower_bound_s, 0);
-  // 16.4 GB of bf16 weights cannot cross a link faster than its bandwidth.
-  EXPECT_GE(p->weight_sync.lower_bound_s, p->weight_sync.bytes / (p->generator.tp * p->weight_sync.link_gb_s * 1e9) * 0.999);
+  // 16.4 GB of bf16 weights per engine cannot cross a link faster than its bandwidth.
+  EXPECT_GE(p->weight_sync.lower_bound_s,
+            p->weight_sync.bytes / p->generator.engines / (p->generator.tp * p->weight_sync.link_gb_s * 1e9) * 0.999);
 }
 
 TEST(PlannerTest, ColocateSharesEveryGpu) {
@@ -336,6 +337,7 @@ TEST(WeightSyncHookTest, PredictionFillsThePlanUnlessBelowTheBound) {
   PlanRequest r;
   r.model = "Qwen3-8B";
   r.cluster = *ParseCluster("2x8xH100", testing::RealCatalog().hardware());
+  r.plan_weight_sync = false;  // the hook alone decides predicted_s
   double seen_bound = -1;
   r.weight_sync_predictor = [&](const Plan& p) -> absl::StatusOr<double> {
     seen_bound = p.weight_sync.lower_bound_s;
@@ -351,7 +353,7 @@ TEST(WeightSyncHookTest, PredictionFillsThePlanUnlessBelowTheBound) {
   ASSERT_TRUE(p.ok());
   EXPECT_FALSE(p->weight_sync.predicted_s.has_value());
   EXPECT_TRUE(std::any_of(p->notes.begin(), p->notes.end(),
-                          [](const std::string& n) { return absl::StrContains(n, "below the bandwidth bound"); }));
+                          [](const std::string& n) { return absl::StrContains(n, "below the lower bound"); }));
 
   r.weight_sync_predictor = [](const Plan&) -> absl::StatusOr<double> { return absl::UnavailableError("no layout"); };
   p = MakePlan(testing::RealCatalog(), r);
