@@ -132,7 +132,28 @@ absl::Status ActorManager::Recover() {
     if (!info.spec().placement_group_id().empty()) by_group_[info.spec().placement_group_id()].insert(*id);
     actors_[*id] = std::move(info);
   }
-  spdlog::info("recovered {} actors from the store", actors_.size());
+  // Resume what the previous head left half done.
+  int resumed = 0;
+  for (auto& [id, a] : actors_) {
+    if (a.state() == v1::ACTOR_RESTARTING) {
+      StartRestart(id, "");
+      ++resumed;
+    } else if (a.state() == v1::ACTOR_PENDING) {
+      // Its start's outcome died with the previous head: stop whatever started, place it again.
+      std::string address = WorkerAddress(a.node_id());
+      Release(id);
+      a.set_state(v1::ACTOR_RESTARTING);
+      a.set_death_reason("its start was interrupted by a head restart");
+      a.clear_node_id();
+      (void)Persist(a);
+      StartRestart(id, address);
+      ++resumed;
+    } else if (a.state() == v1::ACTOR_ALIVE && WorkerAddress(a.node_id()).empty()) {
+      HandleDeath(id, absl::StrCat("node lost while the head was down: ", a.node_id()));
+      ++resumed;
+    }
+  }
+  spdlog::info("recovered {} actors from the store ({} restarts resumed)", actors_.size(), resumed);
   return absl::OkStatus();
 }
 
@@ -202,11 +223,14 @@ absl::StatusOr<v1::ActorInfo> ActorManager::Create(v1::ActorSpec spec) {
 
 absl::StatusOr<v1::ActorInfo> ActorManager::PlaceAndStart(const ActorId& id, bool wait_for_room) {
   v1::StartActorRequest req;
-  std::string worker_address;
+  std::string worker_address, started_node;
+  int started_incarnation = 0;
   for (bool said_waiting = false;; absl::SleepFor(absl::Milliseconds(200))) {
     absl::MutexLock lock(&mu_);
     v1::ActorInfo& a = actors_[id];
     if (a.state() == v1::ACTOR_DEAD) return a;  // killed meanwhile
+    // The head is stopping: leave the actor as the store has it (RESTARTING) for the next head.
+    if (stopping_) return absl::UnavailableError("the head is stopping");
     absl::StatusOr<scheduler::Slot> p = Place(id, a.spec());
     std::string address = p.ok() ? WorkerAddress(p->node_id) : "";
     if (p.ok() && address.empty()) {
@@ -239,11 +263,18 @@ absl::StatusOr<v1::ActorInfo> ActorManager::PlaceAndStart(const ActorId& id, boo
     a.clear_address();
     a.clear_pending_reason();
     if (absl::Status s = Persist(a); !s.ok()) {
+      // Not recorded: nothing may run under this placement.
       Release(id);
+      a.set_state(v1::ACTOR_DEAD);
+      a.set_death_reason(absl::StrCat("the store refused its placement: ", s.message()));
+      a.clear_node_id();
+      (void)Persist(a);
       return s;
     }
     exited_while_starting_.erase(id);
     worker_address = address;
+    started_node = a.node_id();
+    started_incarnation = a.restarts();
     req.set_actor_id(id.ToString());
     req.set_class_name(a.spec().class_name());
     req.set_init_args(a.spec().init_args());
@@ -255,7 +286,9 @@ absl::StatusOr<v1::ActorInfo> ActorManager::PlaceAndStart(const ActorId& id, boo
   absl::StatusOr<v1::StartActorReply> started = workers_.StartActor(worker_address, req);
   absl::MutexLock lock(&mu_);
   v1::ActorInfo& a = actors_[id];
-  if (a.state() != v1::ACTOR_PENDING) {  // killed while starting
+  // Killed while starting, or already restarted elsewhere (its node was declared dead while
+  // the start was in flight): this reply belongs to an incarnation that no longer exists.
+  if (a.state() != v1::ACTOR_PENDING || a.node_id() != started_node || a.restarts() != started_incarnation) {
     if (started.ok()) (void)workers_.KillActor(worker_address, id.ToString());
     return a;
   }
@@ -289,11 +322,9 @@ void ActorManager::HandleDeath(const ActorId& id, const std::string& reason) {
   v1::ActorInfo& a = actors_[id];
   Release(id);
   int max = a.spec().max_restarts();
-  if (stopping_ || (max >= 0 && a.restarts() >= max)) {
+  if (max >= 0 && a.restarts() >= max) {
     a.set_state(v1::ACTOR_DEAD);
-    a.set_death_reason(max >= 0 && a.restarts() >= max && max > 0
-                           ? absl::StrCat(reason, " (no restarts left: ", max, " used)")
-                           : reason);
+    a.set_death_reason(max > 0 ? absl::StrCat(reason, " (no restarts left: ", max, " used)") : reason);
     a.set_address("");
     (void)Persist(a);
     spdlog::warn("actor {} is DEAD: {}", id.ToString(), a.death_reason());
@@ -307,6 +338,11 @@ void ActorManager::HandleDeath(const ActorId& id, const std::string& reason) {
   (void)Persist(a);
   spdlog::warn("actor {} died ({}); restart {} of {}", id.ToString(), reason, a.restarts(),
                max < 0 ? std::string("unlimited") : std::to_string(max));
+  // A stopping head leaves it RESTARTING in the store; the next head's Recover restarts it.
+  if (!stopping_) StartRestart(id, "");
+}
+
+void ActorManager::StartRestart(const ActorId& id, const std::string& kill_first_at) {
   for (auto it = restarts_.begin(); it != restarts_.end();) {
     if (it->done->load()) {
       it->thread.join();  // already finished: returns at once
@@ -316,7 +352,9 @@ void ActorManager::HandleDeath(const ActorId& id, const std::string& reason) {
     }
   }
   auto done = std::make_shared<std::atomic<bool>>(false);
-  restarts_.push_back(Restart{std::thread([this, id, done] {
+  restarts_.push_back(Restart{std::thread([this, id, done, kill_first_at] {
+                                // A process left from an interrupted start must not outlive it.
+                                if (!kill_first_at.empty()) (void)workers_.KillActor(kill_first_at, id.ToString());
                                 (void)PlaceAndStart(id, /*wait_for_room=*/true);
                                 done->store(true);
                               }),

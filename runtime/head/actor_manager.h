@@ -89,6 +89,9 @@ class ActorManager {
   absl::StatusOr<v1::ActorInfo> PlaceAndStart(const ActorId& id, bool wait_for_room);
   // An unexpected death: restart if allowed, else DEAD.
   void HandleDeath(const ActorId& id, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Places and starts it again on a thread of its own, after killing a leftover process at
+  // `kill_first_at` (a worker address) when one is given.
+  void StartRestart(const ActorId& id, const std::string& kill_first_at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Persist(const v1::ActorInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   store::Store& store_;

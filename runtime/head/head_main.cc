@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   skyrl::head::NodeManager nodes(**store, skyrl::RealClock::Get(),
-                                 {absl::Milliseconds(heartbeat_ms), misses});
+                                 {absl::Milliseconds(heartbeat_ms), misses,
+                                  /*stall_grace=*/absl::Milliseconds(heartbeat_ms) * misses / 2});
   if (absl::Status s = nodes.Recover(); !s.ok()) {
     spdlog::critical("cannot recover cluster state: {}", s.message());
     return 1;

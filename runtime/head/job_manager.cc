@@ -54,6 +54,8 @@ bool JobManager::Ended(v1::JobState s) {
 absl::Status ValidateJobSpec(v1::JobSpec& spec) {
   if (spec.submission_id().empty()) spec.set_submission_id(JobId::Random().ToString());
   if (absl::Status s = ValidateName("spec.submission_id", spec.submission_id()); !s.ok()) return s;
+  if (spec.submission_id() == "audit.log")
+    return absl::InvalidArgumentError("spec.submission_id: \"audit.log\" is reserved (the head's audit log)");
   if (spec.entrypoint_size() == 0) return absl::InvalidArgumentError("spec.entrypoint: give the command to run after --");
   if (spec.entrypoint_size() > kMaxArgs)
     return absl::InvalidArgumentError(absl::StrCat("spec.entrypoint: at most ", kMaxArgs, " arguments"));
@@ -228,6 +230,17 @@ absl::StatusOr<v1::JobInfo> JobManager::Submit(v1::JobSpec spec, const std::stri
   (void)Persist(j);
   spdlog::info("job {} RUNNING: pid {}, log {}", id, p->pid(), j.log_path());
   auto proc = std::make_shared<Subprocess>(std::move(*p));
+  // Watchers of ended jobs have finished (or are finishing their clean-up): join them now
+  // rather than keeping one thread per job until the job is deleted.
+  for (auto w = watchers_.begin(); w != watchers_.end();) {
+    auto job = jobs_.find(w->first);
+    if (job != jobs_.end() && Ended(job->second.state()) && finished_watchers_.contains(w->first)) {
+      w->second.join();
+      w = watchers_.erase(w);
+    } else {
+      ++w;
+    }
+  }
   watchers_[id] = std::thread([this, id, proc] {
     ExitInfo exit = proc->Wait();
     {
@@ -252,6 +265,7 @@ absl::StatusOr<v1::JobInfo> JobManager::Submit(v1::JobSpec spec, const std::stri
     }
     CleanUp(id);
     absl::MutexLock lock(&mu_);
+    finished_watchers_.insert(id);
     ended_.SignalAll();
   });
   return j;
@@ -290,14 +304,21 @@ absl::StatusOr<v1::JobInfo> JobManager::Stop(const std::string& job_id, absl::Du
   if (pid <= 0) return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " has no driver process yet"));
   stop_requested_[job_id] = true;
   kill(-pid, SIGTERM);
+  // The job may end, and even be deleted, while this waits: look it up again each time.
+  auto ended = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto j = jobs_.find(job_id);
+    return j == jobs_.end() || Ended(j->second.state());
+  };
   absl::Time deadline = absl::Now() + grace;
-  while (!Ended(jobs_[job_id].state()) && absl::Now() < deadline) ended_.WaitWithDeadline(&mu_, deadline);
-  if (!Ended(jobs_[job_id].state())) {
+  while (!ended() && absl::Now() < deadline) ended_.WaitWithDeadline(&mu_, deadline);
+  if (!ended()) {
     kill(-pid, SIGKILL);
     absl::Time hard = absl::Now() + absl::Seconds(10);
-    while (!Ended(jobs_[job_id].state()) && absl::Now() < hard) ended_.WaitWithDeadline(&mu_, hard);
+    while (!ended() && absl::Now() < hard) ended_.WaitWithDeadline(&mu_, hard);
   }
-  return jobs_[job_id];
+  auto j = jobs_.find(job_id);
+  if (j == jobs_.end()) return absl::NotFoundError(absl::StrCat("job ", job_id, " was deleted while it stopped"));
+  return j->second;
 }
 
 absl::Status JobManager::Delete(const std::string& job_id) {
@@ -312,6 +333,7 @@ absl::Status JobManager::Delete(const std::string& job_id) {
     if (absl::StatusOr<bool> s = store_.Delete(kJobsTable, job_id); !s.ok()) return s.status();
     jobs_.erase(it);
     stop_requested_.erase(job_id);
+    finished_watchers_.erase(job_id);
     auto w = watchers_.find(job_id);
     if (w != watchers_.end()) {
       watcher = std::move(w->second);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/archive/archive.h"
 #include "runtime/common/clock.h"
@@ -80,6 +81,8 @@ class JobManager {
   absl::flat_hash_map<std::string, v1::JobInfo> jobs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, bool> stop_requested_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::thread> watchers_ ABSL_GUARDED_BY(mu_);
+  // Jobs whose watcher thread has returned (or is about to: it only unlocks after this).
+  absl::flat_hash_set<std::string> finished_watchers_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 

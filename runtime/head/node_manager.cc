@@ -62,7 +62,7 @@ absl::Status NodeManager::Recover() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info) {
+absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead) {
   if (absl::Status s = ValidateNodeInfo(info); !s.ok()) return s;
   NodeId id = info.node_id().empty() ? NodeId::Random() : *NodeId::Parse(info.node_id());
   int64_t now_ms = absl::ToUnixMillis(clock_.Now());
@@ -71,8 +71,11 @@ absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info) {
   info.set_registered_unix_ms(now_ms);
   info.set_last_heartbeat_unix_ms(now_ms);
   info.clear_death_reason();
+  absl::MutexLock events(&events_mu_);
   {
     absl::MutexLock lock(&mu_);
+    auto known = nodes_.find(id);
+    if (was_dead) *was_dead = known != nodes_.end() && known->second.state() == v1::NODE_DEAD;
     if (absl::Status s = Persist(info); !s.ok()) return s;
     spdlog::info("node {} registered: {} resources {}", id.ToString(), info.hostname(),
                  ResourceSet::FromMap({info.resources_total().begin(), info.resources_total().end()})
@@ -95,6 +98,7 @@ absl::Status NodeManager::Heartbeat(const NodeId& id) {
 }
 
 absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason) {
+  absl::MutexLock events(&events_mu_);
   std::string why;
   {
     absl::MutexLock lock(&mu_);
@@ -115,6 +119,7 @@ absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason)
 }
 
 std::vector<NodeId> NodeManager::CheckLiveness() {
+  absl::MutexLock events(&events_mu_);
   std::vector<std::pair<NodeId, std::string>> died = CheckLivenessLocked();
   std::vector<NodeId> ids;
   for (const auto& [id, reason] : died) {
@@ -129,6 +134,15 @@ std::vector<std::pair<NodeId, std::string>> NodeManager::CheckLivenessLocked() {
   absl::MutexLock lock(&mu_);
   absl::Time now = clock_.Now();
   absl::Duration limit = options_.heartbeat_period * options_.heartbeat_misses;
+  std::optional<absl::Time> previous = last_check_;
+  last_check_ = now;
+  if (options_.stall_grace > absl::ZeroDuration() && previous && now - *previous > options_.stall_grace) {
+    spdlog::warn("liveness: the head itself stalled for {}; giving every node a fresh window",
+                 absl::FormatDuration(absl::Trunc(now - *previous, absl::Milliseconds(1))));
+    for (auto& [id, info] : nodes_)
+      if (info.state() == v1::NODE_ALIVE) info.set_last_heartbeat_unix_ms(absl::ToUnixMillis(now));
+    return died;
+  }
   for (auto& [id, info] : nodes_) {
     if (info.state() != v1::NODE_ALIVE) continue;
     absl::Duration silent = now - absl::FromUnixMillis(info.last_heartbeat_unix_ms());

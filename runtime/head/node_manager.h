@@ -26,6 +26,10 @@ namespace skyrl::head {
 struct NodeManagerOptions {
   absl::Duration heartbeat_period = absl::Seconds(1);
   int heartbeat_misses = 5;  // a node is dead after this many periods without a heartbeat
+  // When two liveness checks are further apart than this, the head itself stalled (blocked
+  // on its store, starved of CPU): heartbeats could not be received either, so every alive
+  // node gets a fresh window instead of being declared dead. Zero: off.
+  absl::Duration stall_grace = absl::ZeroDuration();
 };
 
 inline constexpr char kNodesTable[] = "nodes";
@@ -47,8 +51,9 @@ class NodeManager {
   absl::Status Recover();
   // REQUIRES: called before the manager is shared; `listener` outlives it.
   void SetListener(NodeListener* listener) { listener_ = listener; }
-  // Validates `info` (resources, labels, GPU ids) and records the node ALIVE.
-  absl::StatusOr<NodeId> Register(v1::NodeInfo info);
+  // Validates `info` (resources, labels, GPU ids) and records the node ALIVE. `was_dead`
+  // (optional) says whether the head had declared this node id DEAD.
+  absl::StatusOr<NodeId> Register(v1::NodeInfo info, bool* was_dead = nullptr);
   // NotFound for an unknown or dead node.
   absl::Status Heartbeat(const NodeId& id);
   absl::Status Unregister(const NodeId& id, absl::string_view reason);
@@ -68,8 +73,12 @@ class NodeManager {
   const Clock& clock_;
   NodeListener* listener_ = nullptr;
   const NodeManagerOptions options_;
+  // Held across a state change and its listener call, so listeners see node events in the
+  // order they happened (a late "dead" never follows the re-registration it preceded).
+  absl::Mutex events_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   absl::flat_hash_map<NodeId, v1::NodeInfo> nodes_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Time> last_check_ ABSL_GUARDED_BY(mu_);
 };
 
 // Validates a node description from outside; errors name the field.

@@ -8,9 +8,11 @@ grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext* ctx,
                                            const v1::RegisterNodeRequest* req,
                                            v1::RegisterNodeReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
-  absl::StatusOr<NodeId> id = nodes_.Register(req->node());
+  bool was_dead = false;
+  absl::StatusOr<NodeId> id = nodes_.Register(req->node(), &was_dead);
   if (!id.ok()) return rpc::ToGrpc(id.status());
   reply->set_node_id(id->ToString());
+  reply->set_was_dead(was_dead);
   reply->set_heartbeat_period_ms(absl::ToInt64Milliseconds(nodes_.options().heartbeat_period));
   return grpc::Status::OK;
 }

@@ -159,7 +159,7 @@ absl::StatusOr<v1::PlacementGroupInfo> PlacementGroupManager::Create(v1::Placeme
 
 bool PlacementGroupManager::TryPlace(v1::PlacementGroupInfo& info) {
   scheduler::GroupRequest request = ToGroupRequest(info);
-  const std::string& gid = info.placement_group_id();
+  const std::string gid = info.placement_group_id();
   absl::StatusOr<std::vector<scheduler::Slot>> slots = resources_.With([&](scheduler::Cluster& c) {
     absl::StatusOr<std::vector<scheduler::Slot>> planned;
     absl::Status s;
@@ -181,11 +181,21 @@ bool PlacementGroupManager::TryPlace(v1::PlacementGroupInfo& info) {
     (void)Persist(info);
     return true;
   }
-  info.set_state(v1::PG_CREATED);
-  info.clear_pending_reason();
-  SetSlots(info, *slots);
-  if (absl::Status s = Persist(info); !s.ok())
+  v1::PlacementGroupInfo placed = info;
+  placed.set_state(v1::PG_CREATED);
+  placed.clear_pending_reason();
+  SetSlots(placed, *slots);
+  if (absl::Status s = Persist(placed); !s.ok()) {
+    // Not recorded, so not reserved either: a new group gives its bundles back and waits.
+    // (A RESCHEDULING group keeps the new bundles in memory; the store catches up with the
+    // next successful write of this group.)
     spdlog::warn("placement group {}: placed, but the store refused: {}", gid, s.message());
+    if (info.state() == v1::PG_PENDING) {
+      resources_.With([&](scheduler::Cluster& c) { c.RemoveGroup(gid); });
+      return false;
+    }
+  }
+  info = std::move(placed);
   spdlog::info("placement group {} ({}) CREATED", gid, info.spec().name());
   return true;
 }

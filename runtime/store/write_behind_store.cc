@@ -34,8 +34,16 @@ WriteBehindStore::~WriteBehindStore() {
     stopping_ = true;
   }
   if (replayer_.joinable()) replayer_.join();
-  if (size_t left = pending(); left > 0 && !ReplayOnce())
-    spdlog::error("store: stopping with {} writes the backend never received", pending());
+  // Flush what is queued while each attempt makes progress.
+  for (size_t left = pending(); left > 0;) {
+    if (ReplayOnce()) break;
+    size_t now = pending();
+    if (now >= left) {
+      spdlog::error("store: stopping with {} writes the backend never received", now);
+      break;
+    }
+    left = now;
+  }
 }
 
 size_t WriteBehindStore::pending() const {

@@ -148,8 +148,15 @@ int main(int argc, char** argv) {
     skyrl::v1::RegisterNodeRequest req;
     *req.mutable_node() = info;
     skyrl::v1::RegisterNodeReply reply;
+    std::vector<skyrl::ActorId> before = worker_service.Running();
     absl::Status s = Call([&](grpc::ClientContext* c) { return stub->RegisterNode(c, req, &reply); });
     if (!s.ok()) return s;
+    if (reply.was_dead() && !before.empty()) {
+      // The head gave up on this node (missed heartbeats) and restarted its actors elsewhere;
+      // the processes left here hold GPUs the head now hands out again.
+      spdlog::warn("the head had declared this node dead; stopping the {} actor(s) from before", before.size());
+      worker_service.Stop(before);
+    }
     {
       absl::MutexLock lock(&node_mu);
       node_id = reply.node_id();

@@ -32,6 +32,12 @@ void WorkerServiceImpl::OnExit(const ActorExit& e) {
   while (exits_.size() > 100) exits_.pop_front();
 }
 
+void WorkerServiceImpl::Stop(const std::vector<ActorId>& ids) {
+  for (const ActorId& id : ids)
+    if (absl::Status s = processes_.Kill(id, absl::Seconds(5)); !s.ok() && !absl::IsNotFound(s))
+      spdlog::warn("cannot stop actor {}: {}", id.ToString(), s.message());
+}
+
 grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx,
                                            const v1::StartActorRequest* req,
                                            v1::StartActorReply* reply) {

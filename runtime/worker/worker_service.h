@@ -31,6 +31,9 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
                           v1::StartActorReply*) override;
   grpc::Status KillActor(grpc::ServerContext*, const v1::KillActorRequest*,
                          v1::KillActorReply*) override;
+  // The actors running now, and a way to stop some (the head declared this node dead).
+  std::vector<ActorId> Running() const { return processes_.Running(); }
+  void Stop(const std::vector<ActorId>& ids);
   grpc::Status ListActors(grpc::ServerContext*, const v1::ListWorkerActorsRequest*,
                           v1::ListWorkerActorsReply*) override;
 

@@ -303,4 +303,63 @@ TEST_F(ActorLifecycleTest, AHeadOutlivesALongRedisOutageAndCatchesUp) {
   EXPECT_EQ(got.value(), "value-of-during");
 }
 
+TEST_F(ActorLifecycleTest, ANodeDeclaredDeadStopsItsOldActorsWhenItComesBack) {
+  Subprocess head = StartHead();
+  Subprocess w1 = StartWorker("w1", "CPU=1");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  grpc::Status s;
+  v1::ActorInfo a = Create("counter", 1, &s);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  Subprocess w2 = StartWorker("w2", "CPU=1");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 2; }));
+  // Freeze w1 (and so its heartbeats) past the miss window: the head declares it dead and
+  // restarts the actor on w2, while the old process still runs on w1.
+  ASSERT_TRUE(w1.Signal(SIGSTOP).ok());
+  v1::ActorInfo moved = WaitActor(a.actor_id(), [&](const auto& x) {
+    return x.state() == v1::ACTOR_ALIVE && x.node_id() != a.node_id();
+  });
+  EXPECT_EQ(moved.restarts(), 1);
+  std::string out;
+  ASSERT_TRUE(CallActor(a, "add", "1", &out).ok()) << "the old process still answers while w1 is frozen";
+  ASSERT_TRUE(w1.Signal(SIGCONT).ok());
+  // w1 comes back, learns it was declared dead, and stops the process from before.
+  grpc::Status old = grpc::Status::OK;
+  for (int i = 0; i < 200 && old.ok(); ++i) {
+    old = CallActor(a, "add", "1", &out);
+    if (old.ok()) absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_FALSE(old.ok()) << "the stale process on w1 was never stopped";
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 2; })) << "w1 is back";
+  absl::SleepFor(absl::Milliseconds(500));
+  v1::ActorInfo still = Get(a.actor_id());
+  EXPECT_EQ(still.state(), v1::ACTOR_ALIVE) << "the stale process's exit must not kill the new one";
+  EXPECT_EQ(still.node_id(), moved.node_id());
+  EXPECT_EQ(still.restarts(), 1);
+  ASSERT_TRUE(CallActor(still, "add", "1", &out).ok());
+}
+
+TEST_F(ActorLifecycleTest, ARestartWaitingForRoomResumesAfterAHeadRestart) {
+  auto redis = testing::RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  Subprocess head = StartHead((*redis)->url());
+  Subprocess w1 = StartWorker("w1", "CPU=1");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  grpc::Status s;
+  v1::ActorInfo a = Create("echo", 3, &s);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  w1.Signal(SIGKILL).IgnoreError();
+  w1.Wait();
+  WaitActor(a.actor_id(), [](const auto& x) { return x.state() == v1::ACTOR_RESTARTING; });
+  head.Signal(SIGTERM).IgnoreError();  // a graceful stop must not turn waiting restarts DEAD
+  head.Wait();
+  Subprocess again = StartHead((*redis)->url());
+  v1::ActorInfo waiting = WaitActor(a.actor_id(), [](const auto& x) { return x.state() != v1::ACTOR_STATE_UNSPECIFIED; });
+  EXPECT_EQ(waiting.state(), v1::ACTOR_RESTARTING) << waiting.ShortDebugString();
+  Subprocess w2 = StartWorker("w2", "CPU=1");
+  v1::ActorInfo back = WaitActor(a.actor_id(), [](const auto& x) { return x.state() == v1::ACTOR_ALIVE; });
+  std::string out;
+  ASSERT_TRUE(CallActor(back, "echo", "resumed", &out).ok());
+  EXPECT_EQ(out, "resumed");
+}
+
 }  // namespace skyrl::testing

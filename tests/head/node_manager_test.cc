@@ -91,5 +91,28 @@ TEST_F(NodeManagerTest, RejectsBadDescriptionsNamingTheField) {
   EXPECT_TRUE(store_.Scan(kNodesTable, "")->empty());
 }
 
+TEST(NodeManagerStallTest, AHeadThatStalledGivesNodesAFreshWindow) {
+  store::MemoryStore store;
+  FakeClock clock;
+  NodeManager nodes(store, clock, {absl::Seconds(1), 5, /*stall_grace=*/absl::Seconds(2)});
+  NodeId id = *nodes.Register(Node());
+  EXPECT_TRUE(nodes.CheckLiveness().empty());
+  clock.Advance(absl::Seconds(30));  // the head was blocked: no check, no heartbeat
+  EXPECT_TRUE(nodes.CheckLiveness().empty()) << "the head's own stall is not the node's fault";
+  clock.Advance(absl::Milliseconds(500));
+  EXPECT_TRUE(nodes.CheckLiveness().empty());
+  for (int i = 0; i < 11; ++i) {  // checks every 0.5 s, no heartbeat: dead after 5 s
+    clock.Advance(absl::Milliseconds(500));
+    if (!nodes.CheckLiveness().empty()) break;
+  }
+  EXPECT_EQ(nodes.List()[0].state(), v1::NODE_DEAD);
+  bool was_dead = false;
+  ASSERT_TRUE(nodes.Register(nodes.List()[0], &was_dead).ok());
+  EXPECT_TRUE(was_dead) << "re-registration after death is reported";
+  ASSERT_TRUE(nodes.Register(nodes.List()[0], &was_dead).ok());
+  EXPECT_FALSE(was_dead);
+  (void)id;
+}
+
 }  // namespace
 }  // namespace skyrl::head
