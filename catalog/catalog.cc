@@ -196,12 +196,14 @@ absl::StatusOr<Row> Catalog::ParseRow(const std::string& yaml_text, const std::s
   row.limitations = f.StrList("limitations", false);
   {
     Fields r = f.Sub("reference", true);
-    r.OnlyKeys({"model", "mode", "placement"});
+    r.OnlyKeys({"model", "mode", "placement", "training_precision", "minimum"});
     row.reference.model = r.Str("model", true);
     row.reference.mode = r.Enum("mode", true, {"full", "lora"}) == "lora" ? Mode::kLora : Mode::kFull;
     row.reference.placement =
         r.Enum("placement", false, {"separate", "colocated"}, "separate") == "colocated" ? Placement::kColocated
                                                                                        : Placement::kSeparate;
+    row.reference.training_precision = r.Enum("training_precision", false, {"bf16", "fp8", "mxfp8"}, "bf16");
+    row.reference.conservative_minimum = r.Enum("minimum", false, {"exact", "conservative"}, "exact") == "conservative";
   }
   if (!f.status().ok()) return f.status();
   if (row.backends.empty()) return absl::InvalidArgumentError(absl::StrCat(file, ": backends: must not be empty"));
@@ -232,6 +234,14 @@ absl::StatusOr<Row> Catalog::ParseRow(const std::string& yaml_text, const std::s
   if (!found)
     return absl::InvalidArgumentError(
         absl::StrCat(file, ": reference.model: \"", row.reference.model, "\" is not one of this row's models"));
+  if (row.reference.training_precision != "bf16" &&
+      std::find(row.low_precision.begin(), row.low_precision.end(), row.reference.training_precision) ==
+          row.low_precision.end())
+    return absl::InvalidArgumentError(absl::StrCat(file, ": reference.training_precision: ", row.reference.training_precision,
+                                                   " is not in support.low_precision"));
+  if (row.reference.conservative_minimum && !row.conflict.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": reference.minimum: a conservative minimum and a conflict exclude each other"));
   if (row.SupportFor(row.reference.mode) == Support::kNotWorking)
     return absl::InvalidArgumentError(absl::StrCat(file, ": reference.mode: ", ModeName(row.reference.mode),
                                                    " is marked not_working for this row"));

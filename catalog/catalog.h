@@ -123,6 +123,12 @@ struct Reference {
   std::string model;
   Mode mode = Mode::kFull;
   Placement placement = Placement::kSeparate;
+  // The training recipe (Assumptions::training_precision) the minimum was read for: bf16, or
+  // a low-precision mode the row lists (fp8, mxfp8).
+  std::string training_precision = "bf16";
+  // true: the stated minimum is more than the model needs (it plans there, and also one step
+  // below); tests then check the model's own minimum for the "refused below" half.
+  bool conservative_minimum = false;
 };
 
 // One row of the supported-models tables.

@@ -56,14 +56,19 @@ absl::StatusOr<HardwareCatalog> HardwareCatalog::Parse(const std::string& yaml_t
   }
   for (std::size_t i = 0; i < list.size(); ++i) {
     internal::Fields f(list[i], absl::StrCat(file, ": gpus[", i, "]"), "");
-    f.OnlyKeys({"name", "memory_gb", "nvlink_gb_s", "nic_gb_s", "nvlink_domain"});
+    f.OnlyKeys({"name", "memory_gb", "nvlink_gb_s", "nic_gb_s", "nvlink_domain", "training_formats"});
     GpuType g;
     g.name = f.Str("name", true);
     g.memory_gb = static_cast<double>(f.Int("memory_gb", true));
     g.nvlink_gb_s = static_cast<double>(f.Int("nvlink_gb_s", true));
     g.nic_gb_s = static_cast<double>(f.Int("nic_gb_s", true));
     g.nvlink_domain = static_cast<int>(f.Int("nvlink_domain", false, 8));
+    g.training_formats = f.StrList("training_formats", false);
     if (!f.status().ok()) return f.status();
+    for (const std::string& t : g.training_formats)
+      if (t != "fp8" && t != "mxfp8")
+        return absl::InvalidArgumentError(absl::StrCat(file, ": gpus[", i, "] (", g.name, "): training_formats: unknown \"",
+                                                       t, "\" (known: fp8, mxfp8)"));
     if (!hw.gpus_.empty() && g.memory_gb < hw.gpus_.back().memory_gb)
       return absl::InvalidArgumentError(absl::StrCat(file, ": gpus[", i, "] (", g.name,
                                                      "): memory_gb: the list must be ordered by memory, smallest first"));

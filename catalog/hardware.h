@@ -16,6 +16,9 @@ struct GpuType {
   double nvlink_gb_s = 0;  // per GPU, both directions (vendor figure)
   double nic_gb_s = 0;     // per GPU, one direction
   int nvlink_domain = 8;   // GPUs sharing one NVLink domain
+  // Low-precision training formats its tensor cores run: fp8 (Hopper and later), mxfp8
+  // (Blackwell's block-scaled formats).
+  std::vector<std::string> training_formats;
 };
 
 // Ordered from the smallest memory to the largest.

@@ -33,9 +33,11 @@ MemoryBreakdown TrainerMemory(const ModelEntry& m, const Row& row, Mode mode, co
     // Fully sharded state: each GPU holds 1/(TP*PP*DP) of the dense and 1/(EP*PP*EDP) of the
     // experts.
     double shard = dense / (static_cast<double>(tp) * pp * dp) + experts / (static_cast<double>(ep) * pp * edp);
-    b.weights = 2 * shard;
+    absl::StatusOr<TrainingPrecision> tp_recipe = ChooseTrainingPrecision(row, a.training_precision);
+    TrainingPrecision recipe = tp_recipe.ok() ? *tp_recipe : TrainingPrecision{};
+    b.weights = recipe.weight_bytes * shard;
     b.gradients = a.grad_bytes * shard;
-    b.optimizer = 12 * shard;
+    b.optimizer = recipe.optimizer_bytes * shard;
     b.weights += 2 * vision_frozen / (fsdp ? s.gpus : tp * pp);
     b.gathered = 2 * 2 * (layer_dense / tp + layer_experts / ep);
   } else {
@@ -53,6 +55,20 @@ MemoryBreakdown TrainerMemory(const ModelEntry& m, const Row& row, Mode mode, co
   b.activations = tokens * (layers * 2 * h + 34 * h) / tp + tokens * static_cast<double>(arch.vocab) * 8 / tp;
   b.overhead = a.context_gb * kGB;
   return b;
+}
+
+absl::StatusOr<TrainingPrecision> ChooseTrainingPrecision(const Row& row, const std::string& name) {
+  if (name.empty() || name == "bf16") return TrainingPrecision{};
+  // fp32 master 4 B + bf16 first and second moments 2 B each.
+  constexpr double kOptimizer = 4 + 2 + 2;
+  if (name == "fp8" && Has(row.low_precision, "fp8")) return TrainingPrecision{"fp8", 2 * 1.0, kOptimizer};
+  if (name == "mxfp8" && Has(row.low_precision, "mxfp8"))
+    return TrainingPrecision{"mxfp8", 2 * (1 + 1.0 / 32), kOptimizer};
+  std::vector<std::string> offered = {"bf16"};
+  for (const char* n : {"fp8", "mxfp8"})
+    if (Has(row.low_precision, n)) offered.push_back(n);
+  return absl::InvalidArgumentError(absl::StrCat("--training-precision: ", row.family, " supports ",
+                                                 absl::StrJoin(offered, ", "), " training, not \"", name, "\""));
 }
 
 absl::StatusOr<RolloutPrecision> ChooseRolloutPrecision(const Row& row, const std::string& requested) {

@@ -4,7 +4,7 @@
 //   full FT   all training state fully sharded over the trainer's GPUs (FSDP2 / ZeRO-3; in
 //             Megatron the distributed optimizer with sharded parameters and gradients):
 //             bf16 weights 2 B + gradients `grad_bytes` (bf16: 2 B) + Adam 12 B (fp32 master,
-//             m, v) per trainable parameter, divided by the GPUs holding a shard: dense
+//             m, v) per trainable parameter (fp8/mxfp8 recipes: see TrainingPrecision), divided by the GPUs holding a shard: dense
 //             parameters by TP*PP*DP, experts by EP*PP*expert-DP (expert-DP = TP*DP/EP), so
 //             both come to the trainer's GPU count. Plus the all-gathered working set of the
 //             two layers in flight (bf16; dense part / TP, experts / EP).
@@ -44,7 +44,30 @@ struct Assumptions {
   int lora_rank = 32;
   double grad_bytes = 2;     // bf16 gradients
   bool enable_mtp = false;   // trainer.mtp.enabled: MTP layers are trained and served
+  // bf16 | fp8 | mxfp8: the full fine-tuning state (see TrainingPrecision); fp8 and mxfp8 only
+  // for rows that list them. "" is bf16, except that catalog::MakePlan without a cluster (the
+  // row's stated minimum) uses the recipe the row's minimum was read for.
+  std::string training_precision;
 };
+
+// Bytes per trainable parameter of the sharded full fine-tuning state. One recipe per name,
+// the same for every row (docs/catalog.md, "Low-precision training"):
+//   bf16   bf16 weights 2 + gradients `grad_bytes` + Adam 12 (fp32 master, m, v).
+//   fp8    Megatron-Core FP8 training with FP8 parameters (--fp8-param-gather: the bf16 copy is
+//          dropped; the FP8 weight and the transpose its GEMMs use, 1 B each) and the
+//          precision-aware optimizer keeping Adam's moments in bf16 over an fp32 master
+//          (--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16, the
+//          storage DeepSeek-V3 reports for its FP8 training, section 3.3.3): 2 + grads + 8.
+//   mxfp8  the same on Blackwell with MXFP8 parameters: rowwise and columnwise copies, each
+//          1 B plus one E8M0 scale byte per 32 elements (2.0625 B) + grads + 8.
+struct TrainingPrecision {
+  std::string name = "bf16";
+  double weight_bytes = 2;
+  double optimizer_bytes = 12;
+};
+// The recipe for `name` when the row lists it (bf16 always). InvalidArgument otherwise, naming
+// --training-precision and what the row offers.
+absl::StatusOr<TrainingPrecision> ChooseTrainingPrecision(const Row& row, const std::string& name);
 
 struct MemoryBreakdown {
   double weights = 0;
@@ -64,6 +87,8 @@ struct TrainerShape {
   int tp = 1, pp = 1, ep = 1, dp = 1;
 };
 
+// Full fine-tuning uses the recipe named by a.training_precision (bf16 when the row does not
+// list it: callers validate with ChooseTrainingPrecision first). LoRA keeps a bf16 base.
 MemoryBreakdown TrainerMemory(const ModelEntry& m, const Row& row, Mode mode, const TrainerShape& s,
                               const Assumptions& a);
 

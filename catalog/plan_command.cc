@@ -19,6 +19,9 @@ void AddPlanFlags(CLI::App* cmd, PlanCommandOptions* o) {
   cmd->add_option("--backend", o->backend, "fsdp | megatron (default: megatron for MoE and >40B where offered)")
       ->check(CLI::IsMember({"fsdp", "megatron"}));
   cmd->add_option("--rollout-precision", o->rollout_precision, "bf16 | fp8 | int4 | mxfp4 (default: lowest supported)");
+  cmd->add_option("--training-precision", o->training_precision,
+                  "bf16 | fp8 | mxfp8: full fine-tuning state (fp8/mxfp8: FP8 parameters, bf16 Adam moments; rows that list them)")
+      ->check(CLI::IsMember({"bf16", "fp8", "mxfp8"}));
   cmd->add_option("--models-dir", o->models_dir, "catalog folder (default: $SKYRL_MODELS_DIR or the source tree's models/)");
   cmd->add_option("--seq-len", o->seq_len, "prompt + response tokens per sequence")->check(CLI::Range(int64_t{256}, int64_t{1} << 21));
   cmd->add_option("--micro-batch", o->micro_batch, "sequences per trainer micro-batch")->check(CLI::Range(1, 1024));
@@ -52,6 +55,7 @@ int RunPlanCommand(const PlanCommandOptions& o, std::ostream& out, std::ostream&
   req.colocate = o.colocate;
   req.backend = o.backend;
   req.rollout_precision = o.rollout_precision;
+  req.assumptions.training_precision = o.training_precision;
   req.assumptions.seq_len = o.seq_len;
   req.assumptions.micro_batch = o.micro_batch;
   req.assumptions.kv_sequences = o.kv_sequences;

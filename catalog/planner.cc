@@ -281,6 +281,15 @@ absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const Mode
                                                    ", not ", backend));
   absl::StatusOr<RolloutPrecision> prec = ChooseRolloutPrecision(row, options.rollout_precision);
   if (!prec.ok()) return prec.status();
+  absl::StatusOr<TrainingPrecision> train_prec = ChooseTrainingPrecision(row, a.training_precision);
+  if (!train_prec.ok()) return train_prec.status();
+  if (mode == Mode::kFull && train_prec->name != "bf16" && !Has(cluster.gpu.training_formats, train_prec->name))
+    return absl::FailedPreconditionError(absl::StrCat("--training-precision: ", cluster.gpu.name, " does not train in ",
+                                                      train_prec->name, " (its formats: ",
+                                                      cluster.gpu.training_formats.empty()
+                                                          ? std::string("none")
+                                                          : absl::StrJoin(cluster.gpu.training_formats, ", "),
+                                                      ")"));
   double cap = cluster.gpu.memory_gb * kGB * a.usable_fraction;
   Attempt at = placement == Placement::kSeparate ? TrySeparate(row, model, mode, backend, *prec, cluster, cap, a)
                                                  : TryColocated(row, model, mode, backend, *prec, cluster, cap, a);
@@ -330,18 +339,36 @@ absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const Mode
       p.weight_sync.predicted_s = *predicted;
     }
   }
+  if (mode == Mode::kFull && train_prec->name != "bf16")
+    p.notes.push_back(absl::StrFormat(
+        "%s training: %s parameters without a bf16 copy (rowwise and columnwise), bf16 Adam moments over an fp32 "
+        "master: %.4g B per parameter with bf16 gradients (Megatron-Core: --fp8-recipe %s --fp8-param-gather "
+        "--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16)",
+        train_prec->name, train_prec->name == "mxfp8" ? "MXFP8" : "FP8",
+        train_prec->weight_bytes + a.grad_bytes + train_prec->optimizer_bytes,
+        train_prec->name == "mxfp8" ? "mxfp8" : "delayed"));
   for (const std::string& l : row.limitations) p.notes.push_back(l);
   if (row.SupportFor(mode) == Support::kUntested)
     p.notes.push_back(absl::StrCat(ModeTitle(mode), " of ", row.family, " has not been tested (blank in the table)"));
   if (row.status == "expected") p.notes.push_back("status: expected to work, not tested (" + row.family + ")");
   if (!row.conflict.empty() && model.name == row.reference.model)
     p.notes.push_back(absl::StrCat("calibration conflict with the table: ", row.conflict));
+  if (row.reference.conservative_minimum && model.name == row.reference.model && mode == row.reference.mode)
+    p.notes.push_back(absl::StrCat("the table's minimum for ", row.family, " (", row.min_hardware.Describe(),
+                                   ") is conservative: the memory model fits this model on less (skyrl plan --list "
+                                   "shows its own minimum)"));
   if (model.estimated) p.notes.push_back(absl::StrCat(model.name, ": architecture estimated; ", model.note));
   if (model.arch.mtp_layers > 0 && !a.enable_mtp)
     p.notes.push_back("MTP layers are dropped (enable with trainer.mtp.enabled=true / --mtp)");
   return p;
 }
 
+}  // namespace
+
+namespace {
+std::string a_precision(const PlanRequest& o) {
+  return o.assumptions.training_precision.empty() ? "bf16" : o.assumptions.training_precision;
+}
 }  // namespace
 
 absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
@@ -364,9 +391,17 @@ absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelE
     if (Attempt1(catalog, row, model, mode, cluster, Placement::kColocated, probe, &ignored).ok())
       absl::StrAppend(&msg, "; it fits here with --colocate");
   }
-  if (model.name == row.reference.model && mode == row.reference.mode)
+  if (model.name == row.reference.model && mode == row.reference.mode) {
+    std::vector<std::string> how;
+    if (row.reference.placement == Placement::kColocated) how.push_back("colocated");
+    if (mode == Mode::kFull && row.reference.training_precision != "bf16")
+      how.push_back(row.reference.training_precision + " training");
     absl::StrAppend(&msg, "; the table's minimum for ", row.family, " is ", row.min_hardware.Describe(),
-                    row.reference.placement == Placement::kColocated ? " (colocated)" : "");
+                    how.empty() ? "" : absl::StrCat(" (", absl::StrJoin(how, ", "), ")"));
+    if (row.reference.training_precision != "bf16" && mode == Mode::kFull &&
+        a_precision(options) != row.reference.training_precision)
+      absl::StrAppend(&msg, "; try --training-precision ", row.reference.training_precision);
+  }
   if (!row.conflict.empty() && model.name == row.reference.model && mode == row.reference.mode)
     absl::StrAppend(&msg, " (calibration conflict: ", row.conflict, ")");
   return absl::ResourceExhaustedError(msg);
@@ -400,6 +435,10 @@ absl::StatusOr<Plan> MakePlan(const Catalog& catalog, const PlanRequest& request
   Cluster cluster = request.cluster ? *request.cluster : StatedMinimum(catalog, row);
   Placement placement = request.colocate ? Placement::kColocated : Placement::kSeparate;
   if (!request.cluster && !request.colocate) placement = row.reference.placement;
+  PlanRequest req = request;
+  // On the row's stated minimum (no cluster given), the recipe the minimum was read for.
+  if (!request.cluster && req.assumptions.training_precision.empty() && model.name == row.reference.model)
+    req.assumptions.training_precision = row.reference.training_precision;
 
   Mode mode = request.mode ? *request.mode : (row.full_ft == Support::kNotWorking ? Mode::kLora : Mode::kFull);
   if (!request.mode && row.full_ft != Support::kSupported && row.lora == Support::kSupported) mode = Mode::kLora;
@@ -407,7 +446,7 @@ absl::StatusOr<Plan> MakePlan(const Catalog& catalog, const PlanRequest& request
     std::string msg = absl::StrCat(model.name, ": ", ModeTitle(mode), " is known not to work");
     Mode other = mode == Mode::kFull ? Mode::kLora : Mode::kFull;
     if (row.SupportFor(other) != Support::kNotWorking) {
-      std::optional<HardwareSpec> min = MinimumHardware(catalog, row, model, other, cluster.gpu, placement, request);
+      std::optional<HardwareSpec> min = MinimumHardware(catalog, row, model, other, cluster.gpu, placement, req);
       if (min)
         absl::StrAppend(&msg, "; ", ModeTitle(other), " needs at least ", min->Describe());
       else
@@ -417,17 +456,17 @@ absl::StatusOr<Plan> MakePlan(const Catalog& catalog, const PlanRequest& request
   }
   if (!request.cluster) {
     // No cluster given: the stated minimum when it fits, else the smallest that does.
-    absl::StatusOr<Plan> p = PlanOn(catalog, row, model, mode, cluster, placement, request);
+    absl::StatusOr<Plan> p = PlanOn(catalog, row, model, mode, cluster, placement, req);
     if (p.ok() || !absl::IsResourceExhausted(p.status())) return p;
-    std::optional<HardwareSpec> min = MinimumHardware(catalog, row, model, mode, cluster.gpu, placement, request);
+    std::optional<HardwareSpec> min = MinimumHardware(catalog, row, model, mode, cluster.gpu, placement, req);
     if (!min) return p.status();
     cluster.shape = *min;
-    absl::StatusOr<Plan> q = PlanOn(catalog, row, model, mode, cluster, placement, request);
+    absl::StatusOr<Plan> q = PlanOn(catalog, row, model, mode, cluster, placement, req);
     if (q.ok()) q->notes.insert(q->notes.begin(), absl::StrCat("no --cluster: planned on the smallest ", cluster.gpu.name,
                                                                " cluster that fits"));
     return q;
   }
-  return PlanOn(catalog, row, model, mode, cluster, placement, request);
+  return PlanOn(catalog, row, model, mode, cluster, placement, req);
 }
 
 }  // namespace skyrl::catalog

@@ -33,6 +33,12 @@ void MemoryRows(std::string* out, const char* who, const MemoryBreakdown& m, dou
 
 }  // namespace
 
+// The full fine-tuning recipe in effect ("bf16" for LoRA, whose base stays bf16).
+std::string TrainingName(const Plan& p) {
+  if (p.mode == Mode::kLora || p.assumptions.training_precision.empty()) return "bf16";
+  return p.assumptions.training_precision;
+}
+
 std::string RenderPlanText(const Plan& p) {
   std::string out;
   ParamCounts c = CountParams(p.model->arch);
@@ -45,7 +51,8 @@ std::string RenderPlanText(const Plan& p) {
                                         p.assumptions.usable_fraction * 100));
   const TrainerShape& t = p.trainer.shape;
   absl::StrAppend(&out, "\n  role       GPUs  layout                         \n");
-  absl::StrAppend(&out, absl::StrFormat("  trainer    %4d  %s TP%d PP%d EP%d DP%d\n", t.gpus, t.backend, t.tp, t.pp, t.ep, t.dp));
+  absl::StrAppend(&out, absl::StrFormat("  trainer    %4d  %s TP%d PP%d EP%d DP%d%s\n", t.gpus, t.backend, t.tp, t.pp, t.ep,
+                                        t.dp, TrainingName(p) == "bf16" ? "" : ", " + TrainingName(p) + " training"));
   absl::StrAppend(&out, absl::StrFormat("  generator  %4d  %d engine(s) x TP%d, %s weights\n", p.generator.gpus,
                                         p.generator.engines, p.generator.tp, p.generator.precision.name));
   absl::StrAppend(&out, "\n  memory per GPU (GB)\n");
@@ -115,6 +122,7 @@ std::string RenderPlanJson(const Plan& p) {
                       {"mtp_enabled", p.assumptions.enable_mtp}};
   const TrainerShape& t = p.trainer.shape;
   j["trainer"] = {{"backend", t.backend}, {"gpus", t.gpus}, {"tp", t.tp}, {"pp", t.pp}, {"ep", t.ep}, {"dp", t.dp},
+                  {"training_precision", TrainingName(p)},
                   {"memory_per_gpu", MemoryJson(p.trainer.memory)}};
   j["generator"] = {{"gpus", p.generator.gpus},
                     {"tp", p.generator.tp},
@@ -171,10 +179,13 @@ std::string RenderErrorJson(const absl::Status& s) {
 
 namespace {
 
-// The model's own minimum in its row's reference mode and placement, on the row's GPU type.
+// The model's own minimum in its row's reference mode, placement and training recipe, on the
+// row's GPU type.
 std::string OwnMinimum(const Catalog& c, const Row& r, const ModelEntry& m) {
   Cluster min = StatedMinimum(c, r);
-  std::optional<HardwareSpec> own = MinimumHardware(c, r, m, r.reference.mode, min.gpu, r.reference.placement, {});
+  PlanRequest opts;
+  opts.assumptions.training_precision = r.reference.training_precision;  // the recipe the row's minimum was read for
+  std::optional<HardwareSpec> own = MinimumHardware(c, r, m, r.reference.mode, min.gpu, r.reference.placement, opts);
   return own ? own->ToString() : "-";
 }
 

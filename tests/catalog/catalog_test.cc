@@ -162,6 +162,12 @@ TEST(CatalogErrorsTest, BadFieldsAreNamed) {
       {"reference: {model: Toy-1B", "reference: {model: Toy-2B", "reference.model: \"Toy-2B\" is not one of"},
       {"      vocab: 32000\n", "      vocab: 32000\n      vocabulary: 5\n", "arch.vocabulary: unknown field"},
       {"backends: [fsdp]", "backends: [jax]", "backends: unknown backend \"jax\""},
+      {"mode: full}", "mode: full, training_precision: mxfp8}",
+       "reference.training_precision: mxfp8 is not in support.low_precision"},
+      {"mode: full}", "mode: full, training_precision: fp4}", "reference.training_precision: must be one of"},
+      {"mode: full}", "mode: full, minimum: roomy}", "reference.minimum: must be one of exact, conservative"},
+      {"mode: full}", "mode: full, minimum: conservative}\nconflict: x",
+       "reference.minimum: a conservative minimum and a conflict exclude each other"},
   };
   for (const Case& c : cases) {
     std::string text = absl::StrReplaceAll(kGoodRow, {{c.from, c.to}});
@@ -221,6 +227,25 @@ TEST(CatalogErrorsTest, ClusterFileIsReadByPath) {
 
 TEST(CatalogErrorsTest, MissingDirectoryIsNotFound) {
   EXPECT_TRUE(absl::IsNotFound(Catalog::LoadDir("/nonexistent/models").status()));
+}
+
+}  // namespace
+}  // namespace skyrl::catalog
+
+namespace skyrl::catalog {
+namespace {
+
+TEST(HardwareCatalogTest, TrainingFormatsAreReadAndChecked) {
+  const HardwareCatalog& hw = RealCatalog().hardware();
+  absl::StatusOr<GpuType> h100 = hw.Find("H100"), b300 = hw.Find("B300");
+  ASSERT_TRUE(h100.ok() && b300.ok());
+  EXPECT_EQ(h100->training_formats, (std::vector<std::string>{"fp8"}));
+  EXPECT_EQ(b300->training_formats, (std::vector<std::string>{"fp8", "mxfp8"}));
+  absl::StatusOr<HardwareCatalog> bad = HardwareCatalog::Parse(
+      "gpus:\n  - {name: X1, memory_gb: 80, nvlink_gb_s: 900, nic_gb_s: 50, training_formats: [fp4]}\n", "hw.yaml");
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
+  EXPECT_NE(bad.status().message().find("hw.yaml: gpus[0] (X1): training_formats: unknown \"fp4\""), std::string::npos)
+      << bad.status();
 }
 
 }  // namespace

@@ -37,7 +37,34 @@ TEST_P(RowTest, PlansAtStatedMinimumAndNotBelow) {
   const ModelEntry& m = Model(r, r.reference.model);
   Cluster min = StatedMinimum(cat, r);
   PlanRequest opts;
+  opts.assumptions.training_precision = r.reference.training_precision;  // a listed mode, if any
   absl::StatusOr<Plan> at = PlanOn(cat, r, m, r.reference.mode, min, r.reference.placement, opts);
+  if (r.reference.conservative_minimum) {
+    // The table asks for more than the model needs: it plans at the stated minimum, and the
+    // "refused below" half is checked at the model's own minimum, which must be smaller.
+    ASSERT_TRUE(at.ok()) << r.family << " at " << min.shape.ToString() << ": " << at.status();
+    std::optional<HardwareSpec> own = MinimumHardware(cat, r, m, r.reference.mode, min.gpu, r.reference.placement, opts);
+    ASSERT_TRUE(own.has_value()) << r.family;
+    EXPECT_LT(own->total_gpus(), min.shape.total_gpus()) << "not conservative any more: drop reference.minimum";
+    EXPECT_TRUE(std::any_of(at->notes.begin(), at->notes.end(),
+                            [](const std::string& n) { return absl::StrContains(n, "conservative"); }));
+    Cluster own_min = min;
+    own_min.shape = *own;
+    ASSERT_TRUE(PlanOn(cat, r, m, r.reference.mode, own_min, r.reference.placement, opts).ok());
+    std::vector<Cluster> below = BelowMinimum(cat, own_min);
+    ASSERT_FALSE(below.empty());
+    for (const Cluster& b : below) {
+      absl::StatusOr<Plan> p = PlanOn(cat, r, m, r.reference.mode, b, r.reference.placement, opts);
+      ASSERT_TRUE(absl::IsResourceExhausted(p.status())) << r.family << " should not fit " << b.shape.ToString();
+      std::string msg(p.status().message());
+      EXPECT_TRUE(absl::StrContains(msg, "does not fit " + b.shape.Describe())) << msg;
+      EXPECT_TRUE(absl::StrContains(msg, "the trainer") || absl::StrContains(msg, "generator")) << msg;
+      EXPECT_TRUE(absl::StrContains(msg, "needs at least")) << msg;
+    }
+    std::printf("%s: table says %s (conservative), the model's own minimum is %s\n", r.family.c_str(),
+                min.shape.ToString().c_str(), own->ToString().c_str());
+    return;
+  }
   if (!r.conflict.empty()) {
     // The honest model disagrees with the table, either way: the stated minimum is refused
     // (the refusal says so and names the model's own minimum), or it plans and so does a
@@ -377,6 +404,7 @@ TEST(RowConsistencyTest, AMinimumCoversTheRowsSmallerSizes) {
   int checked = 0;
   for (const Row& r : cat.rows()) {
     if (!r.conflict.empty()) continue;
+    opts.assumptions.training_precision = r.reference.training_precision;
     const ModelEntry* ref = nullptr;
     for (const ModelEntry& m : r.models)
       if (m.name == r.reference.model) ref = &m;
@@ -391,6 +419,75 @@ TEST(RowConsistencyTest, AMinimumCoversTheRowsSmallerSizes) {
     }
   }
   EXPECT_GE(checked, 8);
+}
+
+}  // namespace
+}  // namespace skyrl::catalog
+
+namespace skyrl::catalog {
+namespace {
+
+// The low-precision training recipes (catalog/memory.h, TrainingPrecision): the same for every
+// row that lists them, refused for rows that do not and on GPUs without the format.
+TEST(TrainingPrecisionTest, RecipesChangeOnlyFullFineTuningState) {
+  const Catalog& cat = testing::RealCatalog();
+  absl::StatusOr<Catalog::Match> glm = cat.Find("GLM-5.3-753B");
+  ASSERT_TRUE(glm.ok()) << glm.status();
+  TrainerShape s{"megatron", 32, 2, 1, 16, 16};
+  Assumptions bf16, mx;
+  mx.training_precision = "mxfp8";
+  MemoryBreakdown a = TrainerMemory(*glm->model, *glm->row, Mode::kFull, s, bf16);
+  MemoryBreakdown b = TrainerMemory(*glm->model, *glm->row, Mode::kFull, s, mx);
+  // Per trainable parameter: 2 + 2 + 12 = 16 B in bf16; 2.0625 + 2 + 8 = 12.0625 B in MXFP8. The
+  // frozen vision tower (bf16 weights either way) is taken out of the weights first.
+  double shard = b.gradients / 2;
+  EXPECT_NEAR(b.optimizer, 8 * shard, 1e-6 * b.optimizer);
+  EXPECT_NEAR(a.optimizer, 12 * shard, 1e-6 * a.optimizer);
+  EXPECT_NEAR(a.weights - b.weights, (2 - 2.0625) * shard, 1e-6 * a.weights);
+  EXPECT_DOUBLE_EQ(a.activations, b.activations);
+  // LoRA keeps a bf16 base: unchanged.
+  EXPECT_DOUBLE_EQ(TrainerMemory(*glm->model, *glm->row, Mode::kLora, s, bf16).total(),
+                   TrainerMemory(*glm->model, *glm->row, Mode::kLora, s, mx).total());
+
+  absl::StatusOr<TrainingPrecision> fp8 = ChooseTrainingPrecision(*glm->row, "fp8");
+  EXPECT_TRUE(absl::IsInvalidArgument(fp8.status()));  // GLM-5.3 lists MXFP8 only
+  EXPECT_TRUE(absl::StrContains(fp8.status().message(), "--training-precision")) << fp8.status();
+  EXPECT_TRUE(absl::StrContains(fp8.status().message(), "bf16, mxfp8")) << fp8.status();
+  absl::StatusOr<Catalog::Match> qwen = cat.Find("Qwen3-8B");
+  ASSERT_TRUE(qwen.ok());
+  EXPECT_FALSE(ChooseTrainingPrecision(*qwen->row, "mxfp8").ok());
+  EXPECT_TRUE(ChooseTrainingPrecision(*qwen->row, "").ok());
+
+  // MXFP8 needs Blackwell: refused on H200 as a precondition, with the GPU's formats.
+  PlanRequest req;
+  req.model = "GLM-5.3-753B";
+  req.mode = Mode::kFull;
+  req.cluster = *ParseCluster("8x8xH200", cat.hardware());
+  req.assumptions.training_precision = "mxfp8";
+  absl::StatusOr<Plan> p = MakePlan(cat, req);
+  EXPECT_TRUE(absl::IsFailedPrecondition(p.status())) << p.status();
+  EXPECT_TRUE(absl::StrContains(p.status().message(), "H200 does not train in mxfp8")) << p.status();
+
+  // The recipe lowers GLM-5.3's own minimum (7x8 -> 6x8 B300 with separate pools), not to the
+  // table's 4x8 (the recorded conflict).
+  Cluster b300 = StatedMinimum(cat, *glm->row);
+  PlanRequest o;
+  std::optional<HardwareSpec> in_bf16 =
+      MinimumHardware(cat, *glm->row, *glm->model, Mode::kFull, b300.gpu, Placement::kSeparate, o);
+  o.assumptions.training_precision = "mxfp8";
+  std::optional<HardwareSpec> in_mx = MinimumHardware(cat, *glm->row, *glm->model, Mode::kFull, b300.gpu, Placement::kSeparate, o);
+  ASSERT_TRUE(in_bf16 && in_mx);
+  EXPECT_LT(in_mx->total_gpus(), in_bf16->total_gpus());
+  EXPECT_GT(in_mx->total_gpus(), b300.shape.total_gpus());
+
+  // Without a cluster, the row's minimum is planned with the recipe it was read for.
+  PlanRequest none;
+  none.model = "GLM-5.3-753B";
+  absl::StatusOr<Plan> q = MakePlan(cat, none);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->assumptions.training_precision, "mxfp8");
+  EXPECT_TRUE(std::any_of(q->notes.begin(), q->notes.end(),
+                          [](const std::string& n) { return absl::StrContains(n, "mxfp8 training"); }));
 }
 
 }  // namespace
