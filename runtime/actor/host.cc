@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <algorithm>
 #include <deque>
@@ -165,8 +166,15 @@ class ActorServiceImpl final : public v1::ActorService::CallbackService {
 int RunActorHost(int argc, char** argv) {
   if (const char* worker = std::getenv("SKYRL_WORKER_PID")) {
     // Die with the worker that launched us; if it is already gone, do not start at all.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // Not PR_SET_PDEATHSIG: it fires when the parent *thread* that forked us exits, and the
+    // worker forks from gRPC handler threads, which come and go (actors were SIGKILLed at
+    // random under load). Watch for re-parenting instead.
     if (std::to_string(getppid()) != worker) return 1;
+    const pid_t parent = getppid();
+    std::thread([parent] {
+      while (getppid() == parent) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      kill(getpid(), SIGKILL);
+    }).detach();
   }
   BlockTerminationSignals();
   CLI::App app{"skyrl-actor-host: runs one actor and serves calls to it"};
