@@ -137,4 +137,62 @@ absl::StatusOr<TrainBatch> DecodeTrainBatch(const std::string& bytes) {
   return b;
 }
 
+std::vector<PromptSlice> SplitPrompts(const PromptSet& prompts, int group_size, int engines) {
+  const int64_t rows = static_cast<int64_t>(prompts.examples.size());
+  const int64_t groups = rows / group_size;
+  std::vector<PromptSlice> out;
+  for (int e = 0; e < engines; ++e) {
+    PromptSlice s;
+    s.begin = (e * groups / engines) * group_size;
+    s.end = ((e + 1) * groups / engines) * group_size;
+    if (e == engines - 1) s.end = rows;
+    s.batch.tokens = prompts.batch.tokens.slice(0, s.begin, s.end);
+    s.batch.valid = prompts.batch.valid.slice(0, s.begin, s.end);
+    s.examples.assign(prompts.examples.begin() + s.begin, prompts.examples.begin() + s.end);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+uint64_t EngineSeed(uint64_t seed, int step, int engine) {
+  // A large odd stride keeps engines' streams apart; engine 0 is the single-engine seed.
+  return SamplerSeed(seed, step) + static_cast<uint64_t>(engine) * 0x9E3779B97F4A7C15ull;
+}
+
+absl::StatusOr<Rollout> ConcatRollouts(const std::vector<Rollout>& parts, int pad_id) {
+  if (parts.empty()) return absl::InvalidArgumentError("ConcatRollouts: no rollouts");
+  if (parts.size() == 1) return parts[0];
+  int64_t n = 0;
+  for (const auto& r : parts) {
+    if (r.prompt_len != parts[0].prompt_len) {
+      return absl::InvalidArgumentError(absl::StrCat("ConcatRollouts: prompt lengths ", r.prompt_len, " and ",
+                                                     parts[0].prompt_len, " differ"));
+    }
+    n = std::max<int64_t>(n, r.response.size(1));
+  }
+  std::vector<torch::Tensor> seq, valid, resp, lp, mask;
+  for (const auto& r : parts) {
+    const int64_t b = r.response.size(0), pad = n - r.response.size(1);
+    if (pad == 0) {
+      seq.push_back(r.sequences), valid.push_back(r.valid), resp.push_back(r.response);
+      lp.push_back(r.logprobs), mask.push_back(r.mask);
+      continue;
+    }
+    auto pad_ids = torch::full({b, pad}, pad_id, r.response.options());
+    seq.push_back(torch::cat({r.sequences, pad_ids}, 1));
+    valid.push_back(torch::cat({r.valid, torch::zeros({b, pad}, r.valid.options())}, 1));
+    resp.push_back(torch::cat({r.response, pad_ids}, 1));
+    lp.push_back(torch::cat({r.logprobs, torch::zeros({b, pad}, r.logprobs.options())}, 1));
+    mask.push_back(torch::cat({r.mask, torch::zeros({b, pad}, r.mask.options())}, 1));
+  }
+  Rollout out;
+  out.prompt_len = parts[0].prompt_len;
+  out.sequences = torch::cat(seq, 0);
+  out.valid = torch::cat(valid, 0);
+  out.response = torch::cat(resp, 0);
+  out.logprobs = torch::cat(lp, 0);
+  out.mask = torch::cat(mask, 0);
+  return out;
+}
+
 }  // namespace skyrl::actors

@@ -61,4 +61,18 @@ absl::StatusOr<Rollout> DecodeRollout(const std::string& bytes);
 absl::StatusOr<std::string> EncodeTrainBatch(const TrainBatch& b);
 absl::StatusOr<TrainBatch> DecodeTrainBatch(const std::string& bytes);
 
+// Several engines: the prompt batch is split by whole groups, as evenly as possible (engine e
+// gets groups [e * P / E, (e + 1) * P / E)), engine e samples with EngineSeed(seed, step, e)
+// (engine 0's is SamplerSeed's, so one engine is the single-engine run), and the rollouts are
+// concatenated back in engine order, right-padded to the longest response (pad_id, mask 0).
+struct PromptSlice {
+  int64_t begin = 0, end = 0;  // sample rows [begin, end)
+  PromptBatch batch;
+  std::vector<Example> examples;
+};
+std::vector<PromptSlice> SplitPrompts(const PromptSet& prompts, int group_size, int engines);
+uint64_t EngineSeed(uint64_t seed, int step, int engine);
+// InvalidArgument when the prompt lengths differ.
+absl::StatusOr<Rollout> ConcatRollouts(const std::vector<Rollout>& parts, int pad_id);
+
 }  // namespace skyrl::actors

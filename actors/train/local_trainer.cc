@@ -123,8 +123,27 @@ absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& 
   // Prompts are drawn on the calling thread, so the prompt sequence is the same in both modes.
   auto produce = [&](int step, PromptSet prompts) -> absl::StatusOr<Produced> {
     const auto g0 = std::chrono::steady_clock::now();
-    auto generated = (*engine)->Generate(prompts.batch, sampling, Tokenizer::kEos, Tokenizer::kPad,
-                                         SamplerSeed(static_cast<uint64_t>(tc.seed), step));
+    absl::StatusOr<GeneratorEngine::Result> generated = absl::UnknownError("not generated");
+    if (config.generator.num_engines <= 1) {
+      generated = (*engine)->Generate(prompts.batch, sampling, Tokenizer::kEos, Tokenizer::kPad,
+                                      SamplerSeed(static_cast<uint64_t>(tc.seed), step));
+    } else {
+      // The distributed job's split (grpo_step.h): whole groups per engine, one seed each;
+      // here one engine runs the slices in turn, so the two runs compute the same samples.
+      std::vector<Rollout> parts;
+      int64_t version = -1;
+      const auto slices = SplitPrompts(prompts, ac.group_size, config.generator.num_engines);
+      for (size_t e = 0; e < slices.size(); ++e) {
+        auto part = (*engine)->Generate(slices[e].batch, sampling, Tokenizer::kEos, Tokenizer::kPad,
+                                        EngineSeed(static_cast<uint64_t>(tc.seed), step, static_cast<int>(e)));
+        if (!part.ok()) return part.status();
+        version = part->version;
+        parts.push_back(std::move(part->rollout));
+      }
+      auto joined = ConcatRollouts(parts, Tokenizer::kPad);
+      if (!joined.ok()) return joined.status();
+      generated = GeneratorEngine::Result{std::move(*joined), version};
+    }
     if (!generated.ok()) return generated.status();
     return Produced{std::move(prompts), std::move(*generated), Seconds(g0, std::chrono::steady_clock::now())};
   };

@@ -1,0 +1,384 @@
+#include "actors/job/grpo_driver.h"
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "actors/algo/checkpoint.h"
+#include "actors/job/job_setup.h"
+#include "actors/job/wire.h"
+#include "actors/tasks/tokenizer.h"
+#include "actors/train/grpo_step.h"
+
+namespace skyrl::actors {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+absl::StatusOr<nlohmann::json> Json(const absl::StatusOr<std::string>& bytes, absl::string_view what) {
+  if (!bytes.ok()) return absl::Status(bytes.status().code(), absl::StrCat(what, ": ", bytes.status().message()));
+  nlohmann::json j = nlohmann::json::parse(*bytes, nullptr, false);
+  if (j.is_discarded()) return absl::InternalError(absl::StrCat(what, ": reply is not JSON"));
+  return j;
+}
+
+// An engine that died is worth a retry (the runtime restarts it); anything else is not.
+bool EngineRetryable(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kUnavailable || s.code() == absl::StatusCode::kDeadlineExceeded ||
+         (s.code() == absl::StatusCode::kFailedPrecondition &&
+          s.message().find("state") != absl::string_view::npos);  // restarted engine without weights
+}
+
+class Job {
+ public:
+  Job(Client& client, const std::string& yaml, JobSetup setup, const DistributedOptions& options)
+      : client_(client), yaml_(yaml), s_(std::move(setup)), opt_(options) {}
+
+  ~Job() {
+    if (!opt_.remove_actors) return;
+    auto kill = [&](const std::string& id) {
+      if (!id.empty()) (void)client_.Kill(ActorHandle{id});
+    };
+    for (const auto& id : actors_.trainers) kill(id);
+    for (const auto& id : actors_.engines) kill(id);
+    kill(actors_.reward);
+    kill(actors_.reference);
+    if (!actors_.placement_group.empty()) (void)client_.RemovePlacementGroup(actors_.placement_group);
+  }
+
+  absl::Status Start() {
+    const int tp = s_.config.trainer.tp_size, engines = s_.config.generator.num_engines;
+    PlacementGroupOptions pg;
+    pg.name = absl::StrCat("grpo-", std::random_device{}());
+    // CPU bundles (this build has no GPU engines): one per trainer rank, one per engine, one
+    // for reward and reference. colocate_all on a GPU cluster would give trainer and engine
+    // actors fractional GPUs of the same bundles; see docs/rl.md.
+    for (int i = 0; i < tp + engines; ++i) pg.bundles.push_back(Bundle{{{"CPU", 1}}, {}});
+    pg.bundles.push_back(Bundle{{{"CPU", 1}}, {}});
+    auto created = client_.CreatePlacementGroup(pg);
+    if (!created.ok()) return Prefix("placement group", created.status());
+    actors_.placement_group = created->placement_group_id();
+    auto ready = client_.WaitPlacementGroup(actors_.placement_group, opt_.ready_timeout);
+    if (!ready.ok()) return Prefix("placement group", ready.status());
+
+    auto create = [&](const std::string& cls, const RoleArgs& a, int bundle, double cpu,
+                      int max_restarts) -> absl::StatusOr<std::string> {
+      ActorOptions o;
+      o.init_args = EncodeRoleArgs(a);
+      o.resources = {{"CPU", cpu}};
+      o.placement_group_id = actors_.placement_group;
+      o.bundle_index = bundle;
+      o.host = "rl";
+      o.max_restarts = max_restarts;
+      auto h = client_.CreateActor(cls, o);
+      if (!h.ok()) return Prefix(absl::StrCat(cls, " (bundle ", bundle, ")"), h.status());
+      return h->actor_id;
+    };
+    RoleArgs base;
+    base.config_yaml = yaml_;
+    base.world = tp;
+    // Trainer rank 0 first: it binds the TP group's port; the others connect to it.
+    auto r0 = create("grpo_trainer", base, 0, 1, 0);
+    if (!r0.ok()) return r0.status();
+    actors_.trainers.push_back(*r0);
+    if (tp > 1) {
+      auto port = client_.Call(ActorHandle{*r0}, "port", "");
+      if (!port.ok()) return Prefix("trainer rank 0: port", port.status());
+      auto info = client_.Describe(ActorHandle{*r0});
+      if (!info.ok()) return Prefix("trainer rank 0", info.status());
+      const std::string& addr = info->address();
+      base.master = absl::StrCat(addr.substr(0, addr.rfind(':')), ":", *port);
+      for (int r = 1; r < tp; ++r) {
+        RoleArgs a = base;
+        a.rank = r;
+        auto id = create("grpo_trainer", a, r, 1, 0);
+        if (!id.ok()) return id.status();
+        actors_.trainers.push_back(*id);
+      }
+    }
+    for (int e = 0; e < engines; ++e) {
+      RoleArgs a = base;
+      a.world = 1;
+      a.master.clear();
+      a.engine = e;
+      auto id = create("grpo_generator", a, tp + e, 1, -1);
+      if (!id.ok()) return id.status();
+      actors_.engines.push_back(*id);
+    }
+    RoleArgs aux = base;
+    aux.world = 1;
+    aux.master.clear();
+    auto reward = create("grpo_reward", aux, tp + engines, 0.5, 3);
+    if (!reward.ok()) return reward.status();
+    actors_.reward = *reward;
+    auto reference = create("grpo_reference", aux, tp + engines, 0.5, 3);
+    if (!reference.ok()) return reference.status();
+    actors_.reference = *reference;
+    // Version 0 (the initial weights) to every engine.
+    return Sync(actors_.engines, nullptr).status();
+  }
+
+  const JobActors& actors() const { return actors_; }
+
+  // Every trainer shard pushes its shard to `engines`; engines that failed are retried (their
+  // restart is awaited by the client) up to engine_retries times. Returns the seconds the
+  // shards spent encoding (serialization overhead).
+  absl::StatusOr<double> Sync(std::vector<std::string> engines, int* recoveries) {
+    double encode_s = 0;
+    for (int attempt = 0; !engines.empty(); ++attempt) {
+      nlohmann::json args{{"engines", engines}};
+      std::vector<std::future<absl::StatusOr<std::string>>> calls;
+      for (const auto& t : actors_.trainers) calls.push_back(client_.CallAsync(ActorHandle{t}, "sync_weights", args.dump()));
+      std::vector<std::string> failed;
+      std::string last_error;
+      for (size_t r = 0; r < calls.size(); ++r) {
+        auto j = Json(calls[r].get(), absl::StrCat("trainer rank ", r, ": sync_weights"));
+        if (!j.ok()) return j.status();
+        encode_s = std::max(encode_s, j->value("encode_s", 0.0));
+        for (const auto& f : (*j)["failed"]) {
+          std::string id = f.value("engine", "");
+          last_error = f.value("error", "");
+          if (std::find(failed.begin(), failed.end(), id) == failed.end()) failed.push_back(id);
+        }
+      }
+      if (!failed.empty()) {
+        if (attempt >= opt_.engine_retries) {
+          return absl::UnavailableError(absl::StrCat("weight sync to engine ", failed[0], " failed ", attempt + 1,
+                                                     " times; last: ", last_error));
+        }
+        if (recoveries) ++*recoveries;
+      }
+      engines = failed;
+    }
+    return encode_s;
+  }
+
+  struct Generated {
+    Rollout rollout;
+    int64_t min_version = 0;
+    double compute_s = 0;  // the slowest engine's
+  };
+  absl::StatusOr<Generated> Generate(const PromptSet& prompts, int step, int* recoveries) {
+    const int engines = static_cast<int>(actors_.engines.size());
+    const auto slices = SplitPrompts(prompts, s_.grpo.group_size, engines);
+    std::vector<std::string> args(engines);
+    for (int e = 0; e < engines; ++e) {
+      auto t = EncodeTensors({{"tokens", slices[e].batch.tokens}, {"valid", slices[e].batch.valid}});
+      if (!t.ok()) return t.status();
+      nlohmann::json h{{"seed", EngineSeed(static_cast<uint64_t>(s_.config.trainer.seed), step, e)}};
+      args[e] = PackParts({h.dump(), *t});
+    }
+    std::vector<std::future<absl::StatusOr<std::string>>> calls;
+    for (int e = 0; e < engines; ++e) calls.push_back(client_.CallAsync(ActorHandle{actors_.engines[e]}, "generate", args[e]));
+    Generated g;
+    g.min_version = INT64_MAX;
+    std::vector<Rollout> parts(engines);
+    for (int e = 0; e < engines; ++e) {
+      absl::StatusOr<std::string> reply = calls[e].get();
+      for (int attempt = 0; !reply.ok() && EngineRetryable(reply.status()) && attempt < opt_.engine_retries; ++attempt) {
+        // The engine died (or came back empty): the runtime restarts it; give it the
+        // current weights, then ask again.
+        ++*recoveries;
+        if (auto s = Sync({actors_.engines[e]}, nullptr); !s.ok()) return s.status();
+        reply = client_.Call(ActorHandle{actors_.engines[e]}, "generate", args[e]);
+      }
+      if (!reply.ok()) return Prefix(absl::StrCat("engine ", e, ": generate"), reply.status());
+      auto p = UnpackParts(*reply, 2, "generate reply");
+      if (!p.ok()) return p.status();
+      auto h = nlohmann::json::parse((*p)[0], nullptr, false);
+      if (h.is_discarded()) return absl::InternalError("generate reply: header is not JSON");
+      auto r = DecodeRollout((*p)[1]);
+      if (!r.ok()) return r.status();
+      parts[e] = std::move(*r);
+      g.min_version = std::min<int64_t>(g.min_version, h.value("version", int64_t{-1}));
+      g.compute_s = std::max(g.compute_s, h.value("compute_s", 0.0));
+    }
+    auto joined = ConcatRollouts(parts, Tokenizer::kPad);
+    if (!joined.ok()) return joined.status();
+    g.rollout = std::move(*joined);
+    return g;
+  }
+
+  absl::StatusOr<std::vector<int64_t>> EngineVersions() {
+    std::vector<int64_t> v;
+    for (const auto& e : actors_.engines) {
+      auto r = client_.Call(ActorHandle{e}, "version", "");
+      if (!r.ok()) return Prefix("engine version", r.status());
+      v.push_back(std::stoll(*r));
+    }
+    return v;
+  }
+
+  Client& client_;
+  const std::string yaml_;
+  const JobSetup s_;
+  const DistributedOptions opt_;
+  JobActors actors_;
+
+ private:
+  static absl::Status Prefix(absl::string_view what, const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<DistributedSummary> RunDistributedGrpo(Client& client, const std::string& config_yaml,
+                                                      const JobConfig& config, const DistributedOptions& options,
+                                                      const std::function<void(const StepMetrics&)>& on_step,
+                                                      const std::function<void(const JobActors&)>& on_started) {
+  const JobConfig::Trainer& tc = config.trainer;
+  if (tc.tp_size < 1 || tc.tp_size > 8) {
+    return absl::InvalidArgumentError(absl::StrCat("trainer.tp_size: the job takes 1 to 8 shards, got ", tc.tp_size));
+  }
+  if (config.generator.tensor_parallel_size != 1) {
+    return absl::UnimplementedError(absl::StrCat("generator.tensor_parallel_size: the job's engines run at TP 1 today, got ",
+                                                 config.generator.tensor_parallel_size));
+  }
+  if (tc.dp_size != 1) return absl::UnimplementedError(absl::StrCat("trainer.dp_size: the job runs 1 today, got ", tc.dp_size));
+  if (tc.async_enabled) {
+    return absl::UnimplementedError("trainer.async.enabled: the distributed job runs sync mode only today "
+                                    "(skyrl-grpo-local has async mode)");
+  }
+  if (config.generator.num_engines > tc.train_batch_size) {
+    return absl::InvalidArgumentError(absl::StrCat("generator.num_engines: ", config.generator.num_engines,
+                                                   " engines for ", tc.train_batch_size, " prompts per step"));
+  }
+  auto setup = MakeJobSetup(config);
+  if (!setup.ok()) return setup.status();
+  auto task = FindTask(config.environment.task);
+  if (!task.ok()) return task.status();
+
+  DistributedSummary out;
+  const auto t_setup = Clock::now();
+  Job job(client, config_yaml, *setup, options);
+  if (auto s = job.Start(); !s.ok()) return s;
+  out.setup_s = Seconds(t_setup, Clock::now());
+  if (on_started) on_started(job.actors());
+
+  std::mt19937_64 rng(PromptRngSeed(static_cast<uint64_t>(tc.seed)));
+  RunSummary& sum = out.run;
+  int at_target_run = 0;
+  double step_total = 0;
+  const auto start = Clock::now();
+  for (int step = 1; step <= tc.steps; ++step) {
+    const auto t0 = Clock::now();
+    auto prompts = MakePrompts(**task, config.environment.options, tc.train_batch_size, setup->grpo.group_size, rng);
+    if (!prompts.ok()) return prompts.status();
+    auto gen = job.Generate(*prompts, step, &out.engine_recoveries);
+    if (!gen.ok()) return gen.status();
+    const auto t1 = Clock::now();
+
+    // Reward and reference are independent: both in flight at once.
+    auto rollout_bytes = EncodeRollout(gen->rollout);
+    if (!rollout_bytes.ok()) return rollout_bytes.status();
+    nlohmann::json ex = nlohmann::json::array();
+    for (const auto& e : prompts->examples) ex.push_back({e.prompt, e.target});
+    auto score_call = client.CallAsync(ActorHandle{job.actors_.reward}, "score",
+                                       PackParts({nlohmann::json{{"examples", ex}}.dump(), *rollout_bytes}));
+    auto ref_call = client.CallAsync(ActorHandle{job.actors_.reference}, "logprobs", *rollout_bytes);
+    auto score = Json(score_call.get(), "reward: score");
+    auto ref_reply = ref_call.get();
+    if (!score.ok()) return score.status();
+    if (!ref_reply.ok()) return absl::Status(ref_reply.status().code(), absl::StrCat("reference: logprobs: ", ref_reply.status().message()));
+    auto ref_parts = UnpackParts(*ref_reply, 2, "reference reply");
+    if (!ref_parts.ok()) return ref_parts.status();
+    auto ref_h = nlohmann::json::parse((*ref_parts)[0], nullptr, false);
+    auto ref = DecodeTensors((*ref_parts)[1]);
+    if (!ref.ok()) return ref.status();
+    if (ref->size() != 1) return absl::InternalError("reference reply: want one tensor");
+    Scored scored;
+    try {
+      scored.rewards = (*score)["rewards"].get<std::vector<float>>();
+      scored.mean_reward = (*score)["mean_reward"].get<double>();
+      scored.exact_fraction = (*score)["exact_fraction"].get<double>();
+      scored.response_tokens = (*score)["response_tokens"].get<int64_t>();
+    } catch (const nlohmann::json::exception& e) {
+      return absl::InternalError(absl::StrCat("reward reply: ", e.what()));
+    }
+    const double score_compute =
+        std::max(score->value("compute_s", 0.0), ref_h.is_discarded() ? 0.0 : ref_h.value("compute_s", 0.0));
+    const auto t2 = Clock::now();
+
+    auto batch = MakeTrainBatch(gen->rollout, scored, (*ref)[0].second, setup->grpo);
+    if (!batch.ok()) return batch.status();
+    auto batch_bytes = EncodeTrainBatch(*batch);
+    if (!batch_bytes.ok()) return batch_bytes.status();
+    std::vector<std::future<absl::StatusOr<std::string>>> trains;
+    for (const auto& t : job.actors_.trainers) trains.push_back(client.CallAsync(ActorHandle{t}, "train", *batch_bytes));
+    StepMetrics m;
+    double train_compute = 0;
+    absl::Status train_error;
+    for (size_t r = 0; r < trains.size(); ++r) {
+      auto j = Json(trains[r].get(), absl::StrCat("trainer rank ", r, ": train"));
+      if (!j.ok()) {
+        if (train_error.ok()) train_error = j.status();
+        continue;
+      }
+      train_compute = std::max(train_compute, j->value("compute_s", 0.0));
+      if (r == 0) {
+        m.loss = j->value("loss", 0.0);
+        m.policy_loss = j->value("policy_loss", 0.0);
+        m.kl = j->value("kl", 0.0);
+        m.clip_fraction = j->value("clip_fraction", 0.0);
+        m.grad_norm = j->value("grad_norm", 0.0);
+      }
+    }
+    if (!train_error.ok()) return train_error;
+    const auto t3 = Clock::now();
+    auto synced = job.Sync(job.actors_.engines, &out.engine_recoveries);
+    if (!synced.ok()) return synced.status();
+    const auto t4 = Clock::now();
+
+    m.step = step;
+    m.mean_reward = scored.mean_reward;
+    m.exact_fraction = scored.exact_fraction;
+    m.response_tokens = scored.response_tokens;
+    m.staleness = 0;
+    m.generate_s = Seconds(t0, t1);
+    m.reward_s = Seconds(t1, t2);
+    m.train_s = Seconds(t2, t3);
+    m.sync_s = Seconds(t3, t4);
+    m.step_s = Seconds(t0, t4);
+    m.elapsed_s = Seconds(start, t4);
+    m.tokens_per_s = m.step_s > 0 ? static_cast<double>(m.response_tokens) / m.step_s : 0;
+    // Model compute on the critical path: the slowest engine, then reward/reference (run
+    // together), then the slowest shard. Everything else (RPC, serialization, scheduling,
+    // the whole weight sync) is the runtime's overhead.
+    const double compute = gen->compute_s + score_compute + train_compute;
+    out.compute_s += compute;
+    step_total += m.step_s;
+    sum.history.push_back(m);
+    if (on_step) on_step(m);
+    if (step == 1) sum.baseline_reward = m.mean_reward;
+    if (m.mean_reward >= config.environment.target_reward) {
+      if (sum.first_step_at_target < 0) {
+        sum.first_step_at_target = step;
+        sum.seconds_to_target = m.elapsed_s;
+      }
+      if (options.stop_after_target > 0 && ++at_target_run >= options.stop_after_target) break;
+    } else {
+      at_target_run = 0;
+    }
+    auto versions = job.EngineVersions();
+    if (!versions.ok()) return versions.status();
+    out.engine_versions.push_back(*versions);
+  }
+  if (out.engine_versions.size() < sum.history.size()) {
+    auto versions = job.EngineVersions();
+    if (!versions.ok()) return versions.status();
+    out.engine_versions.push_back(*versions);
+  }
+  sum.steps = static_cast<int>(sum.history.size());
+  sum.total_s = sum.history.empty() ? 0 : sum.history.back().elapsed_s;
+  const int tail = std::min<int>(5, sum.steps);
+  for (int i = sum.steps - tail; i < sum.steps; ++i) sum.final_reward += sum.history[i].mean_reward / tail;
+  out.overhead_fraction = step_total > 0 ? std::max(0.0, step_total - out.compute_s) / step_total : 0;
+  return out;
+}
+
+}  // namespace skyrl::actors

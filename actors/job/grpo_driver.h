@@ -1,0 +1,60 @@
+// The distributed GRPO job (skyrl-grpo): the loop of RunLocalGrpo with the roles as actors
+// over the runtime (rl_actors.cc, host "rl"):
+//
+//   placement group: trainer.tp_size trainer bundles, generator.num_engines engine bundles and
+//                    one bundle for reward + reference (CPU bundles; see docs/rl.md for GPUs)
+//   per step:  driver MakePrompts -> engines generate (whole groups per engine, in parallel)
+//              -> reward and reference (in parallel) -> driver MakeTrainBatch
+//              -> every trainer shard trains (in parallel: their TP collective needs them all)
+//              -> every trainer shard pushes its own shard straight to every engine
+//                 (sync_weights; engines gather and swap atomically with the new version)
+//
+// Sync mode only. Every call has a deadline (ClientOptions.call_timeout). An engine that dies
+// is restarted by the runtime (max_restarts); the driver then pushes the current weights to
+// it again and retries the call, up to `engine_retries` times per step. Anything else that
+// fails ends the run with the error (never a hang).
+//
+// Not thread-safe; one run per call. `client` must outlive the call.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "actors/train/job_config.h"
+#include "actors/train/local_trainer.h"
+#include "actors/train/metrics.h"
+#include "runtime/client/client.h"
+
+namespace skyrl::actors {
+
+struct DistributedOptions {
+  int stop_after_target = 0;  // as RunLocalGrpo
+  int engine_retries = 3;
+  absl::Duration ready_timeout = absl::Seconds(120);  // placement group
+  bool remove_actors = true;  // kill the actors and remove the group at the end
+};
+
+struct JobActors {
+  std::vector<std::string> trainers, engines;
+  std::string reward, reference, placement_group;
+};
+
+struct DistributedSummary {
+  RunSummary run;
+  double overhead_fraction = 0;  // sum(step_s - critical-path compute_s) / sum(step_s)
+  double compute_s = 0;          // critical-path model compute over the run
+  std::vector<std::vector<int64_t>> engine_versions;  // per step: each engine's version after sync
+  int engine_recoveries = 0;     // calls retried after an engine restarted
+  double setup_s = 0;            // placement group + actors, before step 1
+};
+
+// `config_yaml` is the text `config` was parsed from (the actors parse it again).
+absl::StatusOr<DistributedSummary> RunDistributedGrpo(
+    Client& client, const std::string& config_yaml, const JobConfig& config, const DistributedOptions& options,
+    const std::function<void(const StepMetrics&)>& on_step,
+    const std::function<void(const JobActors&)>& on_started = nullptr);
+
+}  // namespace skyrl::actors

@@ -1,0 +1,96 @@
+// skyrl-grpo: the distributed GRPO job (grpo_driver.h). Run as a job (`skyrl job submit --
+// skyrl-grpo --config ...`) it finds the cluster through SKYRL_ADDRESS / SKYRL_TOKEN; by hand,
+// --address HOST:PORT and the token from $SKYRL_TOKEN or ~/.skyrl/token. Wiring only.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "CLI/CLI.hpp"
+#include "actors/job/grpo_driver.h"
+#include "actors/train/job_config.h"
+#include "actors/train/metrics.h"
+#include "runtime/rpc/auth.h"
+
+namespace {
+int Fail(const std::string& msg, int code) {
+  std::fprintf(stderr, "skyrl-grpo: %s\n", msg.c_str());
+  return code;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"skyrl-grpo: GRPO with trainer shards, engines, reward and reference as actors"};
+  std::string config_path, address, output_dir;
+  int steps = 0, stop_after = 0, call_timeout_s = 120;
+  app.add_option("--config", config_path, "job config (examples/grpo_<task>.yaml)")->required();
+  app.add_option("--address", address, "head HOST:PORT (default: $SKYRL_ADDRESS)");
+  app.add_option("--steps", steps, "override trainer.steps")->check(CLI::PositiveNumber);
+  app.add_option("--stop-after-target", stop_after,
+                 "stop after this many consecutive steps at environment.target_reward (0: run all steps)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--output-dir", output_dir, "override trainer.output_dir (metrics.jsonl, reward.svg)");
+  app.add_option("--call-timeout-s", call_timeout_s, "deadline of every actor call")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+
+  std::ifstream in(config_path);
+  if (!in) return Fail("--config " + config_path + ": cannot read", 2);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string yaml = text.str();
+  auto config = skyrl::actors::ParseJobConfig(yaml, config_path);
+  if (!config.ok()) return Fail(std::string(config.status().message()), 2);
+  if (steps > 0) config->trainer.steps = steps;
+  if (!output_dir.empty()) config->trainer.output_dir = output_dir;
+  std::error_code ec;
+  std::filesystem::create_directories(config->trainer.output_dir, ec);
+  if (ec) return Fail("trainer.output_dir " + config->trainer.output_dir + ": " + ec.message(), 2);
+
+  if (address.empty() && std::getenv("SKYRL_ADDRESS")) address = std::getenv("SKYRL_ADDRESS");
+  if (address.empty()) return Fail("--address: not given and SKYRL_ADDRESS is unset", 2);
+  auto token = skyrl::rpc::LoadToken("", false);
+  if (!token.ok()) return Fail(std::string(token.status().message()), 2);
+  skyrl::ClientOptions co;
+  co.call_timeout = absl::Seconds(call_timeout_s);
+  co.restart_wait = absl::Seconds(60);
+  auto client = skyrl::Client::Connect(address, *token, co);
+  if (!client.ok()) return Fail("--address " + address + ": " + std::string(client.status().message()), 1);
+
+  skyrl::actors::DistributedOptions opts;
+  opts.stop_after_target = stop_after;
+  std::printf("skyrl-grpo: trainer tp %d, %d engine(s), task %s, up to %d steps\n", config->trainer.tp_size,
+              config->generator.num_engines, config->environment.task.c_str(), config->trainer.steps);
+  std::fflush(stdout);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto run = skyrl::actors::RunDistributedGrpo(
+      **client, yaml, *config, opts,
+      [](const skyrl::actors::StepMetrics& m) {
+        std::printf("%s\n", skyrl::actors::FormatStep(m).c_str());
+        std::fflush(stdout);
+      },
+      [](const skyrl::actors::JobActors& a) {
+        std::printf("skyrl-grpo: actors up: %zu trainer shard(s), %zu engine(s), reward, reference (group %s)\n",
+                    a.trainers.size(), a.engines.size(), a.placement_group.c_str());
+        std::fflush(stdout);
+      });
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!run.ok()) return Fail("the job failed: " + run.status().ToString(), 1);
+  const std::string dir = config->trainer.output_dir;
+  for (auto [name, body] :
+       {std::pair<const char*, std::string>{"metrics.jsonl", skyrl::actors::MetricsJsonl(run->run.history)},
+        {"reward.svg", skyrl::actors::RewardCurveSvg(run->run.history, config->environment.target_reward,
+                                                     "GRPO on " + config->environment.task + " (skyrl-grpo)")}}) {
+    if (auto s = skyrl::actors::WriteTextFile(dir + "/" + name, body); !s.ok()) return Fail(std::string(s.message()), 1);
+  }
+  std::printf("wrote %s/metrics.jsonl and %s/reward.svg\n", dir.c_str(), dir.c_str());
+  std::printf("baseline reward %.3f, final reward %.3f (mean of last steps), first step at target %d (%.1fs), "
+              "%d steps in %.1fs after %.1fs of set-up; %d engine recoveries\n",
+              run->run.baseline_reward, run->run.final_reward, run->run.first_step_at_target,
+              run->run.seconds_to_target, run->run.steps, run->run.total_s, run->setup_s, run->engine_recoveries);
+  std::printf("RESULT baseline_reward %.4f\n", run->run.baseline_reward);
+  std::printf("RESULT final_reward %.4f\n", run->run.final_reward);
+  std::printf("RESULT overhead_fraction %.4f\n", run->overhead_fraction);
+  std::printf("RESULT wall_s %.2f\n", wall);
+  return 0;
+}

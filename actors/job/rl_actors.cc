@@ -1,0 +1,419 @@
+// The RL roles as actors (compiled into skyrl-actor-host-rl, so the registrations are kept):
+//
+//   grpo_trainer    one TP rank of the trainer (TrainerShard: policy shard, frozen reference
+//                   shard, AdamW). Rank 0 binds the TCP collective's port in its constructor
+//                   and returns it from "port"; the driver passes host:port to ranks >= 1,
+//                   whose constructors connect. Methods: port, train, sync_weights, save, load,
+//                   version.
+//   grpo_generator  one inference engine at TP 1 (GeneratorEngine). Weights arrive from every
+//                   trainer rank straight (load_shard, one call per trainer rank); the engine
+//                   gathers them and swaps atomically once all ranks of a version are in.
+//                   Methods: load_shard, generate, sleep, wake_up, version, pid.
+//   grpo_reward     rule-based rewards of the config's task. Method: score.
+//   grpo_reference  the frozen initial policy at TP 1 (InitFullParameters with the trainer's
+//                   seed). Method: logprobs.
+// Init args: the RoleArgs JSON (job_setup.h). Every method that does model work returns
+// "compute_s", the seconds it spent computing, so the driver can measure its own overhead.
+// The actor host runs one call at a time per actor (max_concurrency 1), except where noted.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "actors/algo/checkpoint.h"
+#include "actors/job/job_setup.h"
+#include "actors/job/wire.h"
+#include "actors/model/tcp_collective.h"
+#include "actors/model/torch_status.h"
+#include "actors/roles/generator_engine.h"
+#include "actors/roles/trainer_shard.h"
+#include "actors/tasks/tokenizer.h"
+#include "actors/train/grpo_step.h"
+#include "runtime/actor/actor.h"
+#include "runtime/client/client.h"
+
+namespace skyrl::actors {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+absl::StatusOr<JobSetup> SetupFrom(const RoleArgs& a) {
+  auto config = ParseJobConfig(a.config_yaml, "init args config");
+  if (!config.ok()) return config.status();
+  auto setup = MakeJobSetup(*config);
+  if (!setup.ok()) return setup.status();
+  torch::set_num_threads(config->trainer.num_threads);
+  return setup;
+}
+
+absl::StatusOr<nlohmann::json> ParseJson(absl::string_view s, absl::string_view what) {
+  nlohmann::json j = nlohmann::json::parse(s.begin(), s.end(), nullptr, false);
+  if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(what, ": not JSON"));
+  return j;
+}
+
+// ---------------------------------------------------------------------------------------------
+class TrainerActor : public Actor {
+ public:
+  static absl::StatusOr<std::unique_ptr<TrainerActor>> Create(absl::string_view init) {
+    auto args = DecodeRoleArgs(init);
+    if (!args.ok()) return args.status();
+    auto setup = SetupFrom(*args);
+    if (!setup.ok()) return setup.status();
+    if (args->world != setup->config.trainer.tp_size) {
+      return absl::InvalidArgumentError(absl::StrCat("init args: world ", args->world, " != trainer.tp_size ",
+                                                     setup->config.trainer.tp_size));
+    }
+    auto self = std::unique_ptr<TrainerActor>(new TrainerActor());
+    self->args_ = *args;
+    self->setup_ = *setup;
+    if (args->world == 1) {
+      self->comm_ = MakeSingleRankCollective();
+    } else if (args->rank == 0) {
+      // Bind now, accept in the background: ranks >= 1 connect from their constructors,
+      // which the driver starts after reading our port.
+      auto listener = TcpListener::Bind("0.0.0.0", 0);
+      if (!listener.ok()) return listener.status();
+      self->listener_ = std::move(*listener);
+      TcpListener* l = self->listener_.get();
+      const int world = args->world;
+      self->accepted_ = std::async(std::launch::async, [l, world] { return l->Accept(world, absl::Seconds(300)); });
+    } else {
+      const std::string& m = args->master;
+      int port = 0;
+      if (!absl::SimpleAtoi(m.substr(m.rfind(':') + 1), &port)) {
+        return absl::InvalidArgumentError(absl::StrCat("init args: master: bad port in '", m, "'"));
+      }
+      auto comm = ConnectTcpCollective(m.substr(0, m.rfind(':')), port, args->rank, args->world, absl::Seconds(120));
+      if (!comm.ok()) return comm.status();
+      self->comm_ = std::move(*comm);
+      if (auto s = self->MakeShard(); !s.ok()) return s;
+    }
+    if (self->comm_ && !self->shard_) {
+      if (auto s = self->MakeShard(); !s.ok()) return s;
+    }
+    return self;
+  }
+  static void RegisterMethods(MethodTable<TrainerActor>& t) {
+    t.Add("port", &TrainerActor::Port);
+    t.Add("train", &TrainerActor::Train);
+    t.Add("sync_weights", &TrainerActor::SyncWeights);
+    t.Add("save", &TrainerActor::Save);
+    t.Add("load", &TrainerActor::Load);
+    t.Add("version", &TrainerActor::Version);
+  }
+
+  absl::StatusOr<std::string> Port(absl::string_view) {
+    return absl::StrCat(listener_ ? listener_->port() : 0);
+  }
+
+  // args: EncodeTrainBatch bytes. Every rank must be called with the same batch, concurrently.
+  absl::StatusOr<std::string> Train(absl::string_view args) {
+    if (auto s = Ready(); !s.ok()) return s;
+    const auto t0 = Clock::now();
+    auto batch = DecodeTrainBatch(std::string(args));
+    if (!batch.ok()) return batch.status();
+    auto stats = shard_->Update(*batch);
+    if (!stats.ok()) return stats.status();
+    nlohmann::json j{{"loss", stats->loss},       {"policy_loss", stats->policy_loss},
+                     {"kl", stats->kl},           {"clip_fraction", stats->clip_fraction},
+                     {"grad_norm", stats->grad_norm}, {"version", shard_->version()},
+                     {"compute_s", Since(t0)}};
+    return j.dump();
+  }
+
+  // args: {"engines": [actor ids]}. Pushes this rank's shard of the current version to each
+  // engine (in parallel), straight from this process. Returns {"version", "failed": [ids with
+  // their errors], "encode_s", "seconds"}: an engine that cannot take it (dead, restarting) is
+  // reported, not fatal; the driver retries it.
+  absl::StatusOr<std::string> SyncWeights(absl::string_view args) {
+    if (auto s = Ready(); !s.ok()) return s;
+    auto j = ParseJson(args, "sync_weights");
+    if (!j.ok()) return j.status();
+    const auto t0 = Clock::now();
+    if (!client_) {
+      const char* address = std::getenv("SKYRL_ADDRESS");
+      const char* token = std::getenv("SKYRL_TOKEN");
+      if (!address || !token) return absl::FailedPreconditionError("sync_weights: SKYRL_ADDRESS/SKYRL_TOKEN unset");
+      ClientOptions o;
+      o.call_timeout = absl::Seconds(60);
+      o.restart_wait = absl::Seconds(60);
+      auto c = Client::Connect(address, token, o);
+      if (!c.ok()) return c.status();
+      client_ = std::move(*c);
+    }
+    auto bytes = EncodeTensors(shard_->ExportShard());
+    if (!bytes.ok()) return bytes.status();
+    nlohmann::json header{{"version", shard_->version()}, {"rank", args_.rank}, {"world", args_.world}};
+    const std::string payload = PackParts({header.dump(), *bytes});
+    const double encode_s = Since(t0);
+    std::vector<std::string> engines;
+    try {
+      engines = j->at("engines").get<std::vector<std::string>>();
+    } catch (const nlohmann::json::exception& e) {
+      return absl::InvalidArgumentError(absl::StrCat("sync_weights: engines: ", e.what()));
+    }
+    std::vector<std::future<absl::StatusOr<std::string>>> calls;
+    for (const auto& id : engines) calls.push_back(client_->CallAsync(ActorHandle{id}, "load_shard", payload));
+    nlohmann::json failed = nlohmann::json::array();
+    for (size_t i = 0; i < calls.size(); ++i) {
+      auto r = calls[i].get();
+      if (!r.ok()) failed.push_back({{"engine", engines[i]}, {"error", r.status().ToString()}});
+    }
+    nlohmann::json out{{"version", shard_->version()}, {"failed", failed}, {"encode_s", encode_s},
+                       {"seconds", Since(t0)}, {"bytes", payload.size()}};
+    return out.dump();
+  }
+
+  absl::StatusOr<std::string> Save(absl::string_view dir) {
+    if (auto s = Ready(); !s.ok()) return s;
+    if (auto s = shard_->Save(std::string(dir)); !s.ok()) return s;
+    return absl::StrCat(shard_->version());
+  }
+  absl::StatusOr<std::string> Load(absl::string_view dir) {
+    if (auto s = Ready(); !s.ok()) return s;
+    if (auto s = shard_->Load(std::string(dir)); !s.ok()) return s;
+    return absl::StrCat(shard_->version());
+  }
+  absl::StatusOr<std::string> Version(absl::string_view) {
+    if (auto s = Ready(); !s.ok()) return s;
+    return absl::StrCat(shard_->version());
+  }
+
+ private:
+  TrainerActor() = default;
+  absl::Status MakeShard() {
+    TrainerShardOptions o{setup_.model, setup_.grpo, setup_.optim, setup_.sampling.temperature,
+                          static_cast<uint64_t>(setup_.config.trainer.seed)};
+    auto shard = TrainerShard::Create(o, comm_.get());
+    if (!shard.ok()) return shard.status();
+    shard_ = std::move(*shard);
+    return absl::OkStatus();
+  }
+  // Rank 0 of a group: the group is complete once every rank has connected.
+  absl::Status Ready() {
+    if (shard_) return absl::OkStatus();
+    if (!accepted_.valid()) return absl::InternalError("trainer: no collective");
+    auto comm = accepted_.get();
+    if (!comm.ok()) return absl::UnavailableError(absl::StrCat("trainer rank 0: TP group: ", comm.status().message()));
+    comm_ = std::move(*comm);
+    return MakeShard();
+  }
+
+  RoleArgs args_;
+  JobSetup setup_;
+  std::unique_ptr<TcpListener> listener_;
+  std::future<absl::StatusOr<std::unique_ptr<Collective>>> accepted_;
+  std::unique_ptr<Collective> comm_;
+  std::unique_ptr<TrainerShard> shard_;
+  std::unique_ptr<Client> client_;
+};
+SKYRL_REGISTER_ACTOR(TrainerActor, "grpo_trainer");
+
+// ---------------------------------------------------------------------------------------------
+class GeneratorActor : public Actor {
+ public:
+  static absl::StatusOr<std::unique_ptr<GeneratorActor>> Create(absl::string_view init) {
+    auto args = DecodeRoleArgs(init);
+    if (!args.ok()) return args.status();
+    auto setup = SetupFrom(*args);
+    if (!setup.ok()) return setup.status();
+    if (setup->config.generator.tensor_parallel_size != 1) {
+      return absl::UnimplementedError("generator.tensor_parallel_size: the job's engines run at TP 1 today");
+    }
+    auto self = std::unique_ptr<GeneratorActor>(new GeneratorActor());
+    self->setup_ = *setup;
+    self->comm_ = MakeSingleRankCollective();
+    auto engine = GeneratorEngine::Create(setup->model, self->comm_.get());
+    if (!engine.ok()) return engine.status();
+    self->engine_ = std::move(*engine);
+    return self;
+  }
+  static void RegisterMethods(MethodTable<GeneratorActor>& t) {
+    t.Add("load_shard", &GeneratorActor::LoadShard);
+    t.Add("generate", &GeneratorActor::Generate);
+    t.Add("sleep", &GeneratorActor::Sleep);
+    t.Add("wake_up", &GeneratorActor::WakeUp);
+    t.Add("version", &GeneratorActor::Version);
+    t.Add("pid", &GeneratorActor::Pid);
+  }
+
+  // args: PackParts({{"version", "rank", "world"}, EncodeTensors(trainer rank's shard)}).
+  // Returns the engine's version after the call. A version at or below the current one is
+  // ignored (a retried push), not an error.
+  absl::StatusOr<std::string> LoadShard(absl::string_view args) {
+    auto parts = UnpackParts(args, 2, "load_shard");
+    if (!parts.ok()) return parts.status();
+    auto h = ParseJson((*parts)[0], "load_shard header");
+    if (!h.ok()) return h.status();
+    const int64_t version = h->value("version", int64_t{-1});
+    const int rank = h->value("rank", -1), world = h->value("world", 0);
+    if (world < 1 || rank < 0 || rank >= world || version < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("load_shard: bad header ", (*parts)[0]));
+    }
+    if (version <= engine_->version()) return absl::StrCat(engine_->version());
+    auto shard = DecodeTensors((*parts)[1]);
+    if (!shard.ok()) return shard.status();
+    auto& pending = pending_[version];
+    pending.resize(world);
+    pending[rank] = std::move(*shard);
+    for (const auto& p : pending) {
+      if (p.empty()) return absl::StrCat(engine_->version());  // more ranks to come
+    }
+    absl::StatusOr<NamedTensors> full = world == 1 ? absl::StatusOr<NamedTensors>(pending[0])
+                                                   : GatherShards(setup_.model, pending);
+    if (!full.ok()) return full.status();
+    if (auto s = engine_->LoadWeights(version, *full); !s.ok()) return s;
+    pending_.erase(pending_.begin(), pending_.upper_bound(version));
+    return absl::StrCat(engine_->version());
+  }
+
+  // args: PackParts({{"seed"}, EncodeTensors({tokens, valid})}).
+  // Returns PackParts({{"version", "compute_s"}, EncodeRollout}).
+  absl::StatusOr<std::string> Generate(absl::string_view args) {
+    const auto t0 = Clock::now();
+    auto parts = UnpackParts(args, 2, "generate");
+    if (!parts.ok()) return parts.status();
+    auto h = ParseJson((*parts)[0], "generate header");
+    if (!h.ok()) return h.status();
+    auto t = DecodeTensors((*parts)[1]);
+    if (!t.ok()) return t.status();
+    if (t->size() != 2) return absl::InvalidArgumentError("generate: want tensors tokens and valid");
+    PromptBatch batch{(*t)[0].second, (*t)[1].second};
+    auto r = engine_->Generate(batch, setup_.sampling, Tokenizer::kEos, Tokenizer::kPad, h->value("seed", uint64_t{0}));
+    if (!r.ok()) return r.status();
+    auto bytes = EncodeRollout(r->rollout);
+    if (!bytes.ok()) return bytes.status();
+    nlohmann::json out{{"version", r->version}, {"compute_s", Since(t0)}};
+    return PackParts({out.dump(), *bytes});
+  }
+  // args: "keep" or "drop".
+  absl::StatusOr<std::string> Sleep(absl::string_view level) {
+    if (level != "keep" && level != "drop") {
+      return absl::InvalidArgumentError(absl::StrCat("sleep: level must be keep or drop, got '", level, "'"));
+    }
+    if (auto s = engine_->Sleep(level == "keep" ? GeneratorEngine::SleepLevel::kKeepWeights
+                                                : GeneratorEngine::SleepLevel::kDropWeights);
+        !s.ok()) {
+      return s;
+    }
+    return std::string(GeneratorEngine::StateName(engine_->state()));
+  }
+  absl::StatusOr<std::string> WakeUp(absl::string_view) {
+    if (auto s = engine_->WakeUp(); !s.ok()) return s;
+    return std::string(GeneratorEngine::StateName(engine_->state()));
+  }
+  absl::StatusOr<std::string> Version(absl::string_view) { return absl::StrCat(engine_->version()); }
+  // For tests and operators: the process to signal.
+  absl::StatusOr<std::string> Pid(absl::string_view) { return absl::StrCat(getpid()); }
+
+ private:
+  GeneratorActor() = default;
+  JobSetup setup_;
+  std::unique_ptr<Collective> comm_;
+  std::unique_ptr<GeneratorEngine> engine_;
+  std::map<int64_t, std::vector<NamedTensors>> pending_;  // version -> shards by trainer rank
+};
+SKYRL_REGISTER_ACTOR(GeneratorActor, "grpo_generator");
+
+// ---------------------------------------------------------------------------------------------
+class RewardActor : public Actor {
+ public:
+  static absl::StatusOr<std::unique_ptr<RewardActor>> Create(absl::string_view init) {
+    auto args = DecodeRoleArgs(init);
+    if (!args.ok()) return args.status();
+    auto setup = SetupFrom(*args);
+    if (!setup.ok()) return setup.status();
+    auto task = FindTask(setup->config.environment.task);
+    if (!task.ok()) return task.status();
+    auto self = std::unique_ptr<RewardActor>(new RewardActor());
+    self->task_ = *task;
+    return self;
+  }
+  static void RegisterMethods(MethodTable<RewardActor>& t) { t.Add("score", &RewardActor::Score); }
+
+  // args: PackParts({{"examples": [[prompt, target], ...]}, EncodeRollout}).
+  // Returns {"rewards", "mean_reward", "exact_fraction", "response_tokens", "compute_s"}.
+  absl::StatusOr<std::string> Score(absl::string_view args) {
+    const auto t0 = Clock::now();
+    auto parts = UnpackParts(args, 2, "score");
+    if (!parts.ok()) return parts.status();
+    auto h = ParseJson((*parts)[0], "score header");
+    if (!h.ok()) return h.status();
+    std::vector<Example> examples;
+    try {
+      for (const auto& e : h->at("examples")) examples.push_back({e.at(0).get<std::string>(), e.at(1).get<std::string>()});
+    } catch (const nlohmann::json::exception& e) {
+      return absl::InvalidArgumentError(absl::StrCat("score: examples: ", e.what()));
+    }
+    auto rollout = DecodeRollout((*parts)[1]);
+    if (!rollout.ok()) return rollout.status();
+    auto scored = ScoreRollout(*task_, examples, *rollout);
+    if (!scored.ok()) return scored.status();
+    nlohmann::json out{{"rewards", scored->rewards},
+                       {"mean_reward", scored->mean_reward},
+                       {"exact_fraction", scored->exact_fraction},
+                       {"response_tokens", scored->response_tokens},
+                       {"compute_s", Since(t0)}};
+    return out.dump();
+  }
+
+ private:
+  RewardActor() = default;
+  const Task* task_ = nullptr;
+};
+SKYRL_REGISTER_ACTOR(RewardActor, "grpo_reward");
+
+// ---------------------------------------------------------------------------------------------
+class ReferenceActor : public Actor {
+ public:
+  static absl::StatusOr<std::unique_ptr<ReferenceActor>> Create(absl::string_view init) {
+    auto args = DecodeRoleArgs(init);
+    if (!args.ok()) return args.status();
+    auto setup = SetupFrom(*args);
+    if (!setup.ok()) return setup.status();
+    auto self = std::unique_ptr<ReferenceActor>(new ReferenceActor());
+    self->setup_ = *setup;
+    self->comm_ = MakeSingleRankCollective();
+    auto policy = Policy::Create(setup->model, self->comm_.get(),
+                                 InitFullParameters(setup->model, static_cast<uint64_t>(setup->config.trainer.seed)));
+    if (!policy.ok()) return policy.status();
+    self->policy_ = std::move(*policy);
+    return self;
+  }
+  static void RegisterMethods(MethodTable<ReferenceActor>& t) { t.Add("logprobs", &ReferenceActor::Logprobs); }
+
+  // args: EncodeRollout. Returns PackParts({{"compute_s"}, EncodeTensors({{"ref", [B, N]}})}).
+  absl::StatusOr<std::string> Logprobs(absl::string_view args) {
+    const auto t0 = Clock::now();
+    auto rollout = DecodeRollout(std::string(args));
+    if (!rollout.ok()) return rollout.status();
+    absl::StatusOr<torch::Tensor> ref = RunTorch("reference logprobs", [&]() -> absl::StatusOr<torch::Tensor> {
+      torch::NoGradGuard no_grad;
+      return ResponseLogprobs(*policy_, rollout->sequences, rollout->valid, rollout->prompt_len,
+                              setup_.sampling.temperature);
+    });
+    if (!ref.ok()) return ref.status();
+    auto bytes = EncodeTensors({{"ref", *ref}});
+    if (!bytes.ok()) return bytes.status();
+    nlohmann::json out{{"compute_s", Since(t0)}};
+    return PackParts({out.dump(), *bytes});
+  }
+
+ private:
+  ReferenceActor() = default;
+  JobSetup setup_;
+  std::unique_ptr<Collective> comm_;
+  std::unique_ptr<Policy> policy_;
+};
+SKYRL_REGISTER_ACTOR(ReferenceActor, "grpo_reference");
+
+}  // namespace
+}  // namespace skyrl::actors
