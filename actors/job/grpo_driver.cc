@@ -353,6 +353,10 @@ absl::StatusOr<DistributedSummary> RunDistributedGrpo(Client& client, const std:
     out.compute_s += compute;
     step_total += m.step_s;
     sum.history.push_back(m);
+    // Observability, outside the step's timing: every engine's version after the sync.
+    auto versions = job.EngineVersions();
+    if (!versions.ok()) return versions.status();
+    out.engine_versions.push_back(*versions);
     if (on_step) on_step(m);
     if (step == 1) sum.baseline_reward = m.mean_reward;
     if (m.mean_reward >= config.environment.target_reward) {
@@ -364,14 +368,6 @@ absl::StatusOr<DistributedSummary> RunDistributedGrpo(Client& client, const std:
     } else {
       at_target_run = 0;
     }
-    auto versions = job.EngineVersions();
-    if (!versions.ok()) return versions.status();
-    out.engine_versions.push_back(*versions);
-  }
-  if (out.engine_versions.size() < sum.history.size()) {
-    auto versions = job.EngineVersions();
-    if (!versions.ok()) return versions.status();
-    out.engine_versions.push_back(*versions);
   }
   sum.steps = static_cast<int>(sum.history.size());
   sum.total_s = sum.history.empty() ? 0 : sum.history.back().elapsed_s;

@@ -1,0 +1,155 @@
+// The distributed GRPO job (actors/job/grpo_driver.h) on a real local cluster: a skyrl-head
+// and two skyrl-worker processes, the RL actors in skyrl-actor-host-rl processes.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "actors/job/grpo_driver.h"
+#include "actors/train/job_config.h"
+#include "actors/train/local_trainer.h"
+#include "tests/cluster/cluster_fixture.h"
+
+namespace skyrl::actors {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class GrpoJobTest : public testing::LocalClusterTest {
+ protected:
+  void SetUp() override {
+    LocalClusterTest::SetUp();
+    head_ = StartHead();
+    w1_ = StartWorker("w1", "CPU=4,memory=8Gi");
+    w2_ = StartWorker("w2", "CPU=4,memory=8Gi");
+    ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 2; }));
+    ClientOptions o;
+    o.call_timeout = absl::Seconds(60);
+    o.restart_wait = absl::Seconds(60);
+    auto c = Client::Connect(address_, Token(), o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = std::move(*c);
+    yaml_ = ReadFile(std::string(SKYRL_SOURCE_DIR) + "/examples/grpo_copy_distributed.yaml");
+    auto config = ParseJobConfig(yaml_, "grpo_copy_distributed.yaml");
+    ASSERT_TRUE(config.ok()) << config.status();
+    config_ = *config;
+    ASSERT_EQ(config_.trainer.tp_size, 2);
+    ASSERT_EQ(config_.generator.num_engines, 2);
+  }
+
+  std::optional<Subprocess> head_, w1_, w2_;
+  std::unique_ptr<Client> client_;
+  std::string yaml_;
+  JobConfig config_;
+};
+
+// A short run learns (reward above the random policy's) and after every step every engine
+// holds the trainer's new version.
+TEST_F(GrpoJobTest, ShortRunBeatsBaselineAndEveryEngineAdvances) {
+  config_.trainer.steps = 20;
+  auto run = RunDistributedGrpo(*client_, yaml_, config_, {}, nullptr);
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->run.steps, 20);
+  ASSERT_EQ(run->engine_versions.size(), 20u);
+  for (int s = 0; s < 20; ++s) {
+    ASSERT_EQ(run->engine_versions[s].size(), 2u);
+    for (int64_t v : run->engine_versions[s]) EXPECT_EQ(v, s + 1) << "step " << s + 1;
+  }
+  double last3 = 0;
+  for (int s = 17; s < 20; ++s) last3 += run->run.history[s].mean_reward / 3;
+  EXPECT_GT(last3, run->run.baseline_reward + 0.05) << "baseline " << run->run.baseline_reward;
+  EXPECT_GT(run->overhead_fraction, 0);
+  EXPECT_LT(run->overhead_fraction, 1);
+  EXPECT_EQ(run->engine_recoveries, 0);
+}
+
+// SIGKILL an engine's process mid-job: the runtime restarts it, the driver gives it the current
+// weights, and the job finishes with every engine on the last version.
+TEST_F(GrpoJobTest, KilledEngineRestartsWithCurrentWeightsAndTheJobContinues) {
+  config_.trainer.steps = 6;
+  JobActors actors;
+  std::string killed;
+  auto run = RunDistributedGrpo(
+      *client_, yaml_, config_, {}, [&](const StepMetrics& m) {
+        if (m.step != 2) return;
+        auto pid = client_->Call(ActorHandle{actors.engines[1]}, "pid", "");
+        ASSERT_TRUE(pid.ok()) << pid.status();
+        int p = 0;
+        ASSERT_TRUE(absl::SimpleAtoi(*pid, &p));
+        ASSERT_EQ(kill(p, SIGKILL), 0);
+        killed = actors.engines[1];
+      },
+      [&](const JobActors& a) { actors = a; });
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_FALSE(killed.empty());
+  EXPECT_EQ(run->run.steps, 6);
+  EXPECT_GE(run->engine_recoveries, 1);
+  for (size_t s = 0; s < run->engine_versions.size(); ++s) {
+    for (int64_t v : run->engine_versions[s]) EXPECT_EQ(v, static_cast<int64_t>(s) + 1) << "step " << s + 1;
+  }
+  auto info = client_->Describe(ActorHandle{killed});
+  // The driver removes its actors at the end; the head still knows this one restarted.
+  if (info.ok()) EXPECT_GE(info->restarts(), 1);
+}
+
+// A trainer shard that dies cannot be recovered (its optimizer state is gone): the job ends
+// with an error naming it, promptly, never a hang.
+TEST_F(GrpoJobTest, DeadTrainerShardEndsTheJobWithAClearError) {
+  config_.trainer.steps = 50;
+  JobActors actors;
+  const absl::Time t0 = absl::Now();
+  auto run = RunDistributedGrpo(
+      *client_, yaml_, config_, {},
+      [&](const StepMetrics& m) {
+        if (m.step == 2) EXPECT_TRUE(client_->Kill(ActorHandle{actors.trainers[1]}).ok());
+      },
+      [&](const JobActors& a) { actors = a; });
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.status().message().find("trainer rank"), absl::string_view::npos) << run.status();
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(60));
+}
+
+// Proof that the runtime changes nothing: TP = 2 shards and 2 engines over the runtime give
+// the single-process TP = 1 run's rewards and losses (the local run splits the prompts over
+// the same two engine seeds).
+TEST_F(GrpoJobTest, MatchesTheSingleProcessTp1Run) {
+  config_.trainer.steps = 8;
+  auto dist = RunDistributedGrpo(*client_, yaml_, config_, {}, nullptr);
+  ASSERT_TRUE(dist.ok()) << dist.status();
+  JobConfig local = config_;
+  local.trainer.tp_size = 1;
+  auto ref = RunLocalGrpo(local, nullptr);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  ASSERT_EQ(dist->run.history.size(), ref->history.size());
+  for (size_t s = 0; s < ref->history.size(); ++s) {
+    const StepMetrics &a = dist->run.history[s], &b = ref->history[s];
+    EXPECT_NEAR(a.mean_reward, b.mean_reward, 1e-6) << "step " << s + 1;
+    EXPECT_NEAR(a.loss, b.loss, 1e-3) << "step " << s + 1;
+    EXPECT_NEAR(a.kl, b.kl, 1e-3) << "step " << s + 1;
+    EXPECT_EQ(a.response_tokens, b.response_tokens) << "step " << s + 1;
+  }
+}
+
+TEST_F(GrpoJobTest, RefusesWhatItDoesNotRun) {
+  JobConfig c = config_;
+  c.trainer.async_enabled = true;
+  auto run = RunDistributedGrpo(*client_, yaml_, c, {}, nullptr);
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.status().message().find("trainer.async.enabled"), absl::string_view::npos) << run.status();
+  c = config_;
+  c.generator.tensor_parallel_size = 2;
+  run = RunDistributedGrpo(*client_, yaml_, c, {}, nullptr);
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.status().message().find("generator.tensor_parallel_size"), absl::string_view::npos) << run.status();
+}
+
+}  // namespace
+}  // namespace skyrl::actors
