@@ -39,16 +39,37 @@ class Builder {
   // A linear weight [out, in]: column-parallel (split 0, optionally fused) or row-parallel
   // (split 1). With LoRA, adapters follow the base's split: A [r, in] is split like the base's
   // input (row-parallel) and B [out, r] like its output (column-parallel).
+  //
+  // `stack` > 1 stacks that many identical weights (a group of experts) along dim 0, as grouped
+  // MoE kernels store them; column-parallel sub-blocks stay separate blocks (each split on its
+  // own), row-parallel ones split dim 1 per row, so every rank holds the same bytes as with
+  // one tensor per expert.
   void Linear(const std::string& pre, int64_t out, int64_t in, int split, int layer, bool lora,
-              std::vector<int64_t> fused = {}, std::vector<int64_t> head_rows = {}, int expert = -1) {
-    Add(pre + ".weight", {out, in}, split, layer, fused, head_rows, expert);
+              std::vector<int64_t> fused = {}, std::vector<int64_t> head_rows = {}, int expert = -1,
+              int64_t stack = 1) {
+    if (stack > 1 && split == 0) {
+      if (fused.empty()) fused = {out};
+      if (head_rows.empty() && !fused.empty()) head_rows.assign(fused.size(), 0);
+      std::vector<int64_t> f, hr;
+      for (int64_t i = 0; i < stack; ++i) {
+        f.insert(f.end(), fused.begin(), fused.end());
+        hr.insert(hr.end(), head_rows.begin(), head_rows.end());
+      }
+      fused = std::move(f);
+      head_rows = std::move(hr);
+      bool any_heads = false;
+      for (int64_t x : head_rows) any_heads |= x > 0;
+      if (!any_heads) head_rows.clear();
+    }
+    Add(pre + ".weight", {stack * out, in}, split, layer, fused, head_rows, expert);
     if (!lora || r_ <= 0) return;
     if (split == 0) {
-      Add(pre + ".lora_A.weight", {r_, in}, -1, layer, {}, {}, expert);
-      Add(pre + ".lora_B.weight", {out, r_}, 0, layer, std::move(fused), std::move(head_rows), expert);
+      Add(pre + ".lora_A.weight", {stack * r_, in}, -1, layer, {}, {}, expert);
+      Add(pre + ".lora_B.weight", {stack * out, r_}, 0, layer, std::move(fused), std::move(head_rows), expert);
     } else {
-      Add(pre + ".lora_A.weight", {r_, in}, 1, layer, {}, std::move(head_rows), expert);
-      Add(pre + ".lora_B.weight", {out, r_}, -1, layer, {}, {}, expert);
+      Add(pre + ".lora_A.weight", {stack * r_, in}, split, layer, {}, split == 1 ? std::move(head_rows) : std::vector<int64_t>{},
+          expert);
+      Add(pre + ".lora_B.weight", {stack * out, r_}, -1, layer, {}, {}, expert);
     }
   }
 
@@ -127,31 +148,36 @@ void AddMamba(Builder& b, const std::string& pre, const Mamba& mb, int64_t h, in
   b.Linear(a + ".out_proj", h, di, 1, layer, lora, {}, {p});
 }
 
+// `stack` experts stacked in one tensor per projection (see Builder::Linear).
 void AddMlp(Builder& b, const std::string& pre, int64_t h, int64_t inter, bool gated, int layer, bool lora,
-            int expert = -1) {
+            int expert = -1, int64_t stack = 1) {
   if (gated) {
     // One fused gate/up weight; LoRA counts three adapters (gate, up, down), so with adapters
     // gate and up stay separate.
     if (lora) {
-      b.Linear(pre + ".gate_proj", inter, h, 0, layer, true, {}, {}, expert);
-      b.Linear(pre + ".up_proj", inter, h, 0, layer, true, {}, {}, expert);
+      b.Linear(pre + ".gate_proj", inter, h, 0, layer, true, {}, {}, expert, stack);
+      b.Linear(pre + ".up_proj", inter, h, 0, layer, true, {}, {}, expert, stack);
     } else {
-      b.Linear(pre + ".gate_up_proj", 2 * inter, h, 0, layer, false, {inter, inter}, {}, expert);
+      b.Linear(pre + ".gate_up_proj", 2 * inter, h, 0, layer, false, {inter, inter}, {}, expert, stack);
     }
   } else {
-    b.Linear(pre + ".up_proj", inter, h, 0, layer, lora, {}, {}, expert);
+    b.Linear(pre + ".up_proj", inter, h, 0, layer, lora, {}, {}, expert, stack);
   }
-  b.Linear(pre + ".down_proj", h, inter, 1, layer, lora, {}, {}, expert);
+  b.Linear(pre + ".down_proj", h, inter, 1, layer, lora, {}, {}, expert, stack);
 }
 
-void AddMoe(Builder& b, const std::string& pre, const Moe& moe, int64_t h, int layer, bool lora) {
+// Routed experts as `groups` tensors per projection, each stacking experts/groups consecutive
+// experts (groups == experts: one tensor per expert).
+void AddMoe(Builder& b, const std::string& pre, const Moe& moe, int64_t h, int layer, bool lora, int groups) {
   b.Add(pre + ".post_attention_layernorm.weight", {h}, -1, layer);
   b.Add(pre + ".mlp.gate.weight", {moe.experts, h}, -1, layer);
   const int64_t shared = moe.shared_size > 0 ? moe.shared_size : moe.expert_size;
   for (int s = 0; s < moe.shared_experts; ++s)
     AddMlp(b, absl::StrCat(pre, ".mlp.shared_experts.", s), h, shared, moe.gated, layer, lora);
-  for (int e = 0; e < moe.experts; ++e)
-    AddMlp(b, absl::StrCat(pre, ".mlp.experts.", e), h, moe.expert_size, moe.gated, layer, lora, e);
+  const int64_t per = moe.experts / groups;
+  for (int g = 0; g < groups; ++g)
+    AddMlp(b, per == 1 ? absl::StrCat(pre, ".mlp.experts.", g) : absl::StrCat(pre, ".mlp.experts.", g * per, "-", (g + 1) * per - 1),
+           h, moe.expert_size, moe.gated, layer, lora, g, per);
 }
 
 void AddDenseFfn(Builder& b, const std::string& pre, const DenseFfn& f, int64_t h, int layer, bool lora) {
@@ -215,7 +241,14 @@ absl::StatusOr<SyncModel> BuildSyncModel(const Architecture& a, const SyncModelO
   const int layers = std::max({mixers, ffns, 1});
   ws::Model& m = b.model();
   m.num_layers = layers;
-  m.num_experts = a.moe.layers > 0 ? a.moe.experts : 0;
+  int groups = a.moe.experts;
+  if (o.expert_groups > 0) {
+    if (a.moe.experts % o.expert_groups != 0)
+      return absl::InvalidArgumentError(absl::StrCat("expert_groups: ", o.expert_groups, " does not divide the ",
+                                                     a.moe.experts, " experts"));
+    groups = o.expert_groups;
+  }
+  m.num_experts = a.moe.layers > 0 ? groups : 0;
 
   const Vision& v = a.vision;
   if (v.layers > 0) {
@@ -259,7 +292,7 @@ absl::StatusOr<SyncModel> BuildSyncModel(const Architecture& a, const SyncModelO
       if (k < a.ffn.layers)
         AddDenseFfn(b, pre, a.ffn, h, l, lora);
       else
-        AddMoe(b, pre, a.moe, h, l, lora);
+        AddMoe(b, pre, a.moe, h, l, lora, groups);
     }
   }
   b.Add("model.norm.weight", {h}, -1, ws::kPostLayers);
@@ -272,7 +305,7 @@ absl::StatusOr<SyncModel> BuildSyncModel(const Architecture& a, const SyncModelO
     b.Linear(pre + ".eh_proj", h, 2 * h, 1, ws::kPostLayers, false);
     if (a.attention.layers > 0) AddAttention(b, pre, a.attention, h, ws::kPostLayers, false);
     if (a.moe.layers > 0)
-      AddMoe(b, pre, a.moe, h, ws::kPostLayers, false);
+      AddMoe(b, pre, a.moe, h, ws::kPostLayers, false, groups);
     else if (a.ffn.layers > 0)
       AddDenseFfn(b, pre, a.ffn, h, ws::kPostLayers, false);
   }
@@ -311,16 +344,10 @@ absl::StatusOr<SyncPlanSummary> PlanWeightSync(const Plan& plan) {
   const bool fsdp = t.backend == "fsdp";
   const bool lora = plan.mode == Mode::kLora;
 
-  SyncModelOptions mo;
-  mo.lora_rank = lora ? plan.assumptions.lora_rank : 0;
-  mo.tp_sizes = {fsdp ? 1 : t.tp, g.tp};
-  absl::StatusOr<SyncModel> sm = BuildSyncModel(arch, mo);
-  if (!sm.ok()) return sm.status();
-  const ws::Model& model = sm->model;
-
+  const int experts = arch.moe.layers > 0 ? arch.moe.experts : 0;
   SyncPlanSummary s;
-  s.replicated_for_tp = sm->replicated_for_tp;
   ws::Layout senders;
+  int sender_spread = 1;  // ranks the trainer spreads whole experts (or expert blocks) over
   if (fsdp) {
     senders = ws::Layout::Of(ws::Fsdp{t.gpus, 1});
     s.sender_layout = absl::StrCat("fsdp ", t.gpus, " shards");
@@ -334,11 +361,11 @@ absl::StatusOr<SyncPlanSummary> PlanWeightSync(const Plan& plan) {
     ws::ModelParallel mp;
     mp.tp = t.tp;
     mp.pp = t.pp;
-    const bool moe = model.num_experts > 0;
-    if (moe && t.ep >= t.tp && t.ep % t.tp == 0 && t.dp % (t.ep / t.tp) == 0) {
+    if (experts > 0 && t.ep >= t.tp && t.ep % t.tp == 0 && t.dp % (t.ep / t.tp) == 0) {
       mp.experts = ws::ExpertSharding::kWholeOverAllRanks;
       mp.ep = t.ep / t.tp;
       mp.replicas = t.dp / mp.ep;
+      sender_spread = t.ep;
     } else {
       mp.experts = ws::ExpertSharding::kEpThenTp;
       mp.ep = 1;
@@ -349,12 +376,24 @@ absl::StatusOr<SyncPlanSummary> PlanWeightSync(const Plan& plan) {
   }
   ws::ModelParallel engine;
   engine.tp = g.tp;
-  engine.experts = model.num_experts > 0 && model.num_experts % g.tp == 0 ? ws::ExpertSharding::kWholeOverAllRanks
-                                                                          : ws::ExpertSharding::kEpThenTp;
+  const bool whole = experts > 0 && experts % g.tp == 0;
+  engine.experts = whole ? ws::ExpertSharding::kWholeOverAllRanks : ws::ExpertSharding::kEpThenTp;
   ws::Layout receivers = ws::Layout::Engines(g.engines, engine);
   s.receiver_layout = absl::StrCat(g.engines, g.engines == 1 ? " engine" : " engines", " x TP", g.tp);
   s.senders = senders.Ranks();
   s.receivers = receivers.Ranks();
+
+  SyncModelOptions mo;
+  mo.lora_rank = lora ? plan.assumptions.lora_rank : 0;
+  mo.tp_sizes = {fsdp ? 1 : t.tp, g.tp};
+  // Group experts as coarsely as both sides' expert spreads allow (both divide the expert
+  // count, so their lcm does): the same bytes on every rank, a few hundred tensors to plan
+  // instead of tens of thousands for 384-expert models.
+  if (experts > 0) mo.expert_groups = std::lcm(sender_spread, whole ? g.tp : 1);
+  absl::StatusOr<SyncModel> sm = BuildSyncModel(arch, mo);
+  if (!sm.ok()) return sm.status();
+  const ws::Model& model = sm->model;
+  s.replicated_for_tp = sm->replicated_for_tp;
 
   ws::PlanOptions po;
   po.cost.nvlink_bytes_per_s = plan.cluster.gpu.nvlink_gb_s * 1e9 / 2;  // vendor figure is both directions

@@ -27,6 +27,12 @@ struct SyncModelOptions {
   // of them cannot divide (by heads or by rows) is marked replicated instead, so that layouts
   // validate; the count of such parameters is returned in SyncModel::replicated_for_tp.
   std::vector<int> tp_sizes;
+  // Routed experts as this many tensors per projection per layer, each stacking
+  // experts/expert_groups consecutive experts along dim 0 (grouped-GEMM storage); it must
+  // divide the expert count. 0: one tensor per expert. weight_sync places a group like one
+  // expert, so any group count that the layouts' expert spreads divide gives every rank the
+  // same bytes as per-expert tensors, with far fewer tensors to plan.
+  int expert_groups = 0;
 };
 
 struct SyncModel {
@@ -37,7 +43,8 @@ struct SyncModel {
 // Builds the parameter list: names follow Hugging Face ("model.layers.3.self_attn.qkv_proj.weight";
 // MTP layers "mtp.<i>.*", the vision tower "visual.*", adapters "*lora_A*"/"*lora_B*"), shapes
 // [out, in], bf16, TP split dims with fused QKV / gate-up sub-blocks and head sizes, one
-// parameter per routed expert with its index, layers for pipeline stages. Without adapters
+// parameter per routed expert (or per group of experts, see expert_groups) with its index,
+// layers for pipeline stages. Without adapters
 // the element count equals CountParams(arch).total() + mtp (same terms; tests check it).
 // Mixers and FFN blocks go to layers max(mixers, ffn blocks) apart, spread evenly (hybrids
 // interleave their mixer kinds; "first k dense" FFN layers come first).

@@ -11,6 +11,7 @@
 #include "catalog/params.h"
 #include "catalog/planner.h"
 #include "catalog/sync_plan.h"
+#include "weight_sync/plan/planner.h"
 #include "tests/catalog/test_catalog.h"
 
 namespace skyrl::catalog {
@@ -86,6 +87,36 @@ TEST(SyncModelTest, HybridsInterleaveTheirMixers) {
       attention |= p.layer == l && absl::StrContains(p.name, "self_attn");
     EXPECT_EQ(attention, l % 4 == 3) << "layer " << l;
   }
+}
+
+// Stacking experts into groups (what PlanWeightSync does for speed) moves the same bytes with
+// the same bound as one tensor per expert, for full weights and for LoRA adapters.
+TEST(SyncModelTest, ExpertGroupsKeepBytesAndBound) {
+  absl::StatusOr<Catalog::Match> m = RealCatalog().Find("Qwen3-30B-A3B");
+  ASSERT_TRUE(m.ok()) << m.status();
+  namespace ws = weight_sync;
+  ws::ModelParallel trainer{2, 2, 2, 2, ws::ExpertSharding::kWholeOverAllRanks};  // 16 GPUs, experts over 4
+  ws::ModelParallel engine{4, 1, 1, 1, ws::ExpertSharding::kWholeOverAllRanks};
+  ws::PlanOptions po;
+  po.cost.gpus_per_node = 8;
+  for (int rank : {0, 8}) {
+    SCOPED_TRACE(rank);
+    po.filter = rank > 0 ? ws::LoraOnly() : ws::ParamFilter{};
+    absl::StatusOr<SyncModel> each = BuildSyncModel(m->model->arch, {.lora_rank = rank, .tp_sizes = {2, 4}});
+    absl::StatusOr<SyncModel> grouped =
+        BuildSyncModel(m->model->arch, {.lora_rank = rank, .tp_sizes = {2, 4}, .expert_groups = 4});
+    ASSERT_TRUE(each.ok() && grouped.ok());
+    EXPECT_EQ(each->model.TotalBytes(), grouped->model.TotalBytes());
+    EXPECT_LT(grouped->model.params.size() * 10, each->model.params.size());
+    absl::StatusOr<ws::Plan> a = ws::MakePlan(each->model, ws::Layout::Of(trainer), ws::Layout::Engines(3, engine), po);
+    absl::StatusOr<ws::Plan> b = ws::MakePlan(grouped->model, ws::Layout::Of(trainer), ws::Layout::Engines(3, engine), po);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+    EXPECT_EQ(a->total_bytes, b->total_bytes);
+    EXPECT_NEAR(a->lower_bound_s, b->lower_bound_s, 1e-9 * a->lower_bound_s);
+    for (int r = 0; r < a->num_receivers; ++r) EXPECT_EQ(a->recv_load[r].Bytes(), b->recv_load[r].Bytes()) << r;
+    EXPECT_LE(b->predicted_s, 1.75 * b->lower_bound_s);
+  }
+  EXPECT_TRUE(absl::IsInvalidArgument(BuildSyncModel(m->model->arch, {.expert_groups = 3}).status()));
 }
 
 // Qwen3-8B (dense, 36 layers) on 2x8 H100: FSDP over node 0, two TP4 engines on node 1. Every
