@@ -96,6 +96,35 @@ TEST(PlanCommandTest, BadInputIsExitTwoNamingTheFlag) {
   EXPECT_NE(r.err.find("--model"), std::string::npos) << r.err;
 }
 
+TEST(PlanCommandTest, TrainingPrecisionFlagFollowsTheRowAndTheGpu) {
+  PlanCommandOptions o;
+  o.model = "GLM-5.3-753B";
+  o.mode = "full";
+  o.cluster = "6x8xB300";
+  o.json = true;
+  o.training_precision = "mxfp8";
+  Result r = Exec(o);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("trainer").at("training_precision"), "mxfp8");
+  // The same cluster in bf16 does not fit (GLM-5.3 needs 7x8 B300 in bf16): a refusal, exit 1.
+  o.training_precision = "bf16";
+  r = Exec(o);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("code"), "RESOURCE_EXHAUSTED");
+  // A mode the row does not list is bad input naming the flag; MXFP8 on Hopper is a refusal.
+  o.json = false;
+  o.training_precision = "fp8";
+  r = Exec(o);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--training-precision: GLM-5.3 supports bf16, mxfp8 training"), std::string::npos) << r.err;
+  o.training_precision = "mxfp8";
+  o.cluster = "8x8xH200";
+  r = Exec(o);
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("H200 does not train in mxfp8"), std::string::npos) << r.err;
+}
+
 TEST(PlanCommandTest, ListJsonParses) {
   PlanCommandOptions o;
   o.list = true;
