@@ -363,12 +363,10 @@ absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const Mode
   return p;
 }
 
-}  // namespace
-
-namespace {
-std::string a_precision(const PlanRequest& o) {
+std::string RequestedTrainingPrecision(const PlanRequest& o) {
   return o.assumptions.training_precision.empty() ? "bf16" : o.assumptions.training_precision;
 }
+
 }  // namespace
 
 absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
@@ -399,7 +397,7 @@ absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelE
     absl::StrAppend(&msg, "; the table's minimum for ", row.family, " is ", row.min_hardware.Describe(),
                     how.empty() ? "" : absl::StrCat(" (", absl::StrJoin(how, ", "), ")"));
     if (row.reference.training_precision != "bf16" && mode == Mode::kFull &&
-        a_precision(options) != row.reference.training_precision)
+        RequestedTrainingPrecision(options) != row.reference.training_precision)
       absl::StrAppend(&msg, "; try --training-precision ", row.reference.training_precision);
   }
   if (!row.conflict.empty() && model.name == row.reference.model && mode == row.reference.mode)
