@@ -144,12 +144,13 @@ absl::StatusOr<Cluster> ParseClusterYaml(const std::string& yaml_text, const std
   absl::StatusOr<YAML::Node> root = ParseYaml(yaml_text, file);
   if (!root.ok()) return root.status();
   internal::Fields f(*root, file, "");
-  f.OnlyKeys({"nodes", "gpus_per_node", "gpu", "cpus_per_node"});
+  f.OnlyKeys({"nodes", "gpus_per_node", "gpu", "cpus_per_node", "host_memory_gb"});
   Cluster c;
   c.shape.nodes = static_cast<int>(f.Int("nodes", true));
   c.shape.gpus_per_node = static_cast<int>(f.Int("gpus_per_node", true));
   std::string gpu = f.Str("gpu", true);
   c.cpus_per_node = static_cast<int>(f.Int("cpus_per_node", false, 0, 1));
+  c.host_memory_gb = static_cast<int>(f.Int("host_memory_gb", false, 0, 1));
   if (!f.status().ok()) return f.status();
   if (c.shape.gpus_per_node > 64) return absl::InvalidArgumentError(absl::StrCat(file, ": gpus_per_node: must be 1..64"));
   absl::StatusOr<GpuType> g = hw.Find(gpu);

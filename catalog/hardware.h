@@ -57,6 +57,7 @@ struct Cluster {
   HardwareSpec shape;  // gpu is a concrete type
   GpuType gpu;
   int cpus_per_node = 0;  // 0: unknown (bundles then ask 1 CPU per GPU)
+  int host_memory_gb = 0;  // per node; 0: unknown (then --optimizer-offload is refused)
 };
 
 // `spec` is either the text form ("2x8xB200") or a path to a YAML file:
@@ -64,6 +65,7 @@ struct Cluster {
 //   gpus_per_node: 8
 //   gpu: B200
 //   cpus_per_node: 96     # optional
+//   host_memory_gb: 2048  # optional, per node: needed by --optimizer-offload
 // Errors name the field and the file.
 absl::StatusOr<Cluster> ParseCluster(absl::string_view spec, const HardwareCatalog& hw);
 absl::StatusOr<Cluster> ParseClusterYaml(const std::string& yaml_text, const std::string& file,

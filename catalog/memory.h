@@ -48,7 +48,18 @@ struct Assumptions {
   // for rows that list them. "" is bf16, except that catalog::MakePlan without a cluster (the
   // row's stated minimum) uses the recipe the row's minimum was read for.
   std::string training_precision;
+  // Megatron-Core's CPU optimizer offload (--optimizer-cpu-offload --optimizer-offload-fraction
+  // 1.0): the fp32 master and Adam moments of full fine-tuning live in host memory; GPUs keep
+  // weights and gradients. Needs host_memory_gb; the trainer's GPUs on a node share
+  // kHostUsableFraction of it. Off by default and never used at a table minimum (the table
+  // names no offload).
+  bool optimizer_offload = false;
+  int host_memory_gb = 0;  // per node, from the cluster file
 };
+
+// Of a node's host memory, what offloaded optimizer state may use (the rest: OS, pinned
+// staging buffers, data loading, the object store).
+inline constexpr double kHostUsableFraction = 0.8;
 
 // Bytes per trainable parameter of the sharded full fine-tuning state. One recipe per name,
 // the same for every row (docs/catalog.md, "Low-precision training"):
@@ -78,6 +89,7 @@ struct MemoryBreakdown {
   double activations = 0;
   double kv_cache = 0;
   double overhead = 0;
+  double host = 0;  // bytes per GPU held in host memory (offloaded optimizer); not in total()
   double total() const { return weights + gradients + optimizer + adapters + gathered + activations + kv_cache + overhead; }
 };
 

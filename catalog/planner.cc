@@ -19,7 +19,17 @@ struct TrainerFit {
   bool ok = false;
   TrainerPlan plan;           // the chosen layout when ok, else the smallest-footprint one
   double best_total = 1e300;  // smallest per-GPU total over all layouts tried
+  // With the optimizer offloaded: the least host memory per node among layouts that fit the
+  // GPUs but not the host (0 when none was turned down for host memory).
+  double host_short_per_node = 0;
 };
+
+// Why an offloaded trainer did not fit, when host memory was the limit, or "".
+std::string HostShort(const TrainerFit& f, const Assumptions& a) {
+  if (f.ok || f.host_short_per_node <= 0) return "";
+  return absl::StrFormat(" (fits the GPUs with the optimizer offloaded, but needs %.0f GB of host memory per node, %.0f GB usable of %d GB)",
+                         f.host_short_per_node / 1e9, a.host_memory_gb * kHostUsableFraction, a.host_memory_gb);
+}
 
 bool ValidTp(const ModelEntry& m, int tp) {
   const Attention& at = m.arch.attention;
@@ -33,12 +43,18 @@ TrainerFit FitTrainer(const Row& row, const ModelEntry& m, Mode mode, const std:
                       double cap, const Assumptions& a) {
   TrainerFit fit;
   std::tuple<int, int, int> best_key{1 << 30, 1 << 30, 0};
+  const double host_cap = a.host_memory_gb * 1e9 * kHostUsableFraction;
   auto consider = [&](const TrainerShape& s) {
     MemoryBreakdown mem = TrainerMemory(m, row, mode, s, a);
     double total = mem.total();
     if (!fit.ok && total < fit.best_total) fit.plan = {s, mem};
     fit.best_total = std::min(fit.best_total, total);
     if (total > cap) return;
+    // Offloaded optimizer state: every trainer GPU of a node draws on the node's host memory.
+    if (double node = mem.host * std::min(gpn, gpus); mem.host > 0 && node > host_cap) {
+      if (fit.host_short_per_node == 0 || node < fit.host_short_per_node) fit.host_short_per_node = node;
+      return;
+    }
     std::tuple<int, int, int> key{s.pp, s.tp, -s.ep};
     if (!fit.ok || key < best_key) {
       fit.ok = true;
@@ -111,10 +127,12 @@ Attempt TrySeparate(const Row& row, const ModelEntry& m, Mode mode, const std::s
   // works; either may need the whole cluster or more.
   int t_min = 0, best_t = 0;
   double best_total = 1e300;
+  std::string host_short;
   for (int t = 1; t <= n && t_min == 0; ++t) {
     TrainerFit tf = FitTrainer(row, m, mode, backend, t, gpn, cap, a);
     if (tf.ok) t_min = t;
     if (tf.best_total < best_total) best_total = tf.best_total, best_t = t;
+    if (t == n) host_short = HostShort(tf, a);
   }
   int g_min = 0;
   double g_best = 1e300;
@@ -126,7 +144,8 @@ Attempt TrySeparate(const Row& row, const ModelEntry& m, Mode mode, const std::s
   if (t_min == 0 || g_min == 0 || t_min + g_min > n) {
     std::string trainer = t_min > 0 ? absl::StrCat("the trainer needs at least ", t_min, " GPUs")
                                     : absl::StrCat("the trainer does not fit on up to ", n, " GPUs (at best ",
-                                                   Gb(best_total), " per GPU on ", best_t, ", limit ", Gb(cap), ")");
+                                                   Gb(best_total), " per GPU on ", best_t, ", limit ", Gb(cap), ")",
+                                                   host_short);
     std::string generator = g_min > 0 ? absl::StrCat("the generator at least ", g_min)
                                       : absl::StrCat("one generator engine does not fit in a node (at best ",
                                                      Gb(g_best), " per GPU, limit ", Gb(cap), ")");
@@ -165,7 +184,7 @@ Attempt TryColocated(const Row& row, const ModelEntry& m, Mode mode, const std::
   GeneratorFit gf = FitGenerator(m, prec, n, 0, gpn, limit, a);
   if (!tf.ok) {
     at.why = absl::StrCat("colocated, the trainer needs ", Gb(tf.best_total), " per GPU on all ", n,
-                          " GPUs (limit ", Gb(limit), ")");
+                          " GPUs (limit ", Gb(limit), ")", HostShort(tf, a));
     return at;
   }
   if (!gf.ok) {
@@ -274,13 +293,17 @@ namespace {
 absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
                               const Cluster& cluster, Placement placement, const PlanRequest& options,
                               std::string* why) {
-  const Assumptions& a = options.assumptions;
+  Assumptions a = options.assumptions;
+  if (a.host_memory_gb <= 0) a.host_memory_gb = cluster.host_memory_gb;
   std::string backend = options.backend.empty() ? DefaultBackend(row, model) : options.backend;
   if (!Has(row.backends, backend))
     return absl::InvalidArgumentError(absl::StrCat("--backend: ", row.family, " runs on ", absl::StrJoin(row.backends, ", "),
                                                    ", not ", backend));
   absl::StatusOr<RolloutPrecision> prec = ChooseRolloutPrecision(row, options.rollout_precision);
   if (!prec.ok()) return prec.status();
+  if (a.optimizer_offload && a.host_memory_gb <= 0)
+    return absl::InvalidArgumentError(
+        "--optimizer-offload: needs the nodes' host memory (host_memory_gb in a cluster file)");
   absl::StatusOr<TrainingPrecision> train_prec = ChooseTrainingPrecision(row, a.training_precision);
   if (!train_prec.ok()) return train_prec.status();
   if (mode == Mode::kFull && train_prec->name != "bf16" && !Has(cluster.gpu.training_formats, train_prec->name))
@@ -347,6 +370,11 @@ absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const Mode
         train_prec->name, train_prec->name == "mxfp8" ? "MXFP8" : "FP8",
         train_prec->weight_bytes + a.grad_bytes + train_prec->optimizer_bytes,
         train_prec->name == "mxfp8" ? "mxfp8" : "delayed"));
+  if (mode == Mode::kFull && a.optimizer_offload)
+    p.notes.push_back(absl::StrFormat(
+        "optimizer offloaded to host memory: %.1f GB per trainer GPU, %.0f GB on a full node of %d GB (%.0f%% usable)",
+        p.trainer.memory.host / kGB, p.trainer.memory.host * std::min(cluster.shape.gpus_per_node, p.trainer.shape.gpus) / kGB,
+        a.host_memory_gb, kHostUsableFraction * 100));
   for (const std::string& l : row.limitations) p.notes.push_back(l);
   if (row.SupportFor(mode) == Support::kUntested)
     p.notes.push_back(absl::StrCat(ModeTitle(mode), " of ", row.family, " has not been tested (blank in the table)"));

@@ -21,6 +21,7 @@ nlohmann::json MemoryJson(const MemoryBreakdown& m) {
           {"optimizer_gb", m.optimizer / kGB},     {"adapters_gb", m.adapters / kGB},
           {"gathered_gb", m.gathered / kGB},       {"activations_gb", m.activations / kGB},
           {"kv_cache_gb", m.kv_cache / kGB},       {"overhead_gb", m.overhead / kGB},
+          {"host_gb", m.host / kGB},
           {"total_gb", m.total() / kGB}};
 }
 

@@ -181,9 +181,10 @@ TEST(SyncPlanTest, FiltersFollowModeMtpAndVision) {
   ASSERT_TRUE(no_mtp->weight_sync.planned && mtp->weight_sync.planned);
   const ModelEntry& m = *mtp->model;
   // With the same layouts, the MTP layer's bytes come on top, once per engine GPU set.
-  if (mtp->generator.engines == no_mtp->generator.engines && mtp->generator.tp == no_mtp->generator.tp)
+  if (mtp->generator.engines == no_mtp->generator.engines && mtp->generator.tp == no_mtp->generator.tp) {
     EXPECT_NEAR(static_cast<double>(mtp->weight_sync.planned->bytes - no_mtp->weight_sync.planned->bytes),
                 2 * CountParams(m.arch).mtp * mtp->generator.engines, 0.01 * 2 * CountParams(m.arch).mtp * mtp->generator.engines);
+  }
   EXPECT_GT(mtp->weight_sync.planned->bytes, no_mtp->weight_sync.planned->bytes);
 }
 
@@ -220,7 +221,9 @@ TEST(SyncPlanTest, EveryRowPlansItsWeightSyncWithinTheUsualRatio) {
     EXPECT_EQ(s.receivers, p->generator.engines * p->generator.tp);
     EXPECT_EQ(s.replicated_for_tp, 0) << s.sender_layout << " -> " << s.receiver_layout;
     EXPECT_LT(s.planning_ms, 3000) << "1T models must plan in well under a second or two";
-    if (r.reference.mode == Mode::kLora) EXPECT_EQ(s.synced, "LoRA adapters only");
+    if (r.reference.mode == Mode::kLora) {
+      EXPECT_EQ(s.synced, "LoRA adapters only");
+    }
   }
 }
 
