@@ -4,6 +4,7 @@
 #include <chrono>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <cstdio>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -119,10 +120,59 @@ class Job {
     if (!reference.ok()) return reference.status();
     actors_.reference = *reference;
     // Version 0 (the initial weights) to every engine.
+    if (opt_.weight_sync == "tcp") {
+      int ignored = 0;
+      return SyncTcp(0, nullptr, &ignored).status();
+    }
     return Sync(actors_.engines, nullptr).status();
   }
 
   const JobActors& actors() const { return actors_; }
+
+  // One version through weight_sync's TCP transport: every engine receives while every trainer
+  // shard sends (all in flight at once). On failure: a message on stderr, a new key prefix (so
+  // a restarted engine's new address is the one looked up next time), and the push path.
+  absl::StatusOr<double> SyncTcp(int64_t version, int* recoveries, int* fallbacks) {
+    if (hosts_epoch_ != epoch_) {
+      engine_hosts_.clear();
+      for (const auto& e : actors_.engines) {
+        auto info = client_.Describe(ActorHandle{e});
+        if (!info.ok()) return Prefix("engine", info.status());
+        engine_hosts_.push_back(info->address().substr(0, info->address().rfind(':')));
+      }
+      hosts_epoch_ = epoch_;
+    }
+    const std::string prefix = absl::StrCat("grpo/", actors_.placement_group, "/", epoch_);
+    const int engines = static_cast<int>(actors_.engines.size());
+    std::vector<std::future<absl::StatusOr<std::string>>> recv, send;
+    for (int e = 0; e < engines; ++e) {
+      nlohmann::json a{{"prefix", prefix}, {"engines", engines}, {"rank", e}, {"host", engine_hosts_[e]},
+                       {"version", version}};
+      recv.push_back(client_.CallAsync(ActorHandle{actors_.engines[e]}, "ws_receive", a.dump()));
+    }
+    nlohmann::json a{{"prefix", prefix}, {"engines", engines}};
+    for (const auto& t : actors_.trainers) send.push_back(client_.CallAsync(ActorHandle{t}, "ws_send", a.dump()));
+    double encode_s = 0;
+    std::string error;
+    for (size_t r = 0; r < send.size(); ++r) {
+      auto j = Json(send[r].get(), absl::StrCat("trainer rank ", r, ": ws_send"));
+      if (!j.ok()) {
+        if (error.empty()) error = j.status().ToString();
+        continue;
+      }
+      encode_s = std::max(encode_s, j->value("encode_s", 0.0));
+    }
+    for (int e = 0; e < engines; ++e) {
+      auto j = Json(recv[e].get(), absl::StrCat("engine ", e, ": ws_receive"));
+      if (!j.ok() && error.empty()) error = j.status().ToString();
+    }
+    if (error.empty()) return encode_s;
+    std::fprintf(stderr, "skyrl-grpo: TCP weight sync of version %lld failed (%s); pushing it instead\n",
+                 static_cast<long long>(version), error.c_str());
+    ++*fallbacks;
+    ++epoch_;
+    return Sync(actors_.engines, recoveries);
+  }
 
   // Every trainer shard pushes its shard to `engines`; engines that failed are retried (their
   // restart is awaited by the client) up to engine_retries times. Returns the seconds the
@@ -151,6 +201,7 @@ class Job {
                                                      " times; last: ", last_error));
         }
         if (recoveries) ++*recoveries;
+        ++epoch_;
       }
       engines = failed;
     }
@@ -183,6 +234,7 @@ class Job {
         // The engine died (or came back empty): the runtime restarts it; give it the
         // current weights, then ask again.
         ++*recoveries;
+        ++epoch_;  // its TCP endpoint is new: look addresses up under a fresh prefix
         if (auto s = Sync({actors_.engines[e]}, nullptr); !s.ok()) return s.status();
         reply = client_.Call(ActorHandle{actors_.engines[e]}, "generate", args[e]);
       }
@@ -213,6 +265,8 @@ class Job {
     return v;
   }
 
+  int epoch_ = 0, hosts_epoch_ = -1;
+  std::vector<std::string> engine_hosts_;
   Client& client_;
   const std::string yaml_;
   const JobSetup s_;
@@ -248,6 +302,9 @@ absl::StatusOr<DistributedSummary> RunDistributedGrpo(Client& client, const std:
     return absl::InvalidArgumentError(absl::StrCat("generator.num_engines: ", config.generator.num_engines,
                                                    " engines for ", tc.train_batch_size, " prompts per step"));
   }
+  if (options.weight_sync != "tcp" && options.weight_sync != "push") {
+    return absl::InvalidArgumentError(absl::StrCat("weight_sync: tcp or push, got '", options.weight_sync, "'"));
+  }
   auto setup = MakeJobSetup(config);
   if (!setup.ok()) return setup.status();
   auto task = FindTask(config.environment.task);
@@ -261,6 +318,7 @@ absl::StatusOr<DistributedSummary> RunDistributedGrpo(Client& client, const std:
   if (on_started) on_started(job.actors());
 
   std::mt19937_64 rng(PromptRngSeed(static_cast<uint64_t>(tc.seed)));
+  int64_t version = 0;  // the trainer's
   RunSummary& sum = out.run;
   int at_target_run = 0;
   double step_total = 0;
@@ -312,6 +370,7 @@ absl::StatusOr<DistributedSummary> RunDistributedGrpo(Client& client, const std:
     for (const auto& t : job.actors_.trainers) trains.push_back(client.CallAsync(ActorHandle{t}, "train", *batch_bytes));
     StepMetrics m;
     double train_compute = 0;
+    int64_t trained_version = version + 1;
     absl::Status train_error;
     for (size_t r = 0; r < trains.size(); ++r) {
       auto j = Json(trains[r].get(), absl::StrCat("trainer rank ", r, ": train"));
@@ -320,6 +379,7 @@ absl::StatusOr<DistributedSummary> RunDistributedGrpo(Client& client, const std:
         continue;
       }
       train_compute = std::max(train_compute, j->value("compute_s", 0.0));
+      trained_version = j->value("version", trained_version);
       if (r == 0) {
         m.loss = j->value("loss", 0.0);
         m.policy_loss = j->value("policy_loss", 0.0);
@@ -330,7 +390,9 @@ absl::StatusOr<DistributedSummary> RunDistributedGrpo(Client& client, const std:
     }
     if (!train_error.ok()) return train_error;
     const auto t3 = Clock::now();
-    auto synced = job.Sync(job.actors_.engines, &out.engine_recoveries);
+    version = trained_version;
+    auto synced = options.weight_sync == "tcp" ? job.SyncTcp(version, &out.engine_recoveries, &out.sync_fallbacks)
+                                               : job.Sync(job.actors_.engines, &out.engine_recoveries);
     if (!synced.ok()) return synced.status();
     const auto t4 = Clock::now();
 

@@ -6,8 +6,10 @@
 //   per step:  driver MakePrompts -> engines generate (whole groups per engine, in parallel)
 //              -> reward and reference (in parallel) -> driver MakeTrainBatch
 //              -> every trainer shard trains (in parallel: their TP collective needs them all)
-//              -> every trainer shard pushes its own shard straight to every engine
-//                 (sync_weights; engines gather and swap atomically with the new version)
+//              -> weight sync, shard to shard: weight_sync's TCP transport on the plan from
+//                 the trainer's TP layout to the engines' (ws_send / ws_receive), or every
+//                 trainer shard pushing its own shard to every engine with actor calls
+//                 (sync_weights / load_shard); engines swap atomically with the new version
 //
 // Sync mode only. Every call has a deadline (ClientOptions.call_timeout). An engine that dies
 // is restarted by the runtime (max_restarts); the driver then pushes the current weights to
@@ -35,6 +37,10 @@ struct DistributedOptions {
   int engine_retries = 3;
   absl::Duration ready_timeout = absl::Seconds(120);  // placement group
   bool remove_actors = true;  // kill the actors and remove the group at the end
+  // "tcp": weight_sync's TCP transport on the PreparedSync plan (trainer TP layout -> engines),
+  // falling back to "push" for a step when it fails; "push": every shard pushes to every engine
+  // with actor calls.
+  std::string weight_sync = "tcp";
 };
 
 struct JobActors {
@@ -48,6 +54,7 @@ struct DistributedSummary {
   double compute_s = 0;          // critical-path model compute over the run
   std::vector<std::vector<int64_t>> engine_versions;  // per step: each engine's version after sync
   int engine_recoveries = 0;     // calls retried after an engine restarted
+  int sync_fallbacks = 0;        // steps whose TCP weight sync failed and were pushed instead
   double setup_s = 0;            // placement group + actors, before step 1
 };
 

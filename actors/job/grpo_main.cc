@@ -32,6 +32,11 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--output-dir", output_dir, "override trainer.output_dir (metrics.jsonl, reward.svg)");
   app.add_option("--call-timeout-s", call_timeout_s, "deadline of every actor call")->check(CLI::PositiveNumber);
+  std::string weight_sync = "tcp";
+  app.add_option("--weight-sync", weight_sync,
+                 "tcp: weight_sync's TCP transport on the planned shard-to-shard transfers; push: each trainer "
+                 "shard pushes to each engine with actor calls")
+      ->check(CLI::IsMember({"tcp", "push"}));
   CLI11_PARSE(app, argc, argv);
 
   std::ifstream in(config_path);
@@ -59,6 +64,7 @@ int main(int argc, char** argv) {
 
   skyrl::actors::DistributedOptions opts;
   opts.stop_after_target = stop_after;
+  opts.weight_sync = weight_sync;
   std::printf("skyrl-grpo: trainer tp %d, %d engine(s), task %s, up to %d steps\n", config->trainer.tp_size,
               config->generator.num_engines, config->environment.task.c_str(), config->trainer.steps);
   std::fflush(stdout);
@@ -85,9 +91,10 @@ int main(int argc, char** argv) {
   }
   std::printf("wrote %s/metrics.jsonl and %s/reward.svg\n", dir.c_str(), dir.c_str());
   std::printf("baseline reward %.3f, final reward %.3f (mean of last steps), first step at target %d (%.1fs), "
-              "%d steps in %.1fs after %.1fs of set-up; %d engine recoveries\n",
+              "%d steps in %.1fs after %.1fs of set-up; %d engine recoveries, %d weight-sync fallbacks\n",
               run->run.baseline_reward, run->run.final_reward, run->run.first_step_at_target,
-              run->run.seconds_to_target, run->run.steps, run->run.total_s, run->setup_s, run->engine_recoveries);
+              run->run.seconds_to_target, run->run.steps, run->run.total_s, run->setup_s, run->engine_recoveries,
+              run->sync_fallbacks);
   std::printf("RESULT baseline_reward %.4f\n", run->run.baseline_reward);
   std::printf("RESULT final_reward %.4f\n", run->run.final_reward);
   std::printf("RESULT overhead_fraction %.4f\n", run->overhead_fraction);

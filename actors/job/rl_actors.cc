@@ -14,7 +14,12 @@
 //                   seed). Method: logprobs.
 // Init args: the RoleArgs JSON (job_setup.h). Every method that does model work returns
 // "compute_s", the seconds it spent computing, so the driver can measure its own overhead.
-// The actor host runs one call at a time per actor (max_concurrency 1), except where noted.
+// Weight sync, two paths: "ws_send" (trainer) / "ws_receive" (engine) run one version through
+// weight_sync's TCP transport on the PreparedSync plan (sync_layout.h), addresses through the
+// head's KV; "sync_weights" / "load_shard" push each trainer shard to each engine with actor
+// calls (the fallback, and how a restarted engine catches up).
+// The actor host runs one call at a time per actor (max_concurrency 1).
+
 #include <unistd.h>
 
 #include <chrono>
@@ -36,13 +41,44 @@
 #include "actors/tasks/tokenizer.h"
 #include "actors/train/grpo_step.h"
 #include "runtime/actor/actor.h"
+#include "actors/job/sync_layout.h"
 #include "runtime/client/client.h"
+#include "weight_sync/kv_rendezvous.h"
+#include "weight_sync/tcp/tcp_transport.h"
 
 namespace skyrl::actors {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The head's KV as the transports' rendezvous (SKYRL_ADDRESS / SKYRL_TOKEN from the worker).
+absl::StatusOr<std::unique_ptr<weight_sync::Rendezvous>> ConnectRendezvous() {
+  const char* address = std::getenv("SKYRL_ADDRESS");
+  const char* token = std::getenv("SKYRL_TOKEN");
+  if (!address || !token) return absl::FailedPreconditionError("weight sync: SKYRL_ADDRESS/SKYRL_TOKEN unset");
+  auto kv = weight_sync::KvRendezvous::Connect(address, token);
+  if (!kv.ok()) return kv.status();
+  return std::unique_ptr<weight_sync::Rendezvous>(std::move(*kv));
+}
+
+struct WsArgs {
+  std::string prefix, host;
+  int engines = 0, rank = -1;
+  double io_timeout_s = 20;
+};
+absl::StatusOr<WsArgs> ParseWsArgs(absl::string_view s) {
+  nlohmann::json j = nlohmann::json::parse(s.begin(), s.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError("weight sync args: not a JSON object");
+  WsArgs a;
+  a.prefix = j.value("prefix", std::string());
+  a.host = j.value("host", std::string("127.0.0.1"));
+  a.engines = j.value("engines", 0);
+  a.rank = j.value("rank", -1);
+  a.io_timeout_s = j.value("io_timeout_s", 20.0);
+  if (a.prefix.empty() || a.engines < 1) return absl::InvalidArgumentError("weight sync args: prefix and engines needed");
+  return a;
+}
 
 absl::StatusOr<JobSetup> SetupFrom(const RoleArgs& a) {
   auto config = ParseJobConfig(a.config_yaml, "init args config");
@@ -105,6 +141,7 @@ class TrainerActor : public Actor {
     t.Add("port", &TrainerActor::Port);
     t.Add("train", &TrainerActor::Train);
     t.Add("sync_weights", &TrainerActor::SyncWeights);
+    t.Add("ws_send", &TrainerActor::WsSend);
     t.Add("save", &TrainerActor::Save);
     t.Add("load", &TrainerActor::Load);
     t.Add("version", &TrainerActor::Version);
@@ -172,6 +209,48 @@ class TrainerActor : public Actor {
     return out.dump();
   }
 
+  // args: {"prefix", "engines"}. Sends this rank's shard of the current version (as transport
+  // version = trainer version + 1) to the engines that need its bytes, per the plan; returns
+  // once every receiver confirmed. Returns {"version", "encode_s", "seconds", "bytes"}.
+  absl::StatusOr<std::string> WsSend(absl::string_view args) {
+    if (auto s = Ready(); !s.ok()) return s;
+    auto a = ParseWsArgs(args);
+    if (!a.ok()) return a.status();
+    const auto t0 = Clock::now();
+    if (!ws_ || ws_engines_ != a->engines || ws_prefix_ != a->prefix) {
+      if (!rendezvous_) {
+        auto r = ConnectRendezvous();
+        if (!r.ok()) return r.status();
+        rendezvous_ = std::move(*r);
+      }
+      auto plan = MakePolicySync(setup_.model, args_.world, a->engines);
+      if (!plan.ok()) return plan.status();
+      auto sched = (*plan)->SenderSchedule(args_.rank);
+      if (!sched.ok()) return sched.status();
+      weight_sync::TcpOptions o;
+      o.rendezvous = rendezvous_.get();
+      o.key_prefix = a->prefix;
+      o.transfer.io_timeout = absl::Seconds(a->io_timeout_s);
+      o.transfer.sync_timeout = absl::Seconds(a->io_timeout_s * 3);
+      auto transport = weight_sync::CreateTcpTransport(o);
+      if (!transport.ok()) return transport.status();
+      ws_ = std::move(*transport);
+      ws_schedule_ = std::move(*sched);
+      ws_engines_ = a->engines;
+      ws_prefix_ = a->prefix;
+    }
+    const std::vector<uint8_t> bytes = FlattenShard(shard_->ExportShard());
+    if (static_cast<int64_t>(bytes.size()) != ws_schedule_.shard_bytes) {
+      return absl::InternalError(absl::StrCat("ws_send: shard of ", bytes.size(), " bytes, plan wants ",
+                                              ws_schedule_.shard_bytes));
+    }
+    const double encode_s = Since(t0);
+    if (auto s = ws_->Send(static_cast<uint64_t>(shard_->version()) + 1, ws_schedule_, bytes); !s.ok()) return s;
+    nlohmann::json out{{"version", shard_->version()}, {"encode_s", encode_s}, {"seconds", Since(t0)},
+                       {"bytes", bytes.size()}};
+    return out.dump();
+  }
+
   absl::StatusOr<std::string> Save(absl::string_view dir) {
     if (auto s = Ready(); !s.ok()) return s;
     if (auto s = shard_->Save(std::string(dir)); !s.ok()) return s;
@@ -214,6 +293,11 @@ class TrainerActor : public Actor {
   std::unique_ptr<Collective> comm_;
   std::unique_ptr<TrainerShard> shard_;
   std::unique_ptr<Client> client_;
+  std::unique_ptr<weight_sync::Rendezvous> rendezvous_;
+  std::unique_ptr<weight_sync::Transport> ws_;
+  weight_sync::RankSchedule ws_schedule_;
+  int ws_engines_ = 0;
+  std::string ws_prefix_;
 };
 SKYRL_REGISTER_ACTOR(TrainerActor, "grpo_trainer");
 
@@ -239,6 +323,7 @@ class GeneratorActor : public Actor {
   static void RegisterMethods(MethodTable<GeneratorActor>& t) {
     t.Add("load_shard", &GeneratorActor::LoadShard);
     t.Add("generate", &GeneratorActor::Generate);
+    t.Add("ws_receive", &GeneratorActor::WsReceive);
     t.Add("sleep", &GeneratorActor::Sleep);
     t.Add("wake_up", &GeneratorActor::WakeUp);
     t.Add("version", &GeneratorActor::Version);
@@ -273,6 +358,58 @@ class GeneratorActor : public Actor {
     if (auto s = engine_->LoadWeights(version, *full); !s.ok()) return s;
     pending_.erase(pending_.begin(), pending_.upper_bound(version));
     return absl::StrCat(engine_->version());
+  }
+
+  // args: {"prefix", "engines", "rank" (this engine's receiver rank), "host" (to listen on and
+  // advertise), "version" (the trainer's)}. Receives that version through the TCP transport
+  // and swaps it in. Returns {"version", "seconds", "decode_s"}.
+  absl::StatusOr<std::string> WsReceive(absl::string_view args) {
+    auto a = ParseWsArgs(args);
+    if (!a.ok()) return a.status();
+    auto j = nlohmann::json::parse(args.begin(), args.end(), nullptr, false);
+    const int64_t version = j.value("version", int64_t{-1});
+    if (version < 0 || a->rank < 0 || a->rank >= a->engines) {
+      return absl::InvalidArgumentError("ws_receive: version and rank (0..engines-1) needed");
+    }
+    const auto t0 = Clock::now();
+    if (!ws_ || ws_engines_ != a->engines || ws_prefix_ != a->prefix || ws_rank_ != a->rank) {
+      if (!rendezvous_) {
+        auto r = ConnectRendezvous();
+        if (!r.ok()) return r.status();
+        rendezvous_ = std::move(*r);
+      }
+      auto plan = MakePolicySync(setup_.model, setup_.config.trainer.tp_size, a->engines);
+      if (!plan.ok()) return plan.status();
+      auto sched = (*plan)->ReceiverSchedule(a->rank);
+      if (!sched.ok()) return sched.status();
+      weight_sync::TcpOptions o;
+      o.rendezvous = rendezvous_.get();
+      o.key_prefix = a->prefix;
+      o.receiver_rank = a->rank;
+      o.bind_host = a->host;
+      o.transfer.io_timeout = absl::Seconds(a->io_timeout_s);
+      o.transfer.sync_timeout = absl::Seconds(a->io_timeout_s * 3);
+      ws_.reset();  // a new listener replaces the old one's published address
+      auto transport = weight_sync::CreateTcpTransport(o);
+      if (!transport.ok()) return transport.status();
+      ws_ = std::move(*transport);
+      ws_schedule_ = std::move(*sched);
+      ws_shard_ = std::make_unique<weight_sync::VersionedShard>(ws_schedule_.shard_bytes);
+      ws_engines_ = a->engines;
+      ws_prefix_ = a->prefix;
+      ws_rank_ = a->rank;
+    }
+    if (auto s = ws_->Receive(static_cast<uint64_t>(version) + 1, ws_schedule_, *ws_shard_); !s.ok()) return s;
+    const auto t1 = Clock::now();
+    weight_sync::VersionedShard::Snapshot snap = ws_shard_->Current();
+    if (!snap.bytes) return absl::InternalError("ws_receive: no bytes after the sync");
+    auto full = UnflattenFull(setup_.model, *snap.bytes);
+    if (!full.ok()) return full.status();
+    if (version > engine_->version()) {
+      if (auto s = engine_->LoadWeights(version, *full); !s.ok()) return s;
+    }
+    nlohmann::json out{{"version", engine_->version()}, {"seconds", Since(t0)}, {"decode_s", Since(t1)}};
+    return out.dump();
   }
 
   // args: PackParts({{"seed"}, EncodeTensors({tokens, valid})}).
@@ -320,6 +457,12 @@ class GeneratorActor : public Actor {
   std::unique_ptr<Collective> comm_;
   std::unique_ptr<GeneratorEngine> engine_;
   std::map<int64_t, std::vector<NamedTensors>> pending_;  // version -> shards by trainer rank
+  std::unique_ptr<weight_sync::Rendezvous> rendezvous_;
+  std::unique_ptr<weight_sync::Transport> ws_;
+  weight_sync::RankSchedule ws_schedule_;
+  std::unique_ptr<weight_sync::VersionedShard> ws_shard_;
+  int ws_engines_ = 0, ws_rank_ = -1;
+  std::string ws_prefix_;
 };
 SKYRL_REGISTER_ACTOR(GeneratorActor, "grpo_generator");
 

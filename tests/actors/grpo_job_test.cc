@@ -69,6 +69,25 @@ TEST_F(GrpoJobTest, ShortRunBeatsBaselineAndEveryEngineAdvances) {
   EXPECT_GT(run->overhead_fraction, 0);
   EXPECT_LT(run->overhead_fraction, 1);
   EXPECT_EQ(run->engine_recoveries, 0);
+  EXPECT_EQ(run->sync_fallbacks, 0) << "the TCP weight sync failed and the push path stood in";
+}
+
+// The two weight-sync paths (weight_sync's TCP transport on the plan; actor-call pushes) deliver
+// the same weights: the same samples and losses step for step.
+TEST_F(GrpoJobTest, PushAndTcpWeightSyncAgree) {
+  config_.trainer.steps = 4;
+  DistributedOptions tcp, push;
+  push.weight_sync = "push";
+  auto a = RunDistributedGrpo(*client_, yaml_, config_, tcp, nullptr);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = RunDistributedGrpo(*client_, yaml_, config_, push, nullptr);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->sync_fallbacks, 0);
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_EQ(a->run.history[s].mean_reward, b->run.history[s].mean_reward) << "step " << s + 1;
+    EXPECT_EQ(a->run.history[s].loss, b->run.history[s].loss) << "step " << s + 1;
+    EXPECT_EQ(b->engine_versions[s], a->engine_versions[s]);
+  }
 }
 
 // SIGKILL an engine's process mid-job: the runtime restarts it, the driver gives it the current
