@@ -1,5 +1,8 @@
 #include "runtime/worker/actor_processes.h"
 
+#include <deque>
+#include <future>
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -22,8 +25,54 @@ std::string ActorExit::Describe() const {
   return out;
 }
 
+class ActorProcesses::Spawner {
+ public:
+  Spawner() : thread_([this] { Run(); }) {}
+  ~Spawner() {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    thread_.join();
+  }
+  // Runs Subprocess::Start on the spawner thread and returns its result.
+  absl::StatusOr<Subprocess> Spawn(const SpawnOptions& o) {
+    std::promise<absl::StatusOr<Subprocess>> done;
+    std::future<absl::StatusOr<Subprocess>> result = done.get_future();
+    {
+      absl::MutexLock lock(&mu_);
+      queue_.push_back({&o, &done});
+    }
+    return result.get();
+  }
+
+ private:
+  struct Request {
+    const SpawnOptions* options;
+    std::promise<absl::StatusOr<Subprocess>>* done;
+  };
+  void Run() {
+    while (true) {
+      Request r;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](Spawner* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return s->stopping_ || !s->queue_.empty(); }, this));
+        if (queue_.empty()) return;  // stopping, nothing left
+        r = queue_.front();
+        queue_.pop_front();
+      }
+      r.done->set_value(Subprocess::Start(*r.options));
+    }
+  }
+  absl::Mutex mu_;
+  std::deque<Request> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
 ActorProcesses::ActorProcesses(ActorProcessesOptions options)
-    : options_(std::move(options)), reaper_([this] { ReapLoop(); }) {}
+    : spawner_(std::make_unique<Spawner>()), options_(std::move(options)), reaper_([this] { ReapLoop(); }) {}
 
 ActorProcesses::~ActorProcesses() {
   {
@@ -53,7 +102,7 @@ absl::Status ActorProcesses::Launch(const ActorLaunch& launch) {
   if (children_.contains(launch.actor_id))
     return absl::AlreadyExistsError(
         absl::StrCat("actor ", launch.actor_id.ToString(), " already runs on this node"));
-  absl::StatusOr<Subprocess> p = Subprocess::Start(o);
+  absl::StatusOr<Subprocess> p = spawner_->Spawn(o);
   if (!p.ok())
     return absl::Status(p.status().code(), absl::StrCat("actor ", launch.actor_id.ToString(),
                                                         ": ", p.status().message()));

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,6 +66,12 @@ class ActorProcesses {
     absl::Time kill_deadline = absl::InfiniteFuture();
   };
   void ReapLoop();
+
+  // Every actor process is spawned from this one thread, which lives as long as the worker:
+  // the actor host's PR_SET_PDEATHSIG fires when the *thread* that spawned it exits, and
+  // gRPC retires idle server threads, which would SIGKILL actors started from them.
+  class Spawner;
+  std::unique_ptr<Spawner> spawner_;
 
   const ActorProcessesOptions options_;
   mutable absl::Mutex mu_;
