@@ -52,7 +52,9 @@ class Job {
   }
 
   absl::Status Start() {
-    const int tp = s_.config.trainer.tp_size, engines = s_.config.generator.num_engines;
+    const int tp = s_.config.trainer.tp_size, etp = s_.config.generator.tensor_parallel_size;
+    const int engines = s_.config.generator.num_engines * etp;  // engine rank actors
+    actors_.engine_tp = etp;
     PlacementGroupOptions pg;
     pg.name = absl::StrCat("grpo-", std::random_device{}());
     // CPU bundles (this build has no GPU engines): one per trainer rank, one per engine, one
@@ -101,14 +103,30 @@ class Job {
         actors_.trainers.push_back(*id);
       }
     }
-    for (int e = 0; e < engines; ++e) {
+    for (int e = 0; e < s_.config.generator.num_engines; ++e) {
       RoleArgs a = base;
-      a.world = 1;
+      a.world = etp;
+      a.rank = 0;
       a.master.clear();
       a.engine = e;
-      auto id = create("grpo_generator", a, tp + e, 1, -1);
-      if (!id.ok()) return id.status();
-      actors_.engines.push_back(*id);
+      const int restarts = etp == 1 ? -1 : 0;
+      auto id0 = create("grpo_generator", a, tp + e * etp, 1, restarts);
+      if (!id0.ok()) return id0.status();
+      actors_.engines.push_back(*id0);
+      if (etp > 1) {
+        auto port = client_.Call(ActorHandle{*id0}, "port", "");
+        if (!port.ok()) return Prefix(absl::StrCat("engine ", e, " rank 0: port"), port.status());
+        auto info = client_.Describe(ActorHandle{*id0});
+        if (!info.ok()) return Prefix(absl::StrCat("engine ", e, " rank 0"), info.status());
+        const std::string& addr = info->address();
+        a.master = absl::StrCat(addr.substr(0, addr.rfind(':')), ":", *port);
+        for (int r = 1; r < etp; ++r) {
+          a.rank = r;
+          auto id = create("grpo_generator", a, tp + e * etp + r, 1, restarts);
+          if (!id.ok()) return id.status();
+          actors_.engines.push_back(*id);
+        }
+      }
     }
     RoleArgs aux = base;
     aux.world = 1;
@@ -143,14 +161,17 @@ class Job {
       hosts_epoch_ = epoch_;
     }
     const std::string prefix = absl::StrCat("grpo/", actors_.placement_group, "/", epoch_);
-    const int engines = static_cast<int>(actors_.engines.size());
+    const int etp = actors_.engine_tp;
+    const int ranks = static_cast<int>(actors_.engines.size());
+    const int engines = ranks / etp;
     std::vector<std::future<absl::StatusOr<std::string>>> recv, send;
-    for (int e = 0; e < engines; ++e) {
-      nlohmann::json a{{"prefix", prefix}, {"engines", engines}, {"rank", e}, {"host", engine_hosts_[e]},
-                       {"version", version}};
+    for (int e = 0; e < ranks; ++e) {
+      nlohmann::json a{{"prefix", prefix}, {"engines", engines}, {"engine_tp", etp},
+                       {"trainer_tp", static_cast<int>(actors_.trainers.size())}, {"rank", e},
+                       {"host", engine_hosts_[e]}, {"version", version}};
       recv.push_back(client_.CallAsync(ActorHandle{actors_.engines[e]}, "ws_receive", a.dump()));
     }
-    nlohmann::json a{{"prefix", prefix}, {"engines", engines}};
+    nlohmann::json a{{"prefix", prefix}, {"engines", engines}, {"engine_tp", etp}};
     for (const auto& t : actors_.trainers) send.push_back(client_.CallAsync(ActorHandle{t}, "ws_send", a.dump()));
     double encode_s = 0;
     std::string error;
@@ -162,8 +183,8 @@ class Job {
       }
       encode_s = std::max(encode_s, j->value("encode_s", 0.0));
     }
-    for (int e = 0; e < engines; ++e) {
-      auto j = Json(recv[e].get(), absl::StrCat("engine ", e, ": ws_receive"));
+    for (int e = 0; e < ranks; ++e) {
+      auto j = Json(recv[e].get(), absl::StrCat("engine ", e / etp, " rank ", e % etp, ": ws_receive"));
       if (!j.ok() && error.empty()) error = j.status().ToString();
     }
     if (error.empty()) return encode_s;
@@ -214,7 +235,8 @@ class Job {
     double compute_s = 0;  // the slowest engine's
   };
   absl::StatusOr<Generated> Generate(const PromptSet& prompts, int step, int* recoveries) {
-    const int engines = static_cast<int>(actors_.engines.size());
+    const int etp = actors_.engine_tp;
+    const int engines = static_cast<int>(actors_.engines.size()) / etp;
     const auto slices = SplitPrompts(prompts, s_.grpo.group_size, engines);
     std::vector<std::string> args(engines);
     for (int e = 0; e < engines; ++e) {
@@ -223,14 +245,23 @@ class Job {
       nlohmann::json h{{"seed", EngineSeed(static_cast<uint64_t>(s_.config.trainer.seed), step, e)}};
       args[e] = PackParts({h.dump(), *t});
     }
+    // Every rank of an engine gets the same call (their TP collective needs them together);
+    // the ranks sample the same tokens, rank 0 answers for the engine.
     std::vector<std::future<absl::StatusOr<std::string>>> calls;
-    for (int e = 0; e < engines; ++e) calls.push_back(client_.CallAsync(ActorHandle{actors_.engines[e]}, "generate", args[e]));
+    for (int i = 0; i < engines * etp; ++i) {
+      calls.push_back(client_.CallAsync(ActorHandle{actors_.engines[i]}, "generate", args[i / etp]));
+    }
     Generated g;
     g.min_version = INT64_MAX;
     std::vector<Rollout> parts(engines);
     for (int e = 0; e < engines; ++e) {
-      absl::StatusOr<std::string> reply = calls[e].get();
-      for (int attempt = 0; !reply.ok() && EngineRetryable(reply.status()) && attempt < opt_.engine_retries; ++attempt) {
+      absl::StatusOr<std::string> reply = calls[e * etp].get();
+      for (int r = 1; r < etp; ++r) {
+        absl::StatusOr<std::string> other = calls[e * etp + r].get();
+        if (!other.ok() && reply.ok()) reply = other.status();
+      }
+      for (int attempt = 0; etp == 1 && !reply.ok() && EngineRetryable(reply.status()) && attempt < opt_.engine_retries;
+           ++attempt) {
         // The engine died (or came back empty): the runtime restarts it; give it the
         // current weights, then ask again.
         ++*recoveries;
@@ -289,9 +320,9 @@ absl::StatusOr<DistributedSummary> RunDistributedGrpo(Client& client, const std:
   if (tc.tp_size < 1 || tc.tp_size > 8) {
     return absl::InvalidArgumentError(absl::StrCat("trainer.tp_size: the job takes 1 to 8 shards, got ", tc.tp_size));
   }
-  if (config.generator.tensor_parallel_size != 1) {
-    return absl::UnimplementedError(absl::StrCat("generator.tensor_parallel_size: the job's engines run at TP 1 today, got ",
-                                                 config.generator.tensor_parallel_size));
+  if (config.generator.tensor_parallel_size < 1 || config.generator.tensor_parallel_size > 8) {
+    return absl::InvalidArgumentError(absl::StrCat("generator.tensor_parallel_size: 1 to 8, got ",
+                                                   config.generator.tensor_parallel_size));
   }
   if (tc.dp_size != 1) return absl::UnimplementedError(absl::StrCat("trainer.dp_size: the job runs 1 today, got ", tc.dp_size));
   if (tc.async_enabled) {

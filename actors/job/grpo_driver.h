@@ -11,9 +11,10 @@
 //                 trainer shard pushing its own shard to every engine with actor calls
 //                 (sync_weights / load_shard); engines swap atomically with the new version
 //
-// Sync mode only. Every call has a deadline (ClientOptions.call_timeout). An engine that dies
-// is restarted by the runtime (max_restarts); the driver then pushes the current weights to
-// it again and retries the call, up to `engine_retries` times per step. Anything else that
+// Sync mode only. Every call has a deadline (ClientOptions.call_timeout). A TP-1 engine that
+// dies is restarted by the runtime (max_restarts); the driver then pushes the current weights
+// to it again and retries the call, up to `engine_retries` times per step. (Engines of
+// generator.tensor_parallel_size > 1 are not restarted: their TP group would need re-forming.) Anything else that
 // fails ends the run with the error (never a hang).
 //
 // Not thread-safe; one run per call. `client` must outlive the call.
@@ -44,7 +45,9 @@ struct DistributedOptions {
 };
 
 struct JobActors {
-  std::vector<std::string> trainers, engines;
+  std::vector<std::string> trainers;
+  std::vector<std::string> engines;  // every engine rank: engine e's rank r at e * engine_tp + r
+  int engine_tp = 1;
   std::string reward, reference, placement_group;
 };
 
@@ -52,7 +55,7 @@ struct DistributedSummary {
   RunSummary run;
   double overhead_fraction = 0;  // sum(step_s - critical-path compute_s) / sum(step_s)
   double compute_s = 0;          // critical-path model compute over the run
-  std::vector<std::vector<int64_t>> engine_versions;  // per step: each engine's version after sync
+  std::vector<std::vector<int64_t>> engine_versions;  // per step: each engine rank's version after sync
   int engine_recoveries = 0;     // calls retried after an engine restarted
   int sync_fallbacks = 0;        // steps whose TCP weight sync failed and were pushed instead
   double setup_s = 0;            // placement group + actors, before step 1

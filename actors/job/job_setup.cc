@@ -29,6 +29,10 @@ absl::StatusOr<JobSetup> MakeJobSetup(const JobConfig& config) {
   if (auto st = ValidateTensorParallel(s.model, config.trainer.tp_size); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("trainer.", st.message()));
   }
+  if (auto st = ValidateTensorParallel(s.model, config.generator.tensor_parallel_size, "generator.tensor_parallel_size");
+      !st.ok()) {
+    return absl::InvalidArgumentError(st.message());
+  }
   return s;
 }
 

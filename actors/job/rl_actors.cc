@@ -5,9 +5,10 @@
 //                   and returns it from "port"; the driver passes host:port to ranks >= 1,
 //                   whose constructors connect. Methods: port, train, sync_weights, save, load,
 //                   version.
-//   grpo_generator  one inference engine at TP 1 (GeneratorEngine). Weights arrive from every
-//                   trainer rank straight (load_shard, one call per trainer rank); the engine
-//                   gathers them and swaps atomically once all ranks of a version are in.
+//   grpo_generator  one TP rank of an inference engine (GeneratorEngine; the engine's ranks
+//                   form their own TCP group as the trainer's do, "port" on rank 0). Every rank
+//                   of an engine gets the same generate call. Weights: ws_receive, or
+//                   load_shard from every trainer rank (gathered, then cut to this rank).
 //                   Methods: load_shard, generate, sleep, wake_up, version, pid.
 //   grpo_reward     rule-based rewards of the config's task. Method: score.
 //   grpo_reference  the frozen initial policy at TP 1 (InitFullParameters with the trainer's
@@ -64,7 +65,7 @@ absl::StatusOr<std::unique_ptr<weight_sync::Rendezvous>> ConnectRendezvous() {
 
 struct WsArgs {
   std::string prefix, host;
-  int engines = 0, rank = -1;
+  int engines = 0, rank = -1, engine_tp = 1, trainer_tp = 1;
   double io_timeout_s = 20;
 };
 absl::StatusOr<WsArgs> ParseWsArgs(absl::string_view s) {
@@ -75,6 +76,8 @@ absl::StatusOr<WsArgs> ParseWsArgs(absl::string_view s) {
   a.host = j.value("host", std::string("127.0.0.1"));
   a.engines = j.value("engines", 0);
   a.rank = j.value("rank", -1);
+  a.engine_tp = j.value("engine_tp", 1);
+  a.trainer_tp = j.value("trainer_tp", 1);
   a.io_timeout_s = j.value("io_timeout_s", 20.0);
   if (a.prefix.empty() || a.engines < 1) return absl::InvalidArgumentError("weight sync args: prefix and engines needed");
   return a;
@@ -103,10 +106,8 @@ class TrainerActor : public Actor {
     if (!args.ok()) return args.status();
     auto setup = SetupFrom(*args);
     if (!setup.ok()) return setup.status();
-    if (args->world != setup->config.trainer.tp_size) {
-      return absl::InvalidArgumentError(absl::StrCat("init args: world ", args->world, " != trainer.tp_size ",
-                                                     setup->config.trainer.tp_size));
-    }
+    // The TP size is the group the driver made (args->world), which may override the file's.
+    if (auto st = ValidateTensorParallel(setup->model, args->world, "trainer.tp_size"); !st.ok()) return st;
     auto self = std::unique_ptr<TrainerActor>(new TrainerActor());
     self->args_ = *args;
     self->setup_ = *setup;
@@ -223,7 +224,7 @@ class TrainerActor : public Actor {
         if (!r.ok()) return r.status();
         rendezvous_ = std::move(*r);
       }
-      auto plan = MakePolicySync(setup_.model, args_.world, a->engines);
+      auto plan = MakePolicySync(setup_.model, args_.world, a->engines, a->engine_tp);
       if (!plan.ok()) return plan.status();
       auto sched = (*plan)->SenderSchedule(args_.rank);
       if (!sched.ok()) return sched.status();
@@ -309,15 +310,36 @@ class GeneratorActor : public Actor {
     if (!args.ok()) return args.status();
     auto setup = SetupFrom(*args);
     if (!setup.ok()) return setup.status();
-    if (setup->config.generator.tensor_parallel_size != 1) {
-      return absl::UnimplementedError("generator.tensor_parallel_size: the job's engines run at TP 1 today");
-    }
+    // The engine's TP is the group the driver made (args->world), which may override the file's.
+    if (auto st = ValidateTensorParallel(setup->model, args->world, "generator.tensor_parallel_size"); !st.ok()) return st;
     auto self = std::unique_ptr<GeneratorActor>(new GeneratorActor());
     self->setup_ = *setup;
-    self->comm_ = MakeSingleRankCollective();
-    auto engine = GeneratorEngine::Create(setup->model, self->comm_.get());
-    if (!engine.ok()) return engine.status();
-    self->engine_ = std::move(*engine);
+    self->args_ = *args;
+    // The engine's own TP group, set up as the trainer's (rank 0 binds, the others connect).
+    if (args->world == 1) {
+      self->comm_ = MakeSingleRankCollective();
+    } else if (args->rank == 0) {
+      auto listener = TcpListener::Bind("0.0.0.0", 0);
+      if (!listener.ok()) return listener.status();
+      self->listener_ = std::move(*listener);
+      TcpListener* l = self->listener_.get();
+      const int world = args->world;
+      self->accepted_ = std::async(std::launch::async, [l, world] { return l->Accept(world, absl::Seconds(300)); });
+    } else {
+      const std::string& m = args->master;
+      int port = 0;
+      if (!absl::SimpleAtoi(m.substr(m.rfind(':') + 1), &port)) {
+        return absl::InvalidArgumentError(absl::StrCat("init args: master: bad port in '", m, "'"));
+      }
+      auto comm = ConnectTcpCollective(m.substr(0, m.rfind(':')), port, args->rank, args->world, absl::Seconds(120));
+      if (!comm.ok()) return comm.status();
+      self->comm_ = std::move(*comm);
+    }
+    if (self->comm_) {
+      auto engine = GeneratorEngine::Create(setup->model, self->comm_.get());
+      if (!engine.ok()) return engine.status();
+      self->engine_ = std::move(*engine);
+    }
     return self;
   }
   static void RegisterMethods(MethodTable<GeneratorActor>& t) {
@@ -328,12 +350,15 @@ class GeneratorActor : public Actor {
     t.Add("wake_up", &GeneratorActor::WakeUp);
     t.Add("version", &GeneratorActor::Version);
     t.Add("pid", &GeneratorActor::Pid);
+    t.Add("port", &GeneratorActor::Port);
   }
+  absl::StatusOr<std::string> Port(absl::string_view) { return absl::StrCat(listener_ ? listener_->port() : 0); }
 
   // args: PackParts({{"version", "rank", "world"}, EncodeTensors(trainer rank's shard)}).
   // Returns the engine's version after the call. A version at or below the current one is
   // ignored (a retried push), not an error.
   absl::StatusOr<std::string> LoadShard(absl::string_view args) {
+    if (auto s = Ready(); !s.ok()) return s;
     auto parts = UnpackParts(args, 2, "load_shard");
     if (!parts.ok()) return parts.status();
     auto h = ParseJson((*parts)[0], "load_shard header");
@@ -355,6 +380,8 @@ class GeneratorActor : public Actor {
     absl::StatusOr<NamedTensors> full = world == 1 ? absl::StatusOr<NamedTensors>(pending[0])
                                                    : GatherShards(setup_.model, pending);
     if (!full.ok()) return full.status();
+    if (args_.world > 1) full = ShardParameters(setup_.model, *full, args_.world, args_.rank);
+    if (!full.ok()) return full.status();
     if (auto s = engine_->LoadWeights(version, *full); !s.ok()) return s;
     pending_.erase(pending_.begin(), pending_.upper_bound(version));
     return absl::StrCat(engine_->version());
@@ -364,12 +391,13 @@ class GeneratorActor : public Actor {
   // advertise), "version" (the trainer's)}. Receives that version through the TCP transport
   // and swaps it in. Returns {"version", "seconds", "decode_s"}.
   absl::StatusOr<std::string> WsReceive(absl::string_view args) {
+    if (auto s = Ready(); !s.ok()) return s;
     auto a = ParseWsArgs(args);
     if (!a.ok()) return a.status();
     auto j = nlohmann::json::parse(args.begin(), args.end(), nullptr, false);
     const int64_t version = j.value("version", int64_t{-1});
-    if (version < 0 || a->rank < 0 || a->rank >= a->engines) {
-      return absl::InvalidArgumentError("ws_receive: version and rank (0..engines-1) needed");
+    if (version < 0 || a->rank < 0 || a->rank >= a->engines * a->engine_tp) {
+      return absl::InvalidArgumentError("ws_receive: version and receiver rank (0..engines*engine_tp-1) needed");
     }
     const auto t0 = Clock::now();
     if (!ws_ || ws_engines_ != a->engines || ws_prefix_ != a->prefix || ws_rank_ != a->rank) {
@@ -378,7 +406,7 @@ class GeneratorActor : public Actor {
         if (!r.ok()) return r.status();
         rendezvous_ = std::move(*r);
       }
-      auto plan = MakePolicySync(setup_.model, setup_.config.trainer.tp_size, a->engines);
+      auto plan = MakePolicySync(setup_.model, a->trainer_tp, a->engines, a->engine_tp);
       if (!plan.ok()) return plan.status();
       auto sched = (*plan)->ReceiverSchedule(a->rank);
       if (!sched.ok()) return sched.status();
@@ -403,7 +431,7 @@ class GeneratorActor : public Actor {
     const auto t1 = Clock::now();
     weight_sync::VersionedShard::Snapshot snap = ws_shard_->Current();
     if (!snap.bytes) return absl::InternalError("ws_receive: no bytes after the sync");
-    auto full = UnflattenFull(setup_.model, *snap.bytes);
+    auto full = UnflattenShard(setup_.model, args_.world, *snap.bytes);
     if (!full.ok()) return full.status();
     if (version > engine_->version()) {
       if (auto s = engine_->LoadWeights(version, *full); !s.ok()) return s;
@@ -415,6 +443,7 @@ class GeneratorActor : public Actor {
   // args: PackParts({{"seed"}, EncodeTensors({tokens, valid})}).
   // Returns PackParts({{"version", "compute_s"}, EncodeRollout}).
   absl::StatusOr<std::string> Generate(absl::string_view args) {
+    if (auto s = Ready(); !s.ok()) return s;
     const auto t0 = Clock::now();
     auto parts = UnpackParts(args, 2, "generate");
     if (!parts.ok()) return parts.status();
@@ -433,6 +462,7 @@ class GeneratorActor : public Actor {
   }
   // args: "keep" or "drop".
   absl::StatusOr<std::string> Sleep(absl::string_view level) {
+    if (auto s = Ready(); !s.ok()) return s;
     if (level != "keep" && level != "drop") {
       return absl::InvalidArgumentError(absl::StrCat("sleep: level must be keep or drop, got '", level, "'"));
     }
@@ -444,15 +474,34 @@ class GeneratorActor : public Actor {
     return std::string(GeneratorEngine::StateName(engine_->state()));
   }
   absl::StatusOr<std::string> WakeUp(absl::string_view) {
+    if (auto s = Ready(); !s.ok()) return s;
     if (auto s = engine_->WakeUp(); !s.ok()) return s;
     return std::string(GeneratorEngine::StateName(engine_->state()));
   }
-  absl::StatusOr<std::string> Version(absl::string_view) { return absl::StrCat(engine_->version()); }
+  absl::StatusOr<std::string> Version(absl::string_view) {
+    if (auto s = Ready(); !s.ok()) return s;
+    return absl::StrCat(engine_->version());
+  }
   // For tests and operators: the process to signal.
   absl::StatusOr<std::string> Pid(absl::string_view) { return absl::StrCat(getpid()); }
 
  private:
   GeneratorActor() = default;
+  // Rank 0 of an engine group: the group is complete once every rank has connected.
+  absl::Status Ready() {
+    if (engine_) return absl::OkStatus();
+    if (!accepted_.valid()) return absl::InternalError("engine: no collective");
+    auto comm = accepted_.get();
+    if (!comm.ok()) return absl::UnavailableError(absl::StrCat("engine rank 0: TP group: ", comm.status().message()));
+    comm_ = std::move(*comm);
+    auto engine = GeneratorEngine::Create(setup_.model, comm_.get());
+    if (!engine.ok()) return engine.status();
+    engine_ = std::move(*engine);
+    return absl::OkStatus();
+  }
+  RoleArgs args_;
+  std::unique_ptr<TcpListener> listener_;
+  std::future<absl::StatusOr<std::unique_ptr<Collective>>> accepted_;
   JobSetup setup_;
   std::unique_ptr<Collective> comm_;
   std::unique_ptr<GeneratorEngine> engine_;

@@ -24,11 +24,11 @@ weight_sync::Model PolicySyncModel(const PolicyConfig& c) {
 }
 
 absl::StatusOr<std::unique_ptr<weight_sync::PreparedSync>> MakePolicySync(const PolicyConfig& c, int trainer_tp,
-                                                                          int engines) {
+                                                                          int engines, int engine_tp) {
   weight_sync::ModelParallel trainer;
   trainer.tp = trainer_tp;
   weight_sync::ModelParallel engine;
-  engine.tp = 1;
+  engine.tp = engine_tp;
   return weight_sync::PreparedSync::Make(PolicySyncModel(c), weight_sync::Layout::Of(trainer),
                                          weight_sync::Layout::Engines(engines, engine));
 }
@@ -46,16 +46,17 @@ std::vector<uint8_t> FlattenShard(const NamedTensors& shard) {
   return out;
 }
 
-absl::StatusOr<NamedTensors> UnflattenFull(const PolicyConfig& c, absl::Span<const uint8_t> bytes) {
+absl::StatusOr<NamedTensors> UnflattenShard(const PolicyConfig& c, int tp, absl::Span<const uint8_t> bytes) {
   NamedTensors out;
   int64_t at = 0;
   for (const ParamSpec& p : PolicyParamSpecs(c)) {
+    const std::vector<int64_t> shape = ShardShape(p, tp);
     int64_t n = 1;
-    for (int64_t d : p.shape) n *= d;
+    for (int64_t d : shape) n *= d;
     if (at + n * 4 > static_cast<int64_t>(bytes.size())) {
       return absl::InvalidArgumentError(absl::StrCat("weights: ", bytes.size(), " bytes, too few for ", p.name));
     }
-    torch::Tensor t = torch::empty(p.shape, torch::kFloat32);
+    torch::Tensor t = torch::empty(shape, torch::kFloat32);
     std::memcpy(t.data_ptr<float>(), bytes.data() + at, n * 4);
     out.emplace_back(p.name, t);
     at += n * 4;

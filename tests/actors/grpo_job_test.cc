@@ -157,6 +157,28 @@ TEST_F(GrpoJobTest, MatchesTheSingleProcessTp1Run) {
   }
 }
 
+// Engines of TP = 2 (each engine two actors over their own TCP group, weights through the plan
+// to four receivers): still the single-process TP = 1 run's numbers.
+TEST_F(GrpoJobTest, TensorParallelEnginesMatchTheSingleProcessRun) {
+  config_.trainer.steps = 4;
+  config_.generator.tensor_parallel_size = 2;
+  JobActors actors;
+  auto dist = RunDistributedGrpo(*client_, yaml_, config_, {}, nullptr, [&](const JobActors& a) { actors = a; });
+  ASSERT_TRUE(dist.ok()) << dist.status();
+  EXPECT_EQ(actors.engines.size(), 4u);
+  EXPECT_EQ(dist->sync_fallbacks, 0);
+  JobConfig local = config_;
+  local.trainer.tp_size = 1;
+  local.generator.tensor_parallel_size = 1;
+  auto ref = RunLocalGrpo(local, nullptr);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  for (size_t s = 0; s < ref->history.size(); ++s) {
+    EXPECT_NEAR(dist->run.history[s].mean_reward, ref->history[s].mean_reward, 1e-6) << "step " << s + 1;
+    EXPECT_NEAR(dist->run.history[s].loss, ref->history[s].loss, 1e-3) << "step " << s + 1;
+    for (int64_t v : dist->engine_versions[s]) EXPECT_EQ(v, static_cast<int64_t>(s) + 1);
+  }
+}
+
 TEST_F(GrpoJobTest, RefusesWhatItDoesNotRun) {
   JobConfig c = config_;
   c.trainer.async_enabled = true;
@@ -164,7 +186,7 @@ TEST_F(GrpoJobTest, RefusesWhatItDoesNotRun) {
   ASSERT_FALSE(run.ok());
   EXPECT_NE(run.status().message().find("trainer.async.enabled"), absl::string_view::npos) << run.status();
   c = config_;
-  c.generator.tensor_parallel_size = 2;
+  c.generator.tensor_parallel_size = 3;  // does not divide the 4 heads
   run = RunDistributedGrpo(*client_, yaml_, c, {}, nullptr);
   ASSERT_FALSE(run.ok());
   EXPECT_NE(run.status().message().find("generator.tensor_parallel_size"), absl::string_view::npos) << run.status();
