@@ -94,7 +94,7 @@ absl::Status ActorProcesses::Launch(const ActorLaunch& launch) {
   o.env_set = launch.env;
   o.env_set["CUDA_VISIBLE_DEVICES"] = CudaVisibleDevices(launch.gpu_ids);
   o.env_set["SKYRL_ACTOR_ID"] = launch.actor_id.ToString();
-  // The actor host ties its life to this process (PR_SET_PDEATHSIG): a worker killed with
+  // The actor host ties its life to this process (it watches for re-parenting): a worker killed with
   // SIGKILL leaves no orphaned actors holding GPUs.
   o.env_set["SKYRL_WORKER_PID"] = std::to_string(getpid());
   o.log_path = LogPath(launch.actor_id);

@@ -68,7 +68,7 @@ class ActorProcesses {
   void ReapLoop();
 
   // Every actor process is spawned from this one thread, which lives as long as the worker:
-  // the actor host's PR_SET_PDEATHSIG fires when the *thread* that spawned it exits, and
+  // a child's PR_SET_PDEATHSIG fires when the *thread* that spawned it exits, and
   // gRPC retires idle server threads, which would SIGKILL actors started from them.
   class Spawner;
   std::unique_ptr<Spawner> spawner_;
