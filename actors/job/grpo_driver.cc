@@ -31,7 +31,8 @@ absl::StatusOr<nlohmann::json> Json(const absl::StatusOr<std::string>& bytes, ab
 bool EngineRetryable(const absl::Status& s) {
   return s.code() == absl::StatusCode::kUnavailable || s.code() == absl::StatusCode::kDeadlineExceeded ||
          (s.code() == absl::StatusCode::kFailedPrecondition &&
-          s.message().find("state") != absl::string_view::npos);  // restarted engine without weights
+          (s.message().find("state") != absl::string_view::npos ||
+           s.message().find("EMPTY") != absl::string_view::npos));  // restarted engine without weights
 }
 
 class Job {
@@ -55,16 +56,38 @@ class Job {
     const int tp = s_.config.trainer.tp_size, etp = s_.config.generator.tensor_parallel_size;
     const int engines = s_.config.generator.num_engines * etp;  // engine rank actors
     actors_.engine_tp = etp;
-    PlacementGroupOptions pg;
-    pg.name = absl::StrCat("grpo-", std::random_device{}());
-    // CPU bundles (this build has no GPU engines): one per trainer rank, one per engine, one
-    // for reward and reference. colocate_all on a GPU cluster would give trainer and engine
-    // actors fractional GPUs of the same bundles; see docs/rl.md.
-    for (int i = 0; i < tp + engines; ++i) pg.bundles.push_back(Bundle{{{"CPU", 1}}, {}});
-    pg.bundles.push_back(Bundle{{{"CPU", 1}}, {}});
-    auto created = client_.CreatePlacementGroup(pg);
+    // colocate_all on a cluster with GPUs: bundle i = one whole device (GPU=1) holding trainer
+    // rank i and engine rank i at GPU=0.5 each, so the pair shares that device (the scheduler
+    // places fractional requests inside the bundle's device). Without GPUs (creation fails
+    // with RESOURCE_EXHAUSTED) or without colocate_all: CPU bundles, one per trainer rank and
+    // one per engine rank. Either way a last CPU bundle holds reward and reference.
+    const int pairs = std::max(tp, engines);
+    absl::StatusOr<v1::PlacementGroupInfo> created = absl::UnknownError("unset");
+    if (s_.config.trainer.colocate_all) {
+      PlacementGroupOptions pg;
+      pg.name = absl::StrCat("grpo-", std::random_device{}());
+      for (int i = 0; i < pairs; ++i) pg.bundles.push_back(Bundle{{{"CPU", 2}, {"GPU", 1}}, {}});
+      pg.bundles.push_back(Bundle{{{"CPU", 1}}, {}});
+      created = client_.CreatePlacementGroup(pg);
+      if (created.ok()) {
+        gpu_ = true;
+      } else if (created.status().code() != absl::StatusCode::kResourceExhausted) {
+        return Prefix("placement group (colocate_all, GPU bundles)", created.status());
+      }
+    }
+    if (!gpu_) {
+      PlacementGroupOptions pg;
+      pg.name = absl::StrCat("grpo-", std::random_device{}());
+      for (int i = 0; i < tp + engines; ++i) pg.bundles.push_back(Bundle{{{"CPU", 1}}, {}});
+      pg.bundles.push_back(Bundle{{{"CPU", 1}}, {}});
+      created = client_.CreatePlacementGroup(pg);
+    }
     if (!created.ok()) return Prefix("placement group", created.status());
     actors_.placement_group = created->placement_group_id();
+    actors_.gpu_colocated = gpu_;
+    const int aux_bundle = gpu_ ? pairs : tp + engines;
+    auto trainer_bundle = [&](int r) { return r; };
+    auto engine_bundle = [&](int i) { return gpu_ ? i : tp + i; };
     auto ready = client_.WaitPlacementGroup(actors_.placement_group, opt_.ready_timeout);
     if (!ready.ok()) return Prefix("placement group", ready.status());
 
@@ -73,6 +96,7 @@ class Job {
       ActorOptions o;
       o.init_args = EncodeRoleArgs(a);
       o.resources = {{"CPU", cpu}};
+      if (gpu_ && bundle != aux_bundle) o.resources["GPU"] = 0.5;
       o.placement_group_id = actors_.placement_group;
       o.bundle_index = bundle;
       o.host = "rl";
@@ -85,7 +109,7 @@ class Job {
     base.config_yaml = yaml_;
     base.world = tp;
     // Trainer rank 0 first: it binds the TP group's port; the others connect to it.
-    auto r0 = create("grpo_trainer", base, 0, 1, 0);
+    auto r0 = create("grpo_trainer", base, trainer_bundle(0), 1, 0);
     if (!r0.ok()) return r0.status();
     actors_.trainers.push_back(*r0);
     if (tp > 1) {
@@ -98,7 +122,7 @@ class Job {
       for (int r = 1; r < tp; ++r) {
         RoleArgs a = base;
         a.rank = r;
-        auto id = create("grpo_trainer", a, r, 1, 0);
+        auto id = create("grpo_trainer", a, trainer_bundle(r), 1, 0);
         if (!id.ok()) return id.status();
         actors_.trainers.push_back(*id);
       }
@@ -110,7 +134,7 @@ class Job {
       a.master.clear();
       a.engine = e;
       const int restarts = etp == 1 ? -1 : 0;
-      auto id0 = create("grpo_generator", a, tp + e * etp, 1, restarts);
+      auto id0 = create("grpo_generator", a, engine_bundle(e * etp), 1, restarts);
       if (!id0.ok()) return id0.status();
       actors_.engines.push_back(*id0);
       if (etp > 1) {
@@ -122,7 +146,7 @@ class Job {
         a.master = absl::StrCat(addr.substr(0, addr.rfind(':')), ":", *port);
         for (int r = 1; r < etp; ++r) {
           a.rank = r;
-          auto id = create("grpo_generator", a, tp + e * etp + r, 1, restarts);
+          auto id = create("grpo_generator", a, engine_bundle(e * etp + r), 1, restarts);
           if (!id.ok()) return id.status();
           actors_.engines.push_back(*id);
         }
@@ -131,10 +155,10 @@ class Job {
     RoleArgs aux = base;
     aux.world = 1;
     aux.master.clear();
-    auto reward = create("grpo_reward", aux, tp + engines, 0.5, 3);
+    auto reward = create("grpo_reward", aux, aux_bundle, 0.5, 3);
     if (!reward.ok()) return reward.status();
     actors_.reward = *reward;
-    auto reference = create("grpo_reference", aux, tp + engines, 0.5, 3);
+    auto reference = create("grpo_reference", aux, aux_bundle, 0.5, 3);
     if (!reference.ok()) return reference.status();
     actors_.reference = *reference;
     // Version 0 (the initial weights) to every engine.
@@ -298,6 +322,41 @@ class Job {
 
   int epoch_ = 0, hosts_epoch_ = -1;
   std::vector<std::string> engine_hosts_;
+  bool gpu_ = false;  // colocate_all on GPU bundles
+
+  // colocate_all: every engine rank sleeps (drops its weights, freeing the shared device for
+  // the trainer) before training. Weight sync then stages the new version in the sleeping
+  // engines; WakeEngines before generating swaps it in. Returns how many engines slept.
+  absl::StatusOr<int> SleepEngines() {
+    std::vector<std::future<absl::StatusOr<std::string>>> calls;
+    for (const auto& id : actors_.engines) calls.push_back(client_.CallAsync(ActorHandle{id}, "sleep", "drop"));
+    int n = 0;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      auto r = calls[i].get();
+      if (!r.ok()) return Prefix(absl::StrCat("engine rank actor ", i, ": sleep"), r.status());
+      if (*r != "ASLEEP") return absl::InternalError(absl::StrCat("engine rank actor ", i, ": sleep left it ", *r));
+      ++n;
+    }
+    return n;
+  }
+  // A restarted engine is EMPTY, not asleep: its wake_up fails with FailedPrecondition (or
+  // Unavailable while it restarts), and Generate's recovery gives it the current weights, so
+  // those are skipped here. Returns how many engines woke.
+  absl::StatusOr<int> WakeEngines() {
+    std::vector<std::future<absl::StatusOr<std::string>>> calls;
+    for (const auto& id : actors_.engines) calls.push_back(client_.CallAsync(ActorHandle{id}, "wake_up", ""));
+    int n = 0;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      auto r = calls[i].get();
+      if (r.ok()) {
+        ++n;
+        continue;
+      }
+      if (EngineRetryable(r.status()) || r.status().code() == absl::StatusCode::kFailedPrecondition) continue;
+      return Prefix(absl::StrCat("engine rank actor ", i, ": wake_up"), r.status());
+    }
+    return n;
+  }
   Client& client_;
   const std::string yaml_;
   const JobSetup s_;
@@ -358,6 +417,12 @@ absl::StatusOr<DistributedSummary> RunDistributedGrpo(Client& client, const std:
     const auto t0 = Clock::now();
     auto prompts = MakePrompts(**task, config.environment.options, tc.train_batch_size, setup->grpo.group_size, rng);
     if (!prompts.ok()) return prompts.status();
+    const bool colocate = config.trainer.colocate_all;
+    if (colocate && step > 1) {
+      auto woke = job.WakeEngines();
+      if (!woke.ok()) return woke.status();
+      out.engine_wakes += *woke;
+    }
     auto gen = job.Generate(*prompts, step, &out.engine_recoveries);
     if (!gen.ok()) return gen.status();
     const auto t1 = Clock::now();
@@ -397,6 +462,11 @@ absl::StatusOr<DistributedSummary> RunDistributedGrpo(Client& client, const std:
     if (!batch.ok()) return batch.status();
     auto batch_bytes = EncodeTrainBatch(*batch);
     if (!batch_bytes.ok()) return batch_bytes.status();
+    if (colocate) {
+      auto slept = job.SleepEngines();
+      if (!slept.ok()) return slept.status();
+      out.engine_sleeps += *slept;
+    }
     std::vector<std::future<absl::StatusOr<std::string>>> trains;
     for (const auto& t : job.actors_.trainers) trains.push_back(client.CallAsync(ActorHandle{t}, "train", *batch_bytes));
     StepMetrics m;

@@ -2,7 +2,10 @@
 // over the runtime (rl_actors.cc, host "rl"):
 //
 //   placement group: trainer.tp_size trainer bundles, generator.num_engines engine bundles and
-//                    one bundle for reward + reference (CPU bundles; see docs/rl.md for GPUs)
+//                    one bundle for reward + reference (CPU bundles); with colocate_all on a
+//                    cluster with GPUs, bundle i {CPU 2, GPU 1} holds trainer rank i and engine
+//                    rank i at GPU 0.5 each (same device). colocate_all: engines sleep before
+//                    training, sync while asleep (staged), wake before generating.
 //   per step:  driver MakePrompts -> engines generate (whole groups per engine, in parallel)
 //              -> reward and reference (in parallel) -> driver MakeTrainBatch
 //              -> every trainer shard trains (in parallel: their TP collective needs them all)
@@ -48,6 +51,7 @@ struct JobActors {
   std::vector<std::string> trainers;
   std::vector<std::string> engines;  // every engine rank: engine e's rank r at e * engine_tp + r
   int engine_tp = 1;
+  bool gpu_colocated = false;  // colocate_all on GPU bundles: trainer rank i and engine rank i share bundle i's device
   std::string reward, reference, placement_group;
 };
 
@@ -59,6 +63,8 @@ struct DistributedSummary {
   int engine_recoveries = 0;     // calls retried after an engine restarted
   int sync_fallbacks = 0;        // steps whose TCP weight sync failed and were pushed instead
   double setup_s = 0;            // placement group + actors, before step 1
+  int engine_sleeps = 0;         // colocate_all: engine ranks put to sleep before training
+  int engine_wakes = 0;          // colocate_all: engine ranks woken before generating
 };
 
 // `config_yaml` is the text `config` was parsed from (the actors parse it again).

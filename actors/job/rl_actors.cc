@@ -9,7 +9,7 @@
 //                   form their own TCP group as the trainer's do, "port" on rank 0). Every rank
 //                   of an engine gets the same generate call. Weights: ws_receive, or
 //                   load_shard from every trainer rank (gathered, then cut to this rank).
-//                   Methods: load_shard, generate, sleep, wake_up, version, pid.
+//                   Methods: load_shard, generate, sleep, wake_up, version, state, pid.
 //   grpo_reward     rule-based rewards of the config's task. Method: score.
 //   grpo_reference  the frozen initial policy at TP 1 (InitFullParameters with the trainer's
 //                   seed). Method: logprobs.
@@ -349,6 +349,7 @@ class GeneratorActor : public Actor {
     t.Add("sleep", &GeneratorActor::Sleep);
     t.Add("wake_up", &GeneratorActor::WakeUp);
     t.Add("version", &GeneratorActor::Version);
+    t.Add("state", &GeneratorActor::EngineState);
     t.Add("pid", &GeneratorActor::Pid);
     t.Add("port", &GeneratorActor::Port);
   }
@@ -471,16 +472,29 @@ class GeneratorActor : public Actor {
         !s.ok()) {
       return s;
     }
+    ++sleeps_;
     return std::string(GeneratorEngine::StateName(engine_->state()));
   }
   absl::StatusOr<std::string> WakeUp(absl::string_view) {
     if (auto s = Ready(); !s.ok()) return s;
     if (auto s = engine_->WakeUp(); !s.ok()) return s;
+    ++wakes_;
     return std::string(GeneratorEngine::StateName(engine_->state()));
   }
   absl::StatusOr<std::string> Version(absl::string_view) {
     if (auto s = Ready(); !s.ok()) return s;
     return absl::StrCat(engine_->version());
+  }
+  // For tests and operators: {"state", "version", "sleeps", "wakes", "cuda_visible_devices"}.
+  absl::StatusOr<std::string> EngineState(absl::string_view) {
+    if (auto s = Ready(); !s.ok()) return s;
+    const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+    nlohmann::json out{{"state", GeneratorEngine::StateName(engine_->state())},
+                       {"version", engine_->version()},
+                       {"sleeps", sleeps_},
+                       {"wakes", wakes_},
+                       {"cuda_visible_devices", cvd ? cvd : ""}};
+    return out.dump();
   }
   // For tests and operators: the process to signal.
   absl::StatusOr<std::string> Pid(absl::string_view) { return absl::StrCat(getpid()); }
@@ -512,6 +526,7 @@ class GeneratorActor : public Actor {
   std::unique_ptr<weight_sync::VersionedShard> ws_shard_;
   int ws_engines_ = 0, ws_rank_ = -1;
   std::string ws_prefix_;
+  int64_t sleeps_ = 0, wakes_ = 0;  // successful sleep / wake_up calls since this process started
 };
 SKYRL_REGISTER_ACTOR(GeneratorActor, "grpo_generator");
 

@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
+#include <nlohmann/json.hpp>
 #include "actors/job/grpo_driver.h"
 #include "actors/train/job_config.h"
 #include "actors/train/local_trainer.h"
@@ -25,11 +27,13 @@ std::string ReadFile(const std::string& path) {
 
 class GrpoJobTest : public testing::LocalClusterTest {
  protected:
+  // Flags every worker gets (GrpoJobGpuTest declares devices).
+  virtual std::vector<std::string> WorkerFlags() const { return {}; }
   void SetUp() override {
     LocalClusterTest::SetUp();
     head_ = StartHead();
-    w1_ = StartWorker("w1", "CPU=4,memory=8Gi");
-    w2_ = StartWorker("w2", "CPU=4,memory=8Gi");
+    w1_ = StartWorker("w1", "CPU=4,memory=8Gi", WorkerFlags());
+    w2_ = StartWorker("w2", "CPU=4,memory=8Gi", WorkerFlags());
     ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 2; }));
     ClientOptions o;
     o.call_timeout = absl::Seconds(60);
@@ -190,6 +194,82 @@ TEST_F(GrpoJobTest, RefusesWhatItDoesNotRun) {
   run = RunDistributedGrpo(*client_, yaml_, c, {}, nullptr);
   ASSERT_FALSE(run.ok());
   EXPECT_NE(run.status().message().find("generator.tensor_parallel_size"), absl::string_view::npos) << run.status();
+}
+
+// colocate_all on the CPU-only cluster: CPU bundles, but the engines still sleep before every
+// training step and wake before every generation.
+TEST_F(GrpoJobTest, ColocateAllOnCpuStillSleepsAndWakesEngines) {
+  config_.trainer.colocate_all = true;
+  config_.trainer.steps = 3;
+  JobActors actors;
+  auto run = RunDistributedGrpo(*client_, yaml_, config_, {}, nullptr, [&](const JobActors& a) { actors = a; });
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_FALSE(actors.gpu_colocated);
+  EXPECT_EQ(run->engine_sleeps, 3 * 2);
+  EXPECT_EQ(run->engine_wakes, 2 * 2);
+  config_.trainer.colocate_all = false;
+  auto plain = RunDistributedGrpo(*client_, yaml_, config_, {}, nullptr);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->engine_sleeps, 0);
+  // Sleeping changes nothing the algorithm sees.
+  for (int s = 0; s < 3; ++s) EXPECT_EQ(run->run.history[s].loss, plain->run.history[s].loss) << "step " << s + 1;
+}
+
+// Workers that declare two GPUs each (actors see exactly their CUDA_VISIBLE_DEVICES; LibTorch
+// still computes on CPU here).
+class GrpoJobGpuTest : public GrpoJobTest {
+ protected:
+  std::vector<std::string> WorkerFlags() const override { return {"--gpu-ids", "0,1"}; }
+};
+
+// colocate_all with GPUs: trainer rank r and engine rank r share one device through GPU=0.5
+// each in bundle r; the engines are asleep (weights dropped) whenever the trainer trains and
+// wake with the new version before generating; the run still learns.
+TEST_F(GrpoJobGpuTest, ColocateAllSharesDevicesAndSleepsEnginesDuringTraining) {
+  config_.trainer.colocate_all = true;
+  config_.trainer.steps = 20;
+  JobActors actors;
+  int checked = 0;
+  auto run = RunDistributedGrpo(
+      *client_, yaml_, config_, {},
+      [&](const StepMetrics& m) {
+        ASSERT_TRUE(actors.gpu_colocated);
+        ASSERT_EQ(actors.trainers.size(), actors.engines.size());
+        for (size_t r = 0; r < actors.engines.size(); ++r) {
+          // After the step's sync the engine is still asleep: it slept through training and
+          // holds the new version staged, woken only at the next step's generation.
+          auto st = client_->Call(ActorHandle{actors.engines[r]}, "state", "");
+          ASSERT_TRUE(st.ok()) << st.status();
+          auto j = nlohmann::json::parse(*st);
+          EXPECT_EQ(j["state"], "ASLEEP") << "engine " << r << " step " << m.step;
+          EXPECT_EQ(j["sleeps"].get<int64_t>(), m.step) << "engine " << r;
+          EXPECT_EQ(j["wakes"].get<int64_t>(), m.step - 1) << "engine " << r;
+          EXPECT_EQ(j["version"].get<int64_t>(), m.step) << "engine " << r;
+          if (m.step != 1) continue;
+          auto t = client_->Describe(ActorHandle{actors.trainers[r]});
+          auto e = client_->Describe(ActorHandle{actors.engines[r]});
+          ASSERT_TRUE(t.ok() && e.ok());
+          ASSERT_EQ(t->gpu_ids_size(), 1) << "trainer rank " << r;
+          ASSERT_EQ(e->gpu_ids_size(), 1) << "engine rank " << r;
+          EXPECT_EQ(t->node_id(), e->node_id()) << "rank " << r;
+          EXPECT_EQ(t->gpu_ids(0), e->gpu_ids(0)) << "rank " << r;
+          EXPECT_EQ(t->bundle_index(), e->bundle_index());
+          // The engine's process sees exactly that device.
+          EXPECT_EQ(j["cuda_visible_devices"].get<std::string>(), std::to_string(e->gpu_ids(0)));
+          ++checked;
+        }
+      },
+      [&](const JobActors& a) { actors = a; });
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(checked, 2);
+  EXPECT_EQ(run->engine_sleeps, 20 * 2);
+  EXPECT_EQ(run->engine_wakes, 19 * 2);
+  for (int s = 0; s < 20; ++s) {
+    for (int64_t v : run->engine_versions[s]) EXPECT_EQ(v, s + 1) << "step " << s + 1;
+  }
+  double last3 = 0;
+  for (int s = 17; s < 20; ++s) last3 += run->run.history[s].mean_reward / 3;
+  EXPECT_GT(last3, run->run.baseline_reward + 0.05) << "baseline " << run->run.baseline_reward;
 }
 
 }  // namespace
