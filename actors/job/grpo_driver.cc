@@ -384,9 +384,13 @@ absl::StatusOr<DistributedSummary> RunDistributedGrpo(Client& client, const std:
                                                    config.generator.tensor_parallel_size));
   }
   if (tc.dp_size != 1) return absl::UnimplementedError(absl::StrCat("trainer.dp_size: the job runs 1 today, got ", tc.dp_size));
-  if (tc.async_enabled) {
-    return absl::UnimplementedError("trainer.async.enabled: the distributed job runs sync mode only today "
-                                    "(skyrl-grpo-local has async mode)");
+  if (tc.async_enabled && tc.colocate_all) {
+    // As in SkyRL: colocated engines sleep while the trainer trains, so nothing can overlap.
+    return absl::InvalidArgumentError("trainer.async.enabled: needs trainer.placement.colocate_all: false "
+                                      "(colocated engines sleep while the trainer trains)");
+  }
+  if (tc.async_enabled && tc.max_staleness < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("trainer.async.max_staleness: must be >= 0, got ", tc.max_staleness));
   }
   if (config.generator.num_engines > tc.train_batch_size) {
     return absl::InvalidArgumentError(absl::StrCat("generator.num_engines: ", config.generator.num_engines,
@@ -413,19 +417,75 @@ absl::StatusOr<DistributedSummary> RunDistributedGrpo(Client& client, const std:
   int at_target_run = 0;
   double step_total = 0;
   const auto start = Clock::now();
+  const bool async = tc.async_enabled;
+  int ahead_recoveries = 0;  // the generation thread's; folded in after each get
+  std::future<absl::StatusOr<std::pair<PromptSet, Job::Generated>>> ahead;
   for (int step = 1; step <= tc.steps; ++step) {
     const auto t0 = Clock::now();
-    auto prompts = MakePrompts(**task, config.environment.options, tc.train_batch_size, setup->grpo.group_size, rng);
-    if (!prompts.ok()) return prompts.status();
     const bool colocate = config.trainer.colocate_all;
     if (colocate && step > 1) {
       auto woke = job.WakeEngines();
       if (!woke.ok()) return woke.status();
       out.engine_wakes += *woke;
     }
-    auto gen = job.Generate(*prompts, step, &out.engine_recoveries);
+    absl::StatusOr<PromptSet> prompts = absl::UnknownError("no prompts");
+    absl::StatusOr<Job::Generated> gen = absl::UnknownError("not generated");
+    if (async && step > 1) {
+      auto got = ahead.get();  // generated while step - 1 trained
+      out.engine_recoveries += ahead_recoveries;
+      ahead_recoveries = 0;
+      if (!got.ok()) return got.status();
+      prompts = std::move(got->first);
+      gen = std::move(got->second);
+    } else {
+      prompts = MakePrompts(**task, config.environment.options, tc.train_batch_size, setup->grpo.group_size, rng);
+      if (!prompts.ok()) return prompts.status();
+      gen = job.Generate(*prompts, step, &out.engine_recoveries);
+    }
     if (!gen.ok()) return gen.status();
+    if (async && step < tc.steps) {
+      // Step + 1's generation overlaps this step's training, on the engines' current weights.
+      // The weight sync below waits for it, so an engine never swaps versions mid-generation.
+      auto next = MakePrompts(**task, config.environment.options, tc.train_batch_size, setup->grpo.group_size, rng);
+      if (!next.ok()) return next.status();
+      ahead = std::async(std::launch::async, [&job, &ahead_recoveries, p = std::move(*next), step]() mutable
+                             -> absl::StatusOr<std::pair<PromptSet, Job::Generated>> {
+        auto g = job.Generate(p, step + 1, &ahead_recoveries);
+        if (!g.ok()) return g.status();
+        return std::make_pair(std::move(p), std::move(*g));
+      });
+    }
+    // From here on, an early return must not leave the generation thread running on `job`.
+    struct Join {
+      std::future<absl::StatusOr<std::pair<PromptSet, Job::Generated>>>* f;
+      ~Join() {
+        if (f->valid()) f->wait();
+      }
+    } join{&ahead};
     const auto t1 = Clock::now();
+    StepMetrics m;
+    m.staleness = version - gen->min_version;
+    if (async && m.staleness > tc.max_staleness) {
+      // Too old to learn from: counted, not trained on, no new version to sync.
+      m.dropped_samples = static_cast<int64_t>(gen->rollout.sequences.size(0));
+      sum.dropped_samples += m.dropped_samples;
+      const auto tw = Clock::now();
+      if (async && step < tc.steps) ahead.wait();
+      const auto t4 = Clock::now();
+      m.step = step;
+      m.generate_s = Seconds(t0, t1);
+      m.wait_s = Seconds(tw, t4);
+      m.step_s = Seconds(t0, t4);
+      m.elapsed_s = Seconds(start, t4);
+      step_total += m.step_s;
+      out.compute_s += gen->compute_s;
+      sum.history.push_back(m);
+      auto versions = job.EngineVersions();
+      if (!versions.ok()) return versions.status();
+      out.engine_versions.push_back(*versions);
+      if (on_step) on_step(m);
+      continue;
+    }
 
     // Reward and reference are independent: both in flight at once.
     auto rollout_bytes = EncodeRollout(gen->rollout);
@@ -460,6 +520,9 @@ absl::StatusOr<DistributedSummary> RunDistributedGrpo(Client& client, const std:
 
     auto batch = MakeTrainBatch(gen->rollout, scored, (*ref)[0].second, setup->grpo);
     if (!batch.ok()) return batch.status();
+    // Off-policy samples (async): the engines' log-probs are the behaviour policy's (exactly so
+    // only without top-p truncation), as in RunLocalGrpo.
+    if (m.staleness > 0 && setup->sampling.top_p >= 1) batch->old_logprobs = gen->rollout.logprobs;
     auto batch_bytes = EncodeTrainBatch(*batch);
     if (!batch_bytes.ok()) return batch_bytes.status();
     if (colocate) {
@@ -469,7 +532,6 @@ absl::StatusOr<DistributedSummary> RunDistributedGrpo(Client& client, const std:
     }
     std::vector<std::future<absl::StatusOr<std::string>>> trains;
     for (const auto& t : job.actors_.trainers) trains.push_back(client.CallAsync(ActorHandle{t}, "train", *batch_bytes));
-    StepMetrics m;
     double train_compute = 0;
     int64_t trained_version = version + 1;
     absl::Status train_error;
@@ -491,6 +553,8 @@ absl::StatusOr<DistributedSummary> RunDistributedGrpo(Client& client, const std:
     }
     if (!train_error.ok()) return train_error;
     const auto t3 = Clock::now();
+    if (async && step < tc.steps) ahead.wait();  // engines idle before their weights change
+    const auto t3b = Clock::now();
     version = trained_version;
     auto synced = options.weight_sync == "tcp" ? job.SyncTcp(version, &out.engine_recoveries, &out.sync_fallbacks)
                                                : job.Sync(job.actors_.engines, &out.engine_recoveries);
@@ -501,11 +565,11 @@ absl::StatusOr<DistributedSummary> RunDistributedGrpo(Client& client, const std:
     m.mean_reward = scored.mean_reward;
     m.exact_fraction = scored.exact_fraction;
     m.response_tokens = scored.response_tokens;
-    m.staleness = 0;
     m.generate_s = Seconds(t0, t1);
     m.reward_s = Seconds(t1, t2);
     m.train_s = Seconds(t2, t3);
-    m.sync_s = Seconds(t3, t4);
+    m.wait_s = Seconds(t3, t3b);
+    m.sync_s = Seconds(t3b, t4);
     m.step_s = Seconds(t0, t4);
     m.elapsed_s = Seconds(start, t4);
     m.tokens_per_s = m.step_s > 0 ? static_cast<double>(m.response_tokens) / m.step_s : 0;

@@ -14,7 +14,9 @@
 //                 trainer shard pushing its own shard to every engine with actor calls
 //                 (sync_weights / load_shard); engines swap atomically with the new version
 //
-// Sync mode only. Every call has a deadline (ClientOptions.call_timeout). A TP-1 engine that
+// Async mode (trainer.async.enabled, colocate_all false): step k + 1 generates on a thread while
+// step k trains; the sync waits for it; batches staler than max_staleness are dropped and
+// counted. The generation thread uses `client` concurrently with the driver thread. Every call has a deadline (ClientOptions.call_timeout). A TP-1 engine that
 // dies is restarted by the runtime (max_restarts); the driver then pushes the current weights
 // to it again and retries the call, up to `engine_retries` times per step. (Engines of
 // generator.tensor_parallel_size > 1 are not restarted: their TP group would need re-forming.) Anything else that

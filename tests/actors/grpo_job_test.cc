@@ -186,14 +186,69 @@ TEST_F(GrpoJobTest, TensorParallelEnginesMatchTheSingleProcessRun) {
 TEST_F(GrpoJobTest, RefusesWhatItDoesNotRun) {
   JobConfig c = config_;
   c.trainer.async_enabled = true;
+  c.trainer.colocate_all = true;  // colocated engines sleep while training: nothing to overlap
   auto run = RunDistributedGrpo(*client_, yaml_, c, {}, nullptr);
   ASSERT_FALSE(run.ok());
   EXPECT_NE(run.status().message().find("trainer.async.enabled"), absl::string_view::npos) << run.status();
+  c.trainer.colocate_all = false;
+  c.trainer.max_staleness = -1;
+  run = RunDistributedGrpo(*client_, yaml_, c, {}, nullptr);
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.status().message().find("trainer.async.max_staleness"), absl::string_view::npos) << run.status();
   c = config_;
   c.generator.tensor_parallel_size = 3;  // does not divide the 4 heads
   run = RunDistributedGrpo(*client_, yaml_, c, {}, nullptr);
   ASSERT_FALSE(run.ok());
   EXPECT_NE(run.status().message().find("generator.tensor_parallel_size"), absl::string_view::npos) << run.status();
+}
+
+// Async mode: step k + 1's samples come from the weights before step k's update (staleness
+// 1, within the bound), never staler; nothing is dropped at max_staleness 1; the run learns and
+// every engine ends each step on the trainer's version.
+TEST_F(GrpoJobTest, AsyncRunStaysWithinTheStalenessBoundAndLearns) {
+  config_.trainer.async_enabled = true;
+  config_.trainer.colocate_all = false;
+  config_.trainer.max_staleness = 1;
+  config_.trainer.steps = 20;
+  auto run = RunDistributedGrpo(*client_, yaml_, config_, {}, nullptr);
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->run.steps, 20);
+  EXPECT_EQ(run->run.dropped_samples, 0);
+  for (int s = 0; s < 20; ++s) {
+    const StepMetrics& m = run->run.history[s];
+    EXPECT_EQ(m.staleness, s == 0 ? 0 : 1) << "step " << s + 1;
+    EXPECT_EQ(m.dropped_samples, 0);
+    for (int64_t v : run->engine_versions[s]) EXPECT_EQ(v, s + 1) << "step " << s + 1;
+  }
+  double last3 = 0;
+  for (int s = 17; s < 20; ++s) last3 += run->run.history[s].mean_reward / 3;
+  EXPECT_GT(last3, run->run.baseline_reward + 0.05) << "baseline " << run->run.baseline_reward;
+}
+
+// max_staleness 0: samples one version old are dropped and counted (not trained on, so no new
+// version that step); every trained step used samples of the trainer's own version.
+TEST_F(GrpoJobTest, AsyncDropsAndCountsSamplesStalerThanTheBound) {
+  config_.trainer.async_enabled = true;
+  config_.trainer.colocate_all = false;
+  config_.trainer.max_staleness = 0;
+  config_.trainer.steps = 5;
+  auto run = RunDistributedGrpo(*client_, yaml_, config_, {}, nullptr);
+  ASSERT_TRUE(run.ok()) << run.status();
+  int64_t dropped = 0, trained = 0;
+  for (const StepMetrics& m : run->run.history) {
+    if (m.dropped_samples > 0) {
+      EXPECT_GT(m.staleness, 0) << "step " << m.step;
+      dropped += m.dropped_samples;
+    } else {
+      EXPECT_EQ(m.staleness, 0) << "step " << m.step;
+      ++trained;
+    }
+  }
+  EXPECT_GT(dropped, 0);
+  EXPECT_GE(trained, 2);
+  EXPECT_EQ(dropped, run->run.dropped_samples);
+  // Versions advance only on trained steps.
+  EXPECT_EQ(run->engine_versions.back()[0], trained);
 }
 
 // colocate_all on the CPU-only cluster: CPU bundles, but the engines still sleep before every
