@@ -98,6 +98,54 @@ absl::StatusOr<nlohmann::json> ParseJson(absl::string_view s, absl::string_view 
   return j;
 }
 
+// One role's TP group across processes: alone (world 1), rank 0 (binds at once and accepts
+// the other ranks in the background: they connect from their own constructors, which the
+// driver starts after reading rank 0's port), or rank r >= 1 (connects to args.master).
+// Shared by the trainer shards and the engines of TP > 1. One thread at a time.
+class TpGroup {
+ public:
+  absl::Status Join(const RoleArgs& args) {
+    if (args.world == 1) {
+      comm_ = MakeSingleRankCollective();
+      return absl::OkStatus();
+    }
+    if (args.rank == 0) {
+      auto listener = TcpListener::Bind("0.0.0.0", 0);
+      if (!listener.ok()) return listener.status();
+      listener_ = std::move(*listener);
+      TcpListener* l = listener_.get();
+      const int world = args.world;
+      accepted_ = std::async(std::launch::async, [l, world] { return l->Accept(world, absl::Seconds(300)); });
+      return absl::OkStatus();
+    }
+    const std::string& m = args.master;
+    int port = 0;
+    if (!absl::SimpleAtoi(m.substr(m.rfind(':') + 1), &port))
+      return absl::InvalidArgumentError(absl::StrCat("init args: master: bad port in '", m, "'"));
+    auto comm = ConnectTcpCollective(m.substr(0, m.rfind(':')), port, args.rank, args.world, absl::Seconds(120));
+    if (!comm.ok()) return comm.status();
+    comm_ = std::move(*comm);
+    return absl::OkStatus();
+  }
+  // Rank 0: waits until every rank has connected. `who` names the role in errors.
+  absl::Status Complete(absl::string_view who) {
+    if (comm_) return absl::OkStatus();
+    if (!accepted_.valid()) return absl::InternalError(absl::StrCat(who, ": no collective"));
+    auto comm = accepted_.get();
+    if (!comm.ok()) return absl::UnavailableError(absl::StrCat(who, " rank 0: TP group: ", comm.status().message()));
+    comm_ = std::move(*comm);
+    return absl::OkStatus();
+  }
+  // Null until the group is complete (rank 0 before Complete()).
+  Collective* comm() const { return comm_.get(); }
+  int port() const { return listener_ ? listener_->port() : 0; }
+
+ private:
+  std::unique_ptr<TcpListener> listener_;
+  std::future<absl::StatusOr<std::unique_ptr<Collective>>> accepted_;
+  std::unique_ptr<Collective> comm_;
+};
+
 // ---------------------------------------------------------------------------------------------
 class TrainerActor : public Actor {
  public:
@@ -111,29 +159,9 @@ class TrainerActor : public Actor {
     auto self = std::unique_ptr<TrainerActor>(new TrainerActor());
     self->args_ = *args;
     self->setup_ = *setup;
-    if (args->world == 1) {
-      self->comm_ = MakeSingleRankCollective();
-    } else if (args->rank == 0) {
-      // Bind now, accept in the background: ranks >= 1 connect from their constructors,
-      // which the driver starts after reading our port.
-      auto listener = TcpListener::Bind("0.0.0.0", 0);
-      if (!listener.ok()) return listener.status();
-      self->listener_ = std::move(*listener);
-      TcpListener* l = self->listener_.get();
-      const int world = args->world;
-      self->accepted_ = std::async(std::launch::async, [l, world] { return l->Accept(world, absl::Seconds(300)); });
-    } else {
-      const std::string& m = args->master;
-      int port = 0;
-      if (!absl::SimpleAtoi(m.substr(m.rfind(':') + 1), &port)) {
-        return absl::InvalidArgumentError(absl::StrCat("init args: master: bad port in '", m, "'"));
-      }
-      auto comm = ConnectTcpCollective(m.substr(0, m.rfind(':')), port, args->rank, args->world, absl::Seconds(120));
-      if (!comm.ok()) return comm.status();
-      self->comm_ = std::move(*comm);
-      if (auto s = self->MakeShard(); !s.ok()) return s;
-    }
-    if (self->comm_ && !self->shard_) {
+    // Rank 0 binds now and accepts in the background (see TpGroup).
+    if (auto st = self->group_.Join(*args); !st.ok()) return st;
+    if (self->group_.comm() && !self->shard_) {
       if (auto s = self->MakeShard(); !s.ok()) return s;
     }
     return self;
@@ -149,7 +177,7 @@ class TrainerActor : public Actor {
   }
 
   absl::StatusOr<std::string> Port(absl::string_view) {
-    return absl::StrCat(listener_ ? listener_->port() : 0);
+    return absl::StrCat(group_.port());
   }
 
   // args: EncodeTrainBatch bytes. Every rank must be called with the same batch, concurrently.
@@ -272,7 +300,7 @@ class TrainerActor : public Actor {
   absl::Status MakeShard() {
     TrainerShardOptions o{setup_.model, setup_.grpo, setup_.optim, setup_.sampling.temperature,
                           static_cast<uint64_t>(setup_.config.trainer.seed)};
-    auto shard = TrainerShard::Create(o, comm_.get());
+    auto shard = TrainerShard::Create(o, group_.comm());
     if (!shard.ok()) return shard.status();
     shard_ = std::move(*shard);
     return absl::OkStatus();
@@ -280,18 +308,13 @@ class TrainerActor : public Actor {
   // Rank 0 of a group: the group is complete once every rank has connected.
   absl::Status Ready() {
     if (shard_) return absl::OkStatus();
-    if (!accepted_.valid()) return absl::InternalError("trainer: no collective");
-    auto comm = accepted_.get();
-    if (!comm.ok()) return absl::UnavailableError(absl::StrCat("trainer rank 0: TP group: ", comm.status().message()));
-    comm_ = std::move(*comm);
+    if (auto s = group_.Complete("trainer"); !s.ok()) return s;
     return MakeShard();
   }
 
   RoleArgs args_;
   JobSetup setup_;
-  std::unique_ptr<TcpListener> listener_;
-  std::future<absl::StatusOr<std::unique_ptr<Collective>>> accepted_;
-  std::unique_ptr<Collective> comm_;
+  TpGroup group_;
   std::unique_ptr<TrainerShard> shard_;
   std::unique_ptr<Client> client_;
   std::unique_ptr<weight_sync::Rendezvous> rendezvous_;
@@ -316,27 +339,9 @@ class GeneratorActor : public Actor {
     self->setup_ = *setup;
     self->args_ = *args;
     // The engine's own TP group, set up as the trainer's (rank 0 binds, the others connect).
-    if (args->world == 1) {
-      self->comm_ = MakeSingleRankCollective();
-    } else if (args->rank == 0) {
-      auto listener = TcpListener::Bind("0.0.0.0", 0);
-      if (!listener.ok()) return listener.status();
-      self->listener_ = std::move(*listener);
-      TcpListener* l = self->listener_.get();
-      const int world = args->world;
-      self->accepted_ = std::async(std::launch::async, [l, world] { return l->Accept(world, absl::Seconds(300)); });
-    } else {
-      const std::string& m = args->master;
-      int port = 0;
-      if (!absl::SimpleAtoi(m.substr(m.rfind(':') + 1), &port)) {
-        return absl::InvalidArgumentError(absl::StrCat("init args: master: bad port in '", m, "'"));
-      }
-      auto comm = ConnectTcpCollective(m.substr(0, m.rfind(':')), port, args->rank, args->world, absl::Seconds(120));
-      if (!comm.ok()) return comm.status();
-      self->comm_ = std::move(*comm);
-    }
-    if (self->comm_) {
-      auto engine = GeneratorEngine::Create(setup->model, self->comm_.get());
+    if (auto st = self->group_.Join(*args); !st.ok()) return st;
+    if (self->group_.comm()) {
+      auto engine = GeneratorEngine::Create(setup->model, self->group_.comm());
       if (!engine.ok()) return engine.status();
       self->engine_ = std::move(*engine);
     }
@@ -353,7 +358,7 @@ class GeneratorActor : public Actor {
     t.Add("pid", &GeneratorActor::Pid);
     t.Add("port", &GeneratorActor::Port);
   }
-  absl::StatusOr<std::string> Port(absl::string_view) { return absl::StrCat(listener_ ? listener_->port() : 0); }
+  absl::StatusOr<std::string> Port(absl::string_view) { return absl::StrCat(group_.port()); }
 
   // args: PackParts({{"version", "rank", "world"}, EncodeTensors(trainer rank's shard)}).
   // Returns the engine's version after the call. A version at or below the current one is
@@ -504,20 +509,15 @@ class GeneratorActor : public Actor {
   // Rank 0 of an engine group: the group is complete once every rank has connected.
   absl::Status Ready() {
     if (engine_) return absl::OkStatus();
-    if (!accepted_.valid()) return absl::InternalError("engine: no collective");
-    auto comm = accepted_.get();
-    if (!comm.ok()) return absl::UnavailableError(absl::StrCat("engine rank 0: TP group: ", comm.status().message()));
-    comm_ = std::move(*comm);
-    auto engine = GeneratorEngine::Create(setup_.model, comm_.get());
+    if (auto s = group_.Complete("engine"); !s.ok()) return s;
+    auto engine = GeneratorEngine::Create(setup_.model, group_.comm());
     if (!engine.ok()) return engine.status();
     engine_ = std::move(*engine);
     return absl::OkStatus();
   }
   RoleArgs args_;
-  std::unique_ptr<TcpListener> listener_;
-  std::future<absl::StatusOr<std::unique_ptr<Collective>>> accepted_;
+  TpGroup group_;
   JobSetup setup_;
-  std::unique_ptr<Collective> comm_;
   std::unique_ptr<GeneratorEngine> engine_;
   std::map<int64_t, std::vector<NamedTensors>> pending_;  // version -> shards by trainer rank
   std::unique_ptr<weight_sync::Rendezvous> rendezvous_;
