@@ -585,21 +585,9 @@ absl::StatusOr<DistributedSummary> RunDistributedGrpo(Client& client, const std:
     if (!versions.ok()) return versions.status();
     out.engine_versions.push_back(*versions);
     if (on_step) on_step(m);
-    if (step == 1) sum.baseline_reward = m.mean_reward;
-    if (m.mean_reward >= config.environment.target_reward) {
-      if (sum.first_step_at_target < 0) {
-        sum.first_step_at_target = step;
-        sum.seconds_to_target = m.elapsed_s;
-      }
-      if (options.stop_after_target > 0 && ++at_target_run >= options.stop_after_target) break;
-    } else {
-      at_target_run = 0;
-    }
+    if (RecordStep(sum, m, step, config.environment.target_reward, options.stop_after_target, at_target_run)) break;
   }
-  sum.steps = static_cast<int>(sum.history.size());
-  sum.total_s = sum.history.empty() ? 0 : sum.history.back().elapsed_s;
-  const int tail = std::min<int>(5, sum.steps);
-  for (int i = sum.steps - tail; i < sum.steps; ++i) sum.final_reward += sum.history[i].mean_reward / tail;
+  FinishSummary(sum);
   out.overhead_fraction = step_total > 0 ? std::max(0.0, step_total - out.compute_s) / step_total : 0;
   return out;
 }

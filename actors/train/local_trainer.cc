@@ -32,6 +32,26 @@ absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& 
 
 }  // namespace
 
+bool RecordStep(RunSummary& sum, const StepMetrics& m, int step, double target, int stop_after, int& at_target_run) {
+  if (step == 1) sum.baseline_reward = m.mean_reward;
+  if (m.mean_reward < target) {
+    at_target_run = 0;
+    return false;
+  }
+  if (sum.first_step_at_target < 0) {
+    sum.first_step_at_target = step;
+    sum.seconds_to_target = m.elapsed_s;
+  }
+  return stop_after > 0 && ++at_target_run >= stop_after;
+}
+
+void FinishSummary(RunSummary& sum) {
+  sum.steps = static_cast<int>(sum.history.size());
+  sum.total_s = sum.history.empty() ? 0 : sum.history.back().elapsed_s;
+  const int tail = std::min<int>(5, sum.steps);
+  for (int i = sum.steps - tail; i < sum.steps; ++i) sum.final_reward += sum.history[i].mean_reward / tail;
+}
+
 absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config, const std::function<void(const StepMetrics&)>& on_step,
                                         int stop_after_target, bool write_checkpoint) {
   const JobConfig::Trainer& tc = config.trainer;
@@ -236,21 +256,9 @@ absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& 
       if (auto s = (*trainer)->Save(tc.output_dir); !s.ok()) return s;
     }
 
-    if (step == 1) sum.baseline_reward = m.mean_reward;
-    if (m.mean_reward >= config.environment.target_reward) {
-      if (sum.first_step_at_target < 0) {
-        sum.first_step_at_target = step;
-        sum.seconds_to_target = m.elapsed_s;
-      }
-      if (stop_after_target > 0 && ++at_target_run >= stop_after_target) break;
-    } else {
-      at_target_run = 0;
-    }
+    if (RecordStep(sum, m, step, config.environment.target_reward, stop_after_target, at_target_run)) break;
   }
-  sum.steps = static_cast<int>(sum.history.size());
-  sum.total_s = sum.history.empty() ? 0 : sum.history.back().elapsed_s;
-  const int tail = std::min<int>(5, sum.steps);
-  for (int i = sum.steps - tail; i < sum.steps; ++i) sum.final_reward += sum.history[i].mean_reward / tail;
+  FinishSummary(sum);
 
   if (write_checkpoint && tc.ckpt_interval >= 0) {
     std::error_code ec;

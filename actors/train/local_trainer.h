@@ -38,6 +38,14 @@ struct RunSummary {
   std::vector<StepMetrics> history;
 };
 
+// Bookkeeping shared by the single-process loop and the distributed driver. After step `step`
+// (1-based) whose metrics `m` are already in sum.history: records the baseline (step 1) and
+// the first step at `target`; returns true once `stop_after` (> 0) consecutive steps reached
+// it. `at_target_run` is the caller's running count, starting at 0.
+bool RecordStep(RunSummary& sum, const StepMetrics& m, int step, double target, int stop_after, int& at_target_run);
+// Fills steps, total_s and final_reward (mean of the last min(5, steps) steps) from history.
+void FinishSummary(RunSummary& sum);
+
 // Runs trainer.steps steps (or stops early after `stop_after_target` consecutive steps at
 // or above environment.target_reward, when > 0). `on_step` (may be empty) sees each step as it
 // ends. Writes nothing to disk unless `write_checkpoint`: then each rank's checkpoint goes to

@@ -10,6 +10,7 @@
 #include "actors/algo/grpo.h"
 #include "actors/model/in_process_collective.h"
 #include "tests/actors/groups.h"
+#include "actors/job/sync_layout.h"
 #include "actors/model/policy.h"
 #include "weight_sync/plan/layout.h"
 #include "weight_sync/plan/model.h"
@@ -221,18 +222,7 @@ TEST(Sharding, RejectsMissingOrMisshapedParameters) {
 TEST(Sharding, MatchesTheWeightSyncLayout) {
   const PolicyConfig cfg = SmallConfig();
   const NamedTensors full = InitFullParameters(cfg, 2);
-  weight_sync::Model model;
-  model.num_layers = cfg.layers;
-  for (const ParamSpec& p : PolicyParamSpecs(cfg)) {
-    weight_sync::Param wp;
-    wp.name = p.name;
-    wp.shape = p.shape;
-    wp.dtype = weight_sync::DType::kF32;
-    wp.split_dim = p.split_dim;
-    wp.fused = p.fused;
-    wp.layer = p.layer;
-    model.params.push_back(wp);
-  }
+  const weight_sync::Model model = PolicySyncModel(cfg);  // what the job syncs with
   for (int tp : {2, 4}) {
     weight_sync::ModelParallel mp;
     mp.tp = tp;
