@@ -3,12 +3,17 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "weight_sync/checksum.h"
 
 namespace skyrl::weight_sync {
 namespace {
@@ -23,14 +28,59 @@ absl::Status FromNccl(ncclResult_t r, absl::string_view what) {
   return absl::UnavailableError(absl::StrCat(what, ": NCCL ", ncclGetErrorString(r)));
 }
 
+// Sender to receiver, one per pair, before any data. Plain bytes on the wire (both ends run
+// this build), 8-byte aligned.
 struct Header {
-  uint64_t version, bytes, bucket_bytes, reserved;
+  uint64_t version = 0, bytes = 0, bucket_bytes = 0;
+  uint64_t group_key = 0;  // broadcast group (0: point to point)
+  uint32_t checksums = 0;  // 1: a digest follows every bucket
+  int32_t group_size = 0;  // ranks of the group's communicator (sender + receivers); 0: none
+  int32_t group_rank = 0;  // this receiver's rank in it, 1..group_size-1 (the sender is 0)
+  uint32_t fresh = 0;      // 1: create the group's communicator from `id`; 0: reuse it
+  ncclUniqueId id{};
+};
+static_assert(sizeof(Header) % 8 == 0);
+
+// Receiver to sender after the last bucket.
+struct Confirm {
+  int32_t code = 0;     // absl::StatusCode of the receiver's first failure, 0 when none
+  int32_t bucket = -1;  // where it happened, -1 before the buckets
+};
+
+uint64_t GroupKey(int root, const std::vector<int>& members) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the root and the sorted members
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 0x100000001b3ull;
+    }
+  };
+  mix(static_cast<uint64_t>(root));
+  mix(members.size());
+  for (int m : members) mix(static_cast<uint64_t>(m));
+  return h == 0 ? 1 : h;  // 0 means "no group"
+}
+
+// A broadcast group's communicator and the stream its collectives run on.
+struct GroupComm {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+};
+
+// Something to wait for: the work queued on `stream`, issued through `comm`.
+struct Pending {
+  ncclComm_t comm;
+  cudaStream_t stream;
 };
 
 class NcclTransport final : public Transport {
  public:
   NcclTransport(const NcclOptions& o, ncclComm_t comm, cudaStream_t stream) : o_(o), comm_(comm), stream_(stream) {}
   ~NcclTransport() override {
+    for (auto& [key, g] : groups_) {
+      if (g.comm != nullptr) (aborted_ ? ncclCommAbort(g.comm) : ncclCommDestroy(g.comm));
+      if (g.stream != nullptr) cudaStreamDestroy(g.stream);
+    }
     if (comm_ != nullptr) (aborted_ ? ncclCommAbort(comm_) : ncclCommDestroy(comm_));
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
@@ -60,23 +110,29 @@ class NcclTransport final : public Transport {
 
  private:
   int GlobalRank(int peer, bool peer_is_sender) const { return peer_is_sender ? peer : o_.num_senders + peer; }
+  int MyGlobalRank() const { return o_.is_sender ? o_.rank : o_.num_senders + o_.rank; }
 
-  // Waits for the stream with a deadline; aborts the communicator on timeout or NCCL error.
-  absl::Status Wait(absl::string_view what) {
+  // Waits until every pending stream is idle, with a deadline; aborts every communicator on
+  // timeout or NCCL/CUDA error.
+  absl::Status Wait(const std::vector<Pending>& pending, absl::string_view what) {
     const absl::Time deadline = absl::Now() + o_.transfer.io_timeout;
     while (true) {
-      ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &async);
-      if (async != ncclSuccess && async != ncclInProgress) {
-        Abort();
-        return FromNccl(async, what);
+      bool done = true;
+      for (const Pending& p : pending) {
+        ncclResult_t async = ncclSuccess;
+        if (p.comm != nullptr) ncclCommGetAsyncError(p.comm, &async);
+        if (async != ncclSuccess && async != ncclInProgress) {
+          Abort();
+          return FromNccl(async, what);
+        }
+        cudaError_t q = cudaStreamQuery(p.stream);
+        if (q != cudaSuccess && q != cudaErrorNotReady) {
+          Abort();
+          return FromCuda(q, what);
+        }
+        done &= q == cudaSuccess && async == ncclSuccess;
       }
-      cudaError_t q = cudaStreamQuery(stream_);
-      if (q == cudaSuccess && async == ncclSuccess) return absl::OkStatus();
-      if (q != cudaSuccess && q != cudaErrorNotReady) {
-        Abort();
-        return FromCuda(q, what);
-      }
+      if (done) return absl::OkStatus();
       if (absl::Now() >= deadline) {
         Abort();
         return absl::DeadlineExceededError(absl::StrCat(what, ": no completion within ",
@@ -86,10 +142,62 @@ class NcclTransport final : public Transport {
       absl::SleepFor(absl::Microseconds(50));
     }
   }
+  absl::Status WaitMain(absl::string_view what) { return Wait({{comm_, stream_}}, what); }
+
   void Abort() {
-    if (!aborted_ && comm_ != nullptr) ncclCommAbort(comm_);
+    if (!aborted_) {
+      if (comm_ != nullptr) ncclCommAbort(comm_);
+      for (auto& [key, g] : groups_)
+        if (g.comm != nullptr) ncclCommAbort(g.comm);
+    }
+    for (auto& [key, g] : groups_) g.comm = nullptr;  // streams are destroyed with the transport
     aborted_ = true;
     comm_ = nullptr;
+  }
+
+  // Creates the communicators of `starting` (group rank and size given) all at once, so that
+  // ranks in several groups never wait on each other's creation order.
+  struct NewGroup {
+    std::pair<int, uint64_t> key;
+    ncclUniqueId id;
+    int size = 0, rank = 0;
+  };
+  absl::Status CreateGroups(const std::vector<NewGroup>& starting, absl::string_view who) {
+    if (starting.empty()) return absl::OkStatus();
+    std::vector<GroupComm*> made;
+    absl::Status st;
+    for (const NewGroup& n : starting) {
+      GroupComm& g = groups_[n.key];
+      if (g.comm != nullptr) ncclCommDestroy(g.comm);  // the sender started the group afresh
+      g.comm = nullptr;
+      if (g.stream == nullptr) st = FromCuda(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking), who);
+      if (!st.ok()) break;
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      st = FromNccl(ncclCommInitRankConfig(&g.comm, n.size, n.id, n.rank, &config),
+                    absl::StrCat(who, ": broadcast group of ", n.size, " ranks"));
+      made.push_back(&g);
+      if (!st.ok()) break;
+    }
+    const absl::Time deadline = absl::Now() + o_.transfer.io_timeout;
+    for (GroupComm* g : made) {
+      ncclResult_t state = ncclInProgress;
+      while (st.ok() && g->comm != nullptr) {
+        ncclCommGetAsyncError(g->comm, &state);
+        if (state != ncclInProgress) {
+          st = FromNccl(state, absl::StrCat(who, ": broadcast group init"));
+          break;
+        }
+        if (absl::Now() >= deadline) {
+          st = absl::DeadlineExceededError(absl::StrCat(who, ": broadcast group not formed within ",
+                                                        absl::FormatDuration(o_.transfer.io_timeout)));
+          break;
+        }
+        absl::SleepFor(absl::Microseconds(200));
+      }
+    }
+    if (!st.ok()) Abort();
+    return st;
   }
 
   absl::Status Run(uint64_t version, const RankSchedule& schedule, uint8_t* shard, bool sending) {
@@ -98,13 +206,69 @@ class NcclTransport final : public Transport {
     if (absl::Status s = FromCuda(cudaSetDevice(o_.device), who); !s.ok()) return s;
     const size_t n = schedule.peers.size();
     const int64_t bucket = o_.transfer.bucket_bytes;
-    // 1. Headers: the pair agrees on version, bytes and bucket size before any data moves.
-    Header* dev_headers = nullptr;
+    const bool checksums = o_.transfer.checksums;
+    auto peer_name = [&](size_t i) {
+      return absl::StrCat(sending ? "receiver " : "sender ", schedule.peers[i].peer);
+    };
+
+    // Device scratch freed on every return.
+    std::vector<void*> allocations;
+    struct Free {
+      std::vector<void*>& a;
+      ~Free() {
+        for (void* p : a) cudaFree(p);
+      }
+    } free_all{allocations};
+    auto dev_alloc = [&](size_t bytes, void** out) {
+      absl::Status s = FromCuda(cudaMalloc(out, std::max<size_t>(1, bytes)), who);
+      if (s.ok()) allocations.push_back(*out);
+      return s;
+    };
+
+    // 1. Headers, and which pairs go by broadcast. rep[i]: the peer index whose device bucket
+    // carries pair i's bytes (itself, or its group's first member on the sender).
     std::vector<Header> headers(n);
-    for (size_t i = 0; i < n; ++i)
-      headers[i] = {version, static_cast<uint64_t>(schedule.peers[i].bytes), static_cast<uint64_t>(bucket), 0};
-    if (absl::Status s = FromCuda(cudaMalloc(&dev_headers, std::max<size_t>(1, n) * sizeof(Header)), who); !s.ok()) return s;
-    auto free_headers = [&] { cudaFree(dev_headers); };
+    std::vector<size_t> rep(n);
+    std::vector<bool> in_group(n, false);  // the pair moves by broadcast
+    // The broadcasts this rank takes part in, in the one order every rank issues them:
+    // (root's global rank, group key), then the peer indices that use it.
+    std::map<std::pair<int, uint64_t>, std::vector<size_t>> bcasts;
+    std::vector<NewGroup> starting;
+    for (size_t i = 0; i < n; ++i) {
+      rep[i] = i;
+      headers[i].version = version;
+      headers[i].bytes = static_cast<uint64_t>(schedule.peers[i].bytes);
+      headers[i].bucket_bytes = static_cast<uint64_t>(bucket);
+      headers[i].checksums = checksums ? 1 : 0;
+    }
+    if (sending && o_.broadcast) {
+      for (const std::vector<size_t>& g : GroupIdenticalStreams(schedule)) {
+        if (g.size() < 2) continue;
+        std::vector<int> members;
+        for (size_t i : g) members.push_back(schedule.peers[i].peer);
+        std::sort(members.begin(), members.end());
+        const std::pair<int, uint64_t> key{MyGlobalRank(), GroupKey(MyGlobalRank(), members)};
+        const bool fresh = !groups_.contains(key) || groups_[key].comm == nullptr;
+        ncclUniqueId id{};
+        if (fresh) {
+          if (absl::Status s = FromNccl(ncclGetUniqueId(&id), absl::StrCat(who, ": ncclGetUniqueId")); !s.ok()) return s;
+          starting.push_back({key, id, static_cast<int>(g.size()) + 1, 0});
+        }
+        for (size_t j = 0; j < g.size(); ++j) {
+          Header& h = headers[g[j]];
+          h.group_key = key.second;
+          h.group_size = static_cast<int>(g.size()) + 1;
+          h.group_rank = static_cast<int>(j) + 1;
+          h.fresh = fresh ? 1 : 0;
+          h.id = id;
+          rep[g[j]] = g[0];
+          in_group[g[j]] = true;
+        }
+        bcasts[key] = g;
+      }
+    }
+    Header* dev_headers = nullptr;
+    if (absl::Status s = dev_alloc(n * sizeof(Header), reinterpret_cast<void**>(&dev_headers)); !s.ok()) return s;
     if (sending)
       cudaMemcpyAsync(dev_headers, headers.data(), n * sizeof(Header), cudaMemcpyHostToDevice, stream_);
     ncclGroupStart();
@@ -114,33 +278,70 @@ class NcclTransport final : public Transport {
       else ncclRecv(dev_headers + i, sizeof(Header), ncclUint8, peer, comm_, stream_);
     }
     absl::Status st = FromNccl(ncclGroupEnd(), absl::StrCat(who, ": headers"));
-    if (st.ok()) st = Wait(absl::StrCat(who, ": headers"));
+    if (st.ok()) st = WaitMain(absl::StrCat(who, ": headers"));
     if (st.ok() && !sending) {
       std::vector<Header> got(n);
-      cudaMemcpy(got.data(), dev_headers, n * sizeof(Header), cudaMemcpyDeviceToHost);
-      for (size_t i = 0; i < n && st.ok(); ++i)
-        if (got[i].version != version || got[i].bytes != headers[i].bytes || got[i].bucket_bytes != headers[i].bucket_bytes)
+      st = FromCuda(cudaMemcpy(got.data(), dev_headers, n * sizeof(Header), cudaMemcpyDeviceToHost), who);
+      for (size_t i = 0; i < n && st.ok(); ++i) {
+        const Header& g = got[i];
+        if (g.version != version || g.bytes != headers[i].bytes || g.bucket_bytes != headers[i].bucket_bytes ||
+            g.checksums != headers[i].checksums) {
           st = absl::FailedPreconditionError(absl::StrCat(
-              who, ": sender ", schedule.peers[i].peer, " sends version ", got[i].version, ", ", got[i].bytes,
-              " bytes in buckets of ", got[i].bucket_bytes, "; expected version ", version, ", ", headers[i].bytes,
-              " bytes in buckets of ", bucket));
+              who, ": sender ", schedule.peers[i].peer, " sends version ", g.version, ", ", g.bytes,
+              " bytes in buckets of ", g.bucket_bytes, g.checksums ? " with" : " without", " checksums; expected version ",
+              version, ", ", headers[i].bytes, " bytes in buckets of ", bucket, checksums ? " with" : " without",
+              " checksums"));
+          break;
+        }
+        if (g.group_size == 0) continue;
+        if (g.group_size < 2 || g.group_size > o_.num_receivers + 1 || g.group_rank < 1 || g.group_rank >= g.group_size ||
+            g.group_key == 0) {
+          st = absl::DataLossError(absl::StrCat(who, ": sender ", schedule.peers[i].peer, " sent a malformed broadcast group (size ",
+                                                g.group_size, ", rank ", g.group_rank, ")"));
+          break;
+        }
+        const std::pair<int, uint64_t> key{GlobalRank(schedule.peers[i].peer, true), g.group_key};
+        if (g.fresh) {
+          starting.push_back({key, g.id, g.group_size, g.group_rank});
+        } else if (!groups_.contains(key) || groups_[key].comm == nullptr) {
+          st = absl::FailedPreconditionError(absl::StrCat(
+              who, ": sender ", schedule.peers[i].peer,
+              " reuses a broadcast group this rank does not have (a transport was recreated alone); recreate every rank's transport"));
+          break;
+        }
+        bcasts[key] = {i};
+        in_group[i] = true;
+      }
     }
-    free_headers();
     if (!st.ok()) {
       // The peers are still waiting on this pair: abort so they fail too instead of hanging.
       Abort();
       return st;
     }
-    // 2. Buckets: round k moves bucket k of every pair that has one.
+    // 2. Broadcast groups that are new to this sync's ranks.
+    if (absl::Status s = CreateGroups(starting, who); !s.ok()) return s;
+
+    // 3. Buckets: round k moves bucket k of every pair that has one.
     std::vector<uint8_t*> dev(n, nullptr);
-    auto free_dev = [&] {
-      for (uint8_t* p : dev) cudaFree(p);
-    };
     for (size_t i = 0; i < n; ++i)
-      if (absl::Status s = FromCuda(cudaMalloc(&dev[i], std::min(bucket, schedule.peers[i].bytes)), who); !s.ok()) {
-        free_dev();
-        return s;
+      if (rep[i] == i)
+        if (absl::Status s = dev_alloc(std::min(bucket, schedule.peers[i].bytes), reinterpret_cast<void**>(&dev[i])); !s.ok())
+          return s;
+    uint64_t* dev_digest = nullptr;
+    if (absl::Status s = dev_alloc(n * sizeof(uint64_t), reinterpret_cast<void**>(&dev_digest)); !s.ok()) return s;
+    cudaEvent_t gathered = nullptr;
+    if (!bcasts.empty()) {
+      if (absl::Status s = FromCuda(cudaEventCreateWithFlags(&gathered, cudaEventDisableTiming), who); !s.ok()) return s;
+    }
+    struct EventFree {
+      cudaEvent_t& e;
+      ~EventFree() {
+        if (e != nullptr) cudaEventDestroy(e);
       }
+    } free_event{gathered};
+    std::vector<Pending> pending = {{comm_, stream_}};
+    for (auto& [key, peers] : bcasts) pending.push_back({groups_[key].comm, groups_[key].stream});
+
     struct Cursor {
       size_t run = 0;
       int64_t at = 0;
@@ -150,13 +351,14 @@ class NcclTransport final : public Transport {
     // Copies `len` stream bytes of pair i between its device bucket and the shard's runs.
     auto copy_runs = [&](size_t i, int64_t len, bool to_bucket) {
       const std::vector<Interval>& runs = schedule.peers[i].runs;
+      uint8_t* buf = dev[rep[i]];
       int64_t done = 0;
       while (done < len) {
         const Interval& r = runs[cur[i].run];
         int64_t take = std::min(len - done, r.length - cur[i].at);
         uint8_t* host = shard + r.offset + cur[i].at;
-        if (to_bucket) cudaMemcpyAsync(dev[i] + done, host, take, cudaMemcpyDefault, stream_);
-        else cudaMemcpyAsync(host, dev[i] + done, take, cudaMemcpyDefault, stream_);
+        if (to_bucket) cudaMemcpyAsync(buf + done, host, take, cudaMemcpyDefault, stream_);
+        else cudaMemcpyAsync(host, buf + done, take, cudaMemcpyDefault, stream_);
         done += take;
         cur[i].at += take;
         if (cur[i].at == r.length) {
@@ -165,34 +367,116 @@ class NcclTransport final : public Transport {
         }
       }
     };
+    // The digest of `len` bytes of a device bucket (a host copy: checksums are a test aid).
+    std::vector<uint8_t> host_copy;
+    auto digest = [&](const uint8_t* buf, int64_t len, uint64_t* out) -> absl::Status {
+      host_copy.resize(len);
+      cudaMemcpyAsync(host_copy.data(), buf, len, cudaMemcpyDeviceToHost, stream_);
+      if (absl::Status s = WaitMain(absl::StrCat(who, ": checksum copy")); !s.ok()) return s;
+      Checksum c;
+      c.Update(host_copy.data(), host_copy.size());
+      *out = c.Digest();
+      return absl::OkStatus();
+    };
+    Confirm failure;  // the receiver's first failure (reported to its senders at the end)
+    absl::Status failure_status;
+    std::vector<uint64_t> digests(n, 0), got_digests(n, 0);
     for (int64_t round = 0;; ++round) {
+      const std::string what = absl::StrCat(who, ": bucket ", round);
       std::vector<int64_t> len(n, 0);
       bool any = false;
       for (size_t i = 0; i < n; ++i) {
         len[i] = std::min(bucket, schedule.peers[i].bytes - moved[i]);
         any |= len[i] > 0;
-        if (sending && len[i] > 0) copy_runs(i, len[i], true);
       }
       if (!any) break;
+      if (sending) {
+        for (size_t i = 0; i < n; ++i)
+          if (len[i] > 0 && rep[i] == i) copy_runs(i, len[i], true);
+        if (checksums) {
+          for (size_t i = 0; i < n; ++i)
+            if (len[i] > 0 && rep[i] == i)
+              if (absl::Status s = digest(dev[i], len[i], &digests[i]); !s.ok()) return s;
+          for (size_t i = 0; i < n; ++i) digests[i] = digests[rep[i]];
+          cudaMemcpyAsync(dev_digest, digests.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice, stream_);
+        }
+        if (gathered != nullptr) cudaEventRecord(gathered, stream_);
+      }
       ncclGroupStart();
       for (size_t i = 0; i < n; ++i) {
         if (len[i] == 0) continue;
         int peer = GlobalRank(schedule.peers[i].peer, !sending);
-        if (sending) ncclSend(dev[i], len[i], ncclUint8, peer, comm_, stream_);
-        else ncclRecv(dev[i], len[i], ncclUint8, peer, comm_, stream_);
+        if (!in_group[i]) {  // broadcast pairs move below, on their group's communicator
+          if (sending) ncclSend(dev[i], len[i], ncclUint8, peer, comm_, stream_);
+          else ncclRecv(dev[i], len[i], ncclUint8, peer, comm_, stream_);
+        }
+        if (checksums) {
+          if (sending) ncclSend(dev_digest + i, sizeof(uint64_t), ncclUint8, peer, comm_, stream_);
+          else ncclRecv(dev_digest + i, sizeof(uint64_t), ncclUint8, peer, comm_, stream_);
+        }
       }
-      st = FromNccl(ncclGroupEnd(), absl::StrCat(who, ": bucket ", round));
-      if (st.ok() && !sending)
-        for (size_t i = 0; i < n; ++i)
-          if (len[i] > 0) copy_runs(i, len[i], false);
-      if (st.ok()) st = Wait(absl::StrCat(who, ": bucket ", round));
-      if (!st.ok()) {
-        free_dev();
-        return st;
+      st = FromNccl(ncclGroupEnd(), what);
+      for (auto it = bcasts.begin(); st.ok() && it != bcasts.end(); ++it) {
+        const size_t i = it->second.front();
+        if (len[i] == 0) continue;  // a group's pairs have the same length
+        GroupComm& g = groups_[it->first];
+        if (sending) cudaStreamWaitEvent(g.stream, gathered, 0);
+        st = FromNccl(ncclBroadcast(dev[rep[i]], dev[rep[i]], len[i], ncclUint8, /*root=*/0, g.comm, g.stream), what);
+      }
+      if (st.ok()) st = Wait(pending, what);
+      if (!st.ok()) return st;
+      if (!sending) {
+        if (checksums)
+          if (absl::Status s = FromCuda(cudaMemcpy(got_digests.data(), dev_digest, n * sizeof(uint64_t),
+                                                   cudaMemcpyDeviceToHost), who);
+              !s.ok()) {
+            Abort();
+            return s;
+          }
+        for (size_t i = 0; i < n; ++i) {
+          if (len[i] == 0) continue;
+          if (checksums && failure.code == 0) {
+            uint64_t mine = 0;
+            if (absl::Status s = digest(dev[i], len[i], &mine); !s.ok()) return s;
+            if (mine != got_digests[i]) {
+              failure = {static_cast<int32_t>(absl::StatusCode::kDataLoss), static_cast<int32_t>(round)};
+              failure_status = absl::DataLossError(absl::StrCat(who, ": bucket ", round, " from ", peer_name(i),
+                                                                ": checksum mismatch (", len[i], " bytes)"));
+            }
+          }
+          copy_runs(i, len[i], false);
+        }
+        if (absl::Status s = WaitMain(what); !s.ok()) return s;
       }
       for (size_t i = 0; i < n; ++i) moved[i] += len[i];
     }
-    free_dev();
+
+    // 4. Confirmation: receivers tell each sender whether they have every byte, verified.
+    Confirm* dev_confirm = nullptr;
+    if (absl::Status s = dev_alloc(n * sizeof(Confirm), reinterpret_cast<void**>(&dev_confirm)); !s.ok()) return s;
+    std::vector<Confirm> confirms(n, failure);
+    if (!sending) cudaMemcpyAsync(dev_confirm, confirms.data(), n * sizeof(Confirm), cudaMemcpyHostToDevice, stream_);
+    ncclGroupStart();
+    for (size_t i = 0; i < n; ++i) {
+      int peer = GlobalRank(schedule.peers[i].peer, !sending);
+      if (sending) ncclRecv(dev_confirm + i, sizeof(Confirm), ncclUint8, peer, comm_, stream_);
+      else ncclSend(dev_confirm + i, sizeof(Confirm), ncclUint8, peer, comm_, stream_);
+    }
+    st = FromNccl(ncclGroupEnd(), absl::StrCat(who, ": confirmation"));
+    if (st.ok()) st = WaitMain(absl::StrCat(who, ": confirmation"));
+    if (!st.ok()) return st;
+    if (!sending) return failure_status;
+    if (absl::Status s = FromCuda(cudaMemcpy(confirms.data(), dev_confirm, n * sizeof(Confirm), cudaMemcpyDeviceToHost), who);
+        !s.ok())
+      return s;
+    for (size_t i = 0; i < n; ++i)
+      if (confirms[i].code != 0)
+        return absl::Status(static_cast<absl::StatusCode>(confirms[i].code),
+                            absl::StrCat(who, ": ", peer_name(i), " failed the sync",
+                                         confirms[i].bucket >= 0 ? absl::StrCat(" at bucket ", confirms[i].bucket) : "",
+                                         confirms[i].code == static_cast<int32_t>(absl::StatusCode::kDataLoss)
+                                             ? " (checksum mismatch)"
+                                             : ""));
     return absl::OkStatus();
   }
 
@@ -200,9 +484,30 @@ class NcclTransport final : public Transport {
   ncclComm_t comm_;
   cudaStream_t stream_;
   bool aborted_ = false;
+  // Broadcast groups by (root's global rank, key), kept between syncs.
+  std::map<std::pair<int, uint64_t>, GroupComm> groups_;
 };
 
 }  // namespace
+
+std::vector<std::vector<size_t>> GroupIdenticalStreams(const RankSchedule& schedule) {
+  std::vector<std::vector<size_t>> groups;
+  for (size_t i = 0; i < schedule.peers.size(); ++i) {
+    const PeerStream& p = schedule.peers[i];
+    if (p.bytes == 0) continue;
+    bool placed = false;
+    for (std::vector<size_t>& g : groups) {
+      const PeerStream& q = schedule.peers[g.front()];
+      if (q.bytes == p.bytes && q.runs == p.runs) {
+        g.push_back(i);
+        placed = true;
+        break;
+      }
+    }
+    if (!placed) groups.push_back({i});
+  }
+  return groups;
+}
 
 absl::Status ValidateNcclOptions(const NcclOptions& o) {
   if (o.rendezvous == nullptr) return absl::InvalidArgumentError("nccl options: rendezvous is null");
@@ -214,8 +519,6 @@ absl::Status ValidateNcclOptions(const NcclOptions& o) {
   if (o.transfer.bucket_bytes <= 0) return absl::InvalidArgumentError("nccl options: transfer.bucket_bytes must be > 0");
   if (o.transfer.io_timeout <= absl::ZeroDuration())
     return absl::InvalidArgumentError("nccl options: transfer.io_timeout must be > 0");
-  if (o.transfer.checksums)
-    return absl::UnimplementedError("nccl options: transfer.checksums is not supported by the NCCL transport yet");
   return absl::OkStatus();
 }
 
