@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/resources.h"
 #include "runtime/rpc/auth.h"
@@ -41,6 +42,40 @@ class GrpcWorkerClient final : public WorkerClient {
     req.set_actor_id(actor_id);
     v1::KillActorReply reply;
     return rpc::FromGrpc(Stub(address)->KillActor(&ctx, req, &reply));
+  }
+  void StartActorAsync(const std::string& address, const v1::StartActorRequest& req, StartDone done) override {
+    struct Call {
+      grpc::ClientContext ctx;
+      v1::StartActorRequest req;
+      v1::StartActorReply reply;
+      StartDone done;
+    };
+    auto* call = new Call{{}, req, {}, std::move(done)};
+    rpc::PrepareCall(&call->ctx, token_, absl::Seconds(60));
+    Stub(address)->async()->StartActor(&call->ctx, &call->req, &call->reply, [call](grpc::Status s) {
+      std::unique_ptr<Call> owned(call);
+      absl::Status st = rpc::FromGrpc(s);
+      if (!st.ok()) {
+        owned->done(st);
+      } else {
+        owned->done(std::move(owned->reply));
+      }
+    });
+  }
+  void KillActorAsync(const std::string& address, const std::string& actor_id, KillDone done) override {
+    struct Call {
+      grpc::ClientContext ctx;
+      v1::KillActorRequest req;
+      v1::KillActorReply reply;
+      KillDone done;
+    };
+    auto* call = new Call{{}, {}, {}, std::move(done)};
+    call->req.set_actor_id(actor_id);
+    rpc::PrepareCall(&call->ctx, token_, absl::Seconds(10));
+    Stub(address)->async()->KillActor(&call->ctx, &call->req, &call->reply, [call](grpc::Status s) {
+      std::unique_ptr<Call> owned(call);
+      owned->done(rpc::FromGrpc(s));
+    });
   }
 
  private:
@@ -101,6 +136,9 @@ ActorManager::~ActorManager() {
     restarts.swap(restarts_);
   }
   for (auto& r : restarts) r.thread.join();
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](int* n) { return *n == 0; }, &async_in_flight_));
 }
 
 absl::Status ActorManager::Persist(const v1::ActorInfo& info) {
@@ -185,46 +223,94 @@ std::string ActorManager::WorkerAddress(const std::string& node_id) const {
   return n && n->state() == v1::NODE_ALIVE ? n->address() : "";
 }
 
-absl::StatusOr<v1::ActorInfo> ActorManager::Create(v1::ActorSpec spec) {
+absl::StatusOr<ActorId> ActorManager::Admit(v1::ActorSpec& spec) {
   if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
   ActorId id = ActorId::Random();
+  absl::MutexLock lock(&mu_);
+  if (!spec.name().empty())
+    for (const auto& [other, a] : actors_)
+      if (a.state() != v1::ACTOR_DEAD && a.spec().name() == spec.name() &&
+          a.spec().namespace_() == spec.namespace_())
+        return absl::AlreadyExistsError(absl::StrCat("an actor named ", spec.namespace_(), "/",
+                                                     spec.name(), " already exists: ", other.ToString()));
+  // A dry run, so that an actor that cannot be placed leaves nothing behind.
+  absl::StatusOr<scheduler::Slot> p = resources_.With([&](const scheduler::Cluster& c) {
+    if (!spec.placement_group_id().empty() && !c.HasGroup(spec.placement_group_id()))
+      return absl::StatusOr<scheduler::Slot>(absl::FailedPreconditionError(absl::StrCat(
+          "spec.placement_group_id: ", spec.placement_group_id(),
+          " is not placed (unknown, still PENDING, or removed); wait until it is CREATED")));
+    return c.PlanActor(DemandOf(spec), spec.placement_group_id(),
+                       spec.has_bundle_index() ? std::optional<int>(spec.bundle_index()) : std::nullopt);
+  });
+  if (!p.ok()) {
+    // Unavailable would read as "the head is down, retry" to gRPC clients.
+    if (absl::IsUnavailable(p.status())) return absl::ResourceExhaustedError(p.status().message());
+    return p.status();
+  }
+  v1::ActorInfo info;
+  info.set_actor_id(id.ToString());
+  *info.mutable_spec() = spec;
+  info.set_state(v1::ACTOR_RESTARTING);  // PlaceForStart moves it to PENDING
+  if (absl::Status s = Persist(info); !s.ok()) return s;
+  if (!spec.placement_group_id().empty()) by_group_[spec.placement_group_id()].insert(id);
+  actors_[id] = std::move(info);
+  return id;
+}
+
+absl::StatusOr<v1::ActorInfo> ActorManager::Create(v1::ActorSpec spec) {
+  absl::StatusOr<ActorId> id = Admit(spec);
+  if (!id.ok()) return id.status();
+  return PlaceAndStart(*id, /*wait_for_room=*/false);
+}
+
+void ActorManager::CreateAsync(v1::ActorSpec spec, CreateDone done) {
+  absl::StatusOr<ActorId> id = Admit(spec);
+  if (!id.ok()) return done(id.status());
+  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> placed = PlaceForStart(*id, /*wait_for_room=*/false);
+  if (!placed.ok()) return done(placed.status());
+  if (auto* final_state = std::get_if<v1::ActorInfo>(&*placed)) return done(std::move(*final_state));
+  auto ticket = std::make_shared<StartTicket>(std::move(std::get<StartTicket>(*placed)));
   {
     absl::MutexLock lock(&mu_);
-    if (!spec.name().empty())
-      for (const auto& [other, a] : actors_)
-        if (a.state() != v1::ACTOR_DEAD && a.spec().name() == spec.name() &&
-            a.spec().namespace_() == spec.namespace_())
-          return absl::AlreadyExistsError(absl::StrCat("an actor named ", spec.namespace_(), "/",
-                                                       spec.name(), " already exists: ", other.ToString()));
-    // A dry run, so that an actor that cannot be placed leaves nothing behind.
-    absl::StatusOr<scheduler::Slot> p = resources_.With([&](const scheduler::Cluster& c) {
-      if (!spec.placement_group_id().empty() && !c.HasGroup(spec.placement_group_id()))
-        return absl::StatusOr<scheduler::Slot>(absl::FailedPreconditionError(absl::StrCat(
-            "spec.placement_group_id: ", spec.placement_group_id(),
-            " is not placed (unknown, still PENDING, or removed); wait until it is CREATED")));
-      return c.PlanActor(DemandOf(spec), spec.placement_group_id(),
-                         spec.has_bundle_index() ? std::optional<int>(spec.bundle_index()) : std::nullopt);
-    });
-    if (!p.ok()) {
-      // Unavailable would read as "the head is down, retry" to gRPC clients.
-      if (absl::IsUnavailable(p.status())) return absl::ResourceExhaustedError(p.status().message());
-      return p.status();
-    }
-    v1::ActorInfo info;
-    info.set_actor_id(id.ToString());
-    *info.mutable_spec() = spec;
-    info.set_state(v1::ACTOR_RESTARTING);  // PlaceAndStart moves it to PENDING
-    if (absl::Status s = Persist(info); !s.ok()) return s;
-    if (!spec.placement_group_id().empty()) by_group_[spec.placement_group_id()].insert(id);
-    actors_[id] = std::move(info);
+    ++async_in_flight_;
   }
-  return PlaceAndStart(id, /*wait_for_room=*/false);
+  workers_.StartActorAsync(ticket->worker_address, ticket->request,
+                           [this, id = *id, ticket, done = std::move(done)](absl::StatusOr<v1::StartActorReply> r) {
+                             done(FinishStart(id, *ticket, std::move(r)));
+                             absl::MutexLock lock(&mu_);
+                             --async_in_flight_;
+                           });
+}
+
+void ActorManager::CreateBatchAsync(std::vector<v1::ActorSpec> specs, BatchDone done) {
+  struct Batch {
+    std::vector<absl::StatusOr<v1::ActorInfo>> results;
+    std::atomic<size_t> left;
+    BatchDone done;
+  };
+  if (specs.empty()) return done({});
+  auto batch = std::make_shared<Batch>();
+  batch->results.resize(specs.size(), absl::UnknownError("not settled"));
+  batch->left = specs.size();
+  batch->done = std::move(done);
+  // Each completion writes only its own slot; the last one to finish hands the batch over.
+  for (size_t i = 0; i < specs.size(); ++i)
+    CreateAsync(std::move(specs[i]), [batch, i](absl::StatusOr<v1::ActorInfo> r) {
+      batch->results[i] = std::move(r);
+      if (batch->left.fetch_sub(1) == 1) batch->done(std::move(batch->results));
+    });
 }
 
 absl::StatusOr<v1::ActorInfo> ActorManager::PlaceAndStart(const ActorId& id, bool wait_for_room) {
-  v1::StartActorRequest req;
-  std::string worker_address, started_node;
-  int started_incarnation = 0;
+  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> placed = PlaceForStart(id, wait_for_room);
+  if (!placed.ok()) return placed.status();
+  if (auto* final_state = std::get_if<v1::ActorInfo>(&*placed)) return std::move(*final_state);
+  const StartTicket& ticket = std::get<StartTicket>(*placed);
+  return FinishStart(id, ticket, workers_.StartActor(ticket.worker_address, ticket.request));
+}
+
+absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorManager::PlaceForStart(
+    const ActorId& id, bool wait_for_room) {
   for (bool said_waiting = false;; absl::SleepFor(absl::Milliseconds(200))) {
     absl::MutexLock lock(&mu_);
     v1::ActorInfo& a = actors_[id];
@@ -272,50 +358,65 @@ absl::StatusOr<v1::ActorInfo> ActorManager::PlaceAndStart(const ActorId& id, boo
       return s;
     }
     exited_while_starting_.erase(id);
-    worker_address = address;
-    started_node = a.node_id();
-    started_incarnation = a.restarts();
+    StartTicket t;
+    t.worker_address = address;
+    t.node_id = a.node_id();
+    t.incarnation = a.restarts();
+    v1::StartActorRequest& req = t.request;
     req.set_actor_id(id.ToString());
     req.set_class_name(a.spec().class_name());
     req.set_init_args(a.spec().init_args());
     *req.mutable_gpu_ids() = a.gpu_ids();
     req.set_max_concurrency(a.spec().max_concurrency());
     req.set_host(a.spec().host());
-    break;
+    return t;
   }
-  absl::StatusOr<v1::StartActorReply> started = workers_.StartActor(worker_address, req);
-  absl::MutexLock lock(&mu_);
-  v1::ActorInfo& a = actors_[id];
-  // Killed while starting, or already restarted elsewhere (its node was declared dead while
-  // the start was in flight): this reply belongs to an incarnation that no longer exists.
-  if (a.state() != v1::ACTOR_PENDING || a.node_id() != started_node || a.restarts() != started_incarnation) {
-    if (started.ok()) (void)workers_.KillActor(worker_address, id.ToString());
-    return a;
-  }
-  if (!started.ok()) {
-    // The constructor's error (FAILED_PRECONDITION) is final; anything else counts as a death.
-    std::string reason = absl::StrCat("failed to start on ", a.node_id(), ": ", started.status().message());
-    if (absl::IsFailedPrecondition(started.status())) {
-      a.set_state(v1::ACTOR_DEAD);
-      a.set_death_reason(reason);
-      Release(id);
-      (void)Persist(a);
+}
+
+absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const StartTicket& ticket,
+                                                        absl::StatusOr<v1::StartActorReply> started) {
+  bool stale = false;
+  v1::ActorInfo out;
+  {
+    absl::MutexLock lock(&mu_);
+    v1::ActorInfo& a = actors_[id];
+    // Killed while starting, or already restarted elsewhere (its node was declared dead while
+    // the start was in flight): this reply belongs to an incarnation that no longer exists.
+    if (a.state() != v1::ACTOR_PENDING || a.node_id() != ticket.node_id || a.restarts() != ticket.incarnation) {
+      stale = started.ok();
+      out = a;
+    } else if (!started.ok()) {
+      // The constructor's error (FAILED_PRECONDITION) is final; anything else counts as a death.
+      std::string reason = absl::StrCat("failed to start on ", a.node_id(), ": ", started.status().message());
+      if (absl::IsFailedPrecondition(started.status())) {
+        a.set_state(v1::ACTOR_DEAD);
+        a.set_death_reason(reason);
+        Release(id);
+        (void)Persist(a);
+      } else {
+        HandleDeath(id, reason);
+      }
+      return actors_[id];
     } else {
-      HandleDeath(id, reason);
+      a.set_address(started->address());
+      a.set_log_path(started->log_path());
+      if (exited_while_starting_.erase(id)) {
+        HandleDeath(id, "exited right after it started");
+        return actors_[id];
+      }
+      a.set_state(v1::ACTOR_ALIVE);
+      (void)Persist(a);
+      spdlog::info("actor {} ({}) ALIVE on {} at {}", id.ToString(), a.spec().class_name(), a.node_id(),
+                   a.address());
+      return a;
     }
-    return actors_[id];
   }
-  a.set_address(started->address());
-  a.set_log_path(started->log_path());
-  if (exited_while_starting_.erase(id)) {
-    HandleDeath(id, "exited right after it started");
-    return actors_[id];
-  }
-  a.set_state(v1::ACTOR_ALIVE);
-  (void)Persist(a);
-  spdlog::info("actor {} ({}) ALIVE on {} at {}", id.ToString(), a.spec().class_name(), a.node_id(),
-               a.address());
-  return a;
+  // Outside the lock: the process of an incarnation that no longer exists must not run.
+  if (stale)
+    workers_.KillActorAsync(ticket.worker_address, id.ToString(), [id](absl::Status s) {
+      if (!s.ok() && !absl::IsNotFound(s)) spdlog::warn("kill stale start of {}: {}", id.ToString(), s.message());
+    });
+  return out;
 }
 
 void ActorManager::HandleDeath(const ActorId& id, const std::string& reason) {
@@ -411,26 +512,43 @@ absl::StatusOr<v1::ActorInfo> ActorManager::GetByName(absl::string_view ns, absl
 }
 
 absl::Status ActorManager::Kill(const ActorId& id) {
+  absl::Status out;
+  absl::Notification done;
+  KillAsync(id, [&](absl::Status s) {
+    out = std::move(s);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return out;
+}
+
+void ActorManager::KillAsync(const ActorId& id, StatusDone done) {
   std::string address, node_id;
   {
     absl::MutexLock lock(&mu_);
     auto it = actors_.find(id);
-    if (it == actors_.end()) return absl::NotFoundError(absl::StrCat("no actor ", id.ToString()));
+    if (it == actors_.end()) return done(absl::NotFoundError(absl::StrCat("no actor ", id.ToString())));
     v1::ActorInfo& a = it->second;
-    if (a.state() == v1::ACTOR_DEAD) return absl::OkStatus();
+    if (a.state() == v1::ACTOR_DEAD) return done(absl::OkStatus());
     node_id = a.node_id();
     Release(id);
     a.set_state(v1::ACTOR_DEAD);
     a.set_death_reason("killed by the user");
     a.set_address("");
-    if (absl::Status s = Persist(a); !s.ok()) return s;
+    if (absl::Status s = Persist(a); !s.ok()) return done(s);
   }
   address = WorkerAddress(node_id);
-  if (!address.empty()) {
-    absl::Status s = workers_.KillActor(address, id.ToString());
-    if (!s.ok() && !absl::IsNotFound(s)) spdlog::warn("kill {} on {}: {}", id.ToString(), address, s.message());
+  if (address.empty()) return done(absl::OkStatus());
+  {
+    absl::MutexLock lock(&mu_);
+    ++async_in_flight_;
   }
-  return absl::OkStatus();
+  workers_.KillActorAsync(address, id.ToString(), [this, id, address, done = std::move(done)](absl::Status s) {
+    if (!s.ok() && !absl::IsNotFound(s)) spdlog::warn("kill {} on {}: {}", id.ToString(), address, s.message());
+    done(absl::OkStatus());
+    absl::MutexLock lock(&mu_);
+    --async_in_flight_;
+  });
 }
 
 void ActorManager::MarkKilled(const ActorId& id, const std::string& reason,
@@ -456,14 +574,46 @@ void ActorManager::KillProcesses(const std::vector<std::pair<std::string, std::s
 }
 
 void ActorManager::KillGroup(const std::string& group, const std::string& reason) {
+  absl::Notification done;
+  KillGroupAsync(group, reason, [&] { done.Notify(); });
+  done.WaitForNotification();
+}
+
+void ActorManager::KillGroupAsync(const std::string& group, const std::string& reason, std::function<void()> done) {
   std::vector<std::pair<std::string, std::string>> kills;  // (node, actor id)
   {
     absl::MutexLock lock(&mu_);
     auto members = by_group_.extract(group);
-    if (members.empty()) return;
-    for (const ActorId& id : members.mapped()) MarkKilled(id, reason, kills);
+    if (!members.empty())
+      for (const ActorId& id : members.mapped()) MarkKilled(id, reason, kills);
   }
-  KillProcesses(kills);
+  KillProcessesAsync(kills, std::move(done));
+}
+
+void ActorManager::KillProcessesAsync(const std::vector<std::pair<std::string, std::string>>& kills,
+                                      std::function<void()> done) {
+  struct Pending {
+    std::atomic<size_t> left;
+    std::function<void()> done;
+  };
+  std::vector<std::pair<std::string, std::string>> to_send;  // (worker address, actor id)
+  for (const auto& [node, id] : kills)
+    if (std::string address = WorkerAddress(node); !address.empty()) to_send.emplace_back(address, id);
+  if (to_send.empty()) return done();
+  auto pending = std::make_shared<Pending>();
+  pending->left = to_send.size();
+  pending->done = std::move(done);
+  {
+    absl::MutexLock lock(&mu_);
+    async_in_flight_ += int(to_send.size());
+  }
+  for (const auto& [address, id] : to_send)
+    workers_.KillActorAsync(address, id, [this, pending, address = address, id = id](absl::Status s) {
+      if (!s.ok() && !absl::IsNotFound(s)) spdlog::warn("kill {} on {}: {}", id, address, s.message());
+      if (pending->left.fetch_sub(1) == 1) pending->done();
+      absl::MutexLock lock(&mu_);
+      --async_in_flight_;
+    });
 }
 
 void ActorManager::KillJob(const std::string& job_id, const std::string& reason) {

@@ -15,10 +15,12 @@
 // transition. Safe for concurrent use.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
-#include <atomic>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -36,19 +38,36 @@ inline constexpr char kActorsTable[] = "actors";
 // How the head reaches workers; injected so tests can replace the network.
 class WorkerClient {
  public:
+  using StartDone = std::function<void(absl::StatusOr<v1::StartActorReply>)>;
+  using KillDone = std::function<void(absl::Status)>;
   virtual ~WorkerClient() = default;
   virtual absl::StatusOr<v1::StartActorReply> StartActor(const std::string& worker_address,
                                                          const v1::StartActorRequest& request) = 0;
   virtual absl::Status KillActor(const std::string& worker_address, const std::string& actor_id) = 0;
+  // The same without holding the caller's thread: `done` runs exactly once with the outcome,
+  // on any thread (inline in these defaults; on a gRPC completion thread for the gRPC
+  // client), and must not block for long.
+  virtual void StartActorAsync(const std::string& worker_address, const v1::StartActorRequest& request,
+                               StartDone done) {
+    done(StartActor(worker_address, request));
+  }
+  virtual void KillActorAsync(const std::string& worker_address, const std::string& actor_id, KillDone done) {
+    done(KillActor(worker_address, actor_id));
+  }
 };
 
-// WorkerClient over gRPC with the cluster token.
+// WorkerClient over gRPC with the cluster token; the Async forms use gRPC's callback client
+// API, so a create waiting for its worker parks no thread.
 std::unique_ptr<WorkerClient> MakeGrpcWorkerClient(std::string token);
 
 class ActorManager {
  public:
+  using CreateDone = std::function<void(absl::StatusOr<v1::ActorInfo>)>;
+  using BatchDone = std::function<void(std::vector<absl::StatusOr<v1::ActorInfo>>)>;
+  using StatusDone = std::function<void(absl::Status)>;
+
   ActorManager(store::Store& store, NodeManager& nodes, ResourceTracker& resources, WorkerClient& workers);
-  ~ActorManager();  // waits for restarts in progress
+  ~ActorManager();  // waits for restarts and asynchronous starts and kills in progress
 
   // Loads the actor table and gives PENDING/ALIVE actors their resources back in the
   // tracker. REQUIRES: the tracker has the alive nodes and the placement groups already.
@@ -58,9 +77,20 @@ class ActorManager {
   // FailedPrecondition (its placement group is not placed), ResourceExhausted (nothing fits
   // now: says what it needs and what the best node offers, and whether it could ever fit).
   absl::StatusOr<v1::ActorInfo> Create(v1::ActorSpec spec);
+  // Create without holding the caller's thread while the worker starts the process: `done`
+  // runs once with what Create would return, inline when the outcome is known at once (an
+  // invalid spec, nothing fits), else on the worker client's completion thread.
+  void CreateAsync(v1::ActorSpec spec, CreateDone done);
+  // Many creates at once: each spec is validated, placed and started on its own, all or
+  // nothing per item, never per batch (a failed item leaves nothing behind and the others go
+  // on). `done` gets one result per spec, in order, once every item is settled. Items are
+  // admitted in order, so a name taken by an earlier item of the batch is AlreadyExists.
+  void CreateBatchAsync(std::vector<v1::ActorSpec> specs, BatchDone done);
   absl::StatusOr<v1::ActorInfo> Get(const ActorId& id) const;
   absl::StatusOr<v1::ActorInfo> GetByName(absl::string_view ns, absl::string_view name) const;
   absl::Status Kill(const ActorId& id);
+  // Kill, with `done` once the worker has been told (or could not be reached: logged).
+  void KillAsync(const ActorId& id, StatusDone done);
   std::vector<v1::ActorInfo> List() const;
 
   // A worker reports that an actor's process ended.
@@ -70,6 +100,8 @@ class ActorManager {
   // Their placement group was removed: every actor of `group` that is not DEAD becomes
   // DEAD with `reason`, and its process is killed.
   void KillGroup(const std::string& group, const std::string& reason);
+  // KillGroup with `done` once every worker has been told; parks no thread.
+  void KillGroupAsync(const std::string& group, const std::string& reason, std::function<void()> done);
   // Their job ended: every non-detached actor of `job_id` that is not DEAD becomes DEAD with
   // `reason`, and its process is killed.
   void KillJob(const std::string& job_id, const std::string& reason);
@@ -83,6 +115,23 @@ class ActorManager {
   void MarkKilled(const ActorId& id, const std::string& reason,
                   std::vector<std::pair<std::string, std::string>>& kills) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void KillProcesses(const std::vector<std::pair<std::string, std::string>>& kills);
+  void KillProcessesAsync(const std::vector<std::pair<std::string, std::string>>& kills, std::function<void()> done);
+  // Validates, checks the name and a dry-run placement, and records the actor (RESTARTING,
+  // about to be placed). Nothing is recorded on error.
+  absl::StatusOr<ActorId> Admit(v1::ActorSpec& spec);
+  // A start to make: where, and which incarnation it is for.
+  struct StartTicket {
+    std::string worker_address, node_id;
+    int incarnation = 0;
+    v1::StartActorRequest request;
+  };
+  // Places the actor and records it PENDING; returns the start to make, or the actor's final
+  // state when there is none (killed meanwhile, or DEAD for want of room). With
+  // `wait_for_room` (a restart), waits until some node can take it.
+  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> PlaceForStart(const ActorId& id, bool wait_for_room);
+  // Records the worker's answer to `ticket`: ALIVE, DEAD (constructor error) or a death.
+  absl::StatusOr<v1::ActorInfo> FinishStart(const ActorId& id, const StartTicket& ticket,
+                                            absl::StatusOr<v1::StartActorReply> started);
   std::string WorkerAddress(const std::string& node_id) const;
   // Places, starts and records the actor; the caller holds no lock. With `wait_for_room` (a
   // restart), waits until some node can take it, it is killed, or the head stops.
@@ -111,6 +160,9 @@ class ActorManager {
   };
   std::vector<Restart> restarts_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Asynchronous starts and kills whose completion has not run yet: the destructor waits
+  // for them, since their completions use this manager.
+  int async_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace skyrl::head

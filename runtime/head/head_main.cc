@@ -9,6 +9,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/signals.h"
@@ -31,6 +32,10 @@
 
 int main(int argc, char** argv) {
   skyrl::BlockTerminationSignals();
+  // Debian's abseil is built without NDEBUG, so every Mutex lock would run the deadlock
+  // detector's lock-graph bookkeeping (a few % of the head's CPU under load). The tests keep
+  // it on, which is where a lock-order bug should show.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app{"skyrl-head: the SkyRL Runtime head daemon"};
   int port = 7420;
   std::string bind = "127.0.0.1", store_spec = "memory", ns = "default", log_level = "info";
@@ -174,6 +179,7 @@ int main(int argc, char** argv) {
   int sig = skyrl::WaitForTerminationSignal();
   spdlog::info("received signal {}, shutting down", sig);
   stopping = true;
+  groups.StopWaits();  // open WaitPlacementGroup calls answer now instead of holding Shutdown
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
   liveness.join();
   spdlog::info("skyrl-head stopped");

@@ -1,4 +1,6 @@
 // gRPC face of the NodeManager. Converts statuses at the edge; holds no state of its own.
+// Served with gRPC's callback API (every handler answers at once), so heartbeats from many
+// workers cost no server-thread hand-offs.
 #pragma once
 
 #include "runtime/head/node_manager.h"
@@ -7,18 +9,18 @@
 
 namespace skyrl::head {
 
-class NodeServiceImpl final : public v1::NodeService::Service {
+class NodeServiceImpl final : public v1::NodeService::CallbackService {
  public:
   NodeServiceImpl(NodeManager& nodes, const rpc::TokenAuth& auth) : nodes_(nodes), auth_(auth) {}
 
-  grpc::Status RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* req,
-                            v1::RegisterNodeReply* reply) override;
-  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
-                         v1::HeartbeatReply* reply) override;
-  grpc::Status UnregisterNode(grpc::ServerContext*, const v1::UnregisterNodeRequest* req,
-                              v1::UnregisterNodeReply* reply) override;
-  grpc::Status ListNodes(grpc::ServerContext*, const v1::ListNodesRequest* req,
-                         v1::ListNodesReply* reply) override;
+  grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext*, const v1::RegisterNodeRequest* req,
+                                         v1::RegisterNodeReply* reply) override;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext*, const v1::HeartbeatRequest* req,
+                                      v1::HeartbeatReply* reply) override;
+  grpc::ServerUnaryReactor* UnregisterNode(grpc::CallbackServerContext*, const v1::UnregisterNodeRequest* req,
+                                           v1::UnregisterNodeReply* reply) override;
+  grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext*, const v1::ListNodesRequest* req,
+                                      v1::ListNodesReply* reply) override;
 
  private:
   NodeManager& nodes_;

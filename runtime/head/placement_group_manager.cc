@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "runtime/common/logging.h"
 
 namespace skyrl::head {
@@ -68,6 +69,21 @@ absl::Status ValidatePlacementGroupSpec(v1::PlacementGroupSpec& spec) {
 PlacementGroupManager::PlacementGroupManager(store::Store& store, ResourceTracker& resources,
                                              ActorManager& actors, const Clock& clock)
     : store_(store), resources_(resources), actors_(actors), clock_(clock) {}
+
+PlacementGroupManager::~PlacementGroupManager() {
+  StopWaits();
+  std::thread t;
+  {
+    absl::MutexLock lock(&mu_);
+    t.swap(wait_thread_);
+  }
+  if (t.joinable()) t.join();
+}
+
+void PlacementGroupManager::Changed() {
+  changed_.SignalAll();
+  if (!waits_.empty()) waits_changed_.Signal();
+}
 
 absl::Status PlacementGroupManager::Persist(const v1::PlacementGroupInfo& info) {
   return store_.Put(kPlacementGroupsTable, info.placement_group_id(), info.SerializeAsString());
@@ -153,7 +169,7 @@ absl::StatusOr<v1::PlacementGroupInfo> PlacementGroupManager::Create(v1::Placeme
                info.pending_reason().empty() ? "" : absl::StrCat(": ", info.pending_reason()));
   groups_[id] = info;
   if (info.state() == v1::PG_PENDING) waiting_.insert(id);
-  changed_.SignalAll();
+  Changed();
   return info;
 }
 
@@ -213,7 +229,7 @@ void PlacementGroupManager::RetryPending() {
     any |= TryPlace(*g);
     if (g->state() == v1::PG_CREATED) waiting_.erase(*PlacementGroupId::Parse(g->placement_group_id()));
   }
-  if (any) changed_.SignalAll();
+  if (any) Changed();
 }
 
 void PlacementGroupManager::OnBundlesLost(const std::vector<std::pair<std::string, int>>& bundles,
@@ -234,9 +250,24 @@ void PlacementGroupManager::OnBundlesLost(const std::vector<std::pair<std::strin
       (void)Persist(g);
       spdlog::warn("placement group {}: bundle {} lost: {}", gid, index, reason);
     }
-    changed_.SignalAll();
+    Changed();
   }
   RetryPending();
+}
+
+std::optional<absl::StatusOr<v1::PlacementGroupInfo>> PlacementGroupManager::WaitOutcome(
+    const PlacementGroupId& id, bool expired) const {
+  auto it = groups_.find(id);
+  if (it == groups_.end()) return absl::NotFoundError(absl::StrCat("no placement group ", id.ToString()));
+  const v1::PlacementGroupInfo& g = it->second;
+  if (g.state() == v1::PG_CREATED) return g;
+  if (g.state() == v1::PG_REMOVED)
+    return absl::FailedPreconditionError(absl::StrCat("placement group ", id.ToString(), " was removed"));
+  if (expired)
+    return absl::DeadlineExceededError(absl::StrCat("placement group ", id.ToString(), " is ",
+                                                    v1::PlacementGroupState_Name(g.state()).substr(3), ": ",
+                                                    g.pending_reason()));
+  return std::nullopt;
 }
 
 absl::StatusOr<v1::PlacementGroupInfo> PlacementGroupManager::Wait(const PlacementGroupId& id,
@@ -244,40 +275,98 @@ absl::StatusOr<v1::PlacementGroupInfo> PlacementGroupManager::Wait(const Placeme
   absl::Time deadline = absl::Now() + timeout;
   absl::MutexLock lock(&mu_);
   while (true) {
-    auto it = groups_.find(id);
-    if (it == groups_.end()) return absl::NotFoundError(absl::StrCat("no placement group ", id.ToString()));
-    const v1::PlacementGroupInfo& g = it->second;
-    if (g.state() == v1::PG_CREATED) return g;
-    if (g.state() == v1::PG_REMOVED)
-      return absl::FailedPreconditionError(absl::StrCat("placement group ", id.ToString(), " was removed"));
-    if (absl::Now() >= deadline)
-      return absl::DeadlineExceededError(absl::StrCat("placement group ", id.ToString(), " is ",
-                                                      v1::PlacementGroupState_Name(g.state()).substr(3), ": ",
-                                                      g.pending_reason()));
+    if (auto out = WaitOutcome(id, absl::Now() >= deadline)) return std::move(*out);
     changed_.WaitWithDeadline(&mu_, deadline);
   }
 }
 
+void PlacementGroupManager::WaitAsync(const PlacementGroupId& id, absl::Duration timeout, GroupDone done) {
+  absl::Time deadline = absl::Now() + timeout;
+  std::optional<absl::StatusOr<v1::PlacementGroupInfo>> now;
+  {
+    absl::MutexLock lock(&mu_);
+    if (waits_stopped_) {
+      now = absl::UnavailableError("the head is stopping");
+    } else {
+      now = WaitOutcome(id, absl::Now() >= deadline);
+    }
+    if (!now) {
+      waits_.push_back(OpenWait{id, deadline, std::move(done)});
+      if (!wait_thread_.joinable()) wait_thread_ = std::thread([this] { ServeWaits(); });
+      waits_changed_.Signal();  // the thread may sleep until a later deadline
+      return;
+    }
+  }
+  done(std::move(*now));
+}
+
+void PlacementGroupManager::ServeWaits() {
+  mu_.Lock();
+  while (true) {
+    std::vector<std::pair<GroupDone, absl::StatusOr<v1::PlacementGroupInfo>>> settled;
+    absl::Time now = absl::Now(), next = absl::InfiniteFuture();
+    for (auto it = waits_.begin(); it != waits_.end();) {
+      std::optional<absl::StatusOr<v1::PlacementGroupInfo>> out =
+          waits_stopped_ ? absl::UnavailableError("the head is stopping") : WaitOutcome(it->id, now >= it->deadline);
+      if (out) {
+        settled.emplace_back(std::move(it->done), std::move(*out));
+        it = waits_.erase(it);
+      } else {
+        next = std::min(next, it->deadline);
+        ++it;
+      }
+    }
+    if (!settled.empty()) {
+      mu_.Unlock();  // completions finish RPCs: never under this manager's lock
+      for (auto& [done, out] : settled) done(std::move(out));
+      mu_.Lock();
+      continue;
+    }
+    if (waits_stopped_) break;
+    waits_changed_.WaitWithDeadline(&mu_, next);
+  }
+  mu_.Unlock();
+}
+
+void PlacementGroupManager::StopWaits() {
+  absl::MutexLock lock(&mu_);
+  waits_stopped_ = true;
+  waits_changed_.Signal();
+}
+
 absl::Status PlacementGroupManager::Remove(const PlacementGroupId& id) {
+  absl::Status out;
+  absl::Notification done;
+  RemoveAsync(id, [&](absl::Status s) {
+    out = std::move(s);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return out;
+}
+
+void PlacementGroupManager::RemoveAsync(const PlacementGroupId& id, StatusDone done) {
   {
     absl::MutexLock lock(&mu_);
     auto it = groups_.find(id);
-    if (it == groups_.end()) return absl::NotFoundError(absl::StrCat("no placement group ", id.ToString()));
+    if (it == groups_.end()) return done(absl::NotFoundError(absl::StrCat("no placement group ", id.ToString())));
     v1::PlacementGroupInfo& g = it->second;
-    if (g.state() == v1::PG_REMOVED) return absl::OkStatus();
+    if (g.state() == v1::PG_REMOVED) return done(absl::OkStatus());
     v1::PlacementGroupInfo updated = g;
     updated.set_state(v1::PG_REMOVED);
     updated.clear_pending_reason();
-    if (absl::Status s = Persist(updated); !s.ok()) return s;
+    if (absl::Status s = Persist(updated); !s.ok()) return done(s);
     g = std::move(updated);
     waiting_.erase(id);
     resources_.With([&](scheduler::Cluster& c) { c.RemoveGroup(id.ToString()); });
-    changed_.SignalAll();
+    Changed();
     spdlog::info("placement group {} removed", id.ToString());
   }
-  actors_.KillGroup(id.ToString(), absl::StrCat("placement group ", id.ToString(), " was removed"));
-  RetryPending();  // its resources may be what a pending group waits for
-  return absl::OkStatus();
+  actors_.KillGroupAsync(id.ToString(), absl::StrCat("placement group ", id.ToString(), " was removed"),
+                         [this, done = std::move(done)] {
+                           RetryPending();  // its resources may be what a pending group waits for
+                           done(absl::OkStatus());
+                         });
 }
 
 void PlacementGroupManager::RemoveJobGroups(const std::string& job_id) {

@@ -13,7 +13,11 @@
 // Safe for concurrent use. Lock order: this manager, then ActorManager, then the tracker.
 #pragma once
 
+#include <functional>
+#include <list>
+#include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -32,8 +36,12 @@ inline constexpr char kPlacementGroupsTable[] = "placement_groups";
 
 class PlacementGroupManager {
  public:
+  using GroupDone = std::function<void(absl::StatusOr<v1::PlacementGroupInfo>)>;
+  using StatusDone = std::function<void(absl::Status)>;
+
   PlacementGroupManager(store::Store& store, ResourceTracker& resources, ActorManager& actors,
                         const Clock& clock);
+  ~PlacementGroupManager();  // fails the waits still open (StopWaits) and joins their thread
 
   // Loads the table and reserves the bundles of placed groups on nodes the tracker knows;
   // bundles whose node is gone make their group RESCHEDULING. REQUIRES: the tracker has the
@@ -44,7 +52,16 @@ class PlacementGroupManager {
   absl::StatusOr<v1::PlacementGroupInfo> Create(v1::PlacementGroupSpec spec);
   // The group once CREATED, or DeadlineExceeded with its pending reason after `timeout`.
   absl::StatusOr<v1::PlacementGroupInfo> Wait(const PlacementGroupId& id, absl::Duration timeout);
+  // Wait without holding the caller's thread: `done` runs once with what Wait would return,
+  // inline when the outcome is known now, else on this manager's wait thread (one thread for
+  // every open wait, started on first use). `done` must not block for long.
+  void WaitAsync(const PlacementGroupId& id, absl::Duration timeout, GroupDone done);
+  // Fails every open wait and every later one with Unavailable ("the head is stopping"), so
+  // that a server shutting down is not held by waits of up to ten minutes.
+  void StopWaits();
   absl::Status Remove(const PlacementGroupId& id);
+  // Remove, with `done` once the group's actors have been killed; parks no thread.
+  void RemoveAsync(const PlacementGroupId& id, StatusDone done);
   // Removes the live, non-detached groups of a job that ended.
   void RemoveJobGroups(const std::string& job_id);
   absl::StatusOr<v1::PlacementGroupInfo> Get(const PlacementGroupId& id) const;
@@ -60,6 +77,13 @@ class PlacementGroupManager {
   absl::Status Persist(const v1::PlacementGroupInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tries to place a PENDING or RESCHEDULING group; true when it changed.
   bool TryPlace(v1::PlacementGroupInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wakes Wait callers and the wait thread after a state change.
+  void Changed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What a wait for `id` returns now, or nothing while it should go on waiting.
+  std::optional<absl::StatusOr<v1::PlacementGroupInfo>> WaitOutcome(const PlacementGroupId& id, bool expired) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The wait thread: settles open waits as groups change or their deadlines pass.
+  void ServeWaits();
 
   store::Store& store_;
   ResourceTracker& resources_;
@@ -70,6 +94,15 @@ class PlacementGroupManager {
   absl::flat_hash_map<PlacementGroupId, v1::PlacementGroupInfo> groups_ ABSL_GUARDED_BY(mu_);
   // PENDING and RESCHEDULING groups: what RetryPending looks at.
   absl::flat_hash_set<PlacementGroupId> waiting_ ABSL_GUARDED_BY(mu_);
+  struct OpenWait {
+    PlacementGroupId id;
+    absl::Time deadline;
+    GroupDone done;
+  };
+  std::list<OpenWait> waits_ ABSL_GUARDED_BY(mu_);
+  absl::CondVar waits_changed_;  // signalled on a change while waits_ is not empty
+  bool waits_stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread wait_thread_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::Status ValidatePlacementGroupSpec(v1::PlacementGroupSpec& spec);

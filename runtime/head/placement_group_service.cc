@@ -2,77 +2,96 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "runtime/rpc/status.h"
 
 namespace skyrl::head {
 namespace {
 
 // A wait never outlasts the caller's deadline, nor ten minutes.
-absl::Duration WaitBudget(grpc::ServerContext* ctx, int64_t timeout_ms) {
+absl::Duration WaitBudget(grpc::CallbackServerContext* ctx, int64_t timeout_ms) {
   absl::Duration want = absl::Milliseconds(std::clamp<int64_t>(timeout_ms, 0, 600'000));
   absl::Duration left = absl::FromChrono(ctx->deadline() - std::chrono::system_clock::now());
   return std::max(absl::ZeroDuration(), std::min(want, left - absl::Milliseconds(50)));
 }
 
+grpc::ServerUnaryReactor* Finished(grpc::CallbackServerContext* ctx, const grpc::Status& s) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(s);
+  return reactor;
+}
+
+absl::StatusOr<PlacementGroupId> ParseGroupId(const std::string& text) {
+  absl::StatusOr<PlacementGroupId> id = PlacementGroupId::Parse(text);
+  if (!id.ok()) return absl::InvalidArgumentError(absl::StrCat("placement_group_id: ", id.status().message()));
+  return id;
+}
+
 }  // namespace
 
-grpc::Status PlacementGroupServiceImpl::CreatePlacementGroup(grpc::ServerContext* ctx,
-                                                             const v1::CreatePlacementGroupRequest* req,
-                                                             v1::CreatePlacementGroupReply* reply) {
-  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
+grpc::ServerUnaryReactor* PlacementGroupServiceImpl::CreatePlacementGroup(grpc::CallbackServerContext* ctx,
+                                                                          const v1::CreatePlacementGroupRequest* req,
+                                                                          v1::CreatePlacementGroupReply* reply) {
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return Finished(ctx, s);
   absl::StatusOr<v1::PlacementGroupInfo> g = groups_.Create(req->spec());
-  if (!g.ok()) return rpc::ToGrpc(g.status());
+  if (!g.ok()) return Finished(ctx, rpc::ToGrpc(g.status()));
   *reply->mutable_group() = std::move(*g);
-  return grpc::Status::OK;
+  return Finished(ctx, grpc::Status::OK);
 }
 
-grpc::Status PlacementGroupServiceImpl::WaitPlacementGroup(grpc::ServerContext* ctx,
-                                                           const v1::WaitPlacementGroupRequest* req,
-                                                           v1::WaitPlacementGroupReply* reply) {
-  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
-  absl::StatusOr<PlacementGroupId> id = PlacementGroupId::Parse(req->placement_group_id());
-  if (!id.ok()) return rpc::ToGrpc(absl::InvalidArgumentError(absl::StrCat("placement_group_id: ", id.status().message())));
-  if (req->timeout_ms() < 0) return rpc::ToGrpc(absl::InvalidArgumentError("timeout_ms: must be 0 or more"));
-  absl::StatusOr<v1::PlacementGroupInfo> g = groups_.Wait(*id, WaitBudget(ctx, req->timeout_ms()));
-  if (!g.ok()) return rpc::ToGrpc(g.status());
-  *reply->mutable_group() = std::move(*g);
-  return grpc::Status::OK;
+grpc::ServerUnaryReactor* PlacementGroupServiceImpl::WaitPlacementGroup(grpc::CallbackServerContext* ctx,
+                                                                        const v1::WaitPlacementGroupRequest* req,
+                                                                        v1::WaitPlacementGroupReply* reply) {
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return Finished(ctx, s);
+  absl::StatusOr<PlacementGroupId> id = ParseGroupId(req->placement_group_id());
+  if (!id.ok()) return Finished(ctx, rpc::ToGrpc(id.status()));
+  if (req->timeout_ms() < 0) return Finished(ctx, rpc::ToGrpc(absl::InvalidArgumentError("timeout_ms: must be 0 or more")));
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  groups_.WaitAsync(*id, WaitBudget(ctx, req->timeout_ms()),
+                    [reactor, reply](absl::StatusOr<v1::PlacementGroupInfo> g) {
+                      if (!g.ok()) return reactor->Finish(rpc::ToGrpc(g.status()));
+                      *reply->mutable_group() = std::move(*g);
+                      reactor->Finish(grpc::Status::OK);
+                    });
+  return reactor;
 }
 
-grpc::Status PlacementGroupServiceImpl::RemovePlacementGroup(grpc::ServerContext* ctx,
-                                                             const v1::RemovePlacementGroupRequest* req,
-                                                             v1::RemovePlacementGroupReply*) {
-  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
-  absl::StatusOr<PlacementGroupId> id = PlacementGroupId::Parse(req->placement_group_id());
-  if (!id.ok()) return rpc::ToGrpc(absl::InvalidArgumentError(absl::StrCat("placement_group_id: ", id.status().message())));
-  return rpc::ToGrpc(groups_.Remove(*id));
+grpc::ServerUnaryReactor* PlacementGroupServiceImpl::RemovePlacementGroup(grpc::CallbackServerContext* ctx,
+                                                                          const v1::RemovePlacementGroupRequest* req,
+                                                                          v1::RemovePlacementGroupReply*) {
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return Finished(ctx, s);
+  absl::StatusOr<PlacementGroupId> id = ParseGroupId(req->placement_group_id());
+  if (!id.ok()) return Finished(ctx, rpc::ToGrpc(id.status()));
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  groups_.RemoveAsync(*id, [reactor](absl::Status s) { reactor->Finish(rpc::ToGrpc(s)); });
+  return reactor;
 }
 
-grpc::Status PlacementGroupServiceImpl::GetPlacementGroup(grpc::ServerContext* ctx,
-                                                          const v1::GetPlacementGroupRequest* req,
-                                                          v1::GetPlacementGroupReply* reply) {
-  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
+grpc::ServerUnaryReactor* PlacementGroupServiceImpl::GetPlacementGroup(grpc::CallbackServerContext* ctx,
+                                                                       const v1::GetPlacementGroupRequest* req,
+                                                                       v1::GetPlacementGroupReply* reply) {
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return Finished(ctx, s);
   absl::StatusOr<v1::PlacementGroupInfo> g;
   if (!req->placement_group_id().empty()) {
-    absl::StatusOr<PlacementGroupId> id = PlacementGroupId::Parse(req->placement_group_id());
-    if (!id.ok()) return rpc::ToGrpc(absl::InvalidArgumentError(absl::StrCat("placement_group_id: ", id.status().message())));
+    absl::StatusOr<PlacementGroupId> id = ParseGroupId(req->placement_group_id());
+    if (!id.ok()) return Finished(ctx, rpc::ToGrpc(id.status()));
     g = groups_.Get(*id);
   } else if (!req->name().empty()) {
     g = groups_.GetByName(req->namespace_(), req->name());
   } else {
-    return rpc::ToGrpc(absl::InvalidArgumentError("give placement_group_id or name"));
+    return Finished(ctx, rpc::ToGrpc(absl::InvalidArgumentError("give placement_group_id or name")));
   }
-  if (!g.ok()) return rpc::ToGrpc(g.status());
+  if (!g.ok()) return Finished(ctx, rpc::ToGrpc(g.status()));
   *reply->mutable_group() = std::move(*g);
-  return grpc::Status::OK;
+  return Finished(ctx, grpc::Status::OK);
 }
 
-grpc::Status PlacementGroupServiceImpl::ListPlacementGroups(grpc::ServerContext* ctx,
-                                                            const v1::ListPlacementGroupsRequest*,
-                                                            v1::ListPlacementGroupsReply* reply) {
-  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
+grpc::ServerUnaryReactor* PlacementGroupServiceImpl::ListPlacementGroups(grpc::CallbackServerContext* ctx,
+                                                                         const v1::ListPlacementGroupsRequest*,
+                                                                         v1::ListPlacementGroupsReply* reply) {
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return Finished(ctx, s);
   for (auto& g : groups_.List()) *reply->add_groups() = std::move(g);
-  return grpc::Status::OK;
+  return Finished(ctx, grpc::Status::OK);
 }
 
 }  // namespace skyrl::head

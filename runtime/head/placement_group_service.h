@@ -1,4 +1,8 @@
 // gRPC face of the PlacementGroupManager. Converts statuses at the edge; no state of its own.
+//
+// Served with gRPC's callback API: no handler parks a gRPC thread. A WaitPlacementGroup that
+// cannot be answered now is settled later by the manager's wait thread (WaitAsync), a
+// remove finishes once the workers were told to kill the group's actors (RemoveAsync).
 #pragma once
 
 #include "runtime/head/placement_group_manager.h"
@@ -7,21 +11,21 @@
 
 namespace skyrl::head {
 
-class PlacementGroupServiceImpl final : public v1::PlacementGroupService::Service {
+class PlacementGroupServiceImpl final : public v1::PlacementGroupService::CallbackService {
  public:
   PlacementGroupServiceImpl(PlacementGroupManager& groups, const rpc::TokenAuth& auth)
       : groups_(groups), auth_(auth) {}
 
-  grpc::Status CreatePlacementGroup(grpc::ServerContext*, const v1::CreatePlacementGroupRequest*,
-                                    v1::CreatePlacementGroupReply*) override;
-  grpc::Status WaitPlacementGroup(grpc::ServerContext*, const v1::WaitPlacementGroupRequest*,
-                                  v1::WaitPlacementGroupReply*) override;
-  grpc::Status RemovePlacementGroup(grpc::ServerContext*, const v1::RemovePlacementGroupRequest*,
-                                    v1::RemovePlacementGroupReply*) override;
-  grpc::Status GetPlacementGroup(grpc::ServerContext*, const v1::GetPlacementGroupRequest*,
-                                 v1::GetPlacementGroupReply*) override;
-  grpc::Status ListPlacementGroups(grpc::ServerContext*, const v1::ListPlacementGroupsRequest*,
-                                   v1::ListPlacementGroupsReply*) override;
+  grpc::ServerUnaryReactor* CreatePlacementGroup(grpc::CallbackServerContext*, const v1::CreatePlacementGroupRequest*,
+                                                 v1::CreatePlacementGroupReply*) override;
+  grpc::ServerUnaryReactor* WaitPlacementGroup(grpc::CallbackServerContext*, const v1::WaitPlacementGroupRequest*,
+                                               v1::WaitPlacementGroupReply*) override;
+  grpc::ServerUnaryReactor* RemovePlacementGroup(grpc::CallbackServerContext*, const v1::RemovePlacementGroupRequest*,
+                                                 v1::RemovePlacementGroupReply*) override;
+  grpc::ServerUnaryReactor* GetPlacementGroup(grpc::CallbackServerContext*, const v1::GetPlacementGroupRequest*,
+                                              v1::GetPlacementGroupReply*) override;
+  grpc::ServerUnaryReactor* ListPlacementGroups(grpc::CallbackServerContext*, const v1::ListPlacementGroupsRequest*,
+                                                v1::ListPlacementGroupsReply*) override;
 
  private:
   PlacementGroupManager& groups_;
