@@ -8,11 +8,14 @@
 //     gloo broadcast (bench/weight_sync_gloo.py, run with Debian's /usr/bin/python3) and against
 //     one TCP stream on loopback measured here. Loopback addresses only.
 //
-//   build/bin/weight_sync [--plans-only] [--small] [--no-gloo] [--iters N]
+//   build/bin/weight_sync [--plans-only] [--small] [--no-gloo] [--no-copy] [--iters N]
+//                         [--chunk-kib N] [--receivers 1,2,3]     (--help says more)
 // --small: no 1T plan, 16 MiB transfers, no gloo (the ctest smoke run).
+// The TCP transport runs twice per row: zero-copy send (the default) and the copy path.
 // Bandwidths are delivered bytes (all receivers together) per second, in GB/s (1e9 bytes).
-// Ends with RESULT lines: worst_plan_to_bound, loopback_gbps_1stream, tcp_gbps_3rx,
-// gloo_gbps_3rx, ratio_vs_gloo_3rx (the last two only when gloo ran).
+// Ends with RESULT lines: worst_plan_to_bound, loopback_gbps_1stream, and for 3 receivers
+// tcp_gbps_3rx (zero-copy), tcp_copy_gbps_3rx, gloo_gbps_3rx, ratio_vs_gloo_3rx (zero-copy over
+// gloo): unsuffixed at 1 GiB, suffixed _256mib at 256 MiB (gloo figures only when gloo ran).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,7 +30,9 @@
 
 #include <boost/asio.hpp>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "tests/weight_sync/sync_harness.h"
 #include "weight_sync/plan/model_zoo.h"
@@ -80,10 +85,13 @@ std::vector<Case> Cases(bool small) {
 }
 
 // Best seconds over `iters` broadcasts of `bytes` from one sender to `receivers` receivers
-// through our TCP transport (after one warm-up version); -1 on failure. Each receiver is its
+// through our TCP transport (after one warm-up version); -1 on failure. `zero_copy` picks the
+// sender's path (TcpOptions::zero_copy_send); `spliced` gets the fraction of payload bytes
+// that really went zero-copy. Each receiver is its
 // own process, as gloo's ranks are; the sender's Send returns once every receiver confirmed
 // the whole version, which is what is timed. Receivers check the last version's bytes.
-double TcpBroadcast(int64_t bytes, int receivers, int iters) {
+double TcpBroadcast(int64_t bytes, int receivers, int iters, bool zero_copy, int64_t chunk_bytes,
+                    double* spliced) {
   ws::Model m;
   m.num_layers = 1;
   ws::Param p;
@@ -106,6 +114,7 @@ double TcpBroadcast(int64_t bytes, int receivers, int iters) {
       ws::TcpOptions o;
       o.rendezvous = &rdv;
       o.receiver_rank = r;
+      o.transfer.chunk_bytes = chunk_bytes;
       auto t = ws::CreateTcpTransport(o);
       if (!t.ok()) _exit(2);
       ws::VersionedShard shard(bytes);
@@ -126,6 +135,10 @@ double TcpBroadcast(int64_t bytes, int receivers, int iters) {
   ws::FileRendezvous rdv(dir);
   ws::TcpOptions o;
   o.rendezvous = &rdv;
+  o.transfer.chunk_bytes = chunk_bytes;
+  o.zero_copy_send = zero_copy;
+  ws::TcpStats stats;
+  o.stats = &stats;
   auto sender = ws::CreateTcpTransport(o);
   std::vector<uint8_t> shard(bytes);
   double best = 1e30;
@@ -150,6 +163,8 @@ double TcpBroadcast(int64_t bytes, int receivers, int iters) {
     }
   }
   std::filesystem::remove_all(dir);
+  const double total = static_cast<double>(stats.spliced_bytes + stats.copied_bytes);
+  *spliced = total > 0 ? stats.spliced_bytes / total : 0;
   return ok ? best : -1;
 }
 
@@ -204,13 +219,35 @@ std::map<std::pair<int64_t, int>, double> Gloo(const std::vector<int64_t>& sizes
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool small = false, plans_only = false, gloo = true;
+  bool small = false, plans_only = false, gloo = true, copy_too = true;
   int iters = 3;
+  int64_t chunk_bytes = int64_t{8} << 20;
+  std::vector<int> rx_counts = {1, 2, 3};
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0) {
+      std::printf(
+          "usage: weight_sync [--plans-only] [--small] [--no-gloo] [--no-copy] [--iters N] [--chunk-kib N]\n"
+          "                   [--receivers 1,2,3]\n"
+          "  --small       no 1T plan, 16 MiB transfers, no gloo (the ctest smoke run)\n"
+          "  --no-gloo     skip the torch.distributed gloo baseline\n"
+          "  --no-copy     skip the copy-path (zero_copy_send = false) TCP column\n"
+          "  --iters N     timed versions per figure, best taken (default 3)\n"
+          "  --chunk-kib N TransferOptions::chunk_bytes for the TCP runs (default 8192)\n"
+          "  --receivers L receiver counts to run (default 1,2,3; RESULT lines need 3)\n");
+      return 0;
+    }
     if (std::strcmp(argv[i], "--small") == 0) small = true;
     if (std::strcmp(argv[i], "--plans-only") == 0) plans_only = true;
     if (std::strcmp(argv[i], "--no-gloo") == 0) gloo = false;
+    if (std::strcmp(argv[i], "--no-copy") == 0) copy_too = false;
     if (std::strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = std::max(1, std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--chunk-kib") == 0 && i + 1 < argc)
+      chunk_bytes = std::max<int64_t>(1, std::atoll(argv[i + 1])) << 10;
+    if (std::strcmp(argv[i], "--receivers") == 0 && i + 1 < argc) {
+      rx_counts.clear();
+      for (absl::string_view part : absl::StrSplit(argv[i + 1], ','))
+        if (int n = 0; absl::SimpleAtoi(part, &n) && n > 0) rx_counts.push_back(n);
+    }
   }
   if (small) gloo = false;
 
@@ -245,38 +282,53 @@ int main(int argc, char** argv) {
                                            : std::vector<int64_t>{256 << 20, int64_t{1} << 30};
   std::printf("\n== transport: 1 sender -> n receivers on loopback, best of %d (GB/s = delivered 1e9 bytes/s, all receivers)\n",
               iters);
+  std::printf("chunk %lld KiB; zc = zero-copy send (vmsplice + splice, the default), copy = zero_copy_send off\n",
+              static_cast<long long>(chunk_bytes >> 10));
   double loop_s = LoopbackStream(sizes.back(), iters);
   double loop_gbps = sizes.back() / loop_s / 1e9;
   std::printf("single TCP stream, %lld MiB: %.3f s, %.2f GB/s (%.1f Gbit/s)\n",
               static_cast<long long>(sizes.back() >> 20), loop_s, loop_gbps, loop_gbps * 8);
-  // Each TCP figure is followed at once by the matching gloo figure, so that both see the same
-  // load on a shared machine.
-  std::printf("%-9s %4s %10s %10s %10s %10s %9s %12s\n", "size", "rx", "tcp s", "tcp GB/s", "gloo s", "gloo GB/s",
-              "tcp/gloo", "tcp/1stream");
-  double tcp3 = 0, gloo3 = 0;
+  // The three figures of a row are measured one right after the other, so that they see the
+  // same load on a shared machine.
+  std::printf("%-9s %3s %8s %8s %7s %8s %8s %8s %9s %8s %9s\n", "size", "rx", "zc s", "zc GB/s", "spliced",
+              "copy GB/s", "gloo s", "gloo GB/s", "zc/gloo", "zc/copy", "copy/gloo");
+  auto fmt = [](double v, const char* f) { return v > 0 ? absl::StrFormat(f, v) : std::string("-"); };
+  std::map<int64_t, double> zc3, copy3, gloo3;
   for (int64_t b : sizes)
-    for (int n : {1, 2, 3}) {
-      double s = TcpBroadcast(b, n, iters);
+    for (int n : rx_counts) {
+      double spliced = 0, unused = 0;
+      double s = TcpBroadcast(b, n, iters, /*zero_copy=*/true, chunk_bytes, &spliced);
       if (s < 0) return 1;
-      double gbps = n * b / s / 1e9;
+      double cs = copy_too ? TcpBroadcast(b, n, iters, /*zero_copy=*/false, chunk_bytes, &unused) : 0;
+      if (copy_too && cs < 0) return 1;
+      double gbps = n * b / s / 1e9, cgbps = cs > 0 ? n * b / cs / 1e9 : 0;
       std::map<std::pair<int64_t, int>, double> gl;
       if (gloo) gl = Gloo({b}, {n}, iters);
       auto it = gl.find({b, n});
       double gs = it == gl.end() ? 0 : it->second, ggbps = gs > 0 ? n * b / gs / 1e9 : 0;
-      std::printf("%-9s %4d %10.3f %10.2f %10s %10s %9s %12.2f\n", absl::StrCat(b >> 20, " MiB").c_str(), n, s, gbps,
-                  gs > 0 ? absl::StrFormat("%.3f", gs).c_str() : "-", gs > 0 ? absl::StrFormat("%.2f", ggbps).c_str() : "-",
-                  gs > 0 ? absl::StrFormat("%.2f", gbps / ggbps).c_str() : "-", gbps / loop_gbps);
-      if (b == sizes.back() && n == 3) {
-        tcp3 = gbps;
-        gloo3 = ggbps;
+      std::printf("%-9s %3d %8.3f %8.2f %6.0f%% %8s %8s %8s %9s %8s %9s\n", absl::StrCat(b >> 20, " MiB").c_str(), n,
+                  s, gbps, spliced * 100, fmt(cgbps, "%.2f").c_str(), fmt(gs, "%.3f").c_str(),
+                  fmt(ggbps, "%.2f").c_str(), fmt(ggbps > 0 ? gbps / ggbps : 0, "%.2f").c_str(),
+                  fmt(cgbps > 0 ? gbps / cgbps : 0, "%.2f").c_str(),
+                  fmt(ggbps > 0 && cgbps > 0 ? cgbps / ggbps : 0, "%.2f").c_str());
+      if (n == 3) {
+        zc3[b] = gbps;
+        copy3[b] = cgbps;
+        gloo3[b] = ggbps;
       }
     }
+  // Without a suffix: the largest size (1 GiB; 16 MiB with --small), as before.
   std::printf("RESULT worst_plan_to_bound %.3f\n", worst);
   std::printf("RESULT loopback_gbps_1stream %.2f\n", loop_gbps);
-  std::printf("RESULT tcp_gbps_3rx %.2f\n", tcp3);
-  if (gloo3 > 0) {
-    std::printf("RESULT gloo_gbps_3rx %.2f\n", gloo3);
-    std::printf("RESULT ratio_vs_gloo_3rx %.2f\n", tcp3 / gloo3);
+  for (int64_t b : sizes) {
+    if (!zc3.count(b)) continue;
+    const std::string suffix = b == sizes.back() ? "" : absl::StrCat("_", b >> 20, "mib");
+    std::printf("RESULT tcp_gbps_3rx%s %.2f\n", suffix.c_str(), zc3[b]);
+    if (copy3[b] > 0) std::printf("RESULT tcp_copy_gbps_3rx%s %.2f\n", suffix.c_str(), copy3[b]);
+    if (gloo3[b] > 0) {
+      std::printf("RESULT gloo_gbps_3rx%s %.2f\n", suffix.c_str(), gloo3[b]);
+      std::printf("RESULT ratio_vs_gloo_3rx%s %.2f\n", suffix.c_str(), zc3[b] / gloo3[b]);
+    }
   }
   return 0;
 }

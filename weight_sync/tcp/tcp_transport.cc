@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "weight_sync/checksum.h"
 #include "weight_sync/tcp/connection.h"
+#include "weight_sync/tcp/splice_writer.h"
 
 namespace skyrl::weight_sync {
 namespace {
@@ -199,6 +200,8 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
 
   RunCursor<const uint8_t*> cursor(peer.runs, shard);
   std::vector<asio::const_buffer> bufs;
+  std::optional<SpliceWriter> writer;
+  if (o_.zero_copy_send) writer.emplace();
   int64_t sent = 0;
   for (uint32_t b = 0; sent < peer.bytes; ++b) {
     const int64_t len = std::min(t.bucket_bytes, peer.bytes - sent);
@@ -215,8 +218,18 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
     for (int64_t done = 0; done < len;) {
       const int64_t n = std::min(t.chunk_bytes, len - done);
       cursor.Next(n, bufs);
-      if (ec = c.Write(bufs, t.io_timeout); ec)
-        return failed_write(ec, absl::StrCat("bucket ", b, " at byte ", done));
+      if (writer) {
+        const int64_t spliced = writer->spliced_bytes(), copied = writer->copied_bytes();
+        ec = writer->Write(c, bufs, t.io_timeout);
+        if (o_.stats != nullptr) {
+          o_.stats->spliced_bytes += writer->spliced_bytes() - spliced;
+          o_.stats->copied_bytes += writer->copied_bytes() - copied;
+        }
+      } else {
+        ec = c.Write(bufs, t.io_timeout);
+        if (!ec && o_.stats != nullptr) o_.stats->copied_bytes += n;
+      }
+      if (ec) return failed_write(ec, absl::StrCat("bucket ", b, " at byte ", done));
       done += n;
     }
     sent += len;
@@ -238,6 +251,7 @@ absl::Status TcpTransport::Send(uint64_t version, const RankSchedule& schedule, 
   std::vector<std::thread> threads;
   for (size_t i = 0; i < n; ++i)
     threads.emplace_back([&, i] {
+      BlockSigpipeInThisThread();  // splice raises SIGPIPE on a closed peer; this thread ends here
       results[i] = SendTo(version, schedule.rank, schedule.peers[i], shard.data(), *conns[i]);
     });
   for (std::thread& th : threads) th.join();

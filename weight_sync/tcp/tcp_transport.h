@@ -5,6 +5,13 @@
 // buffer). Buckets are pipelined: the receiver acknowledges a connection once, after its last
 // bucket, with a status.
 //
+// Sending is zero-copy by default (TcpOptions::zero_copy_send): the kernel references the
+// shard's pages instead of copying them into socket buffers, so the caller must leave the
+// shard unchanged until Send returns, which it does only once every receiver confirmed the
+// whole version. A Send that fails returns while the kernel may still hold references to the
+// shard's pages: the memory stays valid (the references keep it alive), and an overwrite made
+// afterwards can reach only receivers whose sync is already failing and discarded.
+//
 // Every wait has a deadline (TransferOptions::io_timeout without progress): rendezvous,
 // connect, accept, each chunk, the acknowledgement. A peer that dies or stalls fails the sync
 // on both sides with a status naming the peer; the receiver's live version stays.
@@ -14,6 +21,8 @@
 // The wire format is little-endian and versioned (magic "SKWS", protocol 1).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -22,6 +31,12 @@
 #include "weight_sync/transport.h"
 
 namespace skyrl::weight_sync {
+
+// Counters a transport adds to over all its syncs; safe to read while syncs run.
+struct TcpStats {
+  std::atomic<int64_t> spliced_bytes{0};  // payload sent zero-copy (vmsplice + splice)
+  std::atomic<int64_t> copied_bytes{0};   // payload sent through ordinary writes
+};
 
 struct TcpOptions {
   Rendezvous* rendezvous = nullptr;  // not owned; must outlive the transport
@@ -32,6 +47,11 @@ struct TcpOptions {
   // then not be a wildcard such as 0.0.0.0).
   std::string advertise_host;
   TransferOptions transfer;
+  // Sender: map the shard's pages into each socket instead of copying them (vmsplice + splice,
+  // see tcp/splice_writer.h), falling back to ordinary writes where the kernel refuses. The
+  // shard's bytes must not change until Send returns (Send's contract already; see there).
+  bool zero_copy_send = true;
+  TcpStats* stats = nullptr;  // optional, not owned; must outlive the transport
 };
 
 // InvalidArgument for bad options (naming the field), Unavailable when it cannot listen.
