@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -77,6 +78,7 @@ class NcclTransport final : public Transport {
  public:
   NcclTransport(const NcclOptions& o, ncclComm_t comm, cudaStream_t stream) : o_(o), comm_(comm), stream_(stream) {}
   ~NcclTransport() override {
+    cudaSetDevice(o_.device);
     for (auto& [key, g] : groups_) {
       if (g.comm != nullptr) (aborted_ ? ncclCommAbort(g.comm) : ncclCommDestroy(g.comm));
       if (g.stream != nullptr) cudaStreamDestroy(g.stream);
@@ -87,6 +89,9 @@ class NcclTransport final : public Transport {
 
   absl::Status Send(uint64_t version, const RankSchedule& schedule, absl::Span<const uint8_t> shard) override {
     if (!o_.is_sender) return absl::FailedPreconditionError("nccl: this endpoint is a receiver");
+    if (static_cast<int64_t>(shard.size()) < schedule.shard_bytes)
+      return absl::InvalidArgumentError(absl::StrCat("nccl sender ", o_.rank, ": shard has ", shard.size(),
+                                                     " bytes, the schedule needs ", schedule.shard_bytes));
     return Run(version, schedule, const_cast<uint8_t*>(shard.data()), /*sending=*/true);
   }
 
@@ -114,8 +119,10 @@ class NcclTransport final : public Transport {
 
   // Waits until every pending stream is idle, with a deadline; aborts every communicator on
   // timeout or NCCL/CUDA error.
-  absl::Status Wait(const std::vector<Pending>& pending, absl::string_view what) {
-    const absl::Time deadline = absl::Now() + o_.transfer.io_timeout;
+  absl::Status Wait(const std::vector<Pending>& pending, absl::string_view what,
+                    std::optional<absl::Duration> timeout = std::nullopt) {
+    const absl::Duration limit = timeout.value_or(o_.transfer.io_timeout);
+    const absl::Time deadline = absl::Now() + limit;
     while (true) {
       bool done = true;
       for (const Pending& p : pending) {
@@ -135,14 +142,31 @@ class NcclTransport final : public Transport {
       if (done) return absl::OkStatus();
       if (absl::Now() >= deadline) {
         Abort();
-        return absl::DeadlineExceededError(absl::StrCat(what, ": no completion within ",
-                                                        absl::FormatDuration(o_.transfer.io_timeout),
+        return absl::DeadlineExceededError(absl::StrCat(what, ": no completion within ", absl::FormatDuration(limit),
                                                         "; communicator aborted"));
       }
       absl::SleepFor(absl::Microseconds(50));
     }
   }
-  absl::Status WaitMain(absl::string_view what) { return Wait({{comm_, stream_}}, what); }
+  absl::Status WaitMain(absl::string_view what, std::optional<absl::Duration> timeout = std::nullopt) {
+    return Wait({{comm_, stream_}}, what, timeout);
+  }
+  // A non-blocking communicator may still be enqueueing the last call's work (ncclInProgress):
+  // wait for that before issuing on another communicator, so that every rank's streams get
+  // their kernels in the same order.
+  absl::Status Issued(ncclComm_t comm, absl::string_view what) {
+    const absl::Time deadline = absl::Now() + o_.transfer.io_timeout;
+    while (true) {
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(comm, &async);
+      if (async == ncclSuccess) return absl::OkStatus();
+      if (async != ncclInProgress) return FromNccl(async, what);
+      if (absl::Now() >= deadline)
+        return absl::DeadlineExceededError(absl::StrCat(what, ": not enqueued within ",
+                                                        absl::FormatDuration(o_.transfer.io_timeout)));
+      absl::SleepFor(absl::Microseconds(20));
+    }
+  }
 
   void Abort() {
     if (!aborted_) {
@@ -200,7 +224,35 @@ class NcclTransport final : public Transport {
     return st;
   }
 
+  // Destroys the broadcast groups the last successful sync did not use (layouts changed). The
+  // sender decides membership, so every member drops a group in the same sync; destroying a
+  // communicator is local in NCCL, so no rank waits for another.
+  void PruneGroups(const std::map<std::pair<int, uint64_t>, std::vector<size_t>>& used) {
+    for (auto it = groups_.begin(); it != groups_.end();) {
+      if (used.contains(it->first)) {
+        ++it;
+        continue;
+      }
+      if (it->second.comm != nullptr) ncclCommDestroy(it->second.comm);
+      if (it->second.stream != nullptr) cudaStreamDestroy(it->second.stream);
+      it = groups_.erase(it);
+    }
+  }
+
+  // Runs a sync; on any failure except one the receiver reported cleanly to its senders (a
+  // checksum mismatch), every communicator is aborted BEFORE the scratch buffers are freed:
+  // cudaFree waits for the device, and an NCCL kernel waiting on a peer only ends by abort.
   absl::Status Run(uint64_t version, const RankSchedule& schedule, uint8_t* shard, bool sending) {
+    std::vector<void*> allocations;
+    bool reported = false;
+    absl::Status st = RunBody(version, schedule, shard, sending, allocations, reported);
+    if (!st.ok() && !reported) Abort();
+    for (void* p : allocations) cudaFree(p);
+    return st;
+  }
+
+  absl::Status RunBody(uint64_t version, const RankSchedule& schedule, uint8_t* shard, bool sending,
+                       std::vector<void*>& allocations, bool& reported) {
     const std::string who = absl::StrCat("weight sync v", version, ": nccl ", sending ? "sender " : "receiver ", o_.rank);
     if (aborted_) return absl::FailedPreconditionError(absl::StrCat(who, ": communicator was aborted; recreate the transport"));
     if (absl::Status s = FromCuda(cudaSetDevice(o_.device), who); !s.ok()) return s;
@@ -211,19 +263,18 @@ class NcclTransport final : public Transport {
       return absl::StrCat(sending ? "receiver " : "sender ", schedule.peers[i].peer);
     };
 
-    // Device scratch freed on every return.
-    std::vector<void*> allocations;
-    struct Free {
-      std::vector<void*>& a;
-      ~Free() {
-        for (void* p : a) cudaFree(p);
-      }
-    } free_all{allocations};
+    // Device scratch, freed by Run after any abort.
+    const std::string peers_text = [&] {
+      std::string t;
+      for (const PeerStream& p : schedule.peers) absl::StrAppend(&t, t.empty() ? "" : ", ", p.peer);
+      return absl::StrCat(sending ? " (receivers " : " (senders ", t, ")");
+    }();
     auto dev_alloc = [&](size_t bytes, void** out) {
       absl::Status s = FromCuda(cudaMalloc(out, std::max<size_t>(1, bytes)), who);
       if (s.ok()) allocations.push_back(*out);
       return s;
     };
+    auto cuda = [&](cudaError_t e, absl::string_view what) { return FromCuda(e, absl::StrCat(who, ": ", what)); };
 
     // 1. Headers, and which pairs go by broadcast. rep[i]: the peer index whose device bucket
     // carries pair i's bytes (itself, or its group's first member on the sender).
@@ -270,15 +321,19 @@ class NcclTransport final : public Transport {
     Header* dev_headers = nullptr;
     if (absl::Status s = dev_alloc(n * sizeof(Header), reinterpret_cast<void**>(&dev_headers)); !s.ok()) return s;
     if (sending)
-      cudaMemcpyAsync(dev_headers, headers.data(), n * sizeof(Header), cudaMemcpyHostToDevice, stream_);
-    ncclGroupStart();
-    for (size_t i = 0; i < n; ++i) {
+      if (absl::Status s = cuda(cudaMemcpyAsync(dev_headers, headers.data(), n * sizeof(Header),
+                                                cudaMemcpyHostToDevice, stream_), "headers copy");
+          !s.ok())
+        return s;
+    absl::Status st = FromNccl(ncclGroupStart(), who);
+    for (size_t i = 0; i < n && st.ok(); ++i) {
       int peer = GlobalRank(schedule.peers[i].peer, !sending);
-      if (sending) ncclSend(dev_headers + i, sizeof(Header), ncclUint8, peer, comm_, stream_);
-      else ncclRecv(dev_headers + i, sizeof(Header), ncclUint8, peer, comm_, stream_);
+      st = FromNccl(sending ? ncclSend(dev_headers + i, sizeof(Header), ncclUint8, peer, comm_, stream_)
+                            : ncclRecv(dev_headers + i, sizeof(Header), ncclUint8, peer, comm_, stream_),
+                    absl::StrCat(who, ": headers"));
     }
-    absl::Status st = FromNccl(ncclGroupEnd(), absl::StrCat(who, ": headers"));
-    if (st.ok()) st = WaitMain(absl::StrCat(who, ": headers"));
+    if (absl::Status e = FromNccl(ncclGroupEnd(), absl::StrCat(who, ": headers")); st.ok()) st = e;
+    if (st.ok()) st = WaitMain(absl::StrCat(who, ": headers", peers_text));
     if (st.ok() && !sending) {
       std::vector<Header> got(n);
       st = FromCuda(cudaMemcpy(got.data(), dev_headers, n * sizeof(Header), cudaMemcpyDeviceToHost), who);
@@ -313,11 +368,7 @@ class NcclTransport final : public Transport {
         in_group[i] = true;
       }
     }
-    if (!st.ok()) {
-      // The peers are still waiting on this pair: abort so they fail too instead of hanging.
-      Abort();
-      return st;
-    }
+    if (!st.ok()) return st;  // Run aborts: the peers then fail too instead of hanging
     // 2. Broadcast groups that are new to this sync's ranks.
     if (absl::Status s = CreateGroups(starting, who); !s.ok()) return s;
 
@@ -331,7 +382,7 @@ class NcclTransport final : public Transport {
     if (absl::Status s = dev_alloc(n * sizeof(uint64_t), reinterpret_cast<void**>(&dev_digest)); !s.ok()) return s;
     cudaEvent_t gathered = nullptr;
     if (!bcasts.empty()) {
-      if (absl::Status s = FromCuda(cudaEventCreateWithFlags(&gathered, cudaEventDisableTiming), who); !s.ok()) return s;
+      if (absl::Status s = cuda(cudaEventCreateWithFlags(&gathered, cudaEventDisableTiming), "event"); !s.ok()) return s;
     }
     struct EventFree {
       cudaEvent_t& e;
@@ -349,7 +400,7 @@ class NcclTransport final : public Transport {
     std::vector<Cursor> cur(n);
     std::vector<int64_t> moved(n, 0);
     // Copies `len` stream bytes of pair i between its device bucket and the shard's runs.
-    auto copy_runs = [&](size_t i, int64_t len, bool to_bucket) {
+    auto copy_runs = [&](size_t i, int64_t len, bool to_bucket) -> absl::Status {
       const std::vector<Interval>& runs = schedule.peers[i].runs;
       uint8_t* buf = dev[rep[i]];
       int64_t done = 0;
@@ -357,8 +408,9 @@ class NcclTransport final : public Transport {
         const Interval& r = runs[cur[i].run];
         int64_t take = std::min(len - done, r.length - cur[i].at);
         uint8_t* host = shard + r.offset + cur[i].at;
-        if (to_bucket) cudaMemcpyAsync(buf + done, host, take, cudaMemcpyDefault, stream_);
-        else cudaMemcpyAsync(host, buf + done, take, cudaMemcpyDefault, stream_);
+        cudaError_t e = to_bucket ? cudaMemcpyAsync(buf + done, host, take, cudaMemcpyDefault, stream_)
+                                  : cudaMemcpyAsync(host, buf + done, take, cudaMemcpyDefault, stream_);
+        if (e != cudaSuccess) return cuda(e, to_bucket ? "gather" : "scatter");
         done += take;
         cur[i].at += take;
         if (cur[i].at == r.length) {
@@ -366,12 +418,16 @@ class NcclTransport final : public Transport {
           cur[i].at = 0;
         }
       }
+      return absl::OkStatus();
     };
     // The digest of `len` bytes of a device bucket (a host copy: checksums are a test aid).
     std::vector<uint8_t> host_copy;
     auto digest = [&](const uint8_t* buf, int64_t len, uint64_t* out) -> absl::Status {
       host_copy.resize(len);
-      cudaMemcpyAsync(host_copy.data(), buf, len, cudaMemcpyDeviceToHost, stream_);
+      if (absl::Status s = cuda(cudaMemcpyAsync(host_copy.data(), buf, len, cudaMemcpyDeviceToHost, stream_),
+                                "checksum copy");
+          !s.ok())
+        return s;
       if (absl::Status s = WaitMain(absl::StrCat(who, ": checksum copy")); !s.ok()) return s;
       Checksum c;
       c.Update(host_copy.data(), host_copy.size());
@@ -392,47 +448,55 @@ class NcclTransport final : public Transport {
       if (!any) break;
       if (sending) {
         for (size_t i = 0; i < n; ++i)
-          if (len[i] > 0 && rep[i] == i) copy_runs(i, len[i], true);
+          if (len[i] > 0 && rep[i] == i)
+            if (absl::Status s = copy_runs(i, len[i], true); !s.ok()) return s;
         if (checksums) {
           for (size_t i = 0; i < n; ++i)
             if (len[i] > 0 && rep[i] == i)
               if (absl::Status s = digest(dev[i], len[i], &digests[i]); !s.ok()) return s;
           for (size_t i = 0; i < n; ++i) digests[i] = digests[rep[i]];
-          cudaMemcpyAsync(dev_digest, digests.data(), n * sizeof(uint64_t), cudaMemcpyHostToDevice, stream_);
+          if (absl::Status s = cuda(cudaMemcpyAsync(dev_digest, digests.data(), n * sizeof(uint64_t),
+                                                    cudaMemcpyHostToDevice, stream_),
+                                    "digest copy");
+              !s.ok())
+            return s;
         }
-        if (gathered != nullptr) cudaEventRecord(gathered, stream_);
+        if (gathered != nullptr)
+          if (absl::Status s = cuda(cudaEventRecord(gathered, stream_), "event record"); !s.ok()) return s;
       }
-      ncclGroupStart();
-      for (size_t i = 0; i < n; ++i) {
+      st = FromNccl(ncclGroupStart(), what);
+      for (size_t i = 0; i < n && st.ok(); ++i) {
         if (len[i] == 0) continue;
         int peer = GlobalRank(schedule.peers[i].peer, !sending);
-        if (!in_group[i]) {  // broadcast pairs move below, on their group's communicator
-          if (sending) ncclSend(dev[i], len[i], ncclUint8, peer, comm_, stream_);
-          else ncclRecv(dev[i], len[i], ncclUint8, peer, comm_, stream_);
-        }
-        if (checksums) {
-          if (sending) ncclSend(dev_digest + i, sizeof(uint64_t), ncclUint8, peer, comm_, stream_);
-          else ncclRecv(dev_digest + i, sizeof(uint64_t), ncclUint8, peer, comm_, stream_);
-        }
+        if (!in_group[i])  // broadcast pairs move below, on their group's communicator
+          st = FromNccl(sending ? ncclSend(dev[i], len[i], ncclUint8, peer, comm_, stream_)
+                                : ncclRecv(dev[i], len[i], ncclUint8, peer, comm_, stream_),
+                        what);
+        if (checksums && st.ok())
+          st = FromNccl(sending ? ncclSend(dev_digest + i, sizeof(uint64_t), ncclUint8, peer, comm_, stream_)
+                                : ncclRecv(dev_digest + i, sizeof(uint64_t), ncclUint8, peer, comm_, stream_),
+                        what);
       }
-      st = FromNccl(ncclGroupEnd(), what);
+      if (absl::Status e = FromNccl(ncclGroupEnd(), what); st.ok()) st = e;
+      if (st.ok() && !bcasts.empty()) st = Issued(comm_, what);
       for (auto it = bcasts.begin(); st.ok() && it != bcasts.end(); ++it) {
         const size_t i = it->second.front();
         if (len[i] == 0) continue;  // a group's pairs have the same length
         GroupComm& g = groups_[it->first];
-        if (sending) cudaStreamWaitEvent(g.stream, gathered, 0);
-        st = FromNccl(ncclBroadcast(dev[rep[i]], dev[rep[i]], len[i], ncclUint8, /*root=*/0, g.comm, g.stream), what);
+        if (sending) st = cuda(cudaStreamWaitEvent(g.stream, gathered, 0), "stream wait");
+        if (st.ok())
+          st = FromNccl(ncclBroadcast(dev[rep[i]], dev[rep[i]], len[i], ncclUint8, /*root=*/0, g.comm, g.stream), what);
+        if (st.ok()) st = Issued(g.comm, what);
       }
-      if (st.ok()) st = Wait(pending, what);
+      if (st.ok()) st = Wait(pending, absl::StrCat(what, peers_text));
       if (!st.ok()) return st;
       if (!sending) {
         if (checksums)
-          if (absl::Status s = FromCuda(cudaMemcpy(got_digests.data(), dev_digest, n * sizeof(uint64_t),
-                                                   cudaMemcpyDeviceToHost), who);
-              !s.ok()) {
-            Abort();
+          if (absl::Status s = cuda(cudaMemcpy(got_digests.data(), dev_digest, n * sizeof(uint64_t),
+                                               cudaMemcpyDeviceToHost),
+                                    "digest copy");
+              !s.ok())
             return s;
-          }
         for (size_t i = 0; i < n; ++i) {
           if (len[i] == 0) continue;
           if (checksums && failure.code == 0) {
@@ -444,7 +508,7 @@ class NcclTransport final : public Transport {
                                                                 ": checksum mismatch (", len[i], " bytes)"));
             }
           }
-          copy_runs(i, len[i], false);
+          if (absl::Status s = copy_runs(i, len[i], false); !s.ok()) return s;
         }
         if (absl::Status s = WaitMain(what); !s.ok()) return s;
       }
@@ -455,20 +519,35 @@ class NcclTransport final : public Transport {
     Confirm* dev_confirm = nullptr;
     if (absl::Status s = dev_alloc(n * sizeof(Confirm), reinterpret_cast<void**>(&dev_confirm)); !s.ok()) return s;
     std::vector<Confirm> confirms(n, failure);
-    if (!sending) cudaMemcpyAsync(dev_confirm, confirms.data(), n * sizeof(Confirm), cudaMemcpyHostToDevice, stream_);
-    ncclGroupStart();
-    for (size_t i = 0; i < n; ++i) {
+    if (!sending)
+      if (absl::Status s = cuda(cudaMemcpyAsync(dev_confirm, confirms.data(), n * sizeof(Confirm), cudaMemcpyHostToDevice,
+                                                stream_),
+                                "confirmation copy");
+          !s.ok())
+        return s;
+    const std::string confirmation = absl::StrCat(who, ": confirmation");
+    st = FromNccl(ncclGroupStart(), confirmation);
+    for (size_t i = 0; i < n && st.ok(); ++i) {
       int peer = GlobalRank(schedule.peers[i].peer, !sending);
-      if (sending) ncclRecv(dev_confirm + i, sizeof(Confirm), ncclUint8, peer, comm_, stream_);
-      else ncclSend(dev_confirm + i, sizeof(Confirm), ncclUint8, peer, comm_, stream_);
+      st = FromNccl(sending ? ncclRecv(dev_confirm + i, sizeof(Confirm), ncclUint8, peer, comm_, stream_)
+                            : ncclSend(dev_confirm + i, sizeof(Confirm), ncclUint8, peer, comm_, stream_),
+                    confirmation);
     }
-    st = FromNccl(ncclGroupEnd(), absl::StrCat(who, ": confirmation"));
-    if (st.ok()) st = WaitMain(absl::StrCat(who, ": confirmation"));
+    if (absl::Status e = FromNccl(ncclGroupEnd(), confirmation); st.ok()) st = e;
+    // Ranks finish their rounds at different times (a sender whose pairs end early waits for
+    // receivers still taking other senders' buckets): this wait is bounded by sync_timeout.
+    if (st.ok()) st = WaitMain(absl::StrCat(confirmation, peers_text), o_.transfer.sync_timeout);
     if (!st.ok()) return st;
-    if (!sending) return failure_status;
-    if (absl::Status s = FromCuda(cudaMemcpy(confirms.data(), dev_confirm, n * sizeof(Confirm), cudaMemcpyDeviceToHost), who);
+    PruneGroups(bcasts);
+    if (!sending) {
+      reported = true;  // the senders know; the communicators stay usable
+      return failure_status;
+    }
+    if (absl::Status s = cuda(cudaMemcpy(confirms.data(), dev_confirm, n * sizeof(Confirm), cudaMemcpyDeviceToHost),
+                              "confirmation copy");
         !s.ok())
       return s;
+    reported = true;
     for (size_t i = 0; i < n; ++i)
       if (confirms[i].code != 0)
         return absl::Status(static_cast<absl::StatusCode>(confirms[i].code),
@@ -519,6 +598,8 @@ absl::Status ValidateNcclOptions(const NcclOptions& o) {
   if (o.transfer.bucket_bytes <= 0) return absl::InvalidArgumentError("nccl options: transfer.bucket_bytes must be > 0");
   if (o.transfer.io_timeout <= absl::ZeroDuration())
     return absl::InvalidArgumentError("nccl options: transfer.io_timeout must be > 0");
+  if (o.transfer.sync_timeout < o.transfer.io_timeout)
+    return absl::InvalidArgumentError("nccl options: transfer.sync_timeout must be >= transfer.io_timeout");
   return absl::OkStatus();
 }
 
@@ -532,7 +613,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateNcclTransport(const NcclOptions
   if (absl::Status s = FromCuda(cudaSetDevice(o.device), "nccl: cudaSetDevice"); !s.ok()) return s;
   const int world = o.num_senders + o.num_receivers;
   const int global = o.is_sender ? o.rank : o.num_senders + o.rank;
-  const std::string key = absl::StrCat(o.key_prefix, "/nccl_id");
+  const std::string key = absl::StrCat(o.key_prefix, "/nccl_id/", o.generation);
   ncclUniqueId id;
   if (global == 0) {
     if (absl::Status s = FromNccl(ncclGetUniqueId(&id), "nccl: ncclGetUniqueId"); !s.ok()) return s;

@@ -1,6 +1,6 @@
 // The NCCL transport (built only with SKYRL_HAVE_NCCL): one communicator over all senders and
 // receivers of a sync, bootstrapped by exchanging the ncclUniqueId through the rendezvous
-// (sender 0 publishes "<key_prefix>/nccl_id"). Global ranks: sender s is s, receiver r is
+// (sender 0 publishes "<key_prefix>/nccl_id/<generation>"). Global ranks: sender s is s, receiver r is
 // num_senders + r; each rank drives one GPU.
 //
 // A sync runs in phases, every wait bounded by TransferOptions::io_timeout:
@@ -22,7 +22,8 @@
 //    DataLoss naming the sender and the bucket.
 // 4. Confirmation: every receiver reports to each of its senders (ok, or its first failure and
 //    the bucket), so Send returns OK only once every receiver has all its bytes verified, as
-//    the Transport contract says.
+//    the Transport contract says. This wait is bounded by TransferOptions::sync_timeout (ranks
+//    finish their rounds at different times), every other by io_timeout.
 // A timeout or NCCL error aborts every communicator (ncclCommAbort) and fails the sync; the
 // receiver's live version stays. Peers blocked on an aborted rank fail by their own io_timeout.
 // After an abort the transport must be recreated (by every rank: the communicator is
@@ -52,6 +53,10 @@ struct NcclOptions {
   int device = 0;  // CUDA device of this rank
   // Send identical streams with ncclBroadcast (phase 2 above); off: one ncclSend per receiver.
   bool broadcast = true;
+  // Part of the rendezvous key of the ncclUniqueId ("<key_prefix>/nccl_id/<generation>"): bump
+  // it when every rank recreates its transport after an abort, so that no rank picks up the
+  // previous communicator's id.
+  uint64_t generation = 0;
   TransferOptions transfer;
 };
 
