@@ -47,8 +47,14 @@ absl::StatusOr<HardwareCatalog> HardwareCatalog::Parse(const std::string& yaml_t
   absl::StatusOr<YAML::Node> root = ParseYaml(yaml_text, file);
   if (!root.ok()) return root.status();
   internal::Fields top(*root, file, "");
-  top.OnlyKeys({"gpus"});
+  top.OnlyKeys({"gpus", "host_usable_percent"});
   HardwareCatalog hw;
+  if (root->IsMap()) {
+    int64_t pct = top.Int("host_usable_percent", false, 80, 1);
+    if (top.status().ok() && pct > 100) top.Fail("host_usable_percent", "must be 1..100");
+    if (!top.status().ok()) return top.status();
+    hw.host_usable_fraction_ = static_cast<double>(pct) / 100;
+  }
   YAML::Node list = root->IsMap() ? (*root)["gpus"] : YAML::Node();
   if (!list.IsDefined() || !list.IsSequence() || list.size() == 0) {
     top.Fail("gpus", "must be a non-empty list of GPU types");
@@ -56,7 +62,8 @@ absl::StatusOr<HardwareCatalog> HardwareCatalog::Parse(const std::string& yaml_t
   }
   for (std::size_t i = 0; i < list.size(); ++i) {
     internal::Fields f(list[i], absl::StrCat(file, ": gpus[", i, "]"), "");
-    f.OnlyKeys({"name", "memory_gb", "nvlink_gb_s", "nic_gb_s", "nvlink_domain", "training_formats"});
+    f.OnlyKeys({"name", "memory_gb", "nvlink_gb_s", "nic_gb_s", "nvlink_domain", "training_formats", "host_memory_gb",
+                "system_gpus", "host_link_gb_s"});
     GpuType g;
     g.name = f.Str("name", true);
     g.memory_gb = static_cast<double>(f.Int("memory_gb", true));
@@ -64,6 +71,9 @@ absl::StatusOr<HardwareCatalog> HardwareCatalog::Parse(const std::string& yaml_t
     g.nic_gb_s = static_cast<double>(f.Int("nic_gb_s", true));
     g.nvlink_domain = static_cast<int>(f.Int("nvlink_domain", false, 8));
     g.training_formats = f.StrList("training_formats", false);
+    g.host_memory_gb = static_cast<double>(f.Int("host_memory_gb", false, 0, 1));
+    g.system_gpus = static_cast<int>(f.Int("system_gpus", false, 8, 1));
+    g.host_link_gb_s = static_cast<double>(f.Int("host_link_gb_s", false, 0, 1));
     if (!f.status().ok()) return f.status();
     for (const std::string& t : g.training_formats)
       if (t != "fp8" && t != "mxfp8")
@@ -136,6 +146,8 @@ absl::StatusOr<Cluster> ParseCluster(absl::string_view spec, const HardwareCatal
   c.gpu = *g;
   c.shape = *h;
   c.shape.gpu = g->name;
+  c.host_memory_gb = g->HostMemoryGb(c.shape.gpus_per_node);
+  c.host_usable_fraction = hw.host_usable_fraction();
   return c;
 }
 
@@ -150,13 +162,16 @@ absl::StatusOr<Cluster> ParseClusterYaml(const std::string& yaml_text, const std
   c.shape.gpus_per_node = static_cast<int>(f.Int("gpus_per_node", true));
   std::string gpu = f.Str("gpu", true);
   c.cpus_per_node = static_cast<int>(f.Int("cpus_per_node", false, 0, 1));
-  c.host_memory_gb = static_cast<int>(f.Int("host_memory_gb", false, 0, 1));
+  const bool host_given = f.present("host_memory_gb");
+  c.host_memory_gb = static_cast<double>(f.Int("host_memory_gb", false, 0, 1));
   if (!f.status().ok()) return f.status();
   if (c.shape.gpus_per_node > 64) return absl::InvalidArgumentError(absl::StrCat(file, ": gpus_per_node: must be 1..64"));
   absl::StatusOr<GpuType> g = hw.Find(gpu);
   if (!g.ok()) return absl::InvalidArgumentError(absl::StrCat(file, ": gpu: ", g.status().message()));
   c.gpu = *g;
   c.shape.gpu = g->name;
+  if (!host_given) c.host_memory_gb = g->HostMemoryGb(c.shape.gpus_per_node);
+  c.host_usable_fraction = hw.host_usable_fraction();
   return c;
 }
 

@@ -19,6 +19,16 @@ struct GpuType {
   // Low-precision training formats its tensor cores run: fp8 (Hopper and later), mxfp8
   // (Blackwell's block-scaled formats).
   std::vector<std::string> training_formats;
+  // Host (CPU) memory of the reference system, GB, shared by its `system_gpus` GPUs; 0 when
+  // unknown. A node with fewer GPUs is assumed to get a proportional share (HostMemoryGb).
+  double host_memory_gb = 0;
+  int system_gpus = 8;
+  // Host-to-GPU link per GPU and direction, GB/s (the PCIe generation of the reference
+  // system's CPUs); 0 when unknown. Prices the traffic of an offloaded optimizer.
+  double host_link_gb_s = 0;
+
+  // Host memory of a node with `gpus_per_node` of these GPUs (the reference system's share).
+  double HostMemoryGb(int gpus_per_node) const { return host_memory_gb * gpus_per_node / system_gpus; }
 };
 
 // Ordered from the smallest memory to the largest.
@@ -33,9 +43,14 @@ class HardwareCatalog {
   // The next smaller type, or nullptr for the smallest.
   const GpuType* Smaller(absl::string_view name) const;
   const GpuType& Smallest() const { return gpus_.front(); }
+  // Of a node's host memory, the fraction an offloaded optimizer may use (the rest: OS, the
+  // processes themselves, data loading, the object store). One figure for every type
+  // (hardware.yaml `host_usable_percent`).
+  double host_usable_fraction() const { return host_usable_fraction_; }
 
  private:
   std::vector<GpuType> gpus_;
+  double host_usable_fraction_ = 0.8;
 };
 
 // nodes x gpus_per_node x gpu. `gpu` may be "any" in a table minimum ("1x4 GPUs").
@@ -57,7 +72,10 @@ struct Cluster {
   HardwareSpec shape;  // gpu is a concrete type
   GpuType gpu;
   int cpus_per_node = 0;  // 0: unknown (bundles then ask 1 CPU per GPU)
-  int host_memory_gb = 0;  // per node; 0: unknown (then --optimizer-offload is refused)
+  // Host memory per node, GB: the cluster file's host_memory_gb, else the GPU type's reference
+  // system's share (GpuType::HostMemoryGb); 0: unknown (then --optimizer-offload is refused).
+  double host_memory_gb = 0;
+  double host_usable_fraction = 0.8;  // from the hardware catalog
 };
 
 // `spec` is either the text form ("2x8xB200") or a path to a YAML file:
@@ -65,7 +83,7 @@ struct Cluster {
 //   gpus_per_node: 8
 //   gpu: B200
 //   cpus_per_node: 96     # optional
-//   host_memory_gb: 2048  # optional, per node: needed by --optimizer-offload
+//   host_memory_gb: 2048  # optional, per node (default: the GPU type's reference system's)
 // Errors name the field and the file.
 absl::StatusOr<Cluster> ParseCluster(absl::string_view spec, const HardwareCatalog& hw);
 absl::StatusOr<Cluster> ParseClusterYaml(const std::string& yaml_text, const std::string& file,

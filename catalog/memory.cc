@@ -38,7 +38,12 @@ MemoryBreakdown TrainerMemory(const ModelEntry& m, const Row& row, Mode mode, co
     b.weights = recipe.weight_bytes * shard;
     b.gradients = a.grad_bytes * shard;
     b.optimizer = recipe.optimizer_bytes * shard;
-    if (a.optimizer_offload) std::swap(b.host, b.optimizer);
+    if (s.offload_fraction > 0) {
+      const double f = std::min(1.0, s.offload_fraction);
+      b.optimizer = kHybridOptimizerBytes * (1 - f) * shard;
+      b.host = kHybridOptimizerBytes * f * shard;
+      b.offloaded_params = f * shard;
+    }
     b.weights += 2 * vision_frozen / (fsdp ? s.gpus : tp * pp);
     b.gathered = 2 * 2 * (layer_dense / tp + layer_experts / ep);
   } else {

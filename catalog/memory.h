@@ -48,18 +48,25 @@ struct Assumptions {
   // for rows that list them. "" is bf16, except that catalog::MakePlan without a cluster (the
   // row's stated minimum) uses the recipe the row's minimum was read for.
   std::string training_precision;
-  // Megatron-Core's CPU optimizer offload (--optimizer-cpu-offload --optimizer-offload-fraction
-  // 1.0): the fp32 master and Adam moments of full fine-tuning live in host memory; GPUs keep
-  // weights and gradients. Needs host_memory_gb; the trainer's GPUs on a node share
-  // kHostUsableFraction of it. Off by default and never used at a table minimum (the table
-  // names no offload).
+  // Allows Megatron-Core's CPU optimizer offload for full fine-tuning (--optimizer-cpu-offload
+  // --optimizer-offload-fraction F, see kHybridOptimizerBytes). The planner uses it only when
+  // the trainer does not fit the GPUs without it, with the smallest fraction F (a multiple of
+  // 0.05) that fits, and only if the nodes' host memory holds the offloaded part. Off by default:
+  // applied automatically it would plan rows below their stated minimum (docs/catalog.md).
   bool optimizer_offload = false;
-  int host_memory_gb = 0;  // per node, from the cluster file
 };
 
-// Of a node's host memory, what offloaded optimizer state may use (the rest: OS, pinned
-// staging buffers, data loading, the object store).
-inline constexpr double kHostUsableFraction = 0.8;
+// Megatron-Core's HybridDeviceOptimizer (megatron/core/optimizer/cpu_offloading), which
+// --optimizer-cpu-offload installs, steps every parameter it owns in fp32 whatever the training
+// recipe: an fp32 master copy (param_update_in_fp32), torch Adam's moments in the master's
+// dtype (fp32 m and v: its CPU optimizer takes no moment dtype, so the recipes' bf16 moments do
+// not apply) and an fp32 copy of the gradient it steps on (on the host a pinned staging buffer,
+// pin_cpu_grads; on the GPU the bf16 gradient cast to fp32). 4 + 8 + 4 B per parameter, on the
+// host for the offloaded fraction and on the GPU for the rest; it replaces the recipe's
+// optimizer state. The weights and the bf16 gradients stay on the GPU.
+inline constexpr double kHybridOptimizerBytes = 16;
+// Offload fractions are searched in steps of this size (Megatron takes any fraction).
+inline constexpr double kOffloadFractionStep = 0.05;
 
 // Bytes per trainable parameter of the sharded full fine-tuning state. One recipe per name,
 // the same for every row (docs/catalog.md, "Low-precision training"):
@@ -90,6 +97,7 @@ struct MemoryBreakdown {
   double kv_cache = 0;
   double overhead = 0;
   double host = 0;  // bytes per GPU held in host memory (offloaded optimizer); not in total()
+  double offloaded_params = 0;  // parameters per GPU whose optimizer runs on the host
   double total() const { return weights + gradients + optimizer + adapters + gathered + activations + kv_cache + overhead; }
 };
 
@@ -97,10 +105,15 @@ struct TrainerShape {
   std::string backend;  // fsdp | megatron
   int gpus = 1;
   int tp = 1, pp = 1, ep = 1, dp = 1;
+  // Full fine-tuning: of the trainable parameters, the fraction whose optimizer runs in host
+  // memory (Megatron's --optimizer-offload-fraction); 0 = no CPU optimizer at all.
+  double offload_fraction = 0;
 };
 
 // Full fine-tuning uses the recipe named by a.training_precision (bf16 when the row does not
-// list it: callers validate with ChooseTrainingPrecision first). LoRA keeps a bf16 base.
+// list it: callers validate with ChooseTrainingPrecision first); with s.offload_fraction > 0 the
+// optimizer is the HybridDeviceOptimizer (kHybridOptimizerBytes) split between the GPU and
+// `host`. LoRA keeps a bf16 base and is never offloaded.
 MemoryBreakdown TrainerMemory(const ModelEntry& m, const Row& row, Mode mode, const TrainerShape& s,
                               const Assumptions& a);
 

@@ -23,7 +23,9 @@ void AddPlanFlags(CLI::App* cmd, PlanCommandOptions* o) {
                   "bf16 | fp8 | mxfp8: full fine-tuning state (fp8/mxfp8: FP8 parameters, bf16 Adam moments; rows that list them)")
       ->check(CLI::IsMember({"bf16", "fp8", "mxfp8"}));
   cmd->add_flag("--optimizer-offload", o->optimizer_offload,
-                "full fine-tuning: Adam state in host memory (needs host_memory_gb in a cluster file)");
+                "full fine-tuning on Megatron: when the trainer does not fit the GPUs, run part of the optimizer "
+                "in host memory (Megatron-Core's CPU optimizer; host memory from hardware.yaml or host_memory_gb in a "
+                "cluster file)");
   cmd->add_option("--models-dir", o->models_dir, "catalog folder (default: $SKYRL_MODELS_DIR or the source tree's models/)");
   cmd->add_option("--seq-len", o->seq_len, "prompt + response tokens per sequence")->check(CLI::Range(int64_t{256}, int64_t{1} << 21));
   cmd->add_option("--micro-batch", o->micro_batch, "sequences per trainer micro-batch")->check(CLI::Range(1, 1024));
@@ -53,7 +55,6 @@ int RunPlanCommand(const PlanCommandOptions& o, std::ostream& out, std::ostream&
     absl::StatusOr<Cluster> c = ParseCluster(o.cluster, catalog->hardware());
     if (!c.ok()) return fail(c.status(), 2);
     req.cluster = *c;
-    req.assumptions.host_memory_gb = c->host_memory_gb;
   }
   req.colocate = o.colocate;
   req.backend = o.backend;

@@ -19,16 +19,21 @@ struct TrainerFit {
   bool ok = false;
   TrainerPlan plan;           // the chosen layout when ok, else the smallest-footprint one
   double best_total = 1e300;  // smallest per-GPU total over all layouts tried
-  // With the optimizer offloaded: the least host memory per node among layouts that fit the
-  // GPUs but not the host (0 when none was turned down for host memory).
+  // With offload allowed: the least host memory per node among layouts that fit the GPUs only
+  // with part of the optimizer on the host, but not the host (0 when none was turned down so).
   double host_short_per_node = 0;
 };
 
+// Host memory a node offers an offloaded optimizer, bytes.
+double HostCap(const Cluster& c) { return c.host_memory_gb * kGB * c.host_usable_fraction; }
+
 // Why an offloaded trainer did not fit, when host memory was the limit, or "".
-std::string HostShort(const TrainerFit& f, const Assumptions& a) {
+std::string HostShort(const TrainerFit& f, const Cluster& c) {
   if (f.ok || f.host_short_per_node <= 0) return "";
-  return absl::StrFormat(" (fits the GPUs with the optimizer offloaded, but needs %.0f GB of host memory per node, %.0f GB usable of %d GB)",
-                         f.host_short_per_node / 1e9, a.host_memory_gb * kHostUsableFraction, a.host_memory_gb);
+  return absl::StrFormat(
+      " (with the optimizer partly in host memory it fits the GPUs, but needs at least %.0f GB of host memory per node; "
+      "%.0f GB usable of %.0f GB)",
+      f.host_short_per_node / kGB, HostCap(c) / kGB, c.host_memory_gb);
 }
 
 bool ValidTp(const ModelEntry& m, int tp) {
@@ -38,28 +43,55 @@ bool ValidTp(const ModelEntry& m, int tp) {
   return true;
 }
 
-// Best trainer layout on `gpus` GPUs of nodes with `gpn` GPUs, under `cap` bytes per GPU.
+// The smallest offload fraction (a multiple of kOffloadFractionStep) at which `s` fits `cap`
+// per GPU, with its memory; nullopt when even a full offload does not fit.
+std::optional<std::pair<double, MemoryBreakdown>> OffloadToFit(const Row& row, const ModelEntry& m, TrainerShape s,
+                                                               double cap, const Assumptions& a) {
+  s.offload_fraction = 1;
+  MemoryBreakdown all = TrainerMemory(m, row, Mode::kFull, s, a);
+  if (all.total() > cap || all.offloaded_params <= 0) return std::nullopt;
+  // The GPU keeps (1 - f) of the hybrid optimizer: solve for f, then round up to a step.
+  double per_param = kHybridOptimizerBytes * all.offloaded_params;
+  double f = 1 - (cap - all.total()) / per_param;
+  f = std::clamp(std::ceil(f / kOffloadFractionStep - 1e-9) * kOffloadFractionStep, kOffloadFractionStep, 1.0);
+  s.offload_fraction = f;
+  MemoryBreakdown mem = TrainerMemory(m, row, Mode::kFull, s, a);
+  if (mem.total() > cap) return std::nullopt;  // rounding cannot make it worse; kept as a guard
+  return std::make_pair(f, mem);
+}
+
+// Best trainer layout on `gpus` GPUs of nodes with `gpn` GPUs, under `cap` bytes per GPU. With
+// `offload` (Megatron only, full fine-tuning), a layout that does not fit the GPUs may move
+// part of its optimizer to the host, within `host_cap` bytes per node; layouts that fit
+// without it are preferred to any that need it.
 TrainerFit FitTrainer(const Row& row, const ModelEntry& m, Mode mode, const std::string& backend, int gpus, int gpn,
-                      double cap, const Assumptions& a) {
+                      double cap, const Assumptions& a, bool offload, double host_cap) {
   TrainerFit fit;
-  std::tuple<int, int, int> best_key{1 << 30, 1 << 30, 0};
-  const double host_cap = a.host_memory_gb * 1e9 * kHostUsableFraction;
+  std::tuple<int, int, int, int> best_key{1, 1 << 30, 1 << 30, 0};
   auto consider = [&](const TrainerShape& s) {
     MemoryBreakdown mem = TrainerMemory(m, row, mode, s, a);
     double total = mem.total();
     if (!fit.ok && total < fit.best_total) fit.plan = {s, mem};
     fit.best_total = std::min(fit.best_total, total);
-    if (total > cap) return;
-    // Offloaded optimizer state: every trainer GPU of a node draws on the node's host memory.
-    if (double node = mem.host * std::min(gpn, gpus); mem.host > 0 && node > host_cap) {
-      if (fit.host_short_per_node == 0 || node < fit.host_short_per_node) fit.host_short_per_node = node;
-      return;
+    TrainerShape chosen = s;
+    if (total > cap) {
+      if (!offload || mode != Mode::kFull) return;
+      auto off = OffloadToFit(row, m, s, cap, a);
+      if (!off) return;
+      // Every trainer GPU of a node draws on the node's host memory.
+      double node = off->second.host * std::min(gpn, gpus);
+      if (node > host_cap) {
+        if (fit.host_short_per_node == 0 || node < fit.host_short_per_node) fit.host_short_per_node = node;
+        return;
+      }
+      chosen.offload_fraction = off->first;
+      mem = off->second;
     }
-    std::tuple<int, int, int> key{s.pp, s.tp, -s.ep};
+    std::tuple<int, int, int, int> key{chosen.offload_fraction > 0 ? 1 : 0, s.pp, s.tp, -s.ep};
     if (!fit.ok || key < best_key) {
       fit.ok = true;
       best_key = key;
-      fit.plan = {s, mem};
+      fit.plan = {chosen, mem};
     }
   };
   if (backend == "fsdp") {
@@ -116,7 +148,7 @@ struct Attempt {
 };
 
 Attempt TrySeparate(const Row& row, const ModelEntry& m, Mode mode, const std::string& backend,
-                    const RolloutPrecision& prec, const Cluster& c, double cap, const Assumptions& a) {
+                    const RolloutPrecision& prec, const Cluster& c, double cap, const Assumptions& a, bool offload) {
   Attempt at;
   const int n = c.shape.total_gpus(), gpn = c.shape.gpus_per_node;
   if (n < 2) {
@@ -129,10 +161,10 @@ Attempt TrySeparate(const Row& row, const ModelEntry& m, Mode mode, const std::s
   double best_total = 1e300;
   std::string host_short;
   for (int t = 1; t <= n && t_min == 0; ++t) {
-    TrainerFit tf = FitTrainer(row, m, mode, backend, t, gpn, cap, a);
+    TrainerFit tf = FitTrainer(row, m, mode, backend, t, gpn, cap, a, offload, HostCap(c));
     if (tf.ok) t_min = t;
     if (tf.best_total < best_total) best_total = tf.best_total, best_t = t;
-    if (t == n) host_short = HostShort(tf, a);
+    if (t == n) host_short = HostShort(tf, c);
   }
   int g_min = 0;
   double g_best = 1e300;
@@ -160,7 +192,7 @@ Attempt TrySeparate(const Row& row, const ModelEntry& m, Mode mode, const std::s
     return dx != dy ? dx < dy : x > y;
   });
   for (int t : order) {
-    TrainerFit tf = FitTrainer(row, m, mode, backend, t, gpn, cap, a);
+    TrainerFit tf = FitTrainer(row, m, mode, backend, t, gpn, cap, a, offload, HostCap(c));
     if (!tf.ok) continue;
     GeneratorFit gf = FitGenerator(m, prec, n - t, t, gpn, cap, a);
     if (!gf.ok) continue;
@@ -175,16 +207,16 @@ Attempt TrySeparate(const Row& row, const ModelEntry& m, Mode mode, const std::s
 }
 
 Attempt TryColocated(const Row& row, const ModelEntry& m, Mode mode, const std::string& backend,
-                     const RolloutPrecision& prec, const Cluster& c, double cap, const Assumptions& a) {
+                     const RolloutPrecision& prec, const Cluster& c, double cap, const Assumptions& a, bool offload) {
   Attempt at;
   const int n = c.shape.total_gpus(), gpn = c.shape.gpus_per_node;
   // The sleeping side keeps its CUDA context on the GPU.
   double limit = cap - a.context_gb * kGB;
-  TrainerFit tf = FitTrainer(row, m, mode, backend, n, gpn, limit, a);
+  TrainerFit tf = FitTrainer(row, m, mode, backend, n, gpn, limit, a, offload, HostCap(c));
   GeneratorFit gf = FitGenerator(m, prec, n, 0, gpn, limit, a);
   if (!tf.ok) {
     at.why = absl::StrCat("colocated, the trainer needs ", Gb(tf.best_total), " per GPU on all ", n,
-                          " GPUs (limit ", Gb(limit), ")", HostShort(tf, a));
+                          " GPUs (limit ", Gb(limit), ")", HostShort(tf, c));
     return at;
   }
   if (!gf.ok) {
@@ -255,7 +287,38 @@ WeightSyncBound MakeWeightSync(const Plan& p) {
 
 bool Has(const std::vector<std::string>& v, absl::string_view x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
+std::string OffloadNote(const Plan& p, const TrainingPrecision& recipe) {
+  OffloadFacts f = OffloadFactsOf(p);
+  std::string out = absl::StrFormat(
+      "optimizer state in host memory: %.0f GB per node of %.0f GB usable (%.0f%% of %.0f GB), offload fraction %.2f "
+      "(Megatron-Core: --optimizer-cpu-offload --optimizer-offload-fraction %.2f --overlap-cpu-optimizer-d2h-h2d); "
+      "its fp32 master, Adam moments and pinned fp32 gradient copy take %.0f B per parameter on the host, the rest of "
+      "the optimizer %.1f GB per GPU; step slower by the D2H/H2D traffic: %.1f GB per GPU each way per step, at least "
+      "%.2f s per direction over %.0f GB/s PCIe (overlapped with the CPU Adam step, whose time is not modelled)",
+      f.host_per_node / kGB, f.host_usable_per_node / kGB, p.cluster.host_usable_fraction * 100,
+      p.cluster.host_memory_gb, f.fraction, f.fraction, kHybridOptimizerBytes, p.trainer.memory.optimizer / kGB,
+      f.transfer_per_gpu / kGB, f.transfer_s, p.cluster.gpu.host_link_gb_s);
+  if (recipe.name != "bf16")
+    absl::StrAppend(&out, "; ", recipe.name,
+                    " weights as the recipe, but the CPU optimizer keeps fp32 moments, not the recipe's bf16 ones");
+  return out;
+}
+
 }  // namespace
+
+OffloadFacts OffloadFactsOf(const Plan& p) {
+  OffloadFacts f;
+  f.fraction = p.trainer.shape.offload_fraction;
+  if (f.fraction <= 0) return f;
+  const int on_node = std::min(p.cluster.shape.gpus_per_node, p.trainer.shape.gpus);
+  f.host_per_gpu = p.trainer.memory.host;
+  f.host_per_node = p.trainer.memory.host * on_node;
+  f.host_usable_per_node = p.cluster.host_memory_gb * kGB * p.cluster.host_usable_fraction;
+  // Each step: the fp32 gradients of the offloaded parameters down, their fp32 parameters back.
+  f.transfer_per_gpu = 4 * p.trainer.memory.offloaded_params;
+  f.transfer_s = p.cluster.gpu.host_link_gb_s > 0 ? f.transfer_per_gpu / (p.cluster.gpu.host_link_gb_s * kGB) : 0;
+  return f;
+}
 
 Cluster StatedMinimum(const Catalog& catalog, const Row& row) {
   Cluster c;
@@ -264,6 +327,8 @@ Cluster StatedMinimum(const Catalog& catalog, const Row& row) {
                                                             : catalog.hardware().Find(row.min_hardware.gpu);
   c.gpu = g.ok() ? *g : catalog.hardware().Smallest();
   c.shape.gpu = c.gpu.name;
+  c.host_memory_gb = c.gpu.HostMemoryGb(c.shape.gpus_per_node);
+  c.host_usable_fraction = catalog.hardware().host_usable_fraction();
   return c;
 }
 
@@ -277,12 +342,14 @@ std::vector<Cluster> BelowMinimum(const Catalog& catalog, const Cluster& minimum
   if (minimum.shape.gpus_per_node > 1) {
     Cluster c = minimum;
     c.shape.gpus_per_node /= 2;
+    c.host_memory_gb = minimum.host_memory_gb * c.shape.gpus_per_node / minimum.shape.gpus_per_node;
     out.push_back(c);
   }
   if (const GpuType* smaller = catalog.hardware().Smaller(minimum.gpu.name)) {
     Cluster c = minimum;
     c.gpu = *smaller;
     c.shape.gpu = smaller->name;
+    c.host_memory_gb = smaller->HostMemoryGb(c.shape.gpus_per_node);
     out.push_back(c);
   }
   return out;
@@ -294,16 +361,19 @@ absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const Mode
                               const Cluster& cluster, Placement placement, const PlanRequest& options,
                               std::string* why) {
   Assumptions a = options.assumptions;
-  if (a.host_memory_gb <= 0) a.host_memory_gb = cluster.host_memory_gb;
   std::string backend = options.backend.empty() ? DefaultBackend(row, model) : options.backend;
   if (!Has(row.backends, backend))
     return absl::InvalidArgumentError(absl::StrCat("--backend: ", row.family, " runs on ", absl::StrJoin(row.backends, ", "),
                                                    ", not ", backend));
   absl::StatusOr<RolloutPrecision> prec = ChooseRolloutPrecision(row, options.rollout_precision);
   if (!prec.ok()) return prec.status();
-  if (a.optimizer_offload && a.host_memory_gb <= 0)
-    return absl::InvalidArgumentError(
-        "--optimizer-offload: needs the nodes' host memory (host_memory_gb in a cluster file)");
+  if (a.optimizer_offload && cluster.host_memory_gb <= 0)
+    return absl::InvalidArgumentError(absl::StrCat("--optimizer-offload: the host memory of a ", cluster.gpu.name,
+                                                   " node is unknown (give host_memory_gb in a cluster file)"));
+  if (a.optimizer_offload && mode == Mode::kFull && backend != "megatron")
+    return absl::InvalidArgumentError(absl::StrCat("--optimizer-offload: Megatron-Core's CPU optimizer; ", model.name,
+                                                   " is planned on ", backend, " (use --backend megatron where the row "
+                                                   "offers it)"));
   absl::StatusOr<TrainingPrecision> train_prec = ChooseTrainingPrecision(row, a.training_precision);
   if (!train_prec.ok()) return train_prec.status();
   if (mode == Mode::kFull && train_prec->name != "bf16" && !Has(cluster.gpu.training_formats, train_prec->name))
@@ -314,8 +384,13 @@ absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const Mode
                                                           : absl::StrJoin(cluster.gpu.training_formats, ", "),
                                                       ")"));
   double cap = cluster.gpu.memory_gb * kGB * a.usable_fraction;
-  Attempt at = placement == Placement::kSeparate ? TrySeparate(row, model, mode, backend, *prec, cluster, cap, a)
-                                                 : TryColocated(row, model, mode, backend, *prec, cluster, cap, a);
+  // Everything on the GPUs first; the CPU optimizer only when that fails and it is allowed.
+  auto attempt = [&](bool offload) {
+    return placement == Placement::kSeparate ? TrySeparate(row, model, mode, backend, *prec, cluster, cap, a, offload)
+                                             : TryColocated(row, model, mode, backend, *prec, cluster, cap, a, offload);
+  };
+  Attempt at = attempt(false);
+  if (!at.ok && a.optimizer_offload && mode == Mode::kFull) at = attempt(true);
   if (!at.ok) {
     *why = at.why;
     return absl::ResourceExhaustedError(at.why);
@@ -362,7 +437,8 @@ absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const Mode
       p.weight_sync.predicted_s = *predicted;
     }
   }
-  if (mode == Mode::kFull && train_prec->name != "bf16")
+  const bool offloaded = p.trainer.shape.offload_fraction > 0;
+  if (mode == Mode::kFull && train_prec->name != "bf16" && !offloaded)
     p.notes.push_back(absl::StrFormat(
         "%s training: %s parameters without a bf16 copy (rowwise and columnwise), bf16 Adam moments over an fp32 "
         "master: %.4g B per parameter with bf16 gradients (Megatron-Core: --fp8-recipe %s --fp8-param-gather "
@@ -370,11 +446,9 @@ absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const Mode
         train_prec->name, train_prec->name == "mxfp8" ? "MXFP8" : "FP8",
         train_prec->weight_bytes + a.grad_bytes + train_prec->optimizer_bytes,
         train_prec->name == "mxfp8" ? "mxfp8" : "delayed"));
-  if (mode == Mode::kFull && a.optimizer_offload)
-    p.notes.push_back(absl::StrFormat(
-        "optimizer offloaded to host memory: %.1f GB per trainer GPU, %.0f GB on a full node of %d GB (%.0f%% usable)",
-        p.trainer.memory.host / kGB, p.trainer.memory.host * std::min(cluster.shape.gpus_per_node, p.trainer.shape.gpus) / kGB,
-        a.host_memory_gb, kHostUsableFraction * 100));
+  if (offloaded) p.notes.push_back(OffloadNote(p, *train_prec));
+  else if (mode == Mode::kFull && a.optimizer_offload)
+    p.notes.push_back("--optimizer-offload: not needed, the optimizer fits the GPUs");
   for (const std::string& l : row.limitations) p.notes.push_back(l);
   if (row.SupportFor(mode) == Support::kUntested)
     p.notes.push_back(absl::StrCat(ModeTitle(mode), " of ", row.family, " has not been tested (blank in the table)"));
@@ -403,7 +477,8 @@ absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelE
   absl::StatusOr<Plan> p = Attempt1(catalog, row, model, mode, cluster, placement, options, &why);
   if (p.ok() || !absl::IsResourceExhausted(p.status())) return p;
   std::string msg = absl::StrCat(model.name, " (", ModeTitle(mode), ") does not fit ", cluster.shape.Describe(), ": ", why);
-  std::optional<HardwareSpec> min = MinimumHardware(catalog, row, model, mode, cluster.gpu, placement, options);
+  std::optional<HardwareSpec> min = MinimumHardware(catalog, row, model, mode, cluster.gpu, placement, options,
+                                                    cluster.host_memory_gb / cluster.shape.gpus_per_node);
   if (min)
     absl::StrAppend(&msg, "; needs at least ", min->Describe(), " (", PlacementName(placement), " pools)");
   else
@@ -434,7 +509,9 @@ absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelE
 }
 
 std::optional<HardwareSpec> MinimumHardware(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
-                                            const GpuType& gpu, Placement placement, const PlanRequest& options) {
+                                            const GpuType& gpu, Placement placement, const PlanRequest& options,
+                                            double host_gb_per_gpu) {
+  if (host_gb_per_gpu < 0) host_gb_per_gpu = gpu.HostMemoryGb(1);
   std::vector<std::pair<int, int>> shapes = {{1, 1}, {1, 2}, {1, 4}, {1, 8}};
   for (int n = 2; n <= 64; ++n) shapes.push_back({n, 8});
   PlanRequest probe = options;  // probing only: no weight-sync predictions
@@ -447,6 +524,8 @@ std::optional<HardwareSpec> MinimumHardware(const Catalog& catalog, const Row& r
     Cluster c;
     c.gpu = gpu;
     c.shape = {nodes, gpn, gpu.name};
+    c.host_memory_gb = host_gb_per_gpu * gpn;
+    c.host_usable_fraction = catalog.hardware().host_usable_fraction();
     std::string why;
     if (Attempt1(catalog, row, model, mode, c, placement, probe, &why).ok()) return c.shape;
   }
@@ -472,7 +551,8 @@ absl::StatusOr<Plan> MakePlan(const Catalog& catalog, const PlanRequest& request
     std::string msg = absl::StrCat(model.name, ": ", ModeTitle(mode), " is known not to work");
     Mode other = mode == Mode::kFull ? Mode::kLora : Mode::kFull;
     if (row.SupportFor(other) != Support::kNotWorking) {
-      std::optional<HardwareSpec> min = MinimumHardware(catalog, row, model, other, cluster.gpu, placement, req);
+      std::optional<HardwareSpec> min = MinimumHardware(catalog, row, model, other, cluster.gpu, placement, req,
+                                                        cluster.host_memory_gb / cluster.shape.gpus_per_node);
       if (min)
         absl::StrAppend(&msg, "; ", ModeTitle(other), " needs at least ", min->Describe());
       else
@@ -484,7 +564,8 @@ absl::StatusOr<Plan> MakePlan(const Catalog& catalog, const PlanRequest& request
     // No cluster given: the stated minimum when it fits, else the smallest that does.
     absl::StatusOr<Plan> p = PlanOn(catalog, row, model, mode, cluster, placement, req);
     if (p.ok() || !absl::IsResourceExhausted(p.status())) return p;
-    std::optional<HardwareSpec> min = MinimumHardware(catalog, row, model, mode, cluster.gpu, placement, req);
+    std::optional<HardwareSpec> min = MinimumHardware(catalog, row, model, mode, cluster.gpu, placement, req,
+                                                        cluster.host_memory_gb / cluster.shape.gpus_per_node);
     if (!min) return p.status();
     cluster.shape = *min;
     absl::StatusOr<Plan> q = PlanOn(catalog, row, model, mode, cluster, placement, req);

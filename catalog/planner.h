@@ -111,14 +111,29 @@ struct PlanRequest {
 
 absl::StatusOr<Plan> MakePlan(const Catalog& catalog, const PlanRequest& request);
 
+// What an offloaded optimizer costs a plan (all zero when plan.trainer.shape.offload_fraction
+// is 0): bytes of host memory per trainer GPU and per fullest node, what the node offers, and
+// the PCIe traffic of one optimizer step per GPU and direction with its least time.
+struct OffloadFacts {
+  double fraction = 0;
+  double host_per_gpu = 0;
+  double host_per_node = 0;
+  double host_usable_per_node = 0;
+  double transfer_per_gpu = 0;
+  double transfer_s = 0;
+};
+OffloadFacts OffloadFactsOf(const Plan& plan);
+
 // The same for a resolved row, model and mode; no defaults.
 absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
                             const Cluster& cluster, Placement placement, const PlanRequest& options);
 
 // The smallest cluster of `gpu` that fits, among 1x1, 1x2, 1x4, 1x8, 2x8, ... 64x8; nullopt
-// when none does.
+// when none does. Nodes get `host_gb_per_gpu` GB of host memory per GPU (negative: the GPU
+// type's reference system's share).
 std::optional<HardwareSpec> MinimumHardware(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
-                                            const GpuType& gpu, Placement placement, const PlanRequest& options);
+                                            const GpuType& gpu, Placement placement, const PlanRequest& options,
+                                            double host_gb_per_gpu = -1);
 
 // The row's stated minimum as a concrete cluster ("any" -> the smallest GPU type).
 Cluster StatedMinimum(const Catalog& catalog, const Row& row);

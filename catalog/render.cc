@@ -52,13 +52,21 @@ std::string RenderPlanText(const Plan& p) {
                                         p.assumptions.usable_fraction * 100));
   const TrainerShape& t = p.trainer.shape;
   absl::StrAppend(&out, "\n  role       GPUs  layout                         \n");
-  absl::StrAppend(&out, absl::StrFormat("  trainer    %4d  %s TP%d PP%d EP%d DP%d%s\n", t.gpus, t.backend, t.tp, t.pp, t.ep,
-                                        t.dp, TrainingName(p) == "bf16" ? "" : ", " + TrainingName(p) + " training"));
+  absl::StrAppend(&out, absl::StrFormat("  trainer    %4d  %s TP%d PP%d EP%d DP%d%s%s\n", t.gpus, t.backend, t.tp, t.pp, t.ep,
+                                        t.dp, TrainingName(p) == "bf16" ? "" : ", " + TrainingName(p) + " training",
+                                        t.offload_fraction > 0
+                                            ? absl::StrFormat(", optimizer %.0f%% in host memory", t.offload_fraction * 100)
+                                            : ""));
   absl::StrAppend(&out, absl::StrFormat("  generator  %4d  %d engine(s) x TP%d, %s weights\n", p.generator.gpus,
                                         p.generator.engines, p.generator.tp, p.generator.precision.name));
   absl::StrAppend(&out, "\n  memory per GPU (GB)\n");
   MemoryRows(&out, "trainer", p.trainer.memory, p.usable_bytes_per_gpu);
   MemoryRows(&out, "generator", p.generator.memory, p.usable_bytes_per_gpu);
+  if (OffloadFacts f = OffloadFactsOf(p); f.fraction > 0)
+    absl::StrAppend(&out, absl::StrFormat("  host       optimizer %.1f GB per trainer GPU, %.1f GB per node of %.1f GB usable "
+                                          "(%.0f GB per node)\n",
+                                          f.host_per_gpu / kGB, f.host_per_node / kGB, f.host_usable_per_node / kGB,
+                                          p.cluster.host_memory_gb));
   absl::StrAppend(&out, "\n  placement groups\n");
   for (const PlacementGroupSpec& g : p.groups) {
     const BundleSpec& b = g.bundles.front();
@@ -109,6 +117,8 @@ std::string RenderPlanJson(const Plan& p) {
                   {"gpus_per_node", p.cluster.shape.gpus_per_node},
                   {"gpu", p.cluster.gpu.name},
                   {"cpus_per_node", p.cluster.cpus_per_node},
+                  {"host_memory_gb", p.cluster.host_memory_gb},
+                  {"host_usable_fraction", p.cluster.host_usable_fraction},
                   {"memory_gb", p.cluster.gpu.memory_gb},
                   {"usable_gb_per_gpu", p.usable_bytes_per_gpu / kGB}};
   j["parameters"] = {{"total", c.total()}, {"active", c.active()}, {"mtp", c.mtp}, {"vision", c.vision},
@@ -125,6 +135,16 @@ std::string RenderPlanJson(const Plan& p) {
   j["trainer"] = {{"backend", t.backend}, {"gpus", t.gpus}, {"tp", t.tp}, {"pp", t.pp}, {"ep", t.ep}, {"dp", t.dp},
                   {"training_precision", TrainingName(p)},
                   {"memory_per_gpu", MemoryJson(p.trainer.memory)}};
+  if (OffloadFacts f = OffloadFactsOf(p); f.fraction > 0)
+    j["trainer"]["optimizer_offload"] = {{"fraction", f.fraction},
+                                         {"host_gb_per_gpu", f.host_per_gpu / kGB},
+                                         {"host_gb_per_node", f.host_per_node / kGB},
+                                         {"host_usable_gb_per_node", f.host_usable_per_node / kGB},
+                                         {"host_bytes_per_param", kHybridOptimizerBytes},
+                                         {"transfer_gb_per_gpu_each_way", f.transfer_per_gpu / kGB},
+                                         {"transfer_s_each_way", f.transfer_s}};
+  else
+    j["trainer"]["optimizer_offload"] = nullptr;
   j["generator"] = {{"gpus", p.generator.gpus},
                     {"tp", p.generator.tp},
                     {"engines", p.generator.engines},
