@@ -51,7 +51,7 @@ struct Assumptions {
   // Allows Megatron-Core's CPU optimizer offload for full fine-tuning (--optimizer-cpu-offload
   // --optimizer-offload-fraction F, see kHybridOptimizerBytes). The planner uses it only when
   // the trainer does not fit the GPUs without it, with the smallest fraction F (a multiple of
-  // 0.05) that fits, and only if the nodes' host memory holds the offloaded part. Off by default:
+  // 1/kOffloadFractionSteps) that fits, and only if the nodes' host memory holds the offloaded part. Off by default:
   // applied automatically it would plan rows below their stated minimum (docs/catalog.md).
   bool optimizer_offload = false;
 };
@@ -65,8 +65,9 @@ struct Assumptions {
 // host for the offloaded fraction and on the GPU for the rest; it replaces the recipe's
 // optimizer state. The weights and the bf16 gradients stay on the GPU.
 inline constexpr double kHybridOptimizerBytes = 16;
-// Offload fractions are searched in steps of this size (Megatron takes any fraction).
-inline constexpr double kOffloadFractionStep = 0.05;
+// Offload fractions are searched in steps of 1/kOffloadFractionSteps (Megatron takes any
+// fraction; 5% steps keep the printed flag readable).
+inline constexpr int kOffloadFractionSteps = 20;
 
 // Bytes per trainable parameter of the sharded full fine-tuning state. One recipe per name,
 // the same for every row (docs/catalog.md, "Low-precision training"):

@@ -43,7 +43,7 @@ bool ValidTp(const ModelEntry& m, int tp) {
   return true;
 }
 
-// The smallest offload fraction (a multiple of kOffloadFractionStep) at which `s` fits `cap`
+// The smallest offload fraction (a multiple of 1/kOffloadFractionSteps) at which `s` fits `cap`
 // per GPU, with its memory; nullopt when even a full offload does not fit.
 std::optional<std::pair<double, MemoryBreakdown>> OffloadToFit(const Row& row, const ModelEntry& m, TrainerShape s,
                                                                double cap, const Assumptions& a) {
@@ -52,8 +52,9 @@ std::optional<std::pair<double, MemoryBreakdown>> OffloadToFit(const Row& row, c
   if (all.total() > cap || all.offloaded_params <= 0) return std::nullopt;
   // The GPU keeps (1 - f) of the hybrid optimizer: solve for f, then round up to a step.
   double per_param = kHybridOptimizerBytes * all.offloaded_params;
-  double f = 1 - (cap - all.total()) / per_param;
-  f = std::clamp(std::ceil(f / kOffloadFractionStep - 1e-9) * kOffloadFractionStep, kOffloadFractionStep, 1.0);
+  double exact = 1 - (cap - all.total()) / per_param;
+  int steps = std::clamp(static_cast<int>(std::ceil(exact * kOffloadFractionSteps - 1e-9)), 1, kOffloadFractionSteps);
+  double f = static_cast<double>(steps) / kOffloadFractionSteps;
   s.offload_fraction = f;
   MemoryBreakdown mem = TrainerMemory(m, row, Mode::kFull, s, a);
   if (mem.total() > cap) return std::nullopt;  // rounding cannot make it worse; kept as a guard
@@ -63,11 +64,12 @@ std::optional<std::pair<double, MemoryBreakdown>> OffloadToFit(const Row& row, c
 // Best trainer layout on `gpus` GPUs of nodes with `gpn` GPUs, under `cap` bytes per GPU. With
 // `offload` (Megatron only, full fine-tuning), a layout that does not fit the GPUs may move
 // part of its optimizer to the host, within `host_cap` bytes per node; layouts that fit
-// without it are preferred to any that need it.
+// without it are preferred to any that need it, and among those the smallest fraction (least
+// host memory and PCIe traffic) before the usual order.
 TrainerFit FitTrainer(const Row& row, const ModelEntry& m, Mode mode, const std::string& backend, int gpus, int gpn,
                       double cap, const Assumptions& a, bool offload, double host_cap) {
   TrainerFit fit;
-  std::tuple<int, int, int, int> best_key{1, 1 << 30, 1 << 30, 0};
+  std::tuple<int, int, int, int> best_key{kOffloadFractionSteps, 1 << 30, 1 << 30, 0};
   auto consider = [&](const TrainerShape& s) {
     MemoryBreakdown mem = TrainerMemory(m, row, mode, s, a);
     double total = mem.total();
@@ -87,7 +89,8 @@ TrainerFit FitTrainer(const Row& row, const ModelEntry& m, Mode mode, const std:
       chosen.offload_fraction = off->first;
       mem = off->second;
     }
-    std::tuple<int, int, int, int> key{chosen.offload_fraction > 0 ? 1 : 0, s.pp, s.tp, -s.ep};
+    std::tuple<int, int, int, int> key{static_cast<int>(std::lround(chosen.offload_fraction * kOffloadFractionSteps)),
+                                       s.pp, s.tp, -s.ep};
     if (!fit.ok || key < best_key) {
       fit.ok = true;
       best_key = key;
@@ -449,6 +452,8 @@ absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const Mode
   if (offloaded) p.notes.push_back(OffloadNote(p, *train_prec));
   else if (mode == Mode::kFull && a.optimizer_offload)
     p.notes.push_back("--optimizer-offload: not needed, the optimizer fits the GPUs");
+  else if (a.optimizer_offload)
+    p.notes.push_back("--optimizer-offload: not used for LoRA (its optimizer holds the adapters only)");
   for (const std::string& l : row.limitations) p.notes.push_back(l);
   if (row.SupportFor(mode) == Support::kUntested)
     p.notes.push_back(absl::StrCat(ModeTitle(mode), " of ", row.family, " has not been tested (blank in the table)"));

@@ -116,7 +116,7 @@ TEST(OffloadPlanTest, GpusFirstThenTheSmallestFractionThatFits) {
   EXPECT_TRUE(HasNote(*off, "step slower by the D2H/H2D traffic"));
   // The same layout one step less offloaded no longer fits the GPUs.
   TrainerShape less = off->trainer.shape;
-  less.offload_fraction = f - kOffloadFractionStep;
+  less.offload_fraction = f - 1.0 / kOffloadFractionSteps;
   EXPECT_GT(TrainerMemory(*off->model, *off->row, Mode::kFull, less, off->assumptions).total(),
             off->usable_bytes_per_gpu - 3e9);
   // Such hosts fit it on 3x8 too: 4 TB hosts would make the table's 4x8 conservative, not exact
