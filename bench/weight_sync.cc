@@ -9,7 +9,7 @@
 //     one TCP stream on loopback measured here. Loopback addresses only.
 //
 //   build/bin/weight_sync [--plans-only] [--small] [--no-gloo] [--no-copy] [--iters N]
-//                         [--chunk-kib N] [--receivers 1,2,3]     (--help says more)
+//                         [--chunk-kib N] [--receivers 1,2,3] [--sizes-mib 256,1024]
 // --small: no 1T plan, 16 MiB transfers, no gloo (the ctest smoke run).
 // The TCP transport runs twice per row: zero-copy send (the default) and the copy path.
 // Bandwidths are delivered bytes (all receivers together) per second, in GB/s (1e9 bytes).
@@ -223,17 +223,19 @@ int main(int argc, char** argv) {
   int iters = 3;
   int64_t chunk_bytes = int64_t{8} << 20;
   std::vector<int> rx_counts = {1, 2, 3};
+  std::vector<int64_t> size_list;  // empty: 256 MiB and 1 GiB (16 MiB with --small)
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--help") == 0) {
       std::printf(
           "usage: weight_sync [--plans-only] [--small] [--no-gloo] [--no-copy] [--iters N] [--chunk-kib N]\n"
-          "                   [--receivers 1,2,3]\n"
+          "                   [--receivers 1,2,3] [--sizes-mib 256,1024]\n"
           "  --small       no 1T plan, 16 MiB transfers, no gloo (the ctest smoke run)\n"
           "  --no-gloo     skip the torch.distributed gloo baseline\n"
           "  --no-copy     skip the copy-path (zero_copy_send = false) TCP column\n"
           "  --iters N     timed versions per figure, best taken (default 3)\n"
           "  --chunk-kib N TransferOptions::chunk_bytes for the TCP runs (default 8192)\n"
-          "  --receivers L receiver counts to run (default 1,2,3; RESULT lines need 3)\n");
+          "  --receivers L receiver counts to run (default 1,2,3; RESULT lines need 3)\n"
+          "  --sizes-mib L transfer sizes in MiB (default 256,1024; unsuffixed RESULT lines: the last)\n");
       return 0;
     }
     if (std::strcmp(argv[i], "--small") == 0) small = true;
@@ -243,6 +245,9 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = std::max(1, std::atoi(argv[i + 1]));
     if (std::strcmp(argv[i], "--chunk-kib") == 0 && i + 1 < argc)
       chunk_bytes = std::max<int64_t>(1, std::atoll(argv[i + 1])) << 10;
+    if (std::strcmp(argv[i], "--sizes-mib") == 0 && i + 1 < argc)
+      for (absl::string_view part : absl::StrSplit(argv[i + 1], ','))
+        if (int64_t n = 0; absl::SimpleAtoi(part, &n) && n > 0) size_list.push_back(n << 20);
     if (std::strcmp(argv[i], "--receivers") == 0 && i + 1 < argc) {
       rx_counts.clear();
       for (absl::string_view part : absl::StrSplit(argv[i + 1], ','))
@@ -278,8 +283,9 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  const std::vector<int64_t> sizes = small ? std::vector<int64_t>{16 << 20}
-                                           : std::vector<int64_t>{256 << 20, int64_t{1} << 30};
+  const std::vector<int64_t> sizes = !size_list.empty() ? size_list
+                                     : small ? std::vector<int64_t>{16 << 20}
+                                             : std::vector<int64_t>{256 << 20, int64_t{1} << 30};
   std::printf("\n== transport: 1 sender -> n receivers on loopback, best of %d (GB/s = delivered 1e9 bytes/s, all receivers)\n",
               iters);
   std::printf("chunk %lld KiB; zc = zero-copy send (vmsplice + splice, the default), copy = zero_copy_send off\n",

@@ -20,6 +20,11 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
 
+// Completion condition for whole-buffer reads and writes. asio's transfer_all caps every
+// system call at 64 KiB (default_max_transfer_size), which on loopback means a wakeup and a
+// system call per 64 KiB; this lets one readv/writev take as much as the kernel will.
+inline std::size_t WholeBuffers(const error_code& ec, std::size_t) { return ec ? 0 : std::size_t{1} << 30; }
+
 class Connection {
  public:
   Connection() : socket_(io_) {}
@@ -50,11 +55,11 @@ class Connection {
   }
   template <typename Buffers>
   error_code Write(const Buffers& b, absl::Duration timeout) {
-    return Run([&](auto h) { asio::async_write(socket_, b, h); }, timeout);
+    return Run([&](auto h) { asio::async_write(socket_, b, WholeBuffers, h); }, timeout);
   }
   template <typename Buffers>
   error_code Read(const Buffers& b, absl::Duration timeout) {
-    return Run([&](auto h) { asio::async_read(socket_, b, h); }, timeout);
+    return Run([&](auto h) { asio::async_read(socket_, b, WholeBuffers, h); }, timeout);
   }
 
   // Thread-safe: closes the socket on the connection's own thread (or at its next call).
