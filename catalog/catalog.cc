@@ -196,13 +196,14 @@ absl::StatusOr<Row> Catalog::ParseRow(const std::string& yaml_text, const std::s
   row.limitations = f.StrList("limitations", false);
   {
     Fields r = f.Sub("reference", true);
-    r.OnlyKeys({"model", "mode", "placement", "training_precision", "minimum"});
+    r.OnlyKeys({"model", "mode", "placement", "training_precision", "optimizer_state", "minimum"});
     row.reference.model = r.Str("model", true);
     row.reference.mode = r.Enum("mode", true, {"full", "lora"}) == "lora" ? Mode::kLora : Mode::kFull;
     row.reference.placement =
         r.Enum("placement", false, {"separate", "colocated"}, "separate") == "colocated" ? Placement::kColocated
                                                                                        : Placement::kSeparate;
     row.reference.training_precision = r.Enum("training_precision", false, {"bf16", "fp8", "mxfp8"}, "bf16");
+    row.reference.optimizer_state = r.Enum("optimizer_state", false, {"fp32", "bf16", "fp8"}, "");
     row.reference.conservative_minimum = r.Enum("minimum", false, {"exact", "conservative"}, "exact") == "conservative";
   }
   if (!f.status().ok()) return f.status();
@@ -239,6 +240,13 @@ absl::StatusOr<Row> Catalog::ParseRow(const std::string& yaml_text, const std::s
           row.low_precision.end())
     return absl::InvalidArgumentError(absl::StrCat(file, ": reference.training_precision: ", row.reference.training_precision,
                                                    " is not in support.low_precision"));
+  if (!row.reference.optimizer_state.empty() && row.reference.mode != Mode::kFull)
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": reference.optimizer_state: only for full fine-tuning (mode: full)"));
+  if (!row.reference.optimizer_state.empty() &&
+      std::find(row.backends.begin(), row.backends.end(), "megatron") == row.backends.end())
+    return absl::InvalidArgumentError(absl::StrCat(
+        file, ": reference.optimizer_state: needs the megatron backend (Megatron-Core's precision-aware optimizer)"));
   if (row.reference.conservative_minimum && !row.conflict.empty())
     return absl::InvalidArgumentError(
         absl::StrCat(file, ": reference.minimum: a conservative minimum and a conflict exclude each other"));

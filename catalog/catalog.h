@@ -126,6 +126,9 @@ struct Reference {
   // The training recipe (Assumptions::training_precision) the minimum was read for: bf16, or
   // a low-precision mode the row lists (fp8, mxfp8).
   std::string training_precision = "bf16";
+  // The dtype of Adam's moments the minimum was read for (Assumptions::optimizer_state): "" for
+  // the recipe's own, or fp32 | bf16 | fp8 (full fine-tuning on Megatron only).
+  std::string optimizer_state;
   // true: the stated minimum is more than the model needs (it plans there, and also one step
   // below); tests then check the model's own minimum for the "refused below" half.
   bool conservative_minimum = false;

@@ -33,7 +33,7 @@ MemoryBreakdown TrainerMemory(const ModelEntry& m, const Row& row, Mode mode, co
     // Fully sharded state: each GPU holds 1/(TP*PP*DP) of the dense and 1/(EP*PP*EDP) of the
     // experts.
     double shard = dense / (static_cast<double>(tp) * pp * dp) + experts / (static_cast<double>(ep) * pp * edp);
-    absl::StatusOr<TrainingPrecision> tp_recipe = ChooseTrainingPrecision(row, a.training_precision);
+    absl::StatusOr<TrainingPrecision> tp_recipe = ChooseTrainingRecipe(row, a);
     TrainingPrecision recipe = tp_recipe.ok() ? *tp_recipe : TrainingPrecision{};
     b.weights = recipe.weight_bytes * shard;
     b.gradients = a.grad_bytes * shard;
@@ -63,18 +63,42 @@ MemoryBreakdown TrainerMemory(const ModelEntry& m, const Row& row, Mode mode, co
   return b;
 }
 
+double OptimizerStateBytes(absl::string_view state) {
+  if (state == "fp32") return 4;
+  if (state == "bf16") return 2;
+  if (state == "fp8") return 1;
+  return 0;
+}
+
 absl::StatusOr<TrainingPrecision> ChooseTrainingPrecision(const Row& row, const std::string& name) {
   if (name.empty() || name == "bf16") return TrainingPrecision{};
   // fp32 master 4 B + bf16 first and second moments 2 B each.
-  constexpr double kOptimizer = 4 + 2 + 2;
-  if (name == "fp8" && Has(row.low_precision, "fp8")) return TrainingPrecision{"fp8", 2 * 1.0, kOptimizer};
+  constexpr double kOptimizer = kMasterBytes + 2 + 2;
+  if (name == "fp8" && Has(row.low_precision, "fp8")) return TrainingPrecision{"fp8", 2 * 1.0, kOptimizer, "bf16"};
   if (name == "mxfp8" && Has(row.low_precision, "mxfp8"))
-    return TrainingPrecision{"mxfp8", 2 * (1 + 1.0 / 32), kOptimizer};
+    return TrainingPrecision{"mxfp8", 2 * (1 + 1.0 / 32), kOptimizer, "bf16"};
   std::vector<std::string> offered = {"bf16"};
   for (const char* n : {"fp8", "mxfp8"})
     if (Has(row.low_precision, n)) offered.push_back(n);
   return absl::InvalidArgumentError(absl::StrCat("--training-precision: ", row.family, " supports ",
                                                  absl::StrJoin(offered, ", "), " training, not \"", name, "\""));
+}
+
+absl::StatusOr<TrainingPrecision> WithOptimizerState(TrainingPrecision recipe, const std::string& state) {
+  if (state.empty()) return recipe;
+  double bytes = OptimizerStateBytes(state);
+  if (bytes <= 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--optimizer-state: Adam's moments are stored as fp32, bf16 or fp8, not \"", state, "\""));
+  recipe.optimizer_state = state;
+  recipe.optimizer_bytes = kMasterBytes + 2 * bytes;
+  return recipe;
+}
+
+absl::StatusOr<TrainingPrecision> ChooseTrainingRecipe(const Row& row, const Assumptions& a) {
+  absl::StatusOr<TrainingPrecision> recipe = ChooseTrainingPrecision(row, a.training_precision);
+  if (!recipe.ok()) return recipe.status();
+  return WithOptimizerState(*recipe, a.optimizer_state);
 }
 
 absl::StatusOr<RolloutPrecision> ChooseRolloutPrecision(const Row& row, const std::string& requested) {

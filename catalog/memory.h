@@ -4,7 +4,8 @@
 //   full FT   all training state fully sharded over the trainer's GPUs (FSDP2 / ZeRO-3; in
 //             Megatron the distributed optimizer with sharded parameters and gradients):
 //             bf16 weights 2 B + gradients `grad_bytes` (bf16: 2 B) + Adam 12 B (fp32 master,
-//             m, v) per trainable parameter (fp8/mxfp8 recipes: see TrainingPrecision), divided by the GPUs holding a shard: dense
+//             m, v) per trainable parameter (fp8/mxfp8 recipes and the moments' dtype: see
+//             TrainingPrecision), divided by the GPUs holding a shard: dense
 //             parameters by TP*PP*DP, experts by EP*PP*expert-DP (expert-DP = TP*DP/EP), so
 //             both come to the trainer's GPU count. Plus the all-gathered working set of the
 //             two layers in flight (bf16; dense part / TP, experts / EP).
@@ -48,6 +49,12 @@ struct Assumptions {
   // for rows that list them. "" is bf16, except that catalog::MakePlan without a cluster (the
   // row's stated minimum) uses the recipe the row's minimum was read for.
   std::string training_precision;
+  // fp32 | bf16 | fp8: the dtype Adam's two moments are stored in, full fine-tuning only (the
+  // fp32 master stays). "" is the recipe's own (bf16: fp32; fp8, mxfp8: bf16), except that
+  // catalog::MakePlan without a cluster uses the row's reading (UseReferenceRecipe). A value
+  // other than the recipe's own needs Megatron-Core's precision-aware optimizer (see
+  // OptimizerStateBytes), so the Megatron backend.
+  std::string optimizer_state;
   // Allows Megatron-Core's CPU optimizer offload for full fine-tuning (--optimizer-cpu-offload
   // --optimizer-offload-fraction F, see kHybridOptimizerBytes). The planner uses it only when
   // the trainer does not fit the GPUs without it, with the smallest fraction F (a multiple of
@@ -79,14 +86,33 @@ inline constexpr int kOffloadFractionSteps = 20;
 //          storage DeepSeek-V3 reports for its FP8 training, section 3.3.3): 2 + grads + 8.
 //   mxfp8  the same on Blackwell with MXFP8 parameters: rowwise and columnwise copies, each
 //          1 B plus one E8M0 scale byte per 32 elements (2.0625 B) + grads + 8.
+// The moments' dtype (`optimizer_state`) is a separate choice (Assumptions::optimizer_state,
+// WithOptimizerState); the optimizer then holds kMasterBytes + 2 x OptimizerStateBytes.
 struct TrainingPrecision {
   std::string name = "bf16";
   double weight_bytes = 2;
   double optimizer_bytes = 12;
+  std::string optimizer_state = "fp32";  // Adam's m and v
+  // Weights + gradients + optimizer per trainable parameter.
+  double BytesPerParam(double grad_bytes) const { return weight_bytes + grad_bytes + optimizer_bytes; }
 };
+// The fp32 master copy every recipe keeps (Megatron's --main-params-dtype fp32, the default;
+// its 16-bit parameter remainders for bf16 parameters are not modelled: see docs/catalog.md).
+inline constexpr double kMasterBytes = 4;
+// Bytes of one Adam moment stored as `state`, as Megatron-Core's precision-aware optimizer
+// (--use-precision-aware-optimizer --exp-avg-dtype / --exp-avg-sq-dtype, Transformer Engine's
+// FusedAdam) stores it: fp32 4, bf16 2, fp8 1 (E4M3 with one fp32 scale per tensor, not
+// counted); 0 for an unknown name. (Megatron also offers fp16, 2 B like bf16; not a catalog
+// choice.)
+double OptimizerStateBytes(absl::string_view state);
 // The recipe for `name` when the row lists it (bf16 always). InvalidArgument otherwise, naming
 // --training-precision and what the row offers.
 absl::StatusOr<TrainingPrecision> ChooseTrainingPrecision(const Row& row, const std::string& name);
+// `recipe` with Adam's moments stored as `state` ("" keeps the recipe's own). InvalidArgument
+// naming --optimizer-state for an unknown value.
+absl::StatusOr<TrainingPrecision> WithOptimizerState(TrainingPrecision recipe, const std::string& state);
+// Both of the above from a.training_precision and a.optimizer_state.
+absl::StatusOr<TrainingPrecision> ChooseTrainingRecipe(const Row& row, const Assumptions& a);
 
 struct MemoryBreakdown {
   double weights = 0;
@@ -111,8 +137,8 @@ struct TrainerShape {
   double offload_fraction = 0;
 };
 
-// Full fine-tuning uses the recipe named by a.training_precision (bf16 when the row does not
-// list it: callers validate with ChooseTrainingPrecision first); with s.offload_fraction > 0 the
+// Full fine-tuning uses the recipe named by a.training_precision and a.optimizer_state (bf16
+// with fp32 moments when they are not valid: callers validate with ChooseTrainingRecipe first); with s.offload_fraction > 0 the
 // optimizer is the HybridDeviceOptimizer (kHybridOptimizerBytes) split between the GPU and
 // `host`. LoRA keeps a bf16 base and is never offloaded.
 MemoryBreakdown TrainerMemory(const ModelEntry& m, const Row& row, Mode mode, const TrainerShape& s,

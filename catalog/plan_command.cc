@@ -22,6 +22,11 @@ void AddPlanFlags(CLI::App* cmd, PlanCommandOptions* o) {
   cmd->add_option("--training-precision", o->training_precision,
                   "bf16 | fp8 | mxfp8: full fine-tuning state (fp8/mxfp8: FP8 parameters, bf16 Adam moments; rows that list them)")
       ->check(CLI::IsMember({"bf16", "fp8", "mxfp8"}));
+  cmd->add_option("--optimizer-state", o->optimizer_state,
+                  "fp32 | bf16 | fp8: dtype of Adam's moments in full fine-tuning, over an fp32 master (default: the "
+                  "training precision's own, fp32 for bf16 and bf16 for fp8/mxfp8; other values need Megatron-Core's "
+                  "precision-aware optimizer)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp8"}));
   cmd->add_flag("--optimizer-offload", o->optimizer_offload,
                 "full fine-tuning on Megatron: when the trainer does not fit the GPUs, run part of the optimizer "
                 "in host memory (Megatron-Core's CPU optimizer; host memory from hardware.yaml or host_memory_gb in a "
@@ -60,6 +65,7 @@ int RunPlanCommand(const PlanCommandOptions& o, std::ostream& out, std::ostream&
   req.backend = o.backend;
   req.rollout_precision = o.rollout_precision;
   req.assumptions.training_precision = o.training_precision;
+  req.assumptions.optimizer_state = o.optimizer_state;
   req.assumptions.optimizer_offload = o.optimizer_offload;
   req.assumptions.seq_len = o.seq_len;
   req.assumptions.micro_batch = o.micro_batch;

@@ -26,8 +26,9 @@ struct PlanCommandOptions {
   bool mtp = false;
   std::string backend;
   std::string rollout_precision;
-  std::string training_precision;
-  bool optimizer_offload = false;  // "": bf16, or the row's reference recipe at its stated minimum
+  std::string training_precision;  // "": bf16, or the row's reference recipe at its stated minimum
+  std::string optimizer_state;     // "": the recipe's own, or the row's reading at its stated minimum
+  bool optimizer_offload = false;
   std::string models_dir;  // "" = DefaultModelsDir()
   int64_t seq_len = 16384;
   int micro_batch = 1;

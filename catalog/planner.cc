@@ -301,10 +301,27 @@ std::string OffloadNote(const Plan& p, const TrainingPrecision& recipe) {
       f.host_per_node / kGB, f.host_usable_per_node / kGB, p.cluster.host_usable_fraction * 100,
       p.cluster.host_memory_gb, f.fraction, f.fraction, kHybridOptimizerBytes, p.trainer.memory.optimizer / kGB,
       f.transfer_per_gpu / kGB, f.transfer_s, p.cluster.gpu.host_link_gb_s);
-  if (recipe.name != "bf16")
-    absl::StrAppend(&out, "; ", recipe.name,
-                    " weights as the recipe, but the CPU optimizer keeps fp32 moments, not the recipe's bf16 ones");
+  if (recipe.optimizer_state != "fp32")
+    absl::StrAppend(&out, "; ", recipe.name, " weights as the recipe, but the CPU optimizer keeps fp32 moments, not the ",
+                    recipe.optimizer_state, " ones of the GPU-only recipe");
   return out;
+}
+
+// What the full fine-tuning recipe stores per parameter, with its Megatron-Core flags, for a
+// recipe other than plain bf16 with fp32 moments.
+std::string RecipeNote(const TrainingPrecision& r, double grad_bytes) {
+  const std::string moments = absl::StrCat("--use-precision-aware-optimizer --exp-avg-dtype ", r.optimizer_state,
+                                           " --exp-avg-sq-dtype ", r.optimizer_state);
+  if (r.name == "bf16")
+    return absl::StrFormat(
+        "bf16 training with %s Adam moments over an fp32 master: %.4g B per parameter with bf16 gradients "
+        "(Megatron-Core: %s)",
+        r.optimizer_state, r.BytesPerParam(grad_bytes), moments);
+  return absl::StrFormat(
+      "%s training: %s parameters without a bf16 copy (rowwise and columnwise), %s Adam moments over an fp32 master: "
+      "%.4g B per parameter with bf16 gradients (Megatron-Core: --fp8-recipe %s --fp8-param-gather %s)",
+      r.name, r.name == "mxfp8" ? "MXFP8" : "FP8", r.optimizer_state, r.BytesPerParam(grad_bytes),
+      r.name == "mxfp8" ? "mxfp8" : "delayed", moments);
 }
 
 }  // namespace
@@ -321,6 +338,12 @@ OffloadFacts OffloadFactsOf(const Plan& p) {
   f.transfer_per_gpu = 4 * p.trainer.memory.offloaded_params;
   f.transfer_s = p.cluster.gpu.host_link_gb_s > 0 ? f.transfer_per_gpu / (p.cluster.gpu.host_link_gb_s * kGB) : 0;
   return f;
+}
+
+void UseReferenceRecipe(const Row& row, Assumptions* a) {
+  if (a->training_precision.empty()) a->training_precision = row.reference.training_precision;
+  if (a->optimizer_state.empty() && a->training_precision == row.reference.training_precision)
+    a->optimizer_state = row.reference.optimizer_state;
 }
 
 Cluster StatedMinimum(const Catalog& catalog, const Row& row) {
@@ -377,8 +400,16 @@ absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const Mode
     return absl::InvalidArgumentError(absl::StrCat("--optimizer-offload: Megatron-Core's CPU optimizer; ", model.name,
                                                    " is planned on ", backend, " (use --backend megatron where the row "
                                                    "offers it)"));
-  absl::StatusOr<TrainingPrecision> train_prec = ChooseTrainingPrecision(row, a.training_precision);
+  absl::StatusOr<TrainingPrecision> train_prec = ChooseTrainingRecipe(row, a);
   if (!train_prec.ok()) return train_prec.status();
+  // Moments in another dtype than the recipe's own need Megatron-Core's precision-aware
+  // optimizer, which asserts Adam and the distributed optimizer; it does not tie the dtype to
+  // the training precision (fp8 moments with bf16 training are allowed).
+  if (mode == Mode::kFull && backend != "megatron" &&
+      train_prec->optimizer_state != ChooseTrainingPrecision(row, a.training_precision)->optimizer_state)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--optimizer-state: ", train_prec->optimizer_state, " moments need Megatron-Core's precision-aware optimizer; ",
+        model.name, " is planned on ", backend, " (use --backend megatron where the row offers it)"));
   if (mode == Mode::kFull && train_prec->name != "bf16" && !Has(cluster.gpu.training_formats, train_prec->name))
     return absl::FailedPreconditionError(absl::StrCat("--training-precision: ", cluster.gpu.name, " does not train in ",
                                                       train_prec->name, " (its formats: ",
@@ -441,14 +472,10 @@ absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const Mode
     }
   }
   const bool offloaded = p.trainer.shape.offload_fraction > 0;
-  if (mode == Mode::kFull && train_prec->name != "bf16" && !offloaded)
-    p.notes.push_back(absl::StrFormat(
-        "%s training: %s parameters without a bf16 copy (rowwise and columnwise), bf16 Adam moments over an fp32 "
-        "master: %.4g B per parameter with bf16 gradients (Megatron-Core: --fp8-recipe %s --fp8-param-gather "
-        "--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16)",
-        train_prec->name, train_prec->name == "mxfp8" ? "MXFP8" : "FP8",
-        train_prec->weight_bytes + a.grad_bytes + train_prec->optimizer_bytes,
-        train_prec->name == "mxfp8" ? "mxfp8" : "delayed"));
+  if (mode == Mode::kFull && !offloaded && (train_prec->name != "bf16" || train_prec->optimizer_state != "fp32"))
+    p.notes.push_back(RecipeNote(*train_prec, a.grad_bytes));
+  if (mode == Mode::kLora && !a.optimizer_state.empty())
+    p.notes.push_back("--optimizer-state: not used for LoRA (the adapters keep fp32 Adam state)");
   if (offloaded) p.notes.push_back(OffloadNote(p, *train_prec));
   else if (mode == Mode::kFull && a.optimizer_offload)
     p.notes.push_back("--optimizer-offload: not needed, the optimizer fits the GPUs");
@@ -472,6 +499,11 @@ absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const Mode
 
 std::string RequestedTrainingPrecision(const PlanRequest& o) {
   return o.assumptions.training_precision.empty() ? "bf16" : o.assumptions.training_precision;
+}
+
+// ", fp8 Adam moments" when the reading names the moments' dtype.
+std::string ReferenceMoments(const Row& row) {
+  return row.reference.optimizer_state.empty() ? "" : row.reference.optimizer_state + " Adam moments";
 }
 
 }  // namespace
@@ -502,11 +534,21 @@ absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelE
     if (row.reference.placement == Placement::kColocated) how.push_back("colocated");
     if (mode == Mode::kFull && row.reference.training_precision != "bf16")
       how.push_back(row.reference.training_precision + " training");
+    if (mode == Mode::kFull && !row.reference.optimizer_state.empty()) how.push_back(ReferenceMoments(row));
     absl::StrAppend(&msg, "; the table's minimum for ", row.family, " is ", row.min_hardware.Describe(),
                     how.empty() ? "" : absl::StrCat(" (", absl::StrJoin(how, ", "), ")"));
-    if (row.reference.training_precision != "bf16" && mode == Mode::kFull &&
+    // The flags that give the reading's recipe, when the request differs from it (with
+    // --colocate when the reading is colocated too).
+    std::vector<std::string> flags;
+    if (mode == Mode::kFull && row.reference.training_precision != "bf16" &&
         RequestedTrainingPrecision(options) != row.reference.training_precision)
-      absl::StrAppend(&msg, "; try --training-precision ", row.reference.training_precision);
+      flags.push_back("--training-precision " + row.reference.training_precision);
+    if (mode == Mode::kFull && !row.reference.optimizer_state.empty() &&
+        options.assumptions.optimizer_state != row.reference.optimizer_state)
+      flags.push_back("--optimizer-state " + row.reference.optimizer_state);
+    if (!flags.empty() && row.reference.placement == Placement::kColocated && placement != Placement::kColocated)
+      flags.insert(flags.begin(), "--colocate");
+    if (!flags.empty()) absl::StrAppend(&msg, "; try ", absl::StrJoin(flags, " "));
   }
   if (!row.conflict.empty() && model.name == row.reference.model && mode == row.reference.mode)
     absl::StrAppend(&msg, " (calibration conflict: ", row.conflict, ")");
@@ -546,12 +588,12 @@ absl::StatusOr<Plan> MakePlan(const Catalog& catalog, const PlanRequest& request
   Placement placement = request.colocate ? Placement::kColocated : Placement::kSeparate;
   if (!request.cluster && !request.colocate) placement = row.reference.placement;
   PlanRequest req = request;
-  // On the row's stated minimum (no cluster given), the recipe the minimum was read for.
-  if (!request.cluster && req.assumptions.training_precision.empty() && model.name == row.reference.model)
-    req.assumptions.training_precision = row.reference.training_precision;
 
   Mode mode = request.mode ? *request.mode : (row.full_ft == Support::kNotWorking ? Mode::kLora : Mode::kFull);
   if (!request.mode && row.full_ft != Support::kSupported && row.lora == Support::kSupported) mode = Mode::kLora;
+  // On the row's stated minimum (no cluster given), the recipe the minimum was read for.
+  if (!request.cluster && model.name == row.reference.model && mode == row.reference.mode)
+    UseReferenceRecipe(row, &req.assumptions);
   if (row.SupportFor(mode) == Support::kNotWorking) {
     std::string msg = absl::StrCat(model.name, ": ", ModeTitle(mode), " is known not to work");
     Mode other = mode == Mode::kFull ? Mode::kLora : Mode::kFull;

@@ -135,6 +135,14 @@ std::optional<HardwareSpec> MinimumHardware(const Catalog& catalog, const Row& r
                                             const GpuType& gpu, Placement placement, const PlanRequest& options,
                                             double host_gb_per_gpu = -1);
 
+// The training recipe the row's stated minimum was read for, filled into what `a` leaves unset:
+// reference.training_precision when a->training_precision is empty, and
+// reference.optimizer_state when a->optimizer_state is empty and the training precision is then
+// the reference's (moments chosen for another recipe are not carried over). Callers apply it
+// for the row's reference model in its reference mode only; MakePlan does so without a
+// cluster, as `skyrl plan --list` does for every row's own minimum.
+void UseReferenceRecipe(const Row& row, Assumptions* a);
+
 // The row's stated minimum as a concrete cluster ("any" -> the smallest GPU type).
 Cluster StatedMinimum(const Catalog& catalog, const Row& row);
 

@@ -40,6 +40,24 @@ std::string TrainingName(const Plan& p) {
   return p.assumptions.training_precision;
 }
 
+// The full fine-tuning state in effect: the moments' dtype and bytes per trainable parameter
+// (weights + gradients + optimizer). With the optimizer partly in host memory it is the CPU
+// optimizer's (fp32 moments, kHybridOptimizerBytes); nullopt for LoRA.
+struct StateFacts {
+  std::string moments;
+  double bytes_per_param = 0;
+};
+std::optional<StateFacts> FullStateOf(const Plan& p) {
+  if (p.mode != Mode::kFull) return std::nullopt;
+  absl::StatusOr<TrainingPrecision> r = ChooseTrainingRecipe(*p.row, p.assumptions);
+  TrainingPrecision recipe = r.ok() ? *r : TrainingPrecision{};
+  if (p.trainer.shape.offload_fraction > 0) {
+    recipe.optimizer_state = "fp32";
+    recipe.optimizer_bytes = kHybridOptimizerBytes;
+  }
+  return StateFacts{recipe.optimizer_state, recipe.BytesPerParam(p.assumptions.grad_bytes)};
+}
+
 std::string RenderPlanText(const Plan& p) {
   std::string out;
   ParamCounts c = CountParams(p.model->arch);
@@ -52,8 +70,12 @@ std::string RenderPlanText(const Plan& p) {
                                         p.assumptions.usable_fraction * 100));
   const TrainerShape& t = p.trainer.shape;
   absl::StrAppend(&out, "\n  role       GPUs  layout                         \n");
-  absl::StrAppend(&out, absl::StrFormat("  trainer    %4d  %s TP%d PP%d EP%d DP%d%s%s\n", t.gpus, t.backend, t.tp, t.pp, t.ep,
+  std::optional<StateFacts> state = FullStateOf(p);
+  absl::StrAppend(&out, absl::StrFormat("  trainer    %4d  %s TP%d PP%d EP%d DP%d%s%s%s\n", t.gpus, t.backend, t.tp, t.pp, t.ep,
                                         t.dp, TrainingName(p) == "bf16" ? "" : ", " + TrainingName(p) + " training",
+                                        state ? absl::StrFormat(", %s Adam moments over an fp32 master (%.4g B per parameter)",
+                                                                state->moments, state->bytes_per_param)
+                                              : "",
                                         t.offload_fraction > 0
                                             ? absl::StrFormat(", optimizer %.0f%% in host memory", t.offload_fraction * 100)
                                             : ""));
@@ -135,6 +157,10 @@ std::string RenderPlanJson(const Plan& p) {
   j["trainer"] = {{"backend", t.backend}, {"gpus", t.gpus}, {"tp", t.tp}, {"pp", t.pp}, {"ep", t.ep}, {"dp", t.dp},
                   {"training_precision", TrainingName(p)},
                   {"memory_per_gpu", MemoryJson(p.trainer.memory)}};
+  // Full fine-tuning: Adam's moments' dtype and the state per trainable parameter; null for LoRA.
+  std::optional<StateFacts> state = FullStateOf(p);
+  j["trainer"]["optimizer_state"] = state ? nlohmann::json(state->moments) : nlohmann::json(nullptr);
+  j["trainer"]["state_bytes_per_param"] = state ? nlohmann::json(state->bytes_per_param) : nlohmann::json(nullptr);
   if (OffloadFacts f = OffloadFactsOf(p); f.fraction > 0)
     j["trainer"]["optimizer_offload"] = {{"fraction", f.fraction},
                                          {"host_gb_per_gpu", f.host_per_gpu / kGB},
@@ -205,7 +231,7 @@ namespace {
 std::string OwnMinimum(const Catalog& c, const Row& r, const ModelEntry& m) {
   Cluster min = StatedMinimum(c, r);
   PlanRequest opts;
-  opts.assumptions.training_precision = r.reference.training_precision;  // the recipe the row's minimum was read for
+  UseReferenceRecipe(r, &opts.assumptions);  // the recipe the row's minimum was read for
   std::optional<HardwareSpec> own = MinimumHardware(c, r, m, r.reference.mode, min.gpu, r.reference.placement, opts);
   return own ? own->ToString() : "-";
 }

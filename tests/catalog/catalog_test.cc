@@ -166,6 +166,9 @@ TEST(CatalogErrorsTest, BadFieldsAreNamed) {
        "reference.training_precision: mxfp8 is not in support.low_precision"},
       {"mode: full}", "mode: full, training_precision: fp4}", "reference.training_precision: must be one of"},
       {"mode: full}", "mode: full, minimum: roomy}", "reference.minimum: must be one of exact, conservative"},
+      {"mode: full}", "mode: full, optimizer_state: fp4}", "reference.optimizer_state: must be one of fp32, bf16, fp8"},
+      {"mode: full}", "mode: full, optimizer_state: fp8}", "reference.optimizer_state: needs the megatron backend"},
+      {"mode: full}", "mode: lora, optimizer_state: fp8}", "reference.optimizer_state: only for full fine-tuning"},
       {"mode: full}", "mode: full, minimum: conservative}\nconflict: x",
        "reference.minimum: a conservative minimum and a conflict exclude each other"},
   };

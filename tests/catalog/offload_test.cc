@@ -120,7 +120,7 @@ TEST(OffloadPlanTest, GpusFirstThenTheSmallestFractionThatFits) {
   EXPECT_GT(TrainerMemory(*off->model, *off->row, Mode::kFull, less, off->assumptions).total(),
             off->usable_bytes_per_gpu - 3e9);
   // Such hosts fit it on 3x8 too: 4 TB hosts would make the table's 4x8 conservative, not exact
-  // (recorded in the row's conflict).
+  // (why the row's reading uses fp8 moments on the GPUs instead).
   Cluster three = *req.cluster;
   three.shape.nodes = 3;
   PlanRequest r3 = req;
@@ -195,7 +195,7 @@ TEST(OffloadPlanTest, AnAutomaticRuleWouldPlanRowsBelowTheirStatedMinimum) {
     ASSERT_NE(m, nullptr);
     if (DefaultBackend(r, *m) != "megatron") continue;
     PlanRequest opts;
-    opts.assumptions.training_precision = r.reference.training_precision;
+    UseReferenceRecipe(r, &opts.assumptions);
     opts.assumptions.optimizer_offload = true;
     for (const Cluster& b : BelowMinimum(cat, StatedMinimum(cat, r))) {
       absl::StatusOr<Plan> p = PlanOn(cat, r, *m, r.reference.mode, b, r.reference.placement, opts);

@@ -125,6 +125,59 @@ TEST(PlanCommandTest, TrainingPrecisionFlagFollowsTheRowAndTheGpu) {
   EXPECT_NE(r.err.find("H200 does not train in mxfp8"), std::string::npos) << r.err;
 }
 
+TEST(PlanCommandTest, OptimizerStateFlagShowsInJsonAndText) {
+  PlanCommandOptions o;
+  o.model = "GLM-5.3-753B";
+  o.cluster = "4x8xB300";
+  o.colocate = true;
+  o.training_precision = "mxfp8";
+  o.optimizer_state = "fp8";
+  o.json = true;
+  Result r = Exec(o);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("trainer").at("optimizer_state"), "fp8");
+  EXPECT_NEAR(j.at("trainer").at("state_bytes_per_param").get<double>(), 10.0625, 1e-9);
+  o.json = false;
+  r = Exec(o);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("fp8 Adam moments over an fp32 master (10.06 B per parameter)"), std::string::npos) << r.out;
+  // Without the flag: the recipe's own bf16 moments, which do not fit 4x8 (exit 1).
+  o.optimizer_state = "";
+  o.json = true;
+  r = Exec(o);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  // The default recipe of a bf16 plan is fp32 moments at 16 B; LoRA has no such field.
+  o = PlanCommandOptions();
+  o.model = "Qwen3-8B";
+  o.cluster = "1x8xH100";
+  o.json = true;
+  r = Exec(o);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("trainer").at("optimizer_state"), "fp32");
+  EXPECT_DOUBLE_EQ(j.at("trainer").at("state_bytes_per_param").get<double>(), 16);
+  o.mode = "lora";
+  r = Exec(o);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("trainer").at("optimizer_state").is_null());
+  // An unknown dtype is bad input naming the flag (exit 2).
+  o.mode = "";
+  o.optimizer_state = "fp16";
+  o.json = false;
+  r = Exec(o);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--optimizer-state"), std::string::npos) << r.err;
+  // CLI11 refuses it before the planner sees it, naming the option.
+  CLI::App app;
+  PlanCommandOptions parsed;
+  AddPlanFlags(&app, &parsed);
+  EXPECT_THROW(app.parse(std::vector<std::string>{"fp4", "--optimizer-state"}), CLI::ValidationError);
+  app.parse(std::vector<std::string>{"bf16", "--optimizer-state"});
+  EXPECT_EQ(parsed.optimizer_state, "bf16");
+}
+
 TEST(PlanCommandTest, ListJsonParses) {
   PlanCommandOptions o;
   o.list = true;

@@ -1,6 +1,6 @@
-// The planner against the table: every row plans at its stated minimum (for the size, mode and
-// placement its reading names) and is refused one step below it, with the reason and the
-// minimum; rows whose minimum the memory model cannot reproduce say so (row.conflict).
+// The planner against the table: every row plans at its stated minimum (for the size, mode,
+// placement and training recipe its reading names) and is refused one step below it, with the
+// reason and the minimum; a conservative minimum is checked at the model's own minimum.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -37,7 +37,7 @@ TEST_P(RowTest, PlansAtStatedMinimumAndNotBelow) {
   const ModelEntry& m = Model(r, r.reference.model);
   Cluster min = StatedMinimum(cat, r);
   PlanRequest opts;
-  opts.assumptions.training_precision = r.reference.training_precision;  // a listed mode, if any
+  UseReferenceRecipe(r, &opts.assumptions);  // the reading's training recipe, if any
   absl::StatusOr<Plan> at = PlanOn(cat, r, m, r.reference.mode, min, r.reference.placement, opts);
   if (r.reference.conservative_minimum) {
     // The table asks for more than the model needs: it plans at the stated minimum, and the
@@ -63,34 +63,6 @@ TEST_P(RowTest, PlansAtStatedMinimumAndNotBelow) {
     }
     std::printf("%s: table says %s (conservative), the model's own minimum is %s\n", r.family.c_str(),
                 min.shape.ToString().c_str(), own->ToString().c_str());
-    return;
-  }
-  if (!r.conflict.empty()) {
-    // The honest model disagrees with the table, either way: the stated minimum is refused
-    // (the refusal says so and names the model's own minimum), or it plans and so does a
-    // cluster one step below. Either way the model's own minimum plans. When the model changes
-    // so that the row agrees, this fails and the conflict note must go.
-    std::optional<HardwareSpec> own = MinimumHardware(cat, r, m, r.reference.mode, min.gpu, r.reference.placement, opts);
-    ASSERT_TRUE(own.has_value()) << r.family;
-    if (at.ok()) {
-      bool below_fits = false;
-      for (const Cluster& b : BelowMinimum(cat, min))
-        below_fits |= PlanOn(cat, r, m, r.reference.mode, b, r.reference.placement, opts).ok();
-      EXPECT_TRUE(below_fits) << r.family << ": no conflict left, remove it";
-      EXPECT_LT(own->total_gpus(), min.shape.total_gpus() + 1);
-      EXPECT_TRUE(std::any_of(at->notes.begin(), at->notes.end(),
-                              [](const std::string& n) { return absl::StrContains(n, "calibration conflict"); }));
-    } else {
-      ASSERT_TRUE(absl::IsResourceExhausted(at.status())) << r.family << ": " << at.status();
-      EXPECT_TRUE(absl::StrContains(at.status().message(), "needs at least " + own->Describe())) << at.status();
-      EXPECT_TRUE(absl::StrContains(at.status().message(), "calibration conflict")) << at.status();
-      EXPECT_GT(own->total_gpus(), min.shape.total_gpus());
-    }
-    Cluster c = min;
-    c.shape = *own;
-    EXPECT_TRUE(PlanOn(cat, r, m, r.reference.mode, c, r.reference.placement, opts).ok());
-    std::printf("%s: table says %s, the model's own minimum is %s\n", r.family.c_str(), min.shape.ToString().c_str(),
-                own->ToString().c_str());
     return;
   }
   ASSERT_TRUE(at.ok()) << r.family << " at " << min.shape.ToString() << ": " << at.status();
@@ -402,11 +374,10 @@ TEST(RowConsistencyTest, AMinimumCoversTheRowsSmallerSizes) {
   // A row's minimum, read for its reference size, also holds for every smaller size of the row
   // (same mode and placement): the planner is monotone in model size where it should be.
   const Catalog& cat = testing::RealCatalog();
-  PlanRequest opts;
   int checked = 0;
   for (const Row& r : cat.rows()) {
-    if (!r.conflict.empty()) continue;
-    opts.assumptions.training_precision = r.reference.training_precision;
+    PlanRequest opts;
+    UseReferenceRecipe(r, &opts.assumptions);
     const ModelEntry* ref = nullptr;
     for (const ModelEntry& m : r.models)
       if (m.name == r.reference.model) ref = &m;
@@ -470,8 +441,8 @@ TEST(TrainingPrecisionTest, RecipesChangeOnlyFullFineTuningState) {
   EXPECT_TRUE(absl::IsFailedPrecondition(p.status())) << p.status();
   EXPECT_TRUE(absl::StrContains(p.status().message(), "H200 does not train in mxfp8")) << p.status();
 
-  // The recipe lowers GLM-5.3's own minimum (7x8 -> 6x8 B300 with separate pools), not to the
-  // table's 4x8 (the recorded conflict).
+  // MXFP8 with its bf16 moments lowers GLM-5.3's own minimum (7x8 -> 6x8 B300 with separate
+  // pools), not to the table's 4x8: that takes the reading's fp8 moments (OptimizerStateTest).
   Cluster b300 = StatedMinimum(cat, *glm->row);
   PlanRequest o;
   std::optional<HardwareSpec> in_bf16 =
@@ -482,14 +453,151 @@ TEST(TrainingPrecisionTest, RecipesChangeOnlyFullFineTuningState) {
   EXPECT_LT(in_mx->total_gpus(), in_bf16->total_gpus());
   EXPECT_GT(in_mx->total_gpus(), b300.shape.total_gpus());
 
-  // Without a cluster, the row's minimum is planned with the recipe it was read for.
+  // Without a cluster, the row's minimum is planned with the recipe and placement it was read
+  // for, on the stated minimum itself.
   PlanRequest none;
   none.model = "GLM-5.3-753B";
   absl::StatusOr<Plan> q = MakePlan(cat, none);
   ASSERT_TRUE(q.ok()) << q.status();
   EXPECT_EQ(q->assumptions.training_precision, "mxfp8");
+  EXPECT_EQ(q->assumptions.optimizer_state, "fp8");
+  EXPECT_EQ(q->placement, Placement::kColocated);
+  EXPECT_EQ(q->cluster.shape.ToString(), "4x8xB300");
+  EXPECT_FALSE(std::any_of(q->notes.begin(), q->notes.end(),
+                           [](const std::string& n) { return absl::StrContains(n, "no --cluster"); }));
   EXPECT_TRUE(std::any_of(q->notes.begin(), q->notes.end(),
                           [](const std::string& n) { return absl::StrContains(n, "mxfp8 training"); }));
+}
+
+}  // namespace
+}  // namespace skyrl::catalog
+
+namespace skyrl::catalog {
+namespace {
+
+// --optimizer-state (Assumptions::optimizer_state): Adam's moments in fp32, bf16 or fp8 over the
+// fp32 master, for every recipe; Megatron only where it differs from the recipe's own.
+TEST(OptimizerStateTest, BytesPerParameterForEveryRecipeAndState) {
+  const Catalog& cat = testing::RealCatalog();
+  absl::StatusOr<Catalog::Match> glm = cat.Find("GLM-5.3-753B");
+  ASSERT_TRUE(glm.ok());
+  struct Case {
+    const char* recipe;
+    const char* state;  // "" = the recipe's own
+    double bytes;       // weights + bf16 gradients + fp32 master + two moments
+  };
+  const double mx = 2 * (1 + 1.0 / 32);
+  for (Case c : {Case{"bf16", "", 2 + 2 + 4 + 8}, Case{"bf16", "fp32", 16}, Case{"bf16", "bf16", 12},
+                 Case{"bf16", "fp8", 10}, Case{"mxfp8", "", mx + 2 + 4 + 4}, Case{"mxfp8", "fp32", mx + 2 + 4 + 8},
+                 Case{"mxfp8", "bf16", mx + 2 + 4 + 4}, Case{"mxfp8", "fp8", mx + 2 + 4 + 2}}) {
+    SCOPED_TRACE(std::string(c.recipe) + "/" + c.state);
+    Assumptions a;
+    a.training_precision = c.recipe;
+    a.optimizer_state = c.state;
+    absl::StatusOr<TrainingPrecision> r = ChooseTrainingRecipe(*glm->row, a);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_DOUBLE_EQ(r->BytesPerParam(a.grad_bytes), c.bytes);
+    // The memory model charges exactly that per trainable parameter (the frozen vision tower
+    // aside, which stays bf16 weights only).
+    TrainerShape s{"megatron", 32, 2, 1, 16, 16};
+    MemoryBreakdown m = TrainerMemory(*glm->model, *glm->row, Mode::kFull, s, a);
+    double shard = m.gradients / a.grad_bytes;
+    EXPECT_NEAR(m.optimizer, (c.bytes - r->weight_bytes - 2) * shard, 1e-6 * m.optimizer);
+  }
+  // The fp8 recipe (Qwen-3.5 lists it) with fp8 moments: 2 + 2 + 4 + 2.
+  absl::StatusOr<Catalog::Match> q35 = cat.Find("Qwen3.5-4B");
+  ASSERT_TRUE(q35.ok());
+  Assumptions f;
+  f.training_precision = "fp8";
+  f.optimizer_state = "fp8";
+  ASSERT_TRUE(ChooseTrainingRecipe(*q35->row, f).ok());
+  EXPECT_DOUBLE_EQ(ChooseTrainingRecipe(*q35->row, f)->BytesPerParam(2), 10);
+  EXPECT_DOUBLE_EQ(OptimizerStateBytes("fp8"), 1);
+  EXPECT_DOUBLE_EQ(OptimizerStateBytes("fp16"), 0);  // not a catalog choice
+}
+
+TEST(OptimizerStateTest, UnknownValuesAndNonMegatronTrainersAreRefusedNamingTheFlag) {
+  const Catalog& cat = testing::RealCatalog();
+  absl::StatusOr<Catalog::Match> qwen = cat.Find("Qwen3-8B");
+  ASSERT_TRUE(qwen.ok());
+  Assumptions a;
+  a.optimizer_state = "fp4";
+  absl::StatusOr<TrainingPrecision> bad = ChooseTrainingRecipe(*qwen->row, a);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "--optimizer-state")) << bad.status();
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "\"fp4\"")) << bad.status();
+
+  PlanRequest req;
+  req.model = "Qwen3-8B";
+  req.cluster = *ParseCluster("1x8xH100", cat.hardware());
+  req.assumptions.optimizer_state = "fp4";
+  absl::StatusOr<Plan> p = MakePlan(cat, req);
+  EXPECT_TRUE(absl::IsInvalidArgument(p.status())) << p.status();
+  // FSDP's Adam keeps the recipe's moments: another dtype needs Megatron's precision-aware
+  // optimizer (Qwen3-8B runs on FSDP by default).
+  req.assumptions.optimizer_state = "fp8";
+  p = MakePlan(cat, req);
+  EXPECT_TRUE(absl::IsInvalidArgument(p.status())) << p.status();
+  EXPECT_TRUE(absl::StrContains(p.status().message(), "--optimizer-state: fp8 moments need Megatron-Core's"))
+      << p.status();
+  // Naming the recipe's own dtype is allowed anywhere; on Megatron any dtype, with bf16
+  // training too (Megatron does not tie the moments to the training precision).
+  req.assumptions.optimizer_state = "fp32";
+  p = MakePlan(cat, req);
+  EXPECT_TRUE(p.ok()) << p.status();
+  req.backend = "megatron";
+  req.assumptions.optimizer_state = "fp8";
+  p = MakePlan(cat, req);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(std::any_of(p->notes.begin(), p->notes.end(), [](const std::string& n) {
+    return absl::StrContains(n, "bf16 training with fp8 Adam moments") && absl::StrContains(n, "--exp-avg-dtype fp8");
+  }));
+  // LoRA ignores it (the adapters' optimizer), saying so; its memory does not change.
+  req.mode = Mode::kLora;
+  absl::StatusOr<Plan> lora = MakePlan(cat, req);
+  req.assumptions.optimizer_state = "";
+  absl::StatusOr<Plan> lora0 = MakePlan(cat, req);
+  ASSERT_TRUE(lora.ok() && lora0.ok());
+  EXPECT_DOUBLE_EQ(lora->trainer.memory.total(), lora0->trainer.memory.total());
+  EXPECT_TRUE(std::any_of(lora->notes.begin(), lora->notes.end(),
+                          [](const std::string& n) { return absl::StrContains(n, "--optimizer-state: not used for LoRA"); }));
+}
+
+TEST(OptimizerStateTest, Glm53ReachesItsStatedMinimumOnlyWithFp8Moments) {
+  // 743B trainable parameters on 32 B300: 12.06 B (MXFP8, bf16 moments) does not fit, 10.06 B
+  // (fp8 moments) does, colocated; separate pools need 5x8 even so.
+  const Catalog& cat = testing::RealCatalog();
+  const Row& row = *cat.Find("GLM-5.3-753B")->row;
+  const ModelEntry& m = *cat.Find("GLM-5.3-753B")->model;
+  Cluster min = StatedMinimum(cat, row);
+  PlanRequest opts;
+  opts.assumptions.training_precision = "mxfp8";
+  for (const char* state : {"", "bf16", "fp32"}) {
+    opts.assumptions.optimizer_state = state;
+    absl::StatusOr<Plan> p = PlanOn(cat, row, m, Mode::kFull, min, Placement::kColocated, opts);
+    EXPECT_TRUE(absl::IsResourceExhausted(p.status())) << state;
+    // The refusal names the reading's recipe and the flags that give it.
+    EXPECT_TRUE(absl::StrContains(p.status().message(), "(colocated, mxfp8 training, fp8 Adam moments)")) << p.status();
+    EXPECT_TRUE(absl::StrContains(p.status().message(), "try --optimizer-state fp8")) << p.status();
+  }
+  opts.assumptions.optimizer_state = "fp8";
+  absl::StatusOr<Plan> p = PlanOn(cat, row, m, Mode::kFull, min, Placement::kColocated, opts);
+  ASSERT_TRUE(p.ok()) << p.status();
+  double trainable = p->trainer.memory.gradients / 2 * 32;
+  EXPECT_NEAR(trainable / 1e9, 743, 5);
+  double state = p->trainer.memory.weights + p->trainer.memory.gradients + p->trainer.memory.optimizer;
+  EXPECT_LT(state * 32, 7.6e12);  // about 7.5 TB with the frozen tower's bf16 weights
+  std::optional<HardwareSpec> separate = MinimumHardware(cat, row, m, Mode::kFull, min.gpu, Placement::kSeparate, opts);
+  ASSERT_TRUE(separate.has_value());
+  EXPECT_EQ(separate->ToString(), "5x8xB300");
+  // The bare command on the stated minimum (separate pools, bf16) names every flag it lacks.
+  PlanRequest bare;
+  bare.model = "GLM-5.3-753B";
+  bare.cluster = min;
+  absl::StatusOr<Plan> b = MakePlan(cat, bare);
+  ASSERT_TRUE(absl::IsResourceExhausted(b.status())) << b.status();
+  EXPECT_TRUE(absl::StrContains(b.status().message(), "try --colocate --training-precision mxfp8 --optimizer-state fp8"))
+      << b.status();
 }
 
 }  // namespace

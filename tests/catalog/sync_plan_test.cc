@@ -200,7 +200,7 @@ TEST(SyncPlanTest, EveryRowPlansItsWeightSyncWithinTheUsualRatio) {
       if (e.name == r.reference.model) m = &e;
     ASSERT_NE(m, nullptr);
     PlanRequest opts;
-    opts.assumptions.training_precision = r.reference.training_precision;
+    UseReferenceRecipe(r, &opts.assumptions);
     Cluster c = StatedMinimum(cat, r);
     absl::StatusOr<Plan> p = PlanOn(cat, r, *m, r.reference.mode, c, r.reference.placement, opts);
     if (!p.ok()) {
