@@ -1,5 +1,5 @@
-// The contract every Transport keeps, run against each implementation (TCP today; NCCL joins
-// when it lands). Ranks are threads; the rendezvous is in memory.
+// The contract every Transport keeps, run against each implementation (TCP today, with
+// zero-copy sends and with the copy path; NCCL joins when it lands). Ranks are threads; the rendezvous is in memory.
 #include <atomic>
 
 #include "gmock/gmock.h"
@@ -24,12 +24,14 @@ struct TransportKind {
   std::function<absl::StatusOr<std::unique_ptr<Transport>>(Rendezvous*, int, const TransferOptions&)> make;
 };
 
-TransportKind Tcp() {
-  return {"tcp", [](Rendezvous* r, int rank, const TransferOptions& o) {
+// zero_copy: the sender's path (vmsplice + splice, the default, or ordinary writes).
+TransportKind Tcp(bool zero_copy) {
+  return {zero_copy ? "tcp" : "tcp_copy", [zero_copy](Rendezvous* r, int rank, const TransferOptions& o) {
             TcpOptions t;
             t.rendezvous = r;
             t.receiver_rank = rank;
             t.transfer = o;
+            t.zero_copy_send = zero_copy;
             return CreateTcpTransport(t);
           }};
 }
@@ -327,7 +329,7 @@ TEST_P(TransportContractTest, DeferredCommitSwapsAnEnginesRanksTogether) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, TransportContractTest, ::testing::Values(Tcp()),
+INSTANTIATE_TEST_SUITE_P(Transports, TransportContractTest, ::testing::Values(Tcp(true), Tcp(false)),
                          [](const ::testing::TestParamInfo<TransportKind>& i) { return i.param.name; });
 
 }  // namespace
