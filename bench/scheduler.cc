@@ -19,10 +19,14 @@
 // head_pg_create_remove_per_s.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <functional>
 #include <thread>
 
@@ -60,6 +64,42 @@ void Row(const char* what, int n, double seconds, Latencies& lat, const char* an
   std::printf("%-44s %8d %12.0f %10.3f %10.3f  %s\n", what, n, n / seconds, lat.Percentile(0.5) / 1000,
               lat.Percentile(0.99) / 1000, anchor);
 }
+
+// CPU seconds (user + system) used so far by process `pid` (0: this one). Rates on a shared
+// 2-core machine swing with whatever else runs; CPU per operation does not, so each phase
+// through the head also reports it, for the head and for this process (callers + simulated
+// workers).
+double CpuSeconds(pid_t pid) {
+  if (pid == 0) {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+  }
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t paren = text.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::istringstream fields(text.substr(paren + 2));
+  std::string f;
+  double utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i) {  // fields 14 and 15: utime, stime (ticks)
+    if (i == 14) utime = std::stod(f);
+    if (i == 15) stime = std::stod(f);
+  }
+  return (utime + stime) / double(sysconf(_SC_CLK_TCK));
+}
+
+struct CpuMeter {
+  explicit CpuMeter(pid_t head) : head_pid(head), head0(CpuSeconds(head)), self0(CpuSeconds(0)) {}
+  void Print(const char* what, int ops) const {
+    if (ops <= 0) return;
+    double head = CpuSeconds(head_pid) - head0, self = CpuSeconds(0) - self0;
+    std::printf("  cpu per %-35s head %7.1f us   bench (callers, workers) %7.1f us\n", what, head * 1e6 / ops,
+                self * 1e6 / ops);
+  }
+  pid_t head_pid;
+  double head0, self0;
+};
 
 skyrl::ResourceSet R(const std::string& text) { return *skyrl::ResourceSet::Parse(text); }
 
@@ -263,6 +303,7 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
   };
   Latencies all;
   all.us.resize(actors);
+  CpuMeter actor_cpu(head_proc->pid());
   absl::Time t0 = absl::Now();
   Pump([&](int i, std::function<void()> finished) {
     struct Call {
@@ -290,6 +331,7 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
   double actor_s = absl::ToDoubleSeconds(absl::Now() - t0);
   Row(absl::StrFormat("head: actor creates (%d nodes, %dx%d in flight)", nodes, clients, inflight).c_str(),
       created.load(), actor_s, all, "Ray: 550/s; target >= 5,500/s");
+  actor_cpu.Print("actor create:", created.load());
   out.actor_per_s = created.load() / actor_s;
 
   // The same through CreateActors, --batch specs per call (each still placed and started on
@@ -323,6 +365,7 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
     std::atomic<int> bcreated{0};
     Latencies blat;
     blat.us.resize(calls);
+    CpuMeter batch_cpu(head_proc->pid());
     t0 = absl::Now();
     Pump([&](int i, std::function<void()> finished) {
       struct Call {
@@ -356,6 +399,7 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
     double batch_s = absl::ToDoubleSeconds(absl::Now() - t0);
     Row(absl::StrFormat("head: actor creates, batched (%d per call)", batch).c_str(), bcreated.load(), batch_s, blat,
         "latency per call; not the headline");
+    batch_cpu.Print("actor create (batched):", bcreated.load());
     out.batched_actor_per_s = bcreated.load() / batch_s;
   }
 
@@ -363,6 +407,7 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
   std::atomic<int> cycles{0};
   Latencies gall;
   gall.us.resize(groups);
+  CpuMeter group_cpu(head_proc->pid());
   t0 = absl::Now();
   Pump([&](int i, std::function<void()> finished) {
     struct Call {
@@ -402,6 +447,7 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
   double pg_s = absl::ToDoubleSeconds(absl::Now() - t0);
   Row("head: group create+remove (3 x GPU=1, SPREAD)", cycles.load(), pg_s, gall,
       "Ray: 790/s (1 node), 19/s (cluster); target >= 7,900/s");
+  group_cpu.Print("group create+remove:", cycles.load());
   out.pg_per_s = cycles.load() / pg_s;
   stop = true;
   beats.join();

@@ -223,9 +223,33 @@ std::string ActorManager::WorkerAddress(const std::string& node_id) const {
   return n && n->state() == v1::NODE_ALIVE ? n->address() : "";
 }
 
-absl::StatusOr<ActorId> ActorManager::Admit(v1::ActorSpec& spec) {
+ActorManager::StartTicket ActorManager::MarkPending(const ActorId& id, v1::ActorInfo& a, const scheduler::Slot& slot,
+                                                    const std::string& address) {
+  a.set_state(v1::ACTOR_PENDING);
+  a.set_node_id(slot.node_id);
+  a.clear_gpu_ids();
+  for (int g : slot.gpu_ids) a.add_gpu_ids(g);
+  a.set_bundle_index(slot.bundle < 0 ? 0 : slot.bundle);
+  a.clear_address();
+  a.clear_pending_reason();
+  StartTicket t;
+  t.worker_address = address;
+  t.node_id = a.node_id();
+  t.incarnation = a.restarts();
+  v1::StartActorRequest& req = t.request;
+  req.set_actor_id(id.ToString());
+  req.set_class_name(a.spec().class_name());
+  req.set_init_args(a.spec().init_args());
+  *req.mutable_gpu_ids() = a.gpu_ids();
+  req.set_max_concurrency(a.spec().max_concurrency());
+  req.set_host(a.spec().host());
+  return t;
+}
+
+absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorManager::Admit(v1::ActorSpec& spec,
+                                                                                           ActorId& id) {
   if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
-  ActorId id = ActorId::Random();
+  id = ActorId::Random();
   absl::MutexLock lock(&mu_);
   if (!spec.name().empty())
     for (const auto& [other, a] : actors_)
@@ -233,15 +257,9 @@ absl::StatusOr<ActorId> ActorManager::Admit(v1::ActorSpec& spec) {
           a.spec().namespace_() == spec.namespace_())
         return absl::AlreadyExistsError(absl::StrCat("an actor named ", spec.namespace_(), "/",
                                                      spec.name(), " already exists: ", other.ToString()));
-  // A dry run, so that an actor that cannot be placed leaves nothing behind.
-  absl::StatusOr<scheduler::Slot> p = resources_.With([&](const scheduler::Cluster& c) {
-    if (!spec.placement_group_id().empty() && !c.HasGroup(spec.placement_group_id()))
-      return absl::StatusOr<scheduler::Slot>(absl::FailedPreconditionError(absl::StrCat(
-          "spec.placement_group_id: ", spec.placement_group_id(),
-          " is not placed (unknown, still PENDING, or removed); wait until it is CREATED")));
-    return c.PlanActor(DemandOf(spec), spec.placement_group_id(),
-                       spec.has_bundle_index() ? std::optional<int>(spec.bundle_index()) : std::nullopt);
-  });
+  // Placed (planned and allocated) before anything is recorded, so an actor that cannot be
+  // placed leaves nothing behind; one plan and one store write for the common case.
+  absl::StatusOr<scheduler::Slot> p = Place(id, spec);
   if (!p.ok()) {
     // Unavailable would read as "the head is down, retry" to gRPC clients.
     if (absl::IsUnavailable(p.status())) return absl::ResourceExhaustedError(p.status().message());
@@ -250,23 +268,38 @@ absl::StatusOr<ActorId> ActorManager::Admit(v1::ActorSpec& spec) {
   v1::ActorInfo info;
   info.set_actor_id(id.ToString());
   *info.mutable_spec() = spec;
-  info.set_state(v1::ACTOR_RESTARTING);  // PlaceForStart moves it to PENDING
-  if (absl::Status s = Persist(info); !s.ok()) return s;
+  std::string address = WorkerAddress(p->node_id);
+  std::variant<v1::ActorInfo, StartTicket> out;
+  if (address.empty()) {
+    Release(id);
+    info.set_state(v1::ACTOR_DEAD);
+    info.set_death_reason(absl::StrCat("cannot place: node ", p->node_id, " has no worker address"));
+    if (absl::Status s = Persist(info); !s.ok()) return s;
+    out = info;
+  } else {
+    out = MarkPending(id, info, *p, address);
+    if (absl::Status s = Persist(info); !s.ok()) {
+      Release(id);  // not recorded: nothing may run under this placement
+      return s;
+    }
+  }
   if (!spec.placement_group_id().empty()) by_group_[spec.placement_group_id()].insert(id);
   actors_[id] = std::move(info);
-  return id;
+  return out;
 }
 
 absl::StatusOr<v1::ActorInfo> ActorManager::Create(v1::ActorSpec spec) {
-  absl::StatusOr<ActorId> id = Admit(spec);
-  if (!id.ok()) return id.status();
-  return PlaceAndStart(*id, /*wait_for_room=*/false);
+  ActorId id;
+  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> placed = Admit(spec, id);
+  if (!placed.ok()) return placed.status();
+  if (auto* final_state = std::get_if<v1::ActorInfo>(&*placed)) return std::move(*final_state);
+  const StartTicket& ticket = std::get<StartTicket>(*placed);
+  return FinishStart(id, ticket, workers_.StartActor(ticket.worker_address, ticket.request));
 }
 
 void ActorManager::CreateAsync(v1::ActorSpec spec, CreateDone done) {
-  absl::StatusOr<ActorId> id = Admit(spec);
-  if (!id.ok()) return done(id.status());
-  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> placed = PlaceForStart(*id, /*wait_for_room=*/false);
+  ActorId id;
+  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> placed = Admit(spec, id);
   if (!placed.ok()) return done(placed.status());
   if (auto* final_state = std::get_if<v1::ActorInfo>(&*placed)) return done(std::move(*final_state));
   auto ticket = std::make_shared<StartTicket>(std::move(std::get<StartTicket>(*placed)));
@@ -275,7 +308,7 @@ void ActorManager::CreateAsync(v1::ActorSpec spec, CreateDone done) {
     ++async_in_flight_;
   }
   workers_.StartActorAsync(ticket->worker_address, ticket->request,
-                           [this, id = *id, ticket, done = std::move(done)](absl::StatusOr<v1::StartActorReply> r) {
+                           [this, id, ticket, done = std::move(done)](absl::StatusOr<v1::StartActorReply> r) {
                              done(FinishStart(id, *ticket, std::move(r)));
                              absl::MutexLock lock(&mu_);
                              --async_in_flight_;
@@ -341,13 +374,7 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
       (void)Persist(a);
       return a;
     }
-    a.set_state(v1::ACTOR_PENDING);
-    a.set_node_id(p->node_id);
-    a.clear_gpu_ids();
-    for (int g : p->gpu_ids) a.add_gpu_ids(g);
-    a.set_bundle_index(p->bundle < 0 ? 0 : p->bundle);
-    a.clear_address();
-    a.clear_pending_reason();
+    StartTicket t = MarkPending(id, a, *p, address);
     if (absl::Status s = Persist(a); !s.ok()) {
       // Not recorded: nothing may run under this placement.
       Release(id);
@@ -358,17 +385,6 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
       return s;
     }
     exited_while_starting_.erase(id);
-    StartTicket t;
-    t.worker_address = address;
-    t.node_id = a.node_id();
-    t.incarnation = a.restarts();
-    v1::StartActorRequest& req = t.request;
-    req.set_actor_id(id.ToString());
-    req.set_class_name(a.spec().class_name());
-    req.set_init_args(a.spec().init_args());
-    *req.mutable_gpu_ids() = a.gpu_ids();
-    req.set_max_concurrency(a.spec().max_concurrency());
-    req.set_host(a.spec().host());
     return t;
   }
 }

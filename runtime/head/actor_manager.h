@@ -116,15 +116,19 @@ class ActorManager {
                   std::vector<std::pair<std::string, std::string>>& kills) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void KillProcesses(const std::vector<std::pair<std::string, std::string>>& kills);
   void KillProcessesAsync(const std::vector<std::pair<std::string, std::string>>& kills, std::function<void()> done);
-  // Validates, checks the name and a dry-run placement, and records the actor (RESTARTING,
-  // about to be placed). Nothing is recorded on error.
-  absl::StatusOr<ActorId> Admit(v1::ActorSpec& spec);
   // A start to make: where, and which incarnation it is for.
   struct StartTicket {
     std::string worker_address, node_id;
     int incarnation = 0;
     v1::StartActorRequest request;
   };
+  // A new actor: validates the spec, checks the name, places it and records it PENDING (or
+  // DEAD when its node has no worker address); sets `id`. Returns the start to make, or its
+  // final state. Nothing is recorded on error.
+  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> Admit(v1::ActorSpec& spec, ActorId& id);
+  // Sets `a` PENDING at `slot` (not persisted) and returns the start that goes with it.
+  StartTicket MarkPending(const ActorId& id, v1::ActorInfo& a, const scheduler::Slot& slot,
+                          const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Places the actor and records it PENDING; returns the start to make, or the actor's final
   // state when there is none (killed meanwhile, or DEAD for want of room). With
   // `wait_for_room` (a restart), waits until some node can take it.

@@ -7,16 +7,22 @@
 // the tables.
 #include <gtest/gtest.h>
 
+#include <grpcpp/grpcpp.h>
+
+#include <deque>
 #include <memory>
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "runtime/head/actor_directory_service.h"
 #include "runtime/head/actor_manager.h"
 #include "runtime/head/node_events.h"
 #include "runtime/head/node_manager.h"
 #include "runtime/head/placement_group_manager.h"
 #include "runtime/head/resource_tracker.h"
 #include "runtime/store/memory/memory_store.h"
+#include "runtime/rpc/auth.h"
 #include "scheduler/invariants.h"
 
 namespace skyrl::head {
@@ -214,6 +220,289 @@ TEST(HeadSchedulingTest, ConcurrentCreationsNeverDoubleBookAGpu) {
   EXPECT_GT(ok.load(), 5);
   absl::Status s = Check(head);
   EXPECT_TRUE(s.ok()) << s;
+}
+
+// ---- Asynchronous creation, batches and waits (the callback services' paths) ----
+
+// Starts actors only when the test says so: StartActorAsync parks the completion, and a
+// class named "broken" fails like a constructor error. Kills are recorded.
+class ManualWorkers final : public WorkerClient {
+ public:
+  absl::StatusOr<v1::StartActorReply> StartActor(const std::string& address, const v1::StartActorRequest& req) override {
+    return Reply(address, req);
+  }
+  absl::Status KillActor(const std::string&, const std::string& id) override {
+    absl::MutexLock lock(&mu_);
+    killed.push_back(id);
+    return absl::OkStatus();
+  }
+  void StartActorAsync(const std::string& address, const v1::StartActorRequest& req, StartDone done) override {
+    if (!hold) return done(Reply(address, req));
+    absl::MutexLock lock(&mu_);
+    parked.push_back([this, address, req, done = std::move(done)] { done(Reply(address, req)); });
+  }
+  // Completes the parked starts, oldest first.
+  void Release() {
+    std::deque<std::function<void()>> run;
+    {
+      absl::MutexLock lock(&mu_);
+      run.swap(parked);
+    }
+    for (auto& f : run) f();
+  }
+  size_t Parked() {
+    absl::MutexLock lock(&mu_);
+    return parked.size();
+  }
+  std::vector<std::string> Killed() {
+    absl::MutexLock lock(&mu_);
+    return killed;
+  }
+  bool hold = false;  // set before any create
+
+ private:
+  static absl::StatusOr<v1::StartActorReply> Reply(const std::string& address, const v1::StartActorRequest& req) {
+    if (req.class_name() == "broken") return absl::FailedPreconditionError("constructor of broken failed: no config");
+    v1::StartActorReply r;
+    r.set_address(absl::StrCat(address, "/", req.actor_id()));
+    return r;
+  }
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> parked ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> killed ABSL_GUARDED_BY(mu_);
+};
+
+void AddGpuNode(Head& head, int port, int gpus) {
+  v1::NodeInfo info;
+  info.set_address(absl::StrCat("127.0.0.1:", port));
+  (*info.mutable_resources_total())["CPU"] = 64;
+  (*info.mutable_resources_total())["GPU"] = gpus;
+  for (int i = 0; i < gpus; ++i) info.add_gpu_ids(i);
+  ASSERT_TRUE(head.nodes.Register(info).ok());
+}
+
+v1::ActorSpec Spec(const std::string& cls, double gpus, const std::string& name = "") {
+  v1::ActorSpec spec;
+  spec.set_class_name(cls);
+  (*spec.mutable_resources())["GPU"] = gpus;
+  spec.set_name(name);
+  return spec;
+}
+
+std::vector<absl::StatusOr<v1::ActorInfo>> CreateBatch(ActorManager& actors, std::vector<v1::ActorSpec> specs) {
+  std::vector<absl::StatusOr<v1::ActorInfo>> out;
+  absl::Notification done;
+  actors.CreateBatchAsync(std::move(specs), [&](std::vector<absl::StatusOr<v1::ActorInfo>> r) {
+    out = std::move(r);
+    done.Notify();
+  });
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  return out;
+}
+
+TEST(HeadAsyncTest, BatchSettlesEachItemOnItsOwn) {
+  store::MemoryStore store;
+  FakeClock clock;
+  ManualWorkers workers;
+  Head head(store, clock, workers);
+  AddGpuNode(head, 3000, 4);
+  std::vector<absl::StatusOr<v1::ActorInfo>> r =
+      CreateBatch(head.actors, {Spec("echo", 1, "a"),    // fits
+                                Spec("", 1),             // invalid: no class
+                                Spec("echo", 16),        // can never fit this cluster
+                                Spec("echo", 1, "a"),    // name taken by the first item
+                                Spec("broken", 1),       // placed, but its constructor fails
+                                Spec("echo", 2)});       // fits beside the first
+  ASSERT_EQ(r.size(), 6u);
+  ASSERT_TRUE(r[0].ok()) << r[0].status();
+  EXPECT_EQ(r[0]->state(), v1::ACTOR_ALIVE);
+  EXPECT_TRUE(absl::IsInvalidArgument(r[1].status())) << r[1].status();
+  EXPECT_NE(r[1].status().message().find("spec.class_name"), absl::string_view::npos) << r[1].status();
+  EXPECT_TRUE(absl::IsResourceExhausted(r[2].status())) << r[2].status();
+  EXPECT_NE(r[2].status().message().find("GPU"), absl::string_view::npos) << r[2].status();
+  EXPECT_TRUE(absl::IsAlreadyExists(r[3].status())) << r[3].status();
+  EXPECT_NE(r[3].status().message().find(r[0]->actor_id()), absl::string_view::npos) << r[3].status();
+  ASSERT_TRUE(r[4].ok()) << r[4].status();
+  EXPECT_EQ(r[4]->state(), v1::ACTOR_DEAD);
+  EXPECT_NE(r[4]->death_reason().find("no config"), absl::string_view::npos) << r[4]->death_reason();
+  ASSERT_TRUE(r[5].ok()) << r[5].status();
+  EXPECT_EQ(r[5]->state(), v1::ACTOR_ALIVE);
+  // Failed items left nothing behind: the table holds the two ALIVE actors and the DEAD one,
+  // and the broken actor gave its GPU back (4 GPUs: 1 + 2 taken, so a third GPU=1 fits).
+  EXPECT_EQ(head.actors.List().size(), 3u);
+  absl::StatusOr<v1::ActorInfo> more = head.actors.Create(Spec("echo", 1));
+  ASSERT_TRUE(more.ok()) << more.status();
+  EXPECT_EQ(more->state(), v1::ACTOR_ALIVE);
+  absl::Status s = Check(head);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(HeadAsyncTest, CreateWaitsForTheWorkerWithoutHoldingTheCaller) {
+  store::MemoryStore store;
+  FakeClock clock;
+  ManualWorkers workers;
+  workers.hold = true;
+  Head head(store, clock, workers);
+  AddGpuNode(head, 3001, 2);
+  std::optional<absl::StatusOr<v1::ActorInfo>> first, second;
+  head.actors.CreateAsync(Spec("echo", 1), [&](absl::StatusOr<v1::ActorInfo> a) { first = std::move(a); });
+  head.actors.CreateAsync(Spec("echo", 1), [&](absl::StatusOr<v1::ActorInfo> a) { second = std::move(a); });
+  // Both returned at once, both PENDING with their GPUs booked, waiting for the worker.
+  EXPECT_FALSE(first.has_value());
+  EXPECT_FALSE(second.has_value());
+  EXPECT_EQ(workers.Parked(), 2u);
+  std::vector<v1::ActorInfo> listed = head.actors.List();
+  ASSERT_EQ(listed.size(), 2u);
+  for (const auto& a : listed) EXPECT_EQ(a.state(), v1::ACTOR_PENDING);
+  // A third does not fit while the two hold the node's GPUs.
+  std::optional<absl::StatusOr<v1::ActorInfo>> third;
+  head.actors.CreateAsync(Spec("echo", 1), [&](absl::StatusOr<v1::ActorInfo> a) { third = std::move(a); });
+  ASSERT_TRUE(third.has_value());
+  EXPECT_TRUE(absl::IsResourceExhausted(third->status())) << third->status();
+  // One is killed while its start is in flight: its late start is answered DEAD and the
+  // process it started is killed.
+  ASSERT_TRUE(head.actors.Kill(*ActorId::Parse(listed[0].actor_id())).ok());
+  workers.Release();
+  ASSERT_TRUE(first.has_value() && second.has_value());
+  std::map<std::string, v1::ActorState> states;
+  for (auto* r : {&*first, &*second}) {
+    ASSERT_TRUE(r->ok()) << r->status();
+    states[(*r)->actor_id()] = (*r)->state();
+  }
+  EXPECT_EQ(states[listed[0].actor_id()], v1::ACTOR_DEAD);
+  EXPECT_EQ(states[listed[1].actor_id()], v1::ACTOR_ALIVE);
+  std::vector<std::string> killed = workers.Killed();
+  EXPECT_EQ(std::count(killed.begin(), killed.end(), listed[0].actor_id()), 2)
+      << "the kill itself, and the stale start's process";
+  absl::Status s = Check(head);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(HeadAsyncTest, WaitAsyncIsSettledByChangeTimeoutOrStop) {
+  store::MemoryStore store;
+  FakeClock clock;
+  InstantWorkers workers;
+  Head head(store, clock, workers);
+  AddGpuNode(head, 3002, 2);
+  v1::PlacementGroupSpec two;
+  (*two.add_bundles()->mutable_resources())["GPU"] = 2;
+  absl::StatusOr<v1::PlacementGroupInfo> holder = head.groups.Create(two);
+  ASSERT_TRUE(holder.ok() && holder->state() == v1::PG_CREATED) << holder.status();
+  absl::StatusOr<v1::PlacementGroupInfo> waiter = head.groups.Create(two);
+  ASSERT_TRUE(waiter.ok() && waiter->state() == v1::PG_PENDING) << waiter.status();
+  PlacementGroupId wid = *PlacementGroupId::Parse(waiter->placement_group_id());
+
+  // Already placed: answered inline.
+  std::optional<absl::StatusOr<v1::PlacementGroupInfo>> now;
+  head.groups.WaitAsync(*PlacementGroupId::Parse(holder->placement_group_id()), absl::Seconds(5),
+                        [&](absl::StatusOr<v1::PlacementGroupInfo> g) { now = std::move(g); });
+  ASSERT_TRUE(now.has_value() && now->ok());
+  // Pending: a short wait times out with the reason, from the wait thread.
+  absl::Notification timed_out;
+  absl::Status timeout_status;
+  head.groups.WaitAsync(wid, absl::Milliseconds(50), [&](absl::StatusOr<v1::PlacementGroupInfo> g) {
+    timeout_status = g.status();
+    timed_out.Notify();
+  });
+  ASSERT_TRUE(timed_out.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(timeout_status)) << timeout_status;
+  EXPECT_NE(timeout_status.message().find("PENDING"), absl::string_view::npos) << timeout_status;
+  // A long wait is settled by the change: removing the holder frees the GPUs.
+  absl::Notification placed;
+  absl::StatusOr<v1::PlacementGroupInfo> placed_group;
+  head.groups.WaitAsync(wid, absl::Seconds(30), [&](absl::StatusOr<v1::PlacementGroupInfo> g) {
+    placed_group = std::move(g);
+    placed.Notify();
+  });
+  EXPECT_FALSE(placed.HasBeenNotified());
+  ASSERT_TRUE(head.groups.Remove(*PlacementGroupId::Parse(holder->placement_group_id())).ok());
+  ASSERT_TRUE(placed.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  ASSERT_TRUE(placed_group.ok()) << placed_group.status();
+  EXPECT_EQ(placed_group->state(), v1::PG_CREATED);
+  // A removed group's wait fails saying so; after StopWaits every wait is Unavailable.
+  absl::StatusOr<v1::PlacementGroupInfo> third = head.groups.Create(two);
+  ASSERT_TRUE(third.ok() && third->state() == v1::PG_PENDING);
+  absl::Notification stopped;
+  absl::Status stop_status;
+  head.groups.WaitAsync(*PlacementGroupId::Parse(third->placement_group_id()), absl::Seconds(600),
+                        [&](absl::StatusOr<v1::PlacementGroupInfo> g) {
+                          stop_status = g.status();
+                          stopped.Notify();
+                        });
+  head.groups.StopWaits();
+  ASSERT_TRUE(stopped.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(absl::IsUnavailable(stop_status)) << stop_status;
+  std::optional<absl::StatusOr<v1::PlacementGroupInfo>> late;
+  head.groups.WaitAsync(wid, absl::Seconds(5), [&](absl::StatusOr<v1::PlacementGroupInfo> g) { late = std::move(g); });
+  ASSERT_TRUE(late.has_value());
+  EXPECT_TRUE(absl::IsUnavailable(late->status())) << late->status();
+}
+
+TEST(HeadAsyncTest, CreateActorsOverGrpcAnswersPerItem) {
+  store::MemoryStore store;
+  FakeClock clock;
+  ManualWorkers workers;
+  Head head(store, clock, workers);
+  AddGpuNode(head, 3003, 2);
+  const std::string token = "head-async-test-token-0123456789";
+  rpc::TokenAuth auth(token);
+  ActorDirectoryImpl service(head.actors, auth);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_TRUE(server && port > 0);
+  auto stub = v1::ActorDirectory::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+
+  v1::CreateActorsRequest req;
+  *req.add_specs() = Spec("echo", 1);
+  *req.add_specs() = Spec("echo", 4);  // never fits a 2-GPU cluster
+  *req.add_specs() = Spec("echo", 1);
+  v1::CreateActorsReply reply;
+  {
+    grpc::ClientContext ctx;
+    rpc::PrepareCall(&ctx, token, absl::Seconds(10));
+    grpc::Status st = stub->CreateActors(&ctx, req, &reply);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  ASSERT_EQ(reply.results_size(), 3);
+  EXPECT_EQ(reply.results(0).code(), 0);
+  EXPECT_EQ(reply.results(0).actor().state(), v1::ACTOR_ALIVE);
+  EXPECT_EQ(reply.results(1).code(), int(absl::StatusCode::kResourceExhausted));
+  EXPECT_NE(reply.results(1).message().find("GPU"), std::string::npos) << reply.results(1).message();
+  EXPECT_FALSE(reply.results(1).has_actor());
+  EXPECT_EQ(reply.results(2).code(), 0);
+  EXPECT_EQ(reply.results(2).actor().state(), v1::ACTOR_ALIVE);
+  EXPECT_NE(reply.results(0).actor().actor_id(), reply.results(2).actor().actor_id());
+
+  {  // an empty batch and a batch over the limit are refused as a whole, naming the field
+    grpc::ClientContext ctx;
+    rpc::PrepareCall(&ctx, token, absl::Seconds(10));
+    v1::CreateActorsReply r;
+    grpc::Status st = stub->CreateActors(&ctx, v1::CreateActorsRequest(), &r);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(st.error_message().find("specs"), std::string::npos) << st.error_message();
+  }
+  {
+    grpc::ClientContext ctx;
+    rpc::PrepareCall(&ctx, token, absl::Seconds(10));
+    v1::CreateActorsRequest big;
+    for (int i = 0; i <= kMaxCreateBatch; ++i) big.add_specs()->set_class_name("echo");
+    v1::CreateActorsReply r;
+    grpc::Status st = stub->CreateActors(&ctx, big, &r);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(st.error_message().find("at most 10000"), std::string::npos) << st.error_message();
+  }
+  {  // no token: refused before anything is created
+    grpc::ClientContext ctx;
+    v1::CreateActorsReply r;
+    grpc::Status st = stub->CreateActors(&ctx, req, &r);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_EQ(head.actors.List().size(), 2u);
+  server->Shutdown();
 }
 
 }  // namespace
