@@ -6,14 +6,17 @@
 //   raw gRPC  : sync unary ping-pong against a bare ActorService server (no auth, no dispatch)
 //               that this binary starts as a child (--serve-raw);
 //   sync      : skyrl::Client::Call, 1 caller, 1 actor (built-in echo), one call at a time;
-//   async     : skyrl::Client::CallAsync, 1 caller, 1 actor, 1,000 futures in flight;
+//   async     : skyrl::Client::CallAsync, 1 caller, 1 actor, 1,000 futures in flight (calls
+//               travel batched on the client's CallStream to the actor);
+//   async, 1 in flight : the same path one call at a time (what batching costs when idle);
 //   n:n async : N caller threads, N actors, each caller keeps 250 futures in flight spread over
 //               all actors.
 // The actors run in a real local cluster (skyrl-head + one skyrl-worker) that this benchmark
 // starts; calls go straight to the actor processes with the cluster token, the head is only
 // asked where an actor lives.
-// Ends with RESULT raw_grpc_calls_per_s, sync_calls_per_s, async_calls_per_s,
-// nn_async_calls_per_s, sync_ratio_to_grpc.
+// Every result is checked against the payload. Ends with RESULT raw_grpc_calls_per_s,
+// sync_calls_per_s, async_calls_per_s, async_one_in_flight_calls_per_s, nn_async_calls_per_s,
+// sync_ratio_to_grpc.
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -184,6 +187,8 @@ int main(int argc, char** argv) {
       absl::StatusOr<std::string> r = futures.front().get();
       if (!r.ok() && failed.fetch_add(1) == 0)
         std::fprintf(stderr, "actor_calls: first failure: %s\n", std::string(r.status().message()).c_str());
+      if (r.ok() && *r != payload && failed.fetch_add(1) == 0)
+        std::fprintf(stderr, "actor_calls: a result differs from its payload (%zu bytes)\n", r->size());
       futures.pop_front();
     }
   };
@@ -196,6 +201,9 @@ int main(int argc, char** argv) {
   absl::Time t0 = absl::Now();
   client_async({actors[0]}, async_calls, window);
   double async_rate = async_calls / absl::ToDoubleSeconds(absl::Now() - t0);
+  t0 = absl::Now();
+  client_async({actors[0]}, calls, 1);
+  double async_one_rate = calls / absl::ToDoubleSeconds(absl::Now() - t0);
 
   std::vector<std::thread> callers;
   int per_caller = async_calls / nn;
@@ -214,11 +222,14 @@ int main(int argc, char** argv) {
   std::printf("%-46s %12.0f %10.2f\n", "actor calls, 1:1 sync", sync_rate, sync_rate / raw_rate);
   std::printf("%-46s %12.0f %10.2f\n", "actor calls, 1:1 async, 1000 in flight", async_rate,
               async_rate / raw_rate);
+  std::printf("%-46s %12.0f %10.2f\n", "actor calls, 1:1 async, 1 in flight", async_one_rate,
+              async_one_rate / raw_rate);
   std::printf("%-46s %12.0f %10.2f\n", absl::StrCat("actor calls, n:n async, n=", nn).c_str(),
               nn_rate, nn_rate / raw_rate);
   std::printf("RESULT raw_grpc_calls_per_s %.0f\n", raw_rate);
   std::printf("RESULT sync_calls_per_s %.0f\n", sync_rate);
   std::printf("RESULT async_calls_per_s %.0f\n", async_rate);
+  std::printf("RESULT async_one_in_flight_calls_per_s %.0f\n", async_one_rate);
   std::printf("RESULT nn_async_calls_per_s %.0f\n", nn_rate);
   std::printf("RESULT sync_ratio_to_grpc %.3f\n", sync_rate / raw_rate);
   client->reset();

@@ -9,12 +9,27 @@
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
 #include "runtime/rpc/status.h"
+#include "runtime/rpc/tls.h"
 
 namespace skyrl {
 namespace {
 
+using client_internal::CallStream;
+using client_internal::StreamEnd;
+
 bool Unreachable(const grpc::Status& s) {
   return s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::CANCELLED;
+}
+
+// Like rpc::MakeChannel, with this client's send limit (results may still be as big as any
+// host sends).
+std::shared_ptr<grpc::Channel> ActorChannel(const std::string& address, size_t max_send) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(rpc::kMaxMessageBytes);
+  args.SetMaxSendMessageSize(int(max_send));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  return grpc::CreateCustomChannel(address, rpc::ChannelCredentials(), args);
 }
 
 }  // namespace
@@ -23,6 +38,12 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& head,
                                                         ClientOptions options) {
   if (absl::Status s = rpc::ValidateAddress("head address", head); !s.ok()) return s;
   if (absl::Status s = rpc::ValidateToken(token); !s.ok()) return s;
+  if (options.max_message_bytes < 4096 || options.max_message_bytes > size_t(rpc::kMaxMessageBytes))
+    return absl::InvalidArgumentError(absl::StrCat("ClientOptions.max_message_bytes: ", options.max_message_bytes,
+                                                   " is not in 4096-", rpc::kMaxMessageBytes));
+  if (options.call_timeout <= absl::ZeroDuration())
+    return absl::InvalidArgumentError(absl::StrCat("ClientOptions.call_timeout: ",
+                                                   absl::FormatDuration(options.call_timeout), " is not positive"));
   return std::unique_ptr<Client>(new Client(head, std::move(token), options));
 }
 
@@ -33,11 +54,24 @@ Client::Client(const std::string& head, std::string token, ClientOptions options
       options_(options),
       head_(v1::ActorDirectory::NewStub(rpc::MakeChannel(head))),
       groups_(v1::PlacementGroupService::NewStub(rpc::MakeChannel(head))),
-      poller_([this] { PollLoop(); }) {}
+      expirer_([this] { ExpireLoop(); }),
+      explainer_([this] { FailureLoop(); }) {}
 
 Client::~Client() {
-  cq_.Shutdown();
-  poller_.join();
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;  // no new streams from here on
+  }
+  {
+    absl::MutexLock lock(&streams_mu_);
+    for (CallStream* s : live_) s->Shutdown(absl::CancelledError("the client is shutting down"));
+    // Each stream's OnDone (on gRPC's threads) removes it: after that it never touches us.
+    while (!live_.empty()) streams_cv_.Wait(&streams_mu_);
+    stop_ = true;
+  }
+  streams_cv_.SignalAll();
+  expirer_.join();
+  explainer_.join();
 }
 
 absl::StatusOr<ActorHandle> Client::CreateActor(const std::string& class_name, const ActorOptions& o) {
@@ -157,11 +191,15 @@ absl::StatusOr<Client::Route> Client::Resolve(const std::string& actor_id) {
     if (info->state() == v1::ACTOR_DEAD)
       return absl::FailedPreconditionError(absl::StrCat("actor is dead: ", info->death_reason()));
     if (info->state() == v1::ACTOR_ALIVE) {
-      Route r{info->address(), v1::ActorService::NewStub(rpc::MakeChannel(info->address())),
-              std::make_shared<std::atomic<uint64_t>>(1)};
+      Route r{info->address(),
+              v1::ActorService::NewStub(ActorChannel(info->address(), options_.max_message_bytes)),
+              std::make_shared<std::atomic<uint64_t>>(1), nullptr};
+      // Threads that looked up together share one route (one sequence, one stream); a
+      // different address is newer news of the actor.
       absl::MutexLock lock(&mu_);
-      routes_[actor_id] = r;
-      return r;
+      auto [it, inserted] = routes_.try_emplace(actor_id, r);
+      if (!inserted && it->second.address != r.address) it->second = r;
+      return it->second;
     }
     if (absl::Now() > deadline)
       return absl::UnavailableError(absl::StrCat("actor ", actor_id, " is still ", rpc::ActorStateName(info->state()),
@@ -201,12 +239,27 @@ absl::Status Client::Explain(const std::string& actor_id, const std::string& add
   }
 }
 
+absl::Status Client::CheckSize(const ActorHandle& actor, const std::string& method,
+                              const std::string& args) const {
+  if (method.size() + args.size() + client_internal::kCallOverhead <= options_.max_message_bytes)
+    return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "actor ", actor.actor_id, " method ", method.substr(0, 128), ": args of ", args.size(),
+      " bytes do not fit in one message (limit ", options_.max_message_bytes, " bytes)"));
+}
+
 absl::StatusOr<std::string> Client::Call(const ActorHandle& actor, const std::string& method,
                                          const std::string& args) {
+  return Call(actor, method, args, options_.call_timeout);
+}
+
+absl::StatusOr<std::string> Client::Call(const ActorHandle& actor, const std::string& method,
+                                         const std::string& args, absl::Duration timeout) {
+  if (absl::Status s = CheckSize(actor, method, args); !s.ok()) return s;
   absl::StatusOr<Route> route = Resolve(actor.actor_id);
   if (!route.ok()) return route.status();
   grpc::ClientContext ctx;
-  rpc::PrepareCall(&ctx, token_, options_.call_timeout);
+  rpc::PrepareCall(&ctx, token_, timeout);
   v1::ActorCallRequest req;
   req.set_actor_id(actor.actor_id);
   req.set_method(method);
@@ -219,53 +272,114 @@ absl::StatusOr<std::string> Client::Call(const ActorHandle& actor, const std::st
   return std::move(*reply.mutable_result());
 }
 
-namespace {
-struct AsyncCall {
-  std::string address;
-  grpc::ClientContext ctx;
-  v1::ActorCallRequest req;
-  v1::ActorCallReply reply;
-  grpc::Status status;
-  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::ActorCallReply>> rpc;
-  std::promise<absl::StatusOr<std::string>> done;
-};
-}  // namespace
-
 std::future<absl::StatusOr<std::string>> Client::CallAsync(const ActorHandle& actor, const std::string& method,
                                                            const std::string& args) {
-  auto* call = new AsyncCall();
-  std::future<absl::StatusOr<std::string>> result = call->done.get_future();
-  absl::StatusOr<Route> route = Resolve(actor.actor_id);
-  if (!route.ok()) {
-    call->done.set_value(route.status());
-    delete call;
+  return CallAsync(actor, method, args, options_.call_timeout);
+}
+
+std::future<absl::StatusOr<std::string>> Client::CallAsync(const ActorHandle& actor, const std::string& method,
+                                                           const std::string& args, absl::Duration timeout) {
+  std::promise<absl::StatusOr<std::string>> done;
+  std::future<absl::StatusOr<std::string>> result = done.get_future();
+  if (absl::Status s = CheckSize(actor, method, args); !s.ok()) {
+    done.set_value(s);
     return result;
   }
-  call->address = route->address;
-  rpc::PrepareCall(&call->ctx, token_, options_.call_timeout);
-  call->req.set_actor_id(actor.actor_id);
-  call->req.set_method(method);
-  call->req.set_args(args);
-  call->req.set_caller_id(caller_id_);
-  call->req.set_seq(route->next_seq->fetch_add(1));
-  call->rpc = route->stub->AsyncCall(&call->ctx, call->req, &cq_);
-  call->rpc->Finish(&call->reply, &call->status, call);
+  // A stream that ended between the lookup and the enqueue is replaced; a fresh one ends only
+  // after a connection attempt, so a second try practically always takes the call.
+  std::shared_ptr<CallStream> ended;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    absl::StatusOr<std::shared_ptr<CallStream>> stream = StreamFor(actor.actor_id, ended.get());
+    if (!stream.ok()) {
+      done.set_value(stream.status());
+      return result;
+    }
+    if ((*stream)->Enqueue(method, args, timeout, done)) return result;
+    ended = std::move(*stream);
+  }
+  done.set_value(absl::UnavailableError(
+      absl::StrCat("actor ", actor.actor_id, ": its call stream ended as soon as it opened, three times")));
   return result;
 }
 
-void Client::PollLoop() {
-  void* tag;
-  bool ok;
-  while (cq_.Next(&tag, &ok)) {
-    auto* call = static_cast<AsyncCall*>(tag);
-    if (call->status.ok()) {
-      call->done.set_value(std::move(*call->reply.mutable_result()));
-    } else {
-      // A death stalls this thread while the head is asked why (up to a few seconds); deaths
-      // are rare and the answer is what the caller needs.
-      call->done.set_value(Explain(call->req.actor_id(), call->address, call->status));
+absl::StatusOr<std::shared_ptr<CallStream>> Client::StreamFor(const std::string& actor_id,
+                                                              const CallStream* ended) {
+  {
+    // The common case: one lookup under mu_; whether the stream still takes calls is for
+    // Enqueue to say.
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return absl::CancelledError("the client is shutting down");
+    auto it = routes_.find(actor_id);
+    if (it != routes_.end() && it->second.stream != nullptr && it->second.stream.get() != ended)
+      return it->second.stream;
+  }
+  absl::StatusOr<Route> route = Resolve(actor_id);
+  if (!route.ok()) return route.status();
+  absl::MutexLock lock(&mu_);
+  if (shutting_down_) return absl::CancelledError("the client is shutting down");
+  auto it = routes_.find(actor_id);
+  if (it == routes_.end()) it = routes_.emplace(actor_id, *route).first;  // forgotten meanwhile
+  Route& r = it->second;
+  if (r.stream != nullptr && r.stream.get() != ended && !r.stream->ended()) return r.stream;
+  client_internal::CallStreamOptions o{actor_id, r.address, token_, caller_id_, options_.max_message_bytes,
+                                       [this](StreamEnd end) { OnStreamEnd(std::move(end)); }};
+  r.stream = CallStream::Create(r.stub, r.next_seq, std::move(o));
+  {
+    absl::MutexLock streams(&streams_mu_);
+    live_.insert(r.stream.get());
+  }
+  return r.stream;
+}
+
+void Client::OnStreamEnd(StreamEnd end) {
+  {
+    absl::MutexLock lock(&streams_mu_);
+    live_.erase(end.stream.get());
+    ended_.push_back(std::move(end));  // even with nothing to explain: the stream dies there
+  }
+  streams_cv_.SignalAll();
+}
+
+void Client::ExpireLoop() {
+  absl::MutexLock lock(&streams_mu_);
+  while (!stop_) {
+    absl::Time now = absl::Now();
+    // New calls' deadlines are at least a short timeout away; 100 ms bounds how late any is
+    // noticed.
+    absl::Time next = now + absl::Milliseconds(100);
+    for (CallStream* s : live_) next = std::min(next, s->Expire(now));
+    streams_cv_.WaitWithDeadline(&streams_mu_, next);
+  }
+}
+
+void Client::FailureLoop() {
+  while (true) {
+    StreamEnd end;
+    bool stopping;
+    {
+      absl::MutexLock lock(&streams_mu_);
+      while (ended_.empty() && !stop_) streams_cv_.Wait(&streams_mu_);
+      if (ended_.empty()) return;
+      end = std::move(ended_.front());
+      ended_.pop_front();
+      stopping = stop_;
     }
-    delete call;
+    if (end.unanswered.empty()) continue;  // `end` (and the stream) released here
+    absl::Status why;
+    if (stopping) {
+      why = absl::CancelledError("the client is shutting down");
+    } else {
+      grpc::Status status = end.status;
+      if (status.ok()) {
+        status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the call stream ended with calls unanswered");
+      } else if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+        // The address now hosts another actor: ours is gone from it.
+        status = grpc::Status(grpc::StatusCode::UNAVAILABLE, status.error_message());
+      }
+      // One explanation (a look at the head) for every call the stream still carried.
+      why = Explain(end.actor_id, end.address, status);
+    }
+    for (auto& done : end.unanswered) done.set_value(why);
   }
 }
 

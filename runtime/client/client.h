@@ -6,11 +6,26 @@
 // - the next call waits (up to `restart_wait`) for a RESTARTING actor to be ALIVE again, then
 //   goes to its new address;
 // - a call to a DEAD actor fails at once with FailedPrecondition "actor is dead: <reason>".
-// Many calls may be in flight (CallAsync returns a future, completed on the client's own
-// completion-queue thread). Safe for concurrent use.
+//
+// Two paths to an actor:
+// - Call (synchronous) is one unary ActorService.Call per call: the lowest latency for one
+//   call at a time.
+// - CallAsync queues the call on this client's one CallStream to the actor's process (opened
+//   on first use, again after it ends). Calls queued while the previous message was on the
+//   wire go out together in one message, and results come back the same way, so many calls
+//   in flight cost a few RPC messages instead of one RPC each. Futures are completed on
+//   gRPC's callback threads. Every call has its own deadline (DEADLINE_EXCEEDED; the stream
+//   and the other calls go on); when the stream breaks, every call not yet answered fails
+//   with the same explanation ("actor died: <reason>" when the head says so), asked once.
+// With max_concurrency 1, calls of one Client run in the order they were made, across both
+// paths (each carries this client's sequence number for the actor's incarnation).
+// Arguments bigger than one message (ClientOptions.max_message_bytes) fail at once with
+// InvalidArgument. Destroying the Client fails the calls still in flight with Cancelled.
+// Safe for concurrent use.
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <future>
 #include <map>
 #include <memory>
@@ -19,9 +34,12 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "runtime/client/call_stream.h"
+#include "runtime/rpc/channel.h"
 #include "skyrl/actor.grpc.pb.h"
 #include "skyrl/actor_directory.grpc.pb.h"
 #include "skyrl/placement_group.grpc.pb.h"
@@ -63,8 +81,11 @@ struct ActorHandle {
 };
 
 struct ClientOptions {
-  absl::Duration call_timeout = absl::Seconds(60);
+  absl::Duration call_timeout = absl::Seconds(60);  // per call, unless the call says otherwise
   absl::Duration restart_wait = absl::Seconds(30);
+  // The largest message this client sends to an actor (one call, or one batch of streamed
+  // calls): 4 KiB to rpc::kMaxMessageBytes, the actor hosts' receive limit.
+  size_t max_message_bytes = rpc::kMaxMessageBytes;
 };
 
 class Client {
@@ -88,10 +109,17 @@ class Client {
   absl::StatusOr<v1::PlacementGroupInfo> WaitPlacementGroup(const std::string& id, absl::Duration timeout);
   absl::Status RemovePlacementGroup(const std::string& id);
 
+  // One call, waiting for its result: a unary RPC. `timeout` defaults to call_timeout.
   absl::StatusOr<std::string> Call(const ActorHandle& actor, const std::string& method,
                                    const std::string& args);
+  absl::StatusOr<std::string> Call(const ActorHandle& actor, const std::string& method,
+                                   const std::string& args, absl::Duration timeout);
+  // One call on the actor's CallStream; the future holds the result. Returns at once unless
+  // the actor's address must be looked up first (then it waits as Call does).
   std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor, const std::string& method,
                                                      const std::string& args);
+  std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor, const std::string& method,
+                                                     const std::string& args, absl::Duration timeout);
 
   // Protobuf messages as arguments and results: serializes `request`, parses the result as
   // `Reply`; a result that does not parse is Internal naming the type.
@@ -113,6 +141,7 @@ class Client {
     std::shared_ptr<v1::ActorService::Stub> stub;
     // This client's call sequence for this incarnation of the actor (see ActorCallRequest.seq).
     std::shared_ptr<std::atomic<uint64_t>> next_seq;
+    std::shared_ptr<client_internal::CallStream> stream;  // CallAsync's; null until first used
   };
   Client(const std::string& head, std::string token, ClientOptions options);
   absl::StatusOr<v1::ActorInfo> Lookup(const v1::GetActorRequest& request);
@@ -121,7 +150,14 @@ class Client {
   // After a failed call: forget the route and say why, asking the head.
   absl::Status Explain(const std::string& actor_id, const std::string& address,
                        const grpc::Status& failure);
-  void PollLoop();
+  // InvalidArgument when one call cannot fit in a message.
+  absl::Status CheckSize(const ActorHandle& actor, const std::string& method, const std::string& args) const;
+  // The actor's CallStream, opened (after Resolve) when there is none or it is `ended`.
+  absl::StatusOr<std::shared_ptr<client_internal::CallStream>> StreamFor(
+      const std::string& actor_id, const client_internal::CallStream* ended);
+  void OnStreamEnd(client_internal::StreamEnd end);
+  void ExpireLoop();   // fails streamed calls past their deadline
+  void FailureLoop();  // explains ended streams to their unanswered calls
 
   const std::string token_;
   const std::string caller_id_;
@@ -131,8 +167,18 @@ class Client {
   std::unique_ptr<v1::PlacementGroupService::Stub> groups_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Route> routes_ ABSL_GUARDED_BY(mu_);
-  grpc::CompletionQueue cq_;
-  std::thread poller_;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Streams that have not ended (a stream leaves in OnStreamEnd, so a pointer here is alive
+  // while streams_mu_ is held), and ended streams, released (and their calls explained) on
+  // explainer_, never on gRPC's threads. Lock order: mu_, then streams_mu_, then a stream's
+  // own mutex.
+  absl::Mutex streams_mu_;
+  absl::CondVar streams_cv_;
+  absl::flat_hash_set<client_internal::CallStream*> live_ ABSL_GUARDED_BY(streams_mu_);
+  std::deque<client_internal::StreamEnd> ended_ ABSL_GUARDED_BY(streams_mu_);
+  bool stop_ ABSL_GUARDED_BY(streams_mu_) = false;
+  std::thread expirer_;
+  std::thread explainer_;
 };
 
 }  // namespace skyrl

@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -75,6 +77,41 @@ class ActorHostTest : public ::testing::Test {
     grpc::Status s = stub->Call(&ctx, req, &reply);
     if (result) *result = reply.result();
     return s;
+  }
+
+  // A raw CallStream to the host, with the given token ("" for none) and actor id.
+  struct RawStream {
+    std::unique_ptr<v1::ActorService::Stub> stub;
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::ActorCallBatch, v1::ActorResultBatch>> rw;
+  };
+  std::unique_ptr<RawStream> OpenStream(int port, const std::string& actor_id,
+                                        const std::string& token = kToken) {
+    auto s = std::make_unique<RawStream>();
+    s->stub = v1::ActorService::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", port)));
+    s->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    if (!token.empty()) rpc::AttachToken(&s->ctx, token);
+    s->ctx.AddMetadata("x-skyrl-actor-id", actor_id);
+    s->ctx.AddMetadata("x-skyrl-caller-id", "raw-caller");
+    s->rw = s->stub->CallStream(&s->ctx);
+    return s;
+  }
+  static void AddCall(v1::ActorCallBatch* batch, uint64_t id, const std::string& method,
+                      const std::string& args, uint64_t timeout_ms = 0) {
+    v1::StreamedCall* c = batch->add_calls();
+    c->set_call_id(id);
+    c->set_method(method);
+    c->set_args(args);
+    c->set_seq(id);
+    c->set_timeout_ms(timeout_ms);
+  }
+  // Reads every result until the stream ends, keyed by call id.
+  static std::map<uint64_t, v1::StreamedResult> ReadAll(RawStream& s) {
+    std::map<uint64_t, v1::StreamedResult> results;
+    v1::ActorResultBatch batch;
+    while (s.rw->Read(&batch))
+      for (const auto& r : batch.results()) results[r.call_id()] = r;
+    return results;
   }
 
   std::optional<worker::ActorExit> WaitExit(const ActorId& id) {
@@ -184,6 +221,102 @@ TEST_F(ActorHostTest, MaxConcurrencyOneRunsCallsOneAtATime) {
   };
   EXPECT_EQ(peak_of_4(p1, serial), 1);
   EXPECT_GT(peak_of_4(p2, parallel), 1);
+}
+
+TEST_F(ActorHostTest, CallStreamChecksTokenAndActorOnceAtTheStart) {
+  ActorId id = ActorId::Random();
+  int port = Start(id, "counter", "10");
+  ASSERT_GT(port, 0);
+  auto refused = [&](const std::string& actor_id, const std::string& token) {
+    auto s = OpenStream(port, actor_id, token);
+    v1::ActorCallBatch batch;
+    AddCall(&batch, 1, "add", "5");
+    s->rw->Write(batch);
+    s->rw->WritesDone();
+    EXPECT_TRUE(ReadAll(*s).empty()) << "no call runs on a refused stream";
+    return s->rw->Finish();
+  };
+  grpc::Status none = refused(id.ToString(), "");
+  EXPECT_EQ(none.error_code(), grpc::StatusCode::UNAUTHENTICATED) << none.error_message();
+  grpc::Status wrong = refused(id.ToString(), "wrong-token-0123456789");
+  EXPECT_EQ(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED) << wrong.error_message();
+  grpc::Status other = refused(ActorId::Random().ToString(), kToken);
+  EXPECT_EQ(other.error_code(), grpc::StatusCode::NOT_FOUND) << other.error_message();
+  EXPECT_NE(other.error_message().find("this process hosts actor " + id.ToString()), std::string::npos)
+      << other.error_message();
+  std::string total;
+  ASSERT_TRUE(Call(port, id, "get", "", &total).ok());
+  EXPECT_EQ(total, "10") << "none of the refused streams' calls ran";
+
+  // The same stream, accepted: two batches, results by call id, then OK once half-closed.
+  auto s = OpenStream(port, id.ToString());
+  v1::ActorCallBatch first, second;
+  AddCall(&first, 1, "add", "1");
+  AddCall(&first, 2, "add", "2");
+  AddCall(&second, 3, "add", "x");
+  AddCall(&second, 4, "get", "");
+  ASSERT_TRUE(s->rw->Write(first));
+  ASSERT_TRUE(s->rw->Write(second));
+  s->rw->WritesDone();
+  auto results = ReadAll(*s);
+  grpc::Status end = s->rw->Finish();
+  EXPECT_TRUE(end.ok()) << end.error_message();
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_EQ(results[1].result(), "11");
+  EXPECT_EQ(results[2].result(), "13");
+  EXPECT_EQ(results[3].code(), int(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_NE(results[3].message().find("not an integer"), std::string::npos) << results[3].message();
+  EXPECT_EQ(results[4].result(), "13");
+}
+
+TEST_F(ActorHostTest, CallStreamSkipsCallsThatWaitedPastTheirTimeout) {
+  ActorId id = ActorId::Random();
+  int port = Start(id, "sleep");
+  ASSERT_GT(port, 0);
+  auto s = OpenStream(port, id.ToString());
+  v1::ActorCallBatch batch;
+  AddCall(&batch, 1, "sleep", "400");
+  AddCall(&batch, 2, "sleep", "1", /*timeout_ms=*/100);  // waits 400 ms behind call 1
+  AddCall(&batch, 3, "nope", "");
+  AddCall(&batch, 4, "sleep", "2", /*timeout_ms=*/10000);
+  ASSERT_TRUE(s->rw->Write(batch));
+  s->rw->WritesDone();
+  auto results = ReadAll(*s);
+  EXPECT_TRUE(s->rw->Finish().ok());
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_EQ(results[1].code(), 0);
+  EXPECT_EQ(results[1].result(), "400");
+  EXPECT_EQ(results[2].code(), int(grpc::StatusCode::DEADLINE_EXCEEDED)) << results[2].message();
+  EXPECT_NE(results[2].message().find("not started"), std::string::npos) << results[2].message();
+  EXPECT_EQ(results[3].code(), int(grpc::StatusCode::UNIMPLEMENTED));
+  EXPECT_NE(results[3].message().find("it has: peak, sleep"), std::string::npos) << results[3].message();
+  EXPECT_EQ(results[4].result(), "2") << "calls after a skipped or refused one still run, in order";
+}
+
+TEST_F(ActorHostTest, SigtermEndsOpenStreamsAfterTheRunningCall) {
+  ActorId id = ActorId::Random();
+  int port = Start(id, "sleep");
+  ASSERT_GT(port, 0);
+  auto s = OpenStream(port, id.ToString());
+  v1::ActorCallBatch batch;
+  AddCall(&batch, 1, "sleep", "600");
+  AddCall(&batch, 2, "sleep", "600");
+  AddCall(&batch, 3, "sleep", "600");
+  ASSERT_TRUE(s->rw->Write(batch));
+  absl::SleepFor(absl::Milliseconds(200));  // call 1 runs, 2 and 3 wait
+  absl::Time t0 = absl::Now();
+  std::thread killer([&] { EXPECT_TRUE(procs_->Kill(id, absl::Seconds(5)).ok()); });
+  auto results = ReadAll(*s);
+  grpc::Status end = s->rw->Finish();
+  killer.join();
+  ASSERT_EQ(results.size(), 1u) << "only the running call is answered";
+  EXPECT_EQ(results[1].result(), "600");
+  EXPECT_EQ(end.error_code(), grpc::StatusCode::UNAVAILABLE) << end.error_message();
+  EXPECT_NE(end.error_message().find("is stopping"), std::string::npos) << end.error_message();
+  auto e = WaitExit(id);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_TRUE(e->exit.ok()) << e->Describe();
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(2)) << "the open stream held the host's shutdown";
 }
 
 TEST_F(ActorHostTest, SigtermStopsTheHostCleanly) {

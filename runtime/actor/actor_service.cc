@@ -1,0 +1,480 @@
+#include "runtime/actor/actor_service.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/rpc/channel.h"
+#include "runtime/rpc/status.h"
+
+namespace skyrl {
+namespace {
+
+// Upper bound of what one StreamedResult adds to its batch besides its result and message
+// bytes: field tags, length prefixes, call id and code.
+constexpr size_t kResultOverhead = 64;
+constexpr size_t kMaxCallerIdBytes = 128;
+
+absl::string_view View(const grpc::string_ref& s) { return absl::string_view(s.data(), s.size()); }
+
+}  // namespace
+
+// One CallStream. Reads batches of calls and hands them to the executors; collects their
+// results and writes them back, everything finished since the last write in one message.
+//
+// Lifetime: reference counted (gRPC's reference until OnDone, one per call handed to an
+// executor, StopStreams' while it stops it); the last Unref deletes it. gRPC operations are
+// never started with mu_ held. Invariants: at most one read and one write in flight; Finish
+// is called once, never while a write is in flight nor between a read's completion and the
+// next StartRead (so no operation is ever started on a finished RPC).
+class ActorServiceImpl::Stream final
+    : public grpc::ServerBidiReactor<v1::ActorCallBatch, v1::ActorResultBatch> {
+ public:
+  Stream(ActorServiceImpl* svc, grpc::CallbackServerContext* ctx) : svc_(svc) {
+    grpc::Status reject = svc->auth_.Check(ctx);
+    const auto& md = ctx->client_metadata();
+    if (reject.ok()) {
+      auto id = md.find(kStreamActorIdKey);
+      if (id == md.end()) {
+        reject = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              absl::StrCat("stream metadata ", kStreamActorIdKey, " is missing"));
+      } else if (View(id->second) != svc->actor_id_) {
+        reject = grpc::Status(grpc::StatusCode::NOT_FOUND,
+                              absl::StrCat("this process hosts actor ", svc->actor_id_, ", not ",
+                                           View(id->second).substr(0, 64)));
+      }
+    }
+    if (auto caller = md.find(kStreamCallerIdKey); reject.ok() && caller != md.end()) {
+      if (caller->second.size() > kMaxCallerIdBytes)
+        reject = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              absl::StrCat("stream metadata ", kStreamCallerIdKey, " is ",
+                                           caller->second.size(), " bytes (at most ",
+                                           kMaxCallerIdBytes, ")"));
+      else
+        caller_id_ = std::string(View(caller->second));
+    }
+    if (reject.ok()) {
+      absl::MutexLock lock(&svc->streams_mu_);
+      if (svc->streams_stopped_)
+        reject = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                              absl::StrCat("actor ", svc->actor_id_, " is stopping"));
+      else
+        svc->streams_.insert(this);
+    }
+    if (!reject.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        finished_ = true;
+      }
+      Finish(reject);
+      return;
+    }
+    StartRead(&in_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the caller half-closed, or the RPC is over
+      Step step;
+      {
+        absl::MutexLock lock(&mu_);
+        read_done_ = true;
+        step = NextLocked();
+      }
+      Run(step);
+      return;
+    }
+    works_.clear();
+    {
+      absl::MutexLock lock(&mu_);
+      in_read_ = true;
+      absl::Time now = absl::Now();
+      for (v1::StreamedCall& call : *in_.mutable_calls()) {
+        if (cancelled_ || stopping_) break;
+        grpc::Status missing;
+        const ActorMethod* method = svc_->FindMethod(call.method(), &missing);
+        const bool ordered = svc_->limit_ == 1 && call.seq() > 0 && !caller_id_.empty();
+        if (method == nullptr && !ordered) {
+          AddResultLocked(call.call_id(), missing.error_code(), missing.error_message(), {});
+          continue;
+        }
+        Work& w = works_.emplace_back();
+        w.method = method;
+        if (method == nullptr) w.refusal = rpc::FromGrpc(missing);
+        w.stream = this;
+        w.call_id = call.call_id();
+        w.args = std::move(*call.mutable_args());
+        if (call.timeout_ms() > 0)
+          w.deadline = now + absl::Milliseconds(std::min<uint64_t>(call.timeout_ms(), uint64_t{1} << 40));
+        w.caller = caller_id_;
+        w.seq = call.seq();
+        w.ordered = ordered;
+        w.arrived = now;
+        ++outstanding_;
+        ++refs_;
+      }
+    }
+    svc_->Enqueue(works_);
+    StartRead(&in_);
+    Step step;
+    {
+      absl::MutexLock lock(&mu_);
+      in_read_ = false;
+      step = NextLocked();
+    }
+    Run(step);
+  }
+
+  void OnWriteDone(bool ok) override {
+    Step step;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (!ok) {  // the caller is gone: nothing more can reach it
+        cancelled_ = true;
+        dropping_.store(true, std::memory_order_relaxed);
+      }
+      step = NextLocked();
+    }
+    Run(step);
+  }
+
+  void OnCancel() override {
+    Step step;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      dropping_.store(true, std::memory_order_relaxed);
+      step = NextLocked();
+    }
+    Run(step);
+  }
+
+  void OnDone() override {
+    {
+      absl::MutexLock lock(&svc_->streams_mu_);
+      svc_->streams_.erase(this);
+    }
+    Unref();
+  }
+
+  // From an executor: the outcome of call `call_id`. Releases that call's reference.
+  void Deliver(uint64_t call_id, const absl::Status& status, std::string result) {
+    Step step;
+    {
+      absl::MutexLock lock(&mu_);
+      --outstanding_;
+      if (!finished_ && !cancelled_)
+        AddResultLocked(call_id, int(status.code()), status.message(), std::move(result));
+      step = NextLocked();
+    }
+    Run(step);
+    Unref();
+  }
+
+  // From an executor: a call that will never run (the stream is stopping or cancelled).
+  void Drop() {
+    Step step;
+    {
+      absl::MutexLock lock(&mu_);
+      --outstanding_;
+      step = NextLocked();
+    }
+    Run(step);
+    Unref();
+  }
+
+  void Stop() {
+    Step step;
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      dropping_.store(true, std::memory_order_relaxed);
+      step = NextLocked();
+    }
+    Run(step);
+  }
+
+  // Stopping or cancelled: calls still queued are not run.
+  bool Dropping() const { return dropping_.load(std::memory_order_relaxed); }
+
+  void Ref() {
+    absl::MutexLock lock(&mu_);
+    ++refs_;
+  }
+  void Unref() {
+    bool last;
+    {
+      absl::MutexLock lock(&mu_);
+      last = --refs_ == 0;
+    }
+    if (last) delete this;
+  }
+
+ private:
+  enum class Step { kNone, kWrite, kFinish };
+
+  // Decides the next operation under mu_; Run starts it after mu_ is released.
+  Step NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || writing_) return Step::kNone;
+    if (cancelled_) {
+      if (in_read_) return Step::kNone;
+      finished_ = true;
+      finish_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "call stream cancelled");
+      return Step::kFinish;
+    }
+    if (!pending_.empty() && pending_.front().msg.results_size() > 0) {
+      PendingBatch& front = pending_.front();
+      out_.Swap(&front.msg);  // out_ takes the results; front takes the old, written batch
+      if (pending_.size() > 1) {
+        pending_.pop_front();
+      } else {
+        front.msg.Clear();  // keeps its elements allocated for the next results
+        front.bytes = 0;
+      }
+      writing_ = true;
+      return Step::kWrite;
+    }
+    if (outstanding_ == 0 && (read_done_ || stopping_) && !in_read_) {
+      finished_ = true;
+      finish_status_ = stopping_ ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                                absl::StrCat("actor ", svc_->actor_id_, " is stopping"))
+                                 : grpc::Status::OK;
+      return Step::kFinish;
+    }
+    return Step::kNone;
+  }
+
+  void Run(Step step) {
+    if (step == Step::kWrite) StartWrite(&out_);
+    if (step == Step::kFinish) Finish(finish_status_);
+  }
+
+  void AddResultLocked(uint64_t call_id, int code, absl::string_view message, std::string result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::string too_big;
+    if (result.size() + message.size() + kResultOverhead > size_t(rpc::kMaxMessageBytes)) {
+      too_big = absl::StrCat("the result of ", result.size(), " bytes does not fit in one message (limit ",
+                             rpc::kMaxMessageBytes, " bytes)");
+      code = int(grpc::StatusCode::RESOURCE_EXHAUSTED);
+      message = too_big;
+      result.clear();
+    }
+    size_t bytes = result.size() + message.size() + kResultOverhead;
+    if (pending_.empty() || pending_.back().bytes + bytes > size_t(rpc::kMaxMessageBytes))
+      pending_.emplace_back();
+    PendingBatch& batch = pending_.back();
+    v1::StreamedResult* r = batch.msg.add_results();
+    r->set_call_id(call_id);
+    r->set_code(code);
+    if (code != 0) r->set_message(std::string(message));
+    r->set_result(std::move(result));
+    batch.bytes += bytes;
+  }
+
+  struct PendingBatch {
+    v1::ActorResultBatch msg;
+    size_t bytes = 0;
+  };
+
+  ActorServiceImpl* const svc_;
+  std::string caller_id_;     // set in the constructor, then read-only
+  v1::ActorCallBatch in_;     // the reader's (one read in flight at a time)
+  v1::ActorResultBatch out_;  // the writer's (one write in flight at a time)
+  std::vector<Work> works_;   // the reader's scratch
+  std::atomic<bool> dropping_{false};
+  grpc::Status finish_status_;  // set once, with finished_
+  absl::Mutex mu_;
+  std::deque<PendingBatch> pending_ ABSL_GUARDED_BY(mu_);  // results not yet written
+  int refs_ ABSL_GUARDED_BY(mu_) = 1;                      // gRPC's, until OnDone
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;               // calls handed to executors
+  bool in_read_ ABSL_GUARDED_BY(mu_) = false;   // OnReadDone runs; the next StartRead is due
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+ActorServiceImpl::ActorServiceImpl(std::string actor_id, const ActorClass& cls, Actor& actor,
+                                   const rpc::TokenAuth& auth, int max_concurrency)
+    : actor_id_(std::move(actor_id)), cls_(cls), actor_(actor), auth_(auth), limit_(max_concurrency) {
+  for (int i = 0; i < limit_; ++i) executors_.emplace_back([this] { Execute(); });
+}
+
+ActorServiceImpl::~ActorServiceImpl() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  cv_.SignalAll();
+  for (auto& t : executors_) t.join();
+  // The server is shut down: every stream is finished, and only its references remain.
+  std::vector<Stream*> left;
+  {
+    absl::MutexLock lock(&mu_);
+    for (Work& w : queue_)
+      if (w.stream != nullptr) left.push_back(w.stream);
+    queue_.clear();
+  }
+  for (Stream* s : left) s->Drop();
+}
+
+const ActorMethod* ActorServiceImpl::FindMethod(absl::string_view name, grpc::Status* error) const {
+  auto it = cls_.methods.find(std::string(name));
+  if (it != cls_.methods.end()) return &it->second;
+  std::vector<std::string> names;
+  for (const auto& [n, m] : cls_.methods) names.push_back(n);
+  *error = grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        absl::StrCat("actor class ", cls_.name, " has no method \"", name.substr(0, 128),
+                                     "\" (it has: ", absl::StrJoin(names, ", "), ")"));
+  return nullptr;
+}
+
+grpc::ServerUnaryReactor* ActorServiceImpl::Call(grpc::CallbackServerContext* ctx,
+                                                 const v1::ActorCallRequest* req,
+                                                 v1::ActorCallReply* reply) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) {
+    reactor->Finish(s);
+    return reactor;
+  }
+  if (req->actor_id() != actor_id_) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                 absl::StrCat("this process hosts actor ", actor_id_, ", not ",
+                                              req->actor_id().substr(0, 64))));
+    return reactor;
+  }
+  grpc::Status missing;
+  const ActorMethod* method = FindMethod(req->method(), &missing);
+  const bool ordered = limit_ == 1 && req->seq() > 0 && !req->caller_id().empty();
+  if (method == nullptr && !ordered) {
+    reactor->Finish(missing);
+    return reactor;
+  }
+  std::vector<Work> one(1);
+  Work& w = one[0];
+  w.method = method;
+  if (method == nullptr) w.refusal = rpc::FromGrpc(missing);
+  w.req = req;
+  w.reply = reply;
+  w.unary = reactor;
+  w.caller = req->caller_id();
+  w.seq = req->seq();
+  w.ordered = ordered;
+  w.arrived = absl::Now();
+  Enqueue(one);
+  return reactor;
+}
+
+grpc::ServerBidiReactor<v1::ActorCallBatch, v1::ActorResultBatch>* ActorServiceImpl::CallStream(
+    grpc::CallbackServerContext* ctx) {
+  return new Stream(this, ctx);
+}
+
+void ActorServiceImpl::StopStreams() {
+  std::vector<Stream*> open;
+  {
+    absl::MutexLock lock(&streams_mu_);
+    streams_stopped_ = true;
+    for (Stream* s : streams_) {
+      s->Ref();
+      open.push_back(s);
+    }
+  }
+  for (Stream* s : open) {
+    s->Stop();
+    s->Unref();
+  }
+}
+
+void ActorServiceImpl::Enqueue(std::vector<Work>& works) {
+  if (works.empty()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    for (Work& w : works) queue_.push_back(std::move(w));
+  }
+  if (works.size() == 1 || limit_ == 1) {
+    cv_.Signal();
+  } else {
+    cv_.SignalAll();
+  }
+  works.clear();
+}
+
+// A call may run when it is not ordered, when it is its caller's next, or when a missing
+// predecessor (cancelled before it was sent) has held the line for kOrderWait.
+bool ActorServiceImpl::Runnable(const Work& w, absl::Time now) const {
+  if (!w.ordered) return true;
+  auto next = next_seq_.find(w.caller);
+  uint64_t want = next == next_seq_.end() ? 1 : next->second;
+  return w.seq <= want || now - w.arrived >= kOrderWait;
+}
+
+void ActorServiceImpl::Execute() {
+  while (true) {
+    Work w;
+    {
+      absl::MutexLock lock(&mu_);
+      while (true) {
+        if (stopping_) return;
+        absl::Time now = absl::Now();
+        auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Work& x) {
+          mu_.AssertHeld();
+          return Runnable(x, now);
+        });
+        if (it != queue_.end()) {
+          w = std::move(*it);
+          queue_.erase(it);
+          break;
+        }
+        // Nothing runnable: wait for a new call or a finished one; re-check the order
+        // timeouts now and then while calls wait for a predecessor.
+        if (queue_.empty()) {
+          cv_.Wait(&mu_);
+        } else {
+          cv_.WaitWithTimeout(&mu_, absl::Milliseconds(50));
+        }
+      }
+    }
+    absl::StatusOr<std::string> result;
+    bool dropped = w.stream != nullptr && w.stream->Dropping();
+    if (dropped) {
+      // Nobody will read the result.
+    } else if (w.method == nullptr) {
+      result = w.refusal;
+    } else if (w.deadline < absl::Now()) {
+      result = absl::DeadlineExceededError(absl::StrCat(
+          "call ", w.call_id, " waited ", absl::FormatDuration(absl::Now() - w.arrived),
+          " in actor ", actor_id_, "'s queue, past its timeout; not started"));
+    } else {
+      result = (*w.method)(actor_, w.unary != nullptr ? absl::string_view(w.req->args())
+                                                      : absl::string_view(w.args));
+    }
+    if (w.ordered) {
+      {
+        absl::MutexLock lock(&mu_);
+        auto next = next_seq_.find(w.caller);
+        if (next == next_seq_.end()) next = next_seq_.emplace(std::string(w.caller), 1).first;
+        next->second = std::max(next->second, w.seq + 1);
+      }
+      cv_.SignalAll();  // a successor may be runnable now
+    }
+    if (w.unary != nullptr) {
+      if (result.ok()) {
+        w.reply->set_result(std::move(*result));
+        w.unary->Finish(grpc::Status::OK);
+      } else {
+        w.unary->Finish(rpc::ToGrpc(result.status()));
+      }
+    } else if (dropped) {
+      w.stream->Drop();
+    } else if (result.ok()) {
+      w.stream->Deliver(w.call_id, absl::OkStatus(), std::move(*result));
+    } else {
+      w.stream->Deliver(w.call_id, result.status(), {});
+    }
+  }
+}
+
+}  // namespace skyrl

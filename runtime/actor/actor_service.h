@@ -1,0 +1,106 @@
+// skyrl.v1.ActorService for the one actor an actor host runs: unary Call and the batched
+// CallStream, both on gRPC's callback API (no server thread is parked per call in flight).
+//
+// Calls from both paths wait in one queue for `max_concurrency` executor threads. With a limit
+// of 1 they run one after another, and each caller's calls in its sequence order (a missing
+// predecessor holds the line at most 10 s). A streamed call whose timeout passed while it
+// waited is answered DEADLINE_EXCEEDED without running (it still counts in its caller's
+// sequence). Results of streamed calls go back in batches: whatever finished while the
+// previous write was on the wire, split below rpc::kMaxMessageBytes; a single result too big
+// for one message is answered RESOURCE_EXHAUSTED instead.
+//
+// Lifecycle: construct, register with a grpc::ServerBuilder, serve; on shutdown call
+// StopStreams(), then Server::Shutdown(), then destroy this (joins the executors, so after the
+// server). Safe for concurrent use by gRPC's threads.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <deque>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "runtime/actor/actor.h"
+#include "runtime/rpc/auth.h"
+#include "skyrl/actor.grpc.pb.h"
+
+namespace skyrl {
+
+// Metadata keys of a CallStream (see protos/skyrl/actor.proto).
+inline constexpr char kStreamActorIdKey[] = "x-skyrl-actor-id";
+inline constexpr char kStreamCallerIdKey[] = "x-skyrl-caller-id";
+
+class ActorServiceImpl final : public v1::ActorService::CallbackService {
+ public:
+  // `cls`, `actor` and `auth` must outlive this. `max_concurrency` >= 1.
+  ActorServiceImpl(std::string actor_id, const ActorClass& cls, Actor& actor,
+                   const rpc::TokenAuth& auth, int max_concurrency);
+  ~ActorServiceImpl() override;
+
+  grpc::ServerUnaryReactor* Call(grpc::CallbackServerContext* ctx, const v1::ActorCallRequest* req,
+                                 v1::ActorCallReply* reply) override;
+  grpc::ServerBidiReactor<v1::ActorCallBatch, v1::ActorResultBatch>* CallStream(
+      grpc::CallbackServerContext* ctx) override;
+
+  // Ends every CallStream for a host that is stopping: no new stream or call is taken, calls
+  // not yet started are dropped, results of running calls are still sent, then each stream
+  // ends UNAVAILABLE (callers then ask the head why). Returns at once.
+  void StopStreams();
+
+ private:
+  class Stream;
+  friend class Stream;
+
+  // One call waiting for, or running on, an executor: from Call (`unary` set) or a stream.
+  struct Work {
+    // Null for a call refused before it could run (no such method): it still takes its turn
+    // in its caller's sequence, or its successors would wait for it.
+    const ActorMethod* method = nullptr;
+    absl::Status refusal;
+    // Unary: the request, reply and reactor stay valid until the reactor finishes.
+    const v1::ActorCallRequest* req = nullptr;
+    v1::ActorCallReply* reply = nullptr;
+    grpc::ServerUnaryReactor* unary = nullptr;
+    // Streamed: the stream holds a reference until the result is delivered or dropped.
+    Stream* stream = nullptr;
+    uint64_t call_id = 0;
+    std::string args;
+    absl::Time deadline = absl::InfiniteFuture();
+    // Ordering (max_concurrency 1): the caller id lives in the request or the stream.
+    absl::string_view caller;
+    uint64_t seq = 0;
+    bool ordered = false;
+    absl::Time arrived;
+  };
+
+  // The method, or UNIMPLEMENTED listing the class's methods.
+  const ActorMethod* FindMethod(absl::string_view name, grpc::Status* error) const;
+  void Enqueue(std::vector<Work>& works);
+  bool Runnable(const Work& w, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Execute();
+
+  const std::string actor_id_;
+  const ActorClass& cls_;
+  Actor& actor_;
+  const rpc::TokenAuth& auth_;
+  static constexpr absl::Duration kOrderWait = absl::Seconds(10);
+  const int limit_;
+  absl::Mutex mu_;
+  std::deque<Work> queue_ ABSL_GUARDED_BY(mu_);
+  absl::CondVar cv_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<std::string, uint64_t> next_seq_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> executors_;
+  // Open streams, for StopStreams. Lock order: a stream's own mutex is never held while
+  // taking streams_mu_ or mu_.
+  absl::Mutex streams_mu_;
+  absl::flat_hash_set<Stream*> streams_ ABSL_GUARDED_BY(streams_mu_);
+  bool streams_stopped_ ABSL_GUARDED_BY(streams_mu_) = false;
+};
+
+}  // namespace skyrl

@@ -1,0 +1,216 @@
+#include "runtime/client/call_stream.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "runtime/rpc/auth.h"
+
+namespace skyrl::client_internal {
+namespace {
+
+// Metadata of a CallStream; the actor host reads the same keys (protos/skyrl/actor.proto).
+constexpr char kActorIdKey[] = "x-skyrl-actor-id";
+constexpr char kCallerIdKey[] = "x-skyrl-caller-id";
+
+CallResult ToResult(v1::StreamedResult& r) {
+  if (r.code() == 0) return std::move(*r.mutable_result());
+  absl::StatusCode code = r.code() > 0 && r.code() <= 16 ? absl::StatusCode(r.code()) : absl::StatusCode::kUnknown;
+  return absl::Status(code, r.message());
+}
+
+}  // namespace
+
+CallStream::CallStream(std::shared_ptr<v1::ActorService::Stub> stub,
+                       std::shared_ptr<std::atomic<uint64_t>> next_seq, CallStreamOptions options)
+    : stub_(std::move(stub)), next_seq_(std::move(next_seq)), options_(std::move(options)) {
+  // The token and ids travel once per stream, not once per call.
+  rpc::AttachToken(&ctx_, options_.token);
+  ctx_.AddMetadata(kActorIdKey, options_.actor_id);
+  if (!options_.caller_id.empty()) ctx_.AddMetadata(kCallerIdKey, options_.caller_id);
+  queued_.emplace_back();
+}
+
+std::shared_ptr<CallStream> CallStream::Create(std::shared_ptr<v1::ActorService::Stub> stub,
+                                               std::shared_ptr<std::atomic<uint64_t>> next_seq,
+                                               CallStreamOptions options) {
+  std::shared_ptr<CallStream> s(new CallStream(std::move(stub), std::move(next_seq), std::move(options)));
+  s->self_ = s;
+  s->stub_->async()->CallStream(&s->ctx_, s.get());
+  s->StartRead(&s->in_);
+  // Writes start from callers' threads, outside any reaction: the hold keeps OnDone from
+  // running until the stream has ended and no write is in flight.
+  s->AddHold();
+  s->StartCall();
+  return s;
+}
+
+bool CallStream::Enqueue(absl::string_view method, absl::string_view args, absl::Duration timeout,
+                         std::promise<CallResult>& done) {
+  const size_t bytes = method.size() + args.size() + kCallOverhead;
+  bool write;
+  {
+    absl::MutexLock lock(&mu_);
+    if (ended_) return false;
+    const uint64_t id = first_id_ + slots_.size();
+    Slot& slot = slots_.emplace_back();
+    slot.done = std::move(done);
+    slot.deadline = absl::Now() + timeout;
+    slot.timeout = timeout;
+    slot.method.assign(method.data(), method.size());
+    if (queued_.back().msg.calls_size() > 0 && queued_.back().bytes + bytes > options_.max_message_bytes)
+      queued_.emplace_back();
+    OutBatch& batch = queued_.back();
+    v1::StreamedCall* call = batch.msg.add_calls();  // reuses a cleared element when there is one
+    call->set_call_id(id);
+    call->mutable_method()->assign(method.data(), method.size());
+    call->mutable_args()->assign(args.data(), args.size());
+    // Assigned under mu_, so the sequence is the order calls go out on this stream.
+    call->set_seq(next_seq_->fetch_add(1));
+    call->set_timeout_ms(timeout == absl::InfiniteDuration()
+                             ? 0
+                             : uint64_t(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout))));
+    batch.bytes += bytes;
+    write = TakeBatchLocked();
+  }
+  if (write) StartWrite(&out_);
+  return true;
+}
+
+bool CallStream::TakeBatchLocked() {
+  if (writing_ || ended_ || queued_.front().msg.calls_size() == 0) return false;
+  OutBatch& front = queued_.front();
+  out_.Swap(&front.msg);  // out_ takes the calls; front takes the batch written before
+  if (queued_.size() > 1) {
+    queued_.pop_front();
+  } else {
+    front.msg.Clear();  // keeps its elements allocated for the next calls
+    front.bytes = 0;
+  }
+  writing_ = true;
+  return true;
+}
+
+bool CallStream::ReleaseHoldLocked() {
+  if (!ended_ || writing_ || hold_released_) return false;
+  hold_released_ = true;
+  return true;
+}
+
+void CallStream::PopAnsweredLocked() {
+  while (!slots_.empty() && slots_.front().answered) {
+    slots_.pop_front();
+    ++first_id_;
+  }
+}
+
+void CallStream::OnWriteDone(bool ok) {
+  bool write = false, release;
+  {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {
+      ended_ = true;  // the RPC is over; OnDone says how
+    } else {
+      write = TakeBatchLocked();
+    }
+    release = ReleaseHoldLocked();
+  }
+  if (write) StartWrite(&out_);
+  if (release) RemoveHold();
+}
+
+void CallStream::OnReadDone(bool ok) {
+  if (!ok) {
+    bool release;
+    {
+      absl::MutexLock lock(&mu_);
+      ended_ = true;
+      release = ReleaseHoldLocked();
+    }
+    if (release) RemoveHold();
+    return;
+  }
+  completions_.clear();
+  {
+    absl::MutexLock lock(&mu_);
+    for (v1::StreamedResult& r : *in_.mutable_results()) {
+      const uint64_t id = r.call_id();
+      // Unknown ids: calls that already failed (deadline) and were popped.
+      if (id < first_id_ || id - first_id_ >= slots_.size()) continue;
+      Slot& slot = slots_[id - first_id_];
+      if (slot.answered) continue;
+      slot.answered = true;
+      completions_.emplace_back(std::move(slot.done), ToResult(r));
+    }
+    PopAnsweredLocked();
+  }
+  // Completed outside mu_: a waiter may call again at once.
+  for (auto& [done, result] : completions_) done.set_value(std::move(result));
+  completions_.clear();
+  StartRead(&in_);
+}
+
+absl::Time CallStream::Expire(absl::Time now) {
+  std::vector<std::pair<std::promise<CallResult>, absl::Status>> expired;
+  absl::Time earliest = absl::InfiniteFuture();
+  {
+    absl::MutexLock lock(&mu_);
+    for (Slot& slot : slots_) {
+      if (slot.answered) continue;
+      if (slot.deadline > now) {
+        earliest = std::min(earliest, slot.deadline);
+        continue;
+      }
+      slot.answered = true;
+      expired.emplace_back(std::move(slot.done),
+                           absl::DeadlineExceededError(absl::StrCat(
+                               "actor ", options_.actor_id, ": call to \"", slot.method,
+                               "\" got no result within ", absl::FormatDuration(slot.timeout))));
+    }
+    PopAnsweredLocked();
+  }
+  for (auto& [done, status] : expired) done.set_value(status);
+  return earliest;
+}
+
+void CallStream::Shutdown(const absl::Status& why) {
+  std::vector<std::promise<CallResult>> unanswered;
+  bool release, cancel;
+  {
+    absl::MutexLock lock(&mu_);
+    ended_ = true;
+    for (Slot& slot : slots_)
+      if (!slot.answered) unanswered.push_back(std::move(slot.done));
+    first_id_ += slots_.size();
+    slots_.clear();
+    release = ReleaseHoldLocked();
+    cancel = !done_;
+  }
+  for (auto& done : unanswered) done.set_value(why);
+  // The context holds its own reference to the call, so cancelling a finished call is harmless.
+  if (cancel) ctx_.TryCancel();
+  if (release) RemoveHold();
+}
+
+bool CallStream::ended() {
+  absl::MutexLock lock(&mu_);
+  return ended_;
+}
+
+void CallStream::OnDone(const grpc::Status& status) {
+  StreamEnd end{nullptr, options_.actor_id, options_.address, status, {}};
+  {
+    absl::MutexLock lock(&mu_);
+    done_ = true;
+    ended_ = true;
+    for (Slot& slot : slots_)
+      if (!slot.answered) end.unanswered.push_back(std::move(slot.done));
+    first_id_ += slots_.size();
+    slots_.clear();
+    end.stream = std::move(self_);
+  }
+  options_.on_end(std::move(end));
+}
+
+}  // namespace skyrl::client_internal

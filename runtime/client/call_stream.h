@@ -1,0 +1,143 @@
+// One ActorService.CallStream from a skyrl::Client to one actor process: the path of
+// Client::CallAsync. Internal to the client library.
+//
+// Calls are queued and written in batches: whatever was queued while the previous write was
+// on the wire goes out as one message (natural batching: no timer, and a call made while the
+// stream is idle is written at once). Each batch stays under `max_message_bytes`. Results come
+// back in batches and complete the callers' futures by call id, on gRPC's callback threads.
+// Every call has a deadline; Expire() fails those past it with DEADLINE_EXCEEDED while the
+// stream lives on.
+//
+// When the stream ends (the actor died, the connection broke, the host stopped or refused the
+// stream), every call not yet answered is handed to `on_end` with the final status, so the
+// owner can ask the head why, once for all of them. on_end is called exactly once, from OnDone,
+// and is the stream's last use of its owner; it must not drop StreamEnd::stream on that thread.
+//
+// Lifetime: shared. The stream keeps itself alive until OnDone; the owner's references keep it
+// readable after that. Safe for concurrent use.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "skyrl/actor.grpc.pb.h"
+
+namespace skyrl::client_internal {
+
+using CallResult = absl::StatusOr<std::string>;
+
+// Upper bound of what one StreamedCall adds to its batch besides its method and args bytes.
+inline constexpr size_t kCallOverhead = 64;
+
+class CallStream;
+
+// Calls left without a result when a stream ended, and why it ended.
+struct StreamEnd {
+  // The stream's own last reference, for the owner to drop on its own thread: releasing the
+  // last reference to a channel on a gRPC callback thread crashes gRPC 1.51 (the callback
+  // completion queue's thread would have to join itself; grpc/grpc pull request 32584).
+  std::shared_ptr<CallStream> stream;
+  std::string actor_id;
+  std::string address;
+  grpc::Status status;
+  std::vector<std::promise<CallResult>> unanswered;
+};
+
+struct CallStreamOptions {
+  std::string actor_id;
+  std::string address;
+  std::string token;
+  std::string caller_id;
+  size_t max_message_bytes = 0;
+  std::function<void(StreamEnd)> on_end;
+};
+
+class CallStream final : public grpc::ClientBidiReactor<v1::ActorCallBatch, v1::ActorResultBatch>,
+                         public std::enable_shared_from_this<CallStream> {
+ public:
+  // Creates and starts the stream (the connection is made in the background). Calls take
+  // their sequence numbers from `next_seq`, shared with the owner's unary calls.
+  static std::shared_ptr<CallStream> Create(std::shared_ptr<v1::ActorService::Stub> stub,
+                                            std::shared_ptr<std::atomic<uint64_t>> next_seq,
+                                            CallStreamOptions options);
+
+  // Queues one call and takes `done` (moved from) on success. False when the stream has
+  // ended: `done` is untouched and the caller opens a new stream. Precondition: method and
+  // args fit in one message (method.size() + args.size() + kCallOverhead <= max_message_bytes).
+  bool Enqueue(absl::string_view method, absl::string_view args, absl::Duration timeout,
+               std::promise<CallResult>& done);
+
+  // Fails the calls whose deadline is past `now`; returns the earliest deadline still
+  // pending (InfiniteFuture when none).
+  absl::Time Expire(absl::Time now);
+
+  // For the owner's destruction: fails every pending call with `why` and cancels the RPC.
+  // on_end still follows (with nothing unanswered).
+  void Shutdown(const absl::Status& why);
+
+  // The stream has ended or is ending: Enqueue fails.
+  bool ended();
+
+  const std::string& address() const { return options_.address; }
+
+  // gRPC reactions.
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnDone(const grpc::Status& status) override;
+
+ private:
+  CallStream(std::shared_ptr<v1::ActorService::Stub> stub, std::shared_ptr<std::atomic<uint64_t>> next_seq,
+             CallStreamOptions options);
+
+  struct Slot {
+    std::promise<CallResult> done;
+    absl::Time deadline;
+    absl::Duration timeout;
+    std::string method;
+    bool answered = false;
+  };
+  struct OutBatch {
+    v1::ActorCallBatch msg;
+    size_t bytes = 0;
+  };
+
+  // Under mu_: moves the next batch into out_ when no write is in flight. True: call
+  // StartWrite(&out_) once mu_ is released.
+  bool TakeBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Under mu_: whether the hold taken in Create should now be released (ended, no write in
+  // flight, not yet released). The caller calls RemoveHold once mu_ is released.
+  bool ReleaseHoldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PopAnsweredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::shared_ptr<v1::ActorService::Stub> stub_;
+  const std::shared_ptr<std::atomic<uint64_t>> next_seq_;
+  const CallStreamOptions options_;
+  grpc::ClientContext ctx_;
+  std::shared_ptr<CallStream> self_;  // set by Create, released by OnDone
+  v1::ActorResultBatch in_;           // the reader's (one read in flight at a time)
+  v1::ActorCallBatch out_;            // the writer's (one write in flight at a time)
+  std::vector<std::pair<std::promise<CallResult>, CallResult>> completions_;  // the reader's scratch
+
+  absl::Mutex mu_;
+  // Slot i is call id first_id_ + i; answered slots at the front are popped.
+  std::deque<Slot> slots_ ABSL_GUARDED_BY(mu_);
+  uint64_t first_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::deque<OutBatch> queued_ ABSL_GUARDED_BY(mu_);  // calls not yet written, split by size
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace skyrl::client_internal
