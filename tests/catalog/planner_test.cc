@@ -216,7 +216,12 @@ TEST(PlannerCalibration, DISABLED_ExploreReadings) {
   if (const char* v = std::getenv("SKYRL_CAL_USABLE")) opts.assumptions.usable_fraction = std::atof(v);
   // SKYRL_CAL_OFFLOAD=1: allow the CPU optimizer (--optimizer-offload) for every row.
   if (const char* v = std::getenv("SKYRL_CAL_OFFLOAD")) opts.assumptions.optimizer_offload = std::atoi(v) != 0;
+  const PlanRequest base = opts;
   for (const Row& r : cat.rows()) {
+    // The row's training recipe (reference.training_precision, optimizer_state) is part of its
+    // reading; LoRA ignores it.
+    opts = base;
+    UseReferenceRecipe(r, &opts.assumptions);
     Cluster min = StatedMinimum(cat, r);
     std::string line = r.family + " @" + min.shape.ToString() + ":";
     for (Placement pl : {Placement::kSeparate, Placement::kColocated})
