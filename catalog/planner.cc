@@ -501,7 +501,7 @@ std::string RequestedTrainingPrecision(const PlanRequest& o) {
   return o.assumptions.training_precision.empty() ? "bf16" : o.assumptions.training_precision;
 }
 
-// ", fp8 Adam moments" when the reading names the moments' dtype.
+// "fp8 Adam moments" when the reading names the moments' dtype, else "".
 std::string ReferenceMoments(const Row& row) {
   return row.reference.optimizer_state.empty() ? "" : row.reference.optimizer_state + " Adam moments";
 }
