@@ -269,6 +269,40 @@ TEST_P(TcpSenderTest, PayloadGoesZeroCopyExactlyWhenAskedTo) {
   EXPECT_EQ(stats.copied_bytes.load(), GetParam() ? 0 : payload);
 }
 
+// Receivers wake only once several MiB wait (SO_RCVLOWAT), lowered for the last chunks of a
+// stream; odd chunk and bucket sizes over a 32 MiB stream must still finish well within the
+// timeout rather than wait for bytes that never come.
+TEST_P(TcpSenderTest, OddChunksAndBucketsOfALargeStreamFinishPromptly) {
+  auto w = MakeWorld(OneMatrix(4096, 4096), Layout::Of(ModelParallel{}), Layout::Engines(1, ModelParallel{}));
+  ASSERT_TRUE(w.ok());
+  InMemoryRendezvous rdv;
+  TcpOptions o;
+  o.rendezvous = &rdv;
+  o.zero_copy_send = GetParam();
+  o.transfer.chunk_bytes = (3 << 20) + 1;
+  o.transfer.bucket_bytes = (5 << 20) + 3;
+  o.transfer.checksums = true;
+  o.transfer.io_timeout = absl::Seconds(3);
+  auto sender = CreateTcpTransport(o);
+  o.receiver_rank = 0;
+  auto receiver = CreateTcpTransport(o);
+  ASSERT_TRUE(sender.ok() && receiver.ok());
+  VersionedShard shard((*w)->rlayout[0].Bytes());
+  for (uint64_t v = 1; v <= 2; ++v) {
+    auto weights = (*w)->Weights(v);
+    absl::Status got;
+    std::thread rt([&] { got = (*receiver)->Receive(v, (*w)->recv_sched[0], shard); });
+    std::vector<uint8_t> src = (*w)->SenderShard(0, weights);
+    const absl::Time t0 = absl::Now();
+    absl::Status sent = (*sender)->Send(v, (*w)->send_sched[0], absl::MakeConstSpan(src));
+    rt.join();
+    ASSERT_TRUE(sent.ok()) << sent;
+    ASSERT_TRUE(got.ok()) << got;
+    EXPECT_LT(absl::Now() - t0, absl::Seconds(2)) << "version " << v;
+    EXPECT_TRUE(*shard.Current().bytes == (*w)->Expected(0, weights)) << "version " << v;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(SendPaths, TcpSenderTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "zero_copy" : "copy"; });
 

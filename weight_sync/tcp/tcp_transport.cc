@@ -1,5 +1,9 @@
 #include "weight_sync/tcp/tcp_transport.h"
 
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -23,6 +27,8 @@ constexpr uint32_t kProtocol = 1;
 constexpr uint32_t kFlagChecksums = 1;
 constexpr size_t kHelloSize = 48, kBucketHeaderSize = 24, kAckSize = 8;
 constexpr uint32_t kMaxAckMessage = 4096;
+// Receivers: SO_RCVLOWAT while payload streams in (see ReceiveFrom).
+constexpr int64_t kLowWater = int64_t{4} << 20;
 
 void Put32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
 void Put64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, 8); }
@@ -283,6 +289,7 @@ absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, u
   RunCursor<uint8_t*> cursor(peer.runs, staging);
   std::vector<asio::mutable_buffer> bufs;
   int64_t got = 0;
+  int low_water = 1;  // the socket's SO_RCVLOWAT
   error_code ec;
   for (uint32_t b = 0; got < peer.bytes; ++b) {
     const int64_t len = std::min<int64_t>(h.bucket_bytes, peer.bytes - got);
@@ -294,6 +301,16 @@ absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, u
     RunCursor<uint8_t*> start = cursor;
     for (int64_t done = 0; done < len;) {
       const int64_t n = std::min(t.chunk_bytes, len - done);
+      // Wake only once kLowWater bytes wait (fewer wakeups and reads per byte), but never ask
+      // for more than the stream still holds past this chunk's first byte: the last bytes
+      // would never wake the reader.
+      const int64_t after = peer.bytes - (got + done + n);
+      const int low = static_cast<int>(std::clamp<int64_t>(after + 1, 1, kLowWater));
+      if (low != low_water) {
+        if (setsockopt(c.socket().native_handle(), SOL_SOCKET, SO_RCVLOWAT, &low, sizeof low) != 0)
+          return absl::InternalError(absl::StrCat("setsockopt(SO_RCVLOWAT, ", low, "): ", std::strerror(errno)));
+        low_water = low;
+      }
       cursor.Next(n, bufs);
       if (ec = c.Read(bufs, t.io_timeout); ec) return FromAsio(ec, absl::StrCat("bucket ", b, " at byte ", done));
       done += n;
