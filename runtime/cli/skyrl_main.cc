@@ -138,7 +138,13 @@ int main(int argc, char** argv) {
   CLI::App* stop = app.add_subcommand("stop", "stop the daemons `skyrl start` started on this machine");
   double grace_s = 10;
   stop->add_option("--grace", grace_s, "seconds between SIGTERM and SIGKILL")->check(CLI::Range(0.0, 600.0));
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help prints and exits 0; any other parse error (unknown flag, value outside a fixed
+    // list, missing argument) is bad input: exit 2, as every other input error of the CLI.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   if (*plan) return skyrl::catalog::RunPlanCommand(plan_opts, std::cout, std::cerr);
 
   if (*stop) {

@@ -89,6 +89,19 @@ TEST_F(LocalClusterTest, BadFlagsFailWithAClearMessage) {
   ASSERT_TRUE(c.ok());
   code = c->Wait().exit_code;
   EXPECT_EQ(code, 2);
+  // A flag value outside a fixed list is bad input too (exit 2, naming the flag), not CLI11's
+  // own exit code.
+  SpawnOptions plan;
+  plan.argv = {testing::BinDir() + "/skyrl", "plan", "--model", "Qwen3-8B", "--optimizer-state", "fp4"};
+  plan.log_path = dir_ + "/plan-bad.log";
+  plan.env_set = Env();
+  auto pc = Subprocess::Start(plan);
+  ASSERT_TRUE(pc.ok());
+  EXPECT_EQ(pc->Wait().exit_code, 2);
+  std::ifstream plan_in(plan.log_path);
+  std::stringstream plan_text;
+  plan_text << plan_in.rdbuf();
+  EXPECT_NE(plan_text.str().find("--optimizer-state"), std::string::npos) << plan_text.str();
 }
 
 TEST_F(LocalClusterTest, EveryCallNeedsTheTokenAndTheHeadCreatesItPrivately) {
