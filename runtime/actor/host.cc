@@ -84,6 +84,9 @@ int RunActorHost(int argc, char** argv) {
   int bound = 0;
   builder.AddListeningPort(absl::StrCat(bind, ":", port), rpc::ServerCredentials(), &bound);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Clients ping while calls are in flight (ClientOptions.keepalive_time, at least 5 s), to
+  // notice a frozen or vanished actor; accept that instead of answering GOAWAY.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 4000);
   builder.SetMaxReceiveMessageSize(rpc::kMaxMessageBytes);
   builder.SetMaxSendMessageSize(rpc::kMaxMessageBytes);
   builder.RegisterService(&service);

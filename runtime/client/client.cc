@@ -22,11 +22,15 @@ bool Unreachable(const grpc::Status& s) {
 }
 
 // Like rpc::MakeChannel, with this client's send limit (results may still be as big as any
-// host sends).
-std::shared_ptr<grpc::Channel> ActorChannel(const std::string& address, size_t max_send) {
+// host sends) and keepalive pings while calls are in flight.
+std::shared_ptr<grpc::Channel> ActorChannel(const std::string& address, const ClientOptions& o) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(rpc::kMaxMessageBytes);
-  args.SetMaxSendMessageSize(int(max_send));
+  args.SetMaxSendMessageSize(int(o.max_message_bytes));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, int(absl::ToInt64Milliseconds(o.keepalive_time)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, int(absl::ToInt64Milliseconds(o.keepalive_timeout)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // an idle open stream keeps pinging
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   return grpc::CreateCustomChannel(address, rpc::ChannelCredentials(), args);
@@ -41,6 +45,14 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& head,
   if (options.max_message_bytes < 4096 || options.max_message_bytes > size_t(rpc::kMaxMessageBytes))
     return absl::InvalidArgumentError(absl::StrCat("ClientOptions.max_message_bytes: ", options.max_message_bytes,
                                                    " is not in 4096-", rpc::kMaxMessageBytes));
+  if (options.keepalive_time < absl::Seconds(5) || options.keepalive_time > absl::Hours(24))
+    return absl::InvalidArgumentError(absl::StrCat("ClientOptions.keepalive_time: ",
+                                                   absl::FormatDuration(options.keepalive_time),
+                                                   " is not in 5s-24h (actor hosts refuse more frequent pings)"));
+  if (options.keepalive_timeout < absl::Milliseconds(100) || options.keepalive_timeout > absl::Hours(1))
+    return absl::InvalidArgumentError(absl::StrCat("ClientOptions.keepalive_timeout: ",
+                                                   absl::FormatDuration(options.keepalive_timeout),
+                                                   " is not in 100ms-1h"));
   if (options.call_timeout <= absl::ZeroDuration())
     return absl::InvalidArgumentError(absl::StrCat("ClientOptions.call_timeout: ",
                                                    absl::FormatDuration(options.call_timeout), " is not positive"));
@@ -192,7 +204,7 @@ absl::StatusOr<Client::Route> Client::Resolve(const std::string& actor_id) {
       return absl::FailedPreconditionError(absl::StrCat("actor is dead: ", info->death_reason()));
     if (info->state() == v1::ACTOR_ALIVE) {
       Route r{info->address(),
-              v1::ActorService::NewStub(ActorChannel(info->address(), options_.max_message_bytes)),
+              v1::ActorService::NewStub(ActorChannel(info->address(), options_)),
               std::make_shared<std::atomic<uint64_t>>(1), nullptr};
       // Threads that looked up together share one route (one sequence, one stream); a
       // different address is newer news of the actor.

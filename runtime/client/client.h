@@ -86,6 +86,13 @@ struct ClientOptions {
   // The largest message this client sends to an actor (one call, or one batch of streamed
   // calls): 4 KiB to rpc::kMaxMessageBytes, the actor hosts' receive limit.
   size_t max_message_bytes = rpc::kMaxMessageBytes;
+  // While calls to an actor are in flight, its connection is pinged after keepalive_time
+  // without news and closed when no answer comes within keepalive_timeout: the calls then
+  // fail as they would if the process had died, instead of each waiting out its deadline
+  // (a vanished machine or a frozen process sends no reset). keepalive_time is at least 5 s,
+  // the most often actor hosts accept pings.
+  absl::Duration keepalive_time = absl::Seconds(30);
+  absl::Duration keepalive_timeout = absl::Seconds(10);
 };
 
 class Client {

@@ -1,5 +1,9 @@
 // Client::CallAsync over the actor's CallStream, against real processes: a head, a worker and
 // actor hosts started by it.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <optional>
 #include <thread>
@@ -235,6 +239,46 @@ TEST_F(ActorStreamTest, KillingTheActorOrDroppingTheClientEndsCallsInFlight) {
     auto r = Get(f, absl::Seconds(1));
     EXPECT_TRUE(absl::IsCancelled(r.status())) << r.status();
   }
+}
+
+// The process of an actor on this machine: the one whose environment names it.
+pid_t ActorPid(const std::string& actor_id) {
+  const std::string want = "SKYRL_ACTOR_ID=" + actor_id;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream in(entry.path() / "environ", std::ios::binary);
+    std::string var;
+    while (std::getline(in, var, '\0'))
+      if (var == want) return pid_t(std::atoi(entry.path().filename().c_str()));
+  }
+  return 0;
+}
+
+TEST_F(ActorStreamTest, AFrozenActorFailsCallsInFlightWithoutWaitingForTheirDeadlines) {
+  ClientOptions options;
+  options.keepalive_time = absl::Seconds(5);
+  options.keepalive_timeout = absl::Seconds(1);
+  auto client = Connect(options);
+  auto echo = client->CreateActor("echo", {});
+  ASSERT_TRUE(echo.ok()) << echo.status();
+  Future warm = client->CallAsync(*echo, "echo", "warm");
+  ASSERT_TRUE(Get(warm).ok());
+  pid_t pid = ActorPid(echo->actor_id);
+  ASSERT_GT(pid, 0);
+  // A stopped process keeps its socket open (the kernel still acknowledges), as a machine
+  // cut off from the network does: only an unanswered HTTP/2 ping tells.
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  absl::Time t0 = absl::Now();
+  std::vector<Future> inflight;
+  for (int i = 0; i < 10; ++i) inflight.push_back(client->CallAsync(*echo, "echo", "x"));
+  for (auto& f : inflight) {
+    auto r = Get(f, absl::Seconds(40));
+    EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+    EXPECT_NE(r.status().message().find("unreachable"), std::string::npos) << r.status();
+  }
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(20)) << "the calls waited for their 60 s deadlines";
+  kill(pid, SIGCONT);
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      Client::Connect(address_, Token(), {.keepalive_time = absl::Seconds(1)}).status()));
 }
 
 TEST_F(ActorStreamTest, OversizedArgsAreRefusedAndBigBatchesAreSplit) {
