@@ -8,8 +8,9 @@
 // copy, until the receiver has read (and acknowledged) them. The bytes must therefore not
 // change until the peer confirmed them; the transport's Send guarantees this by returning
 // only after every receiver acknowledged the whole version. After a failed Send the memory
-// stays valid (the kernel's page references keep it alive), but an overwrite of the source
-// may still reach a receiver whose sync is failing anyway, which discards what it got.
+// stays valid (the kernel's page references keep it alive), and bytes already queued may
+// still be read later by a receiver that stalled; tcp_transport.h says what that means for
+// callers.
 //
 // Fallback: when the kernel refuses vmsplice or splice for this memory or socket (EINVAL,
 // ENOSYS, EOPNOTSUPP, EPERM, or no pipe could be made), the writer drains what it already put

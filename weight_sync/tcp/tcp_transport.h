@@ -8,9 +8,15 @@
 // Sending is zero-copy by default (TcpOptions::zero_copy_send): the kernel references the
 // shard's pages instead of copying them into socket buffers, so the caller must leave the
 // shard unchanged until Send returns, which it does only once every receiver confirmed the
-// whole version. A Send that fails returns while the kernel may still hold references to the
-// shard's pages: the memory stays valid (the references keep it alive), and an overwrite made
-// afterwards can reach only receivers whose sync is already failing and discarded.
+// whole version. A Send that fails may return while the kernel still holds references to the
+// shard's pages (they keep the memory valid, even if the caller frees it). A receiver whose
+// connection broke fails its sync anyway; but one that stalled past the sender's sync_timeout
+// after all its bytes were queued can still complete later, reading the pages as they are
+// then. So if the caller changes (or frees and reuses) the shard after a failed Send while
+// such a receiver may still commit, it could commit a mix. Where that matters: turn on
+// TransferOptions::checksums (a bucket's checksum is taken from the shard before it is sent,
+// so a changed byte fails it with DataLoss), abort the version on every receiver when any
+// rank failed (defer_commit), or set zero_copy_send = false.
 //
 // Every wait has a deadline (TransferOptions::io_timeout without progress): rendezvous,
 // connect, accept, each chunk, the acknowledgement. A peer that dies or stalls fails the sync
