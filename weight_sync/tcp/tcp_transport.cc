@@ -302,13 +302,15 @@ absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, u
     for (int64_t done = 0; done < len;) {
       const int64_t n = std::min(t.chunk_bytes, len - done);
       // Wake only once kLowWater bytes wait (fewer wakeups and reads per byte), but never ask
-      // for more than the stream still holds past this chunk's first byte: the last bytes
-      // would never wake the reader.
+      // for more than the stream still holds when only this chunk's last byte is missing (what
+      // follows the chunk, plus one): otherwise its last bytes would never wake the reader.
       const int64_t after = peer.bytes - (got + done + n);
       const int low = static_cast<int>(std::clamp<int64_t>(after + 1, 1, kLowWater));
       if (low != low_water) {
-        if (setsockopt(c.socket().native_handle(), SOL_SOCKET, SO_RCVLOWAT, &low, sizeof low) != 0)
+        if (setsockopt(c.socket().native_handle(), SOL_SOCKET, SO_RCVLOWAT, &low, sizeof low) != 0) {
+          if (c.aborted()) return FromAsio(asio::error::operation_aborted, absl::StrCat("bucket ", b));
           return absl::InternalError(absl::StrCat("setsockopt(SO_RCVLOWAT, ", low, "): ", std::strerror(errno)));
+        }
         low_water = low;
       }
       cursor.Next(n, bufs);
