@@ -86,9 +86,7 @@ Client::~Client() {
   explainer_.join();
 }
 
-absl::StatusOr<ActorHandle> Client::CreateActor(const std::string& class_name, const ActorOptions& o) {
-  v1::CreateActorRequest req;
-  v1::ActorSpec* spec = req.mutable_spec();
+void Client::FillSpec(const std::string& class_name, const ActorOptions& o, v1::ActorSpec* spec) const {
   spec->set_class_name(class_name);
   spec->set_init_args(o.init_args);
   for (const auto& [k, v] : o.resources) (*spec->mutable_resources())[k] = v;
@@ -102,6 +100,11 @@ absl::StatusOr<ActorHandle> Client::CreateActor(const std::string& class_name, c
   spec->set_job_id(job_id_);
   spec->set_detached(o.detached);
   spec->set_host(o.host);
+}
+
+absl::StatusOr<ActorHandle> Client::CreateActor(const std::string& class_name, const ActorOptions& o) {
+  v1::CreateActorRequest req;
+  FillSpec(class_name, o, req.mutable_spec());
   grpc::ClientContext ctx;
   rpc::PrepareCall(&ctx, token_, options_.call_timeout);
   v1::CreateActorReply reply;
@@ -110,6 +113,41 @@ absl::StatusOr<ActorHandle> Client::CreateActor(const std::string& class_name, c
     return absl::FailedPreconditionError(
         absl::StrCat("actor ", reply.actor().actor_id(), " could not start: ", reply.actor().death_reason()));
   return ActorHandle{reply.actor().actor_id()};
+}
+
+std::vector<absl::StatusOr<ActorHandle>> Client::CreateActors(
+    const std::vector<std::pair<std::string, ActorOptions>>& actors) {
+  constexpr size_t kPerCall = 10000;  // the head's limit per CreateActors call
+  std::vector<absl::StatusOr<ActorHandle>> out;
+  out.reserve(actors.size());
+  for (size_t first = 0; first < actors.size(); first += kPerCall) {
+    size_t last = std::min(actors.size(), first + kPerCall);
+    v1::CreateActorsRequest req;
+    for (size_t i = first; i < last; ++i) FillSpec(actors[i].first, actors[i].second, req.add_specs());
+    grpc::ClientContext ctx;
+    rpc::PrepareCall(&ctx, token_, options_.call_timeout);
+    v1::CreateActorsReply reply;
+    absl::Status s = rpc::FromGrpc(head_->CreateActors(&ctx, req, &reply));
+    if (s.ok() && reply.results_size() != int(last - first))
+      s = absl::InternalError(absl::StrCat("CreateActors: the head answered ", reply.results_size(), " of ",
+                                           last - first, " items"));
+    for (size_t i = first; i < last; ++i) {
+      if (!s.ok()) {
+        out.push_back(s);  // the call as a whole failed
+        continue;
+      }
+      const v1::CreateActorResult& r = reply.results(int(i - first));
+      if (r.code() != 0) {
+        out.push_back(absl::Status(static_cast<absl::StatusCode>(r.code()), r.message()));
+      } else if (r.actor().state() == v1::ACTOR_DEAD) {
+        out.push_back(absl::FailedPreconditionError(
+            absl::StrCat("actor ", r.actor().actor_id(), " could not start: ", r.actor().death_reason())));
+      } else {
+        out.push_back(ActorHandle{r.actor().actor_id()});
+      }
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<v1::PlacementGroupInfo> Client::CreatePlacementGroup(const PlacementGroupOptions& o) {

@@ -105,6 +105,14 @@ class Client {
   // Creates the actor and returns once it is ALIVE; a constructor error is FailedPrecondition
   // with its message.
   absl::StatusOr<ActorHandle> CreateActor(const std::string& class_name, const ActorOptions& options);
+  // Many actors in one CreateActors call per 10,000 (an engine fleet): one result per
+  // (class name, options), in order. Each is created or fails on its own, as CreateActor
+  // would (a constructor error is FailedPrecondition); a failed item leaves nothing behind
+  // and does not stop the others. When the call itself fails, every item of it carries that
+  // error: none was created when it was refused (e.g. Unauthenticated), but after a deadline
+  // some may have been, as with CreateActor.
+  std::vector<absl::StatusOr<ActorHandle>> CreateActors(
+      const std::vector<std::pair<std::string, ActorOptions>>& actors);
   absl::StatusOr<ActorHandle> GetActor(const std::string& name, const std::string& ns = "default");
   absl::StatusOr<v1::ActorInfo> Describe(const ActorHandle& actor);
   absl::Status Kill(const ActorHandle& actor);
@@ -151,6 +159,7 @@ class Client {
     std::shared_ptr<client_internal::CallStream> stream;  // CallAsync's; null until first used
   };
   Client(const std::string& head, std::string token, ClientOptions options);
+  void FillSpec(const std::string& class_name, const ActorOptions& options, v1::ActorSpec* spec) const;
   absl::StatusOr<v1::ActorInfo> Lookup(const v1::GetActorRequest& request);
   // The actor's current route: cached, or looked up (waiting out RESTARTING/PENDING).
   absl::StatusOr<Route> Resolve(const std::string& actor_id);

@@ -352,11 +352,16 @@ void PlacementGroupManager::RemoveAsync(const PlacementGroupId& id, StatusDone d
     if (it == groups_.end()) return done(absl::NotFoundError(absl::StrCat("no placement group ", id.ToString())));
     v1::PlacementGroupInfo& g = it->second;
     if (g.state() == v1::PG_REMOVED) return done(absl::OkStatus());
-    v1::PlacementGroupInfo updated = g;
-    updated.set_state(v1::PG_REMOVED);
-    updated.clear_pending_reason();
-    if (absl::Status s = Persist(updated); !s.ok()) return done(s);
-    g = std::move(updated);
+    // Changed in place (no copy of the group) and put back when the store refuses.
+    v1::PlacementGroupState was = g.state();
+    std::string reason = std::move(*g.mutable_pending_reason());
+    g.set_state(v1::PG_REMOVED);
+    g.clear_pending_reason();
+    if (absl::Status s = Persist(g); !s.ok()) {
+      g.set_state(was);
+      g.set_pending_reason(std::move(reason));
+      return done(s);
+    }
     waiting_.erase(id);
     resources_.With([&](scheduler::Cluster& c) { c.RemoveGroup(id.ToString()); });
     Changed();
