@@ -14,9 +14,12 @@
 //   on first use, again after it ends). Calls queued while the previous message was on the
 //   wire go out together in one message, and results come back the same way, so many calls
 //   in flight cost a few RPC messages instead of one RPC each. Futures are completed on
-//   gRPC's callback threads. Every call has its own deadline (DEADLINE_EXCEEDED; the stream
-//   and the other calls go on); when the stream breaks, every call not yet answered fails
-//   with the same explanation ("actor died: <reason>" when the head says so), asked once.
+//   gRPC's callback threads (results) or on the client's two own threads (deadlines,
+//   failures). Every call has its own deadline (DEADLINE_EXCEEDED; the stream and the other
+//   calls go on); when the stream breaks, every call not yet answered fails with the same
+//   explanation ("actor died: <reason>" when the head says so), asked once. While calls are
+//   in flight the connection is pinged (ClientOptions.keepalive_*), so a frozen or cut-off
+//   process fails them as unreachable before their deadlines.
 // With max_concurrency 1, calls of one Client run in the order they were made, across both
 // paths (each carries this client's sequence number for the actor's incarnation).
 // Arguments bigger than one message (ClientOptions.max_message_bytes) fail at once with
