@@ -75,7 +75,8 @@ int RunPlanCommand(const PlanCommandOptions& o, std::ostream& out, std::ostream&
   absl::StatusOr<Plan> plan = MakePlan(*catalog, req);
   if (!plan.ok()) {
     bool refusal = absl::IsResourceExhausted(plan.status()) || absl::IsFailedPrecondition(plan.status());
-    return fail(plan.status(), refusal ? 1 : 2);
+    // Internal: the planner contradicts itself (e.g. the scheduler would refuse its groups).
+    return fail(plan.status(), refusal ? 1 : absl::IsInternal(plan.status()) ? 3 : 2);
   }
   out << (o.json ? RenderPlanJson(*plan) + "\n" : RenderPlanText(*plan));
   return 0;

@@ -5,7 +5,8 @@
 //   skyrl::catalog::AddPlanFlags(plan, &plan_opts);
 //   ... if (plan->parsed()) return skyrl::catalog::RunPlanCommand(plan_opts, std::cout, std::cerr);
 // Exit codes: 0 a plan, 1 a refusal (does not fit, mode known not to work), 2 bad input
-// (unknown model, malformed cluster, broken catalog).
+// (unknown model, malformed cluster, broken catalog), 3 an internal inconsistency (a planner
+// bug, e.g. a placement group the scheduler would refuse).
 #pragma once
 
 #include <cstdint>

@@ -233,33 +233,47 @@ Attempt TryColocated(const Row& row, const ModelEntry& m, Mode mode, const std::
   return at;
 }
 
+// The groups the job creates. Bundles are one whole GPU each, so the ranks of a group follow
+// the scheduler's canonical order (node by node, devices ascending), which is the order the
+// weight-sync cost model assumes: the trainer on GPUs 0..T-1, engines from GPU T on.
 std::vector<PlacementGroupSpec> MakeGroups(const Plan& p) {
   const int gpn = p.cluster.shape.gpus_per_node;
-  const double cpu_per_gpu =
-      p.cluster.cpus_per_node > 0 ? std::max(1.0, std::floor(static_cast<double>(p.cluster.cpus_per_node) / gpn)) : 1;
+  const std::string domain(kNvlinkDomainLabel);
+  // A node's CPUs shared out over its GPUs: whole CPUs where there are enough, else a fraction
+  // rounded down to the scheduler's 1/10000 units, so the bundles of a full node never ask
+  // more than it has (a node with 4 CPUs and 8 GPUs gives 0.5 each).
+  double cpu_per_gpu = 1;
+  if (p.cluster.cpus_per_node >= gpn)
+    cpu_per_gpu = std::floor(static_cast<double>(p.cluster.cpus_per_node) / gpn);
+  else if (p.cluster.cpus_per_node > 0)
+    cpu_per_gpu = std::floor(static_cast<double>(p.cluster.cpus_per_node) * 10000 / gpn) / 10000;
   auto bundle = [&](int gpu_index) {
     BundleSpec b;
     b.gpu = 1;
     b.cpu = cpu_per_gpu;
-    b.selector = {{"accelerator", p.cluster.gpu.name}};
+    b.selector = {{std::string(kAcceleratorLabel), p.cluster.gpu.name}};
     b.node = gpu_index / gpn;
+    b.gpu_id = gpu_index % gpn;
     return b;
   };
   std::vector<PlacementGroupSpec> groups;
   if (p.placement == Placement::kColocated) {
     const bool one_node = p.cluster.shape.nodes == 1;
-    PlacementGroupSpec g{"colocated", one_node ? "STRICT_PACK" : "PACK", one_node ? "nvlink_domain" : "", "", {}};
+    PlacementGroupSpec g{"colocated", one_node ? "STRICT_PACK" : "PACK", one_node ? domain : "", "", {}};
     for (int i = 0; i < p.cluster.shape.total_gpus(); ++i) g.bundles.push_back(bundle(i));
     groups.push_back(std::move(g));
     return groups;
   }
   const int t = p.trainer.shape.gpus;
-  PlacementGroupSpec tr{"trainer", t <= gpn ? "STRICT_PACK" : "PACK", t <= gpn ? "nvlink_domain" : "", "", {}};
+  PlacementGroupSpec tr{"trainer", t <= gpn ? "STRICT_PACK" : "PACK", t <= gpn ? domain : "", "", {}};
   for (int i = 0; i < t; ++i) tr.bundles.push_back(bundle(i));
   groups.push_back(std::move(tr));
-  // One group per engine: its TP ranks must share an NVLink domain.
+  // One group per engine: STRICT_PACK keeps its TP ranks on one node, which is one NVLink
+  // domain here. No domain label on top: the scheduler orders domains by free GPUs before it
+  // looks at affinity, so with one domain per node an engine would skip the trainer's last,
+  // partly free node for an empty one, and weight sync would leave NVLink.
   for (int e = 0; e < p.generator.engines; ++e) {
-    PlacementGroupSpec g{absl::StrCat("generator-", e), "STRICT_PACK", "nvlink_domain", "trainer", {}};
+    PlacementGroupSpec g{absl::StrCat("generator-", e), "STRICT_PACK", "", "trainer", {}};
     for (int k = 0; k < p.generator.tp; ++k) g.bundles.push_back(bundle(t + e * p.generator.tp + k));
     groups.push_back(std::move(g));
   }
@@ -440,6 +454,14 @@ absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const Mode
   p.trainer = at.trainer;
   p.generator = at.generator;
   p.groups = MakeGroups(p);
+  // The scheduler places every group, or the plan is a bug (Internal): never print a plan the
+  // head would refuse.
+  absl::StatusOr<std::vector<GroupPlacement>> scheduled = PlaceGroups(p.cluster, p.groups);
+  if (!scheduled.ok()) return scheduled.status();
+  p.scheduled = std::move(*scheduled);
+  for (const std::string& m : PlacementMismatches(p.groups, p.scheduled))
+    p.notes.push_back(absl::StrCat("placement: the scheduler places ", m,
+                                   " (the weight-sync estimate assumes the expected devices)"));
   p.weight_sync = MakeWeightSync(p);
   if (options.plan_weight_sync) {
     absl::StatusOr<SyncPlanSummary> s = PlanWeightSync(p);

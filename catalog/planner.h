@@ -28,6 +28,7 @@
 #include "catalog/catalog.h"
 #include "catalog/hardware.h"
 #include "catalog/memory.h"
+#include "catalog/placement.h"
 #include "catalog/sync_plan.h"
 
 namespace skyrl::catalog {
@@ -43,23 +44,6 @@ struct GeneratorPlan {
   int engines = 0;
   RolloutPrecision precision;
   MemoryBreakdown memory;  // per GPU
-};
-
-// Placement-group bundle specs as plain data, in the scheduler's terms (scheduler::GroupRequest:
-// bundles with resources and a label selector, a strategy, a domain label, an affinity group).
-struct BundleSpec {
-  double gpu = 0;
-  double cpu = 0;
-  std::map<std::string, std::string> selector;  // node labels the bundle requires
-  int node = 0;                                  // the node index this plan expects it on
-};
-
-struct PlacementGroupSpec {
-  std::string name;
-  std::string strategy;       // PACK | STRICT_PACK | SPREAD | STRICT_SPREAD
-  std::string domain_label;   // every bundle on nodes sharing this label's value, or empty
-  std::string affinity_group; // prefer the nodes of this group (weight sync stays local)
-  std::vector<BundleSpec> bundles;
 };
 
 // One weight sync from the trainer to every engine. Without a plan (the weight_sync planner
@@ -86,7 +70,11 @@ struct Plan {
   double usable_bytes_per_gpu = 0;
   TrainerPlan trainer;
   GeneratorPlan generator;
+  // The groups the job creates, in creation order (colocated: `colocated`; separate: `trainer`,
+  // then one `generator-<i>` per engine), and where the scheduler places them (same order;
+  // PlaceGroups on the plan's cluster). A plan exists only when the scheduler places them all.
   std::vector<PlacementGroupSpec> groups;
+  std::vector<GroupPlacement> scheduled;
   WeightSyncBound weight_sync;
   std::vector<std::string> notes;  // limitations and reading notes that apply
 };

@@ -89,17 +89,17 @@ std::string RenderPlanText(const Plan& p) {
                                           "(%.0f GB per node)\n",
                                           f.host_per_gpu / kGB, f.host_per_node / kGB, f.host_usable_per_node / kGB,
                                           p.cluster.host_memory_gb));
-  absl::StrAppend(&out, "\n  placement groups\n");
-  for (const PlacementGroupSpec& g : p.groups) {
+  // Each group with where the scheduler placed it (PlaceGroups on the plan's cluster).
+  absl::StrAppend(&out, "\n  placement groups (placed by the scheduler on a simulated ", p.cluster.shape.ToString(), ")\n");
+  for (size_t i = 0; i < p.groups.size(); ++i) {
+    const PlacementGroupSpec& g = p.groups[i];
     const BundleSpec& b = g.bundles.front();
-    std::vector<std::string> nodes;
-    for (const BundleSpec& x : g.bundles)
-      if (nodes.empty() || nodes.back() != absl::StrCat(x.node)) nodes.push_back(absl::StrCat(x.node));
-    absl::StrAppend(&out, absl::StrFormat("  %-14s %-11s %3d x {GPU: %g, CPU: %g} accelerator=%s%s%s  nodes %s\n", g.name,
-                                          g.strategy, g.bundles.size(), b.gpu, b.cpu, b.selector.at("accelerator"),
+    absl::StrAppend(&out, absl::StrFormat("  %-14s %-11s %3d x {GPU: %g, CPU: %g} accelerator=%s%s%s  %s\n", g.name,
+                                          g.strategy, g.bundles.size(), b.gpu, b.cpu,
+                                          b.selector.at(std::string(kAcceleratorLabel)),
                                           g.domain_label.empty() ? "" : " same " + g.domain_label,
                                           g.affinity_group.empty() ? "" : " near " + g.affinity_group,
-                                          absl::StrJoin(nodes, ",")));
+                                          i < p.scheduled.size() ? DescribePlacement(p.scheduled[i]) : "not placed"));
   }
   const WeightSyncBound& w = p.weight_sync;
   if (w.planned) {
@@ -176,16 +176,28 @@ std::string RenderPlanJson(const Plan& p) {
                     {"engines", p.generator.engines},
                     {"precision", p.generator.precision.name},
                     {"memory_per_gpu", MemoryJson(p.generator.memory)}};
+  // Per bundle: what it asks and where the scheduler placed it (node index and id, device ids).
   nlohmann::json groups = nlohmann::json::array();
-  for (const PlacementGroupSpec& g : p.groups) {
+  for (size_t i = 0; i < p.groups.size(); ++i) {
+    const PlacementGroupSpec& g = p.groups[i];
+    const GroupPlacement* placed = i < p.scheduled.size() ? &p.scheduled[i] : nullptr;
     nlohmann::json bundles = nlohmann::json::array();
-    for (const BundleSpec& b : g.bundles)
-      bundles.push_back({{"resources", {{"GPU", b.gpu}, {"CPU", b.cpu}}}, {"selector", b.selector}, {"node", b.node}});
+    for (size_t k = 0; k < g.bundles.size(); ++k) {
+      const BundleSpec& b = g.bundles[k];
+      nlohmann::json bj = {{"resources", {{"GPU", b.gpu}, {"CPU", b.cpu}}}, {"selector", b.selector}};
+      if (placed && k < placed->bundles.size()) {
+        bj["node"] = placed->bundles[k].node;
+        bj["node_id"] = placed->bundles[k].node_id;
+        bj["gpu_ids"] = placed->bundles[k].gpu_ids;
+      }
+      bundles.push_back(std::move(bj));
+    }
     groups.push_back({{"name", g.name},
                       {"strategy", g.strategy},
                       {"domain_label", g.domain_label},
                       {"affinity_group", g.affinity_group},
-                      {"bundles", bundles}});
+                      {"bundles", bundles},
+                      {"placement", placed ? nlohmann::json(DescribePlacement(*placed)) : nlohmann::json(nullptr)}});
   }
   j["placement_groups"] = groups;
   j["weight_sync"] = {{"bytes", p.weight_sync.bytes},

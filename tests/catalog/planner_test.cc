@@ -188,7 +188,7 @@ TEST(PlannerTest, ColocateSharesEveryGpu) {
   EXPECT_EQ(col->generator.gpus, 8);
   ASSERT_EQ(col->groups.size(), 1u);
   EXPECT_EQ(col->groups[0].bundles.size(), 8u);
-  EXPECT_EQ(col->groups[0].domain_label, "nvlink_domain");  // one node: one NVLink domain
+  EXPECT_EQ(col->groups[0].domain_label, "nvlink-domain");  // one node: one NVLink domain
   // Across nodes the group cannot be held to one NVLink domain.
   req.cluster = *ParseCluster("2x8xH100", cat.hardware());
   absl::StatusOr<Plan> two = MakePlan(cat, req);
