@@ -2,21 +2,27 @@
 //
 //   build/bin/scheduler_bench [--nodes 1000] [--actors 10000] [--groups 1000]
 //                             [--head-nodes 100] [--head-actors 10000] [--head-groups 2000]
-//                             [--clients 4]
+//                             [--clients 4] [--inflight 16] [--batch 100]
 //
 // 1. In process, on a simulated cluster of --nodes nodes x 8 GPUs (scheduler::Cluster, what
 //    the head holds under its lock): --actors actor placements (plan + allocate, GPU=0.5
 //    each, so fractions share devices), then --groups placement groups of 8 x GPU=1 bundles
 //    (PACK) created one after another until the cluster is full, then removed.
 // 2. Through a real skyrl-head over gRPC (memory store): --head-nodes simulated workers
-//    (threads in this process that register and heartbeat like real workers, served by one
-//    in-process WorkerService that starts every actor at once) and --clients concurrent
-//    callers creating --head-actors actors, then creating and removing --head-groups groups
-//    of 3 bundles.
+//    (registered and heartbeating like real workers, served by one in-process WorkerService
+//    that starts every actor at once) and --clients channels with --inflight asynchronous
+//    calls each: --head-actors actors (one CreateActor RPC each: the headline), the same
+//    through CreateActors with --batch specs per call (a separate row), then --head-groups
+//    groups of 3 bundles created and removed (two RPCs each: the headline), and the same
+//    with the creates batched (CreatePlacementGroups; separate row). Every actor is killed
+//    between phases (untimed), so each starts from a free cluster. Each phase also prints
+//    CPU per operation for the head and for this process, which varies less than rates on
+//    a shared machine.
 // Anchors (Ray's release tests): 10,000 actors at about 550/s; placement group create+remove
 // about 790/s on one node; 1,000 groups of 3 bundles at about 19/s across a cluster.
 // Ends with RESULT inproc_actor_place_per_s, inproc_pg_p99_ms, head_actor_create_per_s,
-// head_pg_create_remove_per_s.
+// head_pg_create_remove_per_s, and (with --batch > 0) head_actor_create_batched_per_s and
+// head_pg_batched_create_remove_per_s.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -50,6 +56,9 @@
 namespace {
 
 constexpr char kToken[] = "scheduler-bench-token-0123456789abcdef";
+// Groups per CreatePlacementGroups call in the batched row: 4 channels x 50 groups x 3 GPUs
+// alive at once fit the 800 GPUs of 100 simulated nodes.
+constexpr int kGroupBatch = 50;
 
 struct Latencies {
   std::vector<double> us;
@@ -222,7 +231,7 @@ grpc::Status Authed(Call call) {
 }
 
 struct ThroughHead {
-  double actor_per_s = 0, pg_per_s = 0, batched_actor_per_s = 0;
+  double actor_per_s = 0, pg_per_s = 0, batched_actor_per_s = 0, batched_pg_per_s = 0;
   bool ok = false;
 };
 
@@ -291,6 +300,7 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
   for (int t = 0; t < clients; ++t) {
     grpc::ChannelArguments args;
     args.SetInt("skyrl.client", t);  // a channel (connection) of its own
+    args.SetMaxReceiveMessageSize(skyrl::rpc::kMaxMessageBytes);  // ListActors of 20,000 actors
     auto ch = grpc::CreateCustomChannel(head, grpc::InsecureChannelCredentials(), args);
     actor_stubs.push_back(skyrl::v1::ActorDirectory::NewStub(ch));
     group_stubs.push_back(skyrl::v1::PlacementGroupService::NewStub(ch));
@@ -300,6 +310,30 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
     if (failed.fetch_add(1) == 0)
       std::fprintf(stderr, "scheduler_bench: first failed %s: %s %s\n", what, st.error_message().c_str(),
                    detail.c_str());
+  };
+  // Kills every ALIVE actor (untimed), so that each phase starts from a free cluster.
+  auto kill_all = [&] {
+    std::vector<std::string> ids;
+    skyrl::v1::ListActorsReply list;
+    (void)Authed([&](grpc::ClientContext* c) {
+      return actor_stubs[0]->ListActors(c, skyrl::v1::ListActorsRequest(), &list);
+    });
+    for (const auto& a : list.actors())
+      if (a.state() == skyrl::v1::ACTOR_ALIVE) ids.push_back(a.actor_id());
+    Pump([&](int i, std::function<void()> finished) {
+      struct Call {
+        grpc::ClientContext ctx;
+        skyrl::v1::KillActorByIdRequest req;
+        skyrl::v1::KillActorByIdReply reply;
+      };
+      auto* c = new Call;
+      skyrl::rpc::PrepareCall(&c->ctx, kToken, absl::Seconds(30));
+      c->req.set_actor_id(ids[i]);
+      actor_stubs[i % clients]->async()->KillActor(&c->ctx, &c->req, &c->reply, [c, finished](grpc::Status) {
+        delete c;
+        finished();
+      });
+    }, int(ids.size())).Run(clients * inflight);
   };
   Latencies all;
   all.us.resize(actors);
@@ -337,30 +371,7 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
   // The same through CreateActors, --batch specs per call (each still placed and started on
   // its own); a separate row, never the headline.
   if (batch > 0) {
-    std::vector<std::string> ids;
-    {
-      // Kill the first phase's actors so that both phases see the same free cluster.
-      skyrl::v1::ListActorsReply list;
-      (void)Authed([&](grpc::ClientContext* c) {
-        return actor_stubs[0]->ListActors(c, skyrl::v1::ListActorsRequest(), &list);
-      });
-      for (const auto& a : list.actors())
-        if (a.state() == skyrl::v1::ACTOR_ALIVE) ids.push_back(a.actor_id());
-      Pump([&](int i, std::function<void()> finished) {
-        struct Call {
-          grpc::ClientContext ctx;
-          skyrl::v1::KillActorByIdRequest req;
-          skyrl::v1::KillActorByIdReply reply;
-        };
-        auto* c = new Call;
-        skyrl::rpc::PrepareCall(&c->ctx, kToken, absl::Seconds(30));
-        c->req.set_actor_id(ids[i]);
-        actor_stubs[i % clients]->async()->KillActor(&c->ctx, &c->req, &c->reply, [c, finished](grpc::Status) {
-          delete c;
-          finished();
-        });
-      }, int(ids.size())).Run(clients * inflight);
-    }
+    kill_all();  // both actor phases see the same free cluster
     int calls = (actors + batch - 1) / batch;
     std::atomic<int> bcreated{0};
     Latencies blat;
@@ -403,7 +414,11 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
     out.batched_actor_per_s = bcreated.load() / batch_s;
   }
 
-  // Groups of 3 x GPU=1, created and removed (two RPCs per cycle), same concurrency.
+  kill_all();
+  // Groups of 3 x GPU=1, created and removed (two RPCs per cycle), same concurrency, but
+  // never more groups alive at once than half of what the cluster holds (8 GPUs a node).
+  const int group_capacity = nodes * 8 / 3;
+  const int group_inflight = std::max(1, std::min(clients * inflight, group_capacity / 2));
   std::atomic<int> cycles{0};
   Latencies gall;
   gall.us.resize(groups);
@@ -443,12 +458,87 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
         finished();
       });
     });
-  }, groups).Run(clients * inflight);
+  }, groups).Run(group_inflight);
   double pg_s = absl::ToDoubleSeconds(absl::Now() - t0);
-  Row("head: group create+remove (3 x GPU=1, SPREAD)", cycles.load(), pg_s, gall,
+  Row(absl::StrFormat("head: group create+remove (%d in flight)", group_inflight).c_str(), cycles.load(), pg_s, gall,
       "Ray: 790/s (1 node), 19/s (cluster); target >= 7,900/s");
   group_cpu.Print("group create+remove:", cycles.load());
   out.pg_per_s = cycles.load() / pg_s;
+
+  // Groups created through CreatePlacementGroups, kGroupBatch per call (each still placed on
+  // its own), each removed by its own RemovePlacementGroup; one call per channel at a time,
+  // so that the groups alive at once (clients x kGroupBatch x 3 GPUs) fit the cluster.
+  if (batch > 0) {
+    const int per_call = std::max(1, std::min({batch, kGroupBatch, group_capacity / (2 * clients)}));
+    int calls = (groups + per_call - 1) / per_call;
+    std::atomic<int> bcycles{0};
+    Latencies blat;
+    blat.us.resize(calls);
+    CpuMeter batch_cpu(head_proc->pid());
+    t0 = absl::Now();
+    Pump([&](int i, std::function<void()> finished) {
+      struct Call {
+        grpc::ClientContext ctx;
+        skyrl::v1::CreatePlacementGroupsRequest req;
+        skyrl::v1::CreatePlacementGroupsReply reply;
+        absl::Time start;
+        std::atomic<int> removes_left{0};
+      };
+      auto* c = new Call;
+      skyrl::rpc::PrepareCall(&c->ctx, kToken, absl::Seconds(60));
+      for (int k = i * per_call; k < std::min(groups, (i + 1) * per_call); ++k) {
+        skyrl::v1::PlacementGroupSpec* spec = c->req.add_specs();
+        for (int b = 0; b < 3; ++b) (*spec->add_bundles()->mutable_resources())["GPU"] = 1;
+        spec->set_strategy(skyrl::v1::SPREAD);
+      }
+      c->start = absl::Now();
+      auto* stub = group_stubs[i % clients].get();
+      stub->async()->CreatePlacementGroups(&c->ctx, &c->req, &c->reply, [&, c, i, stub, finished](grpc::Status st) {
+        std::vector<std::string> ids;
+        if (!st.ok()) report_failure("group batch", st, "");
+        for (const auto& r : c->reply.results()) {
+          if (r.code() == 0 && r.group().state() == skyrl::v1::PG_CREATED) {
+            ids.push_back(r.group().placement_group_id());
+          } else {
+            report_failure("batched group", st, r.message() + r.group().pending_reason());
+          }
+        }
+        if (ids.empty()) {
+          delete c;
+          return finished();
+        }
+        c->removes_left = int(ids.size());
+        for (const std::string& id : ids) {
+          struct Rm {
+            grpc::ClientContext ctx;
+            skyrl::v1::RemovePlacementGroupRequest req;
+            skyrl::v1::RemovePlacementGroupReply reply;
+          };
+          auto* rm = new Rm;
+          skyrl::rpc::PrepareCall(&rm->ctx, kToken, absl::Seconds(30));
+          rm->req.set_placement_group_id(id);
+          stub->async()->RemovePlacementGroup(&rm->ctx, &rm->req, &rm->reply, [&, c, rm, i, finished](grpc::Status st) {
+            if (st.ok()) {
+              ++bcycles;
+            } else {
+              report_failure("remove", st, "");
+            }
+            delete rm;
+            if (c->removes_left.fetch_sub(1) == 1) {
+              blat.us[i] = absl::ToDoubleMicroseconds(absl::Now() - c->start);
+              delete c;
+              finished();
+            }
+          });
+        }
+      });
+    }, calls).Run(clients);
+    double batch_s = absl::ToDoubleSeconds(absl::Now() - t0);
+    Row(absl::StrFormat("head: groups, batched create (%d/call)+remove", per_call).c_str(), bcycles.load(), batch_s,
+        blat, "latency per batch; not the headline");
+    batch_cpu.Print("group (batched create)+remove:", bcycles.load());
+    out.batched_pg_per_s = bcycles.load() / batch_s;
+  }
   stop = true;
   beats.join();
   (void)head_proc->Signal(SIGTERM);
@@ -489,6 +579,9 @@ int main(int argc, char** argv) {
   std::printf("RESULT inproc_pg_p99_ms %.4f\n", in.pg_p99_ms);
   std::printf("RESULT head_actor_create_per_s %.0f\n", through.actor_per_s);
   std::printf("RESULT head_pg_create_remove_per_s %.0f\n", through.pg_per_s);
-  if (batch > 0) std::printf("RESULT head_actor_create_batched_per_s %.0f\n", through.batched_actor_per_s);
+  if (batch > 0) {
+    std::printf("RESULT head_actor_create_batched_per_s %.0f\n", through.batched_actor_per_s);
+    std::printf("RESULT head_pg_batched_create_remove_per_s %.0f\n", through.batched_pg_per_s);
+  }
   return through.ok ? 0 : 1;
 }

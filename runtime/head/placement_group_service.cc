@@ -39,6 +39,29 @@ grpc::ServerUnaryReactor* PlacementGroupServiceImpl::CreatePlacementGroup(grpc::
   return Finished(ctx, grpc::Status::OK);
 }
 
+grpc::ServerUnaryReactor* PlacementGroupServiceImpl::CreatePlacementGroups(grpc::CallbackServerContext* ctx,
+                                                                           const v1::CreatePlacementGroupsRequest* req,
+                                                                           v1::CreatePlacementGroupsReply* reply) {
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return Finished(ctx, s);
+  if (req->specs_size() == 0)
+    return Finished(ctx, rpc::ToGrpc(absl::InvalidArgumentError("specs: give at least one placement group spec")));
+  if (req->specs_size() > kMaxGroupBatch)
+    return Finished(ctx, rpc::ToGrpc(absl::InvalidArgumentError(
+                             absl::StrCat("specs: at most ", kMaxGroupBatch, " per call, got ", req->specs_size()))));
+  // Placement is computation under the head's locks, never a wait, so it runs here.
+  for (const v1::PlacementGroupSpec& spec : req->specs()) {
+    v1::CreatePlacementGroupResult* out = reply->add_results();
+    absl::StatusOr<v1::PlacementGroupInfo> g = groups_.Create(spec);
+    if (g.ok()) {
+      *out->mutable_group() = std::move(*g);
+    } else {
+      out->set_code(static_cast<int32_t>(g.status().code()));
+      out->set_message(std::string(g.status().message()));
+    }
+  }
+  return Finished(ctx, grpc::Status::OK);
+}
+
 grpc::ServerUnaryReactor* PlacementGroupServiceImpl::WaitPlacementGroup(grpc::CallbackServerContext* ctx,
                                                                         const v1::WaitPlacementGroupRequest* req,
                                                                         v1::WaitPlacementGroupReply* reply) {

@@ -11,6 +11,9 @@
 
 namespace skyrl::head {
 
+// At most this many specs in one CreatePlacementGroups call.
+inline constexpr int kMaxGroupBatch = 10000;
+
 class PlacementGroupServiceImpl final : public v1::PlacementGroupService::CallbackService {
  public:
   PlacementGroupServiceImpl(PlacementGroupManager& groups, const rpc::TokenAuth& auth)
@@ -18,6 +21,10 @@ class PlacementGroupServiceImpl final : public v1::PlacementGroupService::Callba
 
   grpc::ServerUnaryReactor* CreatePlacementGroup(grpc::CallbackServerContext*, const v1::CreatePlacementGroupRequest*,
                                                  v1::CreatePlacementGroupReply*) override;
+  // Each spec on its own, in order (a name taken by an earlier item is AlreadyExists); the
+  // call fails as a whole only for an empty batch or one over kMaxGroupBatch.
+  grpc::ServerUnaryReactor* CreatePlacementGroups(grpc::CallbackServerContext*, const v1::CreatePlacementGroupsRequest*,
+                                                  v1::CreatePlacementGroupsReply*) override;
   grpc::ServerUnaryReactor* WaitPlacementGroup(grpc::CallbackServerContext*, const v1::WaitPlacementGroupRequest*,
                                                v1::WaitPlacementGroupReply*) override;
   grpc::ServerUnaryReactor* RemovePlacementGroup(grpc::CallbackServerContext*, const v1::RemovePlacementGroupRequest*,
