@@ -127,7 +127,9 @@ class Client {
   absl::StatusOr<v1::PlacementGroupInfo> WaitPlacementGroup(const std::string& id, absl::Duration timeout);
   absl::Status RemovePlacementGroup(const std::string& id);
 
-  // One call, waiting for its result: a unary RPC. `timeout` defaults to call_timeout.
+  // One call, waiting for its result: CallAsync(...).get(), on the actor's CallStream (the
+  // actor service's unary Call RPC stays for other clients). `timeout` defaults to
+  // call_timeout.
   absl::StatusOr<std::string> Call(const ActorHandle& actor, const std::string& method,
                                    const std::string& args);
   absl::StatusOr<std::string> Call(const ActorHandle& actor, const std::string& method,
