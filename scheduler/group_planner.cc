@@ -2,7 +2,8 @@
 //
 // The heuristics (docs/decisions.md has the reasoning):
 // - Domains: with `domain_label`, nodes are grouped by that label's value and the group is
-//   placed inside one domain, trying domains with the most free whole GPUs first.
+//   placed inside one domain, trying the domains of the affinity group's nodes first, then
+//   those with the most free whole GPUs.
 // - Node preference, in order: nodes of the affinity group (weight sync stays on NVLink),
 //   then, for PACK, the node that the group fills most tightly; for SPREAD, the nodes with
 //   the most free GPUs.
@@ -85,14 +86,20 @@ class GroupPlanner {
       if (fixed && it->second != *fixed) continue;
       by_value[it->second].push_back(&n);
     }
-    std::vector<std::pair<int, std::string>> order;
+    // Domains holding the affinity group's nodes first (weight sync stays on NVLink), then the
+    // most free whole GPUs.
+    std::vector<std::tuple<int, int, std::string>> order;
     for (const auto& [value, nodes] : by_value) {
       int free = 0;
-      for (const NodeEntry* n : nodes) free += n->pool.FreeWholeDevices();
-      order.emplace_back(-free, value);
+      bool affine = false;
+      for (const NodeEntry* n : nodes) {
+        free += n->pool.FreeWholeDevices();
+        affine |= affinity_.contains(n->spec.id);
+      }
+      order.emplace_back(affine ? 0 : 1, -free, value);
     }
     std::sort(order.begin(), order.end());
-    for (const auto& [neg, value] : order) out.push_back(by_value[value]);
+    for (const auto& [affine, neg, value] : order) out.push_back(by_value[value]);
     return out;
   }
 

@@ -239,6 +239,31 @@ TEST(GroupTest, AffinityGroupPullsGeneratorsOntoTrainerNodes) {
   EXPECT_EQ((*g)[1].node_id, trainer_node);
 }
 
+TEST(GroupTest, AffinityPicksTheDomainBeforeFreeGpusDo) {
+  // One domain per node; the trainer leaves 4 GPUs of n1 free, n2 is empty. An engine group
+  // kept in one domain and tied to the trainer goes to n1 (weight sync over NVLink), although
+  // n2 has more free GPUs.
+  Cluster c;
+  ASSERT_TRUE(c.AddNode(Node("n1", 8, 32, {{"nvlink-domain", "d1"}})).ok());
+  ASSERT_TRUE(c.AddNode(Node("n2", 8, 32, {{"nvlink-domain", "d2"}})).ok());
+  GroupRequest trainer = Group("trainer", 4, "GPU=1", Strategy::kStrictPack);
+  absl::StatusOr<std::vector<Slot>> t = c.PlanGroup(trainer);
+  ASSERT_TRUE(t.ok());
+  ASSERT_TRUE(c.ReserveGroup("pg-t", trainer, Opt(*t)).ok());
+  const std::string trainer_node = (*t)[0].node_id;
+  GroupRequest gen = Group("generator", 4, "GPU=1", Strategy::kStrictPack);
+  gen.domain_label = "nvlink-domain";
+  gen.affinity_group = "pg-t";
+  absl::StatusOr<std::vector<Slot>> g = c.PlanGroup(gen);
+  ASSERT_TRUE(g.ok()) << g.status();
+  for (const Slot& s : *g) EXPECT_EQ(s.node_id, trainer_node);
+  // Without the affinity, the emptiest domain wins.
+  gen.affinity_group.clear();
+  absl::StatusOr<std::vector<Slot>> free_first = c.PlanGroup(gen);
+  ASSERT_TRUE(free_first.ok());
+  EXPECT_NE((*free_first)[0].node_id, trainer_node);
+}
+
 TEST(GroupTest, ActorsGoIntoTheirBundles) {
   Cluster c;
   ASSERT_TRUE(c.AddNode(Node("n1", 4)).ok());
