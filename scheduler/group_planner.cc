@@ -208,29 +208,52 @@ class GroupPlanner {
     return std::nullopt;
   }
 
+  // Nodes in preference order, sorted lazily: a walk usually stops after about one node per
+  // bundle (a 3-bundle SPREAD group on 1,000 nodes looks at 3), so only a prefix is sorted
+  // up front (partial sort) and the rest when a walk gets there. The key ends with the
+  // node's position in the domain, so the order is total and the same as a stable sort's.
+  class LazyOrder {
+   public:
+    using Key = std::tuple<int, int, int, int64_t, size_t>;
+    LazyOrder(std::vector<std::pair<Key, const NodeEntry*>> keyed, size_t prefix) : keyed_(std::move(keyed)) {
+      sorted_ = std::min(prefix, keyed_.size());
+      std::partial_sort(keyed_.begin(), keyed_.begin() + sorted_, keyed_.end(), Less);
+    }
+    size_t size() const { return keyed_.size(); }
+    const NodeEntry* operator[](size_t k) {
+      if (k >= sorted_) {  // everything past the prefix is no smaller than it
+        std::sort(keyed_.begin() + sorted_, keyed_.end(), Less);
+        sorted_ = keyed_.size();
+      }
+      return keyed_[k].second;
+    }
+
+   private:
+    static bool Less(const std::pair<Key, const NodeEntry*>& a, const std::pair<Key, const NodeEntry*>& b) {
+      return a.first < b.first;
+    }
+    std::vector<std::pair<Key, const NodeEntry*>> keyed_;
+    size_t sorted_ = 0;
+  };
+
   // Nodes in preference order for filling or spreading: used nodes, affinity nodes, then
-  // the most free whole GPUs, then id.
-  std::vector<const NodeEntry*> Order(const std::vector<const NodeEntry*>& domain,
-                                      const std::set<std::string>& used) const {
-    using Key = std::tuple<int, int, int, int64_t>;
-    std::vector<std::pair<Key, const NodeEntry*>> keyed;
+  // the most free whole GPUs, then the most free GPU units, then position in the domain.
+  LazyOrder Order(const std::vector<const NodeEntry*>& domain, const std::set<std::string>& used) const {
+    std::vector<std::pair<LazyOrder::Key, const NodeEntry*>> keyed;
     keyed.reserve(domain.size());
-    for (const NodeEntry* n : domain)
-      keyed.push_back({Key{used.contains(n->spec.id) ? 0 : 1, affinity_.contains(n->spec.id) ? 0 : 1,
-                           -n->pool.FreeWholeDevices(), -n->pool.free().GetUnits(kGPU)},
+    for (size_t i = 0; i < domain.size(); ++i) {
+      const NodeEntry* n = domain[i];
+      keyed.push_back({LazyOrder::Key{used.contains(n->spec.id) ? 0 : 1, affinity_.contains(n->spec.id) ? 0 : 1,
+                                      -n->pool.FreeWholeDevices(), -n->pool.free().GetUnits(kGPU), i},
                        n});
-    std::stable_sort(keyed.begin(), keyed.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::vector<const NodeEntry*> order;
-    order.reserve(keyed.size());
-    for (const auto& [k, n] : keyed) order.push_back(n);
-    return order;
+    }
+    return LazyOrder(std::move(keyed), used.size() + 2 * Missing().size() + 4);
   }
 
   std::optional<std::vector<Slot>> Fill(const std::vector<const NodeEntry*>& domain,
                                         const std::set<std::string>& used, std::vector<Slot> out) {
     scratch_.clear();
-    std::vector<const NodeEntry*> order = Order(domain, used);
+    LazyOrder order = Order(domain, used);
     std::vector<const NodeEntry*> open;
     size_t cursor = 0;
     for (size_t i : Missing()) {
@@ -257,7 +280,7 @@ class GroupPlanner {
   std::optional<std::vector<Slot>> Spread(const std::vector<const NodeEntry*>& domain,
                                           std::set<std::string> used, std::vector<Slot> out, bool strict) {
     scratch_.clear();
-    std::vector<const NodeEntry*> order = Order(domain, {});
+    LazyOrder order = Order(domain, {});
     size_t cursor = 0;
     for (size_t i : Missing()) {
       bool done = false;
@@ -271,8 +294,7 @@ class GroupPlanner {
         if ((done = TryTake(i, n, out))) used.insert(n->spec.id);
       }
       if (!done && !strict)
-        for (const NodeEntry* n : order)
-          if ((done = TryTake(i, n, out))) break;
+        for (size_t k = 0; !done && k < order.size(); ++k) done = TryTake(i, order[k], out);
       if (!done) {
         failed_bundle_ = i;
         scratch_.clear();

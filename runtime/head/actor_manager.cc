@@ -422,8 +422,9 @@ absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const
       }
       a.set_state(v1::ACTOR_ALIVE);
       (void)Persist(a);
-      spdlog::info("actor {} ({}) ALIVE on {} at {}", id.ToString(), a.spec().class_name(), a.node_id(),
-                   a.address());
+      // Routine at thousands a second: debug (deaths and restarts are logged at info/warn).
+      spdlog::debug("actor {} ({}) ALIVE on {} at {}", id.ToString(), a.spec().class_name(), a.node_id(),
+                    a.address());
       return a;
     }
   }

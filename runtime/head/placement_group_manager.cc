@@ -13,6 +13,11 @@ constexpr int kMaxBundles = 10000;
 
 bool Live(v1::PlacementGroupState s) { return s != v1::PG_REMOVED; }
 
+// The live-name index key of a named group ("" for an unnamed one).
+std::string NameKey(const v1::PlacementGroupSpec& spec) {
+  return spec.name().empty() ? std::string() : absl::StrCat(spec.namespace_(), "/", spec.name());
+}
+
 std::vector<std::optional<scheduler::Slot>> SlotsOf(const v1::PlacementGroupInfo& info) {
   std::vector<std::optional<scheduler::Slot>> out;
   for (const v1::BundlePlacement& b : info.bundles()) {
@@ -119,6 +124,7 @@ absl::Status PlacementGroupManager::Recover() {
       }
     }
     if (info.state() == v1::PG_PENDING || info.state() == v1::PG_RESCHEDULING) waiting_.insert(*id);
+    if (std::string key = NameKey(info.spec()); !key.empty() && Live(info.state())) live_names_[key] = *id;
     groups_[*id] = std::move(info);
   }
   spdlog::info("recovered {} placement groups from the store", groups_.size());
@@ -129,11 +135,11 @@ absl::StatusOr<v1::PlacementGroupInfo> PlacementGroupManager::Create(v1::Placeme
   if (absl::Status s = ValidatePlacementGroupSpec(spec); !s.ok()) return s;
   PlacementGroupId id = PlacementGroupId::Random();
   absl::MutexLock lock(&mu_);
-  if (!spec.name().empty())
-    for (const auto& [other, g] : groups_)
-      if (Live(g.state()) && g.spec().name() == spec.name() && g.spec().namespace_() == spec.namespace_())
-        return absl::AlreadyExistsError(absl::StrCat("a placement group named ", spec.namespace_(), "/", spec.name(),
-                                                     " already exists: ", other.ToString()));
+  const std::string name_key = NameKey(spec);
+  if (!name_key.empty())
+    if (auto other = live_names_.find(name_key); other != live_names_.end())
+      return absl::AlreadyExistsError(absl::StrCat("a placement group named ", spec.namespace_(), "/", spec.name(),
+                                                   " already exists: ", other->second.ToString()));
   v1::PlacementGroupInfo info;
   info.set_placement_group_id(id.ToString());
   *info.mutable_spec() = std::move(spec);
@@ -164,9 +170,13 @@ absl::StatusOr<v1::PlacementGroupInfo> PlacementGroupManager::Create(v1::Placeme
     if (slots.ok()) resources_.With([&](scheduler::Cluster& c) { c.RemoveGroup(info.placement_group_id()); });
     return s;
   }
-  spdlog::info("placement group {} ({}) {}{}", info.placement_group_id(), info.spec().name(),
-               v1::PlacementGroupState_Name(info.state()),
-               info.pending_reason().empty() ? "" : absl::StrCat(": ", info.pending_reason()));
+  // A created group is routine (thousands a second in busy clusters): debug. A pending one
+  // says why, for operators: info.
+  spdlog::log(info.state() == v1::PG_PENDING ? spdlog::level::info : spdlog::level::debug,
+              "placement group {} ({}) {}{}", info.placement_group_id(), info.spec().name(),
+              v1::PlacementGroupState_Name(info.state()),
+              info.pending_reason().empty() ? "" : absl::StrCat(": ", info.pending_reason()));
+  if (!name_key.empty()) live_names_[name_key] = id;
   groups_[id] = info;
   if (info.state() == v1::PG_PENDING) waiting_.insert(id);
   Changed();
@@ -363,9 +373,11 @@ void PlacementGroupManager::RemoveAsync(const PlacementGroupId& id, StatusDone d
       return done(s);
     }
     waiting_.erase(id);
+    if (auto name = live_names_.find(NameKey(g.spec())); name != live_names_.end() && name->second == id)
+      live_names_.erase(name);
     resources_.With([&](scheduler::Cluster& c) { c.RemoveGroup(id.ToString()); });
     Changed();
-    spdlog::info("placement group {} removed", id.ToString());
+    spdlog::debug("placement group {} removed", id.ToString());
   }
   actors_.KillGroupAsync(id.ToString(), absl::StrCat("placement group ", id.ToString(), " was removed"),
                          [this, done = std::move(done)] {

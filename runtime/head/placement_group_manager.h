@@ -94,6 +94,9 @@ class PlacementGroupManager {
   absl::flat_hash_map<PlacementGroupId, v1::PlacementGroupInfo> groups_ ABSL_GUARDED_BY(mu_);
   // PENDING and RESCHEDULING groups: what RetryPending looks at.
   absl::flat_hash_set<PlacementGroupId> waiting_ ABSL_GUARDED_BY(mu_);
+  // Live (not REMOVED) named groups by NameKey(namespace, name): names are unique among them,
+  // checked without scanning every group ever created.
+  absl::flat_hash_map<std::string, PlacementGroupId> live_names_ ABSL_GUARDED_BY(mu_);
   struct OpenWait {
     PlacementGroupId id;
     absl::Time deadline;

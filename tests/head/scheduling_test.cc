@@ -379,6 +379,35 @@ TEST(HeadAsyncTest, CreateWaitsForTheWorkerWithoutHoldingTheCaller) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+TEST(HeadAsyncTest, GroupNamesAreUniqueAmongLiveGroupsAndSurviveARestart) {
+  store::MemoryStore store;
+  FakeClock clock;
+  InstantWorkers workers;
+  auto head = std::make_unique<Head>(store, clock, workers);
+  AddGpuNode(*head, 3003, 4);
+  v1::PlacementGroupSpec named;
+  named.set_name("trainer");
+  named.set_namespace_("rl");
+  (*named.add_bundles()->mutable_resources())["GPU"] = 1;
+  absl::StatusOr<v1::PlacementGroupInfo> first = head->groups.Create(named);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<v1::PlacementGroupInfo> again = head->groups.Create(named);
+  EXPECT_TRUE(absl::IsAlreadyExists(again.status())) << again.status();
+  EXPECT_NE(again.status().message().find(first->placement_group_id()), absl::string_view::npos) << again.status();
+  v1::PlacementGroupSpec other_ns = named;
+  other_ns.set_namespace_("eval");
+  EXPECT_TRUE(head->groups.Create(other_ns).ok()) << "the same name in another namespace is another group";
+  // After a head restart the index is rebuilt from the store.
+  head.reset();
+  head = std::make_unique<Head>(store, clock, workers);
+  EXPECT_TRUE(absl::IsAlreadyExists(head->groups.Create(named).status()));
+  // Removing the group frees its name.
+  ASSERT_TRUE(head->groups.Remove(*PlacementGroupId::Parse(first->placement_group_id())).ok());
+  absl::StatusOr<v1::PlacementGroupInfo> reused = head->groups.Create(named);
+  ASSERT_TRUE(reused.ok()) << reused.status();
+  EXPECT_NE(reused->placement_group_id(), first->placement_group_id());
+}
+
 TEST(HeadAsyncTest, WaitAsyncIsSettledByChangeTimeoutOrStop) {
   store::MemoryStore store;
   FakeClock clock;
