@@ -4,20 +4,10 @@
 #include "runtime/rpc/status.h"
 
 namespace skyrl::head {
-namespace {
-
-grpc::ServerUnaryReactor* Finished(grpc::CallbackServerContext* ctx, const grpc::Status& s) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(s);
-  return reactor;
-}
-
-}  // namespace
-
 grpc::ServerUnaryReactor* ActorDirectoryImpl::CreateActor(grpc::CallbackServerContext* ctx,
                                                           const v1::CreateActorRequest* req,
                                                           v1::CreateActorReply* reply) {
-  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return Finished(ctx, s);
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   actors_.CreateAsync(req->spec(), [reactor, reply](absl::StatusOr<v1::ActorInfo> a) {
     if (!a.ok()) return reactor->Finish(rpc::ToGrpc(a.status()));
@@ -30,11 +20,11 @@ grpc::ServerUnaryReactor* ActorDirectoryImpl::CreateActor(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* ActorDirectoryImpl::CreateActors(grpc::CallbackServerContext* ctx,
                                                            const v1::CreateActorsRequest* req,
                                                            v1::CreateActorsReply* reply) {
-  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return Finished(ctx, s);
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   if (req->specs_size() == 0)
-    return Finished(ctx, rpc::ToGrpc(absl::InvalidArgumentError("specs: give at least one actor spec")));
+    return rpc::FinishNow(ctx, rpc::ToGrpc(absl::InvalidArgumentError("specs: give at least one actor spec")));
   if (req->specs_size() > kMaxCreateBatch)
-    return Finished(ctx, rpc::ToGrpc(absl::InvalidArgumentError(
+    return rpc::FinishNow(ctx, rpc::ToGrpc(absl::InvalidArgumentError(
                              absl::StrCat("specs: at most ", kMaxCreateBatch, " per call, got ", req->specs_size()))));
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   std::vector<v1::ActorSpec> specs(req->specs().begin(), req->specs().end());
@@ -55,27 +45,27 @@ grpc::ServerUnaryReactor* ActorDirectoryImpl::CreateActors(grpc::CallbackServerC
 
 grpc::ServerUnaryReactor* ActorDirectoryImpl::GetActor(grpc::CallbackServerContext* ctx,
                                                        const v1::GetActorRequest* req, v1::GetActorReply* reply) {
-  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return Finished(ctx, s);
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   absl::StatusOr<v1::ActorInfo> a;
   if (!req->actor_id().empty()) {
     absl::StatusOr<ActorId> id = ActorId::Parse(req->actor_id());
-    if (!id.ok()) return Finished(ctx, rpc::ToGrpc(id.status()));
+    if (!id.ok()) return rpc::FinishNow(ctx, rpc::ToGrpc(id.status()));
     a = actors_.Get(*id);
   } else if (!req->name().empty()) {
     a = actors_.GetByName(req->namespace_(), req->name());
   } else {
-    return Finished(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "give actor_id or name"));
+    return rpc::FinishNow(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "give actor_id or name"));
   }
-  if (!a.ok()) return Finished(ctx, rpc::ToGrpc(a.status()));
+  if (!a.ok()) return rpc::FinishNow(ctx, rpc::ToGrpc(a.status()));
   *reply->mutable_actor() = std::move(*a);
-  return Finished(ctx, grpc::Status::OK);
+  return rpc::FinishNow(ctx, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* ActorDirectoryImpl::KillActor(grpc::CallbackServerContext* ctx,
                                                         const v1::KillActorByIdRequest* req, v1::KillActorByIdReply*) {
-  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return Finished(ctx, s);
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   absl::StatusOr<ActorId> id = ActorId::Parse(req->actor_id());
-  if (!id.ok()) return Finished(ctx, rpc::ToGrpc(id.status()));
+  if (!id.ok()) return rpc::FinishNow(ctx, rpc::ToGrpc(id.status()));
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   actors_.KillAsync(*id, [reactor](absl::Status s) { reactor->Finish(rpc::ToGrpc(s)); });
   return reactor;
@@ -83,19 +73,19 @@ grpc::ServerUnaryReactor* ActorDirectoryImpl::KillActor(grpc::CallbackServerCont
 
 grpc::ServerUnaryReactor* ActorDirectoryImpl::ListActors(grpc::CallbackServerContext* ctx,
                                                          const v1::ListActorsRequest*, v1::ListActorsReply* reply) {
-  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return Finished(ctx, s);
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   for (auto& a : actors_.List()) *reply->add_actors() = std::move(a);
-  return Finished(ctx, grpc::Status::OK);
+  return rpc::FinishNow(ctx, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* ActorDirectoryImpl::ReportActorExit(grpc::CallbackServerContext* ctx,
                                                               const v1::ReportActorExitRequest* req,
                                                               v1::ReportActorExitReply*) {
-  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return Finished(ctx, s);
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   absl::StatusOr<NodeId> node = NodeId::Parse(req->node_id());
-  if (!node.ok()) return Finished(ctx, rpc::ToGrpc(node.status()));
+  if (!node.ok()) return rpc::FinishNow(ctx, rpc::ToGrpc(node.status()));
   actors_.OnActorExit(*node, req->exit());
-  return Finished(ctx, grpc::Status::OK);
+  return rpc::FinishNow(ctx, grpc::Status::OK);
 }
 
 }  // namespace skyrl::head

@@ -3,51 +3,41 @@
 #include "runtime/rpc/status.h"
 
 namespace skyrl::head {
-namespace {
-
-grpc::ServerUnaryReactor* Finished(grpc::CallbackServerContext* ctx, const grpc::Status& s) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(s);
-  return reactor;
-}
-
-}  // namespace
-
 grpc::ServerUnaryReactor* NodeServiceImpl::RegisterNode(grpc::CallbackServerContext* ctx,
                                                         const v1::RegisterNodeRequest* req,
                                                         v1::RegisterNodeReply* reply) {
-  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return Finished(ctx, s);
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   bool was_dead = false;
   absl::StatusOr<NodeId> id = nodes_.Register(req->node(), &was_dead);
-  if (!id.ok()) return Finished(ctx, rpc::ToGrpc(id.status()));
+  if (!id.ok()) return rpc::FinishNow(ctx, rpc::ToGrpc(id.status()));
   reply->set_node_id(id->ToString());
   reply->set_was_dead(was_dead);
   reply->set_heartbeat_period_ms(absl::ToInt64Milliseconds(nodes_.options().heartbeat_period));
-  return Finished(ctx, grpc::Status::OK);
+  return rpc::FinishNow(ctx, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* NodeServiceImpl::Heartbeat(grpc::CallbackServerContext* ctx,
                                                      const v1::HeartbeatRequest* req, v1::HeartbeatReply*) {
-  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return Finished(ctx, s);
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   absl::StatusOr<NodeId> id = NodeId::Parse(req->node_id());
-  if (!id.ok()) return Finished(ctx, rpc::ToGrpc(id.status()));
-  return Finished(ctx, rpc::ToGrpc(nodes_.Heartbeat(*id)));
+  if (!id.ok()) return rpc::FinishNow(ctx, rpc::ToGrpc(id.status()));
+  return rpc::FinishNow(ctx, rpc::ToGrpc(nodes_.Heartbeat(*id)));
 }
 
 grpc::ServerUnaryReactor* NodeServiceImpl::UnregisterNode(grpc::CallbackServerContext* ctx,
                                                           const v1::UnregisterNodeRequest* req,
                                                           v1::UnregisterNodeReply*) {
-  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return Finished(ctx, s);
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   absl::StatusOr<NodeId> id = NodeId::Parse(req->node_id());
-  if (!id.ok()) return Finished(ctx, rpc::ToGrpc(id.status()));
-  return Finished(ctx, rpc::ToGrpc(nodes_.Unregister(*id, req->reason())));
+  if (!id.ok()) return rpc::FinishNow(ctx, rpc::ToGrpc(id.status()));
+  return rpc::FinishNow(ctx, rpc::ToGrpc(nodes_.Unregister(*id, req->reason())));
 }
 
 grpc::ServerUnaryReactor* NodeServiceImpl::ListNodes(grpc::CallbackServerContext* ctx, const v1::ListNodesRequest*,
                                                      v1::ListNodesReply* reply) {
-  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return Finished(ctx, s);
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   for (auto& n : nodes_.List()) *reply->add_nodes() = std::move(n);
-  return Finished(ctx, grpc::Status::OK);
+  return rpc::FinishNow(ctx, grpc::Status::OK);
 }
 
 }  // namespace skyrl::head

@@ -2,6 +2,7 @@
 // the canonical codes); messages pass through unchanged.
 #pragma once
 
+#include <grpcpp/server_context.h>
 #include <grpcpp/support/status.h>
 
 #include "absl/status/status.h"
@@ -10,5 +11,9 @@ namespace skyrl::rpc {
 
 grpc::Status ToGrpc(const absl::Status& status);
 absl::Status FromGrpc(const grpc::Status& status);
+
+// For callback-API unary handlers that answer at once: finishes the call's default reactor
+// with `status` and returns it (what the handler returns to gRPC).
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const grpc::Status& status);
 
 }  // namespace skyrl::rpc
