@@ -125,8 +125,13 @@ std::unique_ptr<WorkerClient> MakeGrpcWorkerClient(std::string token) {
 }
 
 ActorManager::ActorManager(store::Store& store, NodeManager& nodes, ResourceTracker& resources,
-                           WorkerClient& workers)
-    : store_(store), nodes_(nodes), resources_(resources), workers_(workers) {}
+                           WorkerClient& workers, const Clock& clock, RetentionOptions retention)
+    : store_(store),
+      nodes_(nodes),
+      resources_(resources),
+      workers_(workers),
+      clock_(clock),
+      dead_(retention.keep_terminal) {}
 
 ActorManager::~ActorManager() {
   std::vector<Restart> restarts;
@@ -145,10 +150,36 @@ absl::Status ActorManager::Persist(const v1::ActorInfo& info) {
   return store_.Put(kActorsTable, info.actor_id(), info.SerializeAsString());
 }
 
+void ActorManager::SetDead(const ActorId& id, v1::ActorInfo& a) {
+  if (a.state() == v1::ACTOR_DEAD) return;
+  a.set_state(v1::ACTOR_DEAD);
+  a.set_died_unix_ms(absl::ToUnixMillis(clock_.Now()));
+  dead_.Push(id);
+}
+
+void ActorManager::Trim() {
+  while (dead_.OverCap()) {
+    ActorId id = dead_.PopOldest();
+    auto it = actors_.find(id);
+    if (it == actors_.end() || it->second.state() != v1::ACTOR_DEAD) continue;  // never a live one
+    if (const std::string& group = it->second.spec().placement_group_id(); !group.empty())
+      if (auto members = by_group_.find(group); members != by_group_.end()) {
+        members->second.erase(id);
+        if (members->second.empty()) by_group_.erase(members);
+      }
+    exited_while_starting_.erase(id);
+    // A failed delete leaves the record in the store only: the next head's Recover evicts it.
+    if (absl::StatusOr<bool> d = store_.Delete(kActorsTable, id.ToString()); !d.ok())
+      spdlog::warn("actor {}: evicted, but the store kept it: {}", id.ToString(), d.status().message());
+    actors_.erase(it);
+  }
+}
+
 absl::Status ActorManager::Recover() {
   absl::StatusOr<std::vector<store::Entry>> entries = store_.Scan(kActorsTable, "");
   if (!entries.ok()) return entries.status();
-  absl::MutexLock lock(&mu_);
+  TrimmingLock lock(this);
+  std::vector<std::pair<int64_t, ActorId>> dead;  // (died_unix_ms, id): the eviction order
   for (const auto& e : *entries) {
     v1::ActorInfo info;
     absl::StatusOr<ActorId> id = ActorId::Parse(e.key);
@@ -168,8 +199,14 @@ absl::Status ActorManager::Recover() {
       if (!s.ok()) spdlog::error("actor {}: cannot take its resources back: {}", info.actor_id(), s.message());
     }
     if (!info.spec().placement_group_id().empty()) by_group_[info.spec().placement_group_id()].insert(*id);
+    if (info.state() == v1::ACTOR_DEAD) dead.emplace_back(info.died_unix_ms(), *id);
     actors_[*id] = std::move(info);
   }
+  // Old records without died_unix_ms (0) go first; ties (one millisecond) by id.
+  std::sort(dead.begin(), dead.end(), [](const auto& x, const auto& y) {
+    return x.first != y.first ? x.first < y.first : x.second.ToString() < y.second.ToString();
+  });
+  for (auto& [ms, id] : dead) dead_.Push(id);
   // Resume what the previous head left half done.
   int resumed = 0;
   for (auto& [id, a] : actors_) {
@@ -191,7 +228,8 @@ absl::Status ActorManager::Recover() {
       ++resumed;
     }
   }
-  spdlog::info("recovered {} actors from the store ({} restarts resumed)", actors_.size(), resumed);
+  spdlog::info("recovered {} actors from the store ({} restarts resumed, {} DEAD kept up to {})", actors_.size(),
+               resumed, std::min(dead_.size(), dead_.keep()), dead_.keep());
   return absl::OkStatus();
 }
 
@@ -250,7 +288,7 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
                                                                                            ActorId& id) {
   if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
   id = ActorId::Random();
-  absl::MutexLock lock(&mu_);
+  TrimmingLock lock(this);
   if (!spec.name().empty())
     for (const auto& [other, a] : actors_)
       if (a.state() != v1::ACTOR_DEAD && a.spec().name() == spec.name() &&
@@ -273,6 +311,7 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
   if (address.empty()) {
     Release(id);
     info.set_state(v1::ACTOR_DEAD);
+    info.set_died_unix_ms(absl::ToUnixMillis(clock_.Now()));
     info.set_death_reason(absl::StrCat("cannot place: node ", p->node_id, " has no worker address"));
     if (absl::Status s = Persist(info); !s.ok()) return s;
     out = info;
@@ -284,6 +323,8 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
     }
   }
   if (!spec.placement_group_id().empty()) by_group_[spec.placement_group_id()].insert(id);
+  // Queued only once it is in the table (a refused write above records nothing).
+  if (info.state() == v1::ACTOR_DEAD) dead_.Push(id);
   actors_[id] = std::move(info);
   return out;
 }
@@ -345,8 +386,11 @@ absl::StatusOr<v1::ActorInfo> ActorManager::PlaceAndStart(const ActorId& id, boo
 absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorManager::PlaceForStart(
     const ActorId& id, bool wait_for_room) {
   for (bool said_waiting = false;; absl::SleepFor(absl::Milliseconds(200))) {
-    absl::MutexLock lock(&mu_);
-    v1::ActorInfo& a = actors_[id];
+    TrimmingLock lock(this);
+    auto found = actors_.find(id);
+    // Killed meanwhile, and already evicted as one of the oldest DEAD.
+    if (found == actors_.end()) return absl::NotFoundError(absl::StrCat("no actor ", id.ToString()));
+    v1::ActorInfo& a = found->second;
     if (a.state() == v1::ACTOR_DEAD) return a;  // killed meanwhile
     // The head is stopping: leave the actor as the store has it (RESTARTING) for the next head.
     if (stopping_) return absl::UnavailableError("the head is stopping");
@@ -368,7 +412,7 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
         said_waiting = true;
         continue;
       }
-      a.set_state(v1::ACTOR_DEAD);
+      SetDead(id, a);
       a.set_death_reason(absl::StrCat("cannot place: ", p.status().message()));
       a.clear_node_id();
       (void)Persist(a);
@@ -378,7 +422,7 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
     if (absl::Status s = Persist(a); !s.ok()) {
       // Not recorded: nothing may run under this placement.
       Release(id);
-      a.set_state(v1::ACTOR_DEAD);
+      SetDead(id, a);
       a.set_death_reason(absl::StrCat("the store refused its placement: ", s.message()));
       a.clear_node_id();
       (void)Persist(a);
@@ -393,32 +437,39 @@ absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const
                                                         absl::StatusOr<v1::StartActorReply> started) {
   bool stale = false;
   v1::ActorInfo out;
+  absl::Status evicted;
   {
-    absl::MutexLock lock(&mu_);
-    v1::ActorInfo& a = actors_[id];
-    // Killed while starting, or already restarted elsewhere (its node was declared dead while
-    // the start was in flight): this reply belongs to an incarnation that no longer exists.
-    if (a.state() != v1::ACTOR_PENDING || a.node_id() != ticket.node_id || a.restarts() != ticket.incarnation) {
+    TrimmingLock lock(this);
+    auto found = actors_.find(id);
+    if (found == actors_.end()) {
+      // Killed while starting and already evicted as one of the oldest DEAD.
+      stale = started.ok();
+      evicted = absl::NotFoundError(absl::StrCat("no actor ", id.ToString(), " (killed while starting)"));
+    } else if (v1::ActorInfo& a = found->second; a.state() != v1::ACTOR_PENDING || a.node_id() != ticket.node_id ||
+                                                  a.restarts() != ticket.incarnation) {
+      // Killed while starting, or already restarted elsewhere (its node was declared dead
+      // while the start was in flight): this reply belongs to an incarnation that no longer
+      // exists.
       stale = started.ok();
       out = a;
     } else if (!started.ok()) {
       // The constructor's error (FAILED_PRECONDITION) is final; anything else counts as a death.
       std::string reason = absl::StrCat("failed to start on ", a.node_id(), ": ", started.status().message());
       if (absl::IsFailedPrecondition(started.status())) {
-        a.set_state(v1::ACTOR_DEAD);
+        SetDead(id, a);
         a.set_death_reason(reason);
         Release(id);
         (void)Persist(a);
       } else {
         HandleDeath(id, reason);
       }
-      return actors_[id];
+      return a;
     } else {
       a.set_address(started->address());
       a.set_log_path(started->log_path());
       if (exited_while_starting_.erase(id)) {
         HandleDeath(id, "exited right after it started");
-        return actors_[id];
+        return a;
       }
       a.set_state(v1::ACTOR_ALIVE);
       (void)Persist(a);
@@ -433,15 +484,16 @@ absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const
     workers_.KillActorAsync(ticket.worker_address, id.ToString(), [id](absl::Status s) {
       if (!s.ok() && !absl::IsNotFound(s)) spdlog::warn("kill stale start of {}: {}", id.ToString(), s.message());
     });
+  if (!evicted.ok()) return evicted;
   return out;
 }
 
 void ActorManager::HandleDeath(const ActorId& id, const std::string& reason) {
-  v1::ActorInfo& a = actors_[id];
+  v1::ActorInfo& a = actors_.at(id);
   Release(id);
   int max = a.spec().max_restarts();
   if (max >= 0 && a.restarts() >= max) {
-    a.set_state(v1::ACTOR_DEAD);
+    SetDead(id, a);
     a.set_death_reason(max > 0 ? absl::StrCat(reason, " (no restarts left: ", max, " used)") : reason);
     a.set_address("");
     (void)Persist(a);
@@ -482,7 +534,7 @@ void ActorManager::StartRestart(const ActorId& id, const std::string& kill_first
 void ActorManager::OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit) {
   absl::StatusOr<ActorId> id = ActorId::Parse(exit.actor_id());
   if (!id.ok()) return;
-  absl::MutexLock lock(&mu_);
+  TrimmingLock lock(this);
   auto it = actors_.find(*id);
   if (it == actors_.end() || it->second.node_id() != node.ToString()) return;  // stale report
   v1::ActorInfo& a = it->second;
@@ -493,7 +545,7 @@ void ActorManager::OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit
   if (a.state() != v1::ACTOR_ALIVE) return;
   if (exit.killed_by_request()) {
     Release(*id);
-    a.set_state(v1::ACTOR_DEAD);
+    SetDead(*id, a);
     if (a.death_reason().empty()) a.set_death_reason("killed by the user");
     (void)Persist(a);
     return;
@@ -502,7 +554,7 @@ void ActorManager::OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit
 }
 
 void ActorManager::OnNodeDead(const NodeId& node, const std::string& reason) {
-  absl::MutexLock lock(&mu_);
+  TrimmingLock lock(this);
   std::vector<ActorId> hit;
   for (const auto& [id, a] : actors_)
     if (a.node_id() == node.ToString() && Holds(a.state())) hit.push_back(id);
@@ -542,14 +594,14 @@ absl::Status ActorManager::Kill(const ActorId& id) {
 void ActorManager::KillAsync(const ActorId& id, StatusDone done) {
   std::string address, node_id;
   {
-    absl::MutexLock lock(&mu_);
+    TrimmingLock lock(this);
     auto it = actors_.find(id);
     if (it == actors_.end()) return done(absl::NotFoundError(absl::StrCat("no actor ", id.ToString())));
     v1::ActorInfo& a = it->second;
     if (a.state() == v1::ACTOR_DEAD) return done(absl::OkStatus());
     node_id = a.node_id();
     Release(id);
-    a.set_state(v1::ACTOR_DEAD);
+    SetDead(id, a);
     a.set_death_reason("killed by the user");
     a.set_address("");
     if (absl::Status s = Persist(a); !s.ok()) return done(s);
@@ -575,7 +627,7 @@ void ActorManager::MarkKilled(const ActorId& id, const std::string& reason,
   v1::ActorInfo& a = it->second;
   Release(id);
   if (Holds(a.state())) kills.emplace_back(a.node_id(), id.ToString());
-  a.set_state(v1::ACTOR_DEAD);
+  SetDead(id, a);
   a.set_death_reason(reason);
   a.set_address("");
   (void)Persist(a);
@@ -599,7 +651,7 @@ void ActorManager::KillGroup(const std::string& group, const std::string& reason
 void ActorManager::KillGroupAsync(const std::string& group, const std::string& reason, std::function<void()> done) {
   std::vector<std::pair<std::string, std::string>> kills;  // (node, actor id)
   {
-    absl::MutexLock lock(&mu_);
+    TrimmingLock lock(this);
     auto members = by_group_.extract(group);
     if (!members.empty())
       for (const ActorId& id : members.mapped()) MarkKilled(id, reason, kills);
@@ -637,7 +689,7 @@ void ActorManager::KillJob(const std::string& job_id, const std::string& reason)
   if (job_id.empty()) return;
   std::vector<std::pair<std::string, std::string>> kills;
   {
-    absl::MutexLock lock(&mu_);
+    TrimmingLock lock(this);
     std::vector<ActorId> ids;
     for (const auto& [id, a] : actors_)
       if (a.spec().job_id() == job_id && !a.spec().detached() && a.state() != v1::ACTOR_DEAD) ids.push_back(id);

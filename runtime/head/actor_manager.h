@@ -13,6 +13,11 @@
 // any node that fits, or in a placement group's bundle; fractions of a GPU share a device.
 // An actor holds its resources while PENDING or ALIVE and gives them back on every other
 // transition. Safe for concurrent use.
+//
+// DEAD is final, and DEAD actors are kept only up to RetentionOptions::keep_terminal (the
+// head's --keep-terminal): past it, the actor that died first is evicted from memory and
+// from the store, and Get, GetByName, Kill and List no longer know it (NotFound). Live
+// actors (PENDING, ALIVE, RESTARTING) are never evicted.
 #pragma once
 
 #include <atomic>
@@ -26,8 +31,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "runtime/common/clock.h"
 #include "runtime/head/node_manager.h"
 #include "runtime/head/resource_tracker.h"
+#include "runtime/head/retention.h"
 #include "skyrl/actor_directory.pb.h"
 #include "skyrl/worker.pb.h"
 
@@ -66,11 +73,15 @@ class ActorManager {
   using BatchDone = std::function<void(std::vector<absl::StatusOr<v1::ActorInfo>>)>;
   using StatusDone = std::function<void(absl::Status)>;
 
-  ActorManager(store::Store& store, NodeManager& nodes, ResourceTracker& resources, WorkerClient& workers);
+  // `clock` stamps deaths (died_unix_ms), which order eviction across head restarts.
+  ActorManager(store::Store& store, NodeManager& nodes, ResourceTracker& resources, WorkerClient& workers,
+               const Clock& clock, RetentionOptions retention = {});
   ~ActorManager();  // waits for restarts and asynchronous starts and kills in progress
 
   // Loads the actor table and gives PENDING/ALIVE actors their resources back in the
-  // tracker. REQUIRES: the tracker has the alive nodes and the placement groups already.
+  // tracker; DEAD actors are queued for eviction by died_unix_ms (0 for old records: first),
+  // ties by id, and those over the cap are evicted (from the store as well) at once.
+  // REQUIRES: the tracker has the alive nodes and the placement groups already.
   absl::Status Recover();
   // Places and starts the actor; returns it ALIVE, or DEAD with the reason (e.g. the
   // constructor's error). Errors: InvalidArgument (spec), AlreadyExists (name taken),
@@ -146,12 +157,38 @@ class ActorManager {
   // `kill_first_at` (a worker address) when one is given.
   void StartRestart(const ActorId& id, const std::string& kill_first_at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Persist(const v1::ActorInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes `a` DEAD, stamped with the time, and queues it for eviction (once: DEAD is final).
+  // REQUIRES: `a` is actors_[id].
+  void SetDead(const ActorId& id, v1::ActorInfo& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evicts the DEAD actors over the cap, oldest first, from memory and from the store.
+  void Trim() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Holds mu_ and trims on release. Every operation that can make an actor DEAD locks
+  // through it, so an eviction (which erases a table entry) never happens while the
+  // operation still refers to the entry: a result returned from under it is copied out
+  // before the lock is released.
+  class ABSL_SCOPED_LOCKABLE TrimmingLock {
+   public:
+    explicit TrimmingLock(ActorManager* m) ABSL_EXCLUSIVE_LOCK_FUNCTION(m->mu_) : m_(m) { m_->mu_.Lock(); }
+    ~TrimmingLock() ABSL_UNLOCK_FUNCTION() {
+      m_->Trim();
+      m_->mu_.Unlock();
+    }
+    TrimmingLock(const TrimmingLock&) = delete;
+    TrimmingLock& operator=(const TrimmingLock&) = delete;
+
+   private:
+    ActorManager* const m_;
+  };
 
   store::Store& store_;
   NodeManager& nodes_;
   ResourceTracker& resources_;
   WorkerClient& workers_;
+  const Clock& clock_;
   mutable absl::Mutex mu_;
+  // DEAD actors in the order they died: the eviction queue.
+  TerminalFifo<ActorId> dead_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<ActorId, v1::ActorInfo> actors_ ABSL_GUARDED_BY(mu_);
   // Placement group id -> its actors, so removing a group does not scan every actor.
   absl::flat_hash_map<std::string, absl::flat_hash_set<ActorId>> by_group_ ABSL_GUARDED_BY(mu_);

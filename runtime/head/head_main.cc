@@ -22,6 +22,7 @@
 #include "runtime/head/node_events.h"
 #include "runtime/head/placement_group_manager.h"
 #include "runtime/head/placement_group_service.h"
+#include "runtime/head/retention.h"
 #include "runtime/head/node_service.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
@@ -57,11 +58,20 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(10, 600000));
   app.add_option("--heartbeat-misses", misses, "missed heartbeats before a node is dead")
       ->check(CLI::Range(1, 1000));
+  int64_t keep_terminal = skyrl::head::kDefaultKeepTerminal;
+  app.add_option("--keep-terminal", keep_terminal,
+                 "DEAD actors and REMOVED placement groups kept per table (memory and store), the oldest "
+                 "evicted first; 0 keeps none");
   std::string tls_cert, tls_key, tls_ca;
   app.add_option("--tls-cert", tls_cert, "serve TLS with this certificate chain (PEM); also $SKYRL_TLS_CERT");
   app.add_option("--tls-key", tls_key, "private key for --tls-cert (PEM); also $SKYRL_TLS_KEY");
   app.add_option("--tls-ca", tls_ca, "CA of the cluster's certificates (PEM): verify peers, require client certificates; also $SKYRL_TLS_CA");
   CLI11_PARSE(app, argc, argv);
+  absl::StatusOr<skyrl::head::RetentionOptions> retention = skyrl::head::RetentionFromFlag(keep_terminal);
+  if (!retention.ok()) {
+    fprintf(stderr, "skyrl-head: %s\n", std::string(retention.status().message()).c_str());
+    return 2;
+  }
   if (absl::Status s = skyrl::rpc::ConfigureTls(tls_cert, tls_key, tls_ca); !s.ok()) {
     fprintf(stderr, "%s: %s\n", "skyrl-head", std::string(s.message()).c_str());
     return 2;
@@ -106,8 +116,8 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<skyrl::head::WorkerClient> workers = skyrl::head::MakeGrpcWorkerClient(*token);
   skyrl::head::ResourceTracker resources;
-  skyrl::head::ActorManager actors(**store, nodes, resources, *workers);
-  skyrl::head::PlacementGroupManager groups(**store, resources, actors, skyrl::RealClock::Get());
+  skyrl::head::ActorManager actors(**store, nodes, resources, *workers, skyrl::RealClock::Get(), *retention);
+  skyrl::head::PlacementGroupManager groups(**store, resources, actors, skyrl::RealClock::Get(), *retention);
   // Recovery order: alive nodes, then the bundles reserved on them, then the actors in them.
   skyrl::head::AddAliveNodes(nodes, resources);
   if (absl::Status s = groups.Recover(); !s.ok()) {

@@ -72,8 +72,8 @@ absl::Status ValidatePlacementGroupSpec(v1::PlacementGroupSpec& spec) {
 }
 
 PlacementGroupManager::PlacementGroupManager(store::Store& store, ResourceTracker& resources,
-                                             ActorManager& actors, const Clock& clock)
-    : store_(store), resources_(resources), actors_(actors), clock_(clock) {}
+                                             ActorManager& actors, const Clock& clock, RetentionOptions retention)
+    : store_(store), resources_(resources), actors_(actors), clock_(clock), removed_(retention.keep_terminal) {}
 
 PlacementGroupManager::~PlacementGroupManager() {
   StopWaits();
@@ -94,10 +94,24 @@ absl::Status PlacementGroupManager::Persist(const v1::PlacementGroupInfo& info) 
   return store_.Put(kPlacementGroupsTable, info.placement_group_id(), info.SerializeAsString());
 }
 
+void PlacementGroupManager::Trim() {
+  while (removed_.OverCap()) {
+    PlacementGroupId id = removed_.PopOldest();
+    auto it = groups_.find(id);
+    if (it == groups_.end() || Live(it->second.state())) continue;  // never a live one
+    // A removed group is in neither waiting_ nor live_names_ (RemoveAsync took it out).
+    // A failed delete leaves the record in the store only: the next head's Recover evicts it.
+    if (absl::StatusOr<bool> d = store_.Delete(kPlacementGroupsTable, id.ToString()); !d.ok())
+      spdlog::warn("placement group {}: evicted, but the store kept it: {}", id.ToString(), d.status().message());
+    groups_.erase(it);
+  }
+}
+
 absl::Status PlacementGroupManager::Recover() {
   absl::StatusOr<std::vector<store::Entry>> entries = store_.Scan(kPlacementGroupsTable, "");
   if (!entries.ok()) return entries.status();
   absl::MutexLock lock(&mu_);
+  std::vector<std::pair<int64_t, PlacementGroupId>> removed;  // (removal time, id): the eviction order
   for (const store::Entry& e : *entries) {
     v1::PlacementGroupInfo info;
     absl::StatusOr<PlacementGroupId> id = PlacementGroupId::Parse(e.key);
@@ -125,9 +139,18 @@ absl::Status PlacementGroupManager::Recover() {
     }
     if (info.state() == v1::PG_PENDING || info.state() == v1::PG_RESCHEDULING) waiting_.insert(*id);
     if (std::string key = NameKey(info.spec()); !key.empty() && Live(info.state())) live_names_[key] = *id;
+    if (!Live(info.state()))
+      removed.emplace_back(info.removed_unix_ms() != 0 ? info.removed_unix_ms() : info.created_unix_ms(), *id);
     groups_[*id] = std::move(info);
   }
-  spdlog::info("recovered {} placement groups from the store", groups_.size());
+  // Ties (one millisecond) by id.
+  std::sort(removed.begin(), removed.end(), [](const auto& x, const auto& y) {
+    return x.first != y.first ? x.first < y.first : x.second.ToString() < y.second.ToString();
+  });
+  for (auto& [ms, id] : removed) removed_.Push(id);
+  Trim();
+  spdlog::info("recovered {} placement groups from the store ({} REMOVED kept up to {})", groups_.size(),
+               removed_.size(), removed_.keep());
   return absl::OkStatus();
 }
 
@@ -367,9 +390,11 @@ void PlacementGroupManager::RemoveAsync(const PlacementGroupId& id, StatusDone d
     std::string reason = std::move(*g.mutable_pending_reason());
     g.set_state(v1::PG_REMOVED);
     g.clear_pending_reason();
+    g.set_removed_unix_ms(absl::ToUnixMillis(clock_.Now()));
     if (absl::Status s = Persist(g); !s.ok()) {
       g.set_state(was);
       g.set_pending_reason(std::move(reason));
+      g.clear_removed_unix_ms();
       return done(s);
     }
     waiting_.erase(id);
@@ -378,6 +403,8 @@ void PlacementGroupManager::RemoveAsync(const PlacementGroupId& id, StatusDone d
     resources_.With([&](scheduler::Cluster& c) { c.RemoveGroup(id.ToString()); });
     Changed();
     spdlog::debug("placement group {} removed", id.ToString());
+    removed_.Push(id);
+    Trim();  // `g` is not used from here on
   }
   actors_.KillGroupAsync(id.ToString(), absl::StrCat("placement group ", id.ToString(), " was removed"),
                          [this, done = std::move(done)] {

@@ -10,6 +10,10 @@
 //   any -> REMOVED                              bundles freed, actors in them killed
 // PENDING and RESCHEDULING carry `pending_reason`: which bundle, what it needs, and what the
 // best node offers. RetryPending() places what has become placeable, oldest group first.
+// REMOVED is final, and REMOVED groups are kept only up to RetentionOptions::keep_terminal
+// (the head's --keep-terminal): past it, the group removed first is evicted from memory and
+// from the store, and Get, Wait and Remove no longer know it (NotFound). Live groups are never
+// evicted.
 // Safe for concurrent use. Lock order: this manager, then ActorManager, then the tracker.
 #pragma once
 
@@ -27,6 +31,7 @@
 #include "runtime/common/clock.h"
 #include "runtime/head/actor_manager.h"
 #include "runtime/head/resource_tracker.h"
+#include "runtime/head/retention.h"
 #include "runtime/store/store.h"
 #include "skyrl/placement_group.pb.h"
 
@@ -39,13 +44,16 @@ class PlacementGroupManager {
   using GroupDone = std::function<void(absl::StatusOr<v1::PlacementGroupInfo>)>;
   using StatusDone = std::function<void(absl::Status)>;
 
+  // `clock` stamps creations and removals (removed_unix_ms orders eviction across restarts).
   PlacementGroupManager(store::Store& store, ResourceTracker& resources, ActorManager& actors,
-                        const Clock& clock);
+                        const Clock& clock, RetentionOptions retention = {});
   ~PlacementGroupManager();  // fails the waits still open (StopWaits) and joins their thread
 
   // Loads the table and reserves the bundles of placed groups on nodes the tracker knows;
   // bundles whose node is gone make their group RESCHEDULING. REQUIRES: the tracker has the
-  // alive nodes, and actors are recovered after this.
+  // alive nodes, and actors are recovered after this. REMOVED groups are queued for eviction
+  // by removed_unix_ms (created_unix_ms for old records without it), ties by id, and those
+  // over the cap are evicted (from the store as well) at once.
   absl::Status Recover();
   // Errors: InvalidArgument (spec, naming the field), AlreadyExists (name), ResourceExhausted
   // (can never fit, unless wait_for_nodes), or the store's error.
@@ -75,6 +83,9 @@ class PlacementGroupManager {
 
  private:
   absl::Status Persist(const v1::PlacementGroupInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evicts the REMOVED groups over the cap, oldest first, from memory and from the store.
+  // REQUIRES: the caller holds no reference into groups_.
+  void Trim() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tries to place a PENDING or RESCHEDULING group; true when it changed.
   bool TryPlace(v1::PlacementGroupInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Wakes Wait callers and the wait thread after a state change.
@@ -97,6 +108,8 @@ class PlacementGroupManager {
   // Live (not REMOVED) named groups by NameKey(namespace, name): names are unique among them,
   // checked without scanning every group ever created.
   absl::flat_hash_map<std::string, PlacementGroupId> live_names_ ABSL_GUARDED_BY(mu_);
+  // REMOVED groups in the order they were removed: the eviction queue.
+  TerminalFifo<PlacementGroupId> removed_ ABSL_GUARDED_BY(mu_);
   struct OpenWait {
     PlacementGroupId id;
     absl::Time deadline;

@@ -37,7 +37,7 @@ TEST(ClientCreateActorsTest, EachItemIsCreatedOrExplainedOnItsOwn) {
   FakeWorkers workers;
   NodeManager nodes(store, clock, {absl::Seconds(1), 5});
   ResourceTracker tracker;
-  ActorManager actors(store, nodes, tracker, workers);
+  ActorManager actors(store, nodes, tracker, workers, clock);
   PlacementGroupManager groups(store, tracker, actors, clock);
   SchedulingNodeListener listener(tracker, actors, groups);
   nodes.SetListener(&listener);
