@@ -157,7 +157,7 @@ void ActorManager::SetDead(const ActorId& id, v1::ActorInfo& a) {
   dead_.Push(id);
 }
 
-void ActorManager::Trim() {
+void ActorManager::Trim(std::vector<store::Write>* deletes) {
   while (dead_.OverCap()) {
     ActorId id = dead_.PopOldest();
     auto it = actors_.find(id);
@@ -169,8 +169,11 @@ void ActorManager::Trim() {
       }
     exited_while_starting_.erase(id);
     // A failed delete leaves the record in the store only: the next head's Recover evicts it.
-    if (absl::StatusOr<bool> d = store_.Delete(kActorsTable, id.ToString()); !d.ok())
+    if (deletes) {
+      deletes->push_back(store::Write::Delete(kActorsTable, id.ToString()));
+    } else if (absl::StatusOr<bool> d = store_.Delete(kActorsTable, id.ToString()); !d.ok()) {
       spdlog::warn("actor {}: evicted, but the store kept it: {}", id.ToString(), d.status().message());
+    }
     actors_.erase(it);
   }
 }
@@ -207,6 +210,11 @@ absl::Status ActorManager::Recover() {
     return x.first != y.first ? x.first < y.first : x.second.ToString() < y.second.ToString();
   });
   for (auto& [ms, id] : dead) dead_.Push(id);
+  std::vector<store::Write> deletes;
+  Trim(&deletes);
+  if (absl::Status s = ApplyEvictions(store_, deletes); !s.ok())
+    spdlog::warn("actors table: {} DEAD actors over --keep-terminal evicted, but the store kept some: {}",
+                 deletes.size(), s.message());
   // Resume what the previous head left half done.
   int resumed = 0;
   for (auto& [id, a] : actors_) {

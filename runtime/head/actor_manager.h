@@ -160,8 +160,10 @@ class ActorManager {
   // Makes `a` DEAD, stamped with the time, and queues it for eviction (once: DEAD is final).
   // REQUIRES: `a` is actors_[id].
   void SetDead(const ActorId& id, v1::ActorInfo& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Evicts the DEAD actors over the cap, oldest first, from memory and from the store.
-  void Trim() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evicts the DEAD actors over the cap, oldest first, from memory and from the store (or,
+  // with `deletes`, appends the store's deletes there for the caller to apply).
+  // REQUIRES: the caller holds no reference into actors_.
+  void Trim(std::vector<store::Write>* deletes = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Holds mu_ and trims on release. Every operation that can make an actor DEAD locks
   // through it, so an eviction (which erases a table entry) never happens while the

@@ -94,15 +94,18 @@ absl::Status PlacementGroupManager::Persist(const v1::PlacementGroupInfo& info) 
   return store_.Put(kPlacementGroupsTable, info.placement_group_id(), info.SerializeAsString());
 }
 
-void PlacementGroupManager::Trim() {
+void PlacementGroupManager::Trim(std::vector<store::Write>* deletes) {
   while (removed_.OverCap()) {
     PlacementGroupId id = removed_.PopOldest();
     auto it = groups_.find(id);
     if (it == groups_.end() || Live(it->second.state())) continue;  // never a live one
     // A removed group is in neither waiting_ nor live_names_ (RemoveAsync took it out).
     // A failed delete leaves the record in the store only: the next head's Recover evicts it.
-    if (absl::StatusOr<bool> d = store_.Delete(kPlacementGroupsTable, id.ToString()); !d.ok())
+    if (deletes) {
+      deletes->push_back(store::Write::Delete(kPlacementGroupsTable, id.ToString()));
+    } else if (absl::StatusOr<bool> d = store_.Delete(kPlacementGroupsTable, id.ToString()); !d.ok()) {
       spdlog::warn("placement group {}: evicted, but the store kept it: {}", id.ToString(), d.status().message());
+    }
     groups_.erase(it);
   }
 }
@@ -148,7 +151,11 @@ absl::Status PlacementGroupManager::Recover() {
     return x.first != y.first ? x.first < y.first : x.second.ToString() < y.second.ToString();
   });
   for (auto& [ms, id] : removed) removed_.Push(id);
-  Trim();
+  std::vector<store::Write> deletes;
+  Trim(&deletes);
+  if (absl::Status s = ApplyEvictions(store_, deletes); !s.ok())
+    spdlog::warn("placement_groups table: {} REMOVED groups over --keep-terminal evicted, but the store kept some: {}",
+                 deletes.size(), s.message());
   spdlog::info("recovered {} placement groups from the store ({} REMOVED kept up to {})", groups_.size(),
                removed_.size(), removed_.keep());
   return absl::OkStatus();

@@ -84,8 +84,9 @@ class PlacementGroupManager {
  private:
   absl::Status Persist(const v1::PlacementGroupInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Evicts the REMOVED groups over the cap, oldest first, from memory and from the store.
+  // With `deletes`, the store's deletes are appended there for the caller to apply.
   // REQUIRES: the caller holds no reference into groups_.
-  void Trim() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Trim(std::vector<store::Write>* deletes = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tries to place a PENDING or RESCHEDULING group; true when it changed.
   bool TryPlace(v1::PlacementGroupInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Wakes Wait callers and the wait thread after a state change.

@@ -5,13 +5,16 @@
 // caps destroyed actors the same way: maximum_gcs_destroyed_actor_cached_count).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/store/store.h"
 
 namespace skyrl::head {
 
@@ -56,5 +59,20 @@ class TerminalFifo {
   const size_t keep_;
   std::deque<Id> ids_;
 };
+
+// Deletes evicted records in batches (Store::Apply), one round trip per batch instead of one
+// per record: a head that starts over a table far above its cap (an old table, or a lower
+// --keep-terminal) trims it at once. Returns the first refusal; the batches after it are
+// still tried, and what is left is evicted again by the next start.
+inline absl::Status ApplyEvictions(store::Store& store, const std::vector<store::Write>& deletes) {
+  constexpr size_t kBatch = 1000;
+  absl::Status first;
+  for (size_t i = 0; i < deletes.size(); i += kBatch) {
+    std::vector<store::Write> batch(deletes.begin() + std::ptrdiff_t(i),
+                                    deletes.begin() + std::ptrdiff_t(std::min(deletes.size(), i + kBatch)));
+    if (absl::Status s = store.Apply(batch); !s.ok() && first.ok()) first = s;
+  }
+  return first;
+}
 
 }  // namespace skyrl::head
