@@ -5,7 +5,8 @@
 // - a call that fails because the actor died returns Unavailable "actor died: <reason>";
 // - the next call waits (up to `restart_wait`) for a RESTARTING actor to be ALIVE again, then
 //   goes to its new address;
-// - a call to a DEAD actor fails at once with FailedPrecondition "actor is dead: <reason>".
+// - a call to a DEAD actor fails at once with FailedPrecondition "actor is dead: <reason>";
+//   once the head has evicted the record (skyrl-head --keep-terminal), NotFound.
 //
 // Two paths to an actor:
 // - Call (synchronous) is one unary ActorService.Call per call: the lowest latency for one
