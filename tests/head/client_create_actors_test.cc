@@ -14,6 +14,7 @@
 #include "runtime/head/resource_tracker.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/store/memory/memory_store.h"
+#include "tests/util/loopback_server.h"
 
 namespace skyrl::head {
 namespace {
@@ -51,14 +52,10 @@ TEST(ClientCreateActorsTest, EachItemIsCreatedOrExplainedOnItsOwn) {
 
   rpc::TokenAuth auth(kToken);
   ActorDirectoryImpl service(actors, auth);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_TRUE(server && port > 0);
+  testing::LoopbackServer loopback = testing::StartLoopbackServer({&service});
+  ASSERT_TRUE(loopback.server && loopback.port > 0);
 
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(absl::StrCat("127.0.0.1:", port), kToken);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(loopback.address(), kToken);
   ASSERT_TRUE(client.ok()) << client.status();
   auto opts = [](double gpus, const std::string& name = "") {
     ActorOptions o;
@@ -90,7 +87,7 @@ TEST(ClientCreateActorsTest, EachItemIsCreatedOrExplainedOnItsOwn) {
 
   // A call that fails as a whole (wrong token) fails every item, and creates nothing.
   absl::StatusOr<std::unique_ptr<Client>> stranger =
-      Client::Connect(absl::StrCat("127.0.0.1:", port), "not-the-cluster-token-0123456789");
+      Client::Connect(loopback.address(), "not-the-cluster-token-0123456789");
   ASSERT_TRUE(stranger.ok());
   size_t before = actors.List().size();
   std::vector<absl::StatusOr<ActorHandle>> refused = (*stranger)->CreateActors({{"echo", opts(0)}, {"echo", opts(0)}});
@@ -98,7 +95,7 @@ TEST(ClientCreateActorsTest, EachItemIsCreatedOrExplainedOnItsOwn) {
   for (const auto& x : refused) EXPECT_TRUE(absl::IsUnauthenticated(x.status())) << x.status();
   EXPECT_EQ(actors.List().size(), before);
   EXPECT_TRUE((*client)->CreateActors({}).empty());
-  server->Shutdown();
+  loopback.server->Shutdown();
 }
 
 }  // namespace

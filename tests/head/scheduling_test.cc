@@ -28,6 +28,7 @@
 #include "runtime/store/memory/memory_store.h"
 #include "runtime/rpc/auth.h"
 #include "scheduler/invariants.h"
+#include "tests/util/loopback_server.h"
 
 namespace skyrl::head {
 namespace {
@@ -525,14 +526,9 @@ TEST(HeadAsyncTest, CreateActorsOverGrpcAnswersPerItem) {
   const std::string token = "head-async-test-token-0123456789";
   rpc::TokenAuth auth(token);
   ActorDirectoryImpl service(head.actors, auth);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_TRUE(server && port > 0);
-  auto stub = v1::ActorDirectory::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  testing::LoopbackServer loopback = testing::StartLoopbackServer({&service});
+  ASSERT_TRUE(loopback.server && loopback.port > 0);
+  auto stub = v1::ActorDirectory::NewStub(loopback.Channel());
 
   v1::CreateActorsRequest req;
   *req.add_specs() = Spec("echo", 1);
@@ -580,7 +576,7 @@ TEST(HeadAsyncTest, CreateActorsOverGrpcAnswersPerItem) {
     EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   }
   EXPECT_EQ(head.actors.List().size(), 2u);
-  server->Shutdown();
+  loopback.server->Shutdown();
 }
 
 
@@ -593,14 +589,9 @@ TEST(HeadAsyncTest, CreatePlacementGroupsOverGrpcAnswersPerItem) {
   const std::string token = "head-async-test-token-0123456789";
   rpc::TokenAuth auth(token);
   PlacementGroupServiceImpl service(head.groups, auth);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_TRUE(server && port > 0);
-  auto stub = v1::PlacementGroupService::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  testing::LoopbackServer loopback = testing::StartLoopbackServer({&service});
+  ASSERT_TRUE(loopback.server && loopback.port > 0);
+  auto stub = v1::PlacementGroupService::NewStub(loopback.Channel());
   auto group = [](double gpus, const std::string& name) {
     v1::PlacementGroupSpec spec;
     spec.set_name(name);
@@ -643,7 +634,7 @@ TEST(HeadAsyncTest, CreatePlacementGroupsOverGrpcAnswersPerItem) {
     EXPECT_EQ(empty.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_NE(empty.error_message().find("specs"), std::string::npos) << empty.error_message();
   }
-  server->Shutdown();
+  loopback.server->Shutdown();
 }
 
 // ---- Bounded retention of DEAD actors and REMOVED groups (--keep-terminal) ----

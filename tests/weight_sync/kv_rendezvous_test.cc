@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "runtime/head/kv_service.h"
 #include "runtime/store/store.h"
+#include "tests/util/loopback_server.h"
 #include "tests/weight_sync/sync_harness.h"
 #include "weight_sync/plan/model_zoo.h"
 #include "weight_sync/tcp/tcp_transport.h"
@@ -29,13 +30,10 @@ class KvRendezvousTest : public ::testing::Test {
     store_ = std::move(*store);
     auth_ = std::make_unique<rpc::TokenAuth>(kToken);
     service_ = std::make_unique<head::KvServiceImpl>(*store_, *auth_);
-    grpc::ServerBuilder b;
-    int port = 0;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    b.RegisterService(service_.get());
-    server_ = b.BuildAndStart();
+    skyrl::testing::LoopbackServer loopback = skyrl::testing::StartLoopbackServer({service_.get()});
+    server_ = std::move(loopback.server);
     ASSERT_NE(server_, nullptr);
-    address_ = absl::StrCat("127.0.0.1:", port);
+    address_ = loopback.address();
   }
   void TearDown() override { server_->Shutdown(); }
   std::unique_ptr<KvRendezvous> Client(const std::string& token = kToken) {
