@@ -35,20 +35,20 @@ class ActorServiceImpl::Stream final
     grpc::Status reject = svc->auth_.Check(ctx);
     const auto& md = ctx->client_metadata();
     if (reject.ok()) {
-      auto id = md.find(kStreamActorIdKey);
+      auto id = md.find(rpc::kStreamActorIdKey);
       if (id == md.end()) {
         reject = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                              absl::StrCat("stream metadata ", kStreamActorIdKey, " is missing"));
+                              absl::StrCat("stream metadata ", rpc::kStreamActorIdKey, " is missing"));
       } else if (View(id->second) != svc->actor_id_) {
         reject = grpc::Status(grpc::StatusCode::NOT_FOUND,
                               absl::StrCat("this process hosts actor ", svc->actor_id_, ", not ",
                                            View(id->second).substr(0, 64)));
       }
     }
-    if (auto caller = md.find(kStreamCallerIdKey); reject.ok() && caller != md.end()) {
+    if (auto caller = md.find(rpc::kStreamCallerIdKey); reject.ok() && caller != md.end()) {
       if (caller->second.size() > kMaxCallerIdBytes)
         reject = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                              absl::StrCat("stream metadata ", kStreamCallerIdKey, " is ",
+                              absl::StrCat("stream metadata ", rpc::kStreamCallerIdKey, " is ",
                                            caller->second.size(), " bytes (at most ",
                                            kMaxCallerIdBytes, ")"));
       else

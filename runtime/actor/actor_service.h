@@ -31,10 +31,6 @@
 
 namespace skyrl {
 
-// Metadata keys of a CallStream (see protos/skyrl/actor.proto).
-inline constexpr char kStreamActorIdKey[] = "x-skyrl-actor-id";
-inline constexpr char kStreamCallerIdKey[] = "x-skyrl-caller-id";
-
 class ActorServiceImpl final : public v1::ActorService::CallbackService {
  public:
   // `cls`, `actor` and `auth` must outlive this. `max_concurrency` >= 1.

@@ -5,13 +5,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "runtime/rpc/auth.h"
+#include "runtime/rpc/channel.h"
 
 namespace skyrl::client_internal {
 namespace {
-
-// Metadata of a CallStream; the actor host reads the same keys (protos/skyrl/actor.proto).
-constexpr char kActorIdKey[] = "x-skyrl-actor-id";
-constexpr char kCallerIdKey[] = "x-skyrl-caller-id";
 
 CallResult ToResult(v1::StreamedResult& r) {
   if (r.code() == 0) return std::move(*r.mutable_result());
@@ -26,8 +23,8 @@ CallStream::CallStream(std::shared_ptr<v1::ActorService::Stub> stub,
     : stub_(std::move(stub)), next_seq_(std::move(next_seq)), options_(std::move(options)) {
   // The token and ids travel once per stream, not once per call.
   rpc::AttachToken(&ctx_, options_.token);
-  ctx_.AddMetadata(kActorIdKey, options_.actor_id);
-  if (!options_.caller_id.empty()) ctx_.AddMetadata(kCallerIdKey, options_.caller_id);
+  ctx_.AddMetadata(rpc::kStreamActorIdKey, options_.actor_id);
+  if (!options_.caller_id.empty()) ctx_.AddMetadata(rpc::kStreamCallerIdKey, options_.caller_id);
   queued_.emplace_back();
 }
 
@@ -174,16 +171,22 @@ absl::Time CallStream::Expire(absl::Time now) {
   return earliest;
 }
 
+std::vector<std::promise<CallResult>> CallStream::TakeUnansweredLocked() {
+  ended_ = true;
+  std::vector<std::promise<CallResult>> unanswered;
+  for (Slot& slot : slots_)
+    if (!slot.answered) unanswered.push_back(std::move(slot.done));
+  first_id_ += slots_.size();
+  slots_.clear();
+  return unanswered;
+}
+
 void CallStream::Shutdown(const absl::Status& why) {
   std::vector<std::promise<CallResult>> unanswered;
   bool release, cancel;
   {
     absl::MutexLock lock(&mu_);
-    ended_ = true;
-    for (Slot& slot : slots_)
-      if (!slot.answered) unanswered.push_back(std::move(slot.done));
-    first_id_ += slots_.size();
-    slots_.clear();
+    unanswered = TakeUnansweredLocked();
     release = ReleaseHoldLocked();
     cancel = !done_;
   }
@@ -203,11 +206,7 @@ void CallStream::OnDone(const grpc::Status& status) {
   {
     absl::MutexLock lock(&mu_);
     done_ = true;
-    ended_ = true;
-    for (Slot& slot : slots_)
-      if (!slot.answered) end.unanswered.push_back(std::move(slot.done));
-    first_id_ += slots_.size();
-    slots_.clear();
+    end.unanswered = TakeUnansweredLocked();
     end.stream = std::move(self_);
   }
   options_.on_end(std::move(end));

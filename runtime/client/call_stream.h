@@ -66,7 +66,8 @@ class CallStream final : public grpc::ClientBidiReactor<v1::ActorCallBatch, v1::
                          public std::enable_shared_from_this<CallStream> {
  public:
   // Creates and starts the stream (the connection is made in the background). Calls take
-  // their sequence numbers from `next_seq`, shared with the owner's unary calls.
+  // their sequence numbers from `next_seq`, which the owner keeps across streams to one
+  // incarnation of the actor.
   static std::shared_ptr<CallStream> Create(std::shared_ptr<v1::ActorService::Stub> stub,
                                             std::shared_ptr<std::atomic<uint64_t>> next_seq,
                                             CallStreamOptions options);
@@ -87,8 +88,6 @@ class CallStream final : public grpc::ClientBidiReactor<v1::ActorCallBatch, v1::
 
   // The stream has ended or is ending: Enqueue fails.
   bool ended();
-
-  const std::string& address() const { return options_.address; }
 
   // gRPC reactions.
   void OnReadDone(bool ok) override;
@@ -118,6 +117,8 @@ class CallStream final : public grpc::ClientBidiReactor<v1::ActorCallBatch, v1::
   // flight, not yet released). The caller calls RemoveHold once mu_ is released.
   bool ReleaseHoldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PopAnsweredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the stream for new calls and hands over the promises of every call not answered.
+  std::vector<std::promise<CallResult>> TakeUnansweredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<v1::ActorService::Stub> stub_;
   const std::shared_ptr<std::atomic<uint64_t>> next_seq_;

@@ -8,11 +8,8 @@
 // - a call to a DEAD actor fails at once with FailedPrecondition "actor is dead: <reason>";
 //   once the head has evicted the record (skyrl-head --keep-terminal), NotFound.
 //
-// Two paths to an actor:
-// - Call (synchronous) is one unary ActorService.Call per call: the lowest latency for one
-//   call at a time.
-// - CallAsync queues the call on this client's one CallStream to the actor's process (opened
-//   on first use, again after it ends). Calls queued while the previous message was on the
+// Every call (Call is CallAsync(...).get()) is queued on this client's one CallStream to the
+// actor's process (opened on first use, again after it ends). Calls queued while the previous message was on the
 //   wire go out together in one message, and results come back the same way, so many calls
 //   in flight cost a few RPC messages instead of one RPC each. Futures are completed on
 //   gRPC's callback threads (results) or on the client's two own threads (deadlines,
@@ -21,8 +18,8 @@
 //   explanation ("actor died: <reason>" when the head says so), asked once. While calls are
 //   in flight the connection is pinged (ClientOptions.keepalive_*), so a frozen or cut-off
 //   process fails them as unreachable before their deadlines.
-// With max_concurrency 1, calls of one Client run in the order they were made, across both
-// paths (each carries this client's sequence number for the actor's incarnation).
+// With max_concurrency 1, calls of one Client run in the order they were made (each carries
+// this client's sequence number for the actor's incarnation, kept across streams).
 // Arguments bigger than one message (ClientOptions.max_message_bytes) fail at once with
 // InvalidArgument. Destroying the Client fails the calls still in flight with Cancelled.
 // Safe for concurrent use.

@@ -205,11 +205,8 @@ absl::Status ActorManager::Recover() {
     if (info.state() == v1::ACTOR_DEAD) dead.emplace_back(info.died_unix_ms(), *id);
     actors_[*id] = std::move(info);
   }
-  // Old records without died_unix_ms (0) go first; ties (one millisecond) by id.
-  std::sort(dead.begin(), dead.end(), [](const auto& x, const auto& y) {
-    return x.first != y.first ? x.first < y.first : x.second.ToString() < y.second.ToString();
-  });
-  for (auto& [ms, id] : dead) dead_.Push(id);
+  // Old records without died_unix_ms (0) go first.
+  dead_.PushInOrder(std::move(dead));
   std::vector<store::Write> deletes;
   Trim(&deletes);
   if (absl::Status s = ApplyEvictions(store_, deletes); !s.ok())
@@ -641,21 +638,6 @@ void ActorManager::MarkKilled(const ActorId& id, const std::string& reason,
   (void)Persist(a);
 }
 
-void ActorManager::KillProcesses(const std::vector<std::pair<std::string, std::string>>& kills) {
-  for (auto& [node, id] : kills) {
-    std::string address = WorkerAddress(node);
-    if (address.empty()) continue;
-    absl::Status s = workers_.KillActor(address, id);
-    if (!s.ok() && !absl::IsNotFound(s)) spdlog::warn("kill {} on {}: {}", id, address, s.message());
-  }
-}
-
-void ActorManager::KillGroup(const std::string& group, const std::string& reason) {
-  absl::Notification done;
-  KillGroupAsync(group, reason, [&] { done.Notify(); });
-  done.WaitForNotification();
-}
-
 void ActorManager::KillGroupAsync(const std::string& group, const std::string& reason, std::function<void()> done) {
   std::vector<std::pair<std::string, std::string>> kills;  // (node, actor id)
   {
@@ -703,7 +685,10 @@ void ActorManager::KillJob(const std::string& job_id, const std::string& reason)
       if (a.spec().job_id() == job_id && !a.spec().detached() && a.state() != v1::ACTOR_DEAD) ids.push_back(id);
     for (const ActorId& id : ids) MarkKilled(id, reason, kills);
   }
-  KillProcesses(kills);
+  // Returns once every worker has been told, as the job manager expects.
+  absl::Notification told;
+  KillProcessesAsync(kills, [&told] { told.Notify(); });
+  told.WaitForNotification();
 }
 
 std::vector<v1::ActorInfo> ActorManager::List() const {

@@ -109,9 +109,8 @@ class ActorManager {
   // The node manager declared a node dead.
   void OnNodeDead(const NodeId& node, const std::string& reason);
   // Their placement group was removed: every actor of `group` that is not DEAD becomes
-  // DEAD with `reason`, and its process is killed.
-  void KillGroup(const std::string& group, const std::string& reason);
-  // KillGroup with `done` once every worker has been told; parks no thread.
+  // DEAD with `reason`, and its process is killed; `done` once every worker has been told.
+  // Parks no thread.
   void KillGroupAsync(const std::string& group, const std::string& reason, std::function<void()> done);
   // Their job ended: every non-detached actor of `job_id` that is not DEAD becomes DEAD with
   // `reason`, and its process is killed.
@@ -125,7 +124,6 @@ class ActorManager {
   // (node, actor id).
   void MarkKilled(const ActorId& id, const std::string& reason,
                   std::vector<std::pair<std::string, std::string>>& kills) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void KillProcesses(const std::vector<std::pair<std::string, std::string>>& kills);
   void KillProcessesAsync(const std::vector<std::pair<std::string, std::string>>& kills, std::function<void()> done);
   // A start to make: where, and which incarnation it is for.
   struct StartTicket {

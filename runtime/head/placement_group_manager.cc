@@ -146,11 +146,7 @@ absl::Status PlacementGroupManager::Recover() {
       removed.emplace_back(info.removed_unix_ms() != 0 ? info.removed_unix_ms() : info.created_unix_ms(), *id);
     groups_[*id] = std::move(info);
   }
-  // Ties (one millisecond) by id.
-  std::sort(removed.begin(), removed.end(), [](const auto& x, const auto& y) {
-    return x.first != y.first ? x.first < y.first : x.second.ToString() < y.second.ToString();
-  });
-  for (auto& [ms, id] : removed) removed_.Push(id);
+  removed_.PushInOrder(std::move(removed));
   std::vector<store::Write> deletes;
   Trim(&deletes);
   if (absl::Status s = ApplyEvictions(store_, deletes); !s.ok())

@@ -45,6 +45,13 @@ class TerminalFifo {
  public:
   explicit TerminalFifo(size_t keep) : keep_(keep) {}
   void Push(Id id) { ids_.push_back(std::move(id)); }
+  // Recovery: pushes records read back from the store in the order they became terminal,
+  // given as (unix ms, id); ties (one millisecond) by id (the ids' byte order, which is also
+  // the order of their hex text).
+  void PushInOrder(std::vector<std::pair<int64_t, Id>> terminal) {
+    std::sort(terminal.begin(), terminal.end());
+    for (auto& [ms, id] : terminal) Push(std::move(id));
+  }
   bool OverCap() const { return ids_.size() > keep_; }
   // REQUIRES: size() > 0.
   Id PopOldest() {

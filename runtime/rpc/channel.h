@@ -12,6 +12,11 @@ namespace skyrl::rpc {
 
 inline constexpr int kMaxMessageBytes = 256 << 20;
 
+// Metadata of an ActorService.CallStream, sent by the client and read by the actor host once
+// per stream (see protos/skyrl/actor.proto).
+inline constexpr char kStreamActorIdKey[] = "x-skyrl-actor-id";
+inline constexpr char kStreamCallerIdKey[] = "x-skyrl-caller-id";
+
 // Checks "host:port" from a flag or an environment variable; `field` names it in the error.
 absl::Status ValidateAddress(absl::string_view field, absl::string_view address);
 
