@@ -29,6 +29,20 @@ absl::Status FromNccl(ncclResult_t r, absl::string_view what) {
   return absl::UnavailableError(absl::StrCat(what, ": NCCL ", ncclGetErrorString(r)));
 }
 
+// Polls a non-blocking communicator until its last call (creation, or an enqueue) is done:
+// OK, its NCCL error, or DeadlineExceeded "<what>: not done within <limit>" after `limit`.
+absl::Status AwaitComm(ncclComm_t comm, absl::Duration limit, absl::string_view what) {
+  const absl::Time deadline = absl::Now() + limit;
+  while (true) {
+    ncclResult_t state = ncclInProgress;
+    ncclCommGetAsyncError(comm, &state);
+    if (state != ncclInProgress) return FromNccl(state, what);
+    if (absl::Now() >= deadline)
+      return absl::DeadlineExceededError(absl::StrCat(what, ": not done within ", absl::FormatDuration(limit)));
+    absl::SleepFor(absl::Microseconds(50));
+  }
+}
+
 // Sender to receiver, one per pair, before any data. Plain bytes on the wire (both ends run
 // this build), 8-byte aligned.
 struct Header {
@@ -117,8 +131,8 @@ class NcclTransport final : public Transport {
   int GlobalRank(int peer, bool peer_is_sender) const { return peer_is_sender ? peer : o_.num_senders + peer; }
   int MyGlobalRank() const { return o_.is_sender ? o_.rank : o_.num_senders + o_.rank; }
 
-  // Waits until every pending stream is idle, with a deadline; aborts every communicator on
-  // timeout or NCCL/CUDA error.
+  // Waits until every pending stream is idle, with a deadline. Only called inside RunBody: on
+  // a timeout or NCCL/CUDA error, Run aborts every communicator before freeing the scratch.
   absl::Status Wait(const std::vector<Pending>& pending, absl::string_view what,
                     std::optional<absl::Duration> timeout = std::nullopt) {
     const absl::Duration limit = timeout.value_or(o_.transfer.io_timeout);
@@ -128,23 +142,15 @@ class NcclTransport final : public Transport {
       for (const Pending& p : pending) {
         ncclResult_t async = ncclSuccess;
         if (p.comm != nullptr) ncclCommGetAsyncError(p.comm, &async);
-        if (async != ncclSuccess && async != ncclInProgress) {
-          Abort();
-          return FromNccl(async, what);
-        }
+        if (async != ncclSuccess && async != ncclInProgress) return FromNccl(async, what);
         cudaError_t q = cudaStreamQuery(p.stream);
-        if (q != cudaSuccess && q != cudaErrorNotReady) {
-          Abort();
-          return FromCuda(q, what);
-        }
+        if (q != cudaSuccess && q != cudaErrorNotReady) return FromCuda(q, what);
         done &= q == cudaSuccess && async == ncclSuccess;
       }
       if (done) return absl::OkStatus();
-      if (absl::Now() >= deadline) {
-        Abort();
+      if (absl::Now() >= deadline)
         return absl::DeadlineExceededError(absl::StrCat(what, ": no completion within ", absl::FormatDuration(limit),
                                                         "; communicator aborted"));
-      }
       absl::SleepFor(absl::Microseconds(50));
     }
   }
@@ -155,17 +161,7 @@ class NcclTransport final : public Transport {
   // wait for that before issuing on another communicator, so that every rank's streams get
   // their kernels in the same order.
   absl::Status Issued(ncclComm_t comm, absl::string_view what) {
-    const absl::Time deadline = absl::Now() + o_.transfer.io_timeout;
-    while (true) {
-      ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm, &async);
-      if (async == ncclSuccess) return absl::OkStatus();
-      if (async != ncclInProgress) return FromNccl(async, what);
-      if (absl::Now() >= deadline)
-        return absl::DeadlineExceededError(absl::StrCat(what, ": not enqueued within ",
-                                                        absl::FormatDuration(o_.transfer.io_timeout)));
-      absl::SleepFor(absl::Microseconds(20));
-    }
+    return AwaitComm(comm, o_.transfer.io_timeout, absl::StrCat(what, ": enqueue"));
   }
 
   void Abort() {
@@ -203,25 +199,13 @@ class NcclTransport final : public Transport {
       made.push_back(&g);
       if (!st.ok()) break;
     }
+    // One deadline for all: they form together.
     const absl::Time deadline = absl::Now() + o_.transfer.io_timeout;
-    for (GroupComm* g : made) {
-      ncclResult_t state = ncclInProgress;
-      while (st.ok() && g->comm != nullptr) {
-        ncclCommGetAsyncError(g->comm, &state);
-        if (state != ncclInProgress) {
-          st = FromNccl(state, absl::StrCat(who, ": broadcast group init"));
-          break;
-        }
-        if (absl::Now() >= deadline) {
-          st = absl::DeadlineExceededError(absl::StrCat(who, ": broadcast group not formed within ",
-                                                        absl::FormatDuration(o_.transfer.io_timeout)));
-          break;
-        }
-        absl::SleepFor(absl::Microseconds(200));
-      }
-    }
-    if (!st.ok()) Abort();
-    return st;
+    for (GroupComm* g : made)
+      if (st.ok() && g->comm != nullptr)
+        st = AwaitComm(g->comm, std::max(absl::ZeroDuration(), deadline - absl::Now()),
+                       absl::StrCat(who, ": broadcast group init"));
+    return st;  // Run aborts every communicator on failure
   }
 
   // Destroys the broadcast groups the last successful sync did not use (layouts changed). The
@@ -634,19 +618,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateNcclTransport(const NcclOptions
   config.blocking = 0;
   ncclComm_t comm = nullptr;
   absl::Status s = FromNccl(ncclCommInitRankConfig(&comm, world, id, global, &config), "nccl: ncclCommInitRankConfig");
-  const absl::Time deadline = absl::Now() + o.transfer.io_timeout;
-  ncclResult_t state = ncclInProgress;
-  while (s.ok()) {
-    ncclCommGetAsyncError(comm, &state);
-    if (state != ncclInProgress) break;
-    if (absl::Now() >= deadline) {
-      s = absl::DeadlineExceededError(absl::StrCat("nccl: communicator of ", world, " ranks not formed within ",
-                                                   absl::FormatDuration(o.transfer.io_timeout)));
-      break;
-    }
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  if (s.ok()) s = FromNccl(state, "nccl: communicator init");
+  if (s.ok()) s = AwaitComm(comm, o.transfer.io_timeout, absl::StrCat("nccl: communicator init of ", world, " ranks"));
   if (!s.ok()) {
     if (comm != nullptr) ncclCommAbort(comm);
     cudaStreamDestroy(stream);
