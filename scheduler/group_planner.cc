@@ -243,9 +243,8 @@ class GroupPlanner {
     keyed.reserve(domain.size());
     for (size_t i = 0; i < domain.size(); ++i) {
       const NodeEntry* n = domain[i];
-      keyed.push_back({LazyOrder::Key{!used.empty() && used.contains(n->spec.id) ? 0 : 1,
-                                      !affinity_.empty() && affinity_.contains(n->spec.id) ? 0 : 1,
-                                      -n->pool.FreeWholeDevices(), -n->pool.FreeGpuUnits(), i},
+      keyed.push_back({LazyOrder::Key{used.contains(n->spec.id) ? 0 : 1, affinity_.contains(n->spec.id) ? 0 : 1,
+                                      -n->pool.FreeWholeDevices(), -n->pool.free().GetUnits(kGPU), i},
                        n});
     }
     return LazyOrder(std::move(keyed), used.size() + 2 * Missing().size() + 4);

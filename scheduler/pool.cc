@@ -14,7 +14,6 @@ Pool::Pool(ResourceSet total, std::map<int, int64_t> gpu_capacity)
     gpu_used_[id] = 0;
     if (cap == ResourceSet::kUnitsPerWhole) ++free_whole_;
   }
-  free_gpu_units_ = free_.GetUnits(kGPU);
 }
 
 Pool Pool::ForNode(const ResourceSet& total, const std::vector<int>& gpu_ids) {
@@ -71,7 +70,6 @@ absl::Status Pool::Take(const ResourceSet& need, const std::vector<int>& gpu_ids
                        " free, needs ", double(shape.units_each) / ResourceSet::kUnitsPerWhole));
   }
   free_ -= need;
-  free_gpu_units_ = free_.GetUnits(kGPU);
   for (int id : gpu_ids) {
     int64_t& used = gpu_used_[id];
     if (used == 0 && gpu_cap_.at(id) == ResourceSet::kUnitsPerWhole) --free_whole_;
@@ -82,7 +80,6 @@ absl::Status Pool::Take(const ResourceSet& need, const std::vector<int>& gpu_ids
 
 void Pool::Give(const ResourceSet& need, const std::vector<int>& gpu_ids) {
   free_ += need;
-  free_gpu_units_ = free_.GetUnits(kGPU);
   GpuShape shape = ShapeOf(need);
   for (int id : gpu_ids) {
     int64_t& used = gpu_used_[id];

@@ -40,9 +40,6 @@ class Pool {
   const std::map<int, int64_t>& gpu_used() const { return gpu_used_; }
   // How many devices are entirely free: what whole-GPU requests can still get.
   int FreeWholeDevices() const { return free_whole_; }
-  // free().GetUnits(kGPU), kept current by Take/Give (placement orders nodes by it on every
-  // group, so it is not looked up by name each time).
-  int64_t FreeGpuUnits() const { return free_gpu_units_; }
   // True when nothing is taken.
   bool idle() const;
 
@@ -51,7 +48,6 @@ class Pool {
   std::map<int, int64_t> gpu_cap_;
   std::map<int, int64_t> gpu_used_;  // every id of gpu_cap_, 0 when untouched
   int free_whole_ = 0;               // whole-capacity devices with nothing taken
-  int64_t free_gpu_units_ = 0;
 };
 
 }  // namespace skyrl::scheduler

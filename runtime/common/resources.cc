@@ -164,7 +164,7 @@ double ResourceSet::Get(absl::string_view name) const {
 }
 
 int64_t ResourceSet::GetUnits(absl::string_view name) const {
-  auto it = units_.find(std::string(name));
+  auto it = units_.find(name);
   return it == units_.end() ? 0 : it->second;
 }
 
@@ -206,7 +206,7 @@ std::string ResourceSet::Format(bool human) const {
     parts.push_back(absl::StrCat(name, "=", value));
   };
   for (absl::string_view standard : {kCPU, kGPU, kMemory}) {
-    auto it = units_.find(std::string(standard));
+    auto it = units_.find(standard);
     if (it != units_.end()) add(it->first, it->second);
   }
   for (const auto& [name, amount] : units_)

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include "absl/strings/string_view.h"
@@ -42,7 +43,7 @@ class ResourceSet {
   double Get(absl::string_view name) const;
   // The raw fixed-point amount; 0 when absent.
   int64_t GetUnits(absl::string_view name) const;
-  bool Has(absl::string_view name) const { return units_.contains(std::string(name)); }
+  bool Has(absl::string_view name) const { return units_.contains(name); }
 
   // True when every resource here is at least `other`'s amount of it.
   bool Contains(const ResourceSet& other) const;
@@ -52,7 +53,10 @@ class ResourceSet {
   friend bool operator==(const ResourceSet&, const ResourceSet&) = default;
 
   bool empty() const { return units_.empty(); }
-  const std::map<std::string, int64_t>& units() const { return units_; }
+  // A transparent comparator: look-ups by name allocate nothing (placement reads the GPU
+  // units of every node for every group).
+  using Units = std::map<std::string, int64_t, std::less<>>;
+  const Units& units() const { return units_; }
   std::map<std::string, double> ToMap() const;
   // Canonical text: CPU, GPU, memory first, then custom names in order.
   std::string ToString() const;
@@ -62,7 +66,7 @@ class ResourceSet {
 
  private:
   std::string Format(bool human) const;
-  std::map<std::string, int64_t> units_;
+  Units units_;
 };
 
 // Checks what an actor or bundle may ask for: a GPU request above 1 must be whole
