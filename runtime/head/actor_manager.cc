@@ -19,6 +19,12 @@ bool Holds(v1::ActorState s) {
   return s == v1::ACTOR_PENDING || s == v1::ACTOR_ALIVE;
 }
 
+// The live-name index key of a named actor ("" for an unnamed one). The namespace is set by
+// validation ("default" when empty) before an actor is admitted or stored.
+std::string NameKey(const v1::ActorSpec& spec) {
+  return spec.name().empty() ? std::string() : absl::StrCat(spec.namespace_(), "/", spec.name());
+}
+
 scheduler::Demand DemandOf(const v1::ActorSpec& spec) {
   return scheduler::Demand{ToResources(spec.resources()), ToLabels(spec.label_selector())};
 }
@@ -154,6 +160,8 @@ void ActorManager::SetDead(const ActorId& id, v1::ActorInfo& a) {
   if (a.state() == v1::ACTOR_DEAD) return;
   a.set_state(v1::ACTOR_DEAD);
   a.set_died_unix_ms(absl::ToUnixMillis(clock_.Now()));
+  if (auto name = live_names_.find(NameKey(a.spec())); name != live_names_.end() && name->second == id)
+    live_names_.erase(name);
   dead_.Push(id);
 }
 
@@ -202,7 +210,11 @@ absl::Status ActorManager::Recover() {
       if (!s.ok()) spdlog::error("actor {}: cannot take its resources back: {}", info.actor_id(), s.message());
     }
     if (!info.spec().placement_group_id().empty()) by_group_[info.spec().placement_group_id()].insert(*id);
-    if (info.state() == v1::ACTOR_DEAD) dead.emplace_back(info.died_unix_ms(), *id);
+    if (info.state() == v1::ACTOR_DEAD) {
+      dead.emplace_back(info.died_unix_ms(), *id);
+    } else if (std::string key = NameKey(info.spec()); !key.empty()) {
+      live_names_[key] = *id;
+    }
     actors_[*id] = std::move(info);
   }
   // Old records without died_unix_ms (0) go first.
@@ -294,12 +306,11 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
   if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
   id = ActorId::Random();
   TrimmingLock lock(this);
-  if (!spec.name().empty())
-    for (const auto& [other, a] : actors_)
-      if (a.state() != v1::ACTOR_DEAD && a.spec().name() == spec.name() &&
-          a.spec().namespace_() == spec.namespace_())
-        return absl::AlreadyExistsError(absl::StrCat("an actor named ", spec.namespace_(), "/",
-                                                     spec.name(), " already exists: ", other.ToString()));
+  const std::string name_key = NameKey(spec);
+  if (!name_key.empty())
+    if (auto other = live_names_.find(name_key); other != live_names_.end())
+      return absl::AlreadyExistsError(absl::StrCat("an actor named ", spec.namespace_(), "/", spec.name(),
+                                                   " already exists: ", other->second.ToString()));
   // Placed (planned and allocated) before anything is recorded, so an actor that cannot be
   // placed leaves nothing behind; one plan and one store write for the common case.
   absl::StatusOr<scheduler::Slot> p = Place(id, spec);
@@ -328,8 +339,12 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
     }
   }
   if (!spec.placement_group_id().empty()) by_group_[spec.placement_group_id()].insert(id);
-  // Queued only once it is in the table (a refused write above records nothing).
-  if (info.state() == v1::ACTOR_DEAD) dead_.Push(id);
+  // Queued or named only once it is in the table (a refused write above records nothing).
+  if (info.state() == v1::ACTOR_DEAD) {
+    dead_.Push(id);
+  } else if (!name_key.empty()) {
+    live_names_[name_key] = id;
+  }
   actors_[id] = std::move(info);
   return out;
 }
@@ -576,13 +591,13 @@ absl::StatusOr<v1::ActorInfo> ActorManager::Get(const ActorId& id) const {
 absl::StatusOr<v1::ActorInfo> ActorManager::GetByName(absl::string_view ns, absl::string_view name) const {
   absl::MutexLock lock(&mu_);
   std::string space = ns.empty() ? "default" : std::string(ns);
-  const v1::ActorInfo* found = nullptr;
-  for (const auto& [id, a] : actors_) {
-    if (a.spec().name() != name || a.spec().namespace_() != space) continue;
-    if (!found || (found->state() == v1::ACTOR_DEAD && a.state() != v1::ACTOR_DEAD)) found = &a;
-  }
-  if (!found) return absl::NotFoundError(absl::StrCat("no actor named ", space, "/", name));
-  return *found;
+  // The live actor of that name, from the index; only when there is none, a DEAD one (kept
+  // up to --keep-terminal), which takes a scan.
+  if (auto live = live_names_.find(absl::StrCat(space, "/", name)); !name.empty() && live != live_names_.end())
+    return actors_.at(live->second);
+  for (const auto& [id, a] : actors_)
+    if (a.spec().name() == name && a.spec().namespace_() == space) return a;
+  return absl::NotFoundError(absl::StrCat("no actor named ", space, "/", name));
 }
 
 absl::Status ActorManager::Kill(const ActorId& id) {

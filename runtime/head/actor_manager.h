@@ -155,7 +155,8 @@ class ActorManager {
   // `kill_first_at` (a worker address) when one is given.
   void StartRestart(const ActorId& id, const std::string& kill_first_at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Persist(const v1::ActorInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Makes `a` DEAD, stamped with the time, and queues it for eviction (once: DEAD is final).
+  // Makes `a` DEAD, stamped with the time, frees its name, and queues it for eviction (once:
+  // DEAD is final). Every transition to DEAD of an actor in the table goes through here.
   // REQUIRES: `a` is actors_[id].
   void SetDead(const ActorId& id, v1::ActorInfo& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Evicts the DEAD actors over the cap, oldest first, from memory and from the store (or,
@@ -190,6 +191,11 @@ class ActorManager {
   // DEAD actors in the order they died: the eviction queue.
   TerminalFifo<ActorId> dead_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<ActorId, v1::ActorInfo> actors_ ABSL_GUARDED_BY(mu_);
+  // Live (not DEAD) named actors by NameKey(namespace, name): names are unique among them,
+  // checked without scanning every actor. An actor enters when admitted or recovered live and
+  // leaves when it becomes DEAD (SetDead); restarts keep it, and eviction touches only DEAD
+  // actors, which are already out.
+  absl::flat_hash_map<std::string, ActorId> live_names_ ABSL_GUARDED_BY(mu_);
   // Placement group id -> its actors, so removing a group does not scan every actor.
   absl::flat_hash_map<std::string, absl::flat_hash_set<ActorId>> by_group_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<ActorId> exited_while_starting_ ABSL_GUARDED_BY(mu_);

@@ -86,7 +86,6 @@ PlacementGroupManager::~PlacementGroupManager() {
 }
 
 void PlacementGroupManager::Changed() {
-  changed_.SignalAll();
   if (!waits_.empty()) waits_changed_.Signal();
 }
 
@@ -304,16 +303,6 @@ std::optional<absl::StatusOr<v1::PlacementGroupInfo>> PlacementGroupManager::Wai
                                                     v1::PlacementGroupState_Name(g.state()).substr(3), ": ",
                                                     g.pending_reason()));
   return std::nullopt;
-}
-
-absl::StatusOr<v1::PlacementGroupInfo> PlacementGroupManager::Wait(const PlacementGroupId& id,
-                                                                   absl::Duration timeout) {
-  absl::Time deadline = absl::Now() + timeout;
-  absl::MutexLock lock(&mu_);
-  while (true) {
-    if (auto out = WaitOutcome(id, absl::Now() >= deadline)) return std::move(*out);
-    changed_.WaitWithDeadline(&mu_, deadline);
-  }
 }
 
 void PlacementGroupManager::WaitAsync(const PlacementGroupId& id, absl::Duration timeout, GroupDone done) {

@@ -12,7 +12,7 @@
 // best node offers. RetryPending() places what has become placeable, oldest group first.
 // REMOVED is final, and REMOVED groups are kept only up to RetentionOptions::keep_terminal
 // (the head's --keep-terminal): past it, the group removed first is evicted from memory and
-// from the store, and Get, Wait and Remove no longer know it (NotFound). Live groups are never
+// from the store, and Get, WaitAsync and Remove no longer know it (NotFound). Live groups are never
 // evicted.
 // Safe for concurrent use. Lock order: this manager, then ActorManager, then the tracker.
 #pragma once
@@ -58,11 +58,11 @@ class PlacementGroupManager {
   // Errors: InvalidArgument (spec, naming the field), AlreadyExists (name), ResourceExhausted
   // (can never fit, unless wait_for_nodes), or the store's error.
   absl::StatusOr<v1::PlacementGroupInfo> Create(v1::PlacementGroupSpec spec);
-  // The group once CREATED, or DeadlineExceeded with its pending reason after `timeout`.
-  absl::StatusOr<v1::PlacementGroupInfo> Wait(const PlacementGroupId& id, absl::Duration timeout);
-  // Wait without holding the caller's thread: `done` runs once with what Wait would return,
-  // inline when the outcome is known now, else on this manager's wait thread (one thread for
-  // every open wait, started on first use). `done` must not block for long.
+  // Waits for the group without holding the caller's thread: `done` runs once with the group
+  // once CREATED, FailedPrecondition once REMOVED, NotFound for an unknown (or evicted) group,
+  // or DeadlineExceeded with its pending reason after `timeout`; inline when the outcome is
+  // known now, else on this manager's wait thread (one thread for every open wait, started on
+  // first use). `done` must not block for long.
   void WaitAsync(const PlacementGroupId& id, absl::Duration timeout, GroupDone done);
   // Fails every open wait and every later one with Unavailable ("the head is stopping"), so
   // that a server shutting down is not held by waits of up to ten minutes.
@@ -89,7 +89,7 @@ class PlacementGroupManager {
   void Trim(std::vector<store::Write>* deletes = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tries to place a PENDING or RESCHEDULING group; true when it changed.
   bool TryPlace(v1::PlacementGroupInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Wakes Wait callers and the wait thread after a state change.
+  // Wakes the wait thread after a state change.
   void Changed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What a wait for `id` returns now, or nothing while it should go on waiting.
   std::optional<absl::StatusOr<v1::PlacementGroupInfo>> WaitOutcome(const PlacementGroupId& id, bool expired) const
@@ -102,7 +102,6 @@ class PlacementGroupManager {
   ActorManager& actors_;
   const Clock& clock_;
   mutable absl::Mutex mu_;
-  absl::CondVar changed_;
   absl::flat_hash_map<PlacementGroupId, v1::PlacementGroupInfo> groups_ ABSL_GUARDED_BY(mu_);
   // PENDING and RESCHEDULING groups: what RetryPending looks at.
   absl::flat_hash_set<PlacementGroupId> waiting_ ABSL_GUARDED_BY(mu_);

@@ -339,6 +339,19 @@ v1::ActorSpec Spec(const std::string& cls, double gpus, const std::string& name 
   return spec;
 }
 
+// PlacementGroupManager::WaitAsync, blocking the test until it is settled.
+absl::StatusOr<v1::PlacementGroupInfo> WaitFor(PlacementGroupManager& groups, const PlacementGroupId& id,
+                                               absl::Duration timeout) {
+  absl::StatusOr<v1::PlacementGroupInfo> out = absl::UnknownError("WaitAsync never settled");
+  absl::Notification done;
+  groups.WaitAsync(id, timeout, [&](absl::StatusOr<v1::PlacementGroupInfo> g) {
+    out = std::move(g);
+    done.Notify();
+  });
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(timeout + absl::Seconds(10)));
+  return out;
+}
+
 std::vector<absl::StatusOr<v1::ActorInfo>> CreateBatch(ActorManager& actors, std::vector<v1::ActorSpec> specs) {
   std::vector<absl::StatusOr<v1::ActorInfo>> out;
   absl::Notification done;
@@ -455,6 +468,92 @@ TEST(HeadAsyncTest, GroupNamesAreUniqueAmongLiveGroupsAndSurviveARestart) {
   absl::StatusOr<v1::PlacementGroupInfo> reused = head->groups.Create(named);
   ASSERT_TRUE(reused.ok()) << reused.status();
   EXPECT_NE(reused->placement_group_id(), first->placement_group_id());
+}
+
+// The actor that `id` names once it is `state`, polled: restarts run on threads of their own.
+absl::StatusOr<v1::ActorInfo> AwaitActorState(ActorManager& actors, const std::string& id, v1::ActorState state) {
+  absl::StatusOr<v1::ActorInfo> a;
+  for (absl::Time end = absl::Now() + absl::Seconds(10); absl::Now() < end; absl::SleepFor(absl::Milliseconds(5))) {
+    a = actors.Get(*ActorId::Parse(id));
+    if (a.ok() && a->state() == state) return a;
+  }
+  return absl::DeadlineExceededError(absl::StrCat("actor ", id, " never became ", v1::ActorState_Name(state), ": ",
+                                                  a.ok() ? v1::ActorState_Name(a->state()) : a.status().ToString()));
+}
+
+TEST(HeadAsyncTest, ActorNamesAreUniqueAmongLiveActorsThroughRestartsDeathsAndRecovery) {
+  store::MemoryStore store;
+  FakeClock clock;
+  InstantWorkers workers;
+  // Keep no DEAD actor: each death is also an eviction, which must leave the index right.
+  auto head = std::make_unique<Head>(store, clock, workers, RetentionOptions{0});
+  AddGpuNode(*head, 3006, 4);
+  v1::ActorSpec engine = Spec("echo", 1, "engine");
+  engine.set_namespace_("rl");
+  engine.set_max_restarts(1);
+  absl::StatusOr<v1::ActorInfo> first = head->actors.Create(engine);
+  ASSERT_TRUE(first.ok() && first->state() == v1::ACTOR_ALIVE) << first.status();
+  absl::StatusOr<v1::ActorInfo> again = head->actors.Create(engine);
+  EXPECT_TRUE(absl::IsAlreadyExists(again.status())) << again.status();
+  EXPECT_NE(again.status().message().find(first->actor_id()), absl::string_view::npos) << again.status();
+  v1::ActorSpec other_ns = engine;
+  other_ns.set_namespace_("eval");
+  EXPECT_TRUE(head->actors.Create(other_ns).ok()) << "the same name in another namespace is another actor";
+
+  // A crash with a restart left: the actor keeps its name while RESTARTING and once ALIVE again.
+  v1::ActorExitInfo crash;
+  crash.set_actor_id(first->actor_id());
+  crash.set_description("exit code 1");
+  head->actors.OnActorExit(*NodeId::Parse(first->node_id()), crash);
+  EXPECT_TRUE(absl::IsAlreadyExists(head->actors.Create(engine).status()));
+  absl::StatusOr<v1::ActorInfo> restarted = AwaitActorState(head->actors, first->actor_id(), v1::ACTOR_ALIVE);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  EXPECT_EQ(restarted->restarts(), 1);
+  EXPECT_TRUE(absl::IsAlreadyExists(head->actors.Create(engine).status()));
+
+  // After a head restart the index is rebuilt from the store: the recovered actor holds it.
+  head.reset();
+  head = std::make_unique<Head>(store, clock, workers, RetentionOptions{0});
+  absl::StatusOr<v1::ActorInfo> recovered = head->actors.GetByName("rl", "engine");
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  EXPECT_EQ(recovered->actor_id(), first->actor_id());
+  again = head->actors.Create(engine);
+  EXPECT_TRUE(absl::IsAlreadyExists(again.status())) << again.status();
+  EXPECT_NE(again.status().message().find(first->actor_id()), absl::string_view::npos) << again.status();
+
+  // Out of restarts: DEAD (and evicted at once), and the name is free.
+  crash.set_actor_id(recovered->actor_id());
+  head->actors.OnActorExit(*NodeId::Parse(recovered->node_id()), crash);
+  EXPECT_TRUE(absl::IsNotFound(head->actors.Get(*ActorId::Parse(first->actor_id())).status()));
+  absl::StatusOr<v1::ActorInfo> second = head->actors.Create(engine);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_NE(second->actor_id(), first->actor_id());
+  // The eviction of the old actor did not take the new one's entry: the name is still held.
+  EXPECT_TRUE(absl::IsAlreadyExists(head->actors.Create(engine).status()));
+  absl::StatusOr<v1::ActorInfo> by_name = head->actors.GetByName("rl", "engine");
+  ASSERT_TRUE(by_name.ok()) << by_name.status();
+  EXPECT_EQ(by_name->actor_id(), second->actor_id());
+
+  // Killed by the user: the name is free.
+  ASSERT_TRUE(head->actors.Kill(*ActorId::Parse(second->actor_id())).ok());
+  absl::StatusOr<v1::ActorInfo> third = head->actors.Create(engine);
+  ASSERT_TRUE(third.ok()) << third.status();
+
+  // Killed with its placement group: the name is free.
+  v1::PlacementGroupSpec group;
+  (*group.add_bundles()->mutable_resources())["GPU"] = 1;
+  absl::StatusOr<v1::PlacementGroupInfo> g = head->groups.Create(group);
+  ASSERT_TRUE(g.ok() && g->state() == v1::PG_CREATED) << g.status();
+  v1::ActorSpec member = Spec("echo", 1, "member");
+  member.set_placement_group_id(g->placement_group_id());
+  ASSERT_TRUE(head->actors.Create(member).ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(head->actors.Create(member).status()));
+  ASSERT_TRUE(head->groups.Remove(*PlacementGroupId::Parse(g->placement_group_id())).ok());
+  EXPECT_TRUE(absl::IsNotFound(head->actors.GetByName("", "member").status()));
+  member.clear_placement_group_id();
+  EXPECT_TRUE(head->actors.Create(member).ok());
+  absl::Status s = Check(*head);
+  EXPECT_TRUE(s.ok()) << s;
 }
 
 TEST(HeadAsyncTest, WaitAsyncIsSettledByChangeTimeoutOrStop) {
@@ -782,13 +881,13 @@ TEST(HeadRetentionTest, KeepsTheMostRecentTerminalRecordsInMemoryAndStoreAcrossR
   EXPECT_TRUE(absl::IsNotFound(head->actors.Kill(evicted_actor)));
   EXPECT_TRUE(absl::IsNotFound(head->groups.Get(evicted_group).status()));
   EXPECT_TRUE(absl::IsNotFound(head->groups.Remove(evicted_group)));
-  EXPECT_TRUE(absl::IsNotFound(head->groups.Wait(evicted_group, absl::ZeroDuration()).status()));
+  EXPECT_TRUE(absl::IsNotFound(WaitFor(head->groups, evicted_group, absl::ZeroDuration()).status()));
   absl::StatusOr<v1::ActorInfo> kept = head->actors.Get(*ActorId::Parse(dead.back()));
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_EQ(kept->state(), v1::ACTOR_DEAD);
   EXPECT_TRUE(head->actors.Kill(*ActorId::Parse(dead.back())).ok()) << "killing a kept DEAD actor is a no-op";
   EXPECT_TRUE(absl::IsFailedPrecondition(
-      head->groups.Wait(*PlacementGroupId::Parse(removed.back()), absl::ZeroDuration()).status()));
+      WaitFor(head->groups, *PlacementGroupId::Parse(removed.back()), absl::ZeroDuration()).status()));
 
   // A head restart keeps the cap and the order: one more of each evicts the oldest kept.
   head.reset();
