@@ -18,6 +18,15 @@ constexpr size_t kMaxCallerIdBytes = 128;
 
 absl::string_view View(const grpc::string_ref& s) { return absl::string_view(s.data(), s.size()); }
 
+// RESOURCE_EXHAUSTED for a result that, with its error message, cannot fit in one message
+// (gRPC would fail the whole RPC, or the whole stream, with a less helpful error); else OK.
+absl::Status CheckResultSize(size_t result_bytes, size_t message_bytes) {
+  if (result_bytes + message_bytes + kResultOverhead <= size_t(rpc::kMaxMessageBytes)) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat("the result of ", result_bytes,
+                                                   " bytes does not fit in one message (limit ",
+                                                   rpc::kMaxMessageBytes, " bytes)"));
+}
+
 }  // namespace
 
 // One CallStream. Reads batches of calls and hands them to the executors; collects their
@@ -32,28 +41,15 @@ class ActorServiceImpl::Stream final
     : public grpc::ServerBidiReactor<v1::ActorCallBatch, v1::ActorResultBatch> {
  public:
   Stream(ActorServiceImpl* svc, grpc::CallbackServerContext* ctx) : svc_(svc) {
-    grpc::Status reject = svc->auth_.Check(ctx);
     const auto& md = ctx->client_metadata();
-    if (reject.ok()) {
-      auto id = md.find(rpc::kStreamActorIdKey);
-      if (id == md.end()) {
-        reject = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                              absl::StrCat("stream metadata ", rpc::kStreamActorIdKey, " is missing"));
-      } else if (View(id->second) != svc->actor_id_) {
-        reject = grpc::Status(grpc::StatusCode::NOT_FOUND,
-                              absl::StrCat("this process hosts actor ", svc->actor_id_, ", not ",
-                                           View(id->second).substr(0, 64)));
-      }
-    }
-    if (auto caller = md.find(rpc::kStreamCallerIdKey); reject.ok() && caller != md.end()) {
-      if (caller->second.size() > kMaxCallerIdBytes)
-        reject = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                              absl::StrCat("stream metadata ", rpc::kStreamCallerIdKey, " is ",
-                                           caller->second.size(), " bytes (at most ",
-                                           kMaxCallerIdBytes, ")"));
-      else
-        caller_id_ = std::string(View(caller->second));
-    }
+    std::optional<absl::string_view> actor_id;
+    if (auto id = md.find(rpc::kStreamActorIdKey); id != md.end()) actor_id = View(id->second);
+    absl::string_view caller;
+    if (auto c = md.find(rpc::kStreamCallerIdKey); c != md.end()) caller = View(c->second);
+    grpc::Status reject =
+        svc->AdmitCaller(ctx, absl::StrCat("stream metadata ", rpc::kStreamActorIdKey), actor_id,
+                         absl::StrCat("stream metadata ", rpc::kStreamCallerIdKey), caller);
+    if (reject.ok()) caller_id_ = std::string(caller);
     if (reject.ok()) {
       absl::MutexLock lock(&svc->streams_mu_);
       if (svc->streams_stopped_)
@@ -91,25 +87,18 @@ class ActorServiceImpl::Stream final
       absl::Time now = absl::Now();
       for (v1::StreamedCall& call : *in_.mutable_calls()) {
         if (cancelled_ || stopping_) break;
-        grpc::Status missing;
-        const ActorMethod* method = svc_->FindMethod(call.method(), &missing);
-        const bool ordered = svc_->limit_ == 1 && call.seq() > 0 && !caller_id_.empty();
-        if (method == nullptr && !ordered) {
-          AddResultLocked(call.call_id(), missing.error_code(), missing.error_message(), {});
+        grpc::Status refusal;
+        Work& w = works_.emplace_back();
+        if (!svc_->AdmitCall(call.method(), caller_id_, call.seq(), now, w, &refusal)) {
+          works_.pop_back();
+          AddResultLocked(call.call_id(), refusal.error_code(), refusal.error_message(), {});
           continue;
         }
-        Work& w = works_.emplace_back();
-        w.method = method;
-        if (method == nullptr) w.refusal = rpc::FromGrpc(missing);
         w.stream = this;
         w.call_id = call.call_id();
         w.args = std::move(*call.mutable_args());
         if (call.timeout_ms() > 0)
           w.deadline = now + absl::Milliseconds(std::min<uint64_t>(call.timeout_ms(), uint64_t{1} << 40));
-        w.caller = caller_id_;
-        w.seq = call.seq();
-        w.ordered = ordered;
-        w.arrived = now;
         ++outstanding_;
         ++refs_;
       }
@@ -253,10 +242,9 @@ class ActorServiceImpl::Stream final
   void AddResultLocked(uint64_t call_id, int code, absl::string_view message, std::string result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::string too_big;
-    if (result.size() + message.size() + kResultOverhead > size_t(rpc::kMaxMessageBytes)) {
-      too_big = absl::StrCat("the result of ", result.size(), " bytes does not fit in one message (limit ",
-                             rpc::kMaxMessageBytes, " bytes)");
-      code = int(grpc::StatusCode::RESOURCE_EXHAUSTED);
+    if (absl::Status s = CheckResultSize(result.size(), message.size()); !s.ok()) {
+      too_big = std::string(s.message());
+      code = int(s.code());
       message = too_big;
       result.clear();
     }
@@ -331,38 +319,58 @@ const ActorMethod* ActorServiceImpl::FindMethod(absl::string_view name, grpc::St
   return nullptr;
 }
 
+grpc::Status ActorServiceImpl::AdmitCaller(grpc::CallbackServerContext* ctx, absl::string_view actor_field,
+                                           std::optional<absl::string_view> actor_id,
+                                           absl::string_view caller_field, absl::string_view caller_id) const {
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
+  if (!actor_id) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat(actor_field, " is missing"));
+  if (*actor_id != actor_id_)
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("this process hosts actor ", actor_id_, ", not ", actor_id->substr(0, 64)));
+  if (caller_id.size() > kMaxCallerIdBytes)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat(caller_field, " is ", caller_id.size(),
+                                                                         " bytes (at most ", kMaxCallerIdBytes, ")"));
+  return grpc::Status::OK;
+}
+
+bool ActorServiceImpl::AdmitCall(absl::string_view method_name, absl::string_view caller, uint64_t seq,
+                                 absl::Time now, Work& w, grpc::Status* refusal) const {
+  const ActorMethod* method = FindMethod(method_name, refusal);
+  const bool ordered = limit_ == 1 && seq > 0 && !caller.empty();
+  // An unknown method still takes its turn in its caller's sequence, or its successors would
+  // wait for it; unordered, it is answered at once.
+  if (method == nullptr && !ordered) return false;
+  w.method = method;
+  if (method == nullptr) w.refusal = rpc::FromGrpc(*refusal);
+  w.caller = caller;
+  w.seq = seq;
+  w.ordered = ordered;
+  w.arrived = now;
+  return true;
+}
+
 grpc::ServerUnaryReactor* ActorServiceImpl::Call(grpc::CallbackServerContext* ctx,
                                                  const v1::ActorCallRequest* req,
                                                  v1::ActorCallReply* reply) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (grpc::Status s = auth_.Check(ctx); !s.ok()) {
+  std::optional<absl::string_view> actor_id;
+  if (!req->actor_id().empty()) actor_id = req->actor_id();
+  if (grpc::Status s = AdmitCaller(ctx, "ActorCallRequest.actor_id", actor_id, "ActorCallRequest.caller_id",
+                                   req->caller_id());
+      !s.ok()) {
     reactor->Finish(s);
-    return reactor;
-  }
-  if (req->actor_id() != actor_id_) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
-                                 absl::StrCat("this process hosts actor ", actor_id_, ", not ",
-                                              req->actor_id().substr(0, 64))));
-    return reactor;
-  }
-  grpc::Status missing;
-  const ActorMethod* method = FindMethod(req->method(), &missing);
-  const bool ordered = limit_ == 1 && req->seq() > 0 && !req->caller_id().empty();
-  if (method == nullptr && !ordered) {
-    reactor->Finish(missing);
     return reactor;
   }
   std::vector<Work> one(1);
   Work& w = one[0];
-  w.method = method;
-  if (method == nullptr) w.refusal = rpc::FromGrpc(missing);
+  grpc::Status refusal;
+  if (!AdmitCall(req->method(), req->caller_id(), req->seq(), absl::Now(), w, &refusal)) {
+    reactor->Finish(refusal);
+    return reactor;
+  }
   w.req = req;
   w.reply = reply;
   w.unary = reactor;
-  w.caller = req->caller_id();
-  w.seq = req->seq();
-  w.ordered = ordered;
-  w.arrived = absl::Now();
   Enqueue(one);
   return reactor;
 }
@@ -461,6 +469,9 @@ void ActorServiceImpl::Execute() {
       cv_.SignalAll();  // a successor may be runnable now
     }
     if (w.unary != nullptr) {
+      // The stream path checks its results as it batches them (AddResultLocked).
+      if (result.ok())
+        if (absl::Status s = CheckResultSize(result->size(), 0); !s.ok()) result = s;
       if (result.ok()) {
         w.reply->set_result(std::move(*result));
         w.unary->Finish(grpc::Status::OK);

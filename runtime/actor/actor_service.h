@@ -7,7 +7,9 @@
 // waited is answered DEADLINE_EXCEEDED without running (it still counts in its caller's
 // sequence). Results of streamed calls go back in batches: whatever finished while the
 // previous write was on the wire, split below rpc::kMaxMessageBytes; a single result too big
-// for one message is answered RESOURCE_EXHAUSTED instead.
+// for one message is answered RESOURCE_EXHAUSTED instead (on both paths). Both paths admit
+// callers and calls through the same checks (AdmitCaller, AdmitCall): the token, the actor id,
+// the caller id's size, the method.
 //
 // Lifecycle: construct, register with a grpc::ServerBuilder, serve; on shutdown call
 // StopStreams(), then Server::Shutdown(), then destroy this (joins the executors, so after the
@@ -17,6 +19,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <deque>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -76,6 +79,19 @@ class ActorServiceImpl final : public v1::ActorService::CallbackService {
 
   // The method, or UNIMPLEMENTED listing the class's methods.
   const ActorMethod* FindMethod(absl::string_view name, grpc::Status* error) const;
+  // What Call and CallStream both check of a caller before taking its calls: the cluster
+  // token, that `actor_id` (nullopt: not given) is the actor this process hosts, and the size
+  // of `caller_id`. The *_field names say where each came from, for the error. OK, or the
+  // status to end the RPC with.
+  grpc::Status AdmitCaller(grpc::CallbackServerContext* ctx, absl::string_view actor_field,
+                           std::optional<absl::string_view> actor_id, absl::string_view caller_field,
+                           absl::string_view caller_id) const;
+  // One call from either path: looks its method up and decides whether it runs in its
+  // caller's sequence; fills `w`'s method, refusal and ordering fields. False: the call is not
+  // queued and is answered `refusal` at once (no such method, and no place in a sequence to
+  // take). `caller` must outlive `w`.
+  bool AdmitCall(absl::string_view method, absl::string_view caller, uint64_t seq, absl::Time now, Work& w,
+                 grpc::Status* refusal) const;
   void Enqueue(std::vector<Work>& works);
   bool Runnable(const Work& w, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Execute();

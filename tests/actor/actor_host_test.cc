@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <tuple>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -221,6 +222,61 @@ TEST_F(ActorHostTest, MaxConcurrencyOneRunsCallsOneAtATime) {
   };
   EXPECT_EQ(peak_of_4(p1, serial), 1);
   EXPECT_GT(peak_of_4(p2, parallel), 1);
+}
+
+// Call and CallStream share one admission: the same refusals, with the field that was wrong.
+TEST_F(ActorHostTest, UnaryAndStreamedCallersAreAdmittedAlike) {
+  ActorId id = ActorId::Random();
+  int port = Start(id, "echo");
+  ASSERT_GT(port, 0);
+  auto stub = v1::ActorService::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", port)));
+  auto unary = [&](const std::string& actor_id, const std::string& caller_id) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    rpc::AttachToken(&ctx, kToken);
+    v1::ActorCallRequest req;
+    req.set_actor_id(actor_id);
+    req.set_method("echo");
+    req.set_caller_id(caller_id);
+    req.set_seq(caller_id.empty() ? 0 : 1);
+    v1::ActorCallReply reply;
+    return stub->Call(&ctx, req, &reply);
+  };
+  auto streamed = [&](const std::string& actor_id, const std::string& caller_id) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    rpc::AttachToken(&ctx, kToken);
+    if (!actor_id.empty()) ctx.AddMetadata(rpc::kStreamActorIdKey, actor_id);
+    if (!caller_id.empty()) ctx.AddMetadata(rpc::kStreamCallerIdKey, caller_id);
+    auto rw = stub->CallStream(&ctx);
+    v1::ActorCallBatch batch;
+    AddCall(&batch, 1, "echo", "x");
+    rw->Write(batch);
+    rw->WritesDone();
+    int answered = 0;
+    for (v1::ActorResultBatch results; rw->Read(&results);) answered += results.results_size();
+    grpc::Status st = rw->Finish();
+    EXPECT_EQ(answered, st.ok() ? 1 : 0) << "a refused stream runs no call";
+    return st;
+  };
+  const std::string long_caller(129, 'c');
+  for (auto& [what, actor_id, caller_id, code, says] :
+       std::vector<std::tuple<std::string, std::string, std::string, grpc::StatusCode, std::string>>{
+           {"another actor", ActorId::Random().ToString(), "caller", grpc::StatusCode::NOT_FOUND,
+            "this process hosts actor " + id.ToString()},
+           {"no actor id", "", "caller", grpc::StatusCode::INVALID_ARGUMENT, "is missing"},
+           {"a caller id over 128 bytes", id.ToString(), long_caller, grpc::StatusCode::INVALID_ARGUMENT,
+            "is 129 bytes (at most 128)"}}) {
+    grpc::Status u = unary(actor_id, caller_id), s = streamed(actor_id, caller_id);
+    EXPECT_EQ(u.error_code(), code) << what << ": " << u.error_message();
+    EXPECT_EQ(s.error_code(), code) << what << ": " << s.error_message();
+    EXPECT_NE(u.error_message().find(says), std::string::npos) << what << ": " << u.error_message();
+    EXPECT_NE(s.error_message().find(says), std::string::npos) << what << ": " << s.error_message();
+  }
+  EXPECT_NE(unary("", "c").error_message().find("ActorCallRequest.actor_id"), std::string::npos);
+  EXPECT_NE(streamed("", "c").error_message().find(rpc::kStreamActorIdKey), std::string::npos);
+  EXPECT_TRUE(unary(id.ToString(), "caller").ok());
+  EXPECT_TRUE(streamed(id.ToString(), "caller").ok());
 }
 
 TEST_F(ActorHostTest, CallStreamChecksTokenAndActorOnceAtTheStart) {
