@@ -1,24 +1,20 @@
-// The NCCL transport. Syncs need one CUDA device per rank and skip, saying so, without them.
+// The NCCL transport. Syncs need one CUDA device per rank and skip, saying so, without them;
+// the creation tests need one device. The transport contract suite runs on NCCL in
+// nccl_transport_contract_test.cc.
 #include "weight_sync/nccl/nccl_transport.h"
-
-#include <cuda_runtime_api.h>
 
 #include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/weight_sync/sync_harness.h"
+#include "tests/weight_sync/nccl_endpoints.h"
 #include "weight_sync/plan/model_zoo.h"
 
 namespace skyrl::weight_sync {
 namespace {
 
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
-
-int Devices() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-}
 
 TEST(NcclOptionsTest, ValidatedWithoutTouchingCuda) {
   InMemoryRendezvous rdv;
@@ -33,6 +29,10 @@ TEST(NcclOptionsTest, ValidatedWithoutTouchingCuda) {
   o.transfer.io_timeout = absl::ZeroDuration();
   EXPECT_THAT(std::string(ValidateNcclOptions(o).message()), HasSubstr("io_timeout"));
   o.transfer.io_timeout = absl::Seconds(1);
+  o.init_timeout = absl::Seconds(-1);
+  EXPECT_THAT(std::string(ValidateNcclOptions(o).message()), HasSubstr("init_timeout must be >= 0"));
+  o.init_timeout = absl::ZeroDuration();  // creation bounded by io_timeout
+  EXPECT_TRUE(ValidateNcclOptions(o).ok());
   o.transfer.checksums = true;  // computed on host copies of the buckets
   EXPECT_TRUE(ValidateNcclOptions(o).ok());
 }
@@ -72,7 +72,7 @@ TEST(NcclBroadcastGroupsTest, EmptyStreamsAreLeftOutAndDistinctStreamsStayAlone)
 }
 
 TEST(NcclTransportTest, WithoutADeviceCreationFailsClearly) {
-  if (Devices() > 0) GTEST_SKIP() << "this machine has a CUDA device; the no-device path is not reachable";
+  if (testing::CudaDevices() > 0) GTEST_SKIP() << "this machine has a CUDA device; the no-device path is not reachable";
   InMemoryRendezvous rdv;
   NcclOptions o;
   o.rendezvous = &rdv;
@@ -83,44 +83,28 @@ TEST(NcclTransportTest, WithoutADeviceCreationFailsClearly) {
   EXPECT_THAT(std::string(t.status().message()), HasSubstr("CUDA device 0 not available"));
 }
 
+NcclOptions SyncOptions() {
+  NcclOptions o;
+  o.transfer.bucket_bytes = 4096;  // many buckets per stream
+  o.transfer.io_timeout = absl::Seconds(60);
+  return o;
+}
+
 // Trainer TP2 -> one engine TP1 and one engine TP2 (5 ranks, one GPU each).
 TEST(NcclTransportTest, ReceiverShardsEqualTheirSlices) {
   auto w = testing::MakeWorld(MakeTransformer(TransformerConfig{}), Layout::Of(ModelParallel{.tp = 2}),
                               Layout{{ModelParallel{.tp = 1}, ModelParallel{.tp = 2}}});
   ASSERT_TRUE(w.ok());
   const int S = (*w)->plan.num_senders, R = (*w)->plan.num_receivers;
-  if (Devices() < S + R) GTEST_SKIP() << "no CUDA device for each of " << S + R << " ranks (found " << Devices() << ")";
+  if (std::string why = testing::MissingCudaDevices(S + R); !why.empty()) GTEST_SKIP() << why;
   InMemoryRendezvous rdv;
+  auto e = testing::MakeNcclEndpoints(**w, rdv, SyncOptions());
+  ASSERT_TRUE(e.ok()) << e.status();
   auto weights = (*w)->Weights(1);
   std::vector<std::unique_ptr<VersionedShard>> shards;
   for (int r = 0; r < R; ++r) shards.push_back(std::make_unique<VersionedShard>((*w)->rlayout[r].Bytes()));
-  std::vector<absl::Status> results(S + R);
-  std::vector<std::thread> ranks;
-  for (int g = 0; g < S + R; ++g)
-    ranks.emplace_back([&, g] {
-      NcclOptions o;
-      o.rendezvous = &rdv;
-      o.num_senders = S;
-      o.num_receivers = R;
-      o.is_sender = g < S;
-      o.rank = g < S ? g : g - S;
-      o.device = g;
-      o.transfer.bucket_bytes = 4096;
-      o.transfer.io_timeout = absl::Seconds(60);
-      auto t = CreateNcclTransport(o);
-      if (!t.ok()) {
-        results[g] = t.status();
-        return;
-      }
-      if (o.is_sender) {
-        auto shard = (*w)->SenderShard(o.rank, weights);
-        results[g] = (*t)->Send(1, (*w)->send_sched[o.rank], absl::MakeConstSpan(shard));
-      } else {
-        results[g] = (*t)->Receive(1, (*w)->recv_sched[o.rank], *shards[o.rank]);
-      }
-    });
-  for (auto& t : ranks) t.join();
-  for (int g = 0; g < S + R; ++g) ASSERT_TRUE(results[g].ok()) << "rank " << g << ": " << results[g];
+  auto res = testing::RunSync(**w, 1, testing::AllSenderShards(**w, weights), e->senders, e->receivers, shards);
+  ASSERT_EQ(res.FirstError(), "");
   for (int r = 0; r < R; ++r) EXPECT_TRUE(*shards[r]->Current().bytes == (*w)->Expected(r, weights)) << "receiver " << r;
 }
 
@@ -132,48 +116,94 @@ TEST(NcclTransportTest, BroadcastToReplicasWithChecksumsOverTwoVersions) {
                                       ModelParallel{.tp = 2}}});
   ASSERT_TRUE(w.ok());
   const int S = (*w)->plan.num_senders, R = (*w)->plan.num_receivers;
-  if (Devices() < S + R) GTEST_SKIP() << "no CUDA device for each of " << S + R << " ranks (found " << Devices() << ")";
+  if (std::string why = testing::MissingCudaDevices(S + R); !why.empty()) GTEST_SKIP() << why;
   InMemoryRendezvous rdv;
+  NcclOptions o = SyncOptions();
+  o.transfer.checksums = true;
+  auto e = testing::MakeNcclEndpoints(**w, rdv, o);
+  ASSERT_TRUE(e.ok()) << e.status();
   std::vector<std::unique_ptr<VersionedShard>> shards;
   for (int r = 0; r < R; ++r) shards.push_back(std::make_unique<VersionedShard>((*w)->rlayout[r].Bytes()));
-  std::vector<std::unique_ptr<Transport>> transports(S + R);
-  std::vector<absl::Status> results(S + R);
-  auto each_rank = [&](auto&& fn) {
-    std::vector<std::thread> ranks;
-    for (int g = 0; g < S + R; ++g) ranks.emplace_back([&, g] { results[g] = fn(g); });
-    for (auto& t : ranks) t.join();
-    for (int g = 0; g < S + R; ++g) ASSERT_TRUE(results[g].ok()) << "rank " << g << ": " << results[g];
-  };
-  each_rank([&](int g) -> absl::Status {
-    NcclOptions o;
-    o.rendezvous = &rdv;
-    o.num_senders = S;
-    o.num_receivers = R;
-    o.is_sender = g < S;
-    o.rank = g < S ? g : g - S;
-    o.device = g;
-    o.transfer.bucket_bytes = 4096;
-    o.transfer.checksums = true;
-    o.transfer.io_timeout = absl::Seconds(60);
-    auto t = CreateNcclTransport(o);
-    if (!t.ok()) return t.status();
-    transports[g] = std::move(*t);
-    return absl::OkStatus();
-  });
   for (uint64_t version : {1u, 2u}) {
     auto weights = (*w)->Weights(version);
-    each_rank([&](int g) -> absl::Status {
-      if (g < S) {
-        auto shard = (*w)->SenderShard(g, weights);
-        return transports[g]->Send(version, (*w)->send_sched[g], absl::MakeConstSpan(shard));
-      }
-      return transports[g]->Receive(version, (*w)->recv_sched[g - S], *shards[g - S]);
-    });
+    auto res = testing::RunSync(**w, version, testing::AllSenderShards(**w, weights), e->senders, e->receivers, shards);
+    ASSERT_EQ(res.FirstError(), "") << "v" << version;
     for (int r = 0; r < R; ++r) {
       EXPECT_EQ(shards[r]->Current().version, version);
       EXPECT_TRUE(*shards[r]->Current().bytes == (*w)->Expected(r, weights)) << "receiver " << r << " v" << version;
     }
   }
+}
+
+// What one GPU can check (NCCL refuses two ranks of one communicator on one device, so no sync
+// runs on one): creation is bounded and cleans up when the communicator cannot form.
+
+// Sender 0 of a two-rank world whose receiver never comes: NCCL's bootstrap waits for it until
+// init_timeout, then the pending communicator is aborted and creation fails, without a hang.
+TEST(NcclTransportTest, CreationTimesOutWhenAPeerNeverComes) {
+  if (std::string why = testing::MissingCudaDevices(1); !why.empty()) GTEST_SKIP() << why;
+  InMemoryRendezvous rdv;
+  NcclOptions o;
+  o.rendezvous = &rdv;
+  o.num_senders = 1;
+  o.num_receivers = 1;
+  o.init_timeout = absl::Seconds(2);
+  const absl::Time start = absl::Now();
+  auto t = CreateNcclTransport(o);
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kDeadlineExceeded) << t.status();
+  EXPECT_THAT(std::string(t.status().message()), HasSubstr("communicator init of 2 ranks"));
+  EXPECT_GE(took, absl::Seconds(2));
+  EXPECT_LT(took, absl::Seconds(30)) << "the abort of a pending init must return";
+  // The id was published: a later rank 1 would have found it.
+  EXPECT_TRUE(rdv.Get("weight_sync/nccl_id/0", absl::ZeroDuration()).ok());
+}
+
+// A receiver whose sender 0 never publishes the ncclUniqueId fails by init_timeout, naming the key.
+TEST(NcclTransportTest, CreationTimesOutWithoutTheUniqueId) {
+  if (std::string why = testing::MissingCudaDevices(1); !why.empty()) GTEST_SKIP() << why;
+  InMemoryRendezvous rdv;
+  NcclOptions o;
+  o.rendezvous = &rdv;
+  o.num_senders = 1;
+  o.num_receivers = 1;
+  o.is_sender = false;
+  o.generation = 7;
+  o.init_timeout = absl::Milliseconds(300);
+  auto t = CreateNcclTransport(o);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kDeadlineExceeded) << t.status();
+  EXPECT_THAT(std::string(t.status().message()), HasSubstr("weight_sync/nccl_id/7"));
+}
+
+// Two ranks on one device: NCCL refuses ("Duplicate GPU detected", ncclInvalidUsage) or, as its
+// docs allow, never forms the communicator; either way both ranks fail within init_timeout.
+TEST(NcclTransportTest, TwoRanksOnOneDeviceFailBothWithinTheTimeout) {
+  if (std::string why = testing::MissingCudaDevices(1); !why.empty()) GTEST_SKIP() << why;
+  InMemoryRendezvous rdv;
+  std::vector<absl::StatusOr<std::unique_ptr<Transport>>> made;
+  for (int g = 0; g < 2; ++g) made.emplace_back(absl::UnknownError("not created"));
+  const absl::Time start = absl::Now();
+  std::vector<std::thread> ranks;
+  for (int g = 0; g < 2; ++g)
+    ranks.emplace_back([&, g] {
+      NcclOptions o;
+      o.rendezvous = &rdv;
+      o.num_senders = 1;
+      o.num_receivers = 1;
+      o.is_sender = g == 0;
+      o.device = 0;
+      o.init_timeout = absl::Seconds(5);
+      made[g] = CreateNcclTransport(o);
+    });
+  for (std::thread& t : ranks) t.join();
+  for (int g = 0; g < 2; ++g) {
+    ASSERT_FALSE(made[g].ok()) << "rank " << g << " formed a communicator sharing its device";
+    EXPECT_THAT(made[g].status().code(), AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded))
+        << made[g].status();
+  }
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
 }
 
 }  // namespace

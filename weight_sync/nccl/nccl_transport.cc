@@ -29,6 +29,10 @@ absl::Status FromNccl(ncclResult_t r, absl::string_view what) {
   return absl::UnavailableError(absl::StrCat(what, ": NCCL ", ncclGetErrorString(r)));
 }
 
+absl::Duration InitTimeout(const NcclOptions& o) {
+  return o.init_timeout > absl::ZeroDuration() ? o.init_timeout : o.transfer.io_timeout;
+}
+
 // Polls a non-blocking communicator until its last call (creation, or an enqueue) is done:
 // OK, its NCCL error, or DeadlineExceeded "<what>: not done within <limit>" after `limit`.
 absl::Status AwaitComm(ncclComm_t comm, absl::Duration limit, absl::string_view what) {
@@ -76,29 +80,31 @@ uint64_t GroupKey(int root, const std::vector<int>& members) {
   return h == 0 ? 1 : h;  // 0 means "no group"
 }
 
-// A broadcast group's communicator and the stream its collectives run on.
-struct GroupComm {
+// A communicator and the stream its work runs on: the main one, or a broadcast group's.
+struct CommStream {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
 };
 
-// Something to wait for: the work queued on `stream`, issued through `comm`.
-struct Pending {
-  ncclComm_t comm;
-  cudaStream_t stream;
-};
+// The one teardown of a CommStream, leaving it empty. `abort` after a failure: a kernel waiting
+// on a peer ends only by ncclCommAbort, while ncclCommDestroy would wait for it. The stream goes
+// after its communicator (work still queued on it is released once the device is done with it).
+void Release(CommStream& c, bool abort) {
+  if (c.comm != nullptr) (abort ? ncclCommAbort(c.comm) : ncclCommDestroy(c.comm));
+  if (c.stream != nullptr) cudaStreamDestroy(c.stream);
+  c = CommStream{};
+}
+
+// A broadcast group: (the root's global rank, GroupKey of root and members).
+using GroupId = std::pair<int, uint64_t>;
 
 class NcclTransport final : public Transport {
  public:
-  NcclTransport(const NcclOptions& o, ncclComm_t comm, cudaStream_t stream) : o_(o), comm_(comm), stream_(stream) {}
+  // Takes ownership of `main` (communicator and stream).
+  NcclTransport(const NcclOptions& o, CommStream main) : o_(o), main_(main) {}
   ~NcclTransport() override {
     cudaSetDevice(o_.device);
-    for (auto& [key, g] : groups_) {
-      if (g.comm != nullptr) (aborted_ ? ncclCommAbort(g.comm) : ncclCommDestroy(g.comm));
-      if (g.stream != nullptr) cudaStreamDestroy(g.stream);
-    }
-    if (comm_ != nullptr) (aborted_ ? ncclCommAbort(comm_) : ncclCommDestroy(comm_));
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    ReleaseAll(/*abort=*/false);  // after an abort nothing is left
   }
 
   absl::Status Send(uint64_t version, const RankSchedule& schedule, absl::Span<const uint8_t> shard) override {
@@ -133,13 +139,13 @@ class NcclTransport final : public Transport {
 
   // Waits until every pending stream is idle, with a deadline. Only called inside RunBody: on
   // a timeout or NCCL/CUDA error, Run aborts every communicator before freeing the scratch.
-  absl::Status Wait(const std::vector<Pending>& pending, absl::string_view what,
+  absl::Status Wait(const std::vector<CommStream>& pending, absl::string_view what,
                     std::optional<absl::Duration> timeout = std::nullopt) {
     const absl::Duration limit = timeout.value_or(o_.transfer.io_timeout);
     const absl::Time deadline = absl::Now() + limit;
     while (true) {
       bool done = true;
-      for (const Pending& p : pending) {
+      for (const CommStream& p : pending) {
         ncclResult_t async = ncclSuccess;
         if (p.comm != nullptr) ncclCommGetAsyncError(p.comm, &async);
         if (async != ncclSuccess && async != ncclInProgress) return FromNccl(async, what);
@@ -155,7 +161,7 @@ class NcclTransport final : public Transport {
     }
   }
   absl::Status WaitMain(absl::string_view what, std::optional<absl::Duration> timeout = std::nullopt) {
-    return Wait({{comm_, stream_}}, what, timeout);
+    return Wait({main_}, what, timeout);
   }
   // A non-blocking communicator may still be enqueueing the last call's work (ncclInProgress):
   // wait for that before issuing on another communicator, so that every rank's streams get
@@ -164,33 +170,34 @@ class NcclTransport final : public Transport {
     return AwaitComm(comm, o_.transfer.io_timeout, absl::StrCat(what, ": enqueue"));
   }
 
+  // Frees the main communicator and every broadcast group's, aborting or destroying them.
+  void ReleaseAll(bool abort) {
+    Release(main_, abort);
+    for (auto& [id, g] : groups_) Release(g, abort);
+    groups_.clear();
+  }
+
+  // Ends every communicator's work (the transport is unusable afterwards; RunBody says so).
   void Abort() {
-    if (!aborted_) {
-      if (comm_ != nullptr) ncclCommAbort(comm_);
-      for (auto& [key, g] : groups_)
-        if (g.comm != nullptr) ncclCommAbort(g.comm);
-    }
-    for (auto& [key, g] : groups_) g.comm = nullptr;  // streams are destroyed with the transport
+    ReleaseAll(/*abort=*/true);
     aborted_ = true;
-    comm_ = nullptr;
   }
 
   // Creates the communicators of `starting` (group rank and size given) all at once, so that
   // ranks in several groups never wait on each other's creation order.
   struct NewGroup {
-    std::pair<int, uint64_t> key;
+    GroupId key;
     ncclUniqueId id;
     int size = 0, rank = 0;
   };
   absl::Status CreateGroups(const std::vector<NewGroup>& starting, absl::string_view who) {
     if (starting.empty()) return absl::OkStatus();
-    std::vector<GroupComm*> made;
+    std::vector<CommStream*> made;
     absl::Status st;
     for (const NewGroup& n : starting) {
-      GroupComm& g = groups_[n.key];
-      if (g.comm != nullptr) ncclCommDestroy(g.comm);  // the sender started the group afresh
-      g.comm = nullptr;
-      if (g.stream == nullptr) st = FromCuda(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking), who);
+      CommStream& g = groups_[n.key];
+      Release(g, /*abort=*/false);  // the sender started the group afresh; the old one is idle
+      st = FromCuda(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking), who);
       if (!st.ok()) break;
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
       config.blocking = 0;
@@ -200,8 +207,8 @@ class NcclTransport final : public Transport {
       if (!st.ok()) break;
     }
     // One deadline for all: they form together.
-    const absl::Time deadline = absl::Now() + o_.transfer.io_timeout;
-    for (GroupComm* g : made)
+    const absl::Time deadline = absl::Now() + InitTimeout(o_);
+    for (CommStream* g : made)
       if (st.ok() && g->comm != nullptr)
         st = AwaitComm(g->comm, std::max(absl::ZeroDuration(), deadline - absl::Now()),
                        absl::StrCat(who, ": broadcast group init"));
@@ -211,14 +218,13 @@ class NcclTransport final : public Transport {
   // Destroys the broadcast groups the last successful sync did not use (layouts changed). The
   // sender decides membership, so every member drops a group in the same sync; destroying a
   // communicator is local in NCCL, so no rank waits for another.
-  void PruneGroups(const std::map<std::pair<int, uint64_t>, std::vector<size_t>>& used) {
+  void PruneGroups(const std::map<GroupId, size_t>& used) {
     for (auto it = groups_.begin(); it != groups_.end();) {
       if (used.contains(it->first)) {
         ++it;
         continue;
       }
-      if (it->second.comm != nullptr) ncclCommDestroy(it->second.comm);
-      if (it->second.stream != nullptr) cudaStreamDestroy(it->second.stream);
+      Release(it->second, /*abort=*/false);
       it = groups_.erase(it);
     }
   }
@@ -260,14 +266,11 @@ class NcclTransport final : public Transport {
     };
     auto cuda = [&](cudaError_t e, absl::string_view what) { return FromCuda(e, absl::StrCat(who, ": ", what)); };
 
-    // 1. Headers, and which pairs go by broadcast. rep[i]: the peer index whose device bucket
+    // 1. Headers, and which pairs go by broadcast (headers[i].group_size != 0, on both sides
+    // once the receiver has the sender's headers). rep[i]: the peer index whose device bucket
     // carries pair i's bytes (itself, or its group's first member on the sender).
     std::vector<Header> headers(n);
     std::vector<size_t> rep(n);
-    std::vector<bool> in_group(n, false);  // the pair moves by broadcast
-    // The broadcasts this rank takes part in, in the one order every rank issues them:
-    // (root's global rank, group key), then the peer indices that use it.
-    std::map<std::pair<int, uint64_t>, std::vector<size_t>> bcasts;
     std::vector<NewGroup> starting;
     for (size_t i = 0; i < n; ++i) {
       rep[i] = i;
@@ -282,7 +285,7 @@ class NcclTransport final : public Transport {
         std::vector<int> members;
         for (size_t i : g) members.push_back(schedule.peers[i].peer);
         std::sort(members.begin(), members.end());
-        const std::pair<int, uint64_t> key{MyGlobalRank(), GroupKey(MyGlobalRank(), members)};
+        const GroupId key{MyGlobalRank(), GroupKey(MyGlobalRank(), members)};
         const bool fresh = !groups_.contains(key) || groups_[key].comm == nullptr;
         ncclUniqueId id{};
         if (fresh) {
@@ -297,23 +300,21 @@ class NcclTransport final : public Transport {
           h.fresh = fresh ? 1 : 0;
           h.id = id;
           rep[g[j]] = g[0];
-          in_group[g[j]] = true;
         }
-        bcasts[key] = g;
       }
     }
     Header* dev_headers = nullptr;
     if (absl::Status s = dev_alloc(n * sizeof(Header), reinterpret_cast<void**>(&dev_headers)); !s.ok()) return s;
     if (sending)
       if (absl::Status s = cuda(cudaMemcpyAsync(dev_headers, headers.data(), n * sizeof(Header),
-                                                cudaMemcpyHostToDevice, stream_), "headers copy");
+                                                cudaMemcpyHostToDevice, main_.stream), "headers copy");
           !s.ok())
         return s;
     absl::Status st = FromNccl(ncclGroupStart(), who);
     for (size_t i = 0; i < n && st.ok(); ++i) {
       int peer = GlobalRank(schedule.peers[i].peer, !sending);
-      st = FromNccl(sending ? ncclSend(dev_headers + i, sizeof(Header), ncclUint8, peer, comm_, stream_)
-                            : ncclRecv(dev_headers + i, sizeof(Header), ncclUint8, peer, comm_, stream_),
+      st = FromNccl(sending ? ncclSend(dev_headers + i, sizeof(Header), ncclUint8, peer, main_.comm, main_.stream)
+                            : ncclRecv(dev_headers + i, sizeof(Header), ncclUint8, peer, main_.comm, main_.stream),
                     absl::StrCat(who, ": headers"));
     }
     if (absl::Status e = FromNccl(ncclGroupEnd(), absl::StrCat(who, ": headers")); st.ok()) st = e;
@@ -332,14 +333,15 @@ class NcclTransport final : public Transport {
               " checksums"));
           break;
         }
-        if (g.group_size == 0) continue;
+        if (g.group_size == 0) continue;  // point to point
         if (g.group_size < 2 || g.group_size > o_.num_receivers + 1 || g.group_rank < 1 || g.group_rank >= g.group_size ||
             g.group_key == 0) {
           st = absl::DataLossError(absl::StrCat(who, ": sender ", schedule.peers[i].peer, " sent a malformed broadcast group (size ",
                                                 g.group_size, ", rank ", g.group_rank, ")"));
           break;
         }
-        const std::pair<int, uint64_t> key{GlobalRank(schedule.peers[i].peer, true), g.group_key};
+        headers[i] = g;  // a broadcast pair: its group, as the sender decided
+        const GroupId key{GlobalRank(schedule.peers[i].peer, true), g.group_key};
         if (g.fresh) {
           starting.push_back({key, g.id, g.group_size, g.group_rank});
         } else if (!groups_.contains(key) || groups_[key].comm == nullptr) {
@@ -348,11 +350,16 @@ class NcclTransport final : public Transport {
               " reuses a broadcast group this rank does not have (a transport was recreated alone); recreate every rank's transport"));
           break;
         }
-        bcasts[key] = {i};
-        in_group[i] = true;
       }
     }
     if (!st.ok()) return st;  // Run aborts: the peers then fail too instead of hanging
+    // The broadcasts this rank takes part in, keyed by GroupId: the one order every rank issues
+    // them in. Each maps to its first pair (a group's pairs carry the same bytes).
+    auto by_broadcast = [&](size_t i) { return headers[i].group_size != 0; };
+    std::map<GroupId, size_t> bcasts;
+    for (size_t i = 0; i < n; ++i)
+      if (by_broadcast(i))
+        bcasts.emplace(GroupId{sending ? MyGlobalRank() : GlobalRank(schedule.peers[i].peer, true), headers[i].group_key}, i);
     // 2. Broadcast groups that are new to this sync's ranks.
     if (absl::Status s = CreateGroups(starting, who); !s.ok()) return s;
 
@@ -374,8 +381,8 @@ class NcclTransport final : public Transport {
         if (e != nullptr) cudaEventDestroy(e);
       }
     } free_event{gathered};
-    std::vector<Pending> pending = {{comm_, stream_}};
-    for (auto& [key, peers] : bcasts) pending.push_back({groups_[key].comm, groups_[key].stream});
+    std::vector<CommStream> pending = {main_};
+    for (const auto& [id, first] : bcasts) pending.push_back(groups_.at(id));
 
     struct Cursor {
       size_t run = 0;
@@ -392,8 +399,8 @@ class NcclTransport final : public Transport {
         const Interval& r = runs[cur[i].run];
         int64_t take = std::min(len - done, r.length - cur[i].at);
         uint8_t* host = shard + r.offset + cur[i].at;
-        cudaError_t e = to_bucket ? cudaMemcpyAsync(buf + done, host, take, cudaMemcpyDefault, stream_)
-                                  : cudaMemcpyAsync(host, buf + done, take, cudaMemcpyDefault, stream_);
+        cudaError_t e = to_bucket ? cudaMemcpyAsync(buf + done, host, take, cudaMemcpyDefault, main_.stream)
+                                  : cudaMemcpyAsync(host, buf + done, take, cudaMemcpyDefault, main_.stream);
         if (e != cudaSuccess) return cuda(e, to_bucket ? "gather" : "scatter");
         done += take;
         cur[i].at += take;
@@ -408,7 +415,7 @@ class NcclTransport final : public Transport {
     std::vector<uint8_t> host_copy;
     auto digest = [&](const uint8_t* buf, int64_t len, uint64_t* out) -> absl::Status {
       host_copy.resize(len);
-      if (absl::Status s = cuda(cudaMemcpyAsync(host_copy.data(), buf, len, cudaMemcpyDeviceToHost, stream_),
+      if (absl::Status s = cuda(cudaMemcpyAsync(host_copy.data(), buf, len, cudaMemcpyDeviceToHost, main_.stream),
                                 "checksum copy");
           !s.ok())
         return s;
@@ -440,33 +447,33 @@ class NcclTransport final : public Transport {
               if (absl::Status s = digest(dev[i], len[i], &digests[i]); !s.ok()) return s;
           for (size_t i = 0; i < n; ++i) digests[i] = digests[rep[i]];
           if (absl::Status s = cuda(cudaMemcpyAsync(dev_digest, digests.data(), n * sizeof(uint64_t),
-                                                    cudaMemcpyHostToDevice, stream_),
+                                                    cudaMemcpyHostToDevice, main_.stream),
                                     "digest copy");
               !s.ok())
             return s;
         }
         if (gathered != nullptr)
-          if (absl::Status s = cuda(cudaEventRecord(gathered, stream_), "event record"); !s.ok()) return s;
+          if (absl::Status s = cuda(cudaEventRecord(gathered, main_.stream), "event record"); !s.ok()) return s;
       }
       st = FromNccl(ncclGroupStart(), what);
       for (size_t i = 0; i < n && st.ok(); ++i) {
         if (len[i] == 0) continue;
         int peer = GlobalRank(schedule.peers[i].peer, !sending);
-        if (!in_group[i])  // broadcast pairs move below, on their group's communicator
-          st = FromNccl(sending ? ncclSend(dev[i], len[i], ncclUint8, peer, comm_, stream_)
-                                : ncclRecv(dev[i], len[i], ncclUint8, peer, comm_, stream_),
+        if (!by_broadcast(i))  // broadcast pairs move below, on their group's communicator
+          st = FromNccl(sending ? ncclSend(dev[i], len[i], ncclUint8, peer, main_.comm, main_.stream)
+                                : ncclRecv(dev[i], len[i], ncclUint8, peer, main_.comm, main_.stream),
                         what);
         if (checksums && st.ok())
-          st = FromNccl(sending ? ncclSend(dev_digest + i, sizeof(uint64_t), ncclUint8, peer, comm_, stream_)
-                                : ncclRecv(dev_digest + i, sizeof(uint64_t), ncclUint8, peer, comm_, stream_),
+          st = FromNccl(sending ? ncclSend(dev_digest + i, sizeof(uint64_t), ncclUint8, peer, main_.comm, main_.stream)
+                                : ncclRecv(dev_digest + i, sizeof(uint64_t), ncclUint8, peer, main_.comm, main_.stream),
                         what);
       }
       if (absl::Status e = FromNccl(ncclGroupEnd(), what); st.ok()) st = e;
-      if (st.ok() && !bcasts.empty()) st = Issued(comm_, what);
+      if (st.ok() && !bcasts.empty()) st = Issued(main_.comm, what);
       for (auto it = bcasts.begin(); st.ok() && it != bcasts.end(); ++it) {
-        const size_t i = it->second.front();
+        const size_t i = it->second;
         if (len[i] == 0) continue;  // a group's pairs have the same length
-        GroupComm& g = groups_[it->first];
+        const CommStream& g = groups_.at(it->first);
         if (sending) st = cuda(cudaStreamWaitEvent(g.stream, gathered, 0), "stream wait");
         if (st.ok())
           st = FromNccl(ncclBroadcast(dev[rep[i]], dev[rep[i]], len[i], ncclUint8, /*root=*/0, g.comm, g.stream), what);
@@ -505,7 +512,7 @@ class NcclTransport final : public Transport {
     std::vector<Confirm> confirms(n, failure);
     if (!sending)
       if (absl::Status s = cuda(cudaMemcpyAsync(dev_confirm, confirms.data(), n * sizeof(Confirm), cudaMemcpyHostToDevice,
-                                                stream_),
+                                                main_.stream),
                                 "confirmation copy");
           !s.ok())
         return s;
@@ -513,8 +520,8 @@ class NcclTransport final : public Transport {
     st = FromNccl(ncclGroupStart(), confirmation);
     for (size_t i = 0; i < n && st.ok(); ++i) {
       int peer = GlobalRank(schedule.peers[i].peer, !sending);
-      st = FromNccl(sending ? ncclRecv(dev_confirm + i, sizeof(Confirm), ncclUint8, peer, comm_, stream_)
-                            : ncclSend(dev_confirm + i, sizeof(Confirm), ncclUint8, peer, comm_, stream_),
+      st = FromNccl(sending ? ncclRecv(dev_confirm + i, sizeof(Confirm), ncclUint8, peer, main_.comm, main_.stream)
+                            : ncclSend(dev_confirm + i, sizeof(Confirm), ncclUint8, peer, main_.comm, main_.stream),
                     confirmation);
     }
     if (absl::Status e = FromNccl(ncclGroupEnd(), confirmation); st.ok()) st = e;
@@ -544,11 +551,10 @@ class NcclTransport final : public Transport {
   }
 
   const NcclOptions o_;
-  ncclComm_t comm_;
-  cudaStream_t stream_;
+  CommStream main_;
   bool aborted_ = false;
   // Broadcast groups by (root's global rank, key), kept between syncs.
-  std::map<std::pair<int, uint64_t>, GroupComm> groups_;
+  std::map<GroupId, CommStream> groups_;
 };
 
 }  // namespace
@@ -582,6 +588,8 @@ absl::Status ValidateNcclOptions(const NcclOptions& o) {
   if (o.transfer.bucket_bytes <= 0) return absl::InvalidArgumentError("nccl options: transfer.bucket_bytes must be > 0");
   if (o.transfer.io_timeout <= absl::ZeroDuration())
     return absl::InvalidArgumentError("nccl options: transfer.io_timeout must be > 0");
+  if (o.init_timeout < absl::ZeroDuration())
+    return absl::InvalidArgumentError("nccl options: init_timeout must be >= 0 (0: transfer.io_timeout)");
   if (o.transfer.sync_timeout < o.transfer.io_timeout)
     return absl::InvalidArgumentError("nccl options: transfer.sync_timeout must be >= transfer.io_timeout");
   return absl::OkStatus();
@@ -605,7 +613,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateNcclTransport(const NcclOptions
         !s.ok())
       return s;
   } else {
-    absl::StatusOr<std::string> hex = o.rendezvous->Get(key, o.transfer.io_timeout);
+    absl::StatusOr<std::string> hex = o.rendezvous->Get(key, InitTimeout(o));
     if (!hex.ok()) return hex.status();
     std::string raw = absl::HexStringToBytes(*hex);
     if (raw.size() != sizeof id.internal)
@@ -618,13 +626,13 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateNcclTransport(const NcclOptions
   config.blocking = 0;
   ncclComm_t comm = nullptr;
   absl::Status s = FromNccl(ncclCommInitRankConfig(&comm, world, id, global, &config), "nccl: ncclCommInitRankConfig");
-  if (s.ok()) s = AwaitComm(comm, o.transfer.io_timeout, absl::StrCat("nccl: communicator init of ", world, " ranks"));
+  if (s.ok()) s = AwaitComm(comm, InitTimeout(o), absl::StrCat("nccl: communicator init of ", world, " ranks"));
+  CommStream main{comm, stream};
   if (!s.ok()) {
-    if (comm != nullptr) ncclCommAbort(comm);
-    cudaStreamDestroy(stream);
+    Release(main, /*abort=*/true);
     return s;
   }
-  return std::unique_ptr<Transport>(new NcclTransport(o, comm, stream));
+  return std::unique_ptr<Transport>(new NcclTransport(o, main));
 }
 
 }  // namespace skyrl::weight_sync

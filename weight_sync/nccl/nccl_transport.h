@@ -3,7 +3,8 @@
 // (sender 0 publishes "<key_prefix>/nccl_id/<generation>"). Global ranks: sender s is s, receiver r is
 // num_senders + r; each rank drives one GPU.
 //
-// A sync runs in phases, every wait bounded by TransferOptions::io_timeout:
+// A sync runs in phases, every wait bounded by TransferOptions::io_timeout (communicator
+// creation by NcclOptions::init_timeout):
 // 1. Headers: a header per pair (version, stream bytes, bucket size, checksums on/off, and the
 //    pair's broadcast group), sender to receiver over the main communicator.
 // 2. Broadcast groups: a sender whose streams to several receivers are byte-identical (same
@@ -57,6 +58,10 @@ struct NcclOptions {
   // it when every rank recreates its transport after an abort, so that no rank picks up the
   // previous communicator's id.
   uint64_t generation = 0;
+  // Bounds communicator creation: the main one's (rendezvous included) in CreateNcclTransport and
+  // a broadcast group's during a sync. Creation is collective and slower than a bucket (topology
+  // discovery, proxy threads), so a short io_timeout for data need not cover it. 0: io_timeout.
+  absl::Duration init_timeout = absl::ZeroDuration();
   TransferOptions transfer;
 };
 
