@@ -86,11 +86,13 @@ std::vector<Case> Cases(bool small) {
 
 // Best seconds over `iters` broadcasts of `bytes` from one sender to `receivers` receivers
 // through our TCP transport (after one warm-up version); -1 on failure. `zero_copy` picks the
-// sender's path (TcpOptions::zero_copy_send); `spliced` gets the fraction of payload bytes
-// that really went zero-copy. Each receiver is its
+// sender's path (TcpOptions::zero_copy_send), `same_host` whether ranks meet on the
+// receivers' Unix sockets (TcpOptions::same_host_unix_socket, the default) or over loopback
+// TCP; `spliced` gets the fraction of payload bytes that really went zero-copy, and the run
+// fails if a connection took another path than asked. Each receiver is its
 // own process, as gloo's ranks are; the sender's Send returns once every receiver confirmed
 // the whole version, which is what is timed. Receivers check the last version's bytes.
-double TcpBroadcast(int64_t bytes, int receivers, int iters, bool zero_copy, int64_t chunk_bytes,
+double TcpBroadcast(int64_t bytes, int receivers, int iters, bool zero_copy, bool same_host, int64_t chunk_bytes,
                     double* spliced) {
   ws::Model m;
   m.num_layers = 1;
@@ -115,6 +117,7 @@ double TcpBroadcast(int64_t bytes, int receivers, int iters, bool zero_copy, int
       o.rendezvous = &rdv;
       o.receiver_rank = r;
       o.transfer.chunk_bytes = chunk_bytes;
+      o.same_host_unix_socket = same_host;
       auto t = ws::CreateTcpTransport(o);
       if (!t.ok()) _exit(2);
       ws::VersionedShard shard(bytes);
@@ -137,6 +140,7 @@ double TcpBroadcast(int64_t bytes, int receivers, int iters, bool zero_copy, int
   o.rendezvous = &rdv;
   o.transfer.chunk_bytes = chunk_bytes;
   o.zero_copy_send = zero_copy;
+  o.same_host_unix_socket = same_host;
   ws::TcpStats stats;
   o.stats = &stats;
   auto sender = ws::CreateTcpTransport(o);
@@ -163,6 +167,12 @@ double TcpBroadcast(int64_t bytes, int receivers, int iters, bool zero_copy, int
     }
   }
   std::filesystem::remove_all(dir);
+  if ((same_host ? stats.tcp_connections : stats.local_connections) != 0) {
+    std::fprintf(stderr, "weight_sync: %lld connections went over %s, not %s\n",
+                 static_cast<long long>(same_host ? stats.tcp_connections : stats.local_connections),
+                 same_host ? "TCP" : "Unix sockets", same_host ? "Unix sockets" : "TCP");
+    ok = false;
+  }
   const double total = static_cast<double>(stats.spliced_bytes + stats.copied_bytes);
   *spliced = total > 0 ? stats.spliced_bytes / total : 0;
   return ok ? best : -1;
@@ -231,7 +241,7 @@ int main(int argc, char** argv) {
           "                   [--receivers 1,2,3] [--sizes-mib 256,1024]\n"
           "  --small       no 1T plan, 16 MiB transfers, no gloo (the ctest smoke run)\n"
           "  --no-gloo     skip the torch.distributed gloo baseline\n"
-          "  --no-copy     skip the copy-path (zero_copy_send = false) TCP column\n"
+          "  --no-copy     skip the copy-path (zero_copy_send = false) loopback TCP column\n"
           "  --iters N     timed versions per figure, best taken (default 3)\n"
           "  --chunk-kib N TransferOptions::chunk_bytes for the TCP runs (default 8192)\n"
           "  --receivers L receiver counts to run (default 1,2,3; RESULT lines need 3)\n"
@@ -288,52 +298,64 @@ int main(int argc, char** argv) {
                                              : std::vector<int64_t>{256 << 20, int64_t{1} << 30};
   std::printf("\n== transport: 1 sender -> n receivers on loopback, best of %d (GB/s = delivered 1e9 bytes/s, all receivers)\n",
               iters);
-  std::printf("chunk %lld KiB; zc = zero-copy send (vmsplice + splice, the default), copy = zero_copy_send off\n",
-              static_cast<long long>(chunk_bytes >> 10));
+  std::printf("chunk %lld KiB\n", static_cast<long long>(chunk_bytes >> 10));
   double loop_s = LoopbackStream(sizes.back(), iters);
   double loop_gbps = sizes.back() / loop_s / 1e9;
   std::printf("single TCP stream, %lld MiB: %.3f s, %.2f GB/s (%.1f Gbit/s)\n",
               static_cast<long long>(sizes.back() >> 20), loop_s, loop_gbps, loop_gbps * 8);
-  // The three figures of a row are measured one right after the other, so that they see the
-  // same load on a shared machine.
-  std::printf("%-9s %3s %8s %8s %7s %8s %8s %8s %9s %8s %9s\n", "size", "rx", "zc s", "zc GB/s", "spliced",
-              "copy GB/s", "gloo s", "gloo GB/s", "zc/gloo", "zc/copy", "copy/gloo");
+  // The figures of a row are measured one right after the other, so that they see the same
+  // load on a shared machine.
+  std::printf("local = the transport's default on one host (zero-copy send over the receivers' Unix sockets);\n"
+              "tcp = zero-copy send over loopback TCP (same_host_unix_socket off: what ranks on two hosts use);\n"
+              "copy = loopback TCP with zero_copy_send off\n");
+  std::printf("%-9s %3s %8s %9s %8s %8s %8s %9s %10s %10s %9s\n", "size", "rx", "local s", "local GB/s", "tcp GB/s",
+              "copy GB/s", "gloo s", "gloo GB/s", "local/gloo", "tcp/gloo", "copy/gloo");
   auto fmt = [](double v, const char* f) { return v > 0 ? absl::StrFormat(f, v) : std::string("-"); };
-  std::map<int64_t, double> zc3, copy3, gloo3;
+  std::map<int64_t, double> local3, tcp3, copy3, gloo3;
+  double min_spliced = 1;
   for (int64_t b : sizes)
     for (int n : rx_counts) {
       double spliced = 0, unused = 0;
-      double s = TcpBroadcast(b, n, iters, /*zero_copy=*/true, chunk_bytes, &spliced);
-      if (s < 0) return 1;
-      double cs = copy_too ? TcpBroadcast(b, n, iters, /*zero_copy=*/false, chunk_bytes, &unused) : 0;
+      double ls = TcpBroadcast(b, n, iters, /*zero_copy=*/true, /*same_host=*/true, chunk_bytes, &spliced);
+      if (ls < 0) return 1;
+      min_spliced = std::min(min_spliced, spliced);
+      double ts = TcpBroadcast(b, n, iters, /*zero_copy=*/true, /*same_host=*/false, chunk_bytes, &spliced);
+      if (ts < 0) return 1;
+      min_spliced = std::min(min_spliced, spliced);
+      double cs = copy_too ? TcpBroadcast(b, n, iters, /*zero_copy=*/false, /*same_host=*/false, chunk_bytes, &unused) : 0;
       if (copy_too && cs < 0) return 1;
-      double gbps = n * b / s / 1e9, cgbps = cs > 0 ? n * b / cs / 1e9 : 0;
+      const double lgbps = n * b / ls / 1e9, tgbps = n * b / ts / 1e9, cgbps = cs > 0 ? n * b / cs / 1e9 : 0;
       std::map<std::pair<int64_t, int>, double> gl;
       if (gloo) gl = Gloo({b}, {n}, iters);
       auto it = gl.find({b, n});
       double gs = it == gl.end() ? 0 : it->second, ggbps = gs > 0 ? n * b / gs / 1e9 : 0;
-      std::printf("%-9s %3d %8.3f %8.2f %6.0f%% %8s %8s %8s %9s %8s %9s\n", absl::StrCat(b >> 20, " MiB").c_str(), n,
-                  s, gbps, spliced * 100, fmt(cgbps, "%.2f").c_str(), fmt(gs, "%.3f").c_str(),
-                  fmt(ggbps, "%.2f").c_str(), fmt(ggbps > 0 ? gbps / ggbps : 0, "%.2f").c_str(),
-                  fmt(cgbps > 0 ? gbps / cgbps : 0, "%.2f").c_str(),
+      std::printf("%-9s %3d %8.3f %9.2f %8.2f %8s %8s %9s %10s %10s %9s\n", absl::StrCat(b >> 20, " MiB").c_str(), n,
+                  ls, lgbps, tgbps, fmt(cgbps, "%.2f").c_str(), fmt(gs, "%.3f").c_str(), fmt(ggbps, "%.2f").c_str(),
+                  fmt(ggbps > 0 ? lgbps / ggbps : 0, "%.2f").c_str(), fmt(ggbps > 0 ? tgbps / ggbps : 0, "%.2f").c_str(),
                   fmt(ggbps > 0 && cgbps > 0 ? cgbps / ggbps : 0, "%.2f").c_str());
       if (n == 3) {
-        zc3[b] = gbps;
+        local3[b] = lgbps;
+        tcp3[b] = tgbps;
         copy3[b] = cgbps;
         gloo3[b] = ggbps;
       }
     }
+  std::printf("(zero-copy share of the payload, lowest row: %.0f%%)\n", min_spliced * 100);
   // Without a suffix: the largest size (1 GiB; 16 MiB with --small), as before.
+  // tcp_gbps_3rx is the TCP transport as it runs by default with every rank on one host, which
+  // is over Unix sockets; tcp_loopback_gbps_3rx forces loopback TCP (the path between hosts).
   std::printf("RESULT worst_plan_to_bound %.3f\n", worst);
   std::printf("RESULT loopback_gbps_1stream %.2f\n", loop_gbps);
   for (int64_t b : sizes) {
-    if (!zc3.count(b)) continue;
+    if (!local3.count(b)) continue;
     const std::string suffix = b == sizes.back() ? "" : absl::StrCat("_", b >> 20, "mib");
-    std::printf("RESULT tcp_gbps_3rx%s %.2f\n", suffix.c_str(), zc3[b]);
+    std::printf("RESULT tcp_gbps_3rx%s %.2f\n", suffix.c_str(), local3[b]);
+    std::printf("RESULT tcp_loopback_gbps_3rx%s %.2f\n", suffix.c_str(), tcp3[b]);
     if (copy3[b] > 0) std::printf("RESULT tcp_copy_gbps_3rx%s %.2f\n", suffix.c_str(), copy3[b]);
     if (gloo3[b] > 0) {
       std::printf("RESULT gloo_gbps_3rx%s %.2f\n", suffix.c_str(), gloo3[b]);
-      std::printf("RESULT ratio_vs_gloo_3rx%s %.2f\n", suffix.c_str(), zc3[b] / gloo3[b]);
+      std::printf("RESULT ratio_vs_gloo_3rx%s %.2f\n", suffix.c_str(), local3[b] / gloo3[b]);
+      std::printf("RESULT ratio_loopback_vs_gloo_3rx%s %.2f\n", suffix.c_str(), tcp3[b] / gloo3[b]);
     }
   }
   return 0;

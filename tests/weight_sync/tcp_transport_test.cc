@@ -306,6 +306,104 @@ TEST_P(TcpSenderTest, OddChunksAndBucketsOfALargeStreamFinishPromptly) {
 INSTANTIATE_TEST_SUITE_P(SendPaths, TcpSenderTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "zero_copy" : "copy"; });
 
+// ---- the same-host path ----
+
+// One receiver (default options, so it offers its Unix socket) and one sender whose
+// rendezvous answer the test controls; returns the sender's stats after one sync.
+struct SameHostRun {
+  absl::Status sent, received;
+  int64_t local = 0, tcp = 0;
+  bool bytes_ok = false;
+};
+SameHostRun SyncThrough(bool sender_same_host, const std::function<std::string(std::string)>& edit_where) {
+  SameHostRun out;
+  auto w = MakeWorld(OneMatrix(512, 512), Layout::Of(ModelParallel{}), Layout::Engines(1, ModelParallel{}));
+  EXPECT_TRUE(w.ok());
+  InMemoryRendezvous receiver_rdv, sender_rdv;
+  TcpOptions ro;
+  ro.rendezvous = &receiver_rdv;
+  ro.receiver_rank = 0;
+  ro.transfer.checksums = true;
+  ro.transfer.io_timeout = absl::Seconds(5);
+  auto receiver = CreateTcpTransport(ro);
+  EXPECT_TRUE(receiver.ok()) << receiver.status();
+  auto where = receiver_rdv.Get("weight_sync/receiver/0", absl::Seconds(1));
+  EXPECT_TRUE(where.ok());
+  EXPECT_TRUE(sender_rdv.Put("weight_sync/receiver/0", edit_where(*where)).ok());
+  TcpStats stats;
+  TcpOptions so = ro;
+  so.rendezvous = &sender_rdv;
+  so.receiver_rank = -1;
+  so.same_host_unix_socket = sender_same_host;
+  so.stats = &stats;
+  auto sender = CreateTcpTransport(so);
+  EXPECT_TRUE(sender.ok());
+  auto weights = (*w)->Weights(1);
+  VersionedShard shard((*w)->rlayout[0].Bytes());
+  std::thread rt([&] { out.received = (*receiver)->Receive(1, (*w)->recv_sched[0], shard); });
+  std::vector<uint8_t> src = (*w)->SenderShard(0, weights);
+  out.sent = (*sender)->Send(1, (*w)->send_sched[0], absl::MakeConstSpan(src));
+  rt.join();
+  out.local = stats.local_connections.load();
+  out.tcp = stats.tcp_connections.load();
+  out.bytes_ok = shard.Current().bytes != nullptr && *shard.Current().bytes == (*w)->Expected(0, weights);
+  return out;
+}
+
+TEST(TcpSameHostTest, ASenderOnTheReceiversHostUsesItsUnixSocket) {
+  std::string published;
+  SameHostRun r = SyncThrough(true, [&](std::string where) {
+    published = where;
+    return where;
+  });
+  EXPECT_THAT(published, ::testing::MatchesRegex("127\\.0\\.0\\.1:[0-9]+ local=skyrl-weight-sync-[0-9]+-[0-9a-f]{16} host=.+/[0-9]+"));
+  ASSERT_TRUE(r.sent.ok()) << r.sent;
+  ASSERT_TRUE(r.received.ok()) << r.received;
+  EXPECT_TRUE(r.bytes_ok);
+  EXPECT_EQ(r.local, 1);
+  EXPECT_EQ(r.tcp, 0);
+}
+
+TEST(TcpSameHostTest, ASenderThatDisallowsItUsesTcp) {
+  SameHostRun r = SyncThrough(false, [](std::string where) { return where; });
+  ASSERT_TRUE(r.sent.ok() && r.received.ok()) << r.sent << " / " << r.received;
+  EXPECT_TRUE(r.bytes_ok);
+  EXPECT_EQ(r.local, 0);
+  EXPECT_EQ(r.tcp, 1);
+}
+
+TEST(TcpSameHostTest, AReceiverOnAnotherHostIsReachedOverTcp) {
+  // Same name, but the identity of another machine: the sender must not dial the name.
+  SameHostRun r = SyncThrough(true, [](std::string where) {
+    return where.substr(0, where.find(" host=")) + " host=another-boot-id/4026531840";
+  });
+  ASSERT_TRUE(r.sent.ok() && r.received.ok()) << r.sent << " / " << r.received;
+  EXPECT_TRUE(r.bytes_ok);
+  EXPECT_EQ(r.local, 0);
+  EXPECT_EQ(r.tcp, 1);
+}
+
+TEST(TcpSameHostTest, AUnixNameThatIsGoneFallsBackToTcp) {
+  SameHostRun r = SyncThrough(true, [](std::string where) {
+    const size_t at = where.find(" local=") + 7;
+    return where.substr(0, at) + "no-such-weight-sync-socket" + where.substr(where.find(' ', at));
+  });
+  ASSERT_TRUE(r.sent.ok() && r.received.ok()) << r.sent << " / " << r.received;
+  EXPECT_TRUE(r.bytes_ok);
+  EXPECT_EQ(r.local, 0);
+  EXPECT_EQ(r.tcp, 1);
+}
+
+TEST(TcpSameHostTest, AReceiverThatDisallowsItOffersNoUnixSocket) {
+  InMemoryRendezvous rdv;
+  TcpOptions o;
+  o.rendezvous = &rdv;
+  o.receiver_rank = 3;
+  o.same_host_unix_socket = false;
+  ASSERT_TRUE(CreateTcpTransport(o).ok());
+  EXPECT_THAT(*rdv.Get("weight_sync/receiver/3", absl::Seconds(1)), ::testing::MatchesRegex("127\\.0\\.0\\.1:[0-9]+"));
+}
+
 TEST(TcpOptionsTest, BadOptionsNameTheField) {
   InMemoryRendezvous rdv;
   TcpOptions o;
@@ -327,10 +425,13 @@ TEST(TcpOptionsTest, BadOptionsNameTheField) {
 // ---- across processes ----
 
 // One rank's life in a child process; returns the exit code (0: as expected).
-int RunRank(const World& w, const std::string& dir, bool sender, int rank, bool expect_failure) {
+// same_host: meet on the receivers' Unix sockets (the default on one host), or over TCP.
+int RunRank(const World& w, const std::string& dir, bool sender, int rank, bool expect_failure,
+            bool same_host = true) {
   FileRendezvous rdv(dir);
   TcpOptions o;
   o.rendezvous = &rdv;
+  o.same_host_unix_socket = same_host;
   o.receiver_rank = sender ? -1 : rank;
   o.transfer.bucket_bytes = 64 << 10;
   o.transfer.checksums = true;
@@ -366,9 +467,9 @@ class CrossProcessTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
-  pid_t Spawn(const World& w, bool sender, int rank, bool expect_failure) {
+  pid_t Spawn(const World& w, bool sender, int rank, bool expect_failure, bool same_host = true) {
     pid_t pid = fork();
-    if (pid == 0) _exit(RunRank(w, dir_, sender, rank, expect_failure));
+    if (pid == 0) _exit(RunRank(w, dir_, sender, rank, expect_failure, same_host));
     return pid;
   }
   static int ExitCode(pid_t pid) {
@@ -380,7 +481,7 @@ class CrossProcessTest : public ::testing::Test {
 };
 
 // A slice of the correctness matrix with one process per rank: dense TP x PP, MoE with EP and
-// FSDP trainers, to engines of different TP.
+// FSDP trainers, to engines of different TP; over the same-host Unix sockets and over TCP.
 TEST_F(CrossProcessTest, EveryRankInItsOwnProcess) {
   TransformerConfig dense;
   dense.layers = 4;
@@ -406,18 +507,20 @@ TEST_F(CrossProcessTest, EveryRankInItsOwnProcess) {
       {"FSDP 3x2 -> 3 x TP1", dense, Layout::Of(Fsdp{.shards = 3, .replicas = 2}),
        Layout::Engines(3, ModelParallel{.tp = 1})},
   };
-  for (const Case& c : cases) {
-    auto w = MakeWorld(MakeTransformer(c.model), c.trainer, c.engines);
-    ASSERT_TRUE(w.ok()) << c.name << ": " << w.status();
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    std::vector<std::pair<std::string, pid_t>> kids;
-    for (int r = 0; r < (*w)->plan.num_receivers; ++r)
-      kids.push_back({absl::StrCat("receiver ", r), Spawn(**w, false, r, false)});
-    for (int s = 0; s < (*w)->plan.num_senders; ++s)
-      kids.push_back({absl::StrCat("sender ", s), Spawn(**w, true, s, false)});
-    for (auto& [name, pid] : kids) EXPECT_EQ(ExitCode(pid), 0) << c.name << ": " << name;
-  }
+  for (const bool same_host : {true, false})
+    for (const Case& c : cases) {
+      auto w = MakeWorld(MakeTransformer(c.model), c.trainer, c.engines);
+      ASSERT_TRUE(w.ok()) << c.name << ": " << w.status();
+      std::filesystem::remove_all(dir_);
+      std::filesystem::create_directories(dir_);
+      std::vector<std::pair<std::string, pid_t>> kids;
+      for (int r = 0; r < (*w)->plan.num_receivers; ++r)
+        kids.push_back({absl::StrCat("receiver ", r), Spawn(**w, false, r, false, same_host)});
+      for (int s = 0; s < (*w)->plan.num_senders; ++s)
+        kids.push_back({absl::StrCat("sender ", s), Spawn(**w, true, s, false, same_host)});
+      for (auto& [name, pid] : kids)
+        EXPECT_EQ(ExitCode(pid), 0) << c.name << (same_host ? " (unix)" : " (tcp)") << ": " << name;
+    }
 }
 
 TEST_F(CrossProcessTest, AKilledSenderProcessFailsTheReceiversWhoKeepTheirVersion) {

@@ -25,13 +25,17 @@ struct TransportKind {
 };
 
 // zero_copy: the sender's path (vmsplice + splice, the default, or ordinary writes).
-TransportKind Tcp(bool zero_copy) {
-  return {zero_copy ? "tcp" : "tcp_copy", [zero_copy](Rendezvous* r, int rank, const TransferOptions& o) {
+// same_host: ranks (all in this process) meet on the receivers' Unix sockets, the default on
+// one host; without, over TCP on loopback, as ranks on different hosts do.
+TransportKind Tcp(bool zero_copy, bool same_host) {
+  return {absl::StrCat(same_host ? "local" : "tcp", zero_copy ? "" : "_copy"),
+          [zero_copy, same_host](Rendezvous* r, int rank, const TransferOptions& o) {
             TcpOptions t;
             t.rendezvous = r;
             t.receiver_rank = rank;
             t.transfer = o;
             t.zero_copy_send = zero_copy;
+            t.same_host_unix_socket = same_host;
             return CreateTcpTransport(t);
           }};
 }
@@ -329,7 +333,8 @@ TEST_P(TransportContractTest, DeferredCommitSwapsAnEnginesRanksTogether) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, TransportContractTest, ::testing::Values(Tcp(true), Tcp(false)),
+INSTANTIATE_TEST_SUITE_P(Transports, TransportContractTest,
+                         ::testing::Values(Tcp(true, false), Tcp(false, false), Tcp(true, true), Tcp(false, true)),
                          [](const ::testing::TestParamInfo<TransportKind>& i) { return i.param.name; });
 
 }  // namespace

@@ -1,6 +1,7 @@
-// A TCP socket on its own io_context with blocking calls that each have a deadline; Abort()
-// from any thread makes the current and every later call fail at once. One thread drives a
-// Connection; Abort is the only method safe to call from others.
+// A stream socket (TCP, or a Unix-domain socket between ranks on one host) on its own
+// io_context, with blocking calls that each have a deadline; Abort() from any thread makes the
+// current and every later call fail at once. One thread drives a Connection; Abort is the only
+// method safe to call from others.
 #pragma once
 
 #include <atomic>
@@ -18,6 +19,9 @@ namespace skyrl::weight_sync::tcp_internal {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
+using local = asio::local::stream_protocol;
+// Either of the two: the socket type of every Connection.
+using stream = asio::generic::stream_protocol;
 using error_code = boost::system::error_code;
 
 // Completion condition for whole-buffer reads and writes. asio's transfer_all caps every
@@ -28,7 +32,7 @@ inline std::size_t WholeBuffers(const error_code& ec, std::size_t) { return ec ?
 class Connection {
  public:
   Connection() : socket_(io_) {}
-  tcp::socket& socket() { return socket_; }
+  stream::socket& socket() { return socket_; }
 
   // Runs one async operation started by `start(handler)` until it completes or `timeout`
   // passes (then the socket is closed and timed_out returned).
@@ -50,7 +54,8 @@ class Connection {
     return *result;
   }
 
-  error_code Connect(const tcp::endpoint& ep, absl::Duration timeout) {
+  // A tcp::endpoint or a local (Unix-domain) one; the socket takes the endpoint's protocol.
+  error_code Connect(const stream::endpoint& ep, absl::Duration timeout) {
     return Run([&](auto h) { socket_.async_connect(ep, h); }, timeout);
   }
   template <typename Buffers>
@@ -74,7 +79,7 @@ class Connection {
 
  private:
   asio::io_context io_;
-  tcp::socket socket_;
+  stream::socket socket_;
   std::atomic<bool> aborted_{false};
 };
 

@@ -14,9 +14,14 @@
 //
 // Fallback: when the kernel refuses vmsplice or splice for this memory or socket (EINVAL,
 // ENOSYS, EOPNOTSUPP, EPERM, or no pipe could be made), the writer drains what it already put
-// in the pipe through ordinary writes and copies from then on (zero_copy() turns false).
+// in the pipe through ordinary writes and copies from then on (zero_copy() turns false). A
+// writer made with zero_copy = false copies from the start: it is the transport's one send
+// path either way.
 //
-// Threads: one thread drives a writer and its Connection; not safe for concurrent use. The
+// Works on TCP and on Unix-domain stream sockets (the transport's same-host path), which both
+// take spliced pages.
+//
+// Threads: one thread drives a writer and its one Connection; not safe for concurrent use. The
 // thread must block SIGPIPE (splice, unlike send with MSG_NOSIGNAL, raises it when the peer is
 // gone); see BlockSigpipeInThisThread.
 #pragma once
@@ -69,7 +74,11 @@ inline int64_t PipeBytesWanted() {
 
 class SpliceWriter {
  public:
-  explicit SpliceWriter(SpliceCalls calls = {}) : calls_(std::move(calls)) {
+  explicit SpliceWriter(SpliceCalls calls = {}, bool zero_copy = true) : calls_(std::move(calls)) {
+    if (!zero_copy) {
+      zero_copy_ = false;
+      return;
+    }
     int fds[2];
     if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
       zero_copy_ = false;  // out of descriptors: copy instead
@@ -96,10 +105,11 @@ class SpliceWriter {
     for (auto it = asio::buffer_sequence_begin(bufs); it != asio::buffer_sequence_end(bufs); ++it)
       if (asio::const_buffer b(*it); b.size() > 0) left.push_back(b);
     size_t next = 0;  // first buffer of `left` not yet (fully) in the pipe
-    if (zero_copy_) {
+    if (zero_copy_ && !non_blocking_) {  // once per writer: a writer serves one connection
       error_code ec;
       c.socket().native_non_blocking(true, ec);  // splice must return EAGAIN, not block
       if (ec) return ec;
+      non_blocking_ = true;
     }
     while (zero_copy_ && (next < left.size() || in_pipe_ > 0)) {
       if (c.aborted()) return asio::error::operation_aborted;
@@ -119,7 +129,7 @@ class SpliceWriter {
       if (n == 0) return asio::error::broken_pipe;  // the pipe had bytes: cannot happen on Linux
       if (errno == EINTR) continue;
       if (errno == EAGAIN) {  // socket buffer full: wait for room, with the deadline
-        if (error_code ec = c.Run([&](auto h) { c.socket().async_wait(tcp::socket::wait_write, h); }, timeout); ec)
+        if (error_code ec = c.Run([&](auto h) { c.socket().async_wait(stream::socket::wait_write, h); }, timeout); ec)
           return ec;
         continue;
       }
@@ -207,6 +217,7 @@ class SpliceWriter {
   int64_t pipe_bytes_ = 0;
   int64_t in_pipe_ = 0;  // bytes vmspliced but not yet spliced into the socket
   bool zero_copy_ = true;
+  bool non_blocking_ = false;  // the socket was put in non-blocking mode
   int64_t spliced_ = 0, copied_ = 0;
 };
 

@@ -12,9 +12,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "weight_sync/checksum.h"
 #include "weight_sync/tcp/connection.h"
+#include "weight_sync/tcp/listener.h"
 #include "weight_sync/tcp/splice_writer.h"
 
 namespace skyrl::weight_sync {
@@ -29,6 +31,9 @@ constexpr size_t kHelloSize = 48, kBucketHeaderSize = 24, kAckSize = 8;
 constexpr uint32_t kMaxAckMessage = 4096;
 // Receivers: SO_RCVLOWAT while payload streams in (see ReceiveFrom).
 constexpr int64_t kLowWater = int64_t{4} << 20;
+// Senders: SO_SNDBUF on same-host (Unix) connections; 1.1x the default's throughput with
+// 3 receivers in a raw experiment (docs/performance.md).
+constexpr int kLocalSendBuffer = 4 << 20;
 
 void Put32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
 void Put64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, 8); }
@@ -136,21 +141,19 @@ void WriteStatus(Connection& c, const absl::Status& s, absl::Duration timeout) {
 
 class TcpTransport final : public Transport {
  public:
-  TcpTransport(const TcpOptions& o) : o_(o), acceptor_(accept_io_) {}
+  explicit TcpTransport(const TcpOptions& o) : o_(o) {}
 
   absl::Status Listen() {
     error_code ec;
     auto addr = asio::ip::make_address(o_.bind_host, ec);
     if (ec) return absl::InvalidArgumentError(absl::StrCat("bind_host '", o_.bind_host, "': ", ec.message()));
-    tcp::endpoint ep(addr, 0);
-    acceptor_.open(ep.protocol(), ec);
-    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-    if (!ec) acceptor_.bind(ep, ec);
-    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) return absl::UnavailableError(absl::StrCat("receiver ", o_.receiver_rank, ": cannot listen on ",
-                                                       o_.bind_host, ": ", ec.message()));
+    if (ec = listener_.Open(addr, o_.same_host_unix_socket); ec)
+      return absl::UnavailableError(absl::StrCat("receiver ", o_.receiver_rank, ": cannot listen on ",
+                                                 o_.bind_host, ": ", ec.message()));
     const std::string& host = o_.advertise_host.empty() ? o_.bind_host : o_.advertise_host;
-    std::string where = absl::StrCat(host, ":", acceptor_.local_endpoint().port());
+    std::string where = absl::StrCat(host, ":", listener_.port());
+    if (!listener_.local_name().empty())
+      absl::StrAppend(&where, " local=", listener_.local_name(), " host=", HostIdentity());
     return o_.rendezvous->Put(ReceiverKey(o_.receiver_rank), where);
   }
 
@@ -161,29 +164,58 @@ class TcpTransport final : public Transport {
   std::string ReceiverKey(int rank) const { return absl::StrCat(o_.key_prefix, "/receiver/", rank); }
   absl::Status SendTo(uint64_t version, int me, const PeerStream& peer, const uint8_t* shard, Connection& c);
   absl::Status ReceiveFrom(const Hello& hello, const PeerStream& peer, uint8_t* staging, Connection& c);
-  // Accepts one connection into `c` within io_timeout (or until CancelAccept).
-  error_code Accept(Connection& c);
+  // Connects `c` to the receiver published as `where`: its Unix socket when it is on this host
+  // (and both sides allow it), else TCP.
+  absl::Status Dial(absl::string_view where, Connection& c);
 
   const TcpOptions o_;
-  asio::io_context accept_io_;
-  tcp::acceptor acceptor_;
+  Listener listener_;  // receivers only
 };
+
+absl::Status TcpTransport::Dial(absl::string_view where, Connection& c) {
+  const TransferOptions& t = o_.transfer;
+  // "host:port", then optional " local=<name> host=<identity>" (see Listen).
+  std::vector<absl::string_view> fields = absl::StrSplit(where, ' ', absl::SkipEmpty());
+  if (fields.empty()) return absl::InvalidArgumentError(absl::StrCat("rendezvous gave address '", where, "'"));
+  absl::string_view local_name, host_id;
+  for (size_t i = 1; i < fields.size(); ++i) {
+    if (absl::ConsumePrefix(&fields[i], "local=")) local_name = fields[i];
+    else if (absl::ConsumePrefix(&fields[i], "host=")) host_id = fields[i];
+  }
+  std::vector<std::string> hp = absl::StrSplit(fields[0], absl::MaxSplits(':', 1));
+  int port = 0;
+  error_code ec;
+  asio::ip::address addr;
+  if (hp.size() == 2) addr = asio::ip::make_address(hp[0], ec);
+  if (hp.size() != 2 || ec || !absl::SimpleAtoi(hp[1], &port) || port <= 0 || port > 65535)
+    return absl::InvalidArgumentError(absl::StrCat("rendezvous gave address '", where, "'"));
+
+  if (o_.same_host_unix_socket && !local_name.empty() && !HostIdentity().empty() && host_id == HostIdentity()) {
+    local::endpoint ep(absl::StrCat(std::string(1, '\0'), local_name));
+    if (!c.Connect(ep, t.io_timeout)) {
+      // Bigger socket buffers mean fewer wakeups per byte (capped by net.core.wmem_max).
+      c.socket().set_option(asio::socket_base::send_buffer_size(kLocalSendBuffer), ec);
+      if (o_.stats != nullptr) ++o_.stats->local_connections;
+      return absl::OkStatus();
+    }
+    // The name is gone or unreachable after all: TCP still works.
+    error_code ignored;
+    c.socket().close(ignored);
+  }
+  if (ec = c.Connect(tcp::endpoint(addr, port), t.io_timeout); ec)
+    return FromAsio(ec, absl::StrCat("connect to ", fields[0]));
+  c.socket().set_option(tcp::no_delay(true), ec);
+  if (o_.stats != nullptr) ++o_.stats->tcp_connections;
+  return absl::OkStatus();
+}
 
 absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& peer, const uint8_t* shard,
                                   Connection& c) {
   const TransferOptions& t = o_.transfer;
   absl::StatusOr<std::string> where = o_.rendezvous->Get(ReceiverKey(peer.peer), t.io_timeout);
   if (!where.ok()) return where.status();
-  std::vector<std::string> hp = absl::StrSplit(*where, absl::MaxSplits(':', 1));
-  int port = 0;
+  if (absl::Status s = Dial(*where, c); !s.ok()) return s;
   error_code ec;
-  asio::ip::address addr;
-  if (hp.size() == 2) addr = asio::ip::make_address(hp[0], ec);
-  if (hp.size() != 2 || ec || !absl::SimpleAtoi(hp[1], &port) || port <= 0 || port > 65535)
-    return absl::InvalidArgumentError(absl::StrCat("rendezvous gave address '", *where, "'"));
-  if (ec = c.Connect(tcp::endpoint(addr, port), t.io_timeout); ec)
-    return FromAsio(ec, absl::StrCat("connect to ", *where));
-  c.socket().set_option(tcp::no_delay(true), ec);
 
   Hello h;
   h.version = version;
@@ -206,8 +238,18 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
 
   RunCursor<const uint8_t*> cursor(peer.runs, shard);
   std::vector<asio::const_buffer> bufs;
-  std::optional<SpliceWriter> writer;
-  if (o_.zero_copy_send) writer.emplace();
+  // One send path: the writer splices, or copies when zero_copy_send is off or the kernel
+  // refuses. Its byte counts reach the stats however SendTo ends.
+  SpliceWriter writer({}, o_.zero_copy_send);
+  struct CountBytes {
+    const SpliceWriter& w;
+    TcpStats* stats;
+    ~CountBytes() {
+      if (stats == nullptr) return;
+      stats->spliced_bytes += w.spliced_bytes();
+      stats->copied_bytes += w.copied_bytes();
+    }
+  } count{writer, o_.stats};
   int64_t sent = 0;
   for (uint32_t b = 0; sent < peer.bytes; ++b) {
     const int64_t len = std::min(t.bucket_bytes, peer.bytes - sent);
@@ -224,18 +266,8 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
     for (int64_t done = 0; done < len;) {
       const int64_t n = std::min(t.chunk_bytes, len - done);
       cursor.Next(n, bufs);
-      if (writer) {
-        const int64_t spliced = writer->spliced_bytes(), copied = writer->copied_bytes();
-        ec = writer->Write(c, bufs, t.io_timeout);
-        if (o_.stats != nullptr) {
-          o_.stats->spliced_bytes += writer->spliced_bytes() - spliced;
-          o_.stats->copied_bytes += writer->copied_bytes() - copied;
-        }
-      } else {
-        ec = c.Write(bufs, t.io_timeout);
-        if (!ec && o_.stats != nullptr) o_.stats->copied_bytes += n;
-      }
-      if (ec) return failed_write(ec, absl::StrCat("bucket ", b, " at byte ", done));
+      if (ec = writer.Write(c, bufs, t.io_timeout); ec)
+        return failed_write(ec, absl::StrCat("bucket ", b, " at byte ", done));
       done += n;
     }
     sent += len;
@@ -267,21 +299,6 @@ absl::Status TcpTransport::Send(uint64_t version, const RankSchedule& schedule, 
                           absl::StrCat("weight sync v", version, ": sender ", schedule.rank, " -> receiver ",
                                        schedule.peers[i].peer, ": ", results[i].message()));
   return absl::OkStatus();
-}
-
-error_code TcpTransport::Accept(Connection& c) {
-  std::optional<error_code> result;
-  acceptor_.async_accept(c.socket(), [&](const error_code& ec) { result = ec; });
-  accept_io_.restart();
-  accept_io_.run_for(std::chrono::nanoseconds(absl::ToInt64Nanoseconds(o_.transfer.io_timeout)));
-  if (!result) {
-    error_code ignored;
-    acceptor_.cancel(ignored);  // keep listening for later versions
-    accept_io_.restart();
-    accept_io_.run();
-    return asio::error::timed_out;
-  }
-  return *result;
 }
 
 absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, uint8_t* staging, Connection& c) {
@@ -342,9 +359,8 @@ absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedul
   absl::StatusOr<absl::Span<uint8_t>> staging = shard.BeginStaging(version, incoming < shard.Bytes(), o_.transfer.staging);
   if (!staging.ok()) return absl::Status(staging.status().code(), absl::StrCat(who, ": ", staging.status().message()));
   const TransferOptions& t = o_.transfer;
-  // Run any cancel a failed earlier sync posted after its last accept, so it cannot cancel ours.
-  accept_io_.restart();
-  accept_io_.poll();
+  // Run any wake-up a failed earlier sync posted, so it cannot end our first wait.
+  listener_.Poll();
 
   std::map<int, const PeerStream*> expected;
   for (const PeerStream& p : schedule.peers) expected[p.peer] = &p;
@@ -358,17 +374,14 @@ absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedul
     if (failure.ok()) failure = std::move(s);
     failed.store(true);
     for (auto& c : conns) c->Abort();
-    asio::post(accept_io_, [this] {
-      error_code ignored;
-      acceptor_.cancel(ignored);
-    });
+    listener_.Wake();
   };
   auto send_status = [&](Connection& c, const absl::Status& s) { WriteStatus(c, s, t.io_timeout); };
 
   std::map<int, bool> arrived;
   while (arrived.size() < expected.size() && !failed.load()) {
-    auto c = std::make_unique<Connection>();
-    error_code ec = Accept(*c);
+    std::unique_ptr<Connection> c;
+    error_code ec = listener_.Accept(c, t.io_timeout, failed);
     if (failed.load()) break;
     if (ec) {
       std::string missing;

@@ -24,6 +24,13 @@
 //
 // Receivers listen on `bind_host` port 0 (any free port) from creation on and publish
 // "<key_prefix>/receiver/<rank>" = "host:port" in the rendezvous; senders look it up.
+//
+// Same host: a receiver also listens on an abstract Unix-domain socket and publishes it with
+// its host's identity ("host:port local=<name> host=<boot id>/<netns inode>"); a sender on the
+// same host (same boot, same network namespace) connects there instead, and falls back to TCP
+// when that fails. Same protocol, same zero-copy sending; on one machine it moves about 1.5x
+// the bytes per CPU second that loopback TCP does (docs/performance.md). TcpOptions::
+// same_host_unix_socket = false keeps every connection on TCP.
 // The wire format is little-endian and versioned (magic "SKWS", protocol 1).
 #pragma once
 
@@ -42,6 +49,9 @@ namespace skyrl::weight_sync {
 struct TcpStats {
   std::atomic<int64_t> spliced_bytes{0};  // payload sent zero-copy (vmsplice + splice)
   std::atomic<int64_t> copied_bytes{0};   // payload sent through ordinary writes
+  // Connections a sender made, by path: Unix-domain (same host) and TCP.
+  std::atomic<int64_t> local_connections{0};
+  std::atomic<int64_t> tcp_connections{0};
 };
 
 struct TcpOptions {
@@ -57,6 +67,9 @@ struct TcpOptions {
   // see tcp/splice_writer.h), falling back to ordinary writes where the kernel refuses. The
   // shard's bytes must not change until Send returns (Send's contract already; see there).
   bool zero_copy_send = true;
+  // Receiver: also listen on an abstract Unix socket for senders on this host. Sender: use it
+  // when the receiver offers one and is on this host. Both sides must allow it.
+  bool same_host_unix_socket = true;
   TcpStats* stats = nullptr;  // optional, not owned; must outlive the transport
 };
 
