@@ -45,14 +45,19 @@ std::shared_ptr<CallStream> CallStream::Create(std::shared_ptr<v1::ActorService:
 bool CallStream::Enqueue(absl::string_view method, absl::string_view args, absl::Duration timeout,
                          std::promise<CallResult>& done) {
   const size_t bytes = method.size() + args.size() + kCallOverhead;
-  bool write;
+  bool write, earliest = false;
+  const absl::Time deadline = absl::Now() + timeout;
   {
     absl::MutexLock lock(&mu_);
     if (ended_) return false;
     const uint64_t id = first_id_ + slots_.size();
+    if (deadline != absl::InfiniteFuture()) {
+      while (!deadlines_.empty() && SettledLocked(deadlines_.top().second)) deadlines_.pop();
+      earliest = deadlines_.empty() || deadline < deadlines_.top().first;
+      deadlines_.emplace(deadline, id);
+    }
     Slot& slot = slots_.emplace_back();
     slot.done = std::move(done);
-    slot.deadline = absl::Now() + timeout;
     slot.timeout = timeout;
     slot.method.assign(method.data(), method.size());
     if (queued_.back().msg.calls_size() > 0 && queued_.back().bytes + bytes > options_.max_message_bytes)
@@ -71,7 +76,12 @@ bool CallStream::Enqueue(absl::string_view method, absl::string_view args, absl:
     write = TakeBatchLocked();
   }
   if (write) StartWrite(&out_);
+  if (earliest && options_.on_earlier_deadline) options_.on_earlier_deadline(deadline);
   return true;
+}
+
+bool CallStream::SettledLocked(uint64_t id) const {
+  return id < first_id_ || id - first_id_ >= slots_.size() || slots_[id - first_id_].answered;
 }
 
 bool CallStream::TakeBatchLocked() {
@@ -153,18 +163,18 @@ absl::Time CallStream::Expire(absl::Time now) {
   absl::Time earliest = absl::InfiniteFuture();
   {
     absl::MutexLock lock(&mu_);
-    for (Slot& slot : slots_) {
-      if (slot.answered) continue;
-      if (slot.deadline > now) {
-        earliest = std::min(earliest, slot.deadline);
-        continue;
-      }
+    while (!deadlines_.empty() && deadlines_.top().first <= now) {
+      const uint64_t id = deadlines_.top().second;
+      deadlines_.pop();
+      if (SettledLocked(id)) continue;  // answered before its deadline
+      Slot& slot = slots_[id - first_id_];
       slot.answered = true;
       expired.emplace_back(std::move(slot.done),
                            absl::DeadlineExceededError(absl::StrCat(
                                "actor ", options_.actor_id, ": call to \"", slot.method,
                                "\" got no result within ", absl::FormatDuration(slot.timeout))));
     }
+    if (!deadlines_.empty()) earliest = deadlines_.top().first;
     PopAnsweredLocked();
   }
   for (auto& [done, status] : expired) done.set_value(status);
@@ -178,6 +188,7 @@ std::vector<std::promise<CallResult>> CallStream::TakeUnansweredLocked() {
     if (!slot.answered) unanswered.push_back(std::move(slot.done));
   first_id_ += slots_.size();
   slots_.clear();
+  deadlines_ = {};
   return unanswered;
 }
 

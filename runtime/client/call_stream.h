@@ -6,7 +6,10 @@
 // stream is idle is written at once). Each batch stays under `max_message_bytes`. Results come
 // back in batches and complete the callers' futures by call id, on gRPC's callback threads.
 // Every call has a deadline; Expire() fails those past it with DEADLINE_EXCEEDED while the
-// stream lives on.
+// stream lives on. Pending deadlines are kept in a min-heap of (deadline, call id), so Expire
+// touches only the calls it fails (and entries of calls answered meanwhile) and says when the
+// next one is due; a call whose deadline comes before every other pending one is reported to
+// the owner (on_earlier_deadline), whose expiry loop may be asleep until a later one.
 //
 // When the stream ends (the actor died, the connection broke, the host stopped or refused the
 // stream), every call not yet answered is handed to `on_end` with the final status, so the
@@ -24,7 +27,9 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <queue>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -60,6 +65,9 @@ struct CallStreamOptions {
   std::string caller_id;
   size_t max_message_bytes = 0;
   std::function<void(StreamEnd)> on_end;
+  // Called by Enqueue, on the caller's thread and outside the stream's lock, with the new
+  // call's deadline when it is earlier than every deadline the stream had pending. Optional.
+  std::function<void(absl::Time)> on_earlier_deadline;
 };
 
 class CallStream final : public grpc::ClientBidiReactor<v1::ActorCallBatch, v1::ActorResultBatch>,
@@ -78,8 +86,9 @@ class CallStream final : public grpc::ClientBidiReactor<v1::ActorCallBatch, v1::
   bool Enqueue(absl::string_view method, absl::string_view args, absl::Duration timeout,
                std::promise<CallResult>& done);
 
-  // Fails the calls whose deadline is past `now`; returns the earliest deadline still
-  // pending (InfiniteFuture when none).
+  // Fails the calls whose deadline is past `now`; returns the earliest deadline still in the
+  // heap (InfiniteFuture when none). That may be the deadline of a call answered meanwhile
+  // (entries are dropped lazily), so a caller that sleeps until it wakes early, never late.
   absl::Time Expire(absl::Time now);
 
   // For the owner's destruction: fails every pending call with `why` and cancels the RPC.
@@ -100,8 +109,7 @@ class CallStream final : public grpc::ClientBidiReactor<v1::ActorCallBatch, v1::
 
   struct Slot {
     std::promise<CallResult> done;
-    absl::Time deadline;
-    absl::Duration timeout;
+    absl::Duration timeout;  // for the error; the deadline is in deadlines_
     std::string method;
     bool answered = false;
   };
@@ -117,6 +125,8 @@ class CallStream final : public grpc::ClientBidiReactor<v1::ActorCallBatch, v1::
   // flight, not yet released). The caller calls RemoveHold once mu_ is released.
   bool ReleaseHoldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PopAnsweredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether call `id` has its result (or failed, or was handed over): no slot, or answered.
+  bool SettledLocked(uint64_t id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the stream for new calls and hands over the promises of every call not answered.
   std::vector<std::promise<CallResult>> TakeUnansweredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -133,6 +143,12 @@ class CallStream final : public grpc::ClientBidiReactor<v1::ActorCallBatch, v1::
   // Slot i is call id first_id_ + i; answered slots at the front are popped.
   std::deque<Slot> slots_ ABSL_GUARDED_BY(mu_);
   uint64_t first_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // (deadline, call id) of calls with a finite timeout, earliest on top. Settled calls leave
+  // lazily: from the top, when Enqueue or Expire meets them. Whatever sits under the earliest
+  // unsettled deadline stays until that call settles, as slots_ keeps every slot after its
+  // oldest unanswered call: both are bounded by the calls made within one timeout.
+  using Deadline = std::pair<absl::Time, uint64_t>;
+  std::priority_queue<Deadline, std::vector<Deadline>, std::greater<Deadline>> deadlines_ ABSL_GUARDED_BY(mu_);
   std::deque<OutBatch> queued_ ABSL_GUARDED_BY(mu_);  // calls not yet written, split by size
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;

@@ -82,6 +82,7 @@ Client::~Client() {
     stop_ = true;
   }
   streams_cv_.SignalAll();
+  expire_cv_.SignalAll();
   expirer_.join();
   explainer_.join();
 }
@@ -361,7 +362,8 @@ absl::StatusOr<std::shared_ptr<CallStream>> Client::StreamFor(const std::string&
   Route& r = it->second;
   if (r.stream != nullptr && r.stream.get() != ended && !r.stream->ended()) return r.stream;
   client_internal::CallStreamOptions o{actor_id, r.address, token_, caller_id_, options_.max_message_bytes,
-                                       [this](StreamEnd end) { OnStreamEnd(std::move(end)); }};
+                                       [this](StreamEnd end) { OnStreamEnd(std::move(end)); },
+                                       [this](absl::Time deadline) { OnEarlierDeadline(deadline); }};
   r.stream = CallStream::Create(r.stub, r.next_seq, std::move(o));
   {
     absl::MutexLock streams(&streams_mu_);
@@ -379,16 +381,34 @@ void Client::OnStreamEnd(StreamEnd end) {
   streams_cv_.SignalAll();
 }
 
+namespace {
+int64_t ExpiryNanos(absl::Time t) {
+  return t == absl::InfiniteFuture() ? std::numeric_limits<int64_t>::max() : absl::ToUnixNanos(t);
+}
+}  // namespace
+
 void Client::ExpireLoop() {
   absl::MutexLock lock(&streams_mu_);
   while (!stop_) {
-    absl::Time now = absl::Now();
-    // New calls' deadlines are at least a short timeout away; 100 ms bounds how late any is
-    // noticed.
-    absl::Time next = now + absl::Milliseconds(100);
+    // "Never" while scanning: a stream scanned already that gains an earlier deadline now
+    // finds it earlier than this, and waits on streams_mu_ to lower what the scan sets below.
+    next_expiry_ns_.store(std::numeric_limits<int64_t>::max());
+    absl::Time now = absl::Now(), next = absl::InfiniteFuture();
     for (CallStream* s : live_) next = std::min(next, s->Expire(now));
-    streams_cv_.WaitWithDeadline(&streams_mu_, next);
+    next_expiry_ns_.store(ExpiryNanos(next));
+    expire_cv_.WaitWithDeadline(&streams_mu_, next);
   }
+}
+
+void Client::OnEarlierDeadline(absl::Time deadline) {
+  // The common case (a steady flow of calls with one timeout): each new deadline is later
+  // than the one the loop already waits for.
+  const int64_t ns = ExpiryNanos(deadline);
+  if (ns >= next_expiry_ns_.load()) return;
+  absl::MutexLock lock(&streams_mu_);
+  if (ns >= next_expiry_ns_.load()) return;
+  next_expiry_ns_.store(ns);
+  expire_cv_.Signal();
 }
 
 void Client::FailureLoop() {

@@ -28,6 +28,7 @@
 #include <atomic>
 #include <deque>
 #include <future>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -175,7 +176,12 @@ class Client {
   absl::StatusOr<std::shared_ptr<client_internal::CallStream>> StreamFor(
       const std::string& actor_id, const client_internal::CallStream* ended);
   void OnStreamEnd(client_internal::StreamEnd end);
-  void ExpireLoop();   // fails streamed calls past their deadline
+  // Fails streamed calls past their deadline: sleeps until the earliest deadline any stream
+  // has pending, or until OnEarlierDeadline brings a new earlier one.
+  void ExpireLoop();
+  // A stream's new earliest deadline (CallStreamOptions::on_earlier_deadline): wakes the
+  // expiry loop when it sleeps past `deadline`. Cheap (one atomic load) when it does not.
+  void OnEarlierDeadline(absl::Time deadline);
   void FailureLoop();  // explains ended streams to their unanswered calls
 
   const std::string token_;
@@ -196,6 +202,12 @@ class Client {
   absl::flat_hash_set<client_internal::CallStream*> live_ ABSL_GUARDED_BY(streams_mu_);
   std::deque<client_internal::StreamEnd> ended_ ABSL_GUARDED_BY(streams_mu_);
   bool stop_ ABSL_GUARDED_BY(streams_mu_) = false;
+  // When the expiry loop wakes next (unix ns; INT64_MAX: not before it is told). Written by
+  // the loop under streams_mu_, INT64_MAX while it scans the streams, so that a deadline a
+  // stream gains during the scan is always brought to it; read without the lock by
+  // OnEarlierDeadline, which takes the lock only to lower it.
+  std::atomic<int64_t> next_expiry_ns_{std::numeric_limits<int64_t>::max()};
+  absl::CondVar expire_cv_;  // wakes the expiry loop (a new earlier deadline, or stop_)
   std::thread expirer_;
   std::thread explainer_;
 };

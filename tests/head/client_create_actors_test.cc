@@ -1,8 +1,12 @@
-// skyrl::Client::CreateActors against the head's real ActorDirectory service (callback API,
-// in process over gRPC), with workers replaced by a fake that starts actors at once and fails
-// class "broken" like a constructor error.
+// skyrl::Client against the head's real ActorDirectory service (callback API, in process over
+// gRPC), with workers replaced by a fake that starts actors at once and fails class "broken"
+// like a constructor error: CreateActors, and the deadlines of streamed calls (to a fake actor
+// service that answers when the test says).
 #include <gtest/gtest.h>
 #include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <future>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/client/client.h"
@@ -26,9 +30,10 @@ class FakeWorkers final : public WorkerClient {
   absl::StatusOr<v1::StartActorReply> StartActor(const std::string& address, const v1::StartActorRequest& req) override {
     if (req.class_name() == "broken") return absl::FailedPreconditionError("constructor of broken failed: no config");
     v1::StartActorReply r;
-    r.set_address(absl::StrCat(address, "/", req.actor_id()));
+    r.set_address(actor_address.empty() ? absl::StrCat(address, "/", req.actor_id()) : actor_address);
     return r;
   }
+  std::string actor_address;  // where every actor serves, when set (before any create)
   absl::Status KillActor(const std::string&, const std::string&) override { return absl::OkStatus(); }
 };
 
@@ -96,6 +101,106 @@ TEST(ClientCreateActorsTest, EachItemIsCreatedOrExplainedOnItsOwn) {
   EXPECT_EQ(actors.List().size(), before);
   EXPECT_TRUE((*client)->CreateActors({}).empty());
   loopback.server->Shutdown();
+}
+
+// An actor's CallStream that answers "now" at once, holds "hold" calls unanswered, and
+// answers every held call with "late" when it gets "release".
+class HoldingActor final : public v1::ActorService::Service {
+ public:
+  grpc::Status CallStream(grpc::ServerContext*,
+                          grpc::ServerReaderWriter<v1::ActorResultBatch, v1::ActorCallBatch>* stream) override {
+    std::vector<uint64_t> held;
+    for (v1::ActorCallBatch in; stream->Read(&in);) {
+      v1::ActorResultBatch out;
+      auto answer = [&](uint64_t id, const std::string& result) {
+        v1::StreamedResult* r = out.add_results();
+        r->set_call_id(id);
+        r->set_result(result);
+      };
+      for (const v1::StreamedCall& c : in.calls()) {
+        if (c.method() == "hold") {
+          held.push_back(c.call_id());
+          continue;
+        }
+        if (c.method() == "release") {
+          for (uint64_t id : held) answer(id, "late");
+          held.clear();
+        }
+        answer(c.call_id(), "now");
+      }
+      if (out.results_size() > 0 && !stream->Write(out)) break;
+    }
+    return grpc::Status::OK;
+  }
+};
+
+using CallFuture = std::future<absl::StatusOr<std::string>>;
+bool Settled(CallFuture& f) { return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
+
+TEST(ClientCallDeadlineTest, EachStreamedCallFailsAtItsOwnDeadlineAndTheOthersGoOn) {
+  store::MemoryStore store;
+  FakeClock clock;
+  FakeWorkers workers;
+  NodeManager nodes(store, clock, {absl::Seconds(1), 5});
+  ResourceTracker tracker;
+  ActorManager actors(store, nodes, tracker, workers, clock);
+  PlacementGroupManager groups(store, tracker, actors, clock);
+  SchedulingNodeListener listener(tracker, actors, groups);
+  nodes.SetListener(&listener);
+  v1::NodeInfo node;
+  node.set_address("127.0.0.1:1");
+  (*node.mutable_resources_total())["CPU"] = 8;
+  ASSERT_TRUE(nodes.Register(node).ok());
+  HoldingActor holding;
+  testing::LoopbackServer actor_server = testing::StartLoopbackServer({&holding});
+  ASSERT_TRUE(actor_server.server && actor_server.port > 0);
+  workers.actor_address = actor_server.address();
+  rpc::TokenAuth auth(kToken);
+  ActorDirectoryImpl service(actors, auth);
+  testing::LoopbackServer head = testing::StartLoopbackServer({&service});
+  ASSERT_TRUE(head.server && head.port > 0);
+
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(head.address(), kToken);
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<ActorHandle> actor = (*client)->CreateActor("holding", ActorOptions{});
+  ASSERT_TRUE(actor.ok()) << actor.status();
+  ASSERT_EQ(*(*client)->Call(*actor, "now", ""), "now");  // the stream is open
+
+  // The first call's deadline is far away, so the expiry loop sleeps until then; each later,
+  // earlier deadline must wake it. Deadlines are a second or more apart, so the order holds
+  // on a loaded machine; no call may fail before its own deadline.
+  const absl::Time start = absl::Now();
+  CallFuture far = (*client)->CallAsync(*actor, "hold", "", absl::Seconds(120));
+  const std::vector<absl::Duration> timeouts = {absl::Milliseconds(300), absl::Milliseconds(1500),
+                                                absl::Milliseconds(2700)};
+  std::vector<CallFuture> held;
+  // Enqueued latest deadline first: each is a new earliest deadline of the stream.
+  for (auto t = timeouts.rbegin(); t != timeouts.rend(); ++t) held.push_back((*client)->CallAsync(*actor, "hold", "", *t));
+  std::reverse(held.begin(), held.end());
+  EXPECT_EQ(*(*client)->Call(*actor, "now", ""), "now") << "a call after held ones is answered";
+  for (size_t i = 0; i < held.size(); ++i) {
+    ASSERT_EQ(held[i].wait_for(std::chrono::seconds(30)), std::future_status::ready)
+        << "the call with timeout " << timeouts[i] << " never failed: the expiry loop slept through it";
+    absl::Duration waited = absl::Now() - start;
+    for (size_t j = i + 1; j < held.size(); ++j)
+      EXPECT_FALSE(Settled(held[j])) << "timeout " << timeouts[j] << " settled before " << timeouts[i];
+    EXPECT_FALSE(Settled(far));
+    absl::StatusOr<std::string> r = held[i].get();
+    EXPECT_TRUE(absl::IsDeadlineExceeded(r.status())) << r.status();
+    EXPECT_NE(r.status().message().find(absl::StrCat("within ", absl::FormatDuration(timeouts[i]))),
+              absl::string_view::npos)
+        << r.status();
+    EXPECT_GE(waited, timeouts[i]) << "failed before its deadline";
+  }
+  // The stream lives on: the far call is still pending, and answered when the actor answers.
+  EXPECT_EQ(*(*client)->Call(*actor, "release", ""), "now");
+  ASSERT_EQ(far.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  absl::StatusOr<std::string> late = far.get();
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(*late, "late");
+  client->reset();
+  actor_server.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  head.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
 }
 
 }  // namespace
