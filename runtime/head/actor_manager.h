@@ -98,6 +98,8 @@ class ActorManager {
   // admitted in order, so a name taken by an earlier item of the batch is AlreadyExists.
   void CreateBatchAsync(std::vector<v1::ActorSpec> specs, BatchDone done);
   absl::StatusOr<v1::ActorInfo> Get(const ActorId& id) const;
+  // The live actor of that name (from the live-name index), else a DEAD one still kept (a
+  // scan: only for names no live actor holds), else NotFound. Empty `ns`: "default".
   absl::StatusOr<v1::ActorInfo> GetByName(absl::string_view ns, absl::string_view name) const;
   absl::Status Kill(const ActorId& id);
   // Kill, with `done` once the worker has been told (or could not be reached: logged).
