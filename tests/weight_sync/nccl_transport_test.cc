@@ -3,6 +3,10 @@
 // nccl_transport_contract_test.cc.
 #include "weight_sync/nccl/nccl_transport.h"
 
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <iostream>
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -71,6 +75,70 @@ TEST(NcclBroadcastGroupsTest, EmptyStreamsAreLeftOutAndDistinctStreamsStayAlone)
   EXPECT_THAT(groups, ::testing::ElementsAre(::testing::ElementsAre(0u, 3u), ::testing::ElementsAre(2u)));
 }
 
+// Polls `done` every 50 us until it says true or `limit` passes; false on timeout.
+template <typename F>
+bool PollFor(absl::Duration limit, F done) {
+  const absl::Time deadline = absl::Now() + limit;
+  while (!done()) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Microseconds(50));
+  }
+  return true;
+}
+
+// The libnccl and driver this binary runs against work, the way the transport uses them: a
+// one-rank non-blocking communicator (config from the nccl.h we built with) sends a buffer to
+// itself in a group. Tells a broken environment (a libnccl older than our headers, a driver
+// mismatch) from a bug in the transport, whose tests then fail for that reason too.
+TEST(NcclEnvironmentTest, OneRankNonBlockingCommunicatorSendsToItself) {
+  if (std::string why = testing::MissingCudaDevices(1); !why.empty()) GTEST_SKIP() << why;
+  int version = 0;
+  ASSERT_EQ(ncclGetVersion(&version), ncclSuccess);
+  std::cout << "NCCL runtime " << version << ", headers " << NCCL_VERSION_CODE << "\n";
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, 1, id, 0, &config);
+  ASSERT_TRUE(r == ncclSuccess || r == ncclInProgress) << ncclGetErrorString(r);
+  ncclResult_t state = ncclInProgress;
+  auto settled = [&] {
+    ncclCommGetAsyncError(comm, &state);
+    return state != ncclInProgress;
+  };
+  ASSERT_TRUE(PollFor(absl::Seconds(30), settled)) << "init of one rank did not finish";
+  ASSERT_EQ(state, ncclSuccess) << ncclGetErrorString(state);
+
+  constexpr size_t kBytes = 1 << 20;
+  std::vector<uint8_t> sent(kBytes), got(kBytes, 0);
+  for (size_t i = 0; i < kBytes; ++i) sent[i] = static_cast<uint8_t>(i * 31 + 7);
+  void *src = nullptr, *dst = nullptr;
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaMalloc(&src, kBytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dst, kBytes), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(src, sent.data(), kBytes, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemset(dst, 0, kBytes), cudaSuccess);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(ncclSend(src, kBytes, ncclUint8, 0, comm, stream), ncclSuccess);
+  EXPECT_EQ(ncclRecv(dst, kBytes, ncclUint8, 0, comm, stream), ncclSuccess);
+  r = ncclGroupEnd();
+  ASSERT_TRUE(r == ncclSuccess || r == ncclInProgress) << ncclGetErrorString(r);
+  ASSERT_TRUE(PollFor(absl::Seconds(30), settled)) << "enqueue did not finish";
+  ASSERT_EQ(state, ncclSuccess) << ncclGetErrorString(state);
+  ASSERT_TRUE(PollFor(absl::Seconds(30), [&] { return cudaStreamQuery(stream) != cudaErrorNotReady; }))
+      << "the send to itself did not complete";
+  ASSERT_EQ(cudaStreamQuery(stream), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(got.data(), dst, kBytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_TRUE(got == sent);
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  cudaStreamDestroy(stream);
+  cudaFree(src);
+  cudaFree(dst);
+}
+
 TEST(NcclTransportTest, WithoutADeviceCreationFailsClearly) {
   if (testing::CudaDevices() > 0) GTEST_SKIP() << "this machine has a CUDA device; the no-device path is not reachable";
   InMemoryRendezvous rdv;
@@ -136,7 +204,8 @@ TEST(NcclTransportTest, BroadcastToReplicasWithChecksumsOverTwoVersions) {
 }
 
 // What one GPU can check (NCCL refuses two ranks of one communicator on one device, so no sync
-// runs on one): creation is bounded and cleans up when the communicator cannot form.
+// runs on one): creation is bounded and cleans up when the communicator cannot form. (And
+// NcclEnvironmentTest above: the NCCL library works here at all.)
 
 // Sender 0 of a two-rank world whose receiver never comes: NCCL's bootstrap waits for it until
 // init_timeout, then the pending communicator is aborted and creation fails, without a hang.
