@@ -16,6 +16,7 @@
 #include "weight_sync/checksum.h"
 #include "weight_sync/plan/model_zoo.h"
 #include "weight_sync/rendezvous.h"
+#include "weight_sync/tcp/listener.h"  // HostIdentity
 #include "weight_sync/tcp/tcp_transport.h"
 
 namespace skyrl::weight_sync {
@@ -318,7 +319,10 @@ struct SameHostRun {
 SameHostRun SyncThrough(bool sender_same_host, const std::function<std::string(std::string)>& edit_where) {
   SameHostRun out;
   auto w = MakeWorld(OneMatrix(512, 512), Layout::Of(ModelParallel{}), Layout::Engines(1, ModelParallel{}));
-  EXPECT_TRUE(w.ok());
+  if (!w.ok()) {
+    ADD_FAILURE() << w.status();
+    return out;
+  }
   InMemoryRendezvous receiver_rdv, sender_rdv;
   TcpOptions ro;
   ro.rendezvous = &receiver_rdv;
@@ -326,9 +330,11 @@ SameHostRun SyncThrough(bool sender_same_host, const std::function<std::string(s
   ro.transfer.checksums = true;
   ro.transfer.io_timeout = absl::Seconds(5);
   auto receiver = CreateTcpTransport(ro);
-  EXPECT_TRUE(receiver.ok()) << receiver.status();
   auto where = receiver_rdv.Get("weight_sync/receiver/0", absl::Seconds(1));
-  EXPECT_TRUE(where.ok());
+  if (!receiver.ok() || !where.ok()) {
+    ADD_FAILURE() << receiver.status() << " / " << where.status();
+    return out;
+  }
   EXPECT_TRUE(sender_rdv.Put("weight_sync/receiver/0", edit_where(*where)).ok());
   TcpStats stats;
   TcpOptions so = ro;
@@ -337,7 +343,10 @@ SameHostRun SyncThrough(bool sender_same_host, const std::function<std::string(s
   so.same_host_unix_socket = sender_same_host;
   so.stats = &stats;
   auto sender = CreateTcpTransport(so);
-  EXPECT_TRUE(sender.ok());
+  if (!sender.ok()) {
+    ADD_FAILURE() << sender.status();
+    return out;
+  }
   auto weights = (*w)->Weights(1);
   VersionedShard shard((*w)->rlayout[0].Bytes());
   std::thread rt([&] { out.received = (*receiver)->Receive(1, (*w)->recv_sched[0], shard); });
@@ -351,6 +360,7 @@ SameHostRun SyncThrough(bool sender_same_host, const std::function<std::string(s
 }
 
 TEST(TcpSameHostTest, ASenderOnTheReceiversHostUsesItsUnixSocket) {
+  if (tcp_internal::HostIdentity().empty()) GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
   std::string published;
   SameHostRun r = SyncThrough(true, [&](std::string where) {
     published = where;
@@ -392,6 +402,53 @@ TEST(TcpSameHostTest, AUnixNameThatIsGoneFallsBackToTcp) {
   EXPECT_TRUE(r.bytes_ok);
   EXPECT_EQ(r.local, 0);
   EXPECT_EQ(r.tcp, 1);
+}
+
+// The rendezvous value comes from another process: a malformed one is an error naming it.
+TEST(TcpSameHostTest, AMalformedAddressIsAnErrorNamingIt) {
+  auto w = MakeWorld(OneMatrix(64, 64), Layout::Of(ModelParallel{}), Layout::Engines(1, ModelParallel{}));
+  ASSERT_TRUE(w.ok());
+  std::vector<uint8_t> src = (*w)->SenderShard(0, (*w)->Weights(1));
+  for (const std::string& bad :
+       {std::string("no-port"), std::string("127.0.0.1:0"), std::string("not-an-ip:80"),
+        absl::StrCat("127.0.0.1:9 local=", std::string(200, 'x'), " host=", tcp_internal::HostIdentity())}) {
+    InMemoryRendezvous rdv;
+    ASSERT_TRUE(rdv.Put("weight_sync/receiver/0", bad).ok());
+    TcpOptions o;
+    o.rendezvous = &rdv;
+    o.transfer.io_timeout = absl::Seconds(2);
+    auto sender = CreateTcpTransport(o);
+    ASSERT_TRUE(sender.ok());
+    absl::Status st = (*sender)->Send(1, (*w)->send_sched[0], absl::MakeConstSpan(src));
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad.substr(0, 40) << ": " << st;
+    EXPECT_THAT(std::string(st.message()), HasSubstr("rendezvous gave address")) << st;
+  }
+}
+
+TEST(TcpSameHostTest, AnIpv6ReceiverIsReachable) {
+  auto w = MakeWorld(OneMatrix(64, 64), Layout::Of(ModelParallel{}), Layout::Engines(1, ModelParallel{}));
+  ASSERT_TRUE(w.ok());
+  InMemoryRendezvous rdv;
+  TcpOptions o;
+  o.rendezvous = &rdv;
+  o.same_host_unix_socket = false;
+  o.bind_host = "::1";
+  o.receiver_rank = 0;
+  auto receiver = CreateTcpTransport(o);
+  if (!receiver.ok()) GTEST_SKIP() << "no IPv6 loopback here: " << receiver.status();
+  o.receiver_rank = -1;
+  auto sender = CreateTcpTransport(o);
+  ASSERT_TRUE(sender.ok());
+  auto weights = (*w)->Weights(1);
+  VersionedShard shard((*w)->rlayout[0].Bytes());
+  absl::Status got;
+  std::thread rt([&] { got = (*receiver)->Receive(1, (*w)->recv_sched[0], shard); });
+  std::vector<uint8_t> src = (*w)->SenderShard(0, weights);
+  absl::Status sent = (*sender)->Send(1, (*w)->send_sched[0], absl::MakeConstSpan(src));
+  rt.join();
+  ASSERT_TRUE(sent.ok()) << sent;
+  ASSERT_TRUE(got.ok()) << got;
+  EXPECT_TRUE(*shard.Current().bytes == (*w)->Expected(0, weights));
 }
 
 TEST(TcpSameHostTest, AReceiverThatDisallowsItOffersNoUnixSocket) {

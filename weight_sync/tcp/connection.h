@@ -4,6 +4,7 @@
 // method safe to call from others.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <optional>
@@ -42,7 +43,8 @@ class Connection {
     std::optional<error_code> result;
     start([&result](const error_code& ec, auto&&...) { result = ec; });
     io_.restart();
-    io_.run_for(std::chrono::nanoseconds(absl::ToInt64Nanoseconds(timeout)));
+    // Clamped: an infinite timeout would overflow the clock's arithmetic.
+    io_.run_for(std::chrono::nanoseconds(absl::ToInt64Nanoseconds(std::min(timeout, absl::Hours(24 * 365)))));
     if (!result) {
       error_code ignored;
       socket_.close(ignored);

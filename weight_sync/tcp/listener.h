@@ -13,9 +13,11 @@
 #pragma once
 
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #include <atomic>
 #include <cstdint>
+#include <algorithm>
 #include <deque>
 #include <fstream>
 #include <memory>
@@ -42,6 +44,9 @@ inline const std::string& HostIdentity() {
   return id;
 }
 
+// Longest a Unix-domain abstract name may be: sun_path less the leading NUL.
+inline constexpr size_t kMaxLocalName = sizeof(sockaddr_un::sun_path) - 1;
+
 class Listener {
  public:
   Listener() : tcp_(io_) {}
@@ -64,22 +69,24 @@ class Listener {
     if (!ec) tcp_.bind(ep, ec);
     if (!ec) tcp_.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) return ec;
-    Arm(tcp_, tcp_pending_);
     if (same_host && !HostIdentity().empty()) OpenLocal();
-    return {};
+    return ArmAll();
   }
 
   int port() const { return tcp_.local_endpoint().port(); }
   // The abstract name senders on this host dial (without its leading NUL), or empty.
   const std::string& local_name() const { return local_name_; }
 
-  // Takes the next accepted connection, waiting at most `timeout`; returns timed_out then, or
-  // operation_aborted once `stop` is set and Wake() called. Connections accepted while no one
-  // waited (a sender of the next version that connected early) are kept for later calls.
+  // Takes the next accepted connection, waiting at most `timeout`; returns timed_out then,
+  // operation_aborted as soon as `stop` is set (and Wake() called), or the error an accept
+  // failed with. Connections accepted while no one waited (a sender of the next version that
+  // connected early) stay queued for later calls, also when `stop` ends this one.
   error_code Accept(std::unique_ptr<Connection>& out, absl::Duration timeout, const std::atomic<bool>& stop) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(absl::ToInt64Nanoseconds(timeout));
-    while (ready_.empty()) {
+    const auto deadline = std::chrono::steady_clock::now() + ClampedNanos(timeout);
+    for (;;) {
       if (stop.load()) return asio::error::operation_aborted;
+      if (!ready_.empty()) break;
+      if (error_code ec = ArmAll(); ec) return ec;
       const auto now = std::chrono::steady_clock::now();
       if (now >= deadline) return asio::error::timed_out;
       if (io_.stopped()) io_.restart();
@@ -92,10 +99,12 @@ class Listener {
   }
 
   // Runs what is already due (accepts that completed, Wake()s from an earlier sync) without
-  // waiting, so a stale wake-up cannot end the next sync's first Accept.
+  // waiting, and forgets accept errors nobody waited for: they must not fail the next sync
+  // (its Accept re-arms the acceptor and sees a lasting error itself).
   void Poll() {
     if (io_.stopped()) io_.restart();
     io_.poll();
+    std::erase_if(ready_, [](const Ready& r) { return static_cast<bool>(r.ec); });
   }
 
   // Thread-safe: makes a blocked Accept look at its `stop` flag.
@@ -106,6 +115,16 @@ class Listener {
     error_code ec;
     std::unique_ptr<Connection> conn;
   };
+  // One acceptor and the connection its outstanding accept fills (null: not armed).
+  template <typename Acceptor>
+  struct Slot {
+    Acceptor* acceptor = nullptr;
+    std::unique_ptr<Connection> pending;
+  };
+
+  static std::chrono::nanoseconds ClampedNanos(absl::Duration d) {
+    return std::chrono::nanoseconds(absl::ToInt64Nanoseconds(std::min(d, absl::Hours(24 * 365))));
+  }
 
   void OpenLocal() {
     std::random_device rd;
@@ -122,26 +141,40 @@ class Listener {
       return;
     }
     local_name_ = std::move(name);
-    Arm(*local_, local_pending_);
+    local_slot_.acceptor = &*local_;
   }
 
-  // Keeps one accept outstanding on `acceptor`; each completion queues its connection (or the
-  // error) and arms the next.
+  // Keeps one accept outstanding on each open acceptor. A completion queues its connection
+  // (or its error) and leaves the slot unarmed; the next Accept arms it again, so a lasting
+  // accept error (out of descriptors) costs one failed Accept, not a loop.
+  error_code ArmAll() {
+    tcp_slot_.acceptor = &tcp_;
+    if (error_code ec = Arm(tcp_slot_); ec) return ec;
+    if (local_) return Arm(local_slot_);
+    return {};
+  }
   template <typename Acceptor>
-  void Arm(Acceptor& acceptor, std::unique_ptr<Connection>& pending) {
-    pending = std::make_unique<Connection>();
-    acceptor.async_accept(pending->socket(), [this, &acceptor, &pending](const error_code& ec) {
-      ready_.push_back({ec, std::move(pending)});
-      if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;  // shutting down
-      Arm(acceptor, pending);
+  error_code Arm(Slot<Acceptor>& slot) {
+    if (slot.pending != nullptr || slot.acceptor == nullptr || !slot.acceptor->is_open()) return {};
+    try {
+      slot.pending = std::make_unique<Connection>();  // its io_context needs descriptors
+    } catch (const boost::system::system_error& e) {
+      return e.code();
+    }
+    slot.acceptor->async_accept(slot.pending->socket(), [this, &slot](const error_code& ec) {
+      if (ec == asio::error::operation_aborted) return;  // closing: slot.pending dies with us
+      ready_.push_back({ec, ec ? nullptr : std::move(slot.pending)});
+      slot.pending.reset();
     });
+    return {};
   }
 
   asio::io_context io_;
   tcp::acceptor tcp_;
   std::optional<local::acceptor> local_;
   std::string local_name_;
-  std::unique_ptr<Connection> tcp_pending_, local_pending_;
+  Slot<tcp::acceptor> tcp_slot_;
+  Slot<local::acceptor> local_slot_;
   std::deque<Ready> ready_;
 };
 

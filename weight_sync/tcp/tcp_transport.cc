@@ -182,17 +182,31 @@ absl::Status TcpTransport::Dial(absl::string_view where, Connection& c) {
     if (absl::ConsumePrefix(&fields[i], "local=")) local_name = fields[i];
     else if (absl::ConsumePrefix(&fields[i], "host=")) host_id = fields[i];
   }
-  std::vector<std::string> hp = absl::StrSplit(fields[0], absl::MaxSplits(':', 1));
+  // host:port, split at the last ':' so that IPv6 hosts ("::1:7000" or "[::1]:7000") parse.
+  const size_t colon = fields[0].rfind(':');
   int port = 0;
   error_code ec;
   asio::ip::address addr;
-  if (hp.size() == 2) addr = asio::ip::make_address(hp[0], ec);
-  if (hp.size() != 2 || ec || !absl::SimpleAtoi(hp[1], &port) || port <= 0 || port > 65535)
+  if (colon != absl::string_view::npos) {
+    absl::string_view host = fields[0].substr(0, colon);
+    if (absl::ConsumePrefix(&host, "[")) absl::ConsumeSuffix(&host, "]");
+    addr = asio::ip::make_address(std::string(host), ec);
+  }
+  if (colon == absl::string_view::npos || ec || !absl::SimpleAtoi(fields[0].substr(colon + 1), &port) || port <= 0 ||
+      port > 65535)
     return absl::InvalidArgumentError(absl::StrCat("rendezvous gave address '", where, "'"));
+  if (local_name.size() > kMaxLocalName || local_name.find('\0') != absl::string_view::npos)
+    return absl::InvalidArgumentError(absl::StrCat("rendezvous gave address '", where, "': local= must be a name of 1 to ",
+                                                   kMaxLocalName, " bytes"));
 
   if (o_.same_host_unix_socket && !local_name.empty() && !HostIdentity().empty() && host_id == HostIdentity()) {
     local::endpoint ep(absl::StrCat(std::string(1, '\0'), local_name));
-    if (!c.Connect(ep, t.io_timeout)) {
+    // A listener on this host answers at once; the short bound only matters for a full backlog.
+    error_code local_ec = c.Connect(ep, std::min(t.io_timeout, absl::Seconds(2)));
+    // A non-blocking AF_UNIX connect to a full backlog says EAGAIN, which asio treats as "in
+    // progress" and then reports as connected: ask for the peer to be sure.
+    if (!local_ec) c.socket().remote_endpoint(local_ec);
+    if (!local_ec) {
       // Bigger socket buffers mean fewer wakeups per byte (capped by net.core.wmem_max).
       c.socket().set_option(asio::socket_base::send_buffer_size(kLocalSendBuffer), ec);
       if (o_.stats != nullptr) ++o_.stats->local_connections;
