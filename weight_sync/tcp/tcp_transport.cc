@@ -332,6 +332,7 @@ absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, u
     RunCursor<uint8_t*> start = cursor;
     for (int64_t done = 0; done < len;) {
       const int64_t n = std::min(t.chunk_bytes, len - done);
+      // (TCP; a Unix socket's poll ignores SO_RCVLOWAT, so there it is harmless and idle.)
       // Wake only once kLowWater bytes wait (fewer wakeups and reads per byte), but never ask
       // for more than the stream still holds when only this chunk's last byte is missing (what
       // follows the chunk, plus one): otherwise its last bytes would never wake the reader.
