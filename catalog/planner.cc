@@ -636,6 +636,9 @@ absl::StatusOr<Plan> MakePlan(const Catalog& catalog, const PlanRequest& request
     std::optional<HardwareSpec> min = MinimumHardware(catalog, row, model, mode, cluster.gpu, placement, req,
                                                         cluster.host_memory_gb / cluster.shape.gpus_per_node);
     if (!min) return p.status();
+    // The minimum's nodes have their own host memory: the stated minimum's per GPU (what the
+    // search probed with), not the stated node's whole.
+    cluster.host_memory_gb = cluster.host_memory_gb * min->gpus_per_node / cluster.shape.gpus_per_node;
     cluster.shape = *min;
     absl::StatusOr<Plan> q = PlanOn(catalog, row, model, mode, cluster, placement, req);
     if (q.ok()) q->notes.insert(q->notes.begin(), absl::StrCat("no --cluster: planned on the smallest ", cluster.gpu.name,

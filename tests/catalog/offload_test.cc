@@ -4,9 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_replace.h"
 #include "catalog/planner.h"
 #include "catalog/render.h"
 #include "tests/catalog/test_catalog.h"
@@ -180,6 +184,53 @@ TEST(OffloadPlanTest, HostMemoryIsWhatRefusesGlm53OnFourStandardB300Nodes) {
   absl::StatusOr<Plan> v = MakePlan(cat, fsdp);
   EXPECT_TRUE(absl::IsInvalidArgument(v.status())) << v.status();
   EXPECT_TRUE(absl::StrContains(v.status().message(), "--optimizer-offload: Megatron-Core's CPU optimizer")) << v.status();
+}
+
+// Without --cluster, when the stated minimum does not fit, the plan goes to the smallest
+// cluster that does; its nodes must carry their own host memory (the GPU type's share for
+// their GPU count), which is what the offloaded optimizer is checked against and reported with.
+TEST(OffloadPlanTest, APlanOnTheSearchedMinimumGetsItsOwnNodesHostMemory) {
+  // A node with fewer GPUs than the reference system: Moonlight's row with its stated minimum
+  // lowered to 1x2 H100 (512 GB of host memory); with offload it plans on 1x4 (1024 GB).
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "offload_test_models";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(std::filesystem::path(SKYRL_TEST_MODELS_DIR) / "hardware.yaml", dir / "hardware.yaml",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ifstream in(std::filesystem::path(SKYRL_TEST_MODELS_DIR) / "moonlight.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  ASSERT_TRUE(absl::StrContains(text.str(), "min_hardware: 1x8xH100"));
+  std::ofstream(dir / "moonlight.yaml") << absl::StrReplaceAll(text.str(), {{"min_hardware: 1x8xH100", "min_hardware: 1x2xH100"}});
+  absl::StatusOr<Catalog> toy = Catalog::LoadDir(dir.string());
+  ASSERT_TRUE(toy.ok()) << toy.status();
+  PlanRequest req;
+  req.model = "Moonlight-16B-A3B";
+  req.assumptions.optimizer_offload = true;
+  absl::StatusOr<Plan> p = MakePlan(*toy, req);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->cluster.shape.ToString(), "1x4xH100");
+  ASSERT_GT(p->trainer.shape.offload_fraction, 0);  // the host memory is in use
+  const double share = p->cluster.gpu.HostMemoryGb(4);
+  EXPECT_DOUBLE_EQ(share, 1024);
+  EXPECT_DOUBLE_EQ(p->cluster.host_memory_gb, share);
+  EXPECT_DOUBLE_EQ(OffloadFactsOf(*p).host_usable_per_node, share * 1e9 * 0.8);
+  nlohmann::json j = nlohmann::json::parse(RenderPlanJson(*p));
+  EXPECT_DOUBLE_EQ(j.at("cluster").at("host_memory_gb").get<double>(), share);
+  EXPECT_DOUBLE_EQ(j.at("trainer").at("optimizer_offload").at("host_usable_gb_per_node").get<double>(), share * 0.8);
+  EXPECT_TRUE(absl::StrContains(RenderPlanText(*p), "of 819.2 GB usable (1024 GB per node)")) << RenderPlanText(*p);
+
+  // The real table the other way round: Qwen3-30B-A3B does not fit its row's 1x4 H100 (1024 GB
+  // hosts) and plans on a full 8-GPU node, whose host has the reference system's 2048 GB.
+  const Catalog& cat = RealCatalog();
+  PlanRequest qwen;
+  qwen.model = "Qwen3-30B-A3B";
+  qwen.assumptions.optimizer_offload = true;
+  absl::StatusOr<Plan> q = MakePlan(cat, qwen);
+  ASSERT_TRUE(q.ok()) << q.status();
+  ASSERT_EQ(q->cluster.shape.gpus_per_node, 8);
+  ASSERT_GT(q->trainer.shape.offload_fraction, 0);
+  EXPECT_DOUBLE_EQ(q->cluster.host_memory_gb, q->cluster.gpu.HostMemoryGb(8));
+  EXPECT_DOUBLE_EQ(OffloadFactsOf(*q).host_usable_per_node, 2048e9 * 0.8);
 }
 
 TEST(OffloadPlanTest, AnAutomaticRuleWouldPlanRowsBelowTheirStatedMinimum) {
