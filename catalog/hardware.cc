@@ -130,6 +130,18 @@ absl::StatusOr<HardwareSpec> ParseHardwareSpec(absl::string_view text, absl::str
   return h;
 }
 
+Cluster OnShape(const Cluster& base, HardwareSpec shape, const GpuType& gpu) {
+  Cluster c = base;
+  shape.gpu = gpu.name;
+  if (base.gpu.name != gpu.name)
+    c.host_memory_gb = gpu.HostMemoryGb(shape.gpus_per_node);
+  else if (shape.gpus_per_node != base.shape.gpus_per_node)
+    c.host_memory_gb = base.host_memory_gb * shape.gpus_per_node / base.shape.gpus_per_node;
+  c.gpu = gpu;
+  c.shape = shape;
+  return c;
+}
+
 absl::StatusOr<Cluster> ParseCluster(absl::string_view spec, const HardwareCatalog& hw) {
   std::string s(absl::StripAsciiWhitespace(spec));
   if (absl::EndsWith(s, ".yaml") || absl::EndsWith(s, ".yml") || s.find('/') != std::string::npos) {
@@ -142,13 +154,9 @@ absl::StatusOr<Cluster> ParseCluster(absl::string_view spec, const HardwareCatal
   if (h->gpu == "any") return absl::InvalidArgumentError("--cluster: name a GPU type (e.g. 2x8xB200), not \"GPUs\"");
   absl::StatusOr<GpuType> g = hw.Find(h->gpu);
   if (!g.ok()) return absl::InvalidArgumentError(absl::StrCat("--cluster: ", g.status().message()));
-  Cluster c;
-  c.gpu = *g;
-  c.shape = *h;
-  c.shape.gpu = g->name;
-  c.host_memory_gb = g->HostMemoryGb(c.shape.gpus_per_node);
-  c.host_usable_fraction = hw.host_usable_fraction();
-  return c;
+  Cluster defaults;
+  defaults.host_usable_fraction = hw.host_usable_fraction();
+  return OnShape(defaults, *h, *g);
 }
 
 absl::StatusOr<Cluster> ParseClusterYaml(const std::string& yaml_text, const std::string& file,
@@ -157,21 +165,21 @@ absl::StatusOr<Cluster> ParseClusterYaml(const std::string& yaml_text, const std
   if (!root.ok()) return root.status();
   internal::Fields f(*root, file, "");
   f.OnlyKeys({"nodes", "gpus_per_node", "gpu", "cpus_per_node", "host_memory_gb"});
-  Cluster c;
-  c.shape.nodes = static_cast<int>(f.Int("nodes", true));
-  c.shape.gpus_per_node = static_cast<int>(f.Int("gpus_per_node", true));
+  HardwareSpec shape;
+  shape.nodes = static_cast<int>(f.Int("nodes", true));
+  shape.gpus_per_node = static_cast<int>(f.Int("gpus_per_node", true));
   std::string gpu = f.Str("gpu", true);
-  c.cpus_per_node = static_cast<int>(f.Int("cpus_per_node", false, 0, 1));
+  Cluster defaults;
+  defaults.cpus_per_node = static_cast<int>(f.Int("cpus_per_node", false, 0, 1));
+  defaults.host_usable_fraction = hw.host_usable_fraction();
   const bool host_given = f.present("host_memory_gb");
-  c.host_memory_gb = static_cast<double>(f.Int("host_memory_gb", false, 0, 1));
+  const double host_gb = static_cast<double>(f.Int("host_memory_gb", false, 0, 1));
   if (!f.status().ok()) return f.status();
-  if (c.shape.gpus_per_node > 64) return absl::InvalidArgumentError(absl::StrCat(file, ": gpus_per_node: must be 1..64"));
+  if (shape.gpus_per_node > 64) return absl::InvalidArgumentError(absl::StrCat(file, ": gpus_per_node: must be 1..64"));
   absl::StatusOr<GpuType> g = hw.Find(gpu);
   if (!g.ok()) return absl::InvalidArgumentError(absl::StrCat(file, ": gpu: ", g.status().message()));
-  c.gpu = *g;
-  c.shape.gpu = g->name;
-  if (!host_given) c.host_memory_gb = g->HostMemoryGb(c.shape.gpus_per_node);
-  c.host_usable_fraction = hw.host_usable_fraction();
+  Cluster c = OnShape(defaults, shape, *g);  // the GPU type's host memory, unless the file says
+  if (host_given) c.host_memory_gb = host_gb;
   return c;
 }
 

@@ -78,6 +78,14 @@ struct Cluster {
   double host_usable_fraction = 0.8;  // from the hardware catalog
 };
 
+// `base` on `shape` nodes of `gpu` (shape.gpu is set to gpu.name), with the host memory per
+// node rescaled: for the same GPU type, the same per GPU as `base` (a cluster file's figure
+// scales with the node; unknown stays unknown); for another type (or a default-constructed
+// `base`), `gpu`'s reference system's share (GpuType::HostMemoryGb). cpus_per_node and
+// host_usable_fraction are kept. The one place host memory follows a change of node shape.
+// REQUIRES: shape.gpus_per_node > 0, and base.shape.gpus_per_node > 0 when the type is the same.
+Cluster OnShape(const Cluster& base, HardwareSpec shape, const GpuType& gpu);
+
 // `spec` is either the text form ("2x8xB200") or a path to a YAML file:
 //   nodes: 2
 //   gpus_per_node: 8

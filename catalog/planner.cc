@@ -361,37 +361,27 @@ void UseReferenceRecipe(const Row& row, Assumptions* a) {
 }
 
 Cluster StatedMinimum(const Catalog& catalog, const Row& row) {
-  Cluster c;
-  c.shape = row.min_hardware;
   absl::StatusOr<GpuType> g = row.min_hardware.gpu == "any" ? absl::StatusOr<GpuType>(catalog.hardware().Smallest())
                                                             : catalog.hardware().Find(row.min_hardware.gpu);
-  c.gpu = g.ok() ? *g : catalog.hardware().Smallest();
-  c.shape.gpu = c.gpu.name;
-  c.host_memory_gb = c.gpu.HostMemoryGb(c.shape.gpus_per_node);
-  c.host_usable_fraction = catalog.hardware().host_usable_fraction();
-  return c;
+  Cluster defaults;
+  defaults.host_usable_fraction = catalog.hardware().host_usable_fraction();
+  return OnShape(defaults, row.min_hardware, g.ok() ? *g : catalog.hardware().Smallest());
 }
 
 std::vector<Cluster> BelowMinimum(const Catalog& catalog, const Cluster& minimum) {
   std::vector<Cluster> out;
   if (minimum.shape.nodes > 1) {
-    Cluster c = minimum;
-    c.shape.nodes -= 1;
-    out.push_back(c);
+    HardwareSpec fewer = minimum.shape;
+    fewer.nodes -= 1;
+    out.push_back(OnShape(minimum, fewer, minimum.gpu));
   }
   if (minimum.shape.gpus_per_node > 1) {
-    Cluster c = minimum;
-    c.shape.gpus_per_node /= 2;
-    c.host_memory_gb = minimum.host_memory_gb * c.shape.gpus_per_node / minimum.shape.gpus_per_node;
-    out.push_back(c);
+    HardwareSpec half = minimum.shape;
+    half.gpus_per_node /= 2;
+    out.push_back(OnShape(minimum, half, minimum.gpu));
   }
-  if (const GpuType* smaller = catalog.hardware().Smaller(minimum.gpu.name)) {
-    Cluster c = minimum;
-    c.gpu = *smaller;
-    c.shape.gpu = smaller->name;
-    c.host_memory_gb = smaller->HostMemoryGb(c.shape.gpus_per_node);
-    out.push_back(c);
-  }
+  if (const GpuType* smaller = catalog.hardware().Smaller(minimum.gpu.name))
+    out.push_back(OnShape(minimum, minimum.shape, *smaller));
   return out;
 }
 
@@ -528,6 +518,27 @@ std::string ReferenceMoments(const Row& row) {
   return row.reference.optimizer_state.empty() ? "" : row.reference.optimizer_state + " Adam moments";
 }
 
+// The smallest cluster of base's nodes (1x1, 1x2, 1x4, 1x8, 2x8, ... 64x8 of its GPU type) on
+// which the model fits, each shape with its own host memory (OnShape); nullopt when none does.
+std::optional<HardwareSpec> SearchMinimum(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
+                                          const Cluster& base, Placement placement, const PlanRequest& options) {
+  const GpuType& gpu = base.gpu;
+  std::vector<std::pair<int, int>> shapes = {{1, 1}, {1, 2}, {1, 4}, {1, 8}};
+  for (int n = 2; n <= 64; ++n) shapes.push_back({n, 8});
+  PlanRequest probe = options;  // probing only: no weight-sync predictions
+  probe.weight_sync_predictor = nullptr;
+  probe.plan_weight_sync = false;
+  // Quick lower bound first: the bf16 weights alone must fit in the cluster's memory.
+  double weights = 2 * CountParams(model.arch).total();
+  for (auto [nodes, gpn] : shapes) {
+    if (nodes * gpn * gpu.memory_gb * 1e9 * options.assumptions.usable_fraction < weights * 0.5) continue;
+    Cluster c = OnShape(base, HardwareSpec{nodes, gpn, gpu.name}, gpu);
+    std::string why;
+    if (Attempt1(catalog, row, model, mode, c, placement, probe, &why).ok()) return c.shape;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
@@ -536,8 +547,7 @@ absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelE
   absl::StatusOr<Plan> p = Attempt1(catalog, row, model, mode, cluster, placement, options, &why);
   if (p.ok() || !absl::IsResourceExhausted(p.status())) return p;
   std::string msg = absl::StrCat(model.name, " (", ModeTitle(mode), ") does not fit ", cluster.shape.Describe(), ": ", why);
-  std::optional<HardwareSpec> min = MinimumHardware(catalog, row, model, mode, cluster.gpu, placement, options,
-                                                    cluster.host_memory_gb / cluster.shape.gpus_per_node);
+  std::optional<HardwareSpec> min = SearchMinimum(catalog, row, model, mode, cluster, placement, options);
   if (min)
     absl::StrAppend(&msg, "; needs at least ", min->Describe(), " (", PlacementName(placement), " pools)");
   else
@@ -580,26 +590,14 @@ absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelE
 std::optional<HardwareSpec> MinimumHardware(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
                                             const GpuType& gpu, Placement placement, const PlanRequest& options,
                                             double host_gb_per_gpu) {
-  if (host_gb_per_gpu < 0) host_gb_per_gpu = gpu.HostMemoryGb(1);
-  std::vector<std::pair<int, int>> shapes = {{1, 1}, {1, 2}, {1, 4}, {1, 8}};
-  for (int n = 2; n <= 64; ++n) shapes.push_back({n, 8});
-  PlanRequest probe = options;  // probing only: no weight-sync predictions
-  probe.weight_sync_predictor = nullptr;
-  probe.plan_weight_sync = false;
-  // Quick lower bound first: the bf16 weights alone must fit in the cluster's memory.
-  double weights = 2 * CountParams(model.arch).total();
-  for (auto [nodes, gpn] : shapes) {
-    if (nodes * gpn * gpu.memory_gb * 1e9 * options.assumptions.usable_fraction < weights * 0.5) continue;
-    Cluster c;
-    c.gpu = gpu;
-    c.shape = {nodes, gpn, gpu.name};
-    c.host_memory_gb = host_gb_per_gpu * gpn;
-    c.host_usable_fraction = catalog.hardware().host_usable_fraction();
-    std::string why;
-    if (Attempt1(catalog, row, model, mode, c, placement, probe, &why).ok()) return c.shape;
-  }
-  return std::nullopt;
+  // One GPU with its host memory; the search scales it to each shape.
+  Cluster one;
+  one.host_usable_fraction = catalog.hardware().host_usable_fraction();
+  one = OnShape(one, HardwareSpec{1, 1, gpu.name}, gpu);
+  if (host_gb_per_gpu >= 0) one.host_memory_gb = host_gb_per_gpu;
+  return SearchMinimum(catalog, row, model, mode, one, placement, options);
 }
+
 
 absl::StatusOr<Plan> MakePlan(const Catalog& catalog, const PlanRequest& request) {
   absl::StatusOr<Catalog::Match> match = catalog.Find(request.model);
@@ -620,8 +618,7 @@ absl::StatusOr<Plan> MakePlan(const Catalog& catalog, const PlanRequest& request
     std::string msg = absl::StrCat(model.name, ": ", ModeTitle(mode), " is known not to work");
     Mode other = mode == Mode::kFull ? Mode::kLora : Mode::kFull;
     if (row.SupportFor(other) != Support::kNotWorking) {
-      std::optional<HardwareSpec> min = MinimumHardware(catalog, row, model, other, cluster.gpu, placement, req,
-                                                        cluster.host_memory_gb / cluster.shape.gpus_per_node);
+      std::optional<HardwareSpec> min = SearchMinimum(catalog, row, model, other, cluster, placement, req);
       if (min)
         absl::StrAppend(&msg, "; ", ModeTitle(other), " needs at least ", min->Describe());
       else
@@ -633,13 +630,11 @@ absl::StatusOr<Plan> MakePlan(const Catalog& catalog, const PlanRequest& request
     // No cluster given: the stated minimum when it fits, else the smallest that does.
     absl::StatusOr<Plan> p = PlanOn(catalog, row, model, mode, cluster, placement, req);
     if (p.ok() || !absl::IsResourceExhausted(p.status())) return p;
-    std::optional<HardwareSpec> min = MinimumHardware(catalog, row, model, mode, cluster.gpu, placement, req,
-                                                        cluster.host_memory_gb / cluster.shape.gpus_per_node);
+    std::optional<HardwareSpec> min = SearchMinimum(catalog, row, model, mode, cluster, placement, req);
     if (!min) return p.status();
-    // The minimum's nodes have their own host memory: the stated minimum's per GPU (what the
-    // search probed with), not the stated node's whole.
-    cluster.host_memory_gb = cluster.host_memory_gb * min->gpus_per_node / cluster.shape.gpus_per_node;
-    cluster.shape = *min;
+    // The minimum's nodes have their own host memory (what the search probed with), not the
+    // stated node's.
+    cluster = OnShape(cluster, *min, cluster.gpu);
     absl::StatusOr<Plan> q = PlanOn(catalog, row, model, mode, cluster, placement, req);
     if (q.ok()) q->notes.insert(q->notes.begin(), absl::StrCat("no --cluster: planned on the smallest ", cluster.gpu.name,
                                                                " cluster that fits"));

@@ -59,6 +59,30 @@ TEST(HostMemoryTest, EveryGpuTypeHasItsSystemsHostMemory) {
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "hw.yaml: host_usable_percent: must be 1..100")) << bad.status();
 }
 
+TEST(HostMemoryTest, OnShapeKeepsHostMemoryPerGpuOrTakesTheNewTypesShare) {
+  const HardwareCatalog& hw = RealCatalog().hardware();
+  // A cluster file's 3000 GB over 6 GPUs: 500 GB per GPU on any node of that type.
+  absl::StatusOr<Cluster> file = ParseClusterYaml(
+      "nodes: 2\ngpus_per_node: 6\ngpu: H200\ncpus_per_node: 48\nhost_memory_gb: 3000\n", "c.yaml", hw);
+  ASSERT_TRUE(file.ok()) << file.status();
+  Cluster four = OnShape(*file, HardwareSpec{3, 4, ""}, file->gpu);
+  EXPECT_EQ(four.shape.ToString(), "3x4xH200");
+  EXPECT_DOUBLE_EQ(four.host_memory_gb, 2000);
+  EXPECT_EQ(four.cpus_per_node, 48);
+  EXPECT_DOUBLE_EQ(four.host_usable_fraction, 0.8);
+  EXPECT_DOUBLE_EQ(OnShape(*file, HardwareSpec{5, 6, "H200"}, file->gpu).host_memory_gb, 3000);
+  // Another GPU type: its reference system's share, whatever the file said.
+  absl::StatusOr<GpuType> b200 = hw.Find("B200");
+  ASSERT_TRUE(b200.ok());
+  Cluster other = OnShape(*file, HardwareSpec{2, 4, ""}, *b200);
+  EXPECT_EQ(other.shape.ToString(), "2x4xB200");
+  EXPECT_DOUBLE_EQ(other.host_memory_gb, b200->HostMemoryGb(4));
+  // Unknown stays unknown on the same type.
+  Cluster unknown = *file;
+  unknown.host_memory_gb = 0;
+  EXPECT_DOUBLE_EQ(OnShape(unknown, HardwareSpec{1, 8, ""}, unknown.gpu).host_memory_gb, 0);
+}
+
 TEST(OffloadMemoryTest, HybridOptimizerSplitsSixteenBytesBetweenGpuAndHost) {
   absl::StatusOr<Catalog::Match> glm = RealCatalog().Find("GLM-5.3-753B");
   ASSERT_TRUE(glm.ok());
