@@ -92,6 +92,8 @@ std::vector<Case> Cases(bool small) {
 // fails if a connection took another path than asked. Each receiver is its
 // own process, as gloo's ranks are; the sender's Send returns once every receiver confirmed
 // the whole version, which is what is timed. Receivers check the last version's bytes.
+int64_t g_lockstep_bytes = -1;  // --lockstep-kib; -1: the transport's default
+
 double TcpBroadcast(int64_t bytes, int receivers, int iters, bool zero_copy, bool same_host, int64_t chunk_bytes,
                     double* spliced) {
   ws::Model m;
@@ -141,6 +143,7 @@ double TcpBroadcast(int64_t bytes, int receivers, int iters, bool zero_copy, boo
   o.transfer.chunk_bytes = chunk_bytes;
   o.zero_copy_send = zero_copy;
   o.same_host_unix_socket = same_host;
+  if (g_lockstep_bytes >= 0) o.lockstep_window_bytes = g_lockstep_bytes;
   ws::TcpStats stats;
   o.stats = &stats;
   auto sender = ws::CreateTcpTransport(o);
@@ -237,13 +240,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--help") == 0) {
       std::printf(
-          "usage: weight_sync [--plans-only] [--small] [--no-gloo] [--no-copy] [--iters N] [--chunk-kib N]\n"
+          "usage: weight_sync [--plans-only] [--small] [--no-gloo] [--no-copy] [--iters N] [--chunk-kib N] [--lockstep-kib N]\n"
           "                   [--receivers 1,2,3] [--sizes-mib 256,1024]\n"
           "  --small       no 1T plan, 16 MiB transfers, no gloo (the ctest smoke run)\n"
           "  --no-gloo     skip the torch.distributed gloo baseline\n"
           "  --no-copy     skip the copy-path (zero_copy_send = false) loopback TCP column\n"
           "  --iters N     timed versions per figure, best taken (default 3)\n"
           "  --chunk-kib N TransferOptions::chunk_bytes for the TCP runs (default 8192)\n"
+          "  --lockstep-kib N  TcpOptions::lockstep_window_bytes (default: the transport's, 2048; 0: off)\n"
           "  --receivers L receiver counts to run (default 1,2,3; RESULT lines need 3)\n"
           "  --sizes-mib L transfer sizes in MiB (default 256,1024; unsuffixed RESULT lines: the last)\n");
       return 0;
@@ -253,6 +257,8 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--no-gloo") == 0) gloo = false;
     if (std::strcmp(argv[i], "--no-copy") == 0) copy_too = false;
     if (std::strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = std::max(1, std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--lockstep-kib") == 0 && i + 1 < argc)
+      g_lockstep_bytes = std::max<int64_t>(0, std::atoll(argv[i + 1])) << 10;
     if (std::strcmp(argv[i], "--chunk-kib") == 0 && i + 1 < argc)
       chunk_bytes = std::max<int64_t>(1, std::atoll(argv[i + 1])) << 10;
     if (std::strcmp(argv[i], "--sizes-mib") == 0 && i + 1 < argc)

@@ -17,6 +17,7 @@
 #include "weight_sync/checksum.h"
 #include "weight_sync/tcp/connection.h"
 #include "weight_sync/tcp/listener.h"
+#include "weight_sync/tcp/lockstep.h"
 #include "weight_sync/tcp/splice_writer.h"
 
 namespace skyrl::weight_sync {
@@ -162,17 +163,19 @@ class TcpTransport final : public Transport {
 
  private:
   std::string ReceiverKey(int rank) const { return absl::StrCat(o_.key_prefix, "/receiver/", rank); }
-  absl::Status SendTo(uint64_t version, int me, const PeerStream& peer, const uint8_t* shard, Connection& c);
+  // `lockstep` (may be null) and `member`: this peer's place in a group of identical streams.
+  absl::Status SendTo(uint64_t version, int me, const PeerStream& peer, const uint8_t* shard, Connection& c,
+                      Lockstep* lockstep, int member);
   absl::Status ReceiveFrom(const Hello& hello, const PeerStream& peer, uint8_t* staging, Connection& c);
   // Connects `c` to the receiver published as `where`: its Unix socket when it is on this host
-  // (and both sides allow it), else TCP.
-  absl::Status Dial(absl::string_view where, Connection& c);
+  // (and both sides allow it), else TCP. True: over the Unix socket.
+  absl::StatusOr<bool> Dial(absl::string_view where, Connection& c);
 
   const TcpOptions o_;
   Listener listener_;  // receivers only
 };
 
-absl::Status TcpTransport::Dial(absl::string_view where, Connection& c) {
+absl::StatusOr<bool> TcpTransport::Dial(absl::string_view where, Connection& c) {
   const TransferOptions& t = o_.transfer;
   // "host:port", then optional " local=<name> host=<identity>" (see Listen).
   std::vector<absl::string_view> fields = absl::StrSplit(where, ' ', absl::SkipEmpty());
@@ -210,7 +213,7 @@ absl::Status TcpTransport::Dial(absl::string_view where, Connection& c) {
       // Bigger socket buffers mean fewer wakeups per byte (capped by net.core.wmem_max).
       c.socket().set_option(asio::socket_base::send_buffer_size(kLocalSendBuffer), ec);
       if (o_.stats != nullptr) ++o_.stats->local_connections;
-      return absl::OkStatus();
+      return true;
     }
     // The name is gone or unreachable after all: TCP still works.
     error_code ignored;
@@ -220,15 +223,30 @@ absl::Status TcpTransport::Dial(absl::string_view where, Connection& c) {
     return FromAsio(ec, absl::StrCat("connect to ", fields[0]));
   c.socket().set_option(tcp::no_delay(true), ec);
   if (o_.stats != nullptr) ++o_.stats->tcp_connections;
-  return absl::OkStatus();
+  return false;
 }
 
 absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& peer, const uint8_t* shard,
-                                  Connection& c) {
+                                  Connection& c, Lockstep* lockstep, int member) {
   const TransferOptions& t = o_.transfer;
+  // However this ends, the group stops waiting for this member.
+  struct LeaveOnExit {
+    Lockstep*& lockstep;
+    int member;
+    ~LeaveOnExit() {
+      if (lockstep != nullptr) lockstep->Leave(member);
+    }
+  } leave{lockstep, member};
   absl::StatusOr<std::string> where = o_.rendezvous->Get(ReceiverKey(peer.peer), t.io_timeout);
   if (!where.ok()) return where.status();
-  if (absl::Status s = Dial(*where, c); !s.ok()) return s;
+  absl::StatusOr<bool> local = Dial(*where, c);
+  if (!local.ok()) return local.status();
+  if (!*local && lockstep != nullptr) {  // only receivers on this host copy from our pages
+    lockstep->Leave(member);
+    lockstep = nullptr;
+  }
+  // Lockstepped writes go in steps of half the window (pipe-sized at the default 2 MiB).
+  const int64_t step = lockstep != nullptr ? std::max<int64_t>(int64_t{64} << 10, lockstep->window() / 2) : 0;
   error_code ec;
 
   Hello h;
@@ -278,11 +296,16 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
     if (ec = c.Write(asio::buffer(hdr), t.io_timeout); ec)
       return failed_write(ec, absl::StrCat("bucket ", b, " header"));
     for (int64_t done = 0; done < len;) {
-      const int64_t n = std::min(t.chunk_bytes, len - done);
+      int64_t n = std::min(t.chunk_bytes, len - done);
+      if (lockstep != nullptr) {
+        n = std::min(n, step);
+        lockstep->Wait(member, sent + done);
+      }
       cursor.Next(n, bufs);
       if (ec = writer.Write(c, bufs, t.io_timeout); ec)
         return failed_write(ec, absl::StrCat("bucket ", b, " at byte ", done));
       done += n;
+      if (lockstep != nullptr) lockstep->Advance(member, sent + done);
     }
     sent += len;
   }
@@ -299,12 +322,28 @@ absl::Status TcpTransport::Send(uint64_t version, const RankSchedule& schedule, 
   const size_t n = schedule.peers.size();
   std::vector<std::unique_ptr<Connection>> conns;
   for (size_t i = 0; i < n; ++i) conns.push_back(std::make_unique<Connection>());
+  // Peers with identical streams (a broadcast) form one lockstep group each; members join now,
+  // before any of them sends, and leave again if their connection is not to this host.
+  std::vector<std::unique_ptr<Lockstep>> groups;
+  std::vector<std::pair<Lockstep*, int>> member(n, {nullptr, -1});
+  if (o_.lockstep_window_bytes > 0)
+    for (size_t i = 0; i < n; ++i) {
+      if (member[i].first != nullptr) continue;
+      std::vector<size_t> same{i};
+      for (size_t j = i + 1; j < n; ++j)
+        if (schedule.peers[j].bytes == schedule.peers[i].bytes && schedule.peers[j].runs == schedule.peers[i].runs)
+          same.push_back(j);
+      if (same.size() < 2) continue;
+      groups.push_back(std::make_unique<Lockstep>(o_.lockstep_window_bytes, absl::Milliseconds(50)));
+      for (size_t j : same) member[j] = {groups.back().get(), groups.back()->Join()};
+    }
   std::vector<absl::Status> results(n);
   std::vector<std::thread> threads;
   for (size_t i = 0; i < n; ++i)
     threads.emplace_back([&, i] {
       BlockSigpipeInThisThread();  // splice raises SIGPIPE on a closed peer; this thread ends here
-      results[i] = SendTo(version, schedule.rank, schedule.peers[i], shard.data(), *conns[i]);
+      results[i] = SendTo(version, schedule.rank, schedule.peers[i], shard.data(), *conns[i], member[i].first,
+                          member[i].second);
     });
   for (std::thread& th : threads) th.join();
   for (size_t i = 0; i < n; ++i)
@@ -481,6 +520,8 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateTcpTransport(const TcpOptions& 
     return absl::InvalidArgumentError(absl::StrCat("tcp options: bind_host ", options.bind_host,
                                                    " is a wildcard; set advertise_host to an address senders can dial"));
   if (t.chunk_bytes <= 0) return absl::InvalidArgumentError("transfer.chunk_bytes must be > 0");
+  if (options.lockstep_window_bytes < 0)
+    return absl::InvalidArgumentError("tcp options: lockstep_window_bytes must be >= 0 (0: off)");
   if (t.io_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("transfer.io_timeout must be > 0");
   if (t.sync_timeout < t.io_timeout)
     return absl::InvalidArgumentError("transfer.sync_timeout must be >= transfer.io_timeout");

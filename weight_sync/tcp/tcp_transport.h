@@ -70,6 +70,11 @@ struct TcpOptions {
   // Receiver: also listen on an abstract Unix socket for senders on this host. Sender: use it
   // when the receiver offers one and is on this host. Both sides must allow it.
   bool same_host_unix_socket = true;
+  // Sender: connections over Unix sockets that carry identical bytes (several receivers of one
+  // stream) stay within this many bytes of each other, so that each source page is copied by
+  // every receiver while it is in the cache (tcp/lockstep.h; best effort: a laggard is left
+  // behind after 50 ms). 0: off.
+  int64_t lockstep_window_bytes = int64_t{2} << 20;
   TcpStats* stats = nullptr;  // optional, not owned; must outlive the transport
 };
 
