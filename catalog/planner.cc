@@ -387,10 +387,22 @@ std::vector<Cluster> BelowMinimum(const Catalog& catalog, const Cluster& minimum
 
 namespace {
 
-absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
-                              const Cluster& cluster, Placement placement, const PlanRequest& options,
-                              std::string* why) {
-  Assumptions a = options.assumptions;
+// What fitting decided for one cluster: the request resolved (backend, precisions, recipe) and
+// the layouts that fit. A plan is built from it (BuildPlan); a probe stops here.
+struct Fitted {
+  std::string backend;
+  RolloutPrecision rollout;
+  TrainingPrecision recipe;
+  double cap = 0;  // usable bytes per GPU
+  Attempt attempt;
+};
+
+// Validates the request against the row and the cluster and fits the trainer and the generator:
+// InvalidArgument / FailedPrecondition for bad or impossible input, ResourceExhausted with the
+// reason when nothing fits. No placement, no weight sync: what a minimum search's probes need.
+absl::StatusOr<Fitted> Fit(const Row& row, const ModelEntry& model, Mode mode, const Cluster& cluster,
+                           Placement placement, const PlanRequest& options) {
+  const Assumptions& a = options.assumptions;
   std::string backend = options.backend.empty() ? DefaultBackend(row, model) : options.backend;
   if (!Has(row.backends, backend))
     return absl::InvalidArgumentError(absl::StrCat("--backend: ", row.family, " runs on ", absl::StrJoin(row.backends, ", "),
@@ -429,10 +441,16 @@ absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const Mode
   };
   Attempt at = attempt(false);
   if (!at.ok && a.optimizer_offload && mode == Mode::kFull) at = attempt(true);
-  if (!at.ok) {
-    *why = at.why;
-    return absl::ResourceExhaustedError(at.why);
-  }
+  if (!at.ok) return absl::ResourceExhaustedError(at.why);
+  return Fitted{backend, *prec, *train_prec, cap, std::move(at)};
+}
+
+// The plan for what Fit chose: its placement groups placed by the scheduler (Internal when the
+// scheduler refuses one: a planner bug), the weight sync and the notes.
+absl::StatusOr<Plan> BuildPlan(const Row& row, const ModelEntry& model, Mode mode, const Cluster& cluster,
+                               Placement placement, const PlanRequest& options, const Fitted& fit) {
+  const Assumptions& a = options.assumptions;
+  const TrainingPrecision& recipe = fit.recipe;
   Plan p;
   p.row = &row;
   p.model = &model;
@@ -440,9 +458,9 @@ absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const Mode
   p.placement = placement;
   p.cluster = cluster;
   p.assumptions = a;
-  p.usable_bytes_per_gpu = cap;
-  p.trainer = at.trainer;
-  p.generator = at.generator;
+  p.usable_bytes_per_gpu = fit.cap;
+  p.trainer = fit.attempt.trainer;
+  p.generator = fit.attempt.generator;
   p.groups = MakeGroups(p);
   // The scheduler places every group, or the plan is a bug (Internal): never print a plan the
   // head would refuse.
@@ -484,11 +502,11 @@ absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const Mode
     }
   }
   const bool offloaded = p.trainer.shape.offload_fraction > 0;
-  if (mode == Mode::kFull && !offloaded && (train_prec->name != "bf16" || train_prec->optimizer_state != "fp32"))
-    p.notes.push_back(RecipeNote(*train_prec, a.grad_bytes));
+  if (mode == Mode::kFull && !offloaded && (recipe.name != "bf16" || recipe.optimizer_state != "fp32"))
+    p.notes.push_back(RecipeNote(recipe, a.grad_bytes));
   if (mode == Mode::kLora && !a.optimizer_state.empty())
     p.notes.push_back("--optimizer-state: not used for LoRA (the adapters keep fp32 Adam state)");
-  if (offloaded) p.notes.push_back(OffloadNote(p, *train_prec));
+  if (offloaded) p.notes.push_back(OffloadNote(p, recipe));
   else if (mode == Mode::kFull && a.optimizer_offload)
     p.notes.push_back("--optimizer-offload: not needed, the optimizer fits the GPUs");
   else if (a.optimizer_offload)
@@ -509,6 +527,13 @@ absl::StatusOr<Plan> Attempt1(const Catalog& catalog, const Row& row, const Mode
   return p;
 }
 
+absl::StatusOr<Plan> FitAndBuild(const Row& row, const ModelEntry& model, Mode mode, const Cluster& cluster,
+                                 Placement placement, const PlanRequest& options) {
+  absl::StatusOr<Fitted> fit = Fit(row, model, mode, cluster, placement, options);
+  if (!fit.ok()) return fit.status();
+  return BuildPlan(row, model, mode, cluster, placement, options, *fit);
+}
+
 std::string RequestedTrainingPrecision(const PlanRequest& o) {
   return o.assumptions.training_precision.empty() ? "bf16" : o.assumptions.training_precision;
 }
@@ -520,47 +545,39 @@ std::string ReferenceMoments(const Row& row) {
 
 // The smallest cluster of base's nodes (1x1, 1x2, 1x4, 1x8, 2x8, ... 64x8 of its GPU type) on
 // which the model fits, each shape with its own host memory (OnShape); nullopt when none does.
-std::optional<HardwareSpec> SearchMinimum(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
+std::optional<HardwareSpec> SearchMinimum(const Row& row, const ModelEntry& model, Mode mode,
                                           const Cluster& base, Placement placement, const PlanRequest& options) {
   const GpuType& gpu = base.gpu;
   std::vector<std::pair<int, int>> shapes = {{1, 1}, {1, 2}, {1, 4}, {1, 8}};
   for (int n = 2; n <= 64; ++n) shapes.push_back({n, 8});
-  PlanRequest probe = options;  // probing only: no weight-sync predictions
-  probe.weight_sync_predictor = nullptr;
-  probe.plan_weight_sync = false;
   // Quick lower bound first: the bf16 weights alone must fit in the cluster's memory.
   double weights = 2 * CountParams(model.arch).total();
   for (auto [nodes, gpn] : shapes) {
     if (nodes * gpn * gpu.memory_gb * 1e9 * options.assumptions.usable_fraction < weights * 0.5) continue;
     Cluster c = OnShape(base, HardwareSpec{nodes, gpn, gpu.name}, gpu);
-    std::string why;
-    if (Attempt1(catalog, row, model, mode, c, placement, probe, &why).ok()) return c.shape;
+    if (Fit(row, model, mode, c, placement, options).ok()) return c.shape;
   }
   return std::nullopt;
 }
 
-}  // namespace
-
-absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
-                            const Cluster& cluster, Placement placement, const PlanRequest& options) {
-  std::string why;
-  absl::StatusOr<Plan> p = Attempt1(catalog, row, model, mode, cluster, placement, options, &why);
+// PlanOn; on a ResourceExhausted refusal `*minimum` is what its minimum search found (nullopt:
+// no cluster of that GPU type fits), so that a caller does not search again.
+absl::StatusOr<Plan> PlanOrRefuse(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
+                                  const Cluster& cluster, Placement placement, const PlanRequest& options,
+                                  std::optional<HardwareSpec>* minimum) {
+  absl::StatusOr<Plan> p = FitAndBuild(row, model, mode, cluster, placement, options);
   if (p.ok() || !absl::IsResourceExhausted(p.status())) return p;
-  std::string msg = absl::StrCat(model.name, " (", ModeTitle(mode), ") does not fit ", cluster.shape.Describe(), ": ", why);
-  std::optional<HardwareSpec> min = SearchMinimum(catalog, row, model, mode, cluster, placement, options);
+  std::string msg = absl::StrCat(model.name, " (", ModeTitle(mode), ") does not fit ", cluster.shape.Describe(), ": ",
+                                 p.status().message());
+  std::optional<HardwareSpec>& min = *minimum;
+  min = SearchMinimum(row, model, mode, cluster, placement, options);
   if (min)
     absl::StrAppend(&msg, "; needs at least ", min->Describe(), " (", PlacementName(placement), " pools)");
   else
     absl::StrAppend(&msg, "; no cluster of ", cluster.gpu.name, " up to 64 nodes x 8 fits (", PlacementName(placement),
                     " pools)");
-  if (placement == Placement::kSeparate) {
-    std::string ignored;
-    PlanRequest probe = options;
-    probe.weight_sync_predictor = nullptr;
-    probe.plan_weight_sync = false;
-    if (Attempt1(catalog, row, model, mode, cluster, Placement::kColocated, probe, &ignored).ok())
-      absl::StrAppend(&msg, "; it fits here with --colocate");
-  }
+  if (placement == Placement::kSeparate && Fit(row, model, mode, cluster, Placement::kColocated, options).ok())
+    absl::StrAppend(&msg, "; it fits here with --colocate");
   if (model.name == row.reference.model && mode == row.reference.mode) {
     std::vector<std::string> how;
     if (row.reference.placement == Placement::kColocated) how.push_back("colocated");
@@ -587,6 +604,14 @@ absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelE
   return absl::ResourceExhaustedError(msg);
 }
 
+}  // namespace
+
+absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
+                            const Cluster& cluster, Placement placement, const PlanRequest& options) {
+  std::optional<HardwareSpec> unused;
+  return PlanOrRefuse(catalog, row, model, mode, cluster, placement, options, &unused);
+}
+
 std::optional<HardwareSpec> MinimumHardware(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
                                             const GpuType& gpu, Placement placement, const PlanRequest& options,
                                             double host_gb_per_gpu) {
@@ -595,7 +620,7 @@ std::optional<HardwareSpec> MinimumHardware(const Catalog& catalog, const Row& r
   one.host_usable_fraction = catalog.hardware().host_usable_fraction();
   one = OnShape(one, HardwareSpec{1, 1, gpu.name}, gpu);
   if (host_gb_per_gpu >= 0) one.host_memory_gb = host_gb_per_gpu;
-  return SearchMinimum(catalog, row, model, mode, one, placement, options);
+  return SearchMinimum(row, model, mode, one, placement, options);
 }
 
 
@@ -618,7 +643,7 @@ absl::StatusOr<Plan> MakePlan(const Catalog& catalog, const PlanRequest& request
     std::string msg = absl::StrCat(model.name, ": ", ModeTitle(mode), " is known not to work");
     Mode other = mode == Mode::kFull ? Mode::kLora : Mode::kFull;
     if (row.SupportFor(other) != Support::kNotWorking) {
-      std::optional<HardwareSpec> min = SearchMinimum(catalog, row, model, other, cluster, placement, req);
+      std::optional<HardwareSpec> min = SearchMinimum(row, model, other, cluster, placement, req);
       if (min)
         absl::StrAppend(&msg, "; ", ModeTitle(other), " needs at least ", min->Describe());
       else
@@ -628,9 +653,9 @@ absl::StatusOr<Plan> MakePlan(const Catalog& catalog, const PlanRequest& request
   }
   if (!request.cluster) {
     // No cluster given: the stated minimum when it fits, else the smallest that does.
-    absl::StatusOr<Plan> p = PlanOn(catalog, row, model, mode, cluster, placement, req);
+    std::optional<HardwareSpec> min;  // the refusal's own minimum search: not run twice
+    absl::StatusOr<Plan> p = PlanOrRefuse(catalog, row, model, mode, cluster, placement, req, &min);
     if (p.ok() || !absl::IsResourceExhausted(p.status())) return p;
-    std::optional<HardwareSpec> min = SearchMinimum(catalog, row, model, mode, cluster, placement, req);
     if (!min) return p.status();
     // The minimum's nodes have their own host memory (what the search probed with), not the
     // stated node's.

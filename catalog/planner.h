@@ -87,8 +87,8 @@ struct PlanRequest {
   std::string backend;             // "" = DefaultBackend
   std::string rollout_precision;   // "" = the lowest the row supports
   Assumptions assumptions;
-  // Run the weight_sync planner on every successful plan (PlanWeightSync); off for probes
-  // (minimum searches), which only need to know whether a layout fits.
+  // Run the weight_sync planner on every successful plan (PlanWeightSync). The probes of a
+  // minimum search never build a plan (they only fit layouts: no placement, no weight sync).
   bool plan_weight_sync = true;
   // An override of the prediction (tests, what-if studies): given the finished plan (layouts,
   // cluster, bound), the predicted seconds of one weight sync. Called once per successful plan,
