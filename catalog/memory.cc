@@ -14,6 +14,12 @@ bool Has(const std::vector<std::string>& v, absl::string_view x) { return std::f
 
 MemoryBreakdown TrainerMemory(const ModelEntry& m, const Row& row, Mode mode, const TrainerShape& s,
                               const Assumptions& a) {
+  absl::StatusOr<TrainingPrecision> recipe = ChooseTrainingRecipe(row, a);
+  return TrainerMemory(m, row, mode, s, a, recipe.ok() ? *recipe : TrainingPrecision{});
+}
+
+MemoryBreakdown TrainerMemory(const ModelEntry& m, const Row& row, Mode mode, const TrainerShape& s,
+                              const Assumptions& a, const TrainingPrecision& recipe) {
   const Architecture& arch = m.arch;
   ParamCounts c = CountParams(arch);
   double vision_frozen = row.vision_trainable ? 0 : c.vision;
@@ -33,8 +39,6 @@ MemoryBreakdown TrainerMemory(const ModelEntry& m, const Row& row, Mode mode, co
     // Fully sharded state: each GPU holds 1/(TP*PP*DP) of the dense and 1/(EP*PP*EDP) of the
     // experts.
     double shard = dense / (static_cast<double>(tp) * pp * dp) + experts / (static_cast<double>(ep) * pp * edp);
-    absl::StatusOr<TrainingPrecision> tp_recipe = ChooseTrainingRecipe(row, a);
-    TrainingPrecision recipe = tp_recipe.ok() ? *tp_recipe : TrainingPrecision{};
     b.weights = recipe.weight_bytes * shard;
     b.gradients = a.grad_bytes * shard;
     b.optimizer = recipe.optimizer_bytes * shard;

@@ -137,10 +137,14 @@ struct TrainerShape {
   double offload_fraction = 0;
 };
 
-// Full fine-tuning uses the recipe named by a.training_precision and a.optimizer_state (bf16
-// with fp32 moments when they are not valid: callers validate with ChooseTrainingRecipe first); with s.offload_fraction > 0 the
-// optimizer is the HybridDeviceOptimizer (kHybridOptimizerBytes) split between the GPU and
-// `host`. LoRA keeps a bf16 base and is never offloaded.
+// Full fine-tuning uses `recipe` (ChooseTrainingRecipe's answer for `a`: resolve it once, not
+// per layout); with s.offload_fraction > 0 the optimizer is the HybridDeviceOptimizer
+// (kHybridOptimizerBytes) split between the GPU and `host`. LoRA keeps a bf16 base and is never
+// offloaded (it ignores `recipe`).
+MemoryBreakdown TrainerMemory(const ModelEntry& m, const Row& row, Mode mode, const TrainerShape& s,
+                              const Assumptions& a, const TrainingPrecision& recipe);
+// The same, resolving the recipe from a.training_precision and a.optimizer_state (bf16 with fp32
+// moments when they are not valid: callers validate with ChooseTrainingRecipe first).
 MemoryBreakdown TrainerMemory(const ModelEntry& m, const Row& row, Mode mode, const TrainerShape& s,
                               const Assumptions& a);
 

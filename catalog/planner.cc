@@ -46,9 +46,10 @@ bool ValidTp(const ModelEntry& m, int tp) {
 // The smallest offload fraction (a multiple of 1/kOffloadFractionSteps) at which `s` fits `cap`
 // per GPU, with its memory; nullopt when even a full offload does not fit.
 std::optional<std::pair<double, MemoryBreakdown>> OffloadToFit(const Row& row, const ModelEntry& m, TrainerShape s,
-                                                               double cap, const Assumptions& a) {
+                                                               double cap, const Assumptions& a,
+                                                               const TrainingPrecision& recipe) {
   s.offload_fraction = 1;
-  MemoryBreakdown all = TrainerMemory(m, row, Mode::kFull, s, a);
+  MemoryBreakdown all = TrainerMemory(m, row, Mode::kFull, s, a, recipe);
   if (all.total() > cap || all.offloaded_params <= 0) return std::nullopt;
   // The GPU keeps (1 - f) of the hybrid optimizer: solve for f, then round up to a step.
   double per_param = kHybridOptimizerBytes * all.offloaded_params;
@@ -56,7 +57,7 @@ std::optional<std::pair<double, MemoryBreakdown>> OffloadToFit(const Row& row, c
   int steps = std::clamp(static_cast<int>(std::ceil(exact * kOffloadFractionSteps - 1e-9)), 1, kOffloadFractionSteps);
   double f = static_cast<double>(steps) / kOffloadFractionSteps;
   s.offload_fraction = f;
-  MemoryBreakdown mem = TrainerMemory(m, row, Mode::kFull, s, a);
+  MemoryBreakdown mem = TrainerMemory(m, row, Mode::kFull, s, a, recipe);
   if (mem.total() > cap) return std::nullopt;  // rounding cannot make it worse; kept as a guard
   return std::make_pair(f, mem);
 }
@@ -67,18 +68,19 @@ std::optional<std::pair<double, MemoryBreakdown>> OffloadToFit(const Row& row, c
 // without it are preferred to any that need it, and among those the smallest fraction (least
 // host memory and PCIe traffic) before the usual order.
 TrainerFit FitTrainer(const Row& row, const ModelEntry& m, Mode mode, const std::string& backend, int gpus, int gpn,
-                      double cap, const Assumptions& a, bool offload, double host_cap) {
+                      double cap, const Assumptions& a, const TrainingPrecision& recipe, bool offload,
+                      double host_cap) {
   TrainerFit fit;
   std::tuple<int, int, int, int> best_key{kOffloadFractionSteps, 1 << 30, 1 << 30, 0};
   auto consider = [&](const TrainerShape& s) {
-    MemoryBreakdown mem = TrainerMemory(m, row, mode, s, a);
+    MemoryBreakdown mem = TrainerMemory(m, row, mode, s, a, recipe);
     double total = mem.total();
     if (!fit.ok && total < fit.best_total) fit.plan = {s, mem};
     fit.best_total = std::min(fit.best_total, total);
     TrainerShape chosen = s;
     if (total > cap) {
       if (!offload || mode != Mode::kFull) return;
-      auto off = OffloadToFit(row, m, s, cap, a);
+      auto off = OffloadToFit(row, m, s, cap, a, recipe);
       if (!off) return;
       // Every trainer GPU of a node draws on the node's host memory.
       double node = off->second.host * std::min(gpn, gpus);
@@ -151,7 +153,8 @@ struct Attempt {
 };
 
 Attempt TrySeparate(const Row& row, const ModelEntry& m, Mode mode, const std::string& backend,
-                    const RolloutPrecision& prec, const Cluster& c, double cap, const Assumptions& a, bool offload) {
+                    const RolloutPrecision& prec, const Cluster& c, double cap, const Assumptions& a,
+                    const TrainingPrecision& recipe, bool offload) {
   Attempt at;
   const int n = c.shape.total_gpus(), gpn = c.shape.gpus_per_node;
   if (n < 2) {
@@ -164,7 +167,7 @@ Attempt TrySeparate(const Row& row, const ModelEntry& m, Mode mode, const std::s
   double best_total = 1e300;
   std::string host_short;
   for (int t = 1; t <= n && t_min == 0; ++t) {
-    TrainerFit tf = FitTrainer(row, m, mode, backend, t, gpn, cap, a, offload, HostCap(c));
+    TrainerFit tf = FitTrainer(row, m, mode, backend, t, gpn, cap, a, recipe, offload, HostCap(c));
     if (tf.ok) t_min = t;
     if (tf.best_total < best_total) best_total = tf.best_total, best_t = t;
     if (t == n) host_short = HostShort(tf, c);
@@ -195,7 +198,7 @@ Attempt TrySeparate(const Row& row, const ModelEntry& m, Mode mode, const std::s
     return dx != dy ? dx < dy : x > y;
   });
   for (int t : order) {
-    TrainerFit tf = FitTrainer(row, m, mode, backend, t, gpn, cap, a, offload, HostCap(c));
+    TrainerFit tf = FitTrainer(row, m, mode, backend, t, gpn, cap, a, recipe, offload, HostCap(c));
     if (!tf.ok) continue;
     GeneratorFit gf = FitGenerator(m, prec, n - t, t, gpn, cap, a);
     if (!gf.ok) continue;
@@ -210,12 +213,13 @@ Attempt TrySeparate(const Row& row, const ModelEntry& m, Mode mode, const std::s
 }
 
 Attempt TryColocated(const Row& row, const ModelEntry& m, Mode mode, const std::string& backend,
-                     const RolloutPrecision& prec, const Cluster& c, double cap, const Assumptions& a, bool offload) {
+                     const RolloutPrecision& prec, const Cluster& c, double cap, const Assumptions& a,
+                     const TrainingPrecision& recipe, bool offload) {
   Attempt at;
   const int n = c.shape.total_gpus(), gpn = c.shape.gpus_per_node;
   // The sleeping side keeps its CUDA context on the GPU.
   double limit = cap - a.context_gb * kGB;
-  TrainerFit tf = FitTrainer(row, m, mode, backend, n, gpn, limit, a, offload, HostCap(c));
+  TrainerFit tf = FitTrainer(row, m, mode, backend, n, gpn, limit, a, recipe, offload, HostCap(c));
   GeneratorFit gf = FitGenerator(m, prec, n, 0, gpn, limit, a);
   if (!tf.ok) {
     at.why = absl::StrCat("colocated, the trainer needs ", Gb(tf.best_total), " per GPU on all ", n,
@@ -436,8 +440,10 @@ absl::StatusOr<Fitted> Fit(const Row& row, const ModelEntry& model, Mode mode, c
   double cap = cluster.gpu.memory_gb * kGB * a.usable_fraction;
   // Everything on the GPUs first; the CPU optimizer only when that fails and it is allowed.
   auto attempt = [&](bool offload) {
-    return placement == Placement::kSeparate ? TrySeparate(row, model, mode, backend, *prec, cluster, cap, a, offload)
-                                             : TryColocated(row, model, mode, backend, *prec, cluster, cap, a, offload);
+    // The recipe is resolved once, here, for every layout's TrainerMemory.
+    return placement == Placement::kSeparate
+               ? TrySeparate(row, model, mode, backend, *prec, cluster, cap, a, *train_prec, offload)
+               : TryColocated(row, model, mode, backend, *prec, cluster, cap, a, *train_prec, offload);
   };
   Attempt at = attempt(false);
   if (!at.ok && a.optimizer_offload && mode == Mode::kFull) at = attempt(true);
@@ -458,6 +464,7 @@ absl::StatusOr<Plan> BuildPlan(const Row& row, const ModelEntry& model, Mode mod
   p.placement = placement;
   p.cluster = cluster;
   p.assumptions = a;
+  p.recipe = fit.recipe;
   p.usable_bytes_per_gpu = fit.cap;
   p.trainer = fit.attempt.trainer;
   p.generator = fit.attempt.generator;

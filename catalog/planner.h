@@ -67,6 +67,9 @@ struct Plan {
   Placement placement = Placement::kSeparate;
   Cluster cluster;
   Assumptions assumptions;
+  // The training recipe in effect (ChooseTrainingRecipe of `assumptions`, resolved once by the
+  // planner); only full fine-tuning uses it (a LoRA base stays bf16).
+  TrainingPrecision recipe;
   double usable_bytes_per_gpu = 0;
   TrainerPlan trainer;
   GeneratorPlan generator;

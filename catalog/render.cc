@@ -35,10 +35,7 @@ void MemoryRows(std::string* out, const char* who, const MemoryBreakdown& m, dou
 }  // namespace
 
 // The full fine-tuning recipe in effect ("bf16" for LoRA, whose base stays bf16).
-std::string TrainingName(const Plan& p) {
-  if (p.mode == Mode::kLora || p.assumptions.training_precision.empty()) return "bf16";
-  return p.assumptions.training_precision;
-}
+std::string TrainingName(const Plan& p) { return p.mode == Mode::kLora ? "bf16" : p.recipe.name; }
 
 // The full fine-tuning state in effect: the moments' dtype and bytes per trainable parameter
 // (weights + gradients + optimizer). With the optimizer partly in host memory it is the CPU
@@ -49,8 +46,7 @@ struct StateFacts {
 };
 std::optional<StateFacts> FullStateOf(const Plan& p) {
   if (p.mode != Mode::kFull) return std::nullopt;
-  absl::StatusOr<TrainingPrecision> r = ChooseTrainingRecipe(*p.row, p.assumptions);
-  TrainingPrecision recipe = r.ok() ? *r : TrainingPrecision{};
+  TrainingPrecision recipe = p.recipe;  // resolved once by the planner
   if (p.trainer.shape.offload_fraction > 0) {
     recipe.optimizer_state = "fp32";
     recipe.optimizer_bytes = kHybridOptimizerBytes;
