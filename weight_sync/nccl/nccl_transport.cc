@@ -371,16 +371,6 @@ class NcclTransport final : public Transport {
           return s;
     uint64_t* dev_digest = nullptr;
     if (absl::Status s = dev_alloc(n * sizeof(uint64_t), reinterpret_cast<void**>(&dev_digest)); !s.ok()) return s;
-    cudaEvent_t gathered = nullptr;
-    if (!bcasts.empty()) {
-      if (absl::Status s = cuda(cudaEventCreateWithFlags(&gathered, cudaEventDisableTiming), "event"); !s.ok()) return s;
-    }
-    struct EventFree {
-      cudaEvent_t& e;
-      ~EventFree() {
-        if (e != nullptr) cudaEventDestroy(e);
-      }
-    } free_event{gathered};
     std::vector<CommStream> pending = {main_};
     for (const auto& [id, first] : bcasts) pending.push_back(groups_.at(id));
 
@@ -452,8 +442,6 @@ class NcclTransport final : public Transport {
               !s.ok())
             return s;
         }
-        if (gathered != nullptr)
-          if (absl::Status s = cuda(cudaEventRecord(gathered, main_.stream), "event record"); !s.ok()) return s;
       }
       st = FromNccl(ncclGroupStart(), what);
       for (size_t i = 0; i < n && st.ok(); ++i) {
@@ -474,9 +462,12 @@ class NcclTransport final : public Transport {
         const size_t i = it->second;
         if (len[i] == 0) continue;  // a group's pairs have the same length
         const CommStream& g = groups_.at(it->first);
-        if (sending) st = cuda(cudaStreamWaitEvent(g.stream, gathered, 0), "stream wait");
-        if (st.ok())
-          st = FromNccl(ncclBroadcast(dev[rep[i]], dev[rep[i]], len[i], ncclUint8, /*root=*/0, g.comm, g.stream), what);
+        // On the main stream, after the point-to-point group and the earlier broadcasts: every
+        // rank issues in the same (GroupId) order, so kernels that run one after another cannot
+        // wait on each other in a cycle, which kernels of several communicators on concurrent
+        // streams could (NCCL does not promise they all fit on the GPU at once). It also
+        // orders the broadcast after the staging copy into dev[] on this stream.
+        st = FromNccl(ncclBroadcast(dev[rep[i]], dev[rep[i]], len[i], ncclUint8, /*root=*/0, g.comm, main_.stream), what);
         if (st.ok()) st = Issued(g.comm, what);
       }
       if (st.ok()) st = Wait(pending, absl::StrCat(what, peers_text));
