@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
           "  --iters N     timed versions per figure, best taken (default 3)\n"
           "  --rounds N    rounds alternating local, tcp, copy and gloo per row, best of each kept (default 2)\n"
           "  --chunk-kib N TransferOptions::chunk_bytes for the TCP runs (default 8192)\n"
-          "  --lockstep-kib N  TcpOptions::lockstep_window_bytes (default: the transport's, 2048; 0: off)\n"
+          "  --lockstep-kib N  TcpOptions::lockstep_window_bytes (default: the transport's, 2048; 0: off, else 64 to 1048576)\n"
           "  --receivers L receiver counts to run (default 1,2,3; RESULT lines need 3)\n"
           "  --sizes-mib L transfer sizes in MiB (default 256,1024; unsuffixed RESULT lines: the last)\n");
       return 0;

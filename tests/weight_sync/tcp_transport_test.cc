@@ -469,6 +469,14 @@ TEST(TcpOptionsTest, BadOptionsNameTheField) {
   o.transfer.bucket_bytes = 0;
   EXPECT_THAT(std::string(CreateTcpTransport(o).status().message()), HasSubstr("transfer.bucket_bytes"));
   o.transfer.bucket_bytes = 1;
+  for (int64_t bad : {int64_t{-1}, int64_t{1000}, (int64_t{1} << 30) + 1}) {
+    o.lockstep_window_bytes = bad;
+    EXPECT_THAT(std::string(CreateTcpTransport(o).status().message()), HasSubstr("lockstep_window_bytes")) << bad;
+  }
+  o.lockstep_window_bytes = 0;
+  EXPECT_TRUE(CreateTcpTransport(o).ok()) << "0 turns lockstep off";
+  o.lockstep_window_bytes = int64_t{2} << 20;
+  o.transfer.bucket_bytes = 1;
   o.receiver_rank = 0;
   o.bind_host = "not-an-ip";
   EXPECT_THAT(std::string(CreateTcpTransport(o).status().message()), HasSubstr("bind_host"));

@@ -5,8 +5,8 @@
 // "weight_sync"): a 2 MiB window takes 1 GiB to 3 receivers from 6.1-7.0 to 8.5-9.6 GB/s in a
 // raw loop; 4 MiB and more lose the effect.
 //
-// Best effort, never a dependency: a member that keeps the others waiting longer than
-// `max_wait` is dropped from the group (its receiver stalls or is slow; the others go on at their
+// Best effort, never a dependency: a member that keeps another waiting longer than `max_wait`
+// (in one Wait) is dropped from the group (its receiver stalls or is slow; the others go on at their
 // own pace), and a member that ends (done or failed) leaves. Members join before sending: one
 // that comes after the group started sending stays out (it would start a shard behind).
 //
@@ -41,15 +41,16 @@ class Lockstep {
   void Wait(int me, int64_t offset) {
     absl::MutexLock lock(&mu_);
     started_ = true;
+    // One deadline per call: whoever is slowest when it passes has kept `me` waiting too long.
+    absl::Time deadline = absl::Now() + max_wait_;
     for (;;) {
       if (progress_[me] == kLeft) return;  // dropped as a laggard earlier: run free
       auto close_enough = [this, offset] { return offset < Slowest() + window_; };
-      const int64_t before = Slowest();
-      if (mu_.AwaitWithTimeout(absl::Condition(&close_enough), max_wait_)) return;
-      if (Slowest() != before) continue;  // it moved, just not far enough yet
-      // No progress from the slowest for max_wait: it leaves (never `me`, which is ahead).
-      for (int64_t& p : progress_)
-        if (p == before && &p != &progress_[me]) p = kLeft;
+      if (mu_.AwaitWithDeadline(absl::Condition(&close_enough), deadline)) return;
+      const int64_t slowest = Slowest();
+      for (size_t i = 0; i < progress_.size(); ++i)  // never `me`, which is ahead of it
+        if (progress_[i] == slowest && static_cast<int>(i) != me) progress_[i] = kLeft;
+      deadline = absl::Now() + max_wait_;
     }
   }
 

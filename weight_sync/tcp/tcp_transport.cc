@@ -246,7 +246,7 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
     lockstep = nullptr;
   }
   // Lockstepped writes go in steps of half the window (pipe-sized at the default 2 MiB).
-  const int64_t step = lockstep != nullptr ? std::max<int64_t>(int64_t{64} << 10, lockstep->window() / 2) : 0;
+  const int64_t step = lockstep != nullptr ? lockstep->window() / 2 : 0;
   error_code ec;
 
   Hello h;
@@ -520,8 +520,10 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateTcpTransport(const TcpOptions& 
     return absl::InvalidArgumentError(absl::StrCat("tcp options: bind_host ", options.bind_host,
                                                    " is a wildcard; set advertise_host to an address senders can dial"));
   if (t.chunk_bytes <= 0) return absl::InvalidArgumentError("transfer.chunk_bytes must be > 0");
-  if (options.lockstep_window_bytes < 0)
-    return absl::InvalidArgumentError("tcp options: lockstep_window_bytes must be >= 0 (0: off)");
+  if (options.lockstep_window_bytes != 0 &&
+      (options.lockstep_window_bytes < (int64_t{64} << 10) || options.lockstep_window_bytes > (int64_t{1} << 30)))
+    return absl::InvalidArgumentError(absl::StrCat("tcp options: lockstep_window_bytes must be 0 (off) or 64 KiB to 1 GiB, not ",
+                                                   options.lockstep_window_bytes));
   if (t.io_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("transfer.io_timeout must be > 0");
   if (t.sync_timeout < t.io_timeout)
     return absl::InvalidArgumentError("transfer.sync_timeout must be >= transfer.io_timeout");

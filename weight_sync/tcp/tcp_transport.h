@@ -73,7 +73,7 @@ struct TcpOptions {
   // Sender: connections over Unix sockets that carry identical bytes (several receivers of one
   // stream) stay within this many bytes of each other, so that each source page is copied by
   // every receiver while it is in the cache (tcp/lockstep.h; best effort: a laggard is left
-  // behind after 50 ms). 0: off.
+  // behind after 50 ms). 0: off; else 64 KiB to 1 GiB.
   int64_t lockstep_window_bytes = int64_t{2} << 20;
   TcpStats* stats = nullptr;  // optional, not owned; must outlive the transport
 };
