@@ -468,15 +468,15 @@ absl::StatusOr<Plan> BuildPlan(const Row& row, const ModelEntry& model, Mode mod
   p.usable_bytes_per_gpu = fit.cap;
   p.trainer = fit.attempt.trainer;
   p.generator = fit.attempt.generator;
-  p.groups = MakeGroups(p);
+  std::vector<PlacementGroupSpec> specs = MakeGroups(p);
   // The scheduler places every group, or the plan is a bug (Internal): never print a plan the
   // head would refuse.
-  absl::StatusOr<std::vector<GroupPlacement>> scheduled = PlaceGroups(p.cluster, p.groups);
-  if (!scheduled.ok()) return scheduled.status();
-  p.scheduled = std::move(*scheduled);
-  for (const std::string& m : PlacementMismatches(p.groups, p.scheduled))
+  absl::StatusOr<std::vector<GroupPlacement>> placed = PlaceGroups(p.cluster, specs);
+  if (!placed.ok()) return placed.status();
+  for (const std::string& m : PlacementMismatches(specs, *placed))
     p.notes.push_back(absl::StrCat("placement: the scheduler places ", m,
                                    " (the weight-sync estimate assumes the expected devices)"));
+  for (size_t i = 0; i < specs.size(); ++i) p.groups.push_back({std::move(specs[i]), std::move((*placed)[i])});
   p.weight_sync = MakeWeightSync(p);
   if (options.plan_weight_sync) {
     absl::StatusOr<SyncPlanSummary> s = PlanWeightSync(p);

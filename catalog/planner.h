@@ -60,6 +60,13 @@ struct WeightSyncBound {
   std::string note;
 };
 
+// One placement group of a plan: what the job asks the scheduler for, and where the scheduler
+// places it (PlaceGroups on the plan's cluster; one BundlePlacement per bundle of `spec`).
+struct PlannedGroup {
+  PlacementGroupSpec spec;
+  GroupPlacement placement;
+};
+
 struct Plan {
   const Row* row = nullptr;
   const ModelEntry* model = nullptr;
@@ -74,10 +81,9 @@ struct Plan {
   TrainerPlan trainer;
   GeneratorPlan generator;
   // The groups the job creates, in creation order (colocated: `colocated`; separate: `trainer`,
-  // then one `generator-<i>` per engine), and where the scheduler places them (same order;
-  // PlaceGroups on the plan's cluster). A plan exists only when the scheduler places them all.
-  std::vector<PlacementGroupSpec> groups;
-  std::vector<GroupPlacement> scheduled;
+  // then one `generator-<i>` per engine), each with where the scheduler places it. A plan
+  // exists only when the scheduler places them all.
+  std::vector<PlannedGroup> groups;
   WeightSyncBound weight_sync;
   std::vector<std::string> notes;  // limitations and reading notes that apply
 };

@@ -87,15 +87,15 @@ std::string RenderPlanText(const Plan& p) {
                                           p.cluster.host_memory_gb));
   // Each group with where the scheduler placed it (PlaceGroups on the plan's cluster).
   absl::StrAppend(&out, "\n  placement groups (placed by the scheduler on a simulated ", p.cluster.shape.ToString(), ")\n");
-  for (size_t i = 0; i < p.groups.size(); ++i) {
-    const PlacementGroupSpec& g = p.groups[i];
+  for (const PlannedGroup& pg : p.groups) {
+    const PlacementGroupSpec& g = pg.spec;
     const BundleSpec& b = g.bundles.front();
     absl::StrAppend(&out, absl::StrFormat("  %-14s %-11s %3d x {GPU: %g, CPU: %g} accelerator=%s%s%s  %s\n", g.name,
                                           g.strategy, g.bundles.size(), b.gpu, b.cpu,
                                           b.selector.at(std::string(kAcceleratorLabel)),
                                           g.domain_label.empty() ? "" : " same " + g.domain_label,
                                           g.affinity_group.empty() ? "" : " near " + g.affinity_group,
-                                          i < p.scheduled.size() ? DescribePlacement(p.scheduled[i]) : "not placed"));
+                                          DescribePlacement(pg.placement)));
   }
   const WeightSyncBound& w = p.weight_sync;
   if (w.planned) {
@@ -174,17 +174,17 @@ std::string RenderPlanJson(const Plan& p) {
                     {"memory_per_gpu", MemoryJson(p.generator.memory)}};
   // Per bundle: what it asks and where the scheduler placed it (node index and id, device ids).
   nlohmann::json groups = nlohmann::json::array();
-  for (size_t i = 0; i < p.groups.size(); ++i) {
-    const PlacementGroupSpec& g = p.groups[i];
-    const GroupPlacement* placed = i < p.scheduled.size() ? &p.scheduled[i] : nullptr;
+  for (const PlannedGroup& pg : p.groups) {
+    const PlacementGroupSpec& g = pg.spec;
     nlohmann::json bundles = nlohmann::json::array();
     for (size_t k = 0; k < g.bundles.size(); ++k) {
       const BundleSpec& b = g.bundles[k];
       nlohmann::json bj = {{"resources", {{"GPU", b.gpu}, {"CPU", b.cpu}}}, {"selector", b.selector}};
-      if (placed && k < placed->bundles.size()) {
-        bj["node"] = placed->bundles[k].node;
-        bj["node_id"] = placed->bundles[k].node_id;
-        bj["gpu_ids"] = placed->bundles[k].gpu_ids;
+      if (k < pg.placement.bundles.size()) {  // always, for a plan (PlaceGroups places every bundle)
+        const BundlePlacement& at = pg.placement.bundles[k];
+        bj["node"] = at.node;
+        bj["node_id"] = at.node_id;
+        bj["gpu_ids"] = at.gpu_ids;
       }
       bundles.push_back(std::move(bj));
     }
@@ -193,7 +193,7 @@ std::string RenderPlanJson(const Plan& p) {
                       {"domain_label", g.domain_label},
                       {"affinity_group", g.affinity_group},
                       {"bundles", bundles},
-                      {"placement", placed ? nlohmann::json(DescribePlacement(*placed)) : nlohmann::json(nullptr)}});
+                      {"placement", DescribePlacement(pg.placement)}});
   }
   j["placement_groups"] = groups;
   j["weight_sync"] = {{"bytes", p.weight_sync.bytes},

@@ -157,19 +157,22 @@ TEST(PlacementTest, MismatchesNameTheBundleAndBothPlaces) {
 // bundle shapes pass the scheduler's validation, no device is given twice, and no plan carries
 // a placement note.
 void ExpectPlacedAsPlanned(const Plan& p, const std::string& what) {
-  ASSERT_EQ(p.scheduled.size(), p.groups.size()) << what;
   std::set<std::pair<int, int>> used;
   int bundles = 0;
-  for (size_t g = 0; g < p.groups.size(); ++g) {
-    ASSERT_EQ(p.scheduled[g].bundles.size(), p.groups[g].bundles.size()) << what << " " << p.groups[g].name;
-    for (const BundlePlacement& b : p.scheduled[g].bundles) {
+  std::vector<PlacementGroupSpec> specs;
+  std::vector<GroupPlacement> placed;
+  for (const PlannedGroup& g : p.groups) {
+    ASSERT_EQ(g.placement.bundles.size(), g.spec.bundles.size()) << what << " " << g.spec.name;
+    EXPECT_EQ(g.placement.group, g.spec.name) << what;
+    for (const BundlePlacement& b : g.placement.bundles) {
       ASSERT_EQ(b.gpu_ids.size(), 1u) << what;
       EXPECT_TRUE(used.insert({b.node, b.gpu_ids[0]}).second) << what << ": device given twice";
       ++bundles;
     }
+    specs.push_back(g.spec);
+    placed.push_back(g.placement);
   }
-  EXPECT_TRUE(PlacementMismatches(p.groups, p.scheduled).empty())
-      << what << ": " << PlacementMismatches(p.groups, p.scheduled).front();
+  EXPECT_TRUE(PlacementMismatches(specs, placed).empty()) << what << ": " << PlacementMismatches(specs, placed).front();
   for (const std::string& n : p.notes) EXPECT_FALSE(absl::StartsWith(n, "placement:")) << what << ": " << n;
   EXPECT_EQ(bundles, p.placement == Placement::kColocated ? p.cluster.shape.total_gpus()
                                                           : p.trainer.shape.gpus + p.generator.gpus)
@@ -216,7 +219,7 @@ TEST(PlacementTest, FewerCpusThanGpusShareThemOut) {
     req.plan_weight_sync = false;
     absl::StatusOr<Plan> p = MakePlan(cat, req);
     ASSERT_TRUE(p.ok()) << cpus << " CPUs: " << p.status();
-    EXPECT_DOUBLE_EQ(p->groups[0].bundles[0].cpu, each) << cpus << " CPUs";
+    EXPECT_DOUBLE_EQ(p->groups[0].spec.bundles[0].cpu, each) << cpus << " CPUs";
     ExpectPlacedAsPlanned(*p, absl::StrCat(cpus, " CPUs"));
   }
 }
@@ -230,7 +233,7 @@ TEST(PlacementTest, TextAndJsonCarryTheSchedulersPlacement) {
   absl::StatusOr<Plan> p = MakePlan(cat, req);
   ASSERT_TRUE(p.ok()) << p.status();
   std::string text = RenderPlanText(*p);
-  for (const GroupPlacement& g : p->scheduled) EXPECT_TRUE(absl::StrContains(text, DescribePlacement(g))) << text;
+  for (const PlannedGroup& g : p->groups) EXPECT_TRUE(absl::StrContains(text, DescribePlacement(g.placement))) << text;
   EXPECT_TRUE(absl::StrContains(text, "placed by the scheduler on a simulated 2x8xH100")) << text;
 
   PlanCommandOptions o;
@@ -242,16 +245,17 @@ TEST(PlacementTest, TextAndJsonCarryTheSchedulersPlacement) {
   ASSERT_EQ(RunPlanCommand(o, out, err), 0) << err.str();
   nlohmann::json j = nlohmann::json::parse(out.str());
   const nlohmann::json& groups = j.at("placement_groups");
-  ASSERT_EQ(groups.size(), p->scheduled.size());
+  ASSERT_EQ(groups.size(), p->groups.size());
   for (size_t g = 0; g < groups.size(); ++g) {
-    EXPECT_EQ(groups[g].at("name"), p->scheduled[g].group);
-    EXPECT_EQ(groups[g].at("placement"), DescribePlacement(p->scheduled[g]));
-    ASSERT_EQ(groups[g].at("bundles").size(), p->scheduled[g].bundles.size());
-    for (size_t b = 0; b < p->scheduled[g].bundles.size(); ++b) {
+    const GroupPlacement& placed = p->groups[g].placement;
+    EXPECT_EQ(groups[g].at("name"), placed.group);
+    EXPECT_EQ(groups[g].at("placement"), DescribePlacement(placed));
+    ASSERT_EQ(groups[g].at("bundles").size(), placed.bundles.size());
+    for (size_t b = 0; b < placed.bundles.size(); ++b) {
       const nlohmann::json& jb = groups[g].at("bundles")[b];
-      EXPECT_EQ(jb.at("node").get<int>(), p->scheduled[g].bundles[b].node);
-      EXPECT_EQ(jb.at("node_id"), p->scheduled[g].bundles[b].node_id);
-      EXPECT_EQ(jb.at("gpu_ids").get<std::vector<int>>(), p->scheduled[g].bundles[b].gpu_ids);
+      EXPECT_EQ(jb.at("node").get<int>(), placed.bundles[b].node);
+      EXPECT_EQ(jb.at("node_id"), placed.bundles[b].node_id);
+      EXPECT_EQ(jb.at("gpu_ids").get<std::vector<int>>(), placed.bundles[b].gpu_ids);
     }
   }
   // The trainer starts at node 0 GPU 0; the first engine follows it on its last node.

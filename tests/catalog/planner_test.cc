@@ -153,9 +153,10 @@ TEST(PlannerTest, SeparatePlanHasPlacementGroupsAndABound) {
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->placement, Placement::kSeparate);
   ASSERT_GE(p->groups.size(), 2u);
-  EXPECT_EQ(p->groups[0].name, "trainer");
+  EXPECT_EQ(p->groups[0].spec.name, "trainer");
   int gpus = 0;
-  for (const PlacementGroupSpec& g : p->groups) {
+  for (const PlannedGroup& pg : p->groups) {
+    const PlacementGroupSpec& g = pg.spec;
     for (const BundleSpec& b : g.bundles) {
       gpus += static_cast<int>(b.gpu);
       EXPECT_EQ(b.selector.at("accelerator"), "H100");
@@ -187,14 +188,14 @@ TEST(PlannerTest, ColocateSharesEveryGpu) {
   EXPECT_EQ(col->trainer.shape.gpus, 8);
   EXPECT_EQ(col->generator.gpus, 8);
   ASSERT_EQ(col->groups.size(), 1u);
-  EXPECT_EQ(col->groups[0].bundles.size(), 8u);
-  EXPECT_EQ(col->groups[0].domain_label, "nvlink-domain");  // one node: one NVLink domain
+  EXPECT_EQ(col->groups[0].spec.bundles.size(), 8u);
+  EXPECT_EQ(col->groups[0].spec.domain_label, "nvlink-domain");  // one node: one NVLink domain
   // Across nodes the group cannot be held to one NVLink domain.
   req.cluster = *ParseCluster("2x8xH100", cat.hardware());
   absl::StatusOr<Plan> two = MakePlan(cat, req);
   ASSERT_TRUE(two.ok()) << two.status();
-  EXPECT_EQ(two->groups[0].strategy, "PACK");
-  EXPECT_EQ(two->groups[0].domain_label, "");
+  EXPECT_EQ(two->groups[0].spec.strategy, "PACK");
+  EXPECT_EQ(two->groups[0].spec.domain_label, "");
   EXPECT_EQ(two->weight_sync.link, "NIC");
 }
 
