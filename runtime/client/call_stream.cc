@@ -174,6 +174,9 @@ absl::Time CallStream::Expire(absl::Time now) {
                                "actor ", options_.actor_id, ": call to \"", slot.method,
                                "\" got no result within ", absl::FormatDuration(slot.timeout))));
     }
+    // Answered calls leave the heap lazily; drop those on top so that an idle stream does not
+    // wake the expiry loop once per stale deadline.
+    while (!deadlines_.empty() && SettledLocked(deadlines_.top().second)) deadlines_.pop();
     if (!deadlines_.empty()) earliest = deadlines_.top().first;
     PopAnsweredLocked();
   }

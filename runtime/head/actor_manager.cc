@@ -213,7 +213,11 @@ absl::Status ActorManager::Recover() {
     if (info.state() == v1::ACTOR_DEAD) {
       dead.emplace_back(info.died_unix_ms(), *id);
     } else if (std::string key = NameKey(info.spec()); !key.empty()) {
-      live_names_[key] = *id;
+      // Two live records of one name can only come from a store that missed a death (a kill
+      // whose write failed): keep the first, say so; the other stays reachable by id.
+      if (auto [it, fresh] = live_names_.emplace(key, *id); !fresh)
+        spdlog::error("actors table: {} and {} are both live under the name {}; the name resolves to {}",
+                      it->second.ToString(), id->ToString(), key, it->second.ToString());
     }
     actors_[*id] = std::move(info);
   }
@@ -594,9 +598,14 @@ absl::StatusOr<v1::ActorInfo> ActorManager::GetByName(absl::string_view ns, absl
   // The live actor of that name, from the index; only when there is none, a DEAD one (kept
   // up to --keep-terminal), which takes a scan.
   if (auto live = live_names_.find(absl::StrCat(space, "/", name)); !name.empty() && live != live_names_.end())
-    return actors_.at(live->second);
+    if (auto it = actors_.find(live->second); it != actors_.end()) return it->second;
+  // Several DEAD ones may be kept under the name: the one that died last.
+  const v1::ActorInfo* latest = nullptr;
   for (const auto& [id, a] : actors_)
-    if (a.spec().name() == name && a.spec().namespace_() == space) return a;
+    if (a.spec().name() == name && a.spec().namespace_() == space &&
+        (latest == nullptr || a.died_unix_ms() > latest->died_unix_ms()))
+      latest = &a;
+  if (latest != nullptr) return *latest;
   return absl::NotFoundError(absl::StrCat("no actor named ", space, "/", name));
 }
 

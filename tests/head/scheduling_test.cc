@@ -556,6 +556,41 @@ TEST(HeadAsyncTest, ActorNamesAreUniqueAmongLiveActorsThroughRestartsDeathsAndRe
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// With DEAD actors kept (the default retention), a reused name resolves to its live holder,
+// also after a head restart, and once every holder is dead to the one that died last.
+TEST(HeadAsyncTest, AReusedNameResolvesToTheLiveActorThenToTheLastDead) {
+  store::MemoryStore store;
+  FakeClock clock;
+  InstantWorkers workers;
+  auto head = std::make_unique<Head>(store, clock, workers, RetentionOptions{});
+  AddGpuNode(*head, 3007, 4);
+  v1::ActorSpec spec = Spec("echo", 1, "judge");
+  absl::StatusOr<v1::ActorInfo> old = head->actors.Create(spec);
+  ASSERT_TRUE(old.ok()) << old.status();
+  ASSERT_TRUE(head->actors.Kill(*ActorId::Parse(old->actor_id())).ok());
+  clock.Advance(absl::Seconds(5));
+  absl::StatusOr<v1::ActorInfo> now = head->actors.Create(spec);
+  ASSERT_TRUE(now.ok()) << "the dead one's name is free: " << now.status();
+  ASSERT_TRUE(head->actors.Get(*ActorId::Parse(old->actor_id())).ok()) << "the DEAD one is kept";
+  absl::StatusOr<v1::ActorInfo> by_name = head->actors.GetByName("", "judge");
+  ASSERT_TRUE(by_name.ok()) << by_name.status();
+  EXPECT_EQ(by_name->actor_id(), now->actor_id());
+
+  head.reset();  // recovery sees one DEAD and one live record of the name
+  head = std::make_unique<Head>(store, clock, workers, RetentionOptions{});
+  by_name = head->actors.GetByName("", "judge");
+  ASSERT_TRUE(by_name.ok()) << by_name.status();
+  EXPECT_EQ(by_name->actor_id(), now->actor_id());
+  EXPECT_TRUE(absl::IsAlreadyExists(head->actors.Create(spec).status()));
+
+  clock.Advance(absl::Seconds(5));
+  ASSERT_TRUE(head->actors.Kill(*ActorId::Parse(now->actor_id())).ok());
+  by_name = head->actors.GetByName("", "judge");
+  ASSERT_TRUE(by_name.ok()) << by_name.status();
+  EXPECT_EQ(by_name->actor_id(), now->actor_id()) << "two DEAD holders: the one that died last";
+  EXPECT_EQ(by_name->state(), v1::ACTOR_DEAD);
+}
+
 TEST(HeadAsyncTest, WaitAsyncIsSettledByChangeTimeoutOrStop) {
   store::MemoryStore store;
   FakeClock clock;
