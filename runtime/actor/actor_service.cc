@@ -323,7 +323,9 @@ grpc::Status ActorServiceImpl::AdmitCaller(grpc::CallbackServerContext* ctx, abs
                                            std::optional<absl::string_view> actor_id,
                                            absl::string_view caller_field, absl::string_view caller_id) const {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
-  if (!actor_id) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat(actor_field, " is missing"));
+  // Absent and empty are refused alike, whichever path (unary field or stream metadata).
+  if (!actor_id || actor_id->empty())
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat(actor_field, " is missing"));
   if (*actor_id != actor_id_)
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
                         absl::StrCat("this process hosts actor ", actor_id_, ", not ", actor_id->substr(0, 64)));

@@ -242,11 +242,12 @@ TEST_F(ActorHostTest, UnaryAndStreamedCallersAreAdmittedAlike) {
     v1::ActorCallReply reply;
     return stub->Call(&ctx, req, &reply);
   };
-  auto streamed = [&](const std::string& actor_id, const std::string& caller_id) {
+  // send_empty: attach the actor-id metadata even when it is empty.
+  auto streamed = [&](const std::string& actor_id, const std::string& caller_id, bool send_empty = false) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     rpc::AttachToken(&ctx, kToken);
-    if (!actor_id.empty()) ctx.AddMetadata(rpc::kStreamActorIdKey, actor_id);
+    if (!actor_id.empty() || send_empty) ctx.AddMetadata(rpc::kStreamActorIdKey, actor_id);
     if (!caller_id.empty()) ctx.AddMetadata(rpc::kStreamCallerIdKey, caller_id);
     auto rw = stub->CallStream(&ctx);
     v1::ActorCallBatch batch;
@@ -275,6 +276,8 @@ TEST_F(ActorHostTest, UnaryAndStreamedCallersAreAdmittedAlike) {
   }
   EXPECT_NE(unary("", "c").error_message().find("ActorCallRequest.actor_id"), std::string::npos);
   EXPECT_NE(streamed("", "c").error_message().find(rpc::kStreamActorIdKey), std::string::npos);
+  grpc::Status present_but_empty = streamed("", "c", /*send_empty=*/true);
+  EXPECT_EQ(present_but_empty.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << present_but_empty.error_message();
   EXPECT_TRUE(unary(id.ToString(), "caller").ok());
   EXPECT_TRUE(streamed(id.ToString(), "caller").ok());
 }
