@@ -391,11 +391,10 @@ std::vector<Cluster> BelowMinimum(const Catalog& catalog, const Cluster& minimum
 
 namespace {
 
-// What fitting decided for one cluster: the request resolved (backend, precisions, recipe) and
-// the layouts that fit. A plan is built from it (BuildPlan); a probe stops here.
+// What fitting decided for one cluster: the training recipe, resolved once, and the layouts that
+// fit (backend and rollout precision are in them). A plan is built from it (BuildPlan); a probe
+// stops here.
 struct Fitted {
-  std::string backend;
-  RolloutPrecision rollout;
   TrainingPrecision recipe;
   double cap = 0;  // usable bytes per GPU
   Attempt attempt;
@@ -448,7 +447,7 @@ absl::StatusOr<Fitted> Fit(const Row& row, const ModelEntry& model, Mode mode, c
   Attempt at = attempt(false);
   if (!at.ok && a.optimizer_offload && mode == Mode::kFull) at = attempt(true);
   if (!at.ok) return absl::ResourceExhaustedError(at.why);
-  return Fitted{backend, *prec, *train_prec, cap, std::move(at)};
+  return Fitted{*train_prec, cap, std::move(at)};
 }
 
 // The plan for what Fit chose: its placement groups placed by the scheduler (Internal when the
