@@ -359,6 +359,14 @@ SameHostRun SyncThrough(bool sender_same_host, const std::function<std::string(s
   return out;
 }
 
+// The sync delivered the right bytes over `local` Unix and `tcp` TCP connections.
+void ExpectDeliveredOver(const SameHostRun& r, int64_t local, int64_t tcp) {
+  ASSERT_TRUE(r.sent.ok() && r.received.ok()) << r.sent << " / " << r.received;
+  EXPECT_TRUE(r.bytes_ok);
+  EXPECT_EQ(r.local, local);
+  EXPECT_EQ(r.tcp, tcp);
+}
+
 TEST(TcpSameHostTest, ASenderOnTheReceiversHostUsesItsUnixSocket) {
   if (tcp_internal::HostIdentity().empty()) GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
   std::string published;
@@ -367,19 +375,12 @@ TEST(TcpSameHostTest, ASenderOnTheReceiversHostUsesItsUnixSocket) {
     return where;
   });
   EXPECT_THAT(published, ::testing::MatchesRegex("127\\.0\\.0\\.1:[0-9]+ local=skyrl-weight-sync-[0-9]+-[0-9a-f]{16} host=.+/[0-9]+"));
-  ASSERT_TRUE(r.sent.ok()) << r.sent;
-  ASSERT_TRUE(r.received.ok()) << r.received;
-  EXPECT_TRUE(r.bytes_ok);
-  EXPECT_EQ(r.local, 1);
-  EXPECT_EQ(r.tcp, 0);
+  ExpectDeliveredOver(r, /*local=*/1, /*tcp=*/0);
 }
 
 TEST(TcpSameHostTest, ASenderThatDisallowsItUsesTcp) {
   SameHostRun r = SyncThrough(false, [](std::string where) { return where; });
-  ASSERT_TRUE(r.sent.ok() && r.received.ok()) << r.sent << " / " << r.received;
-  EXPECT_TRUE(r.bytes_ok);
-  EXPECT_EQ(r.local, 0);
-  EXPECT_EQ(r.tcp, 1);
+  ExpectDeliveredOver(r, /*local=*/0, /*tcp=*/1);
 }
 
 TEST(TcpSameHostTest, AReceiverOnAnotherHostIsReachedOverTcp) {
@@ -387,10 +388,7 @@ TEST(TcpSameHostTest, AReceiverOnAnotherHostIsReachedOverTcp) {
   SameHostRun r = SyncThrough(true, [](std::string where) {
     return where.substr(0, where.find(" host=")) + " host=another-boot-id/4026531840";
   });
-  ASSERT_TRUE(r.sent.ok() && r.received.ok()) << r.sent << " / " << r.received;
-  EXPECT_TRUE(r.bytes_ok);
-  EXPECT_EQ(r.local, 0);
-  EXPECT_EQ(r.tcp, 1);
+  ExpectDeliveredOver(r, /*local=*/0, /*tcp=*/1);
 }
 
 TEST(TcpSameHostTest, AUnixNameThatIsGoneFallsBackToTcp) {
@@ -398,10 +396,7 @@ TEST(TcpSameHostTest, AUnixNameThatIsGoneFallsBackToTcp) {
     const size_t at = where.find(" local=") + 7;
     return where.substr(0, at) + "no-such-weight-sync-socket" + where.substr(where.find(' ', at));
   });
-  ASSERT_TRUE(r.sent.ok() && r.received.ok()) << r.sent << " / " << r.received;
-  EXPECT_TRUE(r.bytes_ok);
-  EXPECT_EQ(r.local, 0);
-  EXPECT_EQ(r.tcp, 1);
+  ExpectDeliveredOver(r, /*local=*/0, /*tcp=*/1);
 }
 
 // The rendezvous value comes from another process: a malformed one is an error naming it.
