@@ -11,11 +11,15 @@
 //   build/bin/weight_sync [--plans-only] [--small] [--no-gloo] [--no-copy] [--iters N]
 //                         [--chunk-kib N] [--receivers 1,2,3] [--sizes-mib 256,1024]
 // --small: no 1T plan, 16 MiB transfers, no gloo (the ctest smoke run).
-// The TCP transport runs twice per row: zero-copy send (the default) and the copy path.
+// The TCP transport runs on each of its paths per row: direct reads over Unix sockets (the
+// default on one host), the payload spliced through Unix sockets, loopback TCP (the path
+// between hosts) zero-copy and copying.
 // Bandwidths are delivered bytes (all receivers together) per second, in GB/s (1e9 bytes).
 // Ends with RESULT lines: worst_plan_to_bound, loopback_gbps_1stream, and for 3 receivers
-// tcp_gbps_3rx (zero-copy), tcp_copy_gbps_3rx, gloo_gbps_3rx, ratio_vs_gloo_3rx (zero-copy over
-// gloo): unsuffixed at 1 GiB, suffixed _256mib at 256 MiB (gloo figures only when gloo ran).
+// tcp_gbps_3rx (the default path), tcp_unix_gbps_3rx, tcp_loopback_gbps_3rx,
+// tcp_copy_gbps_3rx, gloo_gbps_3rx, ratio_vs_gloo_3rx (default path over gloo),
+// ratio_unix_vs_gloo_3rx, ratio_loopback_vs_gloo_3rx: unsuffixed at 1 GiB, suffixed _256mib at
+// 256 MiB (gloo figures only when gloo ran).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -84,18 +88,26 @@ std::vector<Case> Cases(bool small) {
   return out;
 }
 
-// Best seconds over `iters` broadcasts of `bytes` from one sender to `receivers` receivers
-// through our TCP transport (after one warm-up version); -1 on failure. `zero_copy` picks the
-// sender's path (TcpOptions::zero_copy_send), `same_host` whether ranks meet on the
-// receivers' Unix sockets (TcpOptions::same_host_unix_socket, the default) or over loopback
-// TCP; `spliced` gets the fraction of payload bytes that really went zero-copy, and the run
-// fails if a connection took another path than asked. Each receiver is its
-// own process, as gloo's ranks are; the sender's Send returns once every receiver confirmed
-// the whole version, which is what is timed. Receivers check the last version's bytes.
-int64_t g_lockstep_bytes = -1;  // --lockstep-kib; -1: the transport's default
+// The transport's paths on one host.
+enum class Path {
+  kDirect,   // the default: Unix sockets, receivers read the sender's memory (direct reads)
+  kUnix,     // Unix sockets, the payload spliced through them (same_host_direct_read off)
+  kTcp,      // loopback TCP, spliced (same_host_unix_socket off: the path between hosts)
+  kTcpCopy,  // loopback TCP, copied (zero_copy_send off too)
+};
 
-double TcpBroadcast(int64_t bytes, int receivers, int iters, bool zero_copy, bool same_host, int64_t chunk_bytes,
-                    double* spliced) {
+// Best seconds over `iters` broadcasts of `bytes` from one sender to `receivers` receivers
+// through our TCP transport on `path` (after one warm-up version); -1 on failure, including
+// when a connection or a payload byte took another path than asked (from the sender's
+// TcpStats). Each receiver is its own process, as gloo's ranks are; the sender's Send returns
+// once every receiver confirmed the whole version, which is what is timed. Receivers check the
+// last version's bytes.
+int64_t g_lockstep_bytes = -1;  // --lockstep-kib; -1: the transport's default
+double g_min_spliced = 1;       // lowest share of spliced payload on the zero-copy paths
+
+double TcpBroadcast(int64_t bytes, int receivers, int iters, Path path, int64_t chunk_bytes) {
+  const bool same_host = path == Path::kDirect || path == Path::kUnix;
+  const bool zero_copy = path != Path::kTcpCopy;
   ws::Model m;
   m.num_layers = 1;
   ws::Param p;
@@ -120,6 +132,7 @@ double TcpBroadcast(int64_t bytes, int receivers, int iters, bool zero_copy, boo
       o.receiver_rank = r;
       o.transfer.chunk_bytes = chunk_bytes;
       o.same_host_unix_socket = same_host;
+      o.same_host_direct_read = path == Path::kDirect;
       auto t = ws::CreateTcpTransport(o);
       if (!t.ok()) _exit(2);
       ws::VersionedShard shard(bytes);
@@ -143,6 +156,7 @@ double TcpBroadcast(int64_t bytes, int receivers, int iters, bool zero_copy, boo
   o.transfer.chunk_bytes = chunk_bytes;
   o.zero_copy_send = zero_copy;
   o.same_host_unix_socket = same_host;
+  o.same_host_direct_read = path == Path::kDirect;
   if (g_lockstep_bytes >= 0) o.lockstep_window_bytes = g_lockstep_bytes;
   ws::TcpStats stats;
   o.stats = &stats;
@@ -176,8 +190,17 @@ double TcpBroadcast(int64_t bytes, int receivers, int iters, bool zero_copy, boo
                  same_host ? "TCP" : "Unix sockets", same_host ? "Unix sockets" : "TCP");
     ok = false;
   }
-  const double total = static_cast<double>(stats.spliced_bytes + stats.copied_bytes);
-  *spliced = total > 0 ? stats.spliced_bytes / total : 0;
+  // Every payload byte went the way asked (splicing may fall back to copies where the kernel
+  // refuses; the share is printed).
+  const int64_t payload = int64_t{receivers} * bytes * versions;
+  const int64_t direct = stats.direct_read_bytes, moved = stats.spliced_bytes + stats.copied_bytes;
+  if (direct + moved != payload || (path == Path::kDirect) != (direct == payload)) {
+    std::fprintf(stderr, "weight_sync: of %lld payload bytes %lld were read directly and %lld sent\n",
+                 static_cast<long long>(payload), static_cast<long long>(direct), static_cast<long long>(moved));
+    ok = false;
+  }
+  if ((path == Path::kUnix || path == Path::kTcp) && moved > 0)
+    g_min_spliced = std::min(g_min_spliced, static_cast<double>(stats.spliced_bytes) / moved);
   return ok ? best : -1;
 }
 
@@ -246,7 +269,7 @@ int main(int argc, char** argv) {
           "  --no-gloo     skip the torch.distributed gloo baseline\n"
           "  --no-copy     skip the copy-path (zero_copy_send = false) loopback TCP column\n"
           "  --iters N     timed versions per figure, best taken (default 3)\n"
-          "  --rounds N    rounds alternating local, tcp, copy and gloo per row, best of each kept (default 2)\n"
+          "  --rounds N    rounds alternating direct, unix, tcp, copy and gloo per row, best of each kept (default 2)\n"
           "  --chunk-kib N TransferOptions::chunk_bytes for the TCP runs (default 8192)\n"
           "  --lockstep-kib N  TcpOptions::lockstep_window_bytes (default: the transport's, 2048; 0: off, else 64 to 1048576)\n"
           "  --receivers L receiver counts to run (default 1,2,3; RESULT lines need 3)\n"
@@ -316,67 +339,67 @@ int main(int argc, char** argv) {
               static_cast<long long>(sizes.back() >> 20), loop_s, loop_gbps, loop_gbps * 8);
   // The figures of a row are measured one right after the other, so that they see the same
   // load on a shared machine.
-  std::printf("local = the transport's default on one host (zero-copy send over the receivers' Unix sockets);\n"
+  std::printf("direct = the transport's default on one host (Unix sockets; receivers read the sender's memory);\n"
+              "unix = Unix sockets with the payload spliced through them (same_host_direct_read off);\n"
               "tcp = zero-copy send over loopback TCP (same_host_unix_socket off: what ranks on two hosts use);\n"
               "copy = loopback TCP with zero_copy_send off\n");
-  std::printf("%-9s %3s %8s %9s %8s %8s %8s %9s %10s %10s %9s\n", "size", "rx", "local s", "local GB/s", "tcp GB/s",
-              "copy GB/s", "gloo s", "gloo GB/s", "local/gloo", "tcp/gloo", "copy/gloo");
+  std::printf("%-9s %3s %8s %11s %9s %8s %9s %8s %9s %11s %9s %9s %9s\n", "size", "rx", "direct s", "direct GB/s",
+              "unix GB/s", "tcp GB/s", "copy GB/s", "gloo s", "gloo GB/s", "direct/gloo", "unix/gloo", "tcp/gloo",
+              "copy/gloo");
   auto fmt = [](double v, const char* f) { return v > 0 ? absl::StrFormat(f, v) : std::string("-"); };
-  std::map<int64_t, double> local3, tcp3, copy3, gloo3;
-  double min_spliced = 1;
+  std::map<int64_t, double> direct3, unix3, tcp3, copy3, gloo3;
   for (int64_t b : sizes)
     for (int n : rx_counts) {
       // Rounds alternate the paths (and gloo) and each keeps its best: on a shared machine the
       // load changes within seconds, and alternating gives every path the same chances.
-      double ls = 1e30, ts = 1e30, cs = copy_too ? 1e30 : 0, gs = 0;
+      std::map<Path, double> best;
+      std::vector<Path> paths = {Path::kDirect, Path::kUnix, Path::kTcp};
+      if (copy_too) paths.push_back(Path::kTcpCopy);
+      double gs = 0;
       for (int round = 0; round < rounds; ++round) {
-        double spliced = 0, unused = 0;
-        const double l = TcpBroadcast(b, n, iters, /*zero_copy=*/true, /*same_host=*/true, chunk_bytes, &spliced);
-        if (l < 0) return 1;
-        ls = std::min(ls, l);
-        min_spliced = std::min(min_spliced, spliced);
-        const double tt = TcpBroadcast(b, n, iters, /*zero_copy=*/true, /*same_host=*/false, chunk_bytes, &spliced);
-        if (tt < 0) return 1;
-        ts = std::min(ts, tt);
-        min_spliced = std::min(min_spliced, spliced);
-        if (copy_too) {
-          const double c = TcpBroadcast(b, n, iters, /*zero_copy=*/false, /*same_host=*/false, chunk_bytes, &unused);
-          if (c < 0) return 1;
-          cs = std::min(cs, c);
+        for (Path path : paths) {
+          const double sec = TcpBroadcast(b, n, iters, path, chunk_bytes);
+          if (sec < 0) return 1;
+          best[path] = best.count(path) ? std::min(best[path], sec) : sec;
         }
         if (gloo) {
           std::map<std::pair<int64_t, int>, double> gl = Gloo({b}, {n}, iters);
           if (auto it = gl.find({b, n}); it != gl.end()) gs = gs > 0 ? std::min(gs, it->second) : it->second;
         }
       }
-      const double lgbps = n * b / ls / 1e9, tgbps = n * b / ts / 1e9, cgbps = cs > 0 ? n * b / cs / 1e9 : 0;
-      const double ggbps = gs > 0 ? n * b / gs / 1e9 : 0;
-      std::printf("%-9s %3d %8.3f %9.2f %8.2f %8s %8s %9s %10s %10s %9s\n", absl::StrCat(b >> 20, " MiB").c_str(), n,
-                  ls, lgbps, tgbps, fmt(cgbps, "%.2f").c_str(), fmt(gs, "%.3f").c_str(), fmt(ggbps, "%.2f").c_str(),
-                  fmt(ggbps > 0 ? lgbps / ggbps : 0, "%.2f").c_str(), fmt(ggbps > 0 ? tgbps / ggbps : 0, "%.2f").c_str(),
-                  fmt(ggbps > 0 && cgbps > 0 ? cgbps / ggbps : 0, "%.2f").c_str());
+      auto gbps = [&](Path p) { return best.count(p) ? n * b / best[p] / 1e9 : 0.0; };
+      const double dg = gbps(Path::kDirect), ug = gbps(Path::kUnix), tg = gbps(Path::kTcp), cg = gbps(Path::kTcpCopy);
+      const double gg = gs > 0 ? n * b / gs / 1e9 : 0;
+      auto over_gloo = [&](double v) { return fmt(gg > 0 && v > 0 ? v / gg : 0, "%.2f"); };
+      std::printf("%-9s %3d %8.3f %11.2f %9.2f %8.2f %9s %8s %9s %11s %9s %9s %9s\n",
+                  absl::StrCat(b >> 20, " MiB").c_str(), n, best[Path::kDirect], dg, ug, tg, fmt(cg, "%.2f").c_str(),
+                  fmt(gs, "%.3f").c_str(), fmt(gg, "%.2f").c_str(), over_gloo(dg).c_str(), over_gloo(ug).c_str(),
+                  over_gloo(tg).c_str(), over_gloo(cg).c_str());
       if (n == 3) {
-        local3[b] = lgbps;
-        tcp3[b] = tgbps;
-        copy3[b] = cgbps;
-        gloo3[b] = ggbps;
+        direct3[b] = dg;
+        unix3[b] = ug;
+        tcp3[b] = tg;
+        copy3[b] = cg;
+        gloo3[b] = gg;
       }
     }
-  std::printf("(zero-copy share of the payload, lowest row: %.0f%%)\n", min_spliced * 100);
+  std::printf("(zero-copy share of the payload on the unix and tcp paths, lowest run: %.0f%%)\n", g_min_spliced * 100);
   // Without a suffix: the largest size (1 GiB; 16 MiB with --small), as before.
-  // tcp_gbps_3rx is the TCP transport as it runs by default with every rank on one host, which
-  // is over Unix sockets; tcp_loopback_gbps_3rx forces loopback TCP (the path between hosts).
+  // tcp_gbps_3rx is the TCP transport as it runs by default with every rank on one host (Unix
+  // sockets, direct reads); the other paths have their own names.
   std::printf("RESULT worst_plan_to_bound %.3f\n", worst);
   std::printf("RESULT loopback_gbps_1stream %.2f\n", loop_gbps);
   for (int64_t b : sizes) {
-    if (!local3.count(b)) continue;
+    if (!direct3.count(b)) continue;
     const std::string suffix = b == sizes.back() ? "" : absl::StrCat("_", b >> 20, "mib");
-    std::printf("RESULT tcp_gbps_3rx%s %.2f\n", suffix.c_str(), local3[b]);
+    std::printf("RESULT tcp_gbps_3rx%s %.2f\n", suffix.c_str(), direct3[b]);
+    std::printf("RESULT tcp_unix_gbps_3rx%s %.2f\n", suffix.c_str(), unix3[b]);
     std::printf("RESULT tcp_loopback_gbps_3rx%s %.2f\n", suffix.c_str(), tcp3[b]);
     if (copy3[b] > 0) std::printf("RESULT tcp_copy_gbps_3rx%s %.2f\n", suffix.c_str(), copy3[b]);
     if (gloo3[b] > 0) {
       std::printf("RESULT gloo_gbps_3rx%s %.2f\n", suffix.c_str(), gloo3[b]);
-      std::printf("RESULT ratio_vs_gloo_3rx%s %.2f\n", suffix.c_str(), local3[b] / gloo3[b]);
+      std::printf("RESULT ratio_vs_gloo_3rx%s %.2f\n", suffix.c_str(), direct3[b] / gloo3[b]);
+      std::printf("RESULT ratio_unix_vs_gloo_3rx%s %.2f\n", suffix.c_str(), unix3[b] / gloo3[b]);
       std::printf("RESULT ratio_loopback_vs_gloo_3rx%s %.2f\n", suffix.c_str(), tcp3[b] / gloo3[b]);
     }
   }

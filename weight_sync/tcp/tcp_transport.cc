@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "weight_sync/checksum.h"
 #include "weight_sync/tcp/connection.h"
+#include "weight_sync/tcp/direct_read.h"
 #include "weight_sync/tcp/listener.h"
 #include "weight_sync/tcp/lockstep.h"
 #include "weight_sync/tcp/splice_writer.h"
@@ -26,9 +28,16 @@ namespace {
 using namespace tcp_internal;  // NOLINT: asio, tcp, error_code, Connection
 
 constexpr uint32_t kMagic = 0x53574B53;  // "SKWS"
-constexpr uint32_t kProtocol = 1;
+constexpr uint32_t kProtocol = 2;
 constexpr uint32_t kFlagChecksums = 1;
-constexpr size_t kHelloSize = 48, kBucketHeaderSize = 24, kAckSize = 8;
+// The sender offers direct reads (tcp/direct_read.h): kDirectOfferSize bytes follow the hello,
+// the address of a probe in the sender's memory and the probe's value.
+constexpr uint32_t kFlagDirectRead = 2;
+constexpr size_t kHelloSize = 48, kDirectOfferSize = 16, kBucketHeaderSize = 24, kAckSize = 8;
+// The receiver's welcome when it accepted the offer: buckets then carry range tables.
+constexpr absl::string_view kDirectAccepted = "direct-read";
+// Most ranges one bucket's table may hold (a sanity bound on what a peer sends).
+constexpr uint32_t kMaxRanges = uint32_t{1} << 24;
 constexpr uint32_t kMaxAckMessage = 4096;
 // Receivers: SO_RCVLOWAT while payload streams in (see ReceiveFrom).
 constexpr int64_t kLowWater = int64_t{4} << 20;
@@ -116,28 +125,45 @@ class RunCursor {
 };
 
 // Reads a status frame (code, length, message). The outer status is the transport's; the
-// inner one is what the receiver said.
-absl::StatusOr<absl::Status> ReadStatus(Connection& c, absl::Duration timeout, absl::string_view what) {
+// inner one is what the receiver said. An OK frame's message (the welcome's answer to a
+// direct-read offer) goes to `ok_message` when given.
+absl::StatusOr<absl::Status> ReadStatus(Connection& c, absl::Duration timeout, absl::string_view what,
+                                        std::string* ok_message = nullptr) {
   std::array<uint8_t, kAckSize> ack{};
   if (error_code ec = c.Read(asio::buffer(ack), timeout); ec) return FromAsio(ec, what);
   const uint32_t code = Get32(&ack[0]), mlen = std::min(Get32(&ack[4]), kMaxAckMessage);
   std::string msg(mlen, '\0');
   if (mlen > 0)
     if (error_code ec = c.Read(asio::buffer(msg), timeout); ec) return FromAsio(ec, what);
-  if (code == 0) return absl::OkStatus();
+  if (code == 0) {
+    if (ok_message != nullptr) *ok_message = std::move(msg);
+    return absl::OkStatus();
+  }
   const auto status_code = code > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated)
                                ? absl::StatusCode::kUnknown
                                : static_cast<absl::StatusCode>(code);
   return absl::Status(status_code, absl::StrCat("receiver says: ", msg));
 }
 
-void WriteStatus(Connection& c, const absl::Status& s, absl::Duration timeout) {
-  std::string msg(s.message().substr(0, kMaxAckMessage));
+void WriteFrame(Connection& c, absl::StatusCode code, absl::string_view message, absl::Duration timeout) {
+  std::string msg(message.substr(0, kMaxAckMessage));
   std::array<uint8_t, kAckSize> ack{};
-  Put32(&ack[0], static_cast<uint32_t>(s.code()));
+  Put32(&ack[0], static_cast<uint32_t>(code));
   Put32(&ack[4], static_cast<uint32_t>(msg.size()));
   std::vector<asio::const_buffer> b{asio::buffer(ack), asio::buffer(msg)};
   c.Write(b, timeout);
+}
+
+void WriteStatus(Connection& c, const absl::Status& s, absl::Duration timeout) {
+  WriteFrame(c, s.code(), s.message(), timeout);
+}
+
+// The pieces of a RunCursor step as Ranges (direct reads).
+template <typename Buffer>
+void ToRanges(const std::vector<Buffer>& bufs, std::vector<Range>& out) {
+  out.clear();
+  for (const Buffer& b : bufs)
+    if (b.size() > 0) out.push_back({reinterpret_cast<uint64_t>(b.data()), b.size()});
 }
 
 class TcpTransport final : public Transport {
@@ -166,7 +192,13 @@ class TcpTransport final : public Transport {
   // `lockstep` (may be null) and `member`: this peer's place in a group of identical streams.
   absl::Status SendTo(uint64_t version, int me, const PeerStream& peer, const uint8_t* shard, Connection& c,
                       Lockstep* lockstep, int member);
-  absl::Status ReceiveFrom(const Hello& hello, const PeerStream& peer, uint8_t* staging, Connection& c);
+  // `direct_pid` > 0: the sender's buckets carry range tables to read from that process.
+  absl::Status ReceiveFrom(const Hello& hello, const PeerStream& peer, uint8_t* staging, Connection& c,
+                           pid_t direct_pid);
+  // Direct reads: bucket `b` (`len` bytes, header read) from process `pid`, whose range table
+  // follows the header on `c`, into the next `len` bytes of `cursor`.
+  absl::Status ReadBucketDirect(pid_t pid, uint32_t b, int64_t len, const std::array<uint8_t, kBucketHeaderSize>& hdr,
+                                RunCursor<uint8_t*>& cursor, Connection& c);
   // Connects `c` to the receiver published as `where`: its Unix socket when it is on this host
   // (and both sides allow it), else TCP. True: over the Unix socket.
   absl::StatusOr<bool> Dial(absl::string_view where, Connection& c);
@@ -241,12 +273,9 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
   if (!where.ok()) return where.status();
   absl::StatusOr<bool> local = Dial(*where, c);
   if (!local.ok()) return local.status();
-  if (!*local && lockstep != nullptr) {  // only receivers on this host copy from our pages
-    lockstep->Leave(member);
-    lockstep = nullptr;
-  }
-  // Lockstepped writes go in steps of half the window (pipe-sized at the default 2 MiB).
-  const int64_t step = lockstep != nullptr ? lockstep->window() / 2 : 0;
+  // Over the Unix socket, offer the receiver to read our shard itself (tcp/direct_read.h).
+  // Like zero-copy sending it reads the shard as it is until Send returns, so only with that.
+  const bool offer_direct = *local && o_.zero_copy_send && o_.same_host_direct_read;
   error_code ec;
 
   Hello h;
@@ -255,12 +284,28 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
   h.receiver = peer.peer;
   h.bytes = peer.bytes;
   h.bucket_bytes = t.bucket_bytes;
-  h.flags = t.checksums ? kFlagChecksums : 0;
+  h.flags = (t.checksums ? kFlagChecksums : 0) | (offer_direct ? kFlagDirectRead : 0);
   auto hello = h.Encode();
-  if (ec = c.Write(asio::buffer(hello), t.io_timeout); ec) return FromAsio(ec, "hello");
-  absl::StatusOr<absl::Status> welcome = ReadStatus(c, t.io_timeout, "waiting for the receiver to accept");
+  // The probe lives on this stack until the receiver answered.
+  const uint64_t probe = (uint64_t{std::random_device{}()} << 32 | std::random_device{}()) | 1;
+  std::array<uint8_t, kDirectOfferSize> offer{};
+  Put64(&offer[0], reinterpret_cast<uint64_t>(&probe));
+  Put64(&offer[8], probe);
+  std::vector<asio::const_buffer> hello_bufs{asio::buffer(hello)};
+  if (offer_direct) hello_bufs.push_back(asio::buffer(offer));
+  if (ec = c.Write(hello_bufs, t.io_timeout); ec) return FromAsio(ec, "hello");
+  std::string answer;
+  absl::StatusOr<absl::Status> welcome = ReadStatus(c, t.io_timeout, "waiting for the receiver to accept", &answer);
   if (!welcome.ok()) return welcome.status();
   if (!welcome->ok()) return *welcome;
+  const bool direct = offer_direct && answer == kDirectAccepted;
+  // Only receivers on this host that copy from our pages through the socket go in lockstep.
+  if ((!*local || direct) && lockstep != nullptr) {
+    lockstep->Leave(member);
+    lockstep = nullptr;
+  }
+  // Lockstepped writes go in steps of half the window (pipe-sized at the default 2 MiB).
+  const int64_t step = lockstep != nullptr ? lockstep->window() / 2 : 0;
   // A write that fails may be the receiver giving up with a reason: read it if it is there.
   auto failed_write = [&](const error_code& ec, absl::string_view what) {
     absl::StatusOr<absl::Status> why = ReadStatus(c, absl::Milliseconds(100), what);
@@ -283,6 +328,7 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
     }
   } count{writer, o_.stats};
   int64_t sent = 0;
+  std::vector<uint8_t> table;  // direct reads: a bucket's ranges
   for (uint32_t b = 0; sent < peer.bytes; ++b) {
     const int64_t len = std::min(t.bucket_bytes, peer.bytes - sent);
     std::array<uint8_t, kBucketHeaderSize> hdr{};
@@ -292,6 +338,21 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
       Checksum sum;
       cursor.Peek(len, [&](const uint8_t* p, int64_t n) { sum.Update(p, n); });
       Put64(&hdr[16], sum.Digest());
+    }
+    if (direct) {
+      // The header, then the table of where the bucket's bytes are in our memory.
+      cursor.Next(len, bufs);
+      table.resize(bufs.size() * 16);
+      for (size_t i = 0; i < bufs.size(); ++i) {
+        Put64(&table[i * 16], reinterpret_cast<uint64_t>(bufs[i].data()));
+        Put64(&table[i * 16 + 8], bufs[i].size());
+      }
+      Put32(&hdr[4], static_cast<uint32_t>(bufs.size()));
+      std::vector<asio::const_buffer> out{asio::buffer(hdr), asio::buffer(table)};
+      if (ec = c.Write(out, t.io_timeout); ec) return failed_write(ec, absl::StrCat("bucket ", b, " table"));
+      if (o_.stats != nullptr) o_.stats->direct_read_bytes += len;
+      sent += len;
+      continue;
     }
     if (ec = c.Write(asio::buffer(hdr), t.io_timeout); ec)
       return failed_write(ec, absl::StrCat("bucket ", b, " header"));
@@ -354,7 +415,53 @@ absl::Status TcpTransport::Send(uint64_t version, const RankSchedule& schedule, 
   return absl::OkStatus();
 }
 
-absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, uint8_t* staging, Connection& c) {
+absl::Status TcpTransport::ReadBucketDirect(pid_t pid, uint32_t b, int64_t len,
+                                            const std::array<uint8_t, kBucketHeaderSize>& hdr,
+                                            RunCursor<uint8_t*>& cursor, Connection& c) {
+  const TransferOptions& t = o_.transfer;
+  const uint32_t count = Get32(&hdr[4]);
+  if (count == 0 || count > kMaxRanges || count > static_cast<uint64_t>(len))
+    return absl::DataLossError(absl::StrCat("bucket ", b, ": a table of ", count, " ranges for ", len, " bytes"));
+  std::vector<uint8_t> table(size_t{count} * 16);
+  if (error_code ec = c.Read(asio::buffer(table), t.io_timeout); ec)
+    return FromAsio(ec, absl::StrCat("bucket ", b, " table"));
+  std::vector<Range> remote(count);
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    remote[i] = {Get64(&table[i * 16]), Get64(&table[i * 16 + 8])};
+    if (remote[i].len == 0 || remote[i].len > static_cast<uint64_t>(len) - total)
+      return absl::DataLossError(absl::StrCat("bucket ", b, ": its table does not add up to ", len, " bytes"));
+    total += remote[i].len;
+  }
+  if (total != static_cast<uint64_t>(len))
+    return absl::DataLossError(absl::StrCat("bucket ", b, ": its table adds up to ", total, " bytes, not ", len));
+  // In pieces of chunk_bytes, so that a failure elsewhere stops this one soon.
+  std::vector<asio::mutable_buffer> bufs;
+  std::vector<Range> here, there;
+  size_t ri = 0;
+  uint64_t rat = 0;
+  for (int64_t done = 0; done < len;) {
+    if (c.aborted()) return FromAsio(asio::error::operation_aborted, absl::StrCat("bucket ", b));
+    const int64_t n = std::min(t.chunk_bytes, len - done);
+    cursor.Next(n, bufs);
+    ToRanges(bufs, here);
+    there.clear();
+    for (uint64_t want = n; want > 0;) {
+      const uint64_t take = std::min(want, remote[ri].len - rat);
+      there.push_back({remote[ri].addr + rat, take});
+      rat += take;
+      want -= take;
+      if (rat == remote[ri].len) ++ri, rat = 0;
+    }
+    if (absl::Status s = ReadPeer(pid, here, there); !s.ok())
+      return absl::Status(s.code(), absl::StrCat("bucket ", b, " at byte ", done, ": ", s.message()));
+    done += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, uint8_t* staging, Connection& c,
+                                       pid_t direct_pid) {
   const TransferOptions& t = o_.transfer;
   RunCursor<uint8_t*> cursor(peer.runs, staging);
   std::vector<asio::mutable_buffer> bufs;
@@ -369,7 +476,10 @@ absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, u
       return absl::DataLossError(absl::StrCat("bucket ", b, ": header says bucket ", Get32(&hdr[0]), " of ",
                                               Get64(&hdr[8]), " bytes, expected ", len));
     RunCursor<uint8_t*> start = cursor;
-    for (int64_t done = 0; done < len;) {
+    if (direct_pid > 0) {
+      if (absl::Status s = ReadBucketDirect(direct_pid, b, len, hdr, cursor, c); !s.ok()) return s;
+    }
+    for (int64_t done = 0; direct_pid == 0 && done < len;) {
       const int64_t n = std::min(t.chunk_bytes, len - done);
       // (TCP; a Unix socket's poll ignores SO_RCVLOWAT, so there it is harmless and idle.)
       // Wake only once kLowWater bytes wait (fewer wakeups and reads per byte), but never ask
@@ -453,11 +563,16 @@ absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedul
     h.bytes = Get64(&hb[24]);
     h.bucket_bytes = Get64(&hb[32]);
     h.flags = Get32(&hb[40]);
+    if (Get32(&hb[0]) != kMagic || Get32(&hb[4]) != kProtocol) {
+      send_status(*c, absl::FailedPreconditionError(absl::StrCat("not a weight-sync protocol ", kProtocol, " peer")));
+      continue;
+    }
+    std::array<uint8_t, kDirectOfferSize> offer{};
+    if (h.flags & kFlagDirectRead)
+      if (ec = c->Read(asio::buffer(offer), t.io_timeout); ec) continue;
     absl::Status bad;
     auto it = expected.find(static_cast<int>(h.sender));
-    if (Get32(&hb[0]) != kMagic || Get32(&hb[4]) != kProtocol)
-      bad = absl::FailedPreconditionError("not a weight-sync protocol 1 peer");
-    else if (h.version != version)
+    if (h.version != version)
       bad = absl::FailedPreconditionError(absl::StrCat("receiver ", schedule.rank, " is syncing version ", version,
                                                        ", not ", h.version));
     else if (static_cast<int>(h.receiver) != schedule.rank)
@@ -478,7 +593,19 @@ absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedul
       continue;
     }
     arrived[it->first] = true;
-    send_status(*c, absl::OkStatus());  // welcome: start sending
+    // Take up a direct-read offer when this receiver allows it, the kernel names the process
+    // at the other end and we can read the probe there (tcp/direct_read.h).
+    pid_t direct_pid = 0;
+    if ((h.flags & kFlagDirectRead) && o_.same_host_direct_read) {
+      const pid_t pid = PeerPid(c->socket().native_handle());
+      uint64_t seen = 0;
+      if (pid > 0 &&
+          ReadPeer(pid, {{reinterpret_cast<uint64_t>(&seen), 8}}, {{Get64(&offer[0]), 8}}).ok() &&
+          seen == Get64(&offer[8]))
+        direct_pid = pid;
+    }
+    // Welcome: start sending.
+    WriteFrame(*c, absl::StatusCode::kOk, direct_pid > 0 ? kDirectAccepted : "", t.io_timeout);
     Connection* conn = c.get();
     {
       absl::MutexLock lock(&mu);
@@ -486,8 +613,8 @@ absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedul
       if (failed.load()) conn->Abort();
     }
     const PeerStream* peer = it->second;
-    threads.emplace_back([&, h, peer, conn] {
-      absl::Status s = ReceiveFrom(h, *peer, staging->data(), *conn);
+    threads.emplace_back([&, h, peer, conn, direct_pid] {
+      absl::Status s = ReceiveFrom(h, *peer, staging->data(), *conn, direct_pid);
       if (!s.ok()) {
         send_status(*conn, s);
         fail(absl::Status(s.code(), absl::StrCat("from sender ", h.sender, ": ", s.message())));

@@ -31,7 +31,13 @@
 // when that fails. Same protocol, same zero-copy sending; on one machine it moves about 1.5x
 // the bytes per CPU second that loopback TCP does (docs/performance.md). TcpOptions::
 // same_host_unix_socket = false keeps every connection on TCP.
-// The wire format is little-endian and versioned (magic "SKWS", protocol 1).
+//
+// Direct reads: over such a Unix connection the sender may offer, and the receiver take up,
+// reading the payload out of the sender's memory (TcpOptions::same_host_direct_read; on by
+// default where the kernel allows it). The socket then carries each bucket's header, a table
+// of the sender's address ranges and the checksums; the receiver copies with
+// process_vm_readv. Fallback to streaming is per connection, decided at the handshake.
+// The wire format is little-endian and versioned (magic "SKWS", protocol 2).
 #pragma once
 
 #include <atomic>
@@ -49,6 +55,8 @@ namespace skyrl::weight_sync {
 struct TcpStats {
   std::atomic<int64_t> spliced_bytes{0};  // payload sent zero-copy (vmsplice + splice)
   std::atomic<int64_t> copied_bytes{0};   // payload sent through ordinary writes
+  // Payload receivers on this host read straight from the sender's memory (direct reads).
+  std::atomic<int64_t> direct_read_bytes{0};
   // Connections a sender made, by path: Unix-domain (same host) and TCP.
   std::atomic<int64_t> local_connections{0};
   std::atomic<int64_t> tcp_connections{0};
@@ -70,6 +78,14 @@ struct TcpOptions {
   // Receiver: also listen on an abstract Unix socket for senders on this host. Sender: use it
   // when the receiver offers one and is on this host. Both sides must allow it.
   bool same_host_unix_socket = true;
+  // Over those Unix sockets, receivers read the payload straight out of the sender's shard
+  // (process_vm_readv; tcp/direct_read.h) instead of through the socket: one copy per
+  // receiver, nothing for the sender to do but wait. Needs both sides to allow it, the sender
+  // to send zero-copy (the same contract on its shard), and the kernel to let the receiver
+  // read the sender (same user and ptrace permitted: Yama ptrace_scope 0, no seccomp rule
+  // against it); a probe at the handshake checks, and the connection streams through the
+  // socket otherwise.
+  bool same_host_direct_read = true;
   // Sender: connections over Unix sockets that carry identical bytes (several receivers of one
   // stream) stay within this many bytes of each other, so that each source page is copied by
   // every receiver while it is in the cache (tcp/lockstep.h; best effort: a laggard is left
