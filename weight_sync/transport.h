@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "weight_sync/shard_bytes.h"
 #include "weight_sync/plan/schedule.h"
 
 namespace skyrl::weight_sync {
@@ -62,7 +63,7 @@ class VersionedShard {
 
   struct Snapshot {
     uint64_t version = 0;
-    std::shared_ptr<const std::vector<uint8_t>> bytes;
+    std::shared_ptr<const ShardBytes> bytes;
   };
   // What an engine serves: whole, and unchanged while held. bytes == nullptr while an in-place
   // sync applies and after one failed (see Staging::kInPlace).
@@ -82,13 +83,17 @@ class VersionedShard {
   // reader holds it, or when the shard is torn and `keep_live_bytes` asks for its contents).
   absl::StatusOr<absl::Span<uint8_t>> BeginStaging(uint64_t version, bool keep_live_bytes = true,
                                                    Staging mode = Staging::kCopy);
+  // The buffer being staged (nullptr when none): for a transport that hands it to a peer on
+  // this host (ShardBytes::fd()).
+  std::shared_ptr<ShardBytes> StagingBuffer() const;
   // Marks staged bytes complete (transport's job).
   void MarkPrepared();
   // Swaps the prepared version in. FailedPrecondition when nothing is prepared.
   absl::Status Commit();
   // Drops a staged or prepared version; the live one stays (kCopy) or the shard is torn
-  // (kInPlace).
-  void Abort();
+  // (kInPlace). `discard_buffer`: never reuse the staging buffer (a peer that was handed it
+  // may still write into it); a torn shard then gets a fresh buffer at its next sync.
+  void Abort(bool discard_buffer = false);
   // The version being staged or prepared, or 0.
   uint64_t PendingVersion() const;
   int64_t Bytes() const { return bytes_; }
@@ -97,13 +102,15 @@ class VersionedShard {
   const int64_t bytes_;
   mutable absl::Mutex mu_;
   Snapshot live_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<std::vector<uint8_t>> staging_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<const std::vector<uint8_t>> retired_ ABSL_GUARDED_BY(mu_);  // the previous live buffer
+  std::shared_ptr<ShardBytes> staging_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const ShardBytes> retired_ ABSL_GUARDED_BY(mu_);  // the previous live buffer
   uint64_t staging_version_ ABSL_GUARDED_BY(mu_) = 0;
   bool prepared_ ABSL_GUARDED_BY(mu_) = false;
   bool in_place_ ABSL_GUARDED_BY(mu_) = false;
-  // The buffer of a failed in-place sync: reused (never served) by the next sync.
-  std::shared_ptr<std::vector<uint8_t>> torn_ ABSL_GUARDED_BY(mu_);
+  // A failed in-place sync tore the shard; its buffer is reused (never served) by the next
+  // sync unless it was discarded (then null, and the next sync gets a fresh one).
+  bool torn_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<ShardBytes> torn_buffer_ ABSL_GUARDED_BY(mu_);
 };
 
 // For failure messages: "(version 3 stays live)" or what a failed in-place sync left.

@@ -9,7 +9,7 @@ namespace skyrl::weight_sync {
 VersionedShard::VersionedShard(int64_t bytes, uint64_t version) : bytes_(bytes) {
   live_.version = version;
   // Created non-const (and handed out as const) so a retired buffer can be reused for staging.
-  live_.bytes = std::make_shared<std::vector<uint8_t>>(bytes, 0);
+  live_.bytes = ShardBytes::Make(bytes);
 }
 
 VersionedShard::Snapshot VersionedShard::Current() const {
@@ -22,13 +22,13 @@ absl::Status VersionedShard::Load(uint64_t version, std::vector<uint8_t> bytes) 
     return absl::InvalidArgumentError(absl::StrCat("shard: loading ", bytes.size(), " bytes into a shard of ", bytes_));
   absl::MutexLock lock(&mu_);
   live_.version = version;
-  live_.bytes = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+  live_.bytes = ShardBytes::CopyOf(bytes);
   return absl::OkStatus();
 }
 
 absl::StatusOr<absl::Span<uint8_t>> VersionedShard::BeginStaging(uint64_t version, bool keep_live_bytes,
                                                                   Staging mode) {
-  std::shared_ptr<const std::vector<uint8_t>> live, retired;
+  std::shared_ptr<const ShardBytes> live, retired;
   {
     absl::MutexLock lock(&mu_);
     if (staging_)
@@ -48,32 +48,39 @@ absl::StatusOr<absl::Span<uint8_t>> VersionedShard::BeginStaging(uint64_t versio
     prepared_ = false;
     in_place_ = mode == Staging::kInPlace;
     if (torn_) {
-      staging_ = std::move(torn_);  // never served; its contents are about to be overwritten
+      torn_ = false;
+      // Never served; its contents are about to be overwritten. A discarded one is replaced.
+      staging_ = torn_buffer_ ? std::move(torn_buffer_) : ShardBytes::Make(bytes_);
       return absl::Span<uint8_t>(staging_->data(), staging_->size());
     }
     if (in_place_) {
       // Only the shard holds the buffer (checked above) and it was created non-const.
-      staging_ = std::const_pointer_cast<std::vector<uint8_t>>(std::move(live_.bytes));
+      staging_ = std::const_pointer_cast<ShardBytes>(std::move(live_.bytes));
       return absl::Span<uint8_t>(staging_->data(), staging_->size());
     }
     live = live_.bytes;
     retired = std::move(retired_);
-    staging_ = std::make_shared<std::vector<uint8_t>>();  // reserves the slot
+    staging_ = ShardBytes::Make(0);  // reserves the slot
   }
   // Outside the lock: readers keep reading the live version meanwhile.
-  std::shared_ptr<std::vector<uint8_t>> buf;
+  std::shared_ptr<ShardBytes> buf;
   if (retired && retired.use_count() == 1) {
     // No reader holds the retired version: reuse its pages (const only towards readers).
-    buf = std::const_pointer_cast<std::vector<uint8_t>>(std::move(retired));
+    buf = std::const_pointer_cast<ShardBytes>(std::move(retired));
     if (keep_live_bytes) std::memcpy(buf->data(), live->data(), live->size());
   } else if (keep_live_bytes) {
-    buf = std::make_shared<std::vector<uint8_t>>(*live);
+    buf = ShardBytes::CopyOf(live->span());
   } else {
-    buf = std::make_shared<std::vector<uint8_t>>(bytes_);
+    buf = ShardBytes::Make(bytes_);
   }
   absl::MutexLock lock(&mu_);
   staging_ = std::move(buf);
   return absl::Span<uint8_t>(staging_->data(), staging_->size());
+}
+
+std::shared_ptr<ShardBytes> VersionedShard::StagingBuffer() const {
+  absl::MutexLock lock(&mu_);
+  return staging_;
 }
 
 void VersionedShard::MarkPrepared() {
@@ -95,11 +102,12 @@ absl::Status VersionedShard::Commit() {
   return absl::OkStatus();
 }
 
-void VersionedShard::Abort() {
+void VersionedShard::Abort(bool discard_buffer) {
   absl::MutexLock lock(&mu_);
   if (in_place_ && staging_) {
     // The live bytes were partly overwritten: serve nothing until a full sync repairs them.
-    torn_ = std::move(staging_);
+    torn_ = true;
+    if (!discard_buffer) torn_buffer_ = std::move(staging_);
     live_ = Snapshot{};
     in_place_ = false;
   }
