@@ -90,8 +90,8 @@ std::vector<Case> Cases(bool small) {
 
 // The transport's paths on one host.
 enum class Path {
-  kDirect,   // the default: Unix sockets, receivers read the sender's memory (direct reads)
-  kUnix,     // Unix sockets, the payload spliced through them (same_host_direct_read off)
+  kDirect,   // the default: Unix sockets, the sender writes into receivers' buffers (direct writes)
+  kUnix,     // Unix sockets, the payload spliced through them (same_host_direct_write off)
   kTcp,      // loopback TCP, spliced (same_host_unix_socket off: the path between hosts)
   kTcpCopy,  // loopback TCP, copied (zero_copy_send off too)
 };
@@ -132,7 +132,7 @@ double TcpBroadcast(int64_t bytes, int receivers, int iters, Path path, int64_t 
       o.receiver_rank = r;
       o.transfer.chunk_bytes = chunk_bytes;
       o.same_host_unix_socket = same_host;
-      o.same_host_direct_read = path == Path::kDirect;
+      o.same_host_direct_write = path == Path::kDirect;
       auto t = ws::CreateTcpTransport(o);
       if (!t.ok()) _exit(2);
       ws::VersionedShard shard(bytes);
@@ -156,7 +156,7 @@ double TcpBroadcast(int64_t bytes, int receivers, int iters, Path path, int64_t 
   o.transfer.chunk_bytes = chunk_bytes;
   o.zero_copy_send = zero_copy;
   o.same_host_unix_socket = same_host;
-  o.same_host_direct_read = path == Path::kDirect;
+  o.same_host_direct_write = path == Path::kDirect;
   if (g_lockstep_bytes >= 0) o.lockstep_window_bytes = g_lockstep_bytes;
   ws::TcpStats stats;
   o.stats = &stats;
@@ -193,9 +193,9 @@ double TcpBroadcast(int64_t bytes, int receivers, int iters, Path path, int64_t 
   // Every payload byte went the way asked (splicing may fall back to copies where the kernel
   // refuses; the share is printed).
   const int64_t payload = int64_t{receivers} * bytes * versions;
-  const int64_t direct = stats.direct_read_bytes, moved = stats.spliced_bytes + stats.copied_bytes;
+  const int64_t direct = stats.direct_write_bytes, moved = stats.spliced_bytes + stats.copied_bytes;
   if (direct + moved != payload || (path == Path::kDirect) != (direct == payload)) {
-    std::fprintf(stderr, "weight_sync: of %lld payload bytes %lld were read directly and %lld sent\n",
+    std::fprintf(stderr, "weight_sync: of %lld payload bytes %lld were written directly and %lld sent\n",
                  static_cast<long long>(payload), static_cast<long long>(direct), static_cast<long long>(moved));
     ok = false;
   }
@@ -339,8 +339,8 @@ int main(int argc, char** argv) {
               static_cast<long long>(sizes.back() >> 20), loop_s, loop_gbps, loop_gbps * 8);
   // The figures of a row are measured one right after the other, so that they see the same
   // load on a shared machine.
-  std::printf("direct = the transport's default on one host (Unix sockets; receivers read the sender's memory);\n"
-              "unix = Unix sockets with the payload spliced through them (same_host_direct_read off);\n"
+  std::printf("direct = the transport's default on one host (Unix sockets; the sender writes into the receivers' shared buffers);\n"
+              "unix = Unix sockets with the payload spliced through them (same_host_direct_write off);\n"
               "tcp = zero-copy send over loopback TCP (same_host_unix_socket off: what ranks on two hosts use);\n"
               "copy = loopback TCP with zero_copy_send off\n");
   std::printf("%-9s %3s %8s %11s %9s %8s %9s %8s %9s %11s %9s %9s %9s\n", "size", "rx", "direct s", "direct GB/s",

@@ -11,9 +11,11 @@
 namespace skyrl::weight_sync {
 namespace {
 
+// Fresh from the kernel each time (a buffer is made rarely): a generator's state would be
+// copied into forked children, which would then hand out the same ids.
 uint64_t RandomId() {
-  static thread_local std::mt19937_64 rng{(uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()};
-  return rng() | 1;  // never 0
+  std::random_device rd;
+  return ((uint64_t{rd()} << 32) ^ rd()) | 1;  // never 0
 }
 
 // A sealed memfd of `bytes`, or -1 (then the caller uses private memory).

@@ -1,6 +1,9 @@
 // TCP-specific behaviour: the wire protocol against hand-written peers that die, stall or lie,
 // and whole syncs across processes (a file rendezvous, one process per rank).
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,28 +53,6 @@ std::vector<uint8_t> BucketHeader(uint32_t index, uint64_t len, uint64_t checksu
   std::memcpy(&b[0], &index, 4);
   std::memcpy(&b[8], &len, 8);
   std::memcpy(&b[16], &checksum, 8);
-  return b;
-}
-// The offer that follows a hello with flag 2 (direct reads): the probe's address and value.
-std::vector<uint8_t> DirectOffer(const void* probe_at, uint64_t probe) {
-  std::vector<uint8_t> b(16, 0);
-  const uint64_t at = reinterpret_cast<uint64_t>(probe_at);
-  std::memcpy(&b[0], &at, 8);
-  std::memcpy(&b[8], &probe, 8);
-  return b;
-}
-// A direct-read bucket: the header (with the range count) and the range table.
-std::vector<uint8_t> DirectBucket(uint32_t index, uint64_t len, uint64_t checksum,
-                                  const std::vector<std::pair<const void*, uint64_t>>& ranges) {
-  std::vector<uint8_t> b = BucketHeader(index, len, checksum);
-  const uint32_t count = ranges.size();
-  std::memcpy(&b[4], &count, 4);
-  for (const auto& [at, n] : ranges) {
-    const uint64_t addr = reinterpret_cast<uint64_t>(at);
-    b.resize(b.size() + 16);
-    std::memcpy(&b[b.size() - 16], &addr, 8);
-    std::memcpy(&b[b.size() - 8], &n, 8);
-  }
   return b;
 }
 template <typename Socket>
@@ -215,102 +196,222 @@ TEST_F(TcpPeerTest, ForeignConnectionsAreRefusedAndTheRightSenderStillServed) {
   EXPECT_TRUE(*shard_->Current().bytes == data);
 }
 
-// ---- direct reads (the sender's memory is this process's) ----
+// ---- direct writes (the test plays the sender) ----
 
-TEST_F(TcpPeerTest, ADirectReadOfferIsTakenUpAndTheBytesReadFromTheSendersRanges) {
-  if (tcp_internal::HostIdentity().empty()) GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
-  auto s = ConnectLocal();
-  const uint64_t probe = 0x5eed5eed12345679;
-  asio::write(s, asio::buffer(HelloBytes(1, 0, 0, Bytes(), Bytes(), /*direct=*/2)));
-  asio::write(s, asio::buffer(DirectOffer(&probe, probe)));
-  std::string answer;
-  ASSERT_EQ(ReadStatusCode(s, &answer), 0u);
-  EXPECT_EQ(answer, "direct-read");
-  // The bucket's bytes in two ranges that are not adjacent in our memory.
-  std::vector<uint8_t> head(Bytes() / 3), tail(Bytes() - Bytes() / 3);
-  for (size_t i = 0; i < head.size(); ++i) head[i] = static_cast<uint8_t>(i * 7);
-  for (size_t i = 0; i < tail.size(); ++i) tail[i] = static_cast<uint8_t>(i * 13 + 1);
-  asio::write(s, asio::buffer(DirectBucket(0, Bytes(), 0, {{head.data(), head.size()}, {tail.data(), tail.size()}})));
-  EXPECT_EQ(ReadStatusCode(s), 0u);  // final confirmation: the receiver has read them
-  ASSERT_TRUE(Finish().ok()) << result_;
-  std::vector<uint8_t> want = head;
-  want.insert(want.end(), tail.begin(), tail.end());
-  EXPECT_TRUE(*shard_->Current().bytes == want);
+// The receiver's grant of direct writes, read off a Unix socket: the welcome with the
+// staging buffer's descriptor attached, then the grant and its runs.
+struct Grant {
+  int fd = -1;
+  std::string message;
+  uint64_t id = 0, size = 0, keep = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> runs;
+  ~Grant() {
+    if (fd >= 0) close(fd);
+  }
+};
+void ReadGrant(asio::local::stream_protocol::socket& s, Grant& g) {
+  uint8_t ack[8];
+  iovec iov{ack, sizeof ack};
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctrl;
+  msg.msg_controllen = sizeof ctrl;
+  const ssize_t n = recvmsg(s.native_handle(), &msg, MSG_WAITALL);
+  ASSERT_EQ(n, 8);
+  if (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr && cm->cmsg_type == SCM_RIGHTS)
+    std::memcpy(&g.fd, CMSG_DATA(cm), sizeof(int));
+  uint32_t code, len;
+  std::memcpy(&code, ack, 4);
+  std::memcpy(&len, ack + 4, 4);
+  ASSERT_EQ(code, 0u);
+  g.message.resize(len);
+  asio::read(s, asio::buffer(g.message));
+  if (g.message != "direct-write") return;
+  uint8_t head[32];
+  asio::read(s, asio::buffer(head));
+  uint32_t count;
+  std::memcpy(&g.id, head, 8);
+  std::memcpy(&g.size, head + 8, 8);
+  std::memcpy(&g.keep, head + 16, 8);
+  std::memcpy(&count, head + 24, 4);
+  std::vector<uint64_t> runs(2 * size_t{count});
+  asio::read(s, asio::buffer(runs));
+  for (uint32_t i = 0; i < count; ++i) g.runs.push_back({runs[2 * i], runs[2 * i + 1]});
+}
+std::vector<uint8_t> WrittenBucketHeader(uint32_t index, uint64_t len, uint64_t checksum, uint32_t how = 1) {
+  std::vector<uint8_t> b = BucketHeader(index, len, checksum);
+  std::memcpy(&b[4], &how, 4);
+  return b;
 }
 
-TEST_F(TcpPeerTest, AnOfferWhoseProbeDoesNotMatchIsDeclinedAndTheBytesStream) {
+TEST_F(TcpPeerTest, AnOfferOfDirectWritesIsGrantedTheSealedStagingBufferAndTheSendersRuns) {
   if (tcp_internal::HostIdentity().empty()) GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
   auto s = ConnectLocal();
-  const uint64_t probe = 0x5eed5eed12345679;
+  asio::write(s, asio::buffer(HelloBytes(1, 0, 0, Bytes(), Bytes(), /*direct writes=*/2)));
+  Grant g;
+  ReadGrant(s, g);
+  ASSERT_EQ(g.message, "direct-write");
+  ASSERT_GE(g.fd, 0) << "the staging buffer's descriptor rides on the welcome";
+  EXPECT_TRUE(fcntl(g.fd, F_GET_SEALS) & F_SEAL_SHRINK);
+  EXPECT_EQ(g.size, static_cast<uint64_t>(shard_->Bytes()));
+  EXPECT_EQ(g.keep, shard_->Current().bytes->id()) << "the buffer served now is the one to keep mapped";
+  // One engine at TP 1: the sender's stream is the whole shard, in one run.
+  ASSERT_EQ(g.runs.size(), 1u);
+  EXPECT_EQ(g.runs[0], std::make_pair(uint64_t{0}, static_cast<uint64_t>(Bytes())));
+  // Write the bytes where the grant says, then say so.
+  auto* buf = static_cast<uint8_t*>(mmap(nullptr, g.size, PROT_READ | PROT_WRITE, MAP_SHARED, g.fd, 0));
+  ASSERT_NE(buf, MAP_FAILED);
+  std::vector<uint8_t> data(Bytes());
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7 + 3);
+  uint64_t at = 0;
+  for (auto [off, len] : g.runs) {
+    std::memcpy(buf + off, data.data() + at, len);
+    at += len;
+  }
+  munmap(buf, g.size);
+  Checksum sum;
+  sum.Update(data.data(), data.size());
+  asio::write(s, asio::buffer(WrittenBucketHeader(0, Bytes(), sum.Digest())));
+  EXPECT_EQ(ReadStatusCode(s), 0u);  // final confirmation
+  ASSERT_TRUE(Finish().ok()) << result_;
+  EXPECT_TRUE(*shard_->Current().bytes == data);
+  EXPECT_EQ(shard_->Current().bytes->id(), g.id) << "the granted buffer went live";
+}
+
+TEST_F(TcpPeerTest, AGrantedSenderMayStillStreamItsBuckets) {
+  if (tcp_internal::HostIdentity().empty()) GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
+  auto s = ConnectLocal();
   asio::write(s, asio::buffer(HelloBytes(1, 0, 0, Bytes(), Bytes(), 2)));
-  asio::write(s, asio::buffer(DirectOffer(&probe, probe + 2)));
-  std::string answer = "unset";
-  ASSERT_EQ(ReadStatusCode(s, &answer), 0u);
-  EXPECT_EQ(answer, "");
+  Grant g;
+  ReadGrant(s, g);
+  ASSERT_EQ(g.message, "direct-write");
   std::vector<uint8_t> data(Bytes(), 4);
-  asio::write(s, asio::buffer(BucketHeader(0, Bytes(), 0)));
+  asio::write(s, asio::buffer(BucketHeader(0, Bytes(), 0)));  // streamed (how = 0)
   asio::write(s, asio::buffer(data));
   EXPECT_EQ(ReadStatusCode(s), 0u);
   ASSERT_TRUE(Finish().ok()) << result_;
   EXPECT_TRUE(*shard_->Current().bytes == data);
 }
 
-TEST_F(TcpPeerTest, AnOfferOverTcpIsDeclined) {
+TEST_F(TcpPeerTest, OverTcpNoGrantIsGivenAndABucketClaimedWrittenIsDataLoss) {
   tcp::socket s = Connect();
-  const uint64_t probe = 0x5eed5eed12345679;
   asio::write(s, asio::buffer(HelloBytes(1, 0, 0, Bytes(), Bytes(), 2)));
-  asio::write(s, asio::buffer(DirectOffer(&probe, probe)));
   std::string answer = "unset";
   ASSERT_EQ(ReadStatusCode(s, &answer), 0u);
-  EXPECT_EQ(answer, "") << "over TCP the kernel cannot say which process is at the other end";
-  std::vector<uint8_t> data(Bytes(), 3);
-  asio::write(s, asio::buffer(BucketHeader(0, Bytes(), 0)));
-  asio::write(s, asio::buffer(data));
-  EXPECT_EQ(ReadStatusCode(s), 0u);
-  ASSERT_TRUE(Finish().ok()) << result_;
-}
-
-// A table the receiver cannot use fails the sync with DataLoss; the live version stays.
-class TcpDirectTableTest : public TcpPeerTest, public ::testing::WithParamInterface<int> {};
-
-TEST_P(TcpDirectTableTest, ABadRangeTableIsDataLossAndKeepsTheVersion) {
-  if (tcp_internal::HostIdentity().empty()) GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
-  auto s = ConnectLocal();
-  const uint64_t probe = 0x5eed5eed12345679;
-  asio::write(s, asio::buffer(HelloBytes(1, 0, 0, Bytes(), Bytes(), 2)));
-  asio::write(s, asio::buffer(DirectOffer(&probe, probe)));
-  std::string answer;
-  ASSERT_EQ(ReadStatusCode(s, &answer), 0u);
-  ASSERT_EQ(answer, "direct-read");
-  std::vector<uint8_t> data(Bytes(), 8);
-  std::string expect;
-  switch (GetParam()) {
-    case 0:  // one byte short
-      asio::write(s, asio::buffer(DirectBucket(0, Bytes(), 0, {{data.data(), Bytes() - 1}})));
-      expect = "adds up to";
-      break;
-    case 1:  // one byte too many
-      asio::write(s, asio::buffer(DirectBucket(0, Bytes(), 0, {{data.data(), Bytes()}, {data.data(), 1}})));
-      expect = "does not add up";
-      break;
-    default:  // memory the sender does not have (page 0)
-      asio::write(s, asio::buffer(DirectBucket(0, Bytes(), 0, {{reinterpret_cast<const void*>(64), Bytes()}})));
-      expect = "reading sender process";
-      break;
-  }
+  EXPECT_EQ(answer, "") << "descriptors cannot cross TCP";
+  asio::write(s, asio::buffer(WrittenBucketHeader(0, Bytes(), 0)));
   EXPECT_EQ(ReadStatusCode(s), static_cast<uint32_t>(absl::StatusCode::kDataLoss));
   absl::Status st = Finish();
   EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
-  EXPECT_THAT(std::string(st.message()), HasSubstr(expect));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("which it was not given"));
   EXPECT_EQ(shard_->Current().version, 0u);
-  EXPECT_EQ(shard_->PendingVersion(), 0u);
 }
 
-std::string TableName(const ::testing::TestParamInfo<int>& i) {
-  static const char* const kNames[] = {"short", "long", "unmapped"};
+TEST_F(TcpPeerTest, AnUnknownBucketModeIsDataLoss) {
+  tcp::socket s = Connect();
+  asio::write(s, asio::buffer(HelloBytes(1, 0, 0, Bytes(), Bytes(), 0)));
+  ASSERT_EQ(ReadStatusCode(s), 0u);
+  asio::write(s, asio::buffer(WrittenBucketHeader(0, Bytes(), 0, /*how=*/7)));
+  absl::Status st = Finish();
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("unknown way of sending (7)"));
+}
+
+// A receiver (here a fake one on a Unix socket) whose grant the sender must not trust blindly.
+// Kinds: 0 an unsealed buffer (the sender streams instead), 1 a run outside the buffer
+// (DataLoss), 2 no descriptor at all (the sender streams).
+class TcpBadGrantTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(TcpBadGrantTest, TheSenderStreamsOrFailsButNeverWritesOutsideTheGrant) {
+  if (tcp_internal::HostIdentity().empty()) GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
+  const int64_t bytes = 64 << 10;
+  Model m = OneMatrix(128, 256);  // 64 KiB of bf16
+  auto w = MakeWorld(m, Layout::Of(ModelParallel{}), Layout::Engines(1, ModelParallel{}));
+  ASSERT_TRUE(w.ok());
+  ASSERT_EQ((*w)->send_sched[0].peers[0].bytes, bytes);
+  const std::string name = absl::StrCat("skyrl-test-bad-grant-", getpid(), "-", GetParam());
+  asio::io_context io;
+  asio::local::stream_protocol::acceptor acc(io, asio::local::stream_protocol::endpoint(std::string(1, '\0') + name));
+  InMemoryRendezvous rdv;
+  ASSERT_TRUE(rdv.Put("weight_sync/receiver/0",
+                      absl::StrCat("127.0.0.1:9 local=", name, " host=", tcp_internal::HostIdentity())).ok());
+  std::vector<uint8_t> received;
+  bool streamed = false;
+  std::thread fake([&] {
+    asio::local::stream_protocol::socket s(io);
+    acc.accept(s);
+    uint8_t hello[48];
+    asio::read(s, asio::buffer(hello));
+    // The buffer: a memfd, sealed unless the case says otherwise.
+    const int fd = memfd_create("fake", MFD_ALLOW_SEALING);
+    ASSERT_EQ(ftruncate(fd, bytes), 0);
+    if (GetParam() != 0) fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
+    std::string frame(8 + 12 + 32 + 16, '\0');
+    const uint32_t mlen = 12, count = 1;
+    std::memcpy(&frame[4], &mlen, 4);
+    std::memcpy(&frame[8], "direct-write", 12);
+    const uint64_t id = 77, size = bytes, keep = 0, off = GetParam() == 1 ? 16 : 0, len = bytes;
+    std::memcpy(&frame[20], &id, 8);
+    std::memcpy(&frame[28], &size, 8);
+    std::memcpy(&frame[36], &keep, 8);
+    std::memcpy(&frame[44], &count, 4);
+    std::memcpy(&frame[52], &off, 8);
+    std::memcpy(&frame[60], &len, 8);
+    iovec iov{frame.data(), frame.size()};
+    alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (GetParam() != 2) {
+      msg.msg_control = ctrl;
+      msg.msg_controllen = sizeof ctrl;
+      cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+      cm->cmsg_level = SOL_SOCKET;
+      cm->cmsg_type = SCM_RIGHTS;
+      cm->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    }
+    ASSERT_EQ(sendmsg(s.native_handle(), &msg, 0), static_cast<ssize_t>(frame.size()));
+    close(fd);
+    if (GetParam() == 1) return;  // the sender gives up on the grant
+    uint8_t hdr[24];
+    asio::read(s, asio::buffer(hdr));
+    uint32_t how;
+    std::memcpy(&how, hdr + 4, 4);
+    streamed = how == 0;
+    received.resize(bytes);
+    if (streamed) asio::read(s, asio::buffer(received));
+    uint8_t ok[8] = {0};
+    asio::write(s, asio::buffer(ok));
+  });
+  TcpStats stats;
+  TcpOptions o;
+  o.rendezvous = &rdv;
+  o.stats = &stats;
+  o.transfer.io_timeout = absl::Seconds(5);
+  auto sender = CreateTcpTransport(o);
+  ASSERT_TRUE(sender.ok());
+  std::vector<uint8_t> shard(bytes, 9);
+  absl::Status st = (*sender)->Send(1, (*w)->send_sched[0], absl::MakeConstSpan(shard));
+  fake.join();
+  EXPECT_EQ(stats.direct_write_bytes.load(), 0);
+  if (GetParam() == 1) {
+    EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+    EXPECT_THAT(std::string(st.message()), HasSubstr("lies outside"));
+  } else {
+    ASSERT_TRUE(st.ok()) << st;
+    EXPECT_TRUE(streamed);
+    EXPECT_TRUE(received == shard);
+  }
+}
+
+std::string BadGrantName(const ::testing::TestParamInfo<int>& i) {
+  static const char* const kNames[] = {"unsealed", "outside", "no_descriptor"};
   return kNames[i.param];
 }
-INSTANTIATE_TEST_SUITE_P(Tables, TcpDirectTableTest, ::testing::Values(0, 1, 2), TableName);
+INSTANTIATE_TEST_SUITE_P(Grants, TcpBadGrantTest, ::testing::Values(0, 1, 2), BadGrantName);
 
 // Over both sender paths: with zero-copy sends the kernel raises SIGPIPE on a closed peer,
 // which must fail the sync, not kill the process.
@@ -365,7 +466,7 @@ TEST_P(TcpSenderTest, PayloadGoesZeroCopyExactlyWhenAskedTo) {
   TcpOptions o;
   o.rendezvous = &rdv;
   o.zero_copy_send = GetParam();
-  o.same_host_direct_read = false;  // the payload goes through the sockets, spliced or copied
+  o.same_host_direct_write = false;  // the payload goes through the sockets, spliced or copied
   o.stats = &stats;
   o.transfer.chunk_bytes = 10000;
   o.transfer.bucket_bytes = 50000;
@@ -446,7 +547,7 @@ INSTANTIATE_TEST_SUITE_P(SendPaths, TcpSenderTest, ::testing::Bool(),
 struct SameHostRun {
   absl::Status sent, received;
   int64_t local = 0, tcp = 0;
-  int64_t payload = 0, direct = 0, spliced = 0;  // bytes: all, read directly, spliced
+  int64_t payload = 0, direct = 0, spliced = 0;  // bytes: all, written directly, spliced
   bool bytes_ok = false;
 };
 SameHostRun SyncThrough(bool sender_same_host, const std::function<std::string(std::string)>& edit_where,
@@ -463,7 +564,7 @@ SameHostRun SyncThrough(bool sender_same_host, const std::function<std::string(s
   ro.receiver_rank = 0;
   ro.transfer.checksums = true;
   ro.transfer.io_timeout = absl::Seconds(5);
-  ro.same_host_direct_read = receiver_direct;
+  ro.same_host_direct_write = receiver_direct;
   auto receiver = CreateTcpTransport(ro);
   auto where = receiver_rdv.Get("weight_sync/receiver/0", absl::Seconds(1));
   if (!receiver.ok() || !where.ok()) {
@@ -476,7 +577,7 @@ SameHostRun SyncThrough(bool sender_same_host, const std::function<std::string(s
   so.rendezvous = &sender_rdv;
   so.receiver_rank = -1;
   so.same_host_unix_socket = sender_same_host;
-  so.same_host_direct_read = sender_direct;
+  so.same_host_direct_write = sender_direct;
   so.stats = &stats;
   auto sender = CreateTcpTransport(so);
   if (!sender.ok()) {
@@ -492,7 +593,7 @@ SameHostRun SyncThrough(bool sender_same_host, const std::function<std::string(s
   out.local = stats.local_connections.load();
   out.tcp = stats.tcp_connections.load();
   out.payload = (*w)->send_sched[0].peers[0].bytes;
-  out.direct = stats.direct_read_bytes.load();
+  out.direct = stats.direct_write_bytes.load();
   out.spliced = stats.spliced_bytes.load();
   out.bytes_ok = shard.Current().bytes != nullptr && *shard.Current().bytes == (*w)->Expected(0, weights);
   return out;
@@ -515,7 +616,7 @@ TEST(TcpSameHostTest, ASenderOnTheReceiversHostUsesItsUnixSocket) {
   });
   EXPECT_THAT(published, ::testing::MatchesRegex("127\\.0\\.0\\.1:[0-9]+ local=skyrl-weight-sync-[0-9]+-[0-9a-f]{16} host=.+/[0-9]+"));
   ExpectDeliveredOver(r, /*local=*/1, /*tcp=*/0);
-  EXPECT_EQ(r.direct, r.payload) << "the receiver reads every byte from the sender's memory";
+  EXPECT_EQ(r.direct, r.payload) << "the sender writes every byte into the receiver's buffer";
   EXPECT_EQ(r.spliced, 0);
 }
 
@@ -636,8 +737,8 @@ TEST(TcpOptionsTest, BadOptionsNameTheField) {
 
 // ---- across processes ----
 
-// How ranks in different processes meet: on the receivers' Unix sockets with receivers reading
-// the senders' memory (the default on one host), on them with the bytes streaming through, or
+// How ranks in different processes meet: on the receivers' Unix sockets with senders writing
+// into the receivers' buffers (the default on one host), on them with the bytes streaming through, or
 // over loopback TCP.
 enum class Path { kDirect, kUnixStream, kTcp };
 const char* Name(Path p) { return p == Path::kDirect ? " (direct)" : p == Path::kUnixStream ? " (unix)" : " (tcp)"; }
@@ -651,7 +752,7 @@ int RunRank(const World& w, const std::string& dir, bool sender, int rank, bool 
   o.rendezvous = &rdv;
   o.stats = &stats;
   o.same_host_unix_socket = path != Path::kTcp;
-  o.same_host_direct_read = path == Path::kDirect;
+  o.same_host_direct_write = path == Path::kDirect;
   o.receiver_rank = sender ? -1 : rank;
   o.transfer.bucket_bytes = 64 << 10;
   o.transfer.checksums = true;
@@ -667,7 +768,7 @@ int RunRank(const World& w, const std::string& dir, bool sender, int rank, bool 
     // The payload went the way asked: all read from our memory, or none.
     int64_t payload = 0;
     for (const PeerStream& p : w.send_sched[rank].peers) payload += p.bytes;
-    if (!expect_failure && stats.direct_read_bytes.load() != (path == Path::kDirect ? payload : 0)) return 16;
+    if (!expect_failure && stats.direct_write_bytes.load() != (path == Path::kDirect ? payload : 0)) return 16;
     return 0;
   }
   VersionedShard shard(w.rlayout[rank].Bytes());

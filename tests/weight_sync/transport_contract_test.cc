@@ -1,5 +1,5 @@
 // The transport contract suite (tests/weight_sync/transport_contract.h) on TCP: ranks on one
-// host over Unix sockets (receivers reading the sender's memory directly, the default; or the
+// host over Unix sockets (senders writing into the receivers' shared buffers, the default; or the
 // bytes streaming through the sockets) and over loopback TCP, each with zero-copy sends and with
 // the copy path.
 #include "tests/weight_sync/transport_contract.h"
@@ -11,10 +11,10 @@ namespace {
 // zero_copy: the sender's path (vmsplice + splice, the default, or ordinary writes).
 // same_host: ranks (all in this process) meet on the receivers' Unix sockets, the default on
 // one host; without, over TCP on loopback, as ranks on different hosts do.
-// direct: on a Unix connection with zero-copy sends, receivers read the sender's memory.
+// direct: on a Unix connection, the sender writes into the receiver's buffer.
 TransportKind Tcp(bool zero_copy, bool same_host, bool direct = true) {
   return {absl::StrCat(same_host ? "local" : "tcp", zero_copy ? "" : "_copy",
-                       same_host && zero_copy && !direct ? "_stream" : ""),
+                       same_host && !direct ? "_stream" : ""),
           [zero_copy, same_host, direct](Rendezvous* r, int rank, const TransferOptions& o) {
             TcpOptions t;
             t.rendezvous = r;
@@ -22,13 +22,13 @@ TransportKind Tcp(bool zero_copy, bool same_host, bool direct = true) {
             t.transfer = o;
             t.zero_copy_send = zero_copy;
             t.same_host_unix_socket = same_host;
-            t.same_host_direct_read = direct;
+            t.same_host_direct_write = direct;
             return CreateTcpTransport(t);
           }};
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportContractTest,
-                         ::testing::Values(Tcp(true, false), Tcp(false, false), Tcp(true, true), Tcp(false, true),
+                         ::testing::Values(Tcp(true, false), Tcp(false, false), Tcp(true, true), Tcp(false, true, /*direct=*/false),
                                            Tcp(true, true, /*direct=*/false)),
                          [](const ::testing::TestParamInfo<TransportKind>& i) { return i.param.name; });
 

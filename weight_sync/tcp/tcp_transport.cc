@@ -17,7 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "weight_sync/checksum.h"
 #include "weight_sync/tcp/connection.h"
-#include "weight_sync/tcp/direct_read.h"
+#include "weight_sync/tcp/direct_write.h"
 #include "weight_sync/tcp/listener.h"
 #include "weight_sync/tcp/lockstep.h"
 #include "weight_sync/tcp/splice_writer.h"
@@ -30,14 +30,17 @@ using namespace tcp_internal;  // NOLINT: asio, tcp, error_code, Connection
 constexpr uint32_t kMagic = 0x53574B53;  // "SKWS"
 constexpr uint32_t kProtocol = 2;
 constexpr uint32_t kFlagChecksums = 1;
-// The sender offers direct reads (tcp/direct_read.h): kDirectOfferSize bytes follow the hello,
-// the address of a probe in the sender's memory and the probe's value.
-constexpr uint32_t kFlagDirectRead = 2;
-constexpr size_t kHelloSize = 48, kDirectOfferSize = 16, kBucketHeaderSize = 24, kAckSize = 8;
-// The receiver's welcome when it accepted the offer: buckets then carry range tables.
-constexpr absl::string_view kDirectAccepted = "direct-read";
-// Most ranges one bucket's table may hold (a sanity bound on what a peer sends).
-constexpr uint32_t kMaxRanges = uint32_t{1} << 24;
+// The sender can write into the receiver's staging buffer (tcp/direct_write.h).
+constexpr uint32_t kFlagDirectWrite = 2;
+constexpr size_t kHelloSize = 48, kBucketHeaderSize = 24, kAckSize = 8;
+// The receiver's welcome when it grants direct writes: its staging buffer's descriptor rides
+// on the welcome, and the grant follows it (kGrantSize bytes, then the runs).
+constexpr absl::string_view kDirectGranted = "direct-write";
+constexpr size_t kGrantSize = 32;
+// Most runs a grant may hold (a bound on what a peer makes the sender allocate: 64 MiB).
+constexpr uint32_t kMaxGrantRuns = uint32_t{1} << 22;
+// Bucket header, bytes 4-7: how the bucket's bytes came.
+constexpr uint32_t kBucketStreamed = 0, kBucketWritten = 1;
 constexpr uint32_t kMaxAckMessage = 4096;
 // Receivers: SO_RCVLOWAT while payload streams in (see ReceiveFrom).
 constexpr int64_t kLowWater = int64_t{4} << 20;
@@ -158,14 +161,6 @@ void WriteStatus(Connection& c, const absl::Status& s, absl::Duration timeout) {
   WriteFrame(c, s.code(), s.message(), timeout);
 }
 
-// The pieces of a RunCursor step as Ranges (direct reads).
-template <typename Buffer>
-void ToRanges(const std::vector<Buffer>& bufs, std::vector<Range>& out) {
-  out.clear();
-  for (const Buffer& b : bufs)
-    if (b.size() > 0) out.push_back({reinterpret_cast<uint64_t>(b.data()), b.size()});
-}
-
 class TcpTransport final : public Transport {
  public:
   explicit TcpTransport(const TcpOptions& o) : o_(o) {}
@@ -192,19 +187,25 @@ class TcpTransport final : public Transport {
   // `lockstep` (may be null) and `member`: this peer's place in a group of identical streams.
   absl::Status SendTo(uint64_t version, int me, const PeerStream& peer, const uint8_t* shard, Connection& c,
                       Lockstep* lockstep, int member);
-  // `direct_pid` > 0: the sender's buckets carry range tables to read from that process.
+  // `granted`: this sender may write buckets straight into `staging` (direct writes).
   absl::Status ReceiveFrom(const Hello& hello, const PeerStream& peer, uint8_t* staging, Connection& c,
-                           pid_t direct_pid);
-  // Direct reads: bucket `b` (`len` bytes, header read) from process `pid`, whose range table
-  // follows the header on `c`, into the next `len` bytes of `cursor`.
-  absl::Status ReadBucketDirect(pid_t pid, uint32_t b, int64_t len, const std::array<uint8_t, kBucketHeaderSize>& hdr,
-                                RunCursor<uint8_t*>& cursor, Connection& c);
+                           bool granted);
+  // Sender: reads the receiver's welcome; on a grant of direct writes, returns where in our
+  // mapping of its buffer each stream byte goes (the grant's runs) through `*target` and
+  // `*target_runs`, else leaves *target null (stream). The outer status is the transport's,
+  // the inner one the receiver's answer.
+  absl::StatusOr<absl::Status> ReadWelcome(Connection& c, const PeerStream& peer, bool offered, uint8_t** target,
+                                           std::vector<Interval>* target_runs);
+  // Receiver: the welcome with a grant of direct writes into `buffer` (this peer's `runs`;
+  // `keep`: the id of the buffer we serve from, which the sender may keep mapped).
+  error_code WriteGrant(Connection& c, const ShardBytes& buffer, uint64_t keep, const PeerStream& peer);
   // Connects `c` to the receiver published as `where`: its Unix socket when it is on this host
   // (and both sides allow it), else TCP. True: over the Unix socket.
   absl::StatusOr<bool> Dial(absl::string_view where, Connection& c);
 
   const TcpOptions o_;
   Listener listener_;  // receivers only
+  SharedMappings mappings_;  // senders: receivers' staging buffers (direct writes)
 };
 
 absl::StatusOr<bool> TcpTransport::Dial(absl::string_view where, Connection& c) {
@@ -258,6 +259,80 @@ absl::StatusOr<bool> TcpTransport::Dial(absl::string_view where, Connection& c) 
   return false;
 }
 
+absl::StatusOr<absl::Status> TcpTransport::ReadWelcome(Connection& c, const PeerStream& peer, bool offered,
+                                                       uint8_t** target, std::vector<Interval>* target_runs) {
+  const TransferOptions& t = o_.transfer;
+  constexpr absl::string_view kWhat = "waiting for the receiver to accept";
+  *target = nullptr;
+  if (!offered) return ReadStatus(c, t.io_timeout, kWhat);
+  std::string frame(kAckSize, '\0');
+  int fd = -1;
+  struct CloseFd {
+    int& fd;
+    ~CloseFd() {
+      if (fd >= 0) close(fd);
+    }
+  } closer{fd};
+  if (error_code ec = ReadWithFd(c, frame, &fd, t.io_timeout); ec) return FromAsio(ec, kWhat);
+  const auto* f = reinterpret_cast<const uint8_t*>(frame.data());
+  const uint32_t code = Get32(&f[0]), mlen = std::min(Get32(&f[4]), kMaxAckMessage);
+  std::string msg(mlen, '\0');
+  if (mlen > 0)
+    if (error_code ec = c.Read(asio::buffer(msg), t.io_timeout); ec) return FromAsio(ec, kWhat);
+  if (code != 0) {
+    const auto status_code = code > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated)
+                                 ? absl::StatusCode::kUnknown
+                                 : static_cast<absl::StatusCode>(code);
+    return absl::Status(status_code, absl::StrCat("receiver says: ", msg));
+  }
+  if (msg != kDirectGranted) return absl::OkStatus();  // stream
+  // The grant: buffer id, size, the id to keep mapped, and where our stream goes in it.
+  std::array<uint8_t, kGrantSize> g{};
+  if (error_code ec = c.Read(asio::buffer(g), t.io_timeout); ec) return FromAsio(ec, "reading the receiver's grant");
+  const uint64_t id = Get64(&g[0]), size = Get64(&g[8]), keep = Get64(&g[16]);
+  const uint32_t count = Get32(&g[24]);
+  if (count == 0 || count > kMaxGrantRuns || count > static_cast<uint64_t>(peer.bytes))
+    return absl::DataLossError(absl::StrCat("the receiver's grant has ", count, " runs for ", peer.bytes, " bytes"));
+  std::vector<uint8_t> table(size_t{count} * 16);
+  if (error_code ec = c.Read(asio::buffer(table), t.io_timeout); ec)
+    return FromAsio(ec, "reading the receiver's grant");
+  target_runs->resize(count);
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint64_t off = Get64(&table[i * 16]), len = Get64(&table[i * 16 + 8]);
+    if (len == 0 || len > size || off > size - len || len > static_cast<uint64_t>(peer.bytes) - total)
+      return absl::DataLossError(absl::StrCat("the receiver's grant: run ", i, " (", off, "+", len,
+                                              ") lies outside its ", size, "-byte buffer or our stream"));
+    (*target_runs)[i] = {static_cast<int64_t>(off), static_cast<int64_t>(len)};
+    total += len;
+  }
+  if (total != static_cast<uint64_t>(peer.bytes))
+    return absl::DataLossError(absl::StrCat("the receiver's grant covers ", total, " bytes, our stream ", peer.bytes));
+  // Without the descriptor or a mapping of it we stream (every bucket says how it came).
+  if (fd < 0) return absl::OkStatus();
+  absl::StatusOr<uint8_t*> mapped = mappings_.Map(peer.peer, id, keep, size, fd);
+  if (mapped.ok()) *target = *mapped;
+  return absl::OkStatus();
+}
+
+error_code TcpTransport::WriteGrant(Connection& c, const ShardBytes& buffer, uint64_t keep, const PeerStream& peer) {
+  std::string frame(kAckSize + kDirectGranted.size() + kGrantSize + peer.runs.size() * 16, '\0');
+  auto* f = reinterpret_cast<uint8_t*>(frame.data());
+  Put32(&f[0], 0);
+  Put32(&f[4], static_cast<uint32_t>(kDirectGranted.size()));
+  std::memcpy(&f[kAckSize], kDirectGranted.data(), kDirectGranted.size());
+  uint8_t* g = &f[kAckSize + kDirectGranted.size()];
+  Put64(&g[0], buffer.id());
+  Put64(&g[8], buffer.size());
+  Put64(&g[16], keep);
+  Put32(&g[24], static_cast<uint32_t>(peer.runs.size()));
+  for (size_t i = 0; i < peer.runs.size(); ++i) {
+    Put64(&g[kGrantSize + i * 16], peer.runs[i].offset);
+    Put64(&g[kGrantSize + i * 16 + 8], peer.runs[i].length);
+  }
+  return WriteWithFd(c, frame, buffer.fd(), o_.transfer.io_timeout);
+}
+
 absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& peer, const uint8_t* shard,
                                   Connection& c, Lockstep* lockstep, int member) {
   const TransferOptions& t = o_.transfer;
@@ -273,9 +348,8 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
   if (!where.ok()) return where.status();
   absl::StatusOr<bool> local = Dial(*where, c);
   if (!local.ok()) return local.status();
-  // Over the Unix socket, offer the receiver to read our shard itself (tcp/direct_read.h).
-  // Like zero-copy sending it reads the shard as it is until Send returns, so only with that.
-  const bool offer_direct = *local && o_.zero_copy_send && o_.same_host_direct_read;
+  // Over the Unix socket, offer to write into the receiver's staging buffer (direct writes).
+  const bool offer_direct = *local && o_.same_host_direct_write;
   error_code ec;
 
   Hello h;
@@ -284,23 +358,17 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
   h.receiver = peer.peer;
   h.bytes = peer.bytes;
   h.bucket_bytes = t.bucket_bytes;
-  h.flags = (t.checksums ? kFlagChecksums : 0) | (offer_direct ? kFlagDirectRead : 0);
+  h.flags = (t.checksums ? kFlagChecksums : 0) | (offer_direct ? kFlagDirectWrite : 0);
   auto hello = h.Encode();
-  // The probe lives on this stack until the receiver answered.
-  const uint64_t probe = (uint64_t{std::random_device{}()} << 32 | std::random_device{}()) | 1;
-  std::array<uint8_t, kDirectOfferSize> offer{};
-  Put64(&offer[0], reinterpret_cast<uint64_t>(&probe));
-  Put64(&offer[8], probe);
-  std::vector<asio::const_buffer> hello_bufs{asio::buffer(hello)};
-  if (offer_direct) hello_bufs.push_back(asio::buffer(offer));
-  if (ec = c.Write(hello_bufs, t.io_timeout); ec) return FromAsio(ec, "hello");
-  std::string answer;
-  absl::StatusOr<absl::Status> welcome = ReadStatus(c, t.io_timeout, "waiting for the receiver to accept", &answer);
+  if (ec = c.Write(asio::buffer(hello), t.io_timeout); ec) return FromAsio(ec, "hello");
+  uint8_t* target = nullptr;  // direct writes: our mapping of the receiver's buffer
+  std::vector<Interval> target_runs;
+  absl::StatusOr<absl::Status> welcome = ReadWelcome(c, peer, offer_direct, &target, &target_runs);
   if (!welcome.ok()) return welcome.status();
   if (!welcome->ok()) return *welcome;
-  const bool direct = offer_direct && answer == kDirectAccepted;
-  // Only receivers on this host that copy from our pages through the socket go in lockstep.
-  if ((!*local || direct) && lockstep != nullptr) {
+  // Only connections to this host go in lockstep: there every byte is copied from our pages
+  // by a receiver (or by us, writing directly), best while the page is in the cache.
+  if (!*local && lockstep != nullptr) {
     lockstep->Leave(member);
     lockstep = nullptr;
   }
@@ -328,7 +396,8 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
     }
   } count{writer, o_.stats};
   int64_t sent = 0;
-  std::vector<uint8_t> table;  // direct reads: a bucket's ranges
+  RunCursor<uint8_t*> to(target_runs, target);  // direct writes
+  std::vector<asio::mutable_buffer> to_bufs;
   for (uint32_t b = 0; sent < peer.bytes; ++b) {
     const int64_t len = std::min(t.bucket_bytes, peer.bytes - sent);
     std::array<uint8_t, kBucketHeaderSize> hdr{};
@@ -339,18 +408,25 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
       cursor.Peek(len, [&](const uint8_t* p, int64_t n) { sum.Update(p, n); });
       Put64(&hdr[16], sum.Digest());
     }
-    if (direct) {
-      // The header, then the table of where the bucket's bytes are in our memory.
-      cursor.Next(len, bufs);
-      table.resize(bufs.size() * 16);
-      for (size_t i = 0; i < bufs.size(); ++i) {
-        Put64(&table[i * 16], reinterpret_cast<uint64_t>(bufs[i].data()));
-        Put64(&table[i * 16 + 8], bufs[i].size());
+    if (target != nullptr) {
+      // Copy the bucket into the receiver's buffer, then say so with its header.
+      for (int64_t done = 0; done < len;) {
+        if (c.aborted()) return FromAsio(asio::error::operation_aborted, absl::StrCat("bucket ", b));
+        int64_t n = std::min(t.chunk_bytes, len - done);
+        if (lockstep != nullptr) {
+          n = std::min(n, step);
+          lockstep->Wait(member, sent + done);
+        }
+        cursor.Next(n, bufs);
+        to.Next(n, to_bufs);
+        asio::buffer_copy(to_bufs, bufs);
+        done += n;
+        if (lockstep != nullptr) lockstep->Advance(member, sent + done);
       }
-      Put32(&hdr[4], static_cast<uint32_t>(bufs.size()));
-      std::vector<asio::const_buffer> out{asio::buffer(hdr), asio::buffer(table)};
-      if (ec = c.Write(out, t.io_timeout); ec) return failed_write(ec, absl::StrCat("bucket ", b, " table"));
-      if (o_.stats != nullptr) o_.stats->direct_read_bytes += len;
+      Put32(&hdr[4], kBucketWritten);
+      if (ec = c.Write(asio::buffer(hdr), t.io_timeout); ec)
+        return failed_write(ec, absl::StrCat("bucket ", b, " header"));
+      if (o_.stats != nullptr) o_.stats->direct_write_bytes += len;
       sent += len;
       continue;
     }
@@ -415,53 +491,8 @@ absl::Status TcpTransport::Send(uint64_t version, const RankSchedule& schedule, 
   return absl::OkStatus();
 }
 
-absl::Status TcpTransport::ReadBucketDirect(pid_t pid, uint32_t b, int64_t len,
-                                            const std::array<uint8_t, kBucketHeaderSize>& hdr,
-                                            RunCursor<uint8_t*>& cursor, Connection& c) {
-  const TransferOptions& t = o_.transfer;
-  const uint32_t count = Get32(&hdr[4]);
-  if (count == 0 || count > kMaxRanges || count > static_cast<uint64_t>(len))
-    return absl::DataLossError(absl::StrCat("bucket ", b, ": a table of ", count, " ranges for ", len, " bytes"));
-  std::vector<uint8_t> table(size_t{count} * 16);
-  if (error_code ec = c.Read(asio::buffer(table), t.io_timeout); ec)
-    return FromAsio(ec, absl::StrCat("bucket ", b, " table"));
-  std::vector<Range> remote(count);
-  uint64_t total = 0;
-  for (uint32_t i = 0; i < count; ++i) {
-    remote[i] = {Get64(&table[i * 16]), Get64(&table[i * 16 + 8])};
-    if (remote[i].len == 0 || remote[i].len > static_cast<uint64_t>(len) - total)
-      return absl::DataLossError(absl::StrCat("bucket ", b, ": its table does not add up to ", len, " bytes"));
-    total += remote[i].len;
-  }
-  if (total != static_cast<uint64_t>(len))
-    return absl::DataLossError(absl::StrCat("bucket ", b, ": its table adds up to ", total, " bytes, not ", len));
-  // In pieces of chunk_bytes, so that a failure elsewhere stops this one soon.
-  std::vector<asio::mutable_buffer> bufs;
-  std::vector<Range> here, there;
-  size_t ri = 0;
-  uint64_t rat = 0;
-  for (int64_t done = 0; done < len;) {
-    if (c.aborted()) return FromAsio(asio::error::operation_aborted, absl::StrCat("bucket ", b));
-    const int64_t n = std::min(t.chunk_bytes, len - done);
-    cursor.Next(n, bufs);
-    ToRanges(bufs, here);
-    there.clear();
-    for (uint64_t want = n; want > 0;) {
-      const uint64_t take = std::min(want, remote[ri].len - rat);
-      there.push_back({remote[ri].addr + rat, take});
-      rat += take;
-      want -= take;
-      if (rat == remote[ri].len) ++ri, rat = 0;
-    }
-    if (absl::Status s = ReadPeer(pid, here, there); !s.ok())
-      return absl::Status(s.code(), absl::StrCat("bucket ", b, " at byte ", done, ": ", s.message()));
-    done += n;
-  }
-  return absl::OkStatus();
-}
-
 absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, uint8_t* staging, Connection& c,
-                                       pid_t direct_pid) {
+                                       bool granted) {
   const TransferOptions& t = o_.transfer;
   RunCursor<uint8_t*> cursor(peer.runs, staging);
   std::vector<asio::mutable_buffer> bufs;
@@ -476,10 +507,17 @@ absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, u
       return absl::DataLossError(absl::StrCat("bucket ", b, ": header says bucket ", Get32(&hdr[0]), " of ",
                                               Get64(&hdr[8]), " bytes, expected ", len));
     RunCursor<uint8_t*> start = cursor;
-    if (direct_pid > 0) {
-      if (absl::Status s = ReadBucketDirect(direct_pid, b, len, hdr, cursor, c); !s.ok()) return s;
+    const uint32_t how = Get32(&hdr[4]);
+    if (how == kBucketWritten) {
+      // Already in our buffer: the sender wrote it there before sending this header.
+      if (!granted)
+        return absl::DataLossError(absl::StrCat("bucket ", b, ": the sender says it wrote it into our buffer, "
+                                                "which it was not given"));
+      cursor.Next(len, bufs);
+    } else if (how != kBucketStreamed) {
+      return absl::DataLossError(absl::StrCat("bucket ", b, ": unknown way of sending (", how, ")"));
     }
-    for (int64_t done = 0; direct_pid == 0 && done < len;) {
+    for (int64_t done = 0; how == kBucketStreamed && done < len;) {
       const int64_t n = std::min(t.chunk_bytes, len - done);
       // (TCP; a Unix socket's poll ignores SO_RCVLOWAT, so there it is harmless and idle.)
       // Wake only once kLowWater bytes wait (fewer wakeups and reads per byte), but never ask
@@ -525,6 +563,12 @@ absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedul
   const TransferOptions& t = o_.transfer;
   // Run any wake-up a failed earlier sync posted, so it cannot end our first wait.
   listener_.Poll();
+  // Direct writes: the buffer senders on this host may write into, and the one we serve from
+  // (which a later sync will be staged in, so a sender may keep it mapped).
+  const std::shared_ptr<ShardBytes> grant_buffer = shard.StagingBuffer();
+  uint64_t keep_id = 0;
+  if (auto live = shard.Current().bytes; live != nullptr) keep_id = live->id();
+  bool any_granted = false;  // then a failed sync must not reuse the buffer
 
   std::map<int, const PeerStream*> expected;
   for (const PeerStream& p : schedule.peers) expected[p.peer] = &p;
@@ -567,9 +611,6 @@ absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedul
       send_status(*c, absl::FailedPreconditionError(absl::StrCat("not a weight-sync protocol ", kProtocol, " peer")));
       continue;
     }
-    std::array<uint8_t, kDirectOfferSize> offer{};
-    if (h.flags & kFlagDirectRead)
-      if (ec = c->Read(asio::buffer(offer), t.io_timeout); ec) continue;
     absl::Status bad;
     auto it = expected.find(static_cast<int>(h.sender));
     if (h.version != version)
@@ -593,19 +634,16 @@ absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedul
       continue;
     }
     arrived[it->first] = true;
-    // Take up a direct-read offer when this receiver allows it, the kernel names the process
-    // at the other end and we can read the probe there (tcp/direct_read.h).
-    pid_t direct_pid = 0;
-    if ((h.flags & kFlagDirectRead) && o_.same_host_direct_read) {
-      const pid_t pid = PeerPid(c->socket().native_handle());
-      uint64_t seen = 0;
-      if (pid > 0 &&
-          ReadPeer(pid, {{reinterpret_cast<uint64_t>(&seen), 8}}, {{Get64(&offer[0]), 8}}).ok() &&
-          seen == Get64(&offer[8]))
-        direct_pid = pid;
+    // Welcome: start sending. A sender on this host that offers to may write into our staging
+    // buffer directly (when it is shared memory and this receiver allows it).
+    const bool granted = (h.flags & kFlagDirectWrite) && o_.same_host_direct_write && grant_buffer != nullptr &&
+                         grant_buffer->fd() >= 0 && IsLocal(*c);
+    if (granted) {
+      any_granted = true;  // from here on the sender may write into the buffer
+      WriteGrant(*c, *grant_buffer, keep_id, *it->second);
+    } else {
+      send_status(*c, absl::OkStatus());
     }
-    // Welcome: start sending.
-    WriteFrame(*c, absl::StatusCode::kOk, direct_pid > 0 ? kDirectAccepted : "", t.io_timeout);
     Connection* conn = c.get();
     {
       absl::MutexLock lock(&mu);
@@ -613,8 +651,8 @@ absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedul
       if (failed.load()) conn->Abort();
     }
     const PeerStream* peer = it->second;
-    threads.emplace_back([&, h, peer, conn, direct_pid] {
-      absl::Status s = ReceiveFrom(h, *peer, staging->data(), *conn, direct_pid);
+    threads.emplace_back([&, h, peer, conn, granted] {
+      absl::Status s = ReceiveFrom(h, *peer, staging->data(), *conn, granted);
       if (!s.ok()) {
         send_status(*conn, s);
         fail(absl::Status(s.code(), absl::StrCat("from sender ", h.sender, ": ", s.message())));
@@ -626,7 +664,7 @@ absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedul
   {
     absl::MutexLock lock(&mu);
     if (!failure.ok()) {
-      shard.Abort();
+      shard.Abort(/*discard_buffer=*/any_granted);
       return absl::Status(failure.code(), absl::StrCat(who, ": ", failure.message(), " ", Aftermath(shard)));
     }
   }

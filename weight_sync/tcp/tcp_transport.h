@@ -32,11 +32,11 @@
 // the bytes per CPU second that loopback TCP does (docs/performance.md). TcpOptions::
 // same_host_unix_socket = false keeps every connection on TCP.
 //
-// Direct reads: over such a Unix connection the sender may offer, and the receiver take up,
-// reading the payload out of the sender's memory (TcpOptions::same_host_direct_read; on by
-// default where the kernel allows it). The socket then carries each bucket's header, a table
-// of the sender's address ranges and the checksums; the receiver copies with
-// process_vm_readv. Fallback to streaming is per connection, decided at the handshake.
+// Direct writes: over such a Unix connection the receiver may grant the sender its staging
+// buffer (shared memory, passed as a descriptor) and the sender then copies each bucket into it
+// before sending the bucket's header (TcpOptions::same_host_direct_write, on by default). The
+// socket still carries headers, checksums and statuses; each bucket says whether it was
+// written or streams behind its header, so a sender that cannot map the buffer streams.
 // The wire format is little-endian and versioned (magic "SKWS", protocol 2).
 #pragma once
 
@@ -55,8 +55,8 @@ namespace skyrl::weight_sync {
 struct TcpStats {
   std::atomic<int64_t> spliced_bytes{0};  // payload sent zero-copy (vmsplice + splice)
   std::atomic<int64_t> copied_bytes{0};   // payload sent through ordinary writes
-  // Payload receivers on this host read straight from the sender's memory (direct reads).
-  std::atomic<int64_t> direct_read_bytes{0};
+  // Payload the sender wrote straight into receivers' buffers on this host (direct writes).
+  std::atomic<int64_t> direct_write_bytes{0};
   // Connections a sender made, by path: Unix-domain (same host) and TCP.
   std::atomic<int64_t> local_connections{0};
   std::atomic<int64_t> tcp_connections{0};
@@ -78,14 +78,12 @@ struct TcpOptions {
   // Receiver: also listen on an abstract Unix socket for senders on this host. Sender: use it
   // when the receiver offers one and is on this host. Both sides must allow it.
   bool same_host_unix_socket = true;
-  // Over those Unix sockets, receivers read the payload straight out of the sender's shard
-  // (process_vm_readv; tcp/direct_read.h) instead of through the socket: one copy per
-  // receiver, nothing for the sender to do but wait. Needs both sides to allow it, the sender
-  // to send zero-copy (the same contract on its shard), and the kernel to let the receiver
-  // read the sender (same user and ptrace permitted: Yama ptrace_scope 0, no seccomp rule
-  // against it); a probe at the handshake checks, and the connection streams through the
-  // socket otherwise.
-  bool same_host_direct_read = true;
+  // Over those Unix sockets, the sender writes the payload straight into the receiver's
+  // staging buffer, which the receiver shares with it (a memfd passed over the socket;
+  // tcp/direct_write.h): one user-space memcpy per receiver byte, no socket buffers. Both
+  // sides must allow it; a connection streams through the socket otherwise (and where the
+  // receiver's buffer is not shared memory).
+  bool same_host_direct_write = true;
   // Sender: connections over Unix sockets that carry identical bytes (several receivers of one
   // stream) stay within this many bytes of each other, so that each source page is copied by
   // every receiver while it is in the cache (tcp/lockstep.h; best effort: a laggard is left
