@@ -11,7 +11,7 @@
 //   build/bin/weight_sync [--plans-only] [--small] [--no-gloo] [--no-copy] [--iters N]
 //                         [--chunk-kib N] [--receivers 1,2,3] [--sizes-mib 256,1024]
 // --small: no 1T plan, 16 MiB transfers, no gloo (the ctest smoke run).
-// The TCP transport runs on each of its paths per row: direct reads over Unix sockets (the
+// The TCP transport runs on each of its paths per row: direct writes over Unix sockets (the
 // default on one host), the payload spliced through Unix sockets, loopback TCP (the path
 // between hosts) zero-copy and copying.
 // Bandwidths are delivered bytes (all receivers together) per second, in GB/s (1e9 bytes).
@@ -386,7 +386,7 @@ int main(int argc, char** argv) {
   std::printf("(zero-copy share of the payload on the unix and tcp paths, lowest run: %.0f%%)\n", g_min_spliced * 100);
   // Without a suffix: the largest size (1 GiB; 16 MiB with --small), as before.
   // tcp_gbps_3rx is the TCP transport as it runs by default with every rank on one host (Unix
-  // sockets, direct reads); the other paths have their own names.
+  // sockets, direct writes); the other paths have their own names.
   std::printf("RESULT worst_plan_to_bound %.3f\n", worst);
   std::printf("RESULT loopback_gbps_1stream %.2f\n", loop_gbps);
   for (int64_t b : sizes) {

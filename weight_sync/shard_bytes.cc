@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <new>
 #include <random>
@@ -40,12 +41,23 @@ std::shared_ptr<ShardBytes> ShardBytes::Make(size_t bytes, bool shareable) {
   if (shareable) b->fd_ = SealedMemfd(bytes);
   void* p = b->fd_ >= 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, b->fd_, 0)
                         : mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED && b->fd_ >= 0) {  // e.g. a memory cgroup that refuses shared memory
+  if (p == MAP_FAILED && b->fd_ >= 0) {  // e.g. a limit on mappings of shared memory
     close(b->fd_);
     b->fd_ = -1;
     p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   }
   if (p == MAP_FAILED) throw std::bad_alloc();  // what std::vector would do
+  // Allocated now, as std::vector's zeroing did: charged to this process (not to a peer that
+  // writes into it first), and out of memory here rather than at some later first touch.
+  if (madvise(p, bytes, MADV_POPULATE_WRITE) != 0) {
+    if (errno == ENOMEM) {
+      munmap(p, bytes);
+      if (b->fd_ >= 0) close(b->fd_);
+      b->fd_ = -1;
+      throw std::bad_alloc();
+    }
+    std::memset(p, 0, bytes);  // kernels before 5.14: touch every page
+  }
   b->data_ = static_cast<uint8_t*>(p);
   b->mapped_ = bytes;
   return b;

@@ -4,8 +4,9 @@
 // the same host can be handed the file descriptor and write a sync's bytes straight into the
 // receiver's staging buffer (tcp/tcp_transport.h, "direct writes"); by private anonymous
 // memory otherwise (fd() == -1). Either way it reads like a fixed-size byte array, zeroed at
-// creation. The memfd is sealed against shrinking and growing, so a process that maps it can
-// rely on its size (no SIGBUS from a truncation).
+// creation and allocated at once (as std::vector's zeroing did). The memfd is sealed against
+// shrinking and growing, so a process that maps it can rely on its size (no SIGBUS from a
+// truncation).
 //
 // Not copyable (CopyOf makes a copy); thread-compatible.
 #pragma once

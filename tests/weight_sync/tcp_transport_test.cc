@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <utility>  // before Boost 1.74's asio, whose awaitable.hpp needs std::exchange in C++20
@@ -19,6 +20,7 @@
 #include "weight_sync/checksum.h"
 #include "weight_sync/plan/model_zoo.h"
 #include "weight_sync/rendezvous.h"
+#include "weight_sync/tcp/direct_write.h"  // SharedMappings
 #include "weight_sync/tcp/listener.h"  // HostIdentity
 #include "weight_sync/tcp/tcp_transport.h"
 
@@ -39,7 +41,7 @@ std::vector<uint8_t> HelloBytes(uint64_t version, uint32_t sender, uint32_t rece
   auto put32 = [&](size_t at, uint32_t v) { std::memcpy(&b[at], &v, 4); };
   auto put64 = [&](size_t at, uint64_t v) { std::memcpy(&b[at], &v, 8); };
   put32(0, 0x53574B53);
-  put32(4, 2);  // protocol
+  put32(4, 3);  // protocol
   put64(8, version);
   put32(16, sender);
   put32(20, receiver);
@@ -339,6 +341,7 @@ TEST_P(TcpBadGrantTest, TheSenderStreamsOrFailsButNeverWritesOutsideTheGrant) {
                       absl::StrCat("127.0.0.1:9 local=", name, " host=", tcp_internal::HostIdentity())).ok());
   std::vector<uint8_t> received;
   bool streamed = false;
+  uint8_t* fake_buffer = nullptr;  // the fake receiver's view of the buffer it granted
   std::thread fake([&] {
     asio::local::stream_protocol::socket s(io);
     acc.accept(s);
@@ -374,6 +377,7 @@ TEST_P(TcpBadGrantTest, TheSenderStreamsOrFailsButNeverWritesOutsideTheGrant) {
       std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
     }
     ASSERT_EQ(sendmsg(s.native_handle(), &msg, 0), static_cast<ssize_t>(frame.size()));
+    fake_buffer = static_cast<uint8_t*>(mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0));
     close(fd);
     if (GetParam() == 1) return;  // the sender gives up on the grant
     uint8_t hdr[24];
@@ -397,6 +401,10 @@ TEST_P(TcpBadGrantTest, TheSenderStreamsOrFailsButNeverWritesOutsideTheGrant) {
   absl::Status st = (*sender)->Send(1, (*w)->send_sched[0], absl::MakeConstSpan(shard));
   fake.join();
   EXPECT_EQ(stats.direct_write_bytes.load(), 0);
+  ASSERT_NE(fake_buffer, MAP_FAILED);
+  EXPECT_TRUE(std::all_of(fake_buffer, fake_buffer + bytes, [](uint8_t x) { return x == 0; }))
+      << "the sender wrote into a buffer it must not use";
+  munmap(fake_buffer, bytes);
   if (GetParam() == 1) {
     EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
     EXPECT_THAT(std::string(st.message()), HasSubstr("lies outside"));
@@ -412,6 +420,73 @@ std::string BadGrantName(const ::testing::TestParamInfo<int>& i) {
   return kNames[i.param];
 }
 INSTANTIATE_TEST_SUITE_P(Grants, TcpBadGrantTest, ::testing::Values(0, 1, 2), BadGrantName);
+
+// A sender that dies after being granted an in-place receiver's buffer may still be writing
+// into it: the torn shard's next sync must get a fresh buffer, not that one.
+TEST(TcpDirectWriteTest, AFailedGrantedSyncNeverReusesTheGrantedBuffer) {
+  if (tcp_internal::HostIdentity().empty()) GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
+  auto w = MakeWorld(OneMatrix(), Layout::Of(ModelParallel{}), Layout::Engines(1, ModelParallel{}));
+  ASSERT_TRUE(w.ok());
+  InMemoryRendezvous rdv;
+  TcpOptions o;
+  o.rendezvous = &rdv;
+  o.receiver_rank = 0;
+  o.transfer.io_timeout = absl::Seconds(2);
+  o.transfer.staging = Staging::kInPlace;
+  auto receiver = CreateTcpTransport(o);
+  ASSERT_TRUE(receiver.ok());
+  VersionedShard shard((*w)->rlayout[0].Bytes());
+  const int64_t bytes = (*w)->recv_sched[0].peers[0].bytes;
+  auto where = rdv.Get("weight_sync/receiver/0", absl::Seconds(1));
+  ASSERT_TRUE(where.ok());
+  const size_t at = where->find(" local=") + 7;
+  const std::string name = where->substr(at, where->find(' ', at) - at);
+  asio::io_context io;
+  std::vector<uint64_t> granted;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::Status result;
+    std::thread rt([&] { result = (*receiver)->Receive(1, (*w)->recv_sched[0], shard); });
+    {
+      asio::local::stream_protocol::socket s(io);
+      s.connect(asio::local::stream_protocol::endpoint(std::string(1, '\0') + name));
+      asio::write(s, asio::buffer(HelloBytes(1, 0, 0, bytes, bytes, 2)));
+      Grant g;
+      ReadGrant(s, g);
+      ASSERT_EQ(g.message, "direct-write");
+      granted.push_back(g.id);
+    }  // the sender dies holding the grant
+    rt.join();
+    EXPECT_EQ(result.code(), absl::StatusCode::kUnavailable) << result;
+    EXPECT_EQ(shard.Current().bytes, nullptr) << "an in-place sync that failed tears the shard";
+  }
+  EXPECT_NE(granted[0], granted[1]) << "the torn shard's next sync must not reuse a buffer a sender may write";
+}
+
+TEST(TcpDirectWriteTest, SharedMappingsKeepTheGrantedAndTheServedBufferPerReceiver) {
+  auto a = ShardBytes::Make(8192), b = ShardBytes::Make(8192), c = ShardBytes::Make(8192), d = ShardBytes::Make(8192);
+  tcp_internal::SharedMappings m;
+  auto pa = m.Map(0, a->id(), 0, 8192, a->fd());
+  ASSERT_TRUE(pa.ok()) << pa.status();
+  (*pa)[100] = 5;
+  EXPECT_EQ((*a)[100], 5) << "the mapping is the receiver's buffer";
+  ASSERT_TRUE(m.Map(0, b->id(), a->id(), 8192, b->fd()).ok());  // b granted, a served
+  ASSERT_TRUE(m.Map(1, d->id(), 0, 8192, d->fd()).ok());        // another receiver
+  EXPECT_EQ(m.size(), 3u);
+  auto again = m.Map(0, a->id(), b->id(), 8192, -1);  // a again: mapped already, no descriptor needed
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, *pa);
+  ASSERT_TRUE(m.Map(0, c->id(), b->id(), 8192, c->fd()).ok());  // a is neither granted nor served now
+  EXPECT_EQ(m.size(), 3u) << "receiver 0: b and c; receiver 1: d";
+  m.Drop(0);
+  EXPECT_EQ(m.size(), 1u);
+  // Buffers a sender must refuse: unsealed, or smaller than the grant says.
+  const int unsealed = memfd_create("unsealed", 0);
+  ASSERT_EQ(ftruncate(unsealed, 8192), 0);
+  EXPECT_EQ(m.Map(2, 1, 0, 8192, unsealed).status().code(), absl::StatusCode::kInvalidArgument);
+  close(unsealed);
+  EXPECT_EQ(m.Map(2, 2, 0, 16384, c->fd()).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.size(), 1u);
+}
 
 // Over both sender paths: with zero-copy sends the kernel raises SIGPIPE on a closed peer,
 // which must fail the sync, not kill the process.

@@ -3,26 +3,31 @@
 //
 // The receiver's staging buffer is a sealed memfd (ShardBytes). Over a Unix-domain connection
 // the receiver passes that descriptor to the sender (SCM_RIGHTS, attached to its welcome) with
-// a grant: the buffer's id and size, and where in it this sender's stream goes (its runs). The
-// sender maps the buffer (once: mappings are kept across syncs, keyed by the buffer's id, and
-// dropped when the receiver no longer holds the buffer), copies each bucket from its shard
-// into the mapping with memcpy (no system call, no page pinning per page), and then sends the
-// bucket's header (with the checksum) to say it is there. The socket still carries the
-// protocol: headers, checksums and the final status.
+// a grant: the buffer's id and size, the id of the buffer it serves from, and where in the
+// buffer this sender's stream goes (its runs). The sender maps the buffer (once: mappings are
+// kept across syncs, keyed by receiver and buffer id; see SharedMappings), copies each bucket
+// from its shard into the mapping with memcpy (no system call, no page pinning per page), and
+// then sends the bucket's header (with the checksum) to say it is there. The socket still
+// carries the protocol: headers, checksums and the final status.
 //
 // Why: on one host the kernel's copy paths (socket reads, process_vm_readv) ran at a third of
 // a user-space memcpy's speed per core on the machines we measured (page pinning and per-page
 // work; docs/performance.md); one memcpy per receiver, done by the sender's threads, is the
 // least a broadcast can cost.
 //
-// What a receiver exposes is its staging buffer only, to the process at the other end of its
-// Unix socket, and only for the sync that granted it: a receiver whose sync fails discards the
-// buffer (VersionedShard::Abort(discard_buffer)), so that a sender still writing cannot touch
-// a later version. A sender checks the seals (the buffer cannot shrink under its mapping) and
-// that the grant lies inside the buffer.
+// Safety. A receiver grants only a peer of its own user (SO_PEERCRED) on its Unix socket. A
+// receiver whose sync fails after granting discards the buffer
+// (VersionedShard::Abort(discard_buffer)), so that a sender still copying into it cannot touch
+// a later version. A sender checks the seals (the buffer cannot shrink under its mapping, so
+// no SIGBUS) and that the grant's runs lie inside the buffer and add up to its stream.
+// Trust: a granted sender keeps a writable mapping of the receiver's buffers between syncs
+// (including the one being served), as it keeps the right to send any bytes: senders are the
+// trainer's ranks, trusted with the weights either way. A correct sender writes only inside a
+// sync that granted the buffer, and only before that bucket's header.
 #pragma once
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -43,12 +48,24 @@
 
 namespace skyrl::weight_sync::tcp_internal {
 
-// Whether `c` is a Unix-domain connection (only those can pass descriptors).
-inline bool IsLocal(Connection& c) {
+// Whether `c` is a Unix-domain connection to a process of our own user: the only peers that
+// are granted a buffer. (Abstract socket names carry no permissions: any user in the network
+// namespace can connect; the kernel's SO_PEERCRED says who did.)
+inline bool IsLocalSameUser(Connection& c) {
+  const int fd = c.socket().native_handle();
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
-  return getsockname(c.socket().native_handle(), reinterpret_cast<sockaddr*>(&ss), &len) == 0 &&
-         ss.ss_family == AF_UNIX;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0 || ss.ss_family != AF_UNIX) return false;
+  ucred cred{};
+  socklen_t clen = sizeof cred;
+  return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 && clen == sizeof cred && cred.uid == geteuid();
+}
+
+// Whether the peer sent something or hung up (without reading it): a receiver that failed
+// says so at once, and a sender copying a large bucket should stop.
+inline bool PeerSpokeOrLeft(Connection& c) {
+  pollfd p{c.socket().native_handle(), POLLIN | POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR));
 }
 
 // Writes `frame` with descriptor `fd` attached to its first byte, within `timeout`.
@@ -114,7 +131,11 @@ inline error_code ReadWithFd(Connection& c, std::string& out, int* fd, absl::Dur
   }
 }
 
-// A sender's mappings of receivers' staging buffers, kept across syncs. Thread-safe.
+// A sender's mappings of receivers' staging buffers, kept across syncs: per receiver at most
+// two (the buffer of its last grant and the one it serves from, which a later sync is staged
+// in), until the next sync with it, a failed one, or the transport's end. Thread-safe; a
+// pointer from Map stays valid until the next Map or Drop for the same rank (one Send at a
+// time uses it).
 class SharedMappings {
  public:
   SharedMappings() = default;
@@ -152,12 +173,21 @@ class SharedMappings {
     const int seals = fcntl(fd, F_GET_SEALS);
     if (seals < 0 || !(seals & F_SEAL_SHRINK))
       return absl::InvalidArgumentError("the receiver's buffer is not sealed against shrinking");
-    // Populated now: later syncs write through the same page tables without faults.
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    // Not populated: we touch only the pages we write (our stream's bytes), whatever the
+    // buffer's size. Kept across syncs, so later ones write without page faults.
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)
       return absl::InvalidArgumentError(absl::StrCat("mmap of the receiver's buffer: ", std::strerror(errno)));
     mine[id] = {p, bytes};
     return static_cast<uint8_t*>(p);
+  }
+  // Forgets receiver `rank`'s buffers (it streams now, or a sync with it failed).
+  void Drop(int rank) {
+    absl::MutexLock lock(&mu_);
+    auto it = maps_.find(rank);
+    if (it == maps_.end()) return;
+    for (auto& [id, m] : it->second) munmap(m.addr, m.len);
+    maps_.erase(it);
   }
   size_t size() const {
     absl::MutexLock lock(&mu_);

@@ -1,7 +1,8 @@
 // Keeps a sender's connections that carry the same bytes (a broadcast: several receivers of
-// identical streams) within a small window of each other, so that receivers on this host copy
-// each source page while it is still in the cache from the previous receiver's copy, instead of
-// each reading the whole shard from memory. Measured on the same-host path (docs/performance.md,
+// identical streams) within a small window of each other, so that each source page is copied
+// for every receiver on this host (by the receiver reading its socket, or by the sender's own
+// thread writing directly into the receiver's buffer) while it is still in the cache from the
+// previous copy, instead of each copy reading the whole shard from memory. Measured on the same-host path (docs/performance.md,
 // "weight_sync"): a 2 MiB window takes 1 GiB to 3 receivers from 6.1-7.0 to 8.5-9.6 GB/s in a
 // raw loop; 4 MiB and more lose the effect.
 //

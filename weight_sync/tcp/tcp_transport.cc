@@ -28,7 +28,7 @@ namespace {
 using namespace tcp_internal;  // NOLINT: asio, tcp, error_code, Connection
 
 constexpr uint32_t kMagic = 0x53574B53;  // "SKWS"
-constexpr uint32_t kProtocol = 2;
+constexpr uint32_t kProtocol = 3;  // 3: direct writes (1: none; 2: direct reads, withdrawn)
 constexpr uint32_t kFlagChecksums = 1;
 // The sender can write into the receiver's staging buffer (tcp/direct_write.h).
 constexpr uint32_t kFlagDirectWrite = 2;
@@ -285,7 +285,10 @@ absl::StatusOr<absl::Status> TcpTransport::ReadWelcome(Connection& c, const Peer
                                  : static_cast<absl::StatusCode>(code);
     return absl::Status(status_code, absl::StrCat("receiver says: ", msg));
   }
-  if (msg != kDirectGranted) return absl::OkStatus();  // stream
+  if (msg != kDirectGranted) {  // stream; buffers mapped for earlier grants are not needed now
+    mappings_.Drop(peer.peer);
+    return absl::OkStatus();
+  }
   // The grant: buffer id, size, the id to keep mapped, and where our stream goes in it.
   std::array<uint8_t, kGrantSize> g{};
   if (error_code ec = c.Read(asio::buffer(g), t.io_timeout); ec) return FromAsio(ec, "reading the receiver's grant");
@@ -309,7 +312,10 @@ absl::StatusOr<absl::Status> TcpTransport::ReadWelcome(Connection& c, const Peer
   if (total != static_cast<uint64_t>(peer.bytes))
     return absl::DataLossError(absl::StrCat("the receiver's grant covers ", total, " bytes, our stream ", peer.bytes));
   // Without the descriptor or a mapping of it we stream (every bucket says how it came).
-  if (fd < 0) return absl::OkStatus();
+  if (fd < 0) {
+    mappings_.Drop(peer.peer);
+    return absl::OkStatus();
+  }
   absl::StatusOr<uint8_t*> mapped = mappings_.Map(peer.peer, id, keep, size, fd);
   if (mapped.ok()) *target = *mapped;
   return absl::OkStatus();
@@ -412,6 +418,8 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
       // Copy the bucket into the receiver's buffer, then say so with its header.
       for (int64_t done = 0; done < len;) {
         if (c.aborted()) return FromAsio(asio::error::operation_aborted, absl::StrCat("bucket ", b));
+        // A receiver that failed meanwhile says so (or hangs up): stop copying for nothing.
+        if (PeerSpokeOrLeft(c)) return failed_write(asio::error::connection_aborted, absl::StrCat("bucket ", b));
         int64_t n = std::min(t.chunk_bytes, len - done);
         if (lockstep != nullptr) {
           n = std::min(n, step);
@@ -481,6 +489,8 @@ absl::Status TcpTransport::Send(uint64_t version, const RankSchedule& schedule, 
       BlockSigpipeInThisThread();  // splice raises SIGPIPE on a closed peer; this thread ends here
       results[i] = SendTo(version, schedule.rank, schedule.peers[i], shard.data(), *conns[i], member[i].first,
                           member[i].second);
+      // The receiver discards a buffer it granted for a failed sync: do not keep it mapped.
+      if (!results[i].ok()) mappings_.Drop(schedule.peers[i].peer);
     });
   for (std::thread& th : threads) th.join();
   for (size_t i = 0; i < n; ++i)
@@ -637,7 +647,7 @@ absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedul
     // Welcome: start sending. A sender on this host that offers to may write into our staging
     // buffer directly (when it is shared memory and this receiver allows it).
     const bool granted = (h.flags & kFlagDirectWrite) && o_.same_host_direct_write && grant_buffer != nullptr &&
-                         grant_buffer->fd() >= 0 && IsLocal(*c);
+                         grant_buffer->fd() >= 0 && IsLocalSameUser(*c);
     if (granted) {
       any_granted = true;  // from here on the sender may write into the buffer
       WriteGrant(*c, *grant_buffer, keep_id, *it->second);
