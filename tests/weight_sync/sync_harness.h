@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -95,6 +96,34 @@ inline absl::StatusOr<std::unique_ptr<World>> MakeWorld(Model model, Layout send
     w->recv_sched.push_back(std::move(*sched));
   }
   return w;
+}
+
+// The correctness matrix: these trainers (TP{1,2,4} x PP{1,2}, TP1 with two DP
+// replicas sharing the sending; a MoE at TP2xEP2; FSDP 3x2), each to 1-3 engines of TP{1,2,4}
+// (MatrixEngines): 72 layout pairs.
+struct MatrixTrainer {
+  std::string name;
+  bool moe;  // the trainer and engines of a MoE model (experts over the engines' ranks)
+  Layout layout;
+};
+inline std::vector<MatrixTrainer> MatrixTrainers() {
+  std::vector<MatrixTrainer> out;
+  for (int tp : {1, 2, 4})
+    for (int pp : {1, 2})
+      out.push_back({absl::StrCat("TP", tp, "xPP", pp), false,
+                     Layout::Of(ModelParallel{.tp = tp, .pp = pp, .replicas = tp == 1 ? 2 : 1})});
+  out.push_back({"MoE TP2xEP2", true, Layout::Of(ModelParallel{.tp = 2, .ep = 2})});
+  out.push_back({"FSDP3x2", false, Layout::Of(Fsdp{.shards = 3, .replicas = 2})});
+  return out;
+}
+// Calls fn(engines layout, description) for every engine side of the matrix for trainer `t`.
+inline void ForEachMatrixEngines(const MatrixTrainer& t, const std::function<void(Layout, std::string)>& fn) {
+  for (int tp : {1, 2, 4})
+    for (int engines : {1, 2, 3}) {
+      ModelParallel engine{.tp = tp};
+      if (t.moe && tp > 1) engine.experts = ExpertSharding::kWholeOverAllRanks;
+      fn(Layout::Engines(engines, engine), absl::StrCat(t.name, " -> ", engines, " x TP", tp));
+    }
 }
 
 struct SyncResult {

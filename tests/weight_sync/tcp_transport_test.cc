@@ -31,7 +31,10 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
+using testing::ForEachMatrixEngines;
 using testing::MakeWorld;
+using testing::MatrixTrainer;
+using testing::MatrixTrainers;
 using testing::World;
 
 // The wire format, written out independently of the implementation (it is a contract).
@@ -80,6 +83,25 @@ Model OneMatrix(int64_t rows = 256, int64_t cols = 256) {
   p.layer = 0;
   m.params.push_back(p);
   return m;
+}
+
+// The small models of the cross-process tests.
+TransformerConfig SmallDense() {
+  TransformerConfig c;
+  c.layers = 4;
+  c.hidden = 64;
+  c.intermediate = 128;
+  c.heads = 4;
+  c.kv_heads = 4;
+  c.head_dim = 16;
+  c.vocab = 128;
+  return c;
+}
+TransformerConfig SmallMoe() {
+  TransformerConfig c = SmallDense();
+  c.experts = 8;
+  c.moe_intermediate = 32;
+  return c;
 }
 
 class TcpPeerTest : public ::testing::Test {
@@ -873,6 +895,15 @@ class CrossProcessTest : public ::testing::Test {
     if (pid == 0) _exit(RunRank(w, dir_, sender, rank, expect_failure, path));
     return pid;
   }
+  // Every rank of `w` in its own process over `path`; each must exit 0 (see RunRank).
+  void RunEveryRank(const World& w, Path path, const std::string& where) {
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    std::vector<std::pair<std::string, pid_t>> kids;
+    for (int r = 0; r < w.plan.num_receivers; ++r) kids.push_back({absl::StrCat("receiver ", r), Spawn(w, false, r, false, path)});
+    for (int s = 0; s < w.plan.num_senders; ++s) kids.push_back({absl::StrCat("sender ", s), Spawn(w, true, s, false, path)});
+    for (auto& [name, pid] : kids) EXPECT_EQ(ExitCode(pid), 0) << where << ": " << name;
+  }
   static int ExitCode(pid_t pid) {
     int status = 0;
     waitpid(pid, &status, 0);
@@ -884,44 +915,42 @@ class CrossProcessTest : public ::testing::Test {
 // A slice of the correctness matrix with one process per rank: dense TP x PP, MoE with EP and
 // FSDP trainers, to engines of different TP; over each of the three paths (see Path).
 TEST_F(CrossProcessTest, EveryRankInItsOwnProcess) {
-  TransformerConfig dense;
-  dense.layers = 4;
-  dense.hidden = 64;
-  dense.intermediate = 128;
-  dense.heads = 4;
-  dense.kv_heads = 4;
-  dense.head_dim = 16;
-  dense.vocab = 128;
-  TransformerConfig moe = dense;
-  moe.experts = 8;
-  moe.moe_intermediate = 32;
   struct Case {
     std::string name;
     TransformerConfig model;
     Layout trainer, engines;
   };
   std::vector<Case> cases = {
-      {"dense TP2xPP2 -> 2 x TP2", dense, Layout::Of(ModelParallel{.tp = 2, .pp = 2}),
+      {"dense TP2xPP2 -> 2 x TP2", SmallDense(), Layout::Of(ModelParallel{.tp = 2, .pp = 2}),
        Layout::Engines(2, ModelParallel{.tp = 2})},
-      {"MoE TP2xEP2 -> TP1 + TP4/EP", moe, Layout::Of(ModelParallel{.tp = 2, .ep = 2}),
+      {"MoE TP2xEP2 -> TP1 + TP4/EP", SmallMoe(), Layout::Of(ModelParallel{.tp = 2, .ep = 2}),
        Layout{{ModelParallel{.tp = 1}, ModelParallel{.tp = 4, .experts = ExpertSharding::kWholeOverAllRanks}}}},
-      {"FSDP 3x2 -> 3 x TP1", dense, Layout::Of(Fsdp{.shards = 3, .replicas = 2}),
+      {"FSDP 3x2 -> 3 x TP1", SmallDense(), Layout::Of(Fsdp{.shards = 3, .replicas = 2}),
        Layout::Engines(3, ModelParallel{.tp = 1})},
   };
   for (const Path path : {Path::kDirect, Path::kUnixStream, Path::kTcp})
     for (const Case& c : cases) {
       auto w = MakeWorld(MakeTransformer(c.model), c.trainer, c.engines);
       ASSERT_TRUE(w.ok()) << c.name << ": " << w.status();
-      std::filesystem::remove_all(dir_);
-      std::filesystem::create_directories(dir_);
-      std::vector<std::pair<std::string, pid_t>> kids;
-      for (int r = 0; r < (*w)->plan.num_receivers; ++r)
-        kids.push_back({absl::StrCat("receiver ", r), Spawn(**w, false, r, false, path)});
-      for (int s = 0; s < (*w)->plan.num_senders; ++s)
-        kids.push_back({absl::StrCat("sender ", s), Spawn(**w, true, s, false, path)});
-      for (auto& [name, pid] : kids)
-        EXPECT_EQ(ExitCode(pid), 0) << c.name << Name(path) << ": " << name;
+      RunEveryRank(**w, path, c.name + Name(path));
     }
+}
+
+// The issue's whole correctness matrix with one process per rank, on the default path between
+// processes of one host (Unix sockets, direct writes); every receiver's shard equals, byte for
+// byte, its slice of the model (RunRank checks, with checksums on, and that every payload byte
+// was written directly).
+TEST_F(CrossProcessTest, TheIssuesMatrixWithEveryRankInItsOwnProcess) {
+  int syncs = 0;
+  for (const MatrixTrainer& t : MatrixTrainers())
+    ForEachMatrixEngines(t, [&](Layout engines, std::string where) {
+      if (::testing::Test::HasFatalFailure()) return;
+      auto w = MakeWorld(MakeTransformer(t.moe ? SmallMoe() : SmallDense()), t.layout, std::move(engines));
+      ASSERT_TRUE(w.ok()) << where << ": " << w.status();
+      RunEveryRank(**w, Path::kDirect, where);
+      ++syncs;
+    });
+  EXPECT_EQ(syncs, 72);
 }
 
 TEST_F(CrossProcessTest, AKilledSenderProcessFailsTheReceiversWhoKeepTheirVersion) {

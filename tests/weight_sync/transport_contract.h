@@ -31,7 +31,10 @@ namespace skyrl::weight_sync::contract {
 using ::testing::AllOf;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
+using testing::ForEachMatrixEngines;
 using testing::MakeWorld;
+using testing::MatrixTrainer;
+using testing::MatrixTrainers;
 using testing::RunSync;
 using testing::World;
 
@@ -157,45 +160,30 @@ inline Model SmallMoe() {
 // The matrix: trainer TP{1,2,4} x PP{1,2}, plus EP for a small MoE and FSDP, to
 // inference TP{1,2,4} x 1-3 engines; every receiver shard equals the slice cut from the model.
 TEST_P(TransportContractTest, EveryReceiverShardEqualsItsSliceOfTheModel) {
-  struct Trainer {
-    std::string name;
-    bool moe;
-    Layout layout;
-  };
-  std::vector<Trainer> trainers;
-  for (int tp : {1, 2, 4})
-    for (int pp : {1, 2})
-      trainers.push_back({absl::StrCat("TP", tp, "xPP", pp), false,
-                          Layout::Of(ModelParallel{.tp = tp, .pp = pp, .replicas = tp == 1 ? 2 : 1})});
-  trainers.push_back({"MoE TP2xEP2", true, Layout::Of(ModelParallel{.tp = 2, .ep = 2})});
-  trainers.push_back({"FSDP3x2", false, Layout::Of(Fsdp{.shards = 3, .replicas = 2})});
   int syncs = 0, unrunnable = 0;
   std::string why_not;
-  for (const Trainer& t : trainers)
-    for (int tp : {1, 2, 4})
-      for (int engines : {1, 2, 3}) {
-        ModelParallel engine{.tp = tp};
-        if (t.moe && tp > 1) engine.experts = ExpertSharding::kWholeOverAllRanks;
-        auto w = MakeWorld(t.moe ? SmallMoe() : SmallDense(), t.layout, Layout::Engines(engines, engine));
-        ASSERT_TRUE(w.ok()) << w.status();
-        if (std::string why = Missing(**w); !why.empty()) {  // too many ranks for this machine
-          ++unrunnable;
-          why_not = why;
-          continue;
-        }
-        std::string where = absl::StrCat(t.name, " -> ", engines, " x TP", tp);
-        InMemoryRendezvous rdv;
-        Endpoints e = Make(**w, TestOptions(), rdv);
-        auto weights = (*w)->Weights(1);
-        auto res = RunSync(**w, 1, SenderShards(**w, weights), e.senders, e.receivers, e.shards);
-        ASSERT_EQ(res.FirstError(), "") << where;
-        for (int r = 0; r < (*w)->plan.num_receivers; ++r) {
-          VersionedShard::Snapshot snap = e.shards[r]->Current();
-          ASSERT_EQ(snap.version, 1u) << where;
-          ASSERT_TRUE(*snap.bytes == (*w)->Expected(r, weights)) << where << ": receiver " << r;
-        }
-        ++syncs;
+  for (const MatrixTrainer& t : MatrixTrainers())
+    ForEachMatrixEngines(t, [&](Layout engines, std::string where) {
+      if (::testing::Test::HasFatalFailure()) return;
+      auto w = MakeWorld(t.moe ? SmallMoe() : SmallDense(), t.layout, std::move(engines));
+      ASSERT_TRUE(w.ok()) << where << ": " << w.status();
+      if (std::string why = Missing(**w); !why.empty()) {  // too many ranks for this machine
+        ++unrunnable;
+        why_not = why;
+        return;
       }
+      InMemoryRendezvous rdv;
+      Endpoints e = Make(**w, TestOptions(), rdv);
+      auto weights = (*w)->Weights(1);
+      auto res = RunSync(**w, 1, SenderShards(**w, weights), e.senders, e.receivers, e.shards);
+      ASSERT_EQ(res.FirstError(), "") << where;
+      for (int r = 0; r < (*w)->plan.num_receivers; ++r) {
+        VersionedShard::Snapshot snap = e.shards[r]->Current();
+        ASSERT_EQ(snap.version, 1u) << where;
+        ASSERT_TRUE(*snap.bytes == (*w)->Expected(r, weights)) << where << ": receiver " << r;
+      }
+      ++syncs;
+    });
   if (syncs == 0) GTEST_SKIP() << "no layout pair of the matrix runs here: " << why_not;
   if (unrunnable > 0) std::cout << "ran " << syncs << " of the 72 syncs; the others: " << why_not << "\n";
   EXPECT_EQ(syncs + unrunnable, 72);
