@@ -76,6 +76,31 @@ TEST(VersionedShardBuffersTest, StagingBufferIsTheOneBeingWrittenAndIsReusedOnly
   EXPECT_EQ(shard.Current().bytes->id(), id2);
 }
 
+TEST(VersionedShardBuffersTest, ABufferAReaderStillHoldsIsNotStagedInto) {
+  VersionedShard shard(4096);
+  for (uint64_t v : {1, 2}) {
+    ASSERT_TRUE(shard.BeginStaging(v, false).ok());
+    shard.MarkPrepared();
+    ASSERT_TRUE(shard.Commit().ok());
+  }
+  // The retired buffer (version 1's) is the one v3 would reuse, but an engine still reads it.
+  ASSERT_TRUE(shard.BeginStaging(3, false).ok());
+  const uint64_t v1_buffer = shard.StagingBuffer()->id();
+  shard.Abort();
+  ASSERT_TRUE(shard.BeginStaging(3, false).ok());
+  shard.MarkPrepared();
+  ASSERT_TRUE(shard.Commit().ok());  // live: v3 in a fresh buffer; retired: v2's
+  VersionedShard::Snapshot reader = shard.Current();  // holds v3's buffer...
+  ASSERT_TRUE(shard.BeginStaging(4, false).ok());
+  shard.MarkPrepared();
+  ASSERT_TRUE(shard.Commit().ok());  // ...which is retired now, still held
+  ASSERT_TRUE(shard.BeginStaging(5, false).ok());
+  EXPECT_NE(shard.StagingBuffer()->id(), reader.bytes->id()) << "staging into a buffer an engine reads";
+  EXPECT_NE(shard.StagingBuffer()->id(), v1_buffer);
+  EXPECT_EQ(reader.version, 3u);
+  shard.Abort();
+}
+
 TEST(VersionedShardBuffersTest, ADiscardedTornBufferIsReplacedAtTheNextSync) {
   for (const bool discard : {false, true}) {
     VersionedShard shard(4096);

@@ -717,7 +717,24 @@ TEST(TcpSameHostTest, ASenderOnTheReceiversHostUsesItsUnixSocket) {
   EXPECT_EQ(r.spliced, 0);
 }
 
-TEST(TcpSameHostTest, WithoutDirectReadsOnEitherSideTheBytesStreamThroughTheUnixSocket) {
+// Descriptors cross the socket at every grant: none may be left open once the transports and
+// shards are gone.
+TEST(TcpSameHostTest, DirectWritesLeakNoDescriptors) {
+  if (tcp_internal::HostIdentity().empty()) GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
+  auto open_fds = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"), std::filesystem::directory_iterator());
+  };
+  SyncThrough(true, [](std::string where) { return where; });  // warm-up: one-time descriptors
+  const auto before = open_fds();
+  for (int i = 0; i < 3; ++i) {
+    SameHostRun r = SyncThrough(true, [](std::string where) { return where; });
+    ExpectDeliveredOver(r, /*local=*/1, /*tcp=*/0);
+    EXPECT_EQ(r.direct, r.payload);
+  }
+  EXPECT_EQ(open_fds(), before);
+}
+
+TEST(TcpSameHostTest, WithoutDirectWritesOnEitherSideTheBytesStreamThroughTheUnixSocket) {
   if (tcp_internal::HostIdentity().empty()) GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
   for (const bool sender_allows : {false, true}) {
     SCOPED_TRACE(sender_allows ? "the receiver declines" : "the sender does not offer");
