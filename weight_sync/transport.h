@@ -1,6 +1,6 @@
 // The transport interface: executes one rank's part of a plan (its RankSchedule) for one weight
-// version. Implementations: TCP (weight_sync/tcp/); NCCL planned. Transports know schedules and
-// byte buffers, never models.
+// version. Implementations: TCP (weight_sync/tcp/), NCCL (weight_sync/nccl/). Transports know
+// schedules and byte buffers, never models.
 //
 // Versions and atomicity (receiver side):
 //
