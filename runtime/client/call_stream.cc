@@ -33,13 +33,16 @@ std::shared_ptr<CallStream> CallStream::Create(std::shared_ptr<v1::ActorService:
                                                CallStreamOptions options) {
   std::shared_ptr<CallStream> s(new CallStream(std::move(stub), std::move(next_seq), std::move(options)));
   s->self_ = s;
-  s->stub_->async()->CallStream(&s->ctx_, s.get());
-  s->StartRead(&s->in_);
+  return s;
+}
+
+void CallStream::Start() {
+  stub_->async()->CallStream(&ctx_, this);
+  StartRead(&in_);
   // Writes start from callers' threads, outside any reaction: the hold keeps OnDone from
   // running until the stream has ended and no write is in flight.
-  s->AddHold();
-  s->StartCall();
-  return s;
+  AddHold();
+  StartCall();
 }
 
 bool CallStream::Enqueue(absl::string_view method, absl::string_view args, absl::Duration timeout,

@@ -73,12 +73,16 @@ struct CallStreamOptions {
 class CallStream final : public grpc::ClientBidiReactor<v1::ActorCallBatch, v1::ActorResultBatch>,
                          public std::enable_shared_from_this<CallStream> {
  public:
-  // Creates and starts the stream (the connection is made in the background). Calls take
-  // their sequence numbers from `next_seq`, which the owner keeps across streams to one
-  // incarnation of the actor.
+  // Creates the stream; Start() opens it. Calls take their sequence numbers from `next_seq`,
+  // which the owner keeps across streams to one incarnation of the actor. The two steps let
+  // the owner record the stream before anything can end it: once started, a stream may reach
+  // OnDone (and on_end) on another thread before Start returns.
   static std::shared_ptr<CallStream> Create(std::shared_ptr<v1::ActorService::Stub> stub,
                                             std::shared_ptr<std::atomic<uint64_t>> next_seq,
                                             CallStreamOptions options);
+  // Starts the RPC (the connection is made in the background). Exactly once, after Create;
+  // until then Enqueue queues calls and nothing ends the stream.
+  void Start();
 
   // Queues one call and takes `done` (moved from) on success. False when the stream has
   // ended: `done` is untouched and the caller opens a new stream. Precondition: method and

@@ -366,9 +366,14 @@ absl::StatusOr<std::shared_ptr<CallStream>> Client::StreamFor(const std::string&
                                        [this](absl::Time deadline) { OnEarlierDeadline(deadline); }};
   r.stream = CallStream::Create(r.stub, r.next_seq, std::move(o));
   {
+    // Recorded before it starts: a stream that fails at once reaches OnStreamEnd (which
+    // takes it out of live_ and hands its last reference to the failure loop) on a gRPC
+    // thread, possibly before Start returns. Recorded after that, live_ would keep a
+    // pointer nothing else keeps alive, for the expiry loop to use after it is freed.
     absl::MutexLock streams(&streams_mu_);
     live_.insert(r.stream.get());
   }
+  r.stream->Start();
   return r.stream;
 }
 

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/client/client.h"
+#include "runtime/common/subprocess.h"
 #include "runtime/head/actor_directory_service.h"
 #include "runtime/head/actor_manager.h"
 #include "runtime/head/node_events.h"
@@ -200,6 +201,67 @@ TEST(ClientCallDeadlineTest, EachStreamedCallFailsAtItsOwnDeadlineAndTheOthersGo
   EXPECT_EQ(*late, "late");
   client->reset();
   actor_server.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  head.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+}
+
+// Streams to an actor whose port refuses connections end as soon as they start, on gRPC's
+// threads, while the caller is still recording them. Under node churn that race left the
+// client holding a freed stream: its expiry loop crashed, or its destructor waited forever.
+// Here thousands of such streams are opened; the client must then fail every call and be
+// destroyed promptly.
+TEST(ClientStreamTest, StreamsThatEndAtOnceLeaveNothingBehind) {
+  store::MemoryStore store;
+  FakeClock clock;
+  FakeWorkers workers;
+  NodeManager nodes(store, clock, {absl::Seconds(1), 5});
+  ResourceTracker tracker;
+  ActorManager actors(store, nodes, tracker, workers, clock);
+  PlacementGroupManager groups(store, tracker, actors, clock);
+  SchedulingNodeListener listener(tracker, actors, groups);
+  nodes.SetListener(&listener);
+  v1::NodeInfo node;
+  node.set_address("127.0.0.1:1");
+  (*node.mutable_resources_total())["CPU"] = 8;
+  ASSERT_TRUE(nodes.Register(node).ok());
+  absl::StatusOr<int> closed = PickFreePort();  // nothing listens there
+  ASSERT_TRUE(closed.ok());
+  workers.actor_address = absl::StrCat("127.0.0.1:", *closed);
+  rpc::TokenAuth auth(kToken);
+  ActorDirectoryImpl service(actors, auth);
+  testing::LoopbackServer head = testing::StartLoopbackServer({&service});
+  ASSERT_TRUE(head.server && head.port > 0);
+
+  ClientOptions options;
+  options.call_timeout = absl::Milliseconds(50);  // the expiry loop runs all the time
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(head.address(), kToken, options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<ActorHandle> actor = (*client)->CreateActor("echo", ActorOptions{});
+  ASSERT_TRUE(actor.ok()) << actor.status();
+  std::vector<CallFuture> calls;
+  for (absl::Time end = absl::Now() + absl::Seconds(3); absl::Now() < end;)
+    calls.push_back((*client)->CallAsync(*actor, "echo", "x"));
+  ASSERT_GT(calls.size(), 100u);
+
+  // The destructor fails what is still in flight; it must not hang or touch a freed stream.
+  std::promise<void> destroyed;
+  std::thread destroyer([&] {
+    client->reset();
+    destroyed.set_value();
+  });
+  if (destroyed.get_future().wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    ADD_FAILURE() << "the client's destructor hung after " << calls.size() << " calls on failing streams";
+    destroyer.detach();
+    std::quick_exit(1);  // the client's threads are stuck: nothing can be torn down cleanly
+  }
+  destroyer.join();
+  for (CallFuture& f : calls) {
+    ASSERT_TRUE(Settled(f)) << "a call was left without a result";
+    absl::StatusOr<std::string> r = f.get();
+    EXPECT_FALSE(r.ok());
+    EXPECT_TRUE(absl::IsUnavailable(r.status()) || absl::IsCancelled(r.status()) ||
+                absl::IsDeadlineExceeded(r.status()))
+        << r.status();
+  }
   head.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
 }
 
