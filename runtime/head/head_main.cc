@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
   nodes.SetListener(&node_listener);
   skyrl::head::ActorDirectoryImpl actor_directory(actors, auth);
   skyrl::head::PlacementGroupServiceImpl group_service(groups, auth);
-  skyrl::head::NodeServiceImpl node_service(nodes, auth);
+  skyrl::head::NodeServiceImpl node_service(nodes, resources, auth);
   skyrl::head::KvServiceImpl kv_service(**store, auth);
 
   grpc::EnableDefaultHealthCheckService(true);

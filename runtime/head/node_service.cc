@@ -37,6 +37,13 @@ grpc::ServerUnaryReactor* NodeServiceImpl::ListNodes(grpc::CallbackServerContext
                                                      v1::ListNodesReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   for (auto& n : nodes_.List()) *reply->add_nodes() = std::move(n);
+  resources_.With([&](const scheduler::Cluster& cluster) {
+    for (v1::NodeInfo& n : *reply->mutable_nodes()) {
+      const scheduler::Pool* pool = n.state() == v1::NODE_ALIVE ? cluster.NodePool(n.node_id()) : nullptr;
+      if (pool == nullptr) continue;
+      for (const auto& [kind, amount] : pool->free().ToMap()) (*n.mutable_resources_available())[kind] = amount;
+    }
+  });
   return rpc::FinishNow(ctx, grpc::Status::OK);
 }
 

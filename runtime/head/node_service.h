@@ -4,6 +4,7 @@
 #pragma once
 
 #include "runtime/head/node_manager.h"
+#include "runtime/head/resource_tracker.h"
 #include "runtime/rpc/auth.h"
 #include "skyrl/node.grpc.pb.h"
 
@@ -11,7 +12,9 @@ namespace skyrl::head {
 
 class NodeServiceImpl final : public v1::NodeService::CallbackService {
  public:
-  NodeServiceImpl(NodeManager& nodes, const rpc::TokenAuth& auth) : nodes_(nodes), auth_(auth) {}
+  // ListNodes reports each alive node's free resources from `resources`.
+  NodeServiceImpl(NodeManager& nodes, const ResourceTracker& resources, const rpc::TokenAuth& auth)
+      : nodes_(nodes), resources_(resources), auth_(auth) {}
 
   grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext*, const v1::RegisterNodeRequest* req,
                                          v1::RegisterNodeReply* reply) override;
@@ -24,6 +27,7 @@ class NodeServiceImpl final : public v1::NodeService::CallbackService {
 
  private:
   NodeManager& nodes_;
+  const ResourceTracker& resources_;
   const rpc::TokenAuth& auth_;
 };
 
