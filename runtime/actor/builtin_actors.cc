@@ -24,7 +24,10 @@ class EchoActor : public Actor {
     t.Add("log", &EchoActor::Log);
     t.Add("history", &EchoActor::History);
     t.Add("getenv", &EchoActor::GetEnv);
+    t.Add("pid", &EchoActor::Pid);
   }
+  // This process's id: which incarnation of the actor answered (partition tests).
+  absl::StatusOr<std::string> Pid(absl::string_view) { return std::to_string(getpid()); }
   absl::StatusOr<std::string> Echo(absl::string_view args) { return std::string(args); }
   // Order-sensitive state, for tests of call ordering: appends args to a log.
   absl::StatusOr<std::string> Log(absl::string_view args) {

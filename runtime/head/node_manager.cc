@@ -36,10 +36,16 @@ absl::Status ValidateNodeInfo(const v1::NodeInfo& info) {
 }
 
 NodeManager::NodeManager(store::Store& store, const Clock& clock, NodeManagerOptions options)
-    : store_(store), clock_(clock), options_(options) {}
+    : store_(store), clock_(clock), options_(options) {
+  // Versions of one head never repeat those of an earlier one, whose lists workers may hold.
+  absl::MutexLock lock(&mu_);
+  peers_version_ = uint64_t(absl::ToUnixNanos(clock_.Now())) | 1;
+}
 
 absl::Status NodeManager::Persist(const v1::NodeInfo& info) {
-  return store_.Put(kNodesTable, info.node_id(), info.SerializeAsString());
+  absl::Status s = store_.Put(kNodesTable, info.node_id(), info.SerializeAsString());
+  if (s.ok()) ++peers_version_;  // every state or address change passes here
+  return s;
 }
 
 absl::Status NodeManager::Recover() {
@@ -86,7 +92,7 @@ absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead) 
   return id;
 }
 
-absl::Status NodeManager::Heartbeat(const NodeId& id) {
+absl::Status NodeManager::Heartbeat(const NodeId& id, uint64_t known_peers_version, PeerList* peers) {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(id);
   if (it == nodes_.end() || it->second.state() != v1::NODE_ALIVE)
@@ -94,6 +100,14 @@ absl::Status NodeManager::Heartbeat(const NodeId& id) {
                                             it == nodes_.end() ? " is unknown" : " is dead",
                                             ": register again"));
   it->second.set_last_heartbeat_unix_ms(absl::ToUnixMillis(clock_.Now()));
+  if (peers != nullptr) {
+    peers->version = peers_version_;
+    peers->changed = known_peers_version != peers_version_;
+    peers->addresses.clear();
+    if (peers->changed)
+      for (const auto& [other, info] : nodes_)
+        if (other != id && info.state() == v1::NODE_ALIVE) peers->addresses.push_back(info.address());
+  }
   return absl::OkStatus();
 }
 
@@ -134,6 +148,34 @@ std::vector<std::pair<NodeId, std::string>> NodeManager::CheckLivenessLocked() {
   absl::MutexLock lock(&mu_);
   absl::Time now = clock_.Now();
   absl::Duration limit = options_.heartbeat_period * options_.heartbeat_misses;
+  if (options_.isolation_guard) {
+    int alive = 0;
+    bool heard = false;  // some ALIVE node within half the threshold
+    for (const auto& [id, info] : nodes_) {
+      if (info.state() != v1::NODE_ALIVE) continue;
+      ++alive;
+      heard = heard || now - absl::FromUnixMillis(info.last_heartbeat_unix_ms()) <= limit / 2;
+    }
+    if (alive >= 2 && !heard) {
+      if (!isolated_)
+        spdlog::warn("liveness: no node heard for {}; this head may be cut off from them: declaring none dead "
+                     "until one is heard again",
+                     absl::FormatDuration(limit / 2));
+      isolated_ = true;
+      last_check_ = now;
+      return died;
+    }
+    if (isolated_) {
+      // A node is heard again. The silent ones may only now learn (from their peers) that the
+      // head is back for others and fence their actors: a full window for that.
+      spdlog::info("liveness: nodes heard again; every ALIVE node gets a fresh window");
+      isolated_ = false;
+      last_check_ = now;
+      for (auto& [id, info] : nodes_)
+        if (info.state() == v1::NODE_ALIVE) info.set_last_heartbeat_unix_ms(absl::ToUnixMillis(now));
+      return died;
+    }
+  }
   std::optional<absl::Time> previous = last_check_;
   last_check_ = now;
   if (options_.stall_grace > absl::ZeroDuration() && previous && now - *previous > options_.stall_grace) {

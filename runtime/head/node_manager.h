@@ -3,6 +3,16 @@
 // Node lifecycle:  (register) -> ALIVE --(no heartbeat for period x misses)--> DEAD
 //                                  ALIVE --(unregister)--> DEAD
 // A DEAD node that registers again with its id becomes ALIVE again.
+//
+// Isolation guard: with two or more nodes ALIVE, a node is declared dead only while the head
+// hears another. When none has been heard for half the death threshold, the head is more
+// likely cut off from them than they all died at once: it declares none dead until one is
+// heard again, and then gives every ALIVE node a fresh window. Workers fence on the same
+// rule (worker::HeadLink): a worker cut off from the head stops its actors unless every peer
+// it asks is cut off too, so a node is not declared dead (its actors restarted elsewhere)
+// while its own actors still serve. A lone node is declared dead by silence alone, as
+// without the guard (it has no peers to ask, and does not fence): its actors wait for room
+// elsewhere, and when it comes back its old actors are stopped.
 // Every state change is written to the store (table "nodes") before it is acknowledged;
 // heartbeat times are kept in memory only and restart from "now" after Recover().
 // Time comes from the injected Clock, so liveness is tested without sleeping.
@@ -30,6 +40,16 @@ struct NodeManagerOptions {
   // on its store, starved of CPU): heartbeats could not be received either, so every alive
   // node gets a fresh window instead of being declared dead. Zero: off.
   absl::Duration stall_grace = absl::ZeroDuration();
+  // The isolation guard above. Off: a silent node is dead after the threshold, whatever else
+  // is heard.
+  bool isolation_guard = true;
+};
+
+// The worker addresses of the ALIVE nodes other than the asking one, for fencing.
+struct PeerList {
+  bool changed = false;  // false: the caller's version is current, `addresses` is empty
+  uint64_t version = 0;
+  std::vector<std::string> addresses;
 };
 
 inline constexpr char kNodesTable[] = "nodes";
@@ -54,8 +74,9 @@ class NodeManager {
   // Validates `info` (resources, labels, GPU ids) and records the node ALIVE. `was_dead`
   // (optional) says whether the head had declared this node id DEAD.
   absl::StatusOr<NodeId> Register(v1::NodeInfo info, bool* was_dead = nullptr);
-  // NotFound for an unknown or dead node.
-  absl::Status Heartbeat(const NodeId& id);
+  // NotFound for an unknown or dead node. With `peers`, also the other ALIVE nodes'
+  // addresses when their list changed since `known_peers_version`.
+  absl::Status Heartbeat(const NodeId& id, uint64_t known_peers_version = 0, PeerList* peers = nullptr);
   absl::Status Unregister(const NodeId& id, absl::string_view reason);
   // Marks every ALIVE node whose last heartbeat is older than period x misses DEAD, tells
   // the listener, and returns those nodes.
@@ -79,6 +100,9 @@ class NodeManager {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<NodeId, v1::NodeInfo> nodes_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Time> last_check_ ABSL_GUARDED_BY(mu_);
+  bool isolated_ ABSL_GUARDED_BY(mu_) = false;  // the isolation guard holds
+  // Changes whenever the set of ALIVE nodes or an address does (PeerList::version).
+  uint64_t peers_version_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
 // Validates a node description from outside; errors name the field.

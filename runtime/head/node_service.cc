@@ -13,15 +13,23 @@ grpc::ServerUnaryReactor* NodeServiceImpl::RegisterNode(grpc::CallbackServerCont
   reply->set_node_id(id->ToString());
   reply->set_was_dead(was_dead);
   reply->set_heartbeat_period_ms(absl::ToInt64Milliseconds(nodes_.options().heartbeat_period));
+  // Workers fence only against a head that will not declare nodes dead while it hears none.
+  if (nodes_.options().isolation_guard) reply->set_heartbeat_misses(nodes_.options().heartbeat_misses);
   return rpc::FinishNow(ctx, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* NodeServiceImpl::Heartbeat(grpc::CallbackServerContext* ctx,
-                                                     const v1::HeartbeatRequest* req, v1::HeartbeatReply*) {
+                                                     const v1::HeartbeatRequest* req, v1::HeartbeatReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   absl::StatusOr<NodeId> id = NodeId::Parse(req->node_id());
   if (!id.ok()) return rpc::FinishNow(ctx, rpc::ToGrpc(id.status()));
-  return rpc::FinishNow(ctx, rpc::ToGrpc(nodes_.Heartbeat(*id)));
+  PeerList peers;
+  if (absl::Status s = nodes_.Heartbeat(*id, req->peers_version(), &peers); !s.ok())
+    return rpc::FinishNow(ctx, rpc::ToGrpc(s));
+  reply->set_peers_changed(peers.changed);
+  reply->set_peers_version(peers.version);
+  for (std::string& a : peers.addresses) reply->add_peer_addresses(std::move(a));
+  return rpc::FinishNow(ctx, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* NodeServiceImpl::UnregisterNode(grpc::CallbackServerContext* ctx,

@@ -1,5 +1,6 @@
 #include "runtime/worker/actor_processes.h"
 
+#include <cstdio>
 #include <deque>
 #include <future>
 
@@ -19,6 +20,7 @@ std::string CudaVisibleDevices(const std::vector<int>& gpu_ids) {
 
 std::string ActorExit::Describe() const {
   std::string out = exit.Describe();
+  if (!fenced.empty()) absl::StrAppend(&out, " (fenced: ", fenced, ")");
   if (killed_by_request) absl::StrAppend(&out, " (killed by request)");
   if (!last_lines.empty())
     absl::StrAppend(&out, "; last lines of ", log_path, ":\n  ", absl::StrJoin(last_lines, "\n  "));
@@ -122,6 +124,23 @@ absl::Status ActorProcesses::Kill(const ActorId& id, absl::Duration grace) {
   return it->second.process.Signal(SIGTERM);
 }
 
+int ActorProcesses::Fence(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  int killed = 0;
+  for (auto& [id, child] : children_) {
+    if (!child.fenced.empty() || !child.process.running()) continue;
+    // The reason first, so that the log's last lines (the exit report) say it.
+    if (FILE* log = std::fopen(LogPath(id).c_str(), "a")) {
+      std::fprintf(log, "skyrl-worker: fencing this actor (SIGKILL): %s\n", reason.c_str());
+      std::fclose(log);
+    }
+    child.fenced = reason;
+    child.process.Signal(SIGKILL).IgnoreError();
+    ++killed;
+  }
+  return killed;
+}
+
 std::vector<ActorId> ActorProcesses::Running() const {
   absl::MutexLock lock(&mu_);
   std::vector<ActorId> out;
@@ -148,7 +167,7 @@ void ActorProcesses::ReapLoop() {
           ++it;
           continue;
         }
-        ActorExit report{it->first, *exit, child.kill_requested, LogPath(it->first), {}};
+        ActorExit report{it->first, *exit, child.kill_requested, LogPath(it->first), {}, child.fenced};
         exits.push_back(std::move(report));
         children_.erase(it++);
       }

@@ -35,6 +35,7 @@ struct ActorExit {
   bool killed_by_request = false;              // Kill() was called for it
   std::string log_path;
   std::vector<std::string> last_lines;         // the end of its log, oldest first
+  std::string fenced;                          // why Fence() killed it; empty otherwise
   // "exit code 3" / "killed by signal 9 (SIGKILL)", then the last lines.
   std::string Describe() const;
 };
@@ -56,6 +57,10 @@ class ActorProcesses {
   // Sends SIGTERM, then SIGKILL after `grace`; the exit is reported as usual, with
   // killed_by_request set. NotFound when the actor does not run here.
   absl::Status Kill(const ActorId& id, absl::Duration grace);
+  // Fencing (the node lost the head): SIGKILLs every actor at once, after writing `reason` to
+  // its log; each exit is reported with `reason` (ActorExit::fenced) and not as killed by
+  // request, so the head restarts the actor elsewhere. Returns how many it killed.
+  int Fence(const std::string& reason);
   std::vector<ActorId> Running() const;
   std::string LogPath(const ActorId& id) const;
 
@@ -64,6 +69,7 @@ class ActorProcesses {
     Subprocess process;
     bool kill_requested = false;
     absl::Time kill_deadline = absl::InfiniteFuture();
+    std::string fenced;
   };
   void ReapLoop();
 

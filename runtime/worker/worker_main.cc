@@ -17,7 +17,10 @@
 #include "runtime/rpc/tls.h"
 #include "runtime/rpc/status.h"
 #include "runtime/worker/node_resources.h"
+#include "runtime/worker/head_link_grpc.h"
 #include "runtime/worker/worker_service.h"
+#include <optional>
+#include "runtime/common/clock.h"
 #include <filesystem>
 #include "skyrl/actor_directory.grpc.pb.h"
 #include "skyrl/node.grpc.pb.h"
@@ -108,13 +111,22 @@ int main(int argc, char** argv) {
   // Exits go to the head from their own thread, retried while the head is unreachable.
   absl::Mutex exits_mu;
   std::deque<skyrl::v1::ActorExitInfo> exits_to_report;
+  // The link needs the service's bound port, so the service may be asked before it exists.
+  std::atomic<skyrl::worker::HeadLink*> link{nullptr};
   skyrl::worker::WorkerServiceImpl worker_service(
       {.actor_host = actor_host, .log_dir = log_dir,
        .bind_host = bind == "0.0.0.0" ? node_ip : bind, .token = g_token, .head_address = head,
        .on_exit = [&](const skyrl::v1::ActorExitInfo& e) {
          absl::MutexLock lock(&exits_mu);
          exits_to_report.push_back(e);
-       }},
+       },
+       .head_contact =
+           [&] {
+             skyrl::worker::HeadLink* l = link.load();
+             skyrl::v1::HeadContactReply never;
+             never.set_since_head_contact_ms(-1);
+             return l != nullptr ? l->Contact() : never;
+           }},
       auth);
   // The standard health service (no token), for Kubernetes grpc probes and load balancers.
   grpc::EnableDefaultHealthCheckService(true);
@@ -124,50 +136,30 @@ int main(int argc, char** argv) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(skyrl::rpc::kMaxMessageBytes);
   builder.RegisterService(&worker_service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || bound == 0)
-    return fail(absl::UnavailableError(absl::StrCat("cannot listen on ", bind, ":", port)));
-  spdlog::info("worker service on {}:{}, actor logs in {}", bind, bound, log_dir);
 
   skyrl::v1::NodeInfo info;
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   info.set_hostname(host);
-  info.set_address(absl::StrCat(node_ip, ":", bound));
   info.set_pid(getpid());
   for (const auto& [k, v] : offer->resources.ToMap()) (*info.mutable_resources_total())[k] = v;
   for (const auto& [k, v] : *labels) (*info.mutable_labels())[k] = v;
   for (int g : offer->gpu_ids) info.add_gpu_ids(g);
+  std::unique_ptr<skyrl::worker::HeadApi> head_api = skyrl::worker::MakeGrpcHeadApi(head, g_token);
+  std::unique_ptr<skyrl::worker::PeerApi> peer_api = skyrl::worker::MakeGrpcPeerApi(g_token);
+  skyrl::worker::ServiceActors local_actors(worker_service);
+  std::optional<skyrl::worker::HeadLink> head_link;
 
-  auto stub = skyrl::v1::NodeService::NewStub(skyrl::rpc::MakeChannel(head));
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || bound == 0)
+    return fail(absl::UnavailableError(absl::StrCat("cannot listen on ", bind, ":", port)));
+  spdlog::info("worker service on {}:{}, actor logs in {}", bind, bound, log_dir);
+  info.set_address(absl::StrCat(node_ip, ":", bound));
+  head_link.emplace(info, *head_api, *peer_api, local_actors, skyrl::RealClock::Get(),
+                    skyrl::worker::HeadLinkOptions{head, absl::Seconds(head_retry_window_s)});
+  link.store(&*head_link);
+
   std::atomic<bool> stopping{false};
-  std::string node_id;
-  absl::Mutex node_mu;  // guards node_id for the reporter thread
-  absl::Duration period = absl::Seconds(1);
-  auto register_node = [&]() -> absl::Status {
-    skyrl::v1::RegisterNodeRequest req;
-    *req.mutable_node() = info;
-    skyrl::v1::RegisterNodeReply reply;
-    std::vector<skyrl::ActorId> before = worker_service.Running();
-    absl::Status s = Call([&](grpc::ClientContext* c) { return stub->RegisterNode(c, req, &reply); });
-    if (!s.ok()) return s;
-    if (reply.was_dead() && !before.empty()) {
-      // The head gave up on this node (missed heartbeats) and restarted its actors elsewhere;
-      // the processes left here hold GPUs the head now hands out again.
-      spdlog::warn("the head had declared this node dead; stopping the {} actor(s) from before", before.size());
-      worker_service.Stop(before);
-    }
-    {
-      absl::MutexLock lock(&node_mu);
-      node_id = reply.node_id();
-    }
-    info.set_node_id(node_id);
-    if (reply.heartbeat_period_ms() > 0) period = absl::Milliseconds(reply.heartbeat_period_ms());
-    spdlog::info("registered with head {} as {}: {} labels {{{}}}", head, node_id,
-                 offer->resources.ToString(), absl::StrJoin(*labels, ",", absl::PairFormatter("=")));
-    return absl::OkStatus();
-  };
-
   auto directory = skyrl::v1::ActorDirectory::NewStub(skyrl::rpc::MakeChannel(head));
   std::thread reporter([&] {
     while (!stopping.load()) {
@@ -176,11 +168,7 @@ int main(int argc, char** argv) {
         absl::MutexLock lock(&exits_mu);
         if (!exits_to_report.empty()) next = exits_to_report.front();
       }
-      std::string id;
-      {
-        absl::MutexLock lock(&node_mu);
-        id = node_id;
-      }
+      std::string id = link.load()->node_id();
       if (!next || id.empty()) {
         absl::SleepFor(absl::Milliseconds(10));
         continue;
@@ -200,40 +188,10 @@ int main(int argc, char** argv) {
     }
   });
   std::thread heartbeat([&] {
-    bool registered = false;
-    absl::Time last_contact = absl::Now();
     while (!stopping.load()) {
-      if (head_retry_window_s > 0 && absl::Now() - last_contact > absl::Seconds(head_retry_window_s)) {
-        spdlog::critical("the head at {} has been unreachable for {:.0f} s (--head-retry-window-s); "
-                         "exiting, which stops this node's actors", head, head_retry_window_s);
-        _exit(1);
-      }
-      if (!registered) {
-        absl::Status s = register_node();
-        if (s.ok()) {
-          registered = true;
-          last_contact = absl::Now();
-        } else {
-          spdlog::warn("cannot register with head {}: {}", head, s.message());
-          if (absl::IsInvalidArgument(s) || absl::IsUnauthenticated(s)) {
-            spdlog::critical("the head refused this node; exiting");
-            _exit(2);
-          }
-        }
-      } else {
-        skyrl::v1::HeartbeatRequest req;
-        req.set_node_id(node_id);
-        skyrl::v1::HeartbeatReply reply;
-        absl::Status s = Call([&](grpc::ClientContext* c) { return stub->Heartbeat(c, req, &reply); });
-        if (s.ok() || absl::IsNotFound(s)) last_contact = absl::Now();
-        if (absl::IsNotFound(s)) {
-          spdlog::warn("head does not know this node ({}); registering again", s.message());
-          registered = false;
-          continue;
-        }
-        if (!s.ok()) spdlog::warn("heartbeat to {} failed: {}", head, s.message());
-      }
-      absl::SleepFor(period);
+      skyrl::worker::HeadLink::Step step = link.load()->Round();
+      if (step.exit_code) _exit(*step.exit_code);
+      absl::SleepFor(step.wait);
     }
   });
 
@@ -243,11 +201,12 @@ int main(int argc, char** argv) {
   heartbeat.join();
   reporter.join();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  if (!node_id.empty()) {
+  if (std::string node_id = link.load()->node_id(); !node_id.empty()) {
     skyrl::v1::UnregisterNodeRequest req;
     req.set_node_id(node_id);
     req.set_reason(absl::StrCat("worker stopped by signal ", sig));
     skyrl::v1::UnregisterNodeReply reply;
+    auto stub = skyrl::v1::NodeService::NewStub(skyrl::rpc::MakeChannel(head));
     absl::Status s = Call([&](grpc::ClientContext* c) { return stub->UnregisterNode(c, req, &reply); });
     if (!s.ok()) spdlog::warn("cannot unregister: {}", s.message());
   }

@@ -38,6 +38,14 @@ void WorkerServiceImpl::Stop(const std::vector<ActorId>& ids) {
       spdlog::warn("cannot stop actor {}: {}", id.ToString(), s.message());
 }
 
+grpc::Status WorkerServiceImpl::HeadContact(grpc::ServerContext* ctx, const v1::HeadContactRequest*,
+                                            v1::HeadContactReply* reply) {
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
+  if (!options_.head_contact) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no head link");
+  *reply = options_.head_contact();
+  return grpc::Status::OK;
+}
+
 grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx,
                                            const v1::StartActorRequest* req,
                                            v1::StartActorReply* reply) {

@@ -21,6 +21,9 @@ struct WorkerServiceOptions {
   absl::Duration start_timeout = absl::Seconds(30);
   // Called (from the reaper thread) for every exit; the worker forwards it to the head.
   std::function<void(const v1::ActorExitInfo&)> on_exit;
+  // Answers HeadContact (another worker asking whether this one reaches the head); unset:
+  // UNIMPLEMENTED.
+  std::function<v1::HeadContactReply()> head_contact;
 };
 
 class WorkerServiceImpl final : public v1::WorkerService::Service {
@@ -34,6 +37,9 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   // The actors running now, and a way to stop some (the head declared this node dead).
   std::vector<ActorId> Running() const { return processes_.Running(); }
   void Stop(const std::vector<ActorId>& ids);
+  // The node lost the head: every actor SIGKILLed now, saying why (ActorProcesses::Fence).
+  int Fence(const std::string& reason) { return processes_.Fence(reason); }
+  grpc::Status HeadContact(grpc::ServerContext*, const v1::HeadContactRequest*, v1::HeadContactReply*) override;
   grpc::Status ListActors(grpc::ServerContext*, const v1::ListWorkerActorsRequest*,
                           v1::ListWorkerActorsReply*) override;
 

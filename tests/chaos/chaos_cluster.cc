@@ -1,6 +1,5 @@
 #include "tests/chaos/chaos_cluster.h"
 
-#include <dirent.h>
 #include <signal.h>
 
 #include <cmath>
@@ -20,6 +19,7 @@
 #include "skyrl/actor_directory.grpc.pb.h"
 #include "skyrl/node.grpc.pb.h"
 #include "tests/util/paths.h"
+#include "tests/util/processes.h"
 
 namespace skyrl::testing {
 namespace {
@@ -141,27 +141,7 @@ absl::StatusOr<std::vector<v1::ActorInfo>> ChaosRun::ListActors() {
 }
 
 std::map<std::string, std::vector<int>> ChaosRun::ActorProcesses() const {
-  std::map<std::string, std::vector<int>> out;
-  const std::string home = "HOME=" + options_.dir;
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return out;
-  while (dirent* e = readdir(proc)) {
-    int pid = 0;
-    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
-    std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
-    size_t paren = stat.rfind(')');
-    if (paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z') continue;
-    std::string environ = ReadFile(absl::StrCat("/proc/", pid, "/environ"));
-    std::string actor;
-    bool ours = false;
-    for (absl::string_view var : absl::StrSplit(environ, '\0')) {
-      if (var == home) ours = true;
-      if (absl::ConsumePrefix(&var, "SKYRL_ACTOR_ID=")) actor = std::string(var);
-    }
-    if (ours && !actor.empty()) out[actor].push_back(pid);
-  }
-  closedir(proc);
-  return out;
+  return ActorProcessesWithHome(options_.dir);
 }
 
 int64_t ChaosRun::DriverProgress() const {

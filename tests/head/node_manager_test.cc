@@ -17,11 +17,12 @@ v1::NodeInfo Node(double gpus = 2) {
   return n;
 }
 
+// The death threshold alone, without the isolation guard (tested on its own below).
 class NodeManagerTest : public ::testing::Test {
  protected:
   store::MemoryStore store_;
   FakeClock clock_;
-  NodeManager nodes_{store_, clock_, {absl::Seconds(1), 5}};
+  NodeManager nodes_{store_, clock_, {absl::Seconds(1), 5, absl::ZeroDuration(), /*isolation_guard=*/false}};
 };
 
 TEST_F(NodeManagerTest, RegisterPersistsTheNode) {
@@ -94,7 +95,7 @@ TEST_F(NodeManagerTest, RejectsBadDescriptionsNamingTheField) {
 TEST(NodeManagerStallTest, AHeadThatStalledGivesNodesAFreshWindow) {
   store::MemoryStore store;
   FakeClock clock;
-  NodeManager nodes(store, clock, {absl::Seconds(1), 5, /*stall_grace=*/absl::Seconds(2)});
+  NodeManager nodes(store, clock, {absl::Seconds(1), 5, /*stall_grace=*/absl::Seconds(2), /*isolation_guard=*/false});
   NodeId id = *nodes.Register(Node());
   EXPECT_TRUE(nodes.CheckLiveness().empty());
   clock.Advance(absl::Seconds(30));  // the head was blocked: no check, no heartbeat
@@ -112,6 +113,74 @@ TEST(NodeManagerStallTest, AHeadThatStalledGivesNodesAFreshWindow) {
   ASSERT_TRUE(nodes.Register(nodes.List()[0], &was_dead).ok());
   EXPECT_FALSE(was_dead);
   (void)id;
+}
+
+// With the guard (the default), a node is declared dead only while another is heard.
+class IsolationGuardTest : public ::testing::Test {
+ protected:
+  // Advances the clock in checks of 0.5 s, heartbeating `beating`, for `d`; returns the dead.
+  std::vector<NodeId> Run(absl::Duration d, const std::vector<NodeId>& beating) {
+    std::vector<NodeId> dead;
+    for (absl::Duration t; t < d; t += absl::Milliseconds(500)) {
+      clock_.Advance(absl::Milliseconds(500));
+      for (const NodeId& id : beating) EXPECT_TRUE(nodes_.Heartbeat(id).ok());
+      for (const NodeId& id : nodes_.CheckLiveness()) dead.push_back(id);
+    }
+    return dead;
+  }
+  v1::NodeState State(const NodeId& id) { return nodes_.Find(id.ToString())->state(); }
+
+  store::MemoryStore store_;
+  FakeClock clock_;
+  NodeManager nodes_{store_, clock_, {absl::Seconds(1), 4}};  // dead after 4 s of silence
+};
+
+TEST_F(IsolationGuardTest, ASilentNodeDiesWhileOthersAreHeard) {
+  NodeId a = *nodes_.Register(Node(0)), b = *nodes_.Register(Node(0));
+  EXPECT_TRUE(Run(absl::Seconds(4), {b}).empty()) << "not before the threshold";
+  EXPECT_EQ(Run(absl::Seconds(1), {b}), std::vector<NodeId>{a});
+  EXPECT_EQ(State(b), v1::NODE_ALIVE);
+}
+
+TEST_F(IsolationGuardTest, WhenNoNodeIsHeardNoneIsDeclaredDead) {
+  NodeId a = *nodes_.Register(Node(0)), b = *nodes_.Register(Node(0));
+  EXPECT_TRUE(Run(absl::Minutes(5), {}).empty()) << "the head is as likely cut off as they are dead";
+  EXPECT_EQ(State(a), v1::NODE_ALIVE);
+  EXPECT_EQ(State(b), v1::NODE_ALIVE);
+}
+
+TEST_F(IsolationGuardTest, ALoneNodeIsDeclaredDeadBySilenceAlone) {
+  NodeId lone = *nodes_.Register(Node(0));
+  EXPECT_TRUE(Run(absl::Seconds(4), {}).empty());
+  EXPECT_EQ(Run(absl::Seconds(1), {}), std::vector<NodeId>{lone});
+}
+
+TEST_F(IsolationGuardTest, WhenOneIsHeardAgainTheOthersGetAFullWindow) {
+  NodeId a = *nodes_.Register(Node(0)), b = *nodes_.Register(Node(0));
+  EXPECT_TRUE(Run(absl::Seconds(10), {}).empty());
+  // b is heard again; a, silent for 10 s already, must get the whole threshold again to learn
+  // (from b) that the head is back, and fence.
+  EXPECT_TRUE(Run(absl::Seconds(4), {b}).empty()) << "a fresh window of 4 s";
+  EXPECT_EQ(Run(absl::Seconds(1), {b}), std::vector<NodeId>{a});
+}
+
+TEST_F(IsolationGuardTest, HeartbeatsCarryThePeerListWhenItChanged) {
+  NodeId a = *nodes_.Register(Node(0));
+  v1::NodeInfo second = Node(0);
+  second.set_address("10.0.0.2:7000");
+  NodeId b = *nodes_.Register(second);
+  PeerList peers;
+  ASSERT_TRUE(nodes_.Heartbeat(a, 0, &peers).ok());
+  EXPECT_TRUE(peers.changed);
+  EXPECT_EQ(peers.addresses, std::vector<std::string>{"10.0.0.2:7000"}) << "the others, not itself";
+  PeerList again;
+  ASSERT_TRUE(nodes_.Heartbeat(a, peers.version, &again).ok());
+  EXPECT_FALSE(again.changed);
+  EXPECT_TRUE(again.addresses.empty());
+  ASSERT_TRUE(nodes_.Unregister(b, "test").ok());
+  ASSERT_TRUE(nodes_.Heartbeat(a, peers.version, &again).ok());
+  EXPECT_TRUE(again.changed) << "a node left";
+  EXPECT_TRUE(again.addresses.empty());
 }
 
 }  // namespace

@@ -1,0 +1,137 @@
+// worker::HeadLink: a worker's protocol with the head. Registers the node, heartbeats at the
+// period the head asks for, registers again when the head does not know the node (restarted
+// on the in-memory store, or declared it dead: then the actors from before are stopped, since
+// the head restarted them elsewhere), and exits when the head stays unreachable past the
+// retry window.
+//
+// Fencing. The head declares a node dead after `period x misses` without a heartbeat and
+// restarts its actors elsewhere; a node cut off from the head but alive would go on serving
+// the old incarnations meanwhile (two trainer ranks of one index, two engines answering one
+// id). So once the head has not answered for half that threshold, the link asks its peers
+// (the other ALIVE nodes, as the head last listed them; at most 8, picked at random each
+// time, all at once) whether they still reach the head:
+//   - a peer reached the head since this node lost it (later by more than a period and a
+//     request: nodes heartbeat out of phase), or no peer can be asked at all:
+//     the head may well be hearing others and declaring this node dead. Fence: SIGKILL every
+//     actor now, with the reason in its log and exit report.
+//   - every peer that answers is cut off from the head too (the head is down, or cut off from
+//     all; peers that cannot be asked are taken for dead): the head declares none dead while
+//     it hears none (head::NodeManager's isolation guard), so the actors keep serving. Asked
+//     again every period, and fenced as soon as a peer is back with the head (which then
+//     gives every node a fresh window to find out). The gap: a peer this node cannot reach
+//     but the head still hears.
+//   - no peers (a lone node): nothing to ask, no fencing. The head declares a lone node dead
+//     by silence alone; its actors then wait for room on a node that joins, so two
+//     incarnations can serve at once only if a node joins while this one is cut off.
+// The head answers again: the link is whole; fenced actors' exits reach the head through the
+// worker's exit reports and their actors restart.
+// Timing, with T the death threshold: requests to the head and to peers time out after T/10,
+// so the decision falls within T/2 + one period + T/5 of the last answer, and SIGKILL is
+// immediate: before T with the head's minimum of 4 misses (period <= T/4).
+//
+// The head, the peers, the node's actors and the clock are injected: the daemon passes gRPC
+// and the real ones, tests fakes (Step() is one round, so nothing sleeps). Safe for
+// concurrent use (Step from one thread; node_id and Contact from any).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "runtime/common/clock.h"
+#include "runtime/common/ids.h"
+#include "skyrl/node.pb.h"
+#include "skyrl/worker.pb.h"
+
+namespace skyrl::worker {
+
+// The head, as the link needs it.
+class HeadApi {
+ public:
+  virtual ~HeadApi() = default;
+  virtual absl::StatusOr<v1::RegisterNodeReply> RegisterNode(const v1::RegisterNodeRequest& request,
+                                                             absl::Duration timeout) = 0;
+  virtual absl::StatusOr<v1::HeartbeatReply> Heartbeat(const v1::HeartbeatRequest& request,
+                                                       absl::Duration timeout) = 0;
+};
+
+// Other workers: whether they reach the head (WorkerService.HeadContact).
+class PeerApi {
+ public:
+  virtual ~PeerApi() = default;
+  virtual absl::StatusOr<v1::HeadContactReply> HeadContact(const std::string& address, absl::Duration timeout) = 0;
+};
+
+// This node's actor processes.
+class LocalActors {
+ public:
+  virtual ~LocalActors() = default;
+  virtual std::vector<ActorId> Running() const = 0;
+  // The head declared the node dead: stop these (SIGTERM, then SIGKILL).
+  virtual void Stop(const std::vector<ActorId>& ids) = 0;
+  // SIGKILL every actor now, writing `reason` to its log and exit report.
+  virtual int Fence(const std::string& reason) = 0;
+};
+
+struct HeadLinkOptions {
+  std::string head_address;  // for messages
+  // Exit after the head has been unreachable this long (the worker's actors die with it);
+  // zero: never.
+  absl::Duration retry_window = absl::Seconds(300);
+};
+
+class HeadLink {
+ public:
+  // `node` describes this node (resources, labels, address); its node_id is filled in once
+  // registered. The references must outlive the link.
+  HeadLink(v1::NodeInfo node, HeadApi& head, PeerApi& peers, LocalActors& actors, const Clock& clock,
+           HeadLinkOptions options);
+
+  struct Step {
+    absl::Duration wait;          // until the next round
+    std::optional<int> exit_code; // set: the worker must exit with it
+  };
+  // One round: register or heartbeat; when the head does not answer, fence if need be.
+  Step Round();
+
+  // Empty until registered.
+  std::string node_id() const;
+  // For WorkerService.HeadContact: how long since the head last answered, fenced or not.
+  v1::HeadContactReply Contact() const;
+  bool fenced() const;
+
+ private:
+  // The head answered a request sent at `sent`.
+  void Reached(absl::Time sent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The head did not answer: fence when the threshold and the peers say so.
+  void MaybeFence(absl::Time now);
+  // Why to fence (a peer reaches the head, or none can be asked), or nullopt.
+  std::optional<std::string> ReasonToFence(std::vector<std::string> peers, absl::Duration silent,
+                                           absl::Duration margin, absl::Duration timeout);
+  // How long a request to the head or a peer may take.
+  absl::Duration RequestTimeout() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  v1::NodeInfo node_;  // the Round thread's
+  HeadApi& head_;
+  PeerApi& peers_api_;
+  LocalActors& actors_;
+  const Clock& clock_;
+  const HeadLinkOptions options_;
+
+  mutable absl::Mutex mu_;
+  std::string node_id_ ABSL_GUARDED_BY(mu_);
+  bool registered_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Duration period_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
+  absl::Duration death_after_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();  // 0: the head does not guard
+  absl::Time last_sent_ ABSL_GUARDED_BY(mu_);       // send time of the last request answered
+  std::optional<absl::Time> last_answer_ ABSL_GUARDED_BY(mu_);  // when that answer came
+  std::vector<std::string> peers_ ABSL_GUARDED_BY(mu_);
+  uint64_t peers_version_ ABSL_GUARDED_BY(mu_) = 0;
+  bool fenced_ ABSL_GUARDED_BY(mu_) = false;
+  bool cleared_ ABSL_GUARDED_BY(mu_) = false;  // peers asked this outage: all cut off too
+};
+
+}  // namespace skyrl::worker

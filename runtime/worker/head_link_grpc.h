@@ -1,0 +1,30 @@
+// The gRPC side of worker::HeadLink: the head's NodeService, other workers' WorkerService,
+// and this worker's own actors, for the daemon (tests use fakes instead).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "runtime/worker/head_link.h"
+#include "runtime/worker/worker_service.h"
+
+namespace skyrl::worker {
+
+// Calls carry `token` and the deadline HeadLink gives.
+std::unique_ptr<HeadApi> MakeGrpcHeadApi(const std::string& head_address, const std::string& token);
+// One channel per peer address, kept.
+std::unique_ptr<PeerApi> MakeGrpcPeerApi(const std::string& token);
+
+// The worker service's actors as the link sees them.
+class ServiceActors final : public LocalActors {
+ public:
+  explicit ServiceActors(WorkerServiceImpl& service) : service_(service) {}
+  std::vector<ActorId> Running() const override { return service_.Running(); }
+  void Stop(const std::vector<ActorId>& ids) override { service_.Stop(ids); }
+  int Fence(const std::string& reason) override { return service_.Fence(reason); }
+
+ private:
+  WorkerServiceImpl& service_;
+};
+
+}  // namespace skyrl::worker

@@ -1,0 +1,288 @@
+// Partitions between real hosts: a head and three workers, each in its own network namespace
+// (tests/util/netns.h), with the test process as a fifth host. Links are cut and healed while
+// clients call an actor, and the tests check what the fencing rule promises
+// (worker::HeadLink, head::NodeManager's isolation guard):
+//   - a worker cut off from the head stops its actors before the head restarts them
+//     elsewhere: no client, not even one beside the old incarnation, gets an answer from it
+//     once the new incarnation is ALIVE; after healing the node rejoins with nothing left over;
+//   - a head cut off from every worker loses nothing: actors keep serving throughout, and
+//     after healing every node and actor is as it was.
+// Skipped, saying why, where network namespaces cannot be made (not root).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "runtime/client/client.h"
+#include "runtime/rpc/auth.h"
+#include "runtime/rpc/channel.h"
+#include "skyrl/node.grpc.pb.h"
+#include "tests/util/netns.h"
+#include "tests/util/paths.h"
+#include "tests/util/processes.h"
+
+namespace skyrl::testing {
+namespace {
+
+// The head declares a node dead after 200 ms x 10 = 2 s without a heartbeat.
+constexpr int kHeartbeatMs = 200, kMisses = 10;
+constexpr absl::Duration kDeathThreshold = absl::Milliseconds(kHeartbeatMs * kMisses);
+constexpr int kHeadPort = 7420;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// One line of skyrl-call-probe's output.
+struct Answer {
+  int64_t unix_ms = 0;
+  bool ok = false;
+  std::string result;  // the pid that answered, when ok
+};
+
+std::vector<Answer> ProbeAnswers(const std::string& log) {
+  std::vector<Answer> out;
+  for (absl::string_view line : absl::StrSplit(Slurp(log), '\n')) {
+    std::vector<std::string> w = absl::StrSplit(line, absl::MaxSplits(' ', 2));
+    Answer a;
+    if (w.size() < 3 || !absl::SimpleAtoi(w[0], &a.unix_ms)) continue;
+    a.ok = w[1] == "ok";
+    a.result = w[2];
+    out.push_back(a);
+  }
+  return out;
+}
+
+class PartitionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<NetnsLab>> lab = NetnsLab::Create(4);
+    if (!lab.ok()) GTEST_SKIP() << "skipped: " << lab.status().message();
+    lab_ = std::move(*lab);
+    dir_ = MakeTempDir("partition");
+    head_address_ = absl::StrCat(lab_->Address(0), ":", kHeadPort);
+    SpawnOptions head;
+    head.argv = {BinDir() + "/skyrl-head", "--bind", lab_->Address(0), "--port", std::to_string(kHeadPort),
+                 "--heartbeat-period-ms", std::to_string(kHeartbeatMs), "--heartbeat-misses", std::to_string(kMisses)};
+    head.log_path = dir_ + "/head.log";
+    head.env_set = Env();
+    absl::StatusOr<Subprocess> h = lab_->Start(0, head);
+    ASSERT_TRUE(h.ok()) << h.status();
+    processes_.push_back(std::move(*h));
+    for (int i = 0; i < 200 && Token().empty(); ++i) absl::SleepFor(absl::Milliseconds(25));
+    ASSERT_FALSE(Token().empty()) << "the head wrote no token; see " << head.log_path;
+    for (int host = 1; host <= 3; ++host) {
+      SpawnOptions w;
+      w.argv = {BinDir() + "/skyrl-worker", "--head", head_address_, "--bind", lab_->Address(host), "--node-ip",
+                lab_->Address(host), "--resources", "CPU=1", "--labels", absl::StrCat("name=w", host)};
+      w.log_path = WorkerLog(host);
+      w.env_set = Env();
+      absl::StatusOr<Subprocess> p = lab_->Start(host, w);
+      ASSERT_TRUE(p.ok()) << p.status();
+      processes_.push_back(std::move(*p));
+    }
+    ASSERT_TRUE(WaitForAliveNodes(3, absl::Seconds(30))) << "the workers did not register; logs in " << dir_;
+    // A few heartbeats, so that every worker holds the list of its peers.
+    absl::SleepFor(absl::Milliseconds(kHeartbeatMs * 3));
+    ClientOptions o;
+    o.call_timeout = absl::Seconds(1);
+    o.restart_wait = absl::Seconds(1);
+    absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(head_address_, Token(), o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = std::move(*c);
+  }
+
+  void TearDown() override {
+    client_.reset();
+    processes_.clear();  // killed (SIGKILL) before their namespaces go
+    lab_.reset();
+    if (!HasFailure() && !dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  std::map<std::string, std::string> Env() const { return {{"HOME", dir_}, {"SKYRL_TOKEN", ""}}; }
+  std::string Token() const {
+    std::ifstream in(dir_ + "/.skyrl/token");
+    std::string token;
+    in >> token;
+    return token;
+  }
+  std::string WorkerLog(int host) const { return absl::StrCat(dir_, "/w", host, ".log"); }
+
+  bool WaitForAliveNodes(int n, absl::Duration timeout) {
+    auto stub = v1::NodeService::NewStub(rpc::MakeChannel(head_address_));
+    for (absl::Time deadline = absl::Now() + timeout; absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(100))) {
+      grpc::ClientContext ctx;
+      rpc::PrepareCall(&ctx, Token(), absl::Seconds(1));
+      v1::ListNodesReply reply;
+      if (!stub->ListNodes(&ctx, {}, &reply).ok()) continue;
+      int alive = 0;
+      for (const v1::NodeInfo& node : reply.nodes()) alive += node.state() == v1::NODE_ALIVE;
+      if (alive == n) return true;
+    }
+    return false;
+  }
+
+  // The host (1-3) whose address the actor's address starts with.
+  int HostOf(const v1::ActorInfo& a) const {
+    for (int host = 1; host <= 3; ++host)
+      if (a.address().rfind(lab_->Address(host) + ":", 0) == 0) return host;
+    return -1;
+  }
+
+  // skyrl-call-probe on `host`, calling the actor's "pid".
+  Subprocess StartProbe(int host, const std::string& actor_id, const std::string& log) {
+    SpawnOptions o;
+    o.argv = {BinDir() + "/skyrl-call-probe", "--address", head_address_, "--token", Token(), "--actor", actor_id,
+              "--interval-ms", "10", "--timeout-s", "0.5"};
+    o.log_path = log;
+    absl::StatusOr<Subprocess> p = lab_->Start(host, o);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return std::move(*p);
+  }
+
+  std::unique_ptr<NetnsLab> lab_;
+  std::string dir_, head_address_;
+  std::vector<Subprocess> processes_;
+  std::unique_ptr<Client> client_;
+};
+
+TEST_F(PartitionTest, AWorkerCutOffFromTheHeadStopsItsActorsBeforeTheyRestartElsewhere) {
+  ActorOptions o;
+  o.resources = {{"CPU", 1}};
+  o.max_restarts = -1;
+  absl::StatusOr<ActorHandle> actor = client_->CreateActor("echo", o);
+  ASSERT_TRUE(actor.ok()) << actor.status();
+  absl::StatusOr<v1::ActorInfo> before = client_->Describe(*actor);
+  ASSERT_TRUE(before.ok()) << before.status();
+  const int host = HostOf(*before);
+  ASSERT_GE(host, 1) << before->address();
+  absl::StatusOr<std::string> old_pid = client_->Call(*actor, "pid", "");
+  ASSERT_TRUE(old_pid.ok()) << old_pid.status();
+
+  // A client beside the old incarnation, on the host about to be cut off: it can still reach it.
+  const std::string probe_log = dir_ + "/probe.log";
+  Subprocess probe = StartProbe(host, actor->actor_id, probe_log);
+  for (int i = 0; i < 200 && ProbeAnswers(probe_log).empty(); ++i) absl::SleepFor(absl::Milliseconds(25));
+  ASSERT_FALSE(ProbeAnswers(probe_log).empty()) << "the probe never answered";
+
+  const absl::Time cut = absl::Now();
+  ASSERT_TRUE(lab_->Cut(host).ok());
+  // The head declares the node dead and restarts the actor on another host; this process
+  // (a fifth host) watches for the new incarnation.
+  absl::Time alive_elsewhere = absl::InfiniteFuture(), answered_elsewhere = absl::InfiniteFuture();
+  std::string new_pid;
+  for (absl::Time deadline = cut + absl::Seconds(30); absl::Now() < deadline && new_pid.empty();) {
+    absl::StatusOr<v1::ActorInfo> now = client_->Describe(*actor);
+    if (now.ok() && now->state() == v1::ACTOR_ALIVE && now->node_id() != before->node_id())
+      alive_elsewhere = std::min(alive_elsewhere, absl::Now());
+    if (alive_elsewhere == absl::InfiniteFuture()) {
+      absl::SleepFor(absl::Milliseconds(20));
+      continue;
+    }
+    absl::StatusOr<std::string> pid = client_->Call(*actor, "pid", "");
+    if (pid.ok() && *pid != *old_pid) {
+      new_pid = *pid;
+      answered_elsewhere = absl::Now();
+    }
+  }
+  ASSERT_FALSE(new_pid.empty()) << "the actor never restarted on another host; logs in " << dir_;
+  // The head heard the node last up to a period before the cut.
+  EXPECT_GE(alive_elsewhere - cut, kDeathThreshold - absl::Milliseconds(kHeartbeatMs))
+      << "restarted before the death threshold";
+  absl::SleepFor(absl::Seconds(1));
+  ASSERT_TRUE(lab_->Heal(host).ok());
+  probe.Signal(SIGTERM).IgnoreError();
+  probe.Wait();
+
+  // The old incarnation's last answer came before the new one was ALIVE, and it never
+  // answered again.
+  int64_t last_old = 0, errors_after = 0;
+  for (const Answer& a : ProbeAnswers(probe_log)) {
+    if (a.ok && a.result == *old_pid) last_old = a.unix_ms;
+    if (!a.ok && a.unix_ms > last_old) ++errors_after;
+  }
+  ASSERT_GT(last_old, 0);
+  EXPECT_LT(absl::FromUnixMillis(last_old), alive_elsewhere)
+      << "the old incarnation answered after the new one was ALIVE: two incarnations served at once";
+  EXPECT_LT(absl::FromUnixMillis(last_old) - cut, kDeathThreshold) << "fenced only after the death threshold";
+  EXPECT_GT(errors_after, 0) << "the probe beside the old incarnation saw it stop";
+  std::printf("cut at 0 ms; old incarnation's last answer at %lld ms; new one ALIVE (seen) at %lld ms, answering at "
+              "%lld ms\n",
+              (long long)absl::ToInt64Milliseconds(absl::FromUnixMillis(last_old) - cut),
+              (long long)absl::ToInt64Milliseconds(alive_elsewhere - cut),
+              (long long)absl::ToInt64Milliseconds(answered_elsewhere - cut));
+  std::string log = Slurp(WorkerLog(host));
+  EXPECT_NE(log.find("fenced 1 actor(s)"), std::string::npos) << log;
+
+  // Healed: the node is back, and only the new incarnation runs anywhere.
+  EXPECT_TRUE(WaitForAliveNodes(3, absl::Seconds(15))) << "the cut-off node did not rejoin";
+  std::map<std::string, std::vector<int>> procs;
+  for (int i = 0; i < 100; ++i) {
+    procs = ActorProcessesWithHome(dir_);
+    if (procs[actor->actor_id].size() == 1) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_EQ(procs[actor->actor_id].size(), 1u);
+  EXPECT_EQ(std::to_string(procs[actor->actor_id][0]), new_pid);
+  absl::StatusOr<std::string> after = client_->Call(*actor, "pid", "");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(*after, new_pid);
+}
+
+TEST_F(PartitionTest, AHeadCutOffFromEveryWorkerLosesNoActor) {
+  ActorOptions o;
+  o.resources = {{"CPU", 1}};
+  o.max_restarts = -1;
+  absl::StatusOr<ActorHandle> actor = client_->CreateActor("echo", o);
+  ASSERT_TRUE(actor.ok()) << actor.status();
+  absl::StatusOr<v1::ActorInfo> before = client_->Describe(*actor);
+  ASSERT_TRUE(before.ok()) << before.status();
+  const int host = HostOf(*before);
+  ASSERT_GE(host, 1);
+  absl::StatusOr<std::string> pid = client_->Call(*actor, "pid", "");
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  // A caller on another worker's host, which keeps reaching the actor while the head is away.
+  const int caller = host % 3 + 1;
+  const std::string probe_log = dir_ + "/probe.log";
+  Subprocess probe = StartProbe(caller, actor->actor_id, probe_log);
+  for (int i = 0; i < 200 && ProbeAnswers(probe_log).empty(); ++i) absl::SleepFor(absl::Milliseconds(25));
+  ASSERT_FALSE(ProbeAnswers(probe_log).empty());
+
+  const absl::Time cut = absl::Now();
+  ASSERT_TRUE(lab_->Cut(0).ok());
+  absl::SleepFor(kDeathThreshold * 3);
+  ASSERT_TRUE(lab_->Heal(0).ok());
+  const absl::Time healed = absl::Now();
+  ASSERT_TRUE(WaitForAliveNodes(3, absl::Seconds(15)));
+  absl::SleepFor(kDeathThreshold);  // long enough for a wrongly declared death to show
+  probe.Signal(SIGTERM).IgnoreError();
+  probe.Wait();
+
+  int during = 0;
+  for (const Answer& a : ProbeAnswers(probe_log)) {
+    EXPECT_TRUE(a.ok && a.result == *pid) << "at " << a.unix_ms - absl::ToUnixMillis(cut) << " ms after the cut: "
+                                          << (a.ok ? "answered by pid " : "failed: ") << a.result;
+    during += a.ok && absl::FromUnixMillis(a.unix_ms) > cut && absl::FromUnixMillis(a.unix_ms) < healed;
+  }
+  EXPECT_GT(during, 50) << "the actor kept serving while the head was away";
+  absl::StatusOr<v1::ActorInfo> after = client_->Describe(*actor);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->state(), v1::ACTOR_ALIVE);
+  EXPECT_EQ(after->restarts(), 0);
+  EXPECT_EQ(after->address(), before->address());
+  for (int w = 1; w <= 3; ++w) EXPECT_EQ(Slurp(WorkerLog(w)).find("fenced"), std::string::npos) << "worker " << w;
+  EXPECT_NE(Slurp(dir_ + "/head.log").find("may be cut off"), std::string::npos);
+  ASSERT_EQ(ActorProcessesWithHome(dir_)[actor->actor_id].size(), 1u);
+}
+
+}  // namespace
+}  // namespace skyrl::testing
