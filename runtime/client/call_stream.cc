@@ -161,7 +161,7 @@ void CallStream::OnReadDone(bool ok) {
   StartRead(&in_);
 }
 
-absl::Time CallStream::Expire(absl::Time now) {
+absl::Time CallStream::Expire(absl::Time now, bool* expired_any) {
   std::vector<std::pair<std::promise<CallResult>, absl::Status>> expired;
   absl::Time earliest = absl::InfiniteFuture();
   {
@@ -183,6 +183,7 @@ absl::Time CallStream::Expire(absl::Time now) {
     if (!deadlines_.empty()) earliest = deadlines_.top().first;
     PopAnsweredLocked();
   }
+  if (expired_any != nullptr) *expired_any = !expired.empty();
   for (auto& [done, status] : expired) done.set_value(status);
   return earliest;
 }

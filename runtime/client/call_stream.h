@@ -93,7 +93,8 @@ class CallStream final : public grpc::ClientBidiReactor<v1::ActorCallBatch, v1::
   // Fails the calls whose deadline is past `now`; returns the earliest deadline still in the
   // heap (InfiniteFuture when none). That may be the deadline of a call answered meanwhile
   // (entries are dropped lazily), so a caller that sleeps until it wakes early, never late.
-  absl::Time Expire(absl::Time now);
+  // `expired` (optional) says whether any call failed now.
+  absl::Time Expire(absl::Time now, bool* expired = nullptr);
 
   // For the owner's destruction: fails every pending call with `why` and cancels the RPC.
   // on_end still follows (with nothing unanswered).
@@ -101,6 +102,8 @@ class CallStream final : public grpc::ClientBidiReactor<v1::ActorCallBatch, v1::
 
   // The stream has ended or is ending: Enqueue fails.
   bool ended();
+  const std::string& actor_id() const { return options_.actor_id; }
+  const std::string& address() const { return options_.address; }
 
   // gRPC reactions.
   void OnReadDone(bool ok) override;

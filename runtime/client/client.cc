@@ -1,6 +1,7 @@
 #include "runtime/client/client.h"
 
 #include <cstdlib>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/rpc/actor_state.h"
@@ -399,7 +400,14 @@ void Client::ExpireLoop() {
     // finds it earlier than this, and waits on streams_mu_ to lower what the scan sets below.
     next_expiry_ns_.store(std::numeric_limits<int64_t>::max());
     absl::Time now = absl::Now(), next = absl::InfiniteFuture();
-    for (CallStream* s : live_) next = std::min(next, s->Expire(now));
+    bool missed = false;
+    for (CallStream* s : live_) {
+      bool expired = false;
+      next = std::min(next, s->Expire(now, &expired));
+      if (expired) missed_.emplace_back(s->actor_id(), s->address());
+      missed = missed || expired;
+    }
+    if (missed) streams_cv_.SignalAll();
     next_expiry_ns_.store(ExpiryNanos(next));
     expire_cv_.WaitWithDeadline(&streams_mu_, next);
   }
@@ -416,18 +424,51 @@ void Client::OnEarlierDeadline(absl::Time deadline) {
   expire_cv_.Signal();
 }
 
+void Client::CheckMoved(const std::string& actor_id, const std::string& address) {
+  // At most once a second per actor: a slow actor misses many deadlines at once.
+  absl::Time now = absl::Now();
+  absl::Time& last = last_moved_check_[actor_id];
+  if (now - last < absl::Seconds(1)) return;
+  last = now;
+  if (last_moved_check_.size() > 100000) last_moved_check_.clear();
+  absl::StatusOr<v1::ActorInfo> info = Describe({actor_id});
+  if (!info.ok() || (info->state() == v1::ACTOR_ALIVE && info->address() == address)) return;  // slow, not moved
+  std::shared_ptr<CallStream> stream;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = routes_.find(actor_id);
+    if (it == routes_.end() || it->second.address != address) return;  // rerouted already
+    stream = std::move(it->second.stream);
+    routes_.erase(it);
+  }
+  if (stream == nullptr) return;
+  std::string where = info->state() == v1::ACTOR_ALIVE ? absl::StrCat("now ALIVE at ", info->address())
+                                                        : absl::StrCat("now ", rpc::ActorStateName(info->state()));
+  stream->Shutdown(absl::UnavailableError(absl::StrCat("actor ", actor_id, " no longer runs at ", address, " (", where,
+                                                       info->death_reason().empty() ? "" : ": ",
+                                                       info->death_reason(), ")")));
+}
+
 void Client::FailureLoop() {
   while (true) {
-    StreamEnd end;
+    std::optional<StreamEnd> ended;
     bool stopping;
+    std::deque<std::pair<std::string, std::string>> missed;
     {
       absl::MutexLock lock(&streams_mu_);
-      while (ended_.empty() && !stop_) streams_cv_.Wait(&streams_mu_);
-      if (ended_.empty()) return;
-      end = std::move(ended_.front());
-      ended_.pop_front();
+      while (ended_.empty() && missed_.empty() && !stop_) streams_cv_.Wait(&streams_mu_);
+      if (ended_.empty() && stop_) return;
+      missed.swap(missed_);
+      if (!ended_.empty()) {
+        ended = std::move(ended_.front());
+        ended_.pop_front();
+      }
       stopping = stop_;
     }
+    if (!stopping)
+      for (const auto& [actor, address] : missed) CheckMoved(actor, address);
+    if (!ended) continue;
+    StreamEnd& end = *ended;
     if (end.unanswered.empty()) continue;  // `end` (and the stream) released here
     absl::Status why;
     if (stopping) {

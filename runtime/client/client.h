@@ -183,6 +183,11 @@ class Client {
   // expiry loop when it sleeps past `deadline`. Cheap (one atomic load) when it does not.
   void OnEarlierDeadline(absl::Time deadline);
   void FailureLoop();  // explains ended streams to their unanswered calls
+  // A call to `actor_id` at `address` missed its deadline: when the head says the actor is
+  // no longer ALIVE there (restarted elsewhere while its old host is cut off, say), drop the
+  // route and fail the stream's calls, so the next call goes where the actor is now instead
+  // of waiting for the connection to time out. On the failure loop's thread.
+  void CheckMoved(const std::string& actor_id, const std::string& address);
 
   const std::string token_;
   const std::string caller_id_;
@@ -201,6 +206,9 @@ class Client {
   absl::CondVar streams_cv_;
   absl::flat_hash_set<client_internal::CallStream*> live_ ABSL_GUARDED_BY(streams_mu_);
   std::deque<client_internal::StreamEnd> ended_ ABSL_GUARDED_BY(streams_mu_);
+  // (actor id, address) of streams with a call past its deadline, for CheckMoved.
+  std::deque<std::pair<std::string, std::string>> missed_ ABSL_GUARDED_BY(streams_mu_);
+  absl::flat_hash_map<std::string, absl::Time> last_moved_check_;  // the failure loop's
   bool stop_ ABSL_GUARDED_BY(streams_mu_) = false;
   // When the expiry loop wakes next (unix ns; INT64_MAX: not before it is told). Written by
   // the loop under streams_mu_, INT64_MAX while it scans the streams, so that a deadline a
