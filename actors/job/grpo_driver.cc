@@ -206,6 +206,10 @@ class Job {
         continue;
       }
       encode_s = std::max(encode_s, j->value("encode_s", 0.0));
+      // Cumulative per shard (a shard's transport lives as long as the shard).
+      if (r >= shard_paths_.size()) shard_paths_.resize(r + 1);
+      shard_paths_[r] = {j->value("tcp_connections", int64_t{0}), j->value("local_connections", int64_t{0}),
+                         j->value("direct_write_bytes", int64_t{0})};
     }
     for (int e = 0; e < ranks; ++e) {
       auto j = Json(recv[e].get(), absl::StrCat("engine ", e / etp, " rank ", e % etp, ": ws_receive"));
@@ -321,6 +325,11 @@ class Job {
   }
 
   int epoch_ = 0, hosts_epoch_ = -1;
+  // Each trainer shard's weight-sync connections by path, as its last ws_send reported.
+  struct SyncPaths {
+    int64_t tcp = 0, local = 0, direct_bytes = 0;
+  };
+  std::vector<SyncPaths> shard_paths_;
   std::vector<std::string> engine_hosts_;
   bool gpu_ = false;  // colocate_all on GPU bundles
 
@@ -588,6 +597,11 @@ absl::StatusOr<DistributedSummary> RunDistributedGrpo(Client& client, const std:
     if (RecordStep(sum, m, step, config.environment.target_reward, options.stop_after_target, at_target_run)) break;
   }
   FinishSummary(sum);
+  for (const Job::SyncPaths& p : job.shard_paths_) {
+    out.sync_tcp_connections += p.tcp;
+    out.sync_local_connections += p.local;
+    out.sync_direct_write_bytes += p.direct_bytes;
+  }
   out.overhead_fraction = step_total > 0 ? std::max(0.0, step_total - out.compute_s) / step_total : 0;
   return out;
 }

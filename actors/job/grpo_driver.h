@@ -64,6 +64,10 @@ struct DistributedSummary {
   std::vector<std::vector<int64_t>> engine_versions;  // per step: each engine rank's version after sync
   int engine_recoveries = 0;     // calls retried after an engine restarted
   int sync_fallbacks = 0;        // steps whose TCP weight sync failed and were pushed instead
+  // Connections the trainer shards opened for TCP weight sync over the run, by path: TCP, or
+  // a Unix socket to an engine on the same host; and the bytes written straight into
+  // same-host engines' buffers.
+  int64_t sync_tcp_connections = 0, sync_local_connections = 0, sync_direct_write_bytes = 0;
   double setup_s = 0;            // placement group + actors, before step 1
   int engine_sleeps = 0;         // colocate_all: engine ranks put to sleep before training
   int engine_wakes = 0;          // colocate_all: engine ranks woken before generating

@@ -95,6 +95,11 @@ int main(int argc, char** argv) {
               run->run.baseline_reward, run->run.final_reward, run->run.first_step_at_target,
               run->run.seconds_to_target, run->run.steps, run->run.total_s, run->setup_s, run->engine_recoveries,
               run->sync_fallbacks);
+  if (run->sync_tcp_connections + run->sync_local_connections > 0)
+    std::printf("weight sync connections: %lld over TCP, %lld over Unix sockets (same host), %lld bytes written "
+                "straight into same-host engines\n",
+                (long long)run->sync_tcp_connections, (long long)run->sync_local_connections,
+                (long long)run->sync_direct_write_bytes);
   std::printf("RESULT baseline_reward %.4f\n", run->run.baseline_reward);
   std::printf("RESULT final_reward %.4f\n", run->run.final_reward);
   std::printf("RESULT overhead_fraction %.4f\n", run->overhead_fraction);

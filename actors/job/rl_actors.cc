@@ -261,6 +261,7 @@ class TrainerActor : public Actor {
       o.key_prefix = a->prefix;
       o.transfer.io_timeout = absl::Seconds(a->io_timeout_s);
       o.transfer.sync_timeout = absl::Seconds(a->io_timeout_s * 3);
+      o.stats = &ws_stats_;
       auto transport = weight_sync::CreateTcpTransport(o);
       if (!transport.ok()) return transport.status();
       ws_ = std::move(*transport);
@@ -275,8 +276,14 @@ class TrainerActor : public Actor {
     }
     const double encode_s = Since(t0);
     if (auto s = ws_->Send(static_cast<uint64_t>(shard_->version()) + 1, ws_schedule_, bytes); !s.ok()) return s;
-    nlohmann::json out{{"version", shard_->version()}, {"encode_s", encode_s}, {"seconds", Since(t0)},
-                       {"bytes", bytes.size()}};
+    // Which paths the sync took, cumulative over this shard's transports.
+    nlohmann::json out{{"version", shard_->version()},
+                       {"encode_s", encode_s},
+                       {"seconds", Since(t0)},
+                       {"bytes", bytes.size()},
+                       {"tcp_connections", ws_stats_.tcp_connections.load()},
+                       {"local_connections", ws_stats_.local_connections.load()},
+                       {"direct_write_bytes", ws_stats_.direct_write_bytes.load()}};
     return out.dump();
   }
 
@@ -318,6 +325,7 @@ class TrainerActor : public Actor {
   std::unique_ptr<TrainerShard> shard_;
   std::unique_ptr<Client> client_;
   std::unique_ptr<weight_sync::Rendezvous> rendezvous_;
+  weight_sync::TcpStats ws_stats_;  // outlives every transport that counts into it
   std::unique_ptr<weight_sync::Transport> ws_;
   weight_sync::RankSchedule ws_schedule_;
   int ws_engines_ = 0;

@@ -74,6 +74,11 @@ TEST_F(GrpoJobTest, ShortRunBeatsBaselineAndEveryEngineAdvances) {
   EXPECT_LT(run->overhead_fraction, 1);
   EXPECT_EQ(run->engine_recoveries, 0);
   EXPECT_EQ(run->sync_fallbacks, 0) << "the TCP weight sync failed and the push path stood in";
+  // Every process is on this host: the shards reach the engines over Unix sockets and write
+  // into their buffers (across hosts it is TCP: tests/netns/hosts_test.cc).
+  EXPECT_GT(run->sync_local_connections, 0);
+  EXPECT_EQ(run->sync_tcp_connections, 0);
+  EXPECT_GT(run->sync_direct_write_bytes, 0);
 }
 
 // The two weight-sync paths (weight_sync's TCP transport on the plan; actor-call pushes) deliver
