@@ -195,9 +195,9 @@ absl::Status Client::RemovePlacementGroup(const std::string& id) {
   return rpc::FromGrpc(groups_->RemovePlacementGroup(&ctx, req, &reply));
 }
 
-absl::StatusOr<v1::ActorInfo> Client::Lookup(const v1::GetActorRequest& req) {
+absl::StatusOr<v1::ActorInfo> Client::Lookup(const v1::GetActorRequest& req, absl::Duration timeout) {
   grpc::ClientContext ctx;
-  rpc::PrepareCall(&ctx, token_, absl::Seconds(10));
+  rpc::PrepareCall(&ctx, token_, timeout);
   v1::GetActorReply reply;
   if (absl::Status s = rpc::FromGrpc(head_->GetActor(&ctx, req, &reply)); !s.ok()) return s;
   return std::move(*reply.mutable_actor());
@@ -431,7 +431,10 @@ void Client::CheckMoved(const std::string& actor_id, const std::string& address)
   if (now - last < absl::Seconds(1)) return;
   last = now;
   if (last_moved_check_.size() > 100000) last_moved_check_.clear();
-  absl::StatusOr<v1::ActorInfo> info = Describe({actor_id});
+  // Briefly: ended streams wait on this thread for their explanations.
+  v1::GetActorRequest req;
+  req.set_actor_id(actor_id);
+  absl::StatusOr<v1::ActorInfo> info = Lookup(req, absl::Seconds(1));
   if (!info.ok() || (info->state() == v1::ACTOR_ALIVE && info->address() == address)) return;  // slow, not moved
   std::shared_ptr<CallStream> stream;
   {
@@ -458,34 +461,42 @@ void Client::FailureLoop() {
       absl::MutexLock lock(&streams_mu_);
       while (ended_.empty() && missed_.empty() && !stop_) streams_cv_.Wait(&streams_mu_);
       if (ended_.empty() && stop_) return;
-      missed.swap(missed_);
+      // Explanations first: an ended stream's calls have no deadline any more.
       if (!ended_.empty()) {
         ended = std::move(ended_.front());
         ended_.pop_front();
+      } else {
+        missed.swap(missed_);
       }
       stopping = stop_;
     }
-    if (!stopping)
-      for (const auto& [actor, address] : missed) CheckMoved(actor, address);
-    if (!ended) continue;
-    StreamEnd& end = *ended;
-    if (end.unanswered.empty()) continue;  // `end` (and the stream) released here
-    absl::Status why;
-    if (stopping) {
-      why = absl::CancelledError("the client is shutting down");
-    } else {
-      grpc::Status status = end.status;
-      if (status.ok()) {
-        status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the call stream ended with calls unanswered");
-      } else if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
-        // The address now hosts another actor: ours is gone from it.
-        status = grpc::Status(grpc::StatusCode::UNAVAILABLE, status.error_message());
-      }
-      // One explanation (a look at the head) for every call the stream still carried.
-      why = Explain(end.actor_id, end.address, status);
+    if (ended) {
+      ExplainEnded(std::move(*ended), stopping);
+      continue;
     }
-    for (auto& done : end.unanswered) done.set_value(why);
+    absl::flat_hash_set<std::pair<std::string, std::string>> seen;  // once per stream
+    for (const auto& [actor, address] : missed)
+      if (seen.insert({actor, address}).second) CheckMoved(actor, address);
   }
+}
+
+void Client::ExplainEnded(StreamEnd end, bool stopping) {
+  if (end.unanswered.empty()) return;  // `end` (and the stream) released here
+  absl::Status why;
+  if (stopping) {
+    why = absl::CancelledError("the client is shutting down");
+  } else {
+    grpc::Status status = end.status;
+    if (status.ok()) {
+      status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the call stream ended with calls unanswered");
+    } else if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+      // The address now hosts another actor: ours is gone from it.
+      status = grpc::Status(grpc::StatusCode::UNAVAILABLE, status.error_message());
+    }
+    // One explanation (a look at the head) for every call the stream still carried.
+    why = Explain(end.actor_id, end.address, status);
+  }
+  for (auto& done : end.unanswered) done.set_value(why);
 }
 
 }  // namespace skyrl

@@ -164,7 +164,7 @@ class Client {
   };
   Client(const std::string& head, std::string token, ClientOptions options);
   void FillSpec(const std::string& class_name, const ActorOptions& options, v1::ActorSpec* spec) const;
-  absl::StatusOr<v1::ActorInfo> Lookup(const v1::GetActorRequest& request);
+  absl::StatusOr<v1::ActorInfo> Lookup(const v1::GetActorRequest& request, absl::Duration timeout = absl::Seconds(10));
   // The actor's current route: cached, or looked up (waiting out RESTARTING/PENDING).
   absl::StatusOr<Route> Resolve(const std::string& actor_id);
   // After a failed call: forget the route and say why, asking the head.
@@ -183,6 +183,8 @@ class Client {
   // expiry loop when it sleeps past `deadline`. Cheap (one atomic load) when it does not.
   void OnEarlierDeadline(absl::Time deadline);
   void FailureLoop();  // explains ended streams to their unanswered calls
+  // Fails an ended stream's unanswered calls, saying why (Cancelled when `stopping`).
+  void ExplainEnded(client_internal::StreamEnd end, bool stopping);
   // A call to `actor_id` at `address` missed its deadline: when the head says the actor is
   // no longer ALIVE there (restarted elsewhere while its old host is cut off, say), drop the
   // route and fail the stream's calls, so the next call goes where the actor is now instead

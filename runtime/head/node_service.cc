@@ -13,8 +13,10 @@ grpc::ServerUnaryReactor* NodeServiceImpl::RegisterNode(grpc::CallbackServerCont
   reply->set_node_id(id->ToString());
   reply->set_was_dead(was_dead);
   reply->set_heartbeat_period_ms(absl::ToInt64Milliseconds(nodes_.options().heartbeat_period));
-  // Workers fence only against a head that will not declare nodes dead while it hears none.
-  if (nodes_.options().isolation_guard) reply->set_heartbeat_misses(nodes_.options().heartbeat_misses);
+  // Workers fence only against a head that will not declare nodes dead while it hears none,
+  // and only when a period leaves them the time to (worker::HeadLink: 4 misses or more).
+  if (nodes_.options().isolation_guard && nodes_.options().heartbeat_misses >= 4)
+    reply->set_heartbeat_misses(nodes_.options().heartbeat_misses);
   return rpc::FinishNow(ctx, grpc::Status::OK);
 }
 

@@ -12,9 +12,9 @@
 
 namespace skyrl::worker {
 
-HeadLink::HeadLink(v1::NodeInfo node, HeadApi& head, PeerApi& peers, LocalActors& actors, const Clock& clock,
-                   HeadLinkOptions options)
-    : node_(std::move(node)), head_(head), peers_api_(peers), actors_(actors), clock_(clock),
+HeadLink::HeadLink(v1::NodeInfo node, HeadApi& head, HeadApi& probe, PeerApi& peers, LocalActors& actors,
+                   const Clock& clock, HeadLinkOptions options)
+    : node_(std::move(node)), head_(head), probe_(probe), peers_api_(peers), actors_(actors), clock_(clock),
       options_(std::move(options)) {
   absl::MutexLock lock(&mu_);
   last_sent_ = clock_.Now();  // the retry window starts now
@@ -30,11 +30,32 @@ bool HeadLink::fenced() const {
   return fenced_;
 }
 
-v1::HeadContactReply HeadLink::Contact() const {
+v1::HeadContactReply HeadLink::Contact() {
+  v1::HeartbeatRequest req;
+  absl::Duration timeout;
+  bool registered;
+  {
+    absl::MutexLock lock(&mu_);
+    registered = registered_;
+    req.set_node_id(node_id_);
+    req.set_peers_version(peers_version_);
+    timeout = RequestTimeout();
+  }
+  bool reaches = false;
+  if (registered) {
+    const absl::Time sent = clock_.Now();
+    absl::StatusOr<v1::HeartbeatReply> reply = probe_.Heartbeat(req, timeout);
+    reaches = reply.ok() || absl::IsNotFound(reply.status());  // NotFound: the head answered
+    if (reply.ok()) {
+      absl::MutexLock lock(&mu_);
+      Reached(sent);
+    }
+  }
   absl::MutexLock lock(&mu_);
   v1::HeadContactReply r;
   r.set_since_head_contact_ms(last_answer_ ? absl::ToInt64Milliseconds(clock_.Now() - *last_answer_) : -1);
   r.set_fenced(fenced_);
+  r.set_reaches_head(reaches);
   return r;
 }
 
@@ -134,23 +155,26 @@ HeadLink::Step HeadLink::Round() {
   }
   spdlog::warn("heartbeat to {} failed: {}", options_.head_address, reply.status().message());
   MaybeFence(clock_.Now());  // after the request's own timeout
-  return {period};
+  // Headless: try again sooner, so the fencing decision cannot slip past the threshold.
+  return {std::min(period, timeout)};
 }
 
 void HeadLink::MaybeFence(absl::Time now) {
   std::vector<std::string> peers;
-  absl::Duration silent, half, timeout, margin;
+  absl::Duration silent, timeout;
   {
     absl::MutexLock lock(&mu_);
-    if (fenced_ || death_after_ == absl::ZeroDuration()) return;
+    if (death_after_ == absl::ZeroDuration()) return;
+    if (fenced_) {
+      // Actors started since (a start already on its way) must not serve either.
+      if (int killed = actors_.Fence(fence_reason_); killed > 0)
+        spdlog::critical("fenced {} more actor(s), started while fenced", killed);
+      return;
+    }
     silent = now - last_sent_;
-    half = death_after_ / 2;
-    if (silent <= half) return;
+    if (silent <= death_after_ * 2 / 5) return;
     peers = peers_;
     timeout = RequestTimeout();
-    // Nodes heartbeat out of phase: a peer answered up to a period and a request later than
-    // this node is not evidence that the head still hears anyone.
-    margin = period_ + timeout;
   }
   if (peers.empty()) {  // a lone node: nobody to ask
     absl::MutexLock lock(&mu_);
@@ -159,36 +183,58 @@ void HeadLink::MaybeFence(absl::Time now) {
     cleared_ = true;
     return;
   }
-  std::optional<std::string> why = ReasonToFence(std::move(peers), silent, margin, timeout);
+  const size_t asked = std::min<size_t>(peers.size(), 8);
+  // The last try and the question to the peers at once: together within T/5.
+  std::future<bool> last_try = std::async(std::launch::async, [this, timeout] { return LastTry(timeout); });
+  std::string why = ReasonToFence(std::move(peers), timeout * 2);
+  if (last_try.get()) return;
   absl::MutexLock lock(&mu_);
-  if (!why) {
+  if (why.empty()) {
     if (!cleared_)
-      spdlog::warn("the head at {} has not answered for {}, nor has it answered any of the {} peer(s): keeping "
-                   "this node's actors (the head declares no node dead while it hears none)",
-                   options_.head_address, absl::FormatDuration(silent), peers.size());
+      spdlog::warn("the head at {} has not answered for {}, and none of the {} peer(s) asked reaches it: keeping this "
+                   "node's actors (the head declares no node dead while it hears none)",
+                   options_.head_address, absl::FormatDuration(silent), asked);
     cleared_ = true;
     return;
   }
-  std::string reason =
-      absl::StrCat("node ", node_id_, " has not reached the head at ", options_.head_address, " for ",
-                   absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1))), " and ", *why,
-                   ": the head will declare the node dead after ", absl::FormatDuration(death_after_),
-                   " and restart its actors elsewhere, so they are stopped here first");
+  fence_reason_ = absl::StrCat("node ", node_id_, " has not reached the head at ", options_.head_address, " for ",
+                               absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1))), " and ", why,
+                               ": the head will declare the node dead after ", absl::FormatDuration(death_after_),
+                               " and restart its actors elsewhere, so they are stopped here first");
   fenced_ = true;
   cleared_ = false;
-  int killed = actors_.Fence(reason);
-  spdlog::critical("fenced {} actor(s): {}", killed, reason);
+  int killed = actors_.Fence(fence_reason_);
+  spdlog::critical("fenced {} actor(s): {}", killed, fence_reason_);
 }
 
-std::optional<std::string> HeadLink::ReasonToFence(std::vector<std::string> peers, absl::Duration silent,
-                                                   absl::Duration margin, absl::Duration timeout) {
+bool HeadLink::LastTry(absl::Duration timeout) {
+  v1::HeartbeatRequest req;
+  {
+    absl::MutexLock lock(&mu_);
+    req.set_node_id(node_id_);
+    req.set_peers_version(peers_version_);
+  }
+  head_.Reconnect();
+  const absl::Time sent = clock_.Now();
+  absl::StatusOr<v1::HeartbeatReply> reply = head_.Heartbeat(req, timeout);
+  if (!reply.ok()) return false;
+  spdlog::info("the head at {} answers on a fresh connection; not fencing", options_.head_address);
+  absl::MutexLock lock(&mu_);
+  Reached(sent);
+  if (reply->peers_changed()) {
+    peers_.assign(reply->peer_addresses().begin(), reply->peer_addresses().end());
+    peers_version_ = reply->peers_version();
+  }
+  return true;
+}
+
+std::string HeadLink::ReasonToFence(std::vector<std::string> peers, absl::Duration timeout) {
   constexpr size_t kMaxAsked = 8;
   if (peers.size() > kMaxAsked) {
     static thread_local std::mt19937 rng(std::random_device{}());
     std::shuffle(peers.begin(), peers.end(), rng);
     peers.resize(kMaxAsked);
   }
-  // All at once: the answer is due well within the half threshold left.
   std::vector<std::future<absl::StatusOr<v1::HeadContactReply>>> answers;
   for (const std::string& peer : peers)
     answers.push_back(std::async(std::launch::async, [this, peer, timeout] { return peers_api_.HeadContact(peer, timeout); }));
@@ -201,14 +247,12 @@ std::optional<std::string> HeadLink::ReasonToFence(std::vector<std::string> peer
       continue;
     }
     ++answered;
-    if (reached.empty() && r->since_head_contact_ms() >= 0 &&
-        absl::Milliseconds(r->since_head_contact_ms()) + margin < silent)
-      reached = absl::StrCat("peer ", peers[i], " reached it ", r->since_head_contact_ms(), " ms ago");
+    if (reached.empty() && r->reaches_head()) reached = absl::StrCat("peer ", peers[i], " reaches it");
   }
   if (!reached.empty()) return reached;
   // Cut off from every peer too: the head may be hearing all of them.
   if (answered == 0) return absl::StrCat("no peer can be asked (", unreachable, ")");
-  return std::nullopt;
+  return "";
 }
 
 }  // namespace skyrl::worker

@@ -4,20 +4,23 @@
 // the head restarted them elsewhere), and exits when the head stays unreachable past the
 // retry window.
 //
-// Fencing. The head declares a node dead after `period x misses` without a heartbeat and
+// Fencing. The head declares a node dead after T = `period x misses` without a heartbeat and
 // restarts its actors elsewhere; a node cut off from the head but alive would go on serving
 // the old incarnations meanwhile (two trainer ranks of one index, two engines answering one
-// id). So once the head has not answered for half that threshold, the link asks its peers
-// (the other ALIVE nodes, as the head last listed them; at most 8, picked at random each
-// time, all at once) whether they still reach the head:
-//   - a peer reached the head since this node lost it (later by more than a period and a
-//     request: nodes heartbeat out of phase), or no peer can be asked at all:
-//     the head may well be hearing others and declaring this node dead. Fence: SIGKILL every
-//     actor now, with the reason in its log and exit report.
-//   - every peer that answers is cut off from the head too (the head is down, or cut off from
+// id). So once the head has not answered for 0.4 T, the link asks its peers (the other ALIVE
+// nodes, as the head last listed them; at most 8, picked at random each time, all at once)
+// whether they reach the head: each asked peer sends the head a heartbeat there and then and
+// says whether it was answered. At the same time it tries the head once more itself, on a
+// fresh connection (after a head restart, a connection still in its reconnect backoff is no
+// reason to fence). Then:
+//   - the head answered the last try: the link is whole.
+//   - a peer reaches the head, or no peer answers at all: the head is probably hearing others
+//     and will declare this node dead. Fence: SIGKILL every actor now, with the reason in its
+//     log and exit report; while fenced, actors started meanwhile are killed too.
+//   - every peer that answers cannot reach the head either (the head is down, or cut off from
 //     all; peers that cannot be asked are taken for dead): the head declares none dead while
 //     it hears none (head::NodeManager's isolation guard), so the actors keep serving. Asked
-//     again every period, and fenced as soon as a peer is back with the head (which then
+//     again every round, and fenced as soon as a peer reaches the head again (the head then
 //     gives every node a fresh window to find out). The gap: a peer this node cannot reach
 //     but the head still hears.
 //   - no peers (a lone node): nothing to ask, no fencing. The head declares a lone node dead
@@ -25,9 +28,11 @@
 //     incarnations can serve at once only if a node joins while this one is cut off.
 // The head answers again: the link is whole; fenced actors' exits reach the head through the
 // worker's exit reports and their actors restart.
-// Timing, with T the death threshold: requests to the head and to peers time out after T/10,
-// so the decision falls within T/2 + one period + T/5 of the last answer, and SIGKILL is
-// immediate: before T with the head's minimum of 4 misses (period <= T/4).
+// Timing: heartbeats time out after T/10 and, while the head does not answer, come every T/10
+// instead of every period, so a round takes at most T/5; the question to the peers and the
+// last try take at most T/5 together. The decision falls within 0.4 T + T/5 + T/5 = 0.8 T of
+// the last answer, and SIGKILL is immediate: before the head's T, whatever the period.
+// Heads with fewer than 4 misses do not ask workers to fence (RegisterNodeReply).
 //
 // The head, the peers, the node's actors and the clock are injected: the daemon passes gRPC
 // and the real ones, tests fakes (Step() is one round, so nothing sleeps). Safe for
@@ -56,6 +61,8 @@ class HeadApi {
                                                              absl::Duration timeout) = 0;
   virtual absl::StatusOr<v1::HeartbeatReply> Heartbeat(const v1::HeartbeatRequest& request,
                                                        absl::Duration timeout) = 0;
+  // Drops the connection, so the next request dials afresh (no reconnect backoff).
+  virtual void Reconnect() {}
 };
 
 // Other workers: whether they reach the head (WorkerService.HeadContact).
@@ -87,7 +94,9 @@ class HeadLink {
  public:
   // `node` describes this node (resources, labels, address); its node_id is filled in once
   // registered. The references must outlive the link.
-  HeadLink(v1::NodeInfo node, HeadApi& head, PeerApi& peers, LocalActors& actors, const Clock& clock,
+  // `probe` is a second connection to the head, used from other threads to answer peers
+  // (Contact); `head` is the Round thread's own.
+  HeadLink(v1::NodeInfo node, HeadApi& head, HeadApi& probe, PeerApi& peers, LocalActors& actors, const Clock& clock,
            HeadLinkOptions options);
 
   struct Step {
@@ -99,8 +108,9 @@ class HeadLink {
 
   // Empty until registered.
   std::string node_id() const;
-  // For WorkerService.HeadContact: how long since the head last answered, fenced or not.
-  v1::HeadContactReply Contact() const;
+  // For WorkerService.HeadContact: sends the head a heartbeat now (through `probe`), and says
+  // whether it was answered, how long since the head last answered, fenced or not.
+  v1::HeadContactReply Contact();
   bool fenced() const;
 
  private:
@@ -109,13 +119,16 @@ class HeadLink {
   // The head did not answer: fence when the threshold and the peers say so.
   void MaybeFence(absl::Time now);
   // Why to fence (a peer reaches the head, or none can be asked), or nullopt.
-  std::optional<std::string> ReasonToFence(std::vector<std::string> peers, absl::Duration silent,
-                                           absl::Duration margin, absl::Duration timeout);
+  // Why to fence (a peer reaches the head, or none answers), or "" to keep the actors.
+  std::string ReasonToFence(std::vector<std::string> peers, absl::Duration timeout);
+  // One more heartbeat on a fresh connection; true when the head answered.
+  bool LastTry(absl::Duration timeout);
   // How long a request to the head or a peer may take.
   absl::Duration RequestTimeout() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   v1::NodeInfo node_;  // the Round thread's
   HeadApi& head_;
+  HeadApi& probe_;
   PeerApi& peers_api_;
   LocalActors& actors_;
   const Clock& clock_;
@@ -131,6 +144,7 @@ class HeadLink {
   std::vector<std::string> peers_ ABSL_GUARDED_BY(mu_);
   uint64_t peers_version_ ABSL_GUARDED_BY(mu_) = 0;
   bool fenced_ ABSL_GUARDED_BY(mu_) = false;
+  std::string fence_reason_ ABSL_GUARDED_BY(mu_);
   bool cleared_ ABSL_GUARDED_BY(mu_) = false;  // peers asked this outage: all cut off too
 };
 

@@ -5,6 +5,7 @@
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
 #include "runtime/rpc/status.h"
+#include "runtime/rpc/tls.h"
 #include "skyrl/node.grpc.pb.h"
 #include "skyrl/worker.grpc.pb.h"
 
@@ -13,8 +14,19 @@ namespace {
 
 class GrpcHeadApi final : public HeadApi {
  public:
+  // Used from one thread (HeadLink::Round's).
   GrpcHeadApi(const std::string& address, std::string token)
-      : stub_(v1::NodeService::NewStub(rpc::MakeChannel(address))), token_(std::move(token)) {}
+      : address_(address), stub_(v1::NodeService::NewStub(rpc::MakeChannel(address))), token_(std::move(token)) {}
+
+  // A channel of its own connections (no subchannel shared with the old channel, whose
+  // reconnect backoff may still run): a fresh dial now.
+  void Reconnect() override {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    stub_ = v1::NodeService::NewStub(grpc::CreateCustomChannel(address_, rpc::ChannelCredentials(), args));
+  }
 
   absl::StatusOr<v1::RegisterNodeReply> RegisterNode(const v1::RegisterNodeRequest& req,
                                                      absl::Duration timeout) override {
@@ -33,6 +45,7 @@ class GrpcHeadApi final : public HeadApi {
   }
 
  private:
+  const std::string address_;
   std::unique_ptr<v1::NodeService::Stub> stub_;
   const std::string token_;
 };

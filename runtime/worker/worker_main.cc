@@ -121,11 +121,10 @@ int main(int argc, char** argv) {
          exits_to_report.push_back(e);
        },
        .head_contact =
-           [&] {
+           [&]() -> absl::StatusOr<skyrl::v1::HeadContactReply> {
              skyrl::worker::HeadLink* l = link.load();
-             skyrl::v1::HeadContactReply never;
-             never.set_since_head_contact_ms(-1);
-             return l != nullptr ? l->Contact() : never;
+             if (l == nullptr) return absl::UnavailableError("this worker is still starting");
+             return l->Contact();
            }},
       auth);
   // The standard health service (no token), for Kubernetes grpc probes and load balancers.
@@ -146,6 +145,7 @@ int main(int argc, char** argv) {
   for (const auto& [k, v] : *labels) (*info.mutable_labels())[k] = v;
   for (int g : offer->gpu_ids) info.add_gpu_ids(g);
   std::unique_ptr<skyrl::worker::HeadApi> head_api = skyrl::worker::MakeGrpcHeadApi(head, g_token);
+  std::unique_ptr<skyrl::worker::HeadApi> probe_api = skyrl::worker::MakeGrpcHeadApi(head, g_token);
   std::unique_ptr<skyrl::worker::PeerApi> peer_api = skyrl::worker::MakeGrpcPeerApi(g_token);
   skyrl::worker::ServiceActors local_actors(worker_service);
   std::optional<skyrl::worker::HeadLink> head_link;
@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
     return fail(absl::UnavailableError(absl::StrCat("cannot listen on ", bind, ":", port)));
   spdlog::info("worker service on {}:{}, actor logs in {}", bind, bound, log_dir);
   info.set_address(absl::StrCat(node_ip, ":", bound));
-  head_link.emplace(info, *head_api, *peer_api, local_actors, skyrl::RealClock::Get(),
+  head_link.emplace(info, *head_api, *probe_api, *peer_api, local_actors, skyrl::RealClock::Get(),
                     skyrl::worker::HeadLinkOptions{head, absl::Seconds(head_retry_window_s)});
   link.store(&*head_link);
 

@@ -42,7 +42,9 @@ grpc::Status WorkerServiceImpl::HeadContact(grpc::ServerContext* ctx, const v1::
                                             v1::HeadContactReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
   if (!options_.head_contact) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no head link");
-  *reply = options_.head_contact();
+  absl::StatusOr<v1::HeadContactReply> contact = options_.head_contact();
+  if (!contact.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(contact.status().message()));
+  *reply = std::move(*contact);
   return grpc::Status::OK;
 }
 

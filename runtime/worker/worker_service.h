@@ -23,7 +23,7 @@ struct WorkerServiceOptions {
   std::function<void(const v1::ActorExitInfo&)> on_exit;
   // Answers HeadContact (another worker asking whether this one reaches the head); unset:
   // UNIMPLEMENTED.
-  std::function<v1::HeadContactReply()> head_contact;
+  std::function<absl::StatusOr<v1::HeadContactReply>()> head_contact;
 };
 
 class WorkerServiceImpl final : public v1::WorkerService::Service {

@@ -143,6 +143,12 @@ class PartitionTest : public ::testing::Test {
     return -1;
   }
 
+  // Cuts the host of a new actor off from the head: from everything, or from the head alone
+  // (it still reaches its peers, which still reach the head); checks that no client, not even
+  // one beside the old incarnation, is answered by it once the new one is ALIVE elsewhere, and
+  // that after healing only the new one runs. `worker_log`: the cut-off worker's log.
+  void CutAndCheck(bool head_only, std::string* worker_log);
+
   // skyrl-call-probe on `host`, calling the actor's "pid".
   Subprocess StartProbe(int host, const std::string& actor_id, const std::string& log) {
     SpawnOptions o;
@@ -161,6 +167,18 @@ class PartitionTest : public ::testing::Test {
 };
 
 TEST_F(PartitionTest, AWorkerCutOffFromTheHeadStopsItsActorsBeforeTheyRestartElsewhere) {
+  std::string log;
+  CutAndCheck(/*head_only=*/false, &log);
+  EXPECT_NE(log.find("no peer can be asked"), std::string::npos) << log;
+}
+
+TEST_F(PartitionTest, AWorkerThatLostOnlyTheHeadFencesOnItsPeersWord) {
+  std::string log;
+  CutAndCheck(/*head_only=*/true, &log);
+  EXPECT_NE(log.find("reaches it"), std::string::npos) << log;
+}
+
+void PartitionTest::CutAndCheck(bool head_only, std::string* worker_log) {
   ActorOptions o;
   o.resources = {{"CPU", 1}};
   o.max_restarts = -1;
@@ -180,7 +198,7 @@ TEST_F(PartitionTest, AWorkerCutOffFromTheHeadStopsItsActorsBeforeTheyRestartEls
   ASSERT_FALSE(ProbeAnswers(probe_log).empty()) << "the probe never answered";
 
   const absl::Time cut = absl::Now();
-  ASSERT_TRUE(lab_->Cut(host).ok());
+  EXPECT_TRUE((head_only ? lab_->CutBetween(host, 0) : lab_->Cut(host)).ok());
   // The head declares the node dead and restarts the actor on another host; this process
   // (a fifth host) watches for the new incarnation.
   absl::Time alive_elsewhere = absl::InfiniteFuture(), answered_elsewhere = absl::InfiniteFuture();
@@ -207,7 +225,7 @@ TEST_F(PartitionTest, AWorkerCutOffFromTheHeadStopsItsActorsBeforeTheyRestartEls
   EXPECT_GE(alive_elsewhere - cut, kDeathThreshold - absl::Milliseconds(kHeartbeatMs))
       << "restarted before the death threshold";
   absl::SleepFor(absl::Seconds(1));
-  ASSERT_TRUE(lab_->Heal(host).ok());
+  EXPECT_TRUE((head_only ? lab_->HealBetween(host, 0) : lab_->Heal(host)).ok());
   probe.Signal(SIGTERM).IgnoreError();
   probe.Wait();
 
@@ -229,6 +247,7 @@ TEST_F(PartitionTest, AWorkerCutOffFromTheHeadStopsItsActorsBeforeTheyRestartEls
               (long long)absl::ToInt64Milliseconds(alive_elsewhere - cut),
               (long long)absl::ToInt64Milliseconds(answered_elsewhere - cut));
   std::string log = Slurp(WorkerLog(host));
+  *worker_log = log;
   EXPECT_NE(log.find("fenced 1 actor(s)"), std::string::npos) << log;
 
   // Healed: the node is back, and only the new incarnation runs anywhere.

@@ -152,6 +152,18 @@ absl::Status NetnsLab::Heal(int host) {
   return RunCommand({"ip", "-n", bridge_, "link", "set", absl::StrCat(link_tag_, "b", host), "up"});
 }
 
+absl::Status NetnsLab::CutBetween(int a, int b) {
+  if (absl::Status s = RunCommand({"ip", "-n", hosts_.at(a), "route", "add", "blackhole", Address(b) + "/32"}); !s.ok())
+    return s;
+  return RunCommand({"ip", "-n", hosts_.at(b), "route", "add", "blackhole", Address(a) + "/32"});
+}
+
+absl::Status NetnsLab::HealBetween(int a, int b) {
+  if (absl::Status s = RunCommand({"ip", "-n", hosts_.at(a), "route", "del", "blackhole", Address(b) + "/32"}); !s.ok())
+    return s;
+  return RunCommand({"ip", "-n", hosts_.at(b), "route", "del", "blackhole", Address(a) + "/32"});
+}
+
 void NetnsLab::Remove() {
   // Deleting a namespace destroys the veth ends in it, and with them their peers.
   for (const std::string& ns : hosts_) RunCommand({"ip", "netns", "del", ns}).IgnoreError();

@@ -36,6 +36,9 @@ class NetnsLab {
   // Takes host's link to the bridge down (nothing in or out) or up again.
   absl::Status Cut(int host);
   absl::Status Heal(int host);
+  // Drops every packet between two hosts only (a blackhole route on each side), or stops.
+  absl::Status CutBetween(int a, int b);
+  absl::Status HealBetween(int a, int b);
 
  private:
   NetnsLab() = default;

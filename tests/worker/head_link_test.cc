@@ -36,7 +36,13 @@ class FakeHead final : public HeadApi {
     }
     return r;
   }
+  void Reconnect() override {
+    ++reconnects;
+    if (fresh_connection_works) down = absl::OkStatus();
+  }
   absl::Status down;  // what every call answers while not OK
+  bool fresh_connection_works = false;  // Reconnect() ends `down` (a connection in backoff)
+  int reconnects = 0;
   bool forget = false, was_dead = false;
   int misses = 4;     // dead after 2 s; fencing after 1 s
   std::vector<std::string> peers = {"peer-a:1", "peer-b:1"};
@@ -48,33 +54,32 @@ class FakeHead final : public HeadApi {
 
 class FakePeers final : public PeerApi {
  public:
-  explicit FakePeers(const Clock& clock) : clock_(clock) {}
   absl::StatusOr<v1::HeadContactReply> HeadContact(const std::string& address, absl::Duration timeout) override {
     absl::MutexLock lock(&mu);  // asked from several threads at once
     ++asked;
     last_timeout = timeout;
-    auto it = contact.find(address);
-    if (it == contact.end()) return absl::UnavailableError("connection refused");
+    auto it = reaches.find(address);
+    if (it == reaches.end()) return absl::UnavailableError("connection refused");
     v1::HeadContactReply r;
-    r.set_since_head_contact_ms(absl::ToInt64Milliseconds(clock_.Now() - it->second));
+    r.set_reaches_head(it->second);
     return r;
   }
   absl::Mutex mu;
-  std::map<std::string, absl::Time> contact;  // when each peer last reached the head; absent: unreachable
+  std::map<std::string, bool> reaches;  // whether each peer reaches the head; absent: unreachable
   int asked = 0;
   absl::Duration last_timeout;
-
- private:
-  const Clock& clock_;
 };
 
 class FakeActors final : public LocalActors {
  public:
   std::vector<ActorId> Running() const override { return running; }
   void Stop(const std::vector<ActorId>& ids) override { stopped.insert(stopped.end(), ids.begin(), ids.end()); }
+  // Records the fences that killed something (calls with nothing running kill nothing).
   int Fence(const std::string& reason) override {
-    fences.push_back(reason);
-    return int(running.size());
+    int killed = int(running.size());
+    if (killed > 0) fences.push_back(reason);
+    running.clear();
+    return killed;
   }
   std::vector<ActorId> running = {ActorId::Random()};
   std::vector<ActorId> stopped;
@@ -88,7 +93,8 @@ class HeadLinkTest : public ::testing::Test {
     (*node_.mutable_resources_total())["CPU"] = 4;
   }
   HeadLink& Link() {
-    if (!link_) link_.emplace(node_, head_, peers_, actors_, clock_, HeadLinkOptions{"head:7420", absl::Seconds(300)});
+    if (!link_)
+      link_.emplace(node_, head_, probe_, peers_, actors_, clock_, HeadLinkOptions{"head:7420", absl::Seconds(300)});
     return *link_;
   }
   // Registers, then one heartbeat (which brings the peer list).
@@ -97,8 +103,8 @@ class HeadLinkTest : public ::testing::Test {
     EXPECT_FALSE(Link().Round().exit_code);
     ASSERT_EQ(Link().node_id(), "node-000000000000000000000007");
   }
-  // Rounds every `step` with the head down, for `d`.
-  void Down(absl::Duration d, absl::Duration step = absl::Milliseconds(500)) {
+  // Rounds every `step` (the round's wait while the head is away) with the head down, for `d`.
+  void Down(absl::Duration d, absl::Duration step = absl::Milliseconds(200)) {
     head_.down = absl::UnavailableError("connection refused");
     for (absl::Duration t; t < d; t += step) {
       clock_.Advance(step);
@@ -107,9 +113,9 @@ class HeadLinkTest : public ::testing::Test {
   }
 
   v1::NodeInfo node_;
-  FakeHead head_;
+  FakeHead head_, probe_;  // the Round thread's connection, and the one that answers peers
   FakeClock clock_;
-  FakePeers peers_{clock_};
+  FakePeers peers_;
   FakeActors actors_;
   std::optional<HeadLink> link_;
 };
@@ -146,7 +152,7 @@ TEST_F(HeadLinkTest, ARefusedNodeExitsAndAnUnreachableHeadEndsTheWorkerAfterTheR
   head_.down = absl::UnauthenticatedError("bad token");
   EXPECT_EQ(Link().Round().exit_code, 2);
 
-  HeadLink patient(node_, head_, peers_, actors_, clock_, HeadLinkOptions{"head:7420", absl::Seconds(300)});
+  HeadLink patient(node_, head_, probe_, peers_, actors_, clock_, HeadLinkOptions{"head:7420", absl::Seconds(300)});
   head_.down = absl::UnavailableError("connection refused");
   clock_.Advance(absl::Seconds(299));
   EXPECT_FALSE(patient.Round().exit_code);
@@ -154,58 +160,87 @@ TEST_F(HeadLinkTest, ARefusedNodeExitsAndAnUnreachableHeadEndsTheWorkerAfterTheR
   EXPECT_EQ(patient.Round().exit_code, 1);
 }
 
-TEST_F(HeadLinkTest, NoFencingBeforeHalfTheDeathThreshold) {
+TEST_F(HeadLinkTest, NoQuestionsBeforeFourTenthsOfTheDeathThreshold) {
   Connect();
-  const absl::Time t0 = clock_.Now();
-  Down(absl::Seconds(1));  // exactly half of 2 s
-  peers_.contact = {{"peer-a:1", t0 + absl::Seconds(1)}, {"peer-b:1", t0 + absl::Seconds(1)}};
+  peers_.reaches = {{"peer-a:1", true}, {"peer-b:1", true}};
+  Down(absl::Milliseconds(800));  // exactly 0.4 of 2 s
   EXPECT_EQ(peers_.asked, 0);
   EXPECT_TRUE(actors_.fences.empty());
 }
 
-TEST_F(HeadLinkTest, FencesWhenAPeerStillReachesTheHead) {
+TEST_F(HeadLinkTest, FencesWhenAPeerReachesTheHead) {
   Connect();
-  const absl::Time t0 = clock_.Now();
-  // peer-a lost the head with this node; peer-b still reaches it (every 500 ms).
-  peers_.contact = {{"peer-a:1", t0}, {"peer-b:1", t0 + absl::Milliseconds(1000)}};
-  Down(absl::Milliseconds(1500));
+  peers_.reaches = {{"peer-a:1", false}, {"peer-b:1", true}};
+  Down(absl::Seconds(1));
   ASSERT_EQ(actors_.fences.size(), 1u);
-  EXPECT_NE(actors_.fences[0].find("peer peer-b:1 reached it 500 ms ago"), std::string::npos) << actors_.fences[0];
+  EXPECT_NE(actors_.fences[0].find("peer peer-b:1 reaches it"), std::string::npos) << actors_.fences[0];
   EXPECT_NE(actors_.fences[0].find("node-000000000000000000000007"), std::string::npos);
-  EXPECT_TRUE(Link().Contact().fenced());
-  EXPECT_EQ(peers_.last_timeout, absl::Milliseconds(200)) << "peers are asked within a tenth of the threshold";
-  EXPECT_EQ(head_.last_timeout, absl::Milliseconds(200)) << "and so is the head";
+  EXPECT_TRUE(Link().fenced());
+  EXPECT_EQ(head_.reconnects, 1) << "the head was tried once more on a fresh connection first";
+  EXPECT_EQ(head_.last_timeout, absl::Milliseconds(200)) << "requests to the head take at most T/10";
+  EXPECT_EQ(peers_.last_timeout, absl::Milliseconds(400)) << "a peer's answer (its own heartbeat) at most T/5";
   Down(absl::Seconds(5));
-  EXPECT_EQ(actors_.fences.size(), 1u) << "fenced once per outage";
+  EXPECT_EQ(actors_.fences.size(), 1u) << "nothing more to fence";
+  actors_.running.push_back(ActorId::Random());  // a start that was on its way
+  Down(absl::Milliseconds(200));
+  EXPECT_EQ(actors_.fences.size(), 2u) << "an actor started while fenced is fenced too";
   head_.down = absl::OkStatus();
   Link().Round();
-  EXPECT_FALSE(Link().Contact().fenced()) << "the head answers again";
+  EXPECT_FALSE(Link().fenced()) << "the head answers again";
 }
 
-TEST_F(HeadLinkTest, KeepsItsActorsWhileEveryPeerHasLostTheHeadTooAndFencesWhenOneIsBack) {
+TEST_F(HeadLinkTest, APeersWordIsCheckedOnAFreshConnectionBeforeFencing) {
   Connect();
-  const absl::Time t0 = clock_.Now();
-  // Both peers lost the head with this node, out of phase (their last answers came a little
-  // after this node's).
-  peers_.contact = {{"peer-a:1", t0 + absl::Milliseconds(500)}, {"peer-b:1", t0 + absl::Milliseconds(300)}};
+  // The head restarted; peer-b is back with it, this node's connection is still in backoff.
+  head_.fresh_connection_works = true;
+  peers_.reaches = {{"peer-a:1", false}, {"peer-b:1", true}};
+  Down(absl::Seconds(1));
+  EXPECT_TRUE(actors_.fences.empty()) << "the head answers on a fresh connection";
+  EXPECT_EQ(head_.reconnects, 1);
+  EXPECT_FALSE(Link().fenced());
+}
+
+TEST_F(HeadLinkTest, WithoutTheHeadRoundsComeEveryTenthOfTheThreshold) {
+  Connect();
+  head_.down = absl::UnavailableError("connection refused");
+  EXPECT_EQ(Link().Round().wait, absl::Milliseconds(200)) << "not the 500 ms period: the fencing decision must "
+                                                             "not slip past the threshold";
+}
+
+TEST_F(HeadLinkTest, KeepsItsActorsWhileNoPeerReachesTheHeadAndFencesWhenOneDoes) {
+  Connect();
+  peers_.reaches = {{"peer-a:1", false}, {"peer-b:1", false}};
   Down(absl::Seconds(3));
   EXPECT_GT(peers_.asked, 0);
   EXPECT_TRUE(actors_.fences.empty()) << "the head is cut off from everyone: it declares nobody dead";
-  peers_.contact["peer-a:1"] = clock_.Now();  // peer-a reaches the head again; this node does not
-  Down(absl::Milliseconds(500));
+  peers_.reaches["peer-a:1"] = true;  // peer-a reaches the head again; this node does not
+  Down(absl::Milliseconds(200));
   ASSERT_EQ(actors_.fences.size(), 1u);
   EXPECT_NE(actors_.fences[0].find("peer-a:1"), std::string::npos) << actors_.fences[0];
 }
 
 TEST_F(HeadLinkTest, FencesWhenNoPeerCanBeAskedAndIgnoresDeadPeersOtherwise) {
   Connect();
-  peers_.contact = {{"peer-a:1", clock_.Now()}};  // peer-b is unreachable (dead, or cut off)
+  peers_.reaches = {{"peer-a:1", false}};  // peer-b is unreachable (dead, or cut off)
   Down(absl::Seconds(3));
   EXPECT_TRUE(actors_.fences.empty()) << "one peer answers, cut off from the head too";
-  peers_.contact.clear();
-  Down(absl::Milliseconds(500));
+  peers_.reaches.clear();
+  Down(absl::Milliseconds(200));
   ASSERT_EQ(actors_.fences.size(), 1u) << "cut off from everything";
   EXPECT_NE(actors_.fences[0].find("no peer can be asked"), std::string::npos) << actors_.fences[0];
+}
+
+TEST_F(HeadLinkTest, AskedByAPeerItSendsTheHeadAHeartbeatThereAndThen) {
+  EXPECT_FALSE(Link().Contact().reaches_head()) << "not registered yet";
+  Connect();
+  const int before = probe_.heartbeats;
+  EXPECT_TRUE(Link().Contact().reaches_head());
+  EXPECT_EQ(probe_.heartbeats, before + 1) << "on its own connection, not the Round thread's";
+  probe_.down = absl::UnavailableError("connection refused");
+  clock_.Advance(absl::Milliseconds(300));
+  v1::HeadContactReply r = Link().Contact();
+  EXPECT_FALSE(r.reaches_head());
+  EXPECT_EQ(r.since_head_contact_ms(), 300);
 }
 
 TEST_F(HeadLinkTest, ALoneNodeOrAHeadWithoutTheGuardNeverFences) {
@@ -218,7 +253,7 @@ TEST_F(HeadLinkTest, ALoneNodeOrAHeadWithoutTheGuardNeverFences) {
   head_.down = absl::OkStatus();
   head_.misses = 0;  // a head that predates fencing
   head_.peers = {"peer-a:1"};
-  HeadLink old(node_, head_, peers_, actors_, clock_, HeadLinkOptions{"head:7420", absl::ZeroDuration()});
+  HeadLink old(node_, head_, probe_, peers_, actors_, clock_, HeadLinkOptions{"head:7420", absl::ZeroDuration()});
   old.Round();
   old.Round();
   Down(absl::Seconds(60));
