@@ -38,26 +38,33 @@ class FakeWorkers final : public WorkerClient {
   absl::Status KillActor(const std::string&, const std::string&) override { return absl::OkStatus(); }
 };
 
-TEST(ClientCreateActorsTest, EachItemIsCreatedOrExplainedOnItsOwn) {
+// The head's managers on a memory store with one node (CPU=8, `gpus` devices), workers faked.
+struct InProcessHead {
+  explicit InProcessHead(int gpus = 0) {
+    nodes.SetListener(&listener);
+    v1::NodeInfo node;
+    node.set_address("127.0.0.1:1");
+    (*node.mutable_resources_total())["CPU"] = 8;
+    if (gpus > 0) (*node.mutable_resources_total())["GPU"] = gpus;
+    for (int i = 0; i < gpus; ++i) node.add_gpu_ids(i);
+    registered = nodes.Register(node).ok();
+  }
   store::MemoryStore store;
   FakeClock clock;
   FakeWorkers workers;
-  NodeManager nodes(store, clock, {absl::Seconds(1), 5});
+  NodeManager nodes{store, clock, {absl::Seconds(1), 5}};
   ResourceTracker tracker;
-  ActorManager actors(store, nodes, tracker, workers, clock);
-  PlacementGroupManager groups(store, tracker, actors, clock);
-  SchedulingNodeListener listener(tracker, actors, groups);
-  nodes.SetListener(&listener);
-  v1::NodeInfo node;
-  node.set_address("127.0.0.1:1");
-  (*node.mutable_resources_total())["CPU"] = 8;
-  (*node.mutable_resources_total())["GPU"] = 2;
-  node.add_gpu_ids(0);
-  node.add_gpu_ids(1);
-  ASSERT_TRUE(nodes.Register(node).ok());
+  ActorManager actors{store, nodes, tracker, workers, clock};
+  PlacementGroupManager groups{store, tracker, actors, clock};
+  SchedulingNodeListener listener{tracker, actors, groups};
+  bool registered = false;
+};
 
+TEST(ClientCreateActorsTest, EachItemIsCreatedOrExplainedOnItsOwn) {
+  InProcessHead h(/*gpus=*/2);
+  ASSERT_TRUE(h.registered);
   rpc::TokenAuth auth(kToken);
-  ActorDirectoryImpl service(actors, auth);
+  ActorDirectoryImpl service(h.actors, auth);
   testing::LoopbackServer loopback = testing::StartLoopbackServer({&service});
   ASSERT_TRUE(loopback.server && loopback.port > 0);
 
@@ -95,11 +102,11 @@ TEST(ClientCreateActorsTest, EachItemIsCreatedOrExplainedOnItsOwn) {
   absl::StatusOr<std::unique_ptr<Client>> stranger =
       Client::Connect(loopback.address(), "not-the-cluster-token-0123456789");
   ASSERT_TRUE(stranger.ok());
-  size_t before = actors.List().size();
+  size_t before = h.actors.List().size();
   std::vector<absl::StatusOr<ActorHandle>> refused = (*stranger)->CreateActors({{"echo", opts(0)}, {"echo", opts(0)}});
   ASSERT_EQ(refused.size(), 2u);
   for (const auto& x : refused) EXPECT_TRUE(absl::IsUnauthenticated(x.status())) << x.status();
-  EXPECT_EQ(actors.List().size(), before);
+  EXPECT_EQ(h.actors.List().size(), before);
   EXPECT_TRUE((*client)->CreateActors({}).empty());
   loopback.server->Shutdown();
 }
@@ -139,25 +146,14 @@ using CallFuture = std::future<absl::StatusOr<std::string>>;
 bool Settled(CallFuture& f) { return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
 
 TEST(ClientCallDeadlineTest, EachStreamedCallFailsAtItsOwnDeadlineAndTheOthersGoOn) {
-  store::MemoryStore store;
-  FakeClock clock;
-  FakeWorkers workers;
-  NodeManager nodes(store, clock, {absl::Seconds(1), 5});
-  ResourceTracker tracker;
-  ActorManager actors(store, nodes, tracker, workers, clock);
-  PlacementGroupManager groups(store, tracker, actors, clock);
-  SchedulingNodeListener listener(tracker, actors, groups);
-  nodes.SetListener(&listener);
-  v1::NodeInfo node;
-  node.set_address("127.0.0.1:1");
-  (*node.mutable_resources_total())["CPU"] = 8;
-  ASSERT_TRUE(nodes.Register(node).ok());
+  InProcessHead h;
+  ASSERT_TRUE(h.registered);
   HoldingActor holding;
   testing::LoopbackServer actor_server = testing::StartLoopbackServer({&holding});
   ASSERT_TRUE(actor_server.server && actor_server.port > 0);
-  workers.actor_address = actor_server.address();
+  h.workers.actor_address = actor_server.address();
   rpc::TokenAuth auth(kToken);
-  ActorDirectoryImpl service(actors, auth);
+  ActorDirectoryImpl service(h.actors, auth);
   testing::LoopbackServer head = testing::StartLoopbackServer({&service});
   ASSERT_TRUE(head.server && head.port > 0);
 
@@ -210,24 +206,13 @@ TEST(ClientCallDeadlineTest, EachStreamedCallFailsAtItsOwnDeadlineAndTheOthersGo
 // Here thousands of such streams are opened; the client must then fail every call and be
 // destroyed promptly.
 TEST(ClientStreamTest, StreamsThatEndAtOnceLeaveNothingBehind) {
-  store::MemoryStore store;
-  FakeClock clock;
-  FakeWorkers workers;
-  NodeManager nodes(store, clock, {absl::Seconds(1), 5});
-  ResourceTracker tracker;
-  ActorManager actors(store, nodes, tracker, workers, clock);
-  PlacementGroupManager groups(store, tracker, actors, clock);
-  SchedulingNodeListener listener(tracker, actors, groups);
-  nodes.SetListener(&listener);
-  v1::NodeInfo node;
-  node.set_address("127.0.0.1:1");
-  (*node.mutable_resources_total())["CPU"] = 8;
-  ASSERT_TRUE(nodes.Register(node).ok());
+  InProcessHead h;
+  ASSERT_TRUE(h.registered);
   absl::StatusOr<int> closed = PickFreePort();  // nothing listens there
   ASSERT_TRUE(closed.ok());
-  workers.actor_address = absl::StrCat("127.0.0.1:", *closed);
+  h.workers.actor_address = absl::StrCat("127.0.0.1:", *closed);
   rpc::TokenAuth auth(kToken);
-  ActorDirectoryImpl service(actors, auth);
+  ActorDirectoryImpl service(h.actors, auth);
   testing::LoopbackServer head = testing::StartLoopbackServer({&service});
   ASSERT_TRUE(head.server && head.port > 0);
 

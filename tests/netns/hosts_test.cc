@@ -143,6 +143,15 @@ class PartitionTest : public ::testing::Test {
     return -1;
   }
 
+  // An echo actor (CPU=1, restarts forever), where it runs and which process answers it.
+  struct Echo {
+    ActorHandle actor;
+    v1::ActorInfo info;
+    int host = -1;
+    std::string pid;
+  };
+  void StartEcho(Echo* echo);
+
   // Cuts the host of a new actor off from the head: from everything, or from the head alone
   // (it still reaches its peers, which still reach the head); checks that no client, not even
   // one beside the old incarnation, is answered by it once the new one is ALIVE elsewhere, and
@@ -178,18 +187,30 @@ TEST_F(PartitionTest, AWorkerThatLostOnlyTheHeadFencesOnItsPeersWord) {
   EXPECT_NE(log.find("reaches it"), std::string::npos) << log;
 }
 
-void PartitionTest::CutAndCheck(bool head_only, std::string* worker_log) {
+void PartitionTest::StartEcho(Echo* echo) {
   ActorOptions o;
   o.resources = {{"CPU", 1}};
   o.max_restarts = -1;
   absl::StatusOr<ActorHandle> actor = client_->CreateActor("echo", o);
   ASSERT_TRUE(actor.ok()) << actor.status();
-  absl::StatusOr<v1::ActorInfo> before = client_->Describe(*actor);
-  ASSERT_TRUE(before.ok()) << before.status();
-  const int host = HostOf(*before);
-  ASSERT_GE(host, 1) << before->address();
-  absl::StatusOr<std::string> old_pid = client_->Call(*actor, "pid", "");
-  ASSERT_TRUE(old_pid.ok()) << old_pid.status();
+  echo->actor = *actor;
+  absl::StatusOr<v1::ActorInfo> info = client_->Describe(*actor);
+  ASSERT_TRUE(info.ok()) << info.status();
+  echo->info = *info;
+  echo->host = HostOf(*info);
+  ASSERT_GE(echo->host, 1) << info->address();
+  absl::StatusOr<std::string> pid = client_->Call(*actor, "pid", "");
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  echo->pid = *pid;
+}
+
+void PartitionTest::CutAndCheck(bool head_only, std::string* worker_log) {
+  Echo echo;
+  ASSERT_NO_FATAL_FAILURE(StartEcho(&echo));
+  const std::optional<ActorHandle> actor = echo.actor;
+  const std::optional<v1::ActorInfo> before = echo.info;
+  const int host = echo.host;
+  const std::optional<std::string> old_pid = echo.pid;
 
   // A client beside the old incarnation, on the host about to be cut off: it can still reach it.
   const std::string probe_log = dir_ + "/probe.log";
@@ -266,17 +287,12 @@ void PartitionTest::CutAndCheck(bool head_only, std::string* worker_log) {
 }
 
 TEST_F(PartitionTest, AHeadCutOffFromEveryWorkerLosesNoActor) {
-  ActorOptions o;
-  o.resources = {{"CPU", 1}};
-  o.max_restarts = -1;
-  absl::StatusOr<ActorHandle> actor = client_->CreateActor("echo", o);
-  ASSERT_TRUE(actor.ok()) << actor.status();
-  absl::StatusOr<v1::ActorInfo> before = client_->Describe(*actor);
-  ASSERT_TRUE(before.ok()) << before.status();
-  const int host = HostOf(*before);
-  ASSERT_GE(host, 1);
-  absl::StatusOr<std::string> pid = client_->Call(*actor, "pid", "");
-  ASSERT_TRUE(pid.ok()) << pid.status();
+  Echo echo;
+  ASSERT_NO_FATAL_FAILURE(StartEcho(&echo));
+  const std::optional<ActorHandle> actor = echo.actor;
+  const std::optional<v1::ActorInfo> before = echo.info;
+  const int host = echo.host;
+  const std::optional<std::string> pid = echo.pid;
   // A caller on another worker's host, which keeps reaching the actor while the head is away.
   const int caller = host % 3 + 1;
   const std::string probe_log = dir_ + "/probe.log";

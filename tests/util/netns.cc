@@ -22,18 +22,25 @@ std::string Slurp(const std::string& path) {
   return s.str();
 }
 
-// Output of a command that succeeded; empty otherwise.
-std::string Output(const std::vector<std::string>& argv) {
+// Runs a command to the end, its output (stdout and stderr) in *out.
+absl::StatusOr<ExitInfo> Run(const std::vector<std::string>& argv, std::string* out) {
   std::string dir = MakeTempDir("netns-cmd");
   SpawnOptions o;
   o.argv = argv;
   o.log_path = dir + "/out";
   absl::StatusOr<Subprocess> p = Subprocess::Start(o);
-  std::string out;
-  if (p.ok() && p->Wait().ok()) out = Slurp(o.log_path);
+  absl::StatusOr<ExitInfo> exit = p.ok() ? absl::StatusOr<ExitInfo>(p->Wait()) : p.status();
+  *out = Slurp(o.log_path);
   std::remove(o.log_path.c_str());
   rmdir(dir.c_str());
-  return out;
+  return exit;
+}
+
+// Output of a command that succeeded; empty otherwise.
+std::string Output(const std::vector<std::string>& argv) {
+  std::string out;
+  absl::StatusOr<ExitInfo> exit = Run(argv, &out);
+  return exit.ok() && exit->ok() ? out : "";
 }
 
 // Namespaces of labs whose process is gone ("skyrl-<pid>-<n>-..."): what a killed test left.
@@ -50,20 +57,11 @@ void RemoveStale() {
 }  // namespace
 
 absl::Status RunCommand(const std::vector<std::string>& argv) {
-  std::string dir = MakeTempDir("netns-cmd");
-  SpawnOptions o;
-  o.argv = argv;
-  o.log_path = dir + "/out";
-  absl::StatusOr<Subprocess> p = Subprocess::Start(o);
-  absl::Status s = p.status();
-  if (s.ok()) {
-    ExitInfo e = p->Wait();
-    if (!e.ok())
-      s = absl::InternalError(absl::StrCat(absl::StrJoin(argv, " "), ": ", e.Describe(), ": ", Slurp(o.log_path)));
-  }
-  std::remove(o.log_path.c_str());
-  rmdir(dir.c_str());
-  return s;
+  std::string out;
+  absl::StatusOr<ExitInfo> exit = Run(argv, &out);
+  if (!exit.ok()) return exit.status();
+  if (!exit->ok()) return absl::InternalError(absl::StrCat(absl::StrJoin(argv, " "), ": ", exit->Describe(), ": ", out));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<NetnsLab>> NetnsLab::Create(int hosts) {
