@@ -81,8 +81,13 @@ absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead) 
   {
     absl::MutexLock lock(&mu_);
     auto known = nodes_.find(id);
-    if (was_dead) *was_dead = known != nodes_.end() && known->second.state() == v1::NODE_DEAD;
+    // Also when a registration since the death was made but not yet followed by a heartbeat:
+    // its reply (with was_dead) may have been lost, and the worker is asking again.
+    const bool dead = (known != nodes_.end() && known->second.state() == v1::NODE_DEAD) ||
+                      unacknowledged_deaths_.contains(id);
+    if (was_dead) *was_dead = dead;
     if (absl::Status s = Persist(info); !s.ok()) return s;
+    if (dead) unacknowledged_deaths_.insert(id);
     spdlog::info("node {} registered: {} resources {}", id.ToString(), info.hostname(),
                  ResourceSet::FromMap({info.resources_total().begin(), info.resources_total().end()})
                      ->ToString());
@@ -100,6 +105,8 @@ absl::Status NodeManager::Heartbeat(const NodeId& id, uint64_t known_peers_versi
                                             it == nodes_.end() ? " is unknown" : " is dead",
                                             ": register again"));
   it->second.set_last_heartbeat_unix_ms(absl::ToUnixMillis(clock_.Now()));
+  // A heartbeat follows a registration whose reply the worker got: it knows of the death.
+  unacknowledged_deaths_.erase(id);
   if (peers != nullptr) {
     peers->version = peers_version_;
     peers->changed = known_peers_version != peers_version_;

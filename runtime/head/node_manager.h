@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/common/clock.h"
@@ -72,7 +73,8 @@ class NodeManager {
   // REQUIRES: called before the manager is shared; `listener` outlives it.
   void SetListener(NodeListener* listener) { listener_ = listener; }
   // Validates `info` (resources, labels, GPU ids) and records the node ALIVE. `was_dead`
-  // (optional) says whether the head had declared this node id DEAD.
+  // (optional) says whether the head had declared this node id DEAD (and has not heard a
+  // heartbeat from it since it registered again).
   absl::StatusOr<NodeId> Register(v1::NodeInfo info, bool* was_dead = nullptr);
   // NotFound for an unknown or dead node. With `peers`, also the other ALIVE nodes'
   // addresses when their list changed since `known_peers_version`.
@@ -101,6 +103,9 @@ class NodeManager {
   absl::flat_hash_map<NodeId, v1::NodeInfo> nodes_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Time> last_check_ ABSL_GUARDED_BY(mu_);
   bool isolated_ ABSL_GUARDED_BY(mu_) = false;  // the isolation guard holds
+  // Nodes registered again after being declared dead that have not heartbeated since: a
+  // repeated registration still answers was_dead (the first reply may have been lost).
+  absl::flat_hash_set<NodeId> unacknowledged_deaths_ ABSL_GUARDED_BY(mu_);
   // Changes whenever the set of ALIVE nodes or an address does (PeerList::version).
   uint64_t peers_version_ ABSL_GUARDED_BY(mu_) = 1;
 };

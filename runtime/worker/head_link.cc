@@ -94,9 +94,16 @@ HeadLink::Step HeadLink::Round() {
   if (!registered) {
     v1::RegisterNodeRequest req;
     *req.mutable_node() = node_;
-    // The actors from before this registration: those to stop if the head declared the node
-    // dead (it restarted them elsewhere). Actors it starts after answering are not among them.
-    std::vector<ActorId> before = actors_.Running();
+    // The actors from before: those to stop if the head declared the node dead (it restarted
+    // them elsewhere). Taken when the head said it did not know the node, and kept until a
+    // registration succeeds: one the head made but whose reply was lost may have let it start
+    // new actors here, and a repeated one must not stop those.
+    std::vector<ActorId> before;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!stale_) stale_ = actors_.Running();
+      before = *stale_;
+    }
     absl::StatusOr<v1::RegisterNodeReply> reply = head_.RegisterNode(req, timeout);
     if (!reply.ok()) {
       spdlog::warn("cannot register with head {}: {}", options_.head_address, reply.status().message());
@@ -113,6 +120,7 @@ HeadLink::Step HeadLink::Round() {
     }
     node_.set_node_id(reply->node_id());
     absl::MutexLock lock(&mu_);
+    stale_.reset();
     node_id_ = reply->node_id();
     registered_ = true;
     if (reply->heartbeat_period_ms() > 0) period_ = absl::Milliseconds(reply->heartbeat_period_ms());
@@ -149,6 +157,7 @@ HeadLink::Step HeadLink::Round() {
     if (absl::IsNotFound(reply.status())) {
       spdlog::warn("head does not know this node ({}); registering again", reply.status().message());
       registered_ = false;
+      stale_ = actors_.Running();
       return {absl::ZeroDuration()};
     }
     return {period_};

@@ -143,6 +143,8 @@ class HeadLink {
   std::optional<absl::Time> last_answer_ ABSL_GUARDED_BY(mu_);  // when that answer came
   std::vector<std::string> peers_ ABSL_GUARDED_BY(mu_);
   uint64_t peers_version_ ABSL_GUARDED_BY(mu_) = 0;
+  // Actors running when the head last said it did not know the node (see Round).
+  std::optional<std::vector<ActorId>> stale_ ABSL_GUARDED_BY(mu_);
   bool fenced_ ABSL_GUARDED_BY(mu_) = false;
   std::string fence_reason_ ABSL_GUARDED_BY(mu_);
   bool cleared_ ABSL_GUARDED_BY(mu_) = false;  // peers asked this outage: all cut off too

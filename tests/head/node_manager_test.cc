@@ -111,8 +111,10 @@ TEST(NodeManagerStallTest, AHeadThatStalledGivesNodesAFreshWindow) {
   ASSERT_TRUE(nodes.Register(nodes.List()[0], &was_dead).ok());
   EXPECT_TRUE(was_dead) << "re-registration after death is reported";
   ASSERT_TRUE(nodes.Register(nodes.List()[0], &was_dead).ok());
+  EXPECT_TRUE(was_dead) << "again, while no heartbeat says the worker got the first reply";
+  ASSERT_TRUE(nodes.Heartbeat(id).ok());
+  ASSERT_TRUE(nodes.Register(nodes.List()[0], &was_dead).ok());
   EXPECT_FALSE(was_dead);
-  (void)id;
 }
 
 // With the guard (the default), a node is declared dead only while another is heard.

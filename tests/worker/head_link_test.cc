@@ -148,6 +148,21 @@ TEST_F(HeadLinkTest, ANodeTheHeadDeclaredDeadRegistersAgainAndStopsItsActorsFrom
   EXPECT_TRUE(actors_.fences.empty());
 }
 
+TEST_F(HeadLinkTest, ARegistrationRetriedAfterALostReplyStopsOnlyTheActorsFromBefore) {
+  Connect();
+  const std::vector<ActorId> old_actors = actors_.running;
+  head_.forget = true;
+  Link().Round();  // NotFound: the head declared the node dead
+  head_.down = absl::DeadlineExceededError("the reply was lost");
+  Link().Round();  // the head registered the node, the reply never came; it starts a new actor here
+  actors_.running.push_back(ActorId::Random());
+  head_.down = absl::OkStatus();
+  head_.forget = false;
+  head_.was_dead = true;  // the head says so again (no heartbeat since)
+  Link().Round();
+  EXPECT_EQ(actors_.stopped, old_actors) << "the actor started after the head said it did not know the node stays";
+}
+
 TEST_F(HeadLinkTest, ARefusedNodeExitsAndAnUnreachableHeadEndsTheWorkerAfterTheRetryWindow) {
   head_.down = absl::UnauthenticatedError("bad token");
   EXPECT_EQ(Link().Round().exit_code, 2);
