@@ -39,13 +39,6 @@ constexpr int kHeartbeatMs = 200, kMisses = 10;
 constexpr absl::Duration kDeathThreshold = absl::Milliseconds(kHeartbeatMs * kMisses);
 constexpr int kHeadPort = 7420;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // One line of skyrl-call-probe's output.
 struct Answer {
   int64_t unix_ms = 0;
@@ -55,7 +48,7 @@ struct Answer {
 
 std::vector<Answer> ProbeAnswers(const std::string& log) {
   std::vector<Answer> out;
-  for (absl::string_view line : absl::StrSplit(Slurp(log), '\n')) {
+  for (absl::string_view line : absl::StrSplit(ReadFileOrEmpty(log), '\n')) {
     std::vector<std::string> w = absl::StrSplit(line, absl::MaxSplits(' ', 2));
     Answer a;
     if (w.size() < 3 || !absl::SimpleAtoi(w[0], &a.unix_ms)) continue;
@@ -267,7 +260,7 @@ void PartitionTest::CutAndCheck(bool head_only, std::string* worker_log) {
               (long long)absl::ToInt64Milliseconds(absl::FromUnixMillis(last_old) - cut),
               (long long)absl::ToInt64Milliseconds(alive_elsewhere - cut),
               (long long)absl::ToInt64Milliseconds(answered_elsewhere - cut));
-  std::string log = Slurp(WorkerLog(host));
+  std::string log = ReadFileOrEmpty(WorkerLog(host));
   *worker_log = log;
   EXPECT_NE(log.find("fenced 1 actor(s)"), std::string::npos) << log;
 
@@ -322,8 +315,8 @@ TEST_F(PartitionTest, AHeadCutOffFromEveryWorkerLosesNoActor) {
   EXPECT_EQ(after->state(), v1::ACTOR_ALIVE);
   EXPECT_EQ(after->restarts(), 0);
   EXPECT_EQ(after->address(), before->address());
-  for (int w = 1; w <= 3; ++w) EXPECT_EQ(Slurp(WorkerLog(w)).find("fenced"), std::string::npos) << "worker " << w;
-  EXPECT_NE(Slurp(dir_ + "/head.log").find("may be cut off"), std::string::npos);
+  for (int w = 1; w <= 3; ++w) EXPECT_EQ(ReadFileOrEmpty(WorkerLog(w)).find("fenced"), std::string::npos) << "worker " << w;
+  EXPECT_NE(ReadFileOrEmpty(dir_ + "/head.log").find("may be cut off"), std::string::npos);
   ASSERT_EQ(ActorProcessesWithHome(dir_)[actor->actor_id].size(), 1u);
 }
 
@@ -344,7 +337,7 @@ class HostsGrpoTest : public PartitionTest {
     EXPECT_TRUE(p.ok()) << p.status();
     std::optional<ExitInfo> e = p->WaitFor(absl::Minutes(3));
     *exit_code = e ? e->exit_code : -1;
-    return Slurp(o.log_path);
+    return ReadFileOrEmpty(o.log_path);
   }
 };
 
@@ -354,7 +347,7 @@ TEST_F(HostsGrpoTest, TheJobRunsAcrossHostsAndSyncsWeightsOverTcp) {
   EXPECT_EQ(code, 0) << status;
   EXPECT_NE(status.find("Nodes: 3 alive"), std::string::npos) << status;
 
-  std::string config = Slurp(std::string(SKYRL_SOURCE_DIR) + "/examples/grpo_copy_distributed.yaml");
+  std::string config = ReadFileOrEmpty(std::string(SKYRL_SOURCE_DIR) + "/examples/grpo_copy_distributed.yaml");
   ASSERT_FALSE(config.empty());
   std::ofstream(dir_ + "/grpo.yaml") << config;
   std::string out = Cli({"job", "submit", "--", BinDir() + "/skyrl-grpo", "--config", dir_ + "/grpo.yaml", "--steps",

@@ -15,13 +15,6 @@
 namespace skyrl::testing {
 namespace {
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Runs a command to the end, its output (stdout and stderr) in *out.
 absl::StatusOr<ExitInfo> Run(const std::vector<std::string>& argv, std::string* out) {
   std::string dir = MakeTempDir("netns-cmd");
@@ -30,7 +23,7 @@ absl::StatusOr<ExitInfo> Run(const std::vector<std::string>& argv, std::string* 
   o.log_path = dir + "/out";
   absl::StatusOr<Subprocess> p = Subprocess::Start(o);
   absl::StatusOr<ExitInfo> exit = p.ok() ? absl::StatusOr<ExitInfo>(p->Wait()) : p.status();
-  *out = Slurp(o.log_path);
+  *out = ReadFileOrEmpty(o.log_path);
   std::remove(o.log_path.c_str());
   rmdir(dir.c_str());
   return exit;

@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 namespace skyrl::testing {
@@ -13,6 +15,13 @@ std::string BinDir() {
   std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe").parent_path();
   if (exe.filename() == "tests") exe = exe.parent_path();
   return exe.string();
+}
+
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 std::string MakeTempDir(const std::string& tag) {

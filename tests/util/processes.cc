@@ -2,25 +2,13 @@
 
 #include <dirent.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tests/util/paths.h"
 
 namespace skyrl::testing {
-namespace {
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-}  // namespace
 
 std::map<std::string, std::vector<int>> ActorProcessesWithHome(const std::string& home) {
   std::map<std::string, std::vector<int>> out;
@@ -30,12 +18,12 @@ std::map<std::string, std::vector<int>> ActorProcessesWithHome(const std::string
   while (dirent* e = readdir(proc)) {
     int pid = 0;
     if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
-    std::string stat = Slurp(absl::StrCat("/proc/", pid, "/stat"));
+    std::string stat = ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/stat"));
     size_t paren = stat.rfind(')');
     if (paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z') continue;
     std::string actor;
     bool ours = false;
-    for (absl::string_view var : absl::StrSplit(Slurp(absl::StrCat("/proc/", pid, "/environ")), '\0')) {
+    for (absl::string_view var : absl::StrSplit(ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/environ")), '\0')) {
       if (var == home_var) ours = true;
       if (absl::ConsumePrefix(&var, "SKYRL_ACTOR_ID=")) actor = std::string(var);
     }
