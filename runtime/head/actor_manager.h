@@ -35,37 +35,12 @@
 #include "runtime/head/node_manager.h"
 #include "runtime/head/resource_tracker.h"
 #include "runtime/head/retention.h"
+#include "runtime/head/worker_client.h"
 #include "skyrl/actor_directory.pb.h"
-#include "skyrl/worker.pb.h"
 
 namespace skyrl::head {
 
 inline constexpr char kActorsTable[] = "actors";
-
-// How the head reaches workers; injected so tests can replace the network.
-class WorkerClient {
- public:
-  using StartDone = std::function<void(absl::StatusOr<v1::StartActorReply>)>;
-  using KillDone = std::function<void(absl::Status)>;
-  virtual ~WorkerClient() = default;
-  virtual absl::StatusOr<v1::StartActorReply> StartActor(const std::string& worker_address,
-                                                         const v1::StartActorRequest& request) = 0;
-  virtual absl::Status KillActor(const std::string& worker_address, const std::string& actor_id) = 0;
-  // The same without holding the caller's thread: `done` runs exactly once with the outcome,
-  // on any thread (inline in these defaults; on a gRPC completion thread for the gRPC
-  // client), and must not block for long.
-  virtual void StartActorAsync(const std::string& worker_address, const v1::StartActorRequest& request,
-                               StartDone done) {
-    done(StartActor(worker_address, request));
-  }
-  virtual void KillActorAsync(const std::string& worker_address, const std::string& actor_id, KillDone done) {
-    done(KillActor(worker_address, actor_id));
-  }
-};
-
-// WorkerClient over gRPC with the cluster token; the Async forms use gRPC's callback client
-// API, so a create waiting for its worker parks no thread.
-std::unique_ptr<WorkerClient> MakeGrpcWorkerClient(std::string token);
 
 class ActorManager {
  public:

@@ -2,7 +2,7 @@
 //
 // The head keeps every table (nodes, actors, placement groups, jobs, KV) here and nowhere
 // else durable. Two backends share this contract and one test suite
-// (tests/store/store_contract_test.cc): the in-memory store, the embedded default, and
+// (tests/runtime/store/store_contract_test.cc): the in-memory store, the embedded default, and
 // Redis through hiredis.
 //
 // Contract, for every backend:

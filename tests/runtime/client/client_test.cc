@@ -19,24 +19,13 @@
 #include "runtime/head/resource_tracker.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/store/memory/memory_store.h"
+#include "tests/runtime/head/fake_workers.h"
 #include "tests/util/loopback_server.h"
 
 namespace skyrl::head {
 namespace {
 
 constexpr char kToken[] = "client-create-actors-token-0123456789";
-
-class FakeWorkers final : public WorkerClient {
- public:
-  absl::StatusOr<v1::StartActorReply> StartActor(const std::string& address, const v1::StartActorRequest& req) override {
-    if (req.class_name() == "broken") return absl::FailedPreconditionError("constructor of broken failed: no config");
-    v1::StartActorReply r;
-    r.set_address(actor_address.empty() ? absl::StrCat(address, "/", req.actor_id()) : actor_address);
-    return r;
-  }
-  std::string actor_address;  // where every actor serves, when set (before any create)
-  absl::Status KillActor(const std::string&, const std::string&) override { return absl::OkStatus(); }
-};
 
 // The head's managers on a memory store with one node (CPU=8, `gpus` devices), workers faked.
 struct InProcessHead {
@@ -51,7 +40,7 @@ struct InProcessHead {
   }
   store::MemoryStore store;
   FakeClock clock;
-  FakeWorkers workers;
+  testing::FakeWorkers workers;
   NodeManager nodes{store, clock, {absl::Seconds(1), 5}};
   ResourceTracker tracker;
   ActorManager actors{store, nodes, tracker, workers, clock};

@@ -1,0 +1,165 @@
+#include "runtime/head/head.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/signals.h"
+#include "runtime/head/actor_directory_service.h"
+#include "runtime/head/job_service.h"
+#include "runtime/head/kv_service.h"
+#include "runtime/head/node_events.h"
+#include "runtime/head/node_service.h"
+#include "runtime/head/placement_group_service.h"
+#include "runtime/rpc/auth.h"
+#include "runtime/rpc/server.h"
+#include "runtime/rpc/tls.h"
+#include "runtime/store/write_behind_store.h"
+
+namespace skyrl::head {
+
+// The gRPC face of the managers.
+class HeadServices {
+ public:
+  HeadServices(Head& head, const std::string& token, const archive::Limits& job_limits)
+      : auth_(token),
+        nodes_(head.nodes(), head.resources(), auth_),
+        kv_(head.store(), auth_),
+        actors_(head.actors(), auth_),
+        groups_(head.groups(), auth_),
+        jobs_(head.jobs(), auth_, job_limits) {}
+  std::vector<grpc::Service*> All() { return {&nodes_, &kv_, &actors_, &groups_, &jobs_}; }
+
+ private:
+  rpc::TokenAuth auth_;
+  NodeServiceImpl nodes_;
+  KvServiceImpl kv_;
+  ActorDirectoryImpl actors_;
+  PlacementGroupServiceImpl groups_;
+  JobServiceImpl jobs_;
+};
+
+namespace {
+
+// Redis is a replica of what this head holds: behind a write-behind cache the head keeps
+// serving (and queueing writes) when Redis is down longer than the retry window, and catches
+// up when Redis is back.
+absl::StatusOr<std::unique_ptr<store::Store>> OpenStore(const HeadOptions& options) {
+  absl::StatusOr<std::unique_ptr<store::Store>> store =
+      store::OpenStore(options.store, options.ns, options.store_retry_window);
+  if (!store.ok() || options.store == "memory") return store;
+  store::WriteBehindOptions wb;
+  wb.tables = {kNodesTable, kActorsTable, kPlacementGroupsTable, kJobsTable, kKvTable};
+  absl::StatusOr<std::unique_ptr<store::WriteBehindStore>> wrapped = store::WriteBehindStore::Open(std::move(*store), wb);
+  if (!wrapped.ok()) return wrapped.status();
+  return std::unique_ptr<store::Store>(std::move(*wrapped));
+}
+
+absl::Status Annotate(const absl::Status& s, absl::string_view what) {
+  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+}
+
+}  // namespace
+
+Head::Head(const HeadOptions& options, store::Store& store, WorkerClient& workers, const Clock& clock)
+    : options_(options), store_(store), clock_(clock) {
+  nodes_ = std::make_unique<NodeManager>(
+      store_, clock_,
+      NodeManagerOptions{options.heartbeat_period, options.heartbeat_misses,
+                         /*stall_grace=*/options.heartbeat_period * options.heartbeat_misses / 2});
+  actors_ = std::make_unique<ActorManager>(store_, *nodes_, resources_, workers, clock_, options.retention);
+  groups_ = std::make_unique<PlacementGroupManager>(store_, resources_, *actors_, clock_, options.retention);
+  JobManagerOptions jobs;
+  jobs.jobs_dir = options.jobs_dir;
+  jobs.head_address = absl::StrCat(options.bind == "0.0.0.0" || options.bind == "::" ? "127.0.0.1" : options.bind,
+                                   ":", options.port);
+  jobs.token = options.token;
+  jobs_ = std::make_unique<JobManager>(store_, *actors_, *groups_, clock_, jobs);
+}
+
+Head::~Head() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<Head>> Head::Open(const HeadOptions& options, store::Store& store,
+                                                 WorkerClient& workers, const Clock& clock) {
+  if (options.token.empty()) return absl::InvalidArgumentError("head: the cluster token is empty");
+  if (options.jobs_dir.empty()) return absl::InvalidArgumentError("--jobs-dir: empty");
+  std::error_code ec;
+  std::filesystem::create_directories(options.jobs_dir, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("--jobs-dir ", options.jobs_dir, ": ", ec.message()));
+  std::unique_ptr<Head> head(new Head(options, store, workers, clock));
+  if (absl::Status s = head->Recover(); !s.ok()) return s;
+  return head;
+}
+
+absl::Status Head::Recover() {
+  // Dependency order: alive nodes, then the bundles reserved on them, then the actors in
+  // them; jobs last (they only refer to the others).
+  if (absl::Status s = nodes_->Recover(); !s.ok()) return Annotate(s, "cannot recover cluster state");
+  AddAliveNodes(*nodes_, resources_);
+  if (absl::Status s = groups_->Recover(); !s.ok()) return Annotate(s, "cannot recover the placement group table");
+  if (absl::Status s = actors_->Recover(); !s.ok()) return Annotate(s, "cannot recover the actor table");
+  if (absl::Status s = jobs_->Recover(); !s.ok()) return Annotate(s, "cannot recover the job table");
+  listener_ = std::make_unique<SchedulingNodeListener>(resources_, *actors_, *groups_);
+  nodes_->SetListener(listener_.get());
+  return absl::OkStatus();
+}
+
+absl::Status Head::Start() {
+  if (server_) return absl::FailedPreconditionError("head: already started");
+  services_ = std::make_unique<HeadServices>(*this, options_.token, JobManagerOptions{}.limits);
+  absl::StatusOr<rpc::ListeningServer> listening = rpc::StartServer(options_.bind, options_.port, services_->All());
+  if (!listening.ok()) return listening.status();
+  server_ = std::move(listening->server);
+  port_ = listening->port;
+  liveness_ = std::thread([this] {
+    const absl::Duration tick = std::max(absl::Milliseconds(5), options_.heartbeat_period / 4);
+    while (!stopping_.load()) {
+      nodes_->CheckLiveness();  // the listener handles the dead
+      groups_->RetryPending();  // resources freed by exits and kills
+      absl::SleepFor(tick);
+    }
+  });
+  return absl::OkStatus();
+}
+
+void Head::Shutdown() {
+  if (stopping_.exchange(true)) return;
+  groups_->StopWaits();  // open WaitPlacementGroup calls answer now instead of holding Shutdown
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
+  if (liveness_.joinable()) liveness_.join();
+}
+
+absl::StatusOr<std::unique_ptr<Head>> OpenHead(const HeadOptions& options) {
+  absl::StatusOr<std::unique_ptr<store::Store>> store = OpenStore(options);
+  if (!store.ok()) return Annotate(store.status(), "cannot open the metadata store");
+  std::unique_ptr<WorkerClient> workers = MakeGrpcWorkerClient(options.token);
+  absl::StatusOr<std::unique_ptr<Head>> head = Head::Open(options, **store, *workers, RealClock::Get());
+  if (!head.ok()) return head.status();
+  (*head)->owned_store_ = std::move(*store);
+  (*head)->owned_workers_ = std::move(workers);
+  return head;
+}
+
+int RunHead(const HeadOptions& options) {
+  absl::StatusOr<std::unique_ptr<Head>> head = OpenHead(options);
+  if (!head.ok()) {
+    spdlog::critical("{}", head.status().message());
+    return 1;
+  }
+  if (absl::Status s = (*head)->Start(); !s.ok()) {
+    spdlog::critical("{}", s.message());
+    return 1;
+  }
+  spdlog::info("skyrl-head listening on {}:{} ({}), store {}", options.bind, (*head)->port(), rpc::TlsDescription(),
+               (*head)->store().Describe());
+  int sig = WaitForTerminationSignal();
+  spdlog::info("received signal {}, shutting down", sig);
+  (*head)->Shutdown();
+  head->reset();
+  spdlog::info("skyrl-head stopped");
+  return 0;
+}
+
+}  // namespace skyrl::head

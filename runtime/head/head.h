@@ -1,0 +1,105 @@
+// The head daemon as one object: it owns the metadata store, the managers (nodes, resources,
+// actors, placement groups, jobs), their recovery from the store, the gRPC services and the
+// liveness loop. skyrl-head's main parses flags into HeadOptions and calls RunHead; tests
+// open a Head over their own store, workers and clock.
+//
+//   Open (store, recovery) -> Start (listening, liveness loop) -> Shutdown
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "runtime/common/clock.h"
+#include "runtime/head/actor_manager.h"
+#include "runtime/head/job_manager.h"
+#include "runtime/head/node_manager.h"
+#include "runtime/head/placement_group_manager.h"
+#include "runtime/head/resource_tracker.h"
+#include "runtime/head/retention.h"
+#include "runtime/head/worker_client.h"
+#include "runtime/store/store.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace skyrl::head {
+
+struct HeadOptions {
+  std::string bind = "127.0.0.1";
+  int port = 7420;  // also the port job drivers are told (SKYRL_ADDRESS)
+  // "memory", or "redis://[:password@]host:port[/db]": Redis then sits behind a write-behind
+  // cache, so the head keeps serving while Redis is away longer than the retry window.
+  std::string store = "memory";
+  std::string ns = "default";  // the store keeps each cluster's tables apart
+  absl::Duration store_retry_window = absl::Seconds(5);
+  std::string token;     // the cluster token every call must carry
+  std::string jobs_dir;  // job drivers' logs and working directories; created if missing
+  absl::Duration heartbeat_period = absl::Seconds(1);
+  int heartbeat_misses = 5;
+  RetentionOptions retention;
+};
+
+class Head;
+class HeadServices;
+
+// Opens a head: the store, then recovery in dependency order (nodes, the alive nodes into
+// the resource tracker, placement groups and their bundles, actors in them, jobs). Errors
+// say which step failed.
+absl::StatusOr<std::unique_ptr<Head>> OpenHead(const HeadOptions& options);
+
+// skyrl-head's body: opens the head, serves until SIGTERM or SIGINT, shuts down. Returns the
+// process exit code (1 when the head cannot open or listen).
+int RunHead(const HeadOptions& options);
+
+class Head {
+ public:
+  // The same over parts the caller owns, which must outlive the head (tests; OpenHead
+  // passes the ones it owns). The store is used as given (no write-behind wrapper).
+  static absl::StatusOr<std::unique_ptr<Head>> Open(const HeadOptions& options, store::Store& store,
+                                                    WorkerClient& workers, const Clock& clock);
+  ~Head();  // Shutdown()
+
+  // Serves the head's services on bind:port and starts the liveness loop (silent nodes
+  // declared dead, pending placement groups retried). Returns once listening.
+  absl::Status Start();
+  // Answers open waits, stops serving (3 s grace) and the liveness loop. Idempotent.
+  void Shutdown();
+  int port() const { return port_; }  // the bound port, after Start
+
+  store::Store& store() { return store_; }
+  NodeManager& nodes() { return *nodes_; }
+  ResourceTracker& resources() { return resources_; }
+  ActorManager& actors() { return *actors_; }
+  PlacementGroupManager& groups() { return *groups_; }
+  JobManager& jobs() { return *jobs_; }
+
+ private:
+  friend absl::StatusOr<std::unique_ptr<Head>> OpenHead(const HeadOptions& options);
+  Head(const HeadOptions& options, store::Store& store, WorkerClient& workers, const Clock& clock);
+  absl::Status Recover();
+
+  const HeadOptions options_;
+  // Set by OpenHead: what the head owns (declared first, so destroyed last).
+  std::unique_ptr<store::Store> owned_store_;
+  std::unique_ptr<WorkerClient> owned_workers_;
+  store::Store& store_;
+  const Clock& clock_;
+  std::unique_ptr<NodeManager> nodes_;
+  ResourceTracker resources_;
+  std::unique_ptr<ActorManager> actors_;
+  std::unique_ptr<PlacementGroupManager> groups_;
+  std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<NodeListener> listener_;
+  std::unique_ptr<HeadServices> services_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::thread liveness_;
+};
+
+}  // namespace skyrl::head

@@ -1,0 +1,145 @@
+#include "runtime/worker/worker.h"
+
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/common/clock.h"
+#include "runtime/common/logging.h"
+#include "runtime/common/signals.h"
+#include "runtime/rpc/auth.h"
+#include "runtime/rpc/channel.h"
+#include "runtime/rpc/server.h"
+#include "runtime/rpc/status.h"
+#include "runtime/worker/exit_reporter.h"
+#include "runtime/worker/head_link_grpc.h"
+#include "runtime/worker/node_resources.h"
+#include "runtime/worker/worker_service.h"
+#include "skyrl/actor_directory.grpc.pb.h"
+#include "skyrl/node.grpc.pb.h"
+
+namespace skyrl::worker {
+namespace {
+
+int Fail(const absl::Status& s) {
+  fprintf(stderr, "skyrl-worker: %s\n", std::string(s.message()).c_str());
+  return 2;
+}
+
+absl::Status Call(const std::string& token, const std::function<grpc::Status(grpc::ClientContext*)>& fn) {
+  grpc::ClientContext ctx;
+  rpc::PrepareCall(&ctx, token, absl::Seconds(5));
+  return rpc::FromGrpc(fn(&ctx));
+}
+
+}  // namespace
+
+absl::Status ValidateWorkerOptions(const WorkerOptions& o) {
+  if (absl::Status s = rpc::ValidateAddress("--head", o.head); !s.ok()) return s;
+  if (absl::StatusOr<NodeOffer> offer = BuildOffer(o.resources, o.gpu_ids); !offer.ok()) return offer.status();
+  return ParseLabels(o.labels).status();
+}
+
+int RunWorker(WorkerOptions o) {
+  if (absl::Status s = ValidateWorkerOptions(o); !s.ok()) return Fail(s);
+  absl::StatusOr<NodeOffer> offer = BuildOffer(o.resources, o.gpu_ids);
+  if (!offer.ok()) return Fail(offer.status());
+  absl::StatusOr<std::map<std::string, std::string>> labels = ParseLabels(o.labels);
+  if (!labels.ok()) return Fail(labels.status());
+  if (!o.gpu_ids.empty()) {
+    spdlog::info("GPU ids declared by --gpu-ids: {}", o.gpu_ids);
+  } else if (GpuDetection gpus = DetectGpus(); gpus.ids.empty()) {
+    spdlog::info("{}; offering GPU=0", gpus.note);
+  }
+  std::error_code ec;
+  if (o.actor_host.empty())
+    o.actor_host = (std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "skyrl-actor-host").string();
+  if (o.log_dir.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    o.log_dir = absl::StrCat(tmp && *tmp ? tmp : "/tmp", "/skyrl-worker-", getpid());
+  }
+  std::filesystem::create_directories(o.log_dir, ec);
+  if (ec) return Fail(absl::InvalidArgumentError(absl::StrCat("--log-dir: cannot create ", o.log_dir, ": ", ec.message())));
+
+  rpc::TokenAuth auth(o.token);
+  // The link needs the service's bound port, so the service may be asked before it exists.
+  std::atomic<HeadLink*> link{nullptr};
+  auto node_id = [&] {
+    HeadLink* l = link.load();
+    return l == nullptr ? std::string() : l->node_id();
+  };
+  auto directory = v1::ActorDirectory::NewStub(rpc::MakeChannel(o.head));
+  ExitReporter exits(
+      [&](const v1::ReportActorExitRequest& req) {
+        v1::ReportActorExitReply reply;
+        return Call(o.token, [&](grpc::ClientContext* c) { return directory->ReportActorExit(c, req, &reply); });
+      },
+      node_id);
+  WorkerServiceImpl worker_service(
+      {.actor_host = o.actor_host, .log_dir = o.log_dir,
+       .bind_host = o.bind == "0.0.0.0" ? o.node_ip : o.bind, .token = o.token, .head_address = o.head,
+       .on_exit = [&](const v1::ActorExitInfo& e) { exits.Add(e); },
+       .head_contact =
+           [&]() -> absl::StatusOr<v1::HeadContactReply> {
+             HeadLink* l = link.load();
+             if (l == nullptr) return absl::UnavailableError("this worker is still starting");
+             return l->Contact();
+           }},
+      auth);
+
+  v1::NodeInfo info;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  info.set_hostname(host);
+  info.set_pid(getpid());
+  for (const auto& [k, v] : offer->resources.ToMap()) (*info.mutable_resources_total())[k] = v;
+  for (const auto& [k, v] : *labels) (*info.mutable_labels())[k] = v;
+  for (int g : offer->gpu_ids) info.add_gpu_ids(g);
+  std::unique_ptr<HeadApi> head_api = MakeGrpcHeadApi(o.head, o.token);
+  std::unique_ptr<HeadApi> probe_api = MakeGrpcHeadApi(o.head, o.token);
+  std::unique_ptr<PeerApi> peer_api = MakeGrpcPeerApi(o.token);
+  ServiceActors local_actors(worker_service);
+  std::optional<HeadLink> head_link;
+
+  absl::StatusOr<rpc::ListeningServer> server = rpc::StartServer(o.bind, o.port, {&worker_service});
+  if (!server.ok()) return Fail(server.status());
+  spdlog::info("worker service on {}:{}, actor logs in {}", o.bind, server->port, o.log_dir);
+  info.set_address(absl::StrCat(o.node_ip, ":", server->port));
+  head_link.emplace(info, *head_api, *probe_api, *peer_api, local_actors, RealClock::Get(),
+                    HeadLinkOptions{o.head, o.head_retry_window});
+  link.store(&*head_link);
+
+  std::atomic<bool> stopping{false};
+  exits.Start();
+  std::thread heartbeat([&] {
+    while (!stopping.load()) {
+      HeadLink::Step step = head_link->Round();
+      if (step.exit_code) _exit(*step.exit_code);
+      absl::SleepFor(step.wait);
+    }
+  });
+
+  int sig = WaitForTerminationSignal();
+  spdlog::info("received signal {}, leaving the cluster", sig);
+  stopping = true;
+  heartbeat.join();
+  exits.Stop();
+  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (std::string id = head_link->node_id(); !id.empty()) {
+    v1::UnregisterNodeRequest req;
+    req.set_node_id(id);
+    req.set_reason(absl::StrCat("worker stopped by signal ", sig));
+    v1::UnregisterNodeReply reply;
+    auto stub = v1::NodeService::NewStub(rpc::MakeChannel(o.head));
+    absl::Status s = Call(o.token, [&](grpc::ClientContext* c) { return stub->UnregisterNode(c, req, &reply); });
+    if (!s.ok()) spdlog::warn("cannot unregister: {}", s.message());
+  }
+  return 0;
+}
+
+}  // namespace skyrl::worker

@@ -1,0 +1,213 @@
+// ActorManager: batches, asynchronous creation, and names through restarts, deaths and
+// recovery.
+#include <gtest/gtest.h>
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <random>
+#include <thread>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "runtime/store/memory/memory_store.h"
+#include "tests/runtime/head/head_fixture.h"
+
+namespace skyrl::head {
+namespace {
+
+TEST(ActorManagerTest, BatchSettlesEachItemOnItsOwn) {
+  store::MemoryStore store;
+  FakeClock clock;
+  testing::FakeWorkers workers;
+  auto head = OpenTestHead(store, clock, workers);
+  AddGpuNode(*head, 3000, 4);
+  std::vector<absl::StatusOr<v1::ActorInfo>> r =
+      CreateBatch(head->actors(), {Spec("echo", 1, "a"),    // fits
+                                Spec("", 1),             // invalid: no class
+                                Spec("echo", 16),        // can never fit this cluster
+                                Spec("echo", 1, "a"),    // name taken by the first item
+                                Spec("broken", 1),       // placed, but its constructor fails
+                                Spec("echo", 2)});       // fits beside the first
+  ASSERT_EQ(r.size(), 6u);
+  ASSERT_TRUE(r[0].ok()) << r[0].status();
+  EXPECT_EQ(r[0]->state(), v1::ACTOR_ALIVE);
+  EXPECT_TRUE(absl::IsInvalidArgument(r[1].status())) << r[1].status();
+  EXPECT_NE(r[1].status().message().find("spec.class_name"), absl::string_view::npos) << r[1].status();
+  EXPECT_TRUE(absl::IsResourceExhausted(r[2].status())) << r[2].status();
+  EXPECT_NE(r[2].status().message().find("GPU"), absl::string_view::npos) << r[2].status();
+  EXPECT_TRUE(absl::IsAlreadyExists(r[3].status())) << r[3].status();
+  EXPECT_NE(r[3].status().message().find(r[0]->actor_id()), absl::string_view::npos) << r[3].status();
+  ASSERT_TRUE(r[4].ok()) << r[4].status();
+  EXPECT_EQ(r[4]->state(), v1::ACTOR_DEAD);
+  EXPECT_NE(r[4]->death_reason().find("no config"), absl::string_view::npos) << r[4]->death_reason();
+  ASSERT_TRUE(r[5].ok()) << r[5].status();
+  EXPECT_EQ(r[5]->state(), v1::ACTOR_ALIVE);
+  // Failed items left nothing behind: the table holds the two ALIVE actors and the DEAD one,
+  // and the broken actor gave its GPU back (4 GPUs: 1 + 2 taken, so a third GPU=1 fits).
+  EXPECT_EQ(head->actors().List().size(), 3u);
+  absl::StatusOr<v1::ActorInfo> more = head->actors().Create(Spec("echo", 1));
+  ASSERT_TRUE(more.ok()) << more.status();
+  EXPECT_EQ(more->state(), v1::ACTOR_ALIVE);
+  absl::Status s = Check(*head);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(ActorManagerTest, CreateWaitsForTheWorkerWithoutHoldingTheCaller) {
+  store::MemoryStore store;
+  FakeClock clock;
+  testing::FakeWorkers workers;
+  workers.hold = true;
+  auto head = OpenTestHead(store, clock, workers);
+  AddGpuNode(*head, 3001, 2);
+  std::optional<absl::StatusOr<v1::ActorInfo>> first, second;
+  head->actors().CreateAsync(Spec("echo", 1), [&](absl::StatusOr<v1::ActorInfo> a) { first = std::move(a); });
+  head->actors().CreateAsync(Spec("echo", 1), [&](absl::StatusOr<v1::ActorInfo> a) { second = std::move(a); });
+  // Both returned at once, both PENDING with their GPUs booked, waiting for the worker.
+  EXPECT_FALSE(first.has_value());
+  EXPECT_FALSE(second.has_value());
+  EXPECT_EQ(workers.Parked(), 2u);
+  std::vector<v1::ActorInfo> listed = head->actors().List();
+  ASSERT_EQ(listed.size(), 2u);
+  for (const auto& a : listed) EXPECT_EQ(a.state(), v1::ACTOR_PENDING);
+  // A third does not fit while the two hold the node's GPUs.
+  std::optional<absl::StatusOr<v1::ActorInfo>> third;
+  head->actors().CreateAsync(Spec("echo", 1), [&](absl::StatusOr<v1::ActorInfo> a) { third = std::move(a); });
+  ASSERT_TRUE(third.has_value());
+  EXPECT_TRUE(absl::IsResourceExhausted(third->status())) << third->status();
+  // One is killed while its start is in flight: its late start is answered DEAD and the
+  // process it started is killed.
+  ASSERT_TRUE(head->actors().Kill(*ActorId::Parse(listed[0].actor_id())).ok());
+  workers.Release();
+  ASSERT_TRUE(first.has_value() && second.has_value());
+  std::map<std::string, v1::ActorState> states;
+  for (auto* r : {&*first, &*second}) {
+    ASSERT_TRUE(r->ok()) << r->status();
+    states[(*r)->actor_id()] = (*r)->state();
+  }
+  EXPECT_EQ(states[listed[0].actor_id()], v1::ACTOR_DEAD);
+  EXPECT_EQ(states[listed[1].actor_id()], v1::ACTOR_ALIVE);
+  std::vector<std::string> killed = workers.Killed();
+  EXPECT_EQ(std::count(killed.begin(), killed.end(), listed[0].actor_id()), 2)
+      << "the kill itself, and the stale start's process";
+  absl::Status s = Check(*head);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(ActorManagerTest, ActorNamesAreUniqueAmongLiveActorsThroughRestartsDeathsAndRecovery) {
+  store::MemoryStore store;
+  FakeClock clock;
+  testing::FakeWorkers workers;
+  // Keep no DEAD actor: each death is also an eviction, which must leave the index right.
+  auto head = OpenTestHead(store, clock, workers, RetentionOptions{0});
+  AddGpuNode(*head, 3006, 4);
+  v1::ActorSpec engine = Spec("echo", 1, "engine");
+  engine.set_namespace_("rl");
+  engine.set_max_restarts(1);
+  absl::StatusOr<v1::ActorInfo> first = head->actors().Create(engine);
+  ASSERT_TRUE(first.ok() && first->state() == v1::ACTOR_ALIVE) << first.status();
+  absl::StatusOr<v1::ActorInfo> again = head->actors().Create(engine);
+  EXPECT_TRUE(absl::IsAlreadyExists(again.status())) << again.status();
+  EXPECT_NE(again.status().message().find(first->actor_id()), absl::string_view::npos) << again.status();
+  v1::ActorSpec other_ns = engine;
+  other_ns.set_namespace_("eval");
+  EXPECT_TRUE(head->actors().Create(other_ns).ok()) << "the same name in another namespace is another actor";
+
+  // A crash with a restart left: the actor keeps its name while RESTARTING and once ALIVE again.
+  v1::ActorExitInfo crash;
+  crash.set_actor_id(first->actor_id());
+  crash.set_description("exit code 1");
+  head->actors().OnActorExit(*NodeId::Parse(first->node_id()), crash);
+  EXPECT_TRUE(absl::IsAlreadyExists(head->actors().Create(engine).status()));
+  absl::StatusOr<v1::ActorInfo> restarted = AwaitActorState(head->actors(), first->actor_id(), v1::ACTOR_ALIVE);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  EXPECT_EQ(restarted->restarts(), 1);
+  EXPECT_TRUE(absl::IsAlreadyExists(head->actors().Create(engine).status()));
+
+  // After a head restart the index is rebuilt from the store: the recovered actor holds it.
+  head.reset();
+  head = OpenTestHead(store, clock, workers, RetentionOptions{0});
+  absl::StatusOr<v1::ActorInfo> recovered = head->actors().GetByName("rl", "engine");
+  ASSERT_TRUE(recovered.ok()) << recovered.status();
+  EXPECT_EQ(recovered->actor_id(), first->actor_id());
+  again = head->actors().Create(engine);
+  EXPECT_TRUE(absl::IsAlreadyExists(again.status())) << again.status();
+  EXPECT_NE(again.status().message().find(first->actor_id()), absl::string_view::npos) << again.status();
+
+  // Out of restarts: DEAD (and evicted at once), and the name is free.
+  crash.set_actor_id(recovered->actor_id());
+  head->actors().OnActorExit(*NodeId::Parse(recovered->node_id()), crash);
+  EXPECT_TRUE(absl::IsNotFound(head->actors().Get(*ActorId::Parse(first->actor_id())).status()));
+  absl::StatusOr<v1::ActorInfo> second = head->actors().Create(engine);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_NE(second->actor_id(), first->actor_id());
+  // The eviction of the old actor did not take the new one's entry: the name is still held.
+  EXPECT_TRUE(absl::IsAlreadyExists(head->actors().Create(engine).status()));
+  absl::StatusOr<v1::ActorInfo> by_name = head->actors().GetByName("rl", "engine");
+  ASSERT_TRUE(by_name.ok()) << by_name.status();
+  EXPECT_EQ(by_name->actor_id(), second->actor_id());
+
+  // Killed by the user: the name is free.
+  ASSERT_TRUE(head->actors().Kill(*ActorId::Parse(second->actor_id())).ok());
+  absl::StatusOr<v1::ActorInfo> third = head->actors().Create(engine);
+  ASSERT_TRUE(third.ok()) << third.status();
+
+  // Killed with its placement group: the name is free.
+  v1::PlacementGroupSpec group;
+  (*group.add_bundles()->mutable_resources())["GPU"] = 1;
+  absl::StatusOr<v1::PlacementGroupInfo> g = head->groups().Create(group);
+  ASSERT_TRUE(g.ok() && g->state() == v1::PG_CREATED) << g.status();
+  v1::ActorSpec member = Spec("echo", 1, "member");
+  member.set_placement_group_id(g->placement_group_id());
+  ASSERT_TRUE(head->actors().Create(member).ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(head->actors().Create(member).status()));
+  ASSERT_TRUE(head->groups().Remove(*PlacementGroupId::Parse(g->placement_group_id())).ok());
+  EXPECT_TRUE(absl::IsNotFound(head->actors().GetByName("", "member").status()));
+  member.clear_placement_group_id();
+  EXPECT_TRUE(head->actors().Create(member).ok());
+  absl::Status s = Check(*head);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// With DEAD actors kept (the default retention), a reused name resolves to its live holder,
+// also after a head restart, and once every holder is dead to the one that died last.
+TEST(ActorManagerTest, AReusedNameResolvesToTheLiveActorThenToTheLastDead) {
+  store::MemoryStore store;
+  FakeClock clock;
+  testing::FakeWorkers workers;
+  auto head = OpenTestHead(store, clock, workers, RetentionOptions{});
+  AddGpuNode(*head, 3007, 4);
+  v1::ActorSpec spec = Spec("echo", 1, "judge");
+  absl::StatusOr<v1::ActorInfo> old = head->actors().Create(spec);
+  ASSERT_TRUE(old.ok()) << old.status();
+  ASSERT_TRUE(head->actors().Kill(*ActorId::Parse(old->actor_id())).ok());
+  clock.Advance(absl::Seconds(5));
+  absl::StatusOr<v1::ActorInfo> now = head->actors().Create(spec);
+  ASSERT_TRUE(now.ok()) << "the dead one's name is free: " << now.status();
+  ASSERT_TRUE(head->actors().Get(*ActorId::Parse(old->actor_id())).ok()) << "the DEAD one is kept";
+  absl::StatusOr<v1::ActorInfo> by_name = head->actors().GetByName("", "judge");
+  ASSERT_TRUE(by_name.ok()) << by_name.status();
+  EXPECT_EQ(by_name->actor_id(), now->actor_id());
+
+  head.reset();  // recovery sees one DEAD and one live record of the name
+  head = OpenTestHead(store, clock, workers, RetentionOptions{});
+  by_name = head->actors().GetByName("", "judge");
+  ASSERT_TRUE(by_name.ok()) << by_name.status();
+  EXPECT_EQ(by_name->actor_id(), now->actor_id());
+  EXPECT_TRUE(absl::IsAlreadyExists(head->actors().Create(spec).status()));
+
+  clock.Advance(absl::Seconds(5));
+  ASSERT_TRUE(head->actors().Kill(*ActorId::Parse(now->actor_id())).ok());
+  by_name = head->actors().GetByName("", "judge");
+  ASSERT_TRUE(by_name.ok()) << by_name.status();
+  EXPECT_EQ(by_name->actor_id(), now->actor_id()) << "two DEAD holders: the one that died last";
+  EXPECT_EQ(by_name->state(), v1::ACTOR_DEAD);
+}
+
+}  // namespace
+}  // namespace skyrl::head
