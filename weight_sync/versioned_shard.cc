@@ -1,4 +1,4 @@
-#include "weight_sync/transport.h"
+#include "weight_sync/versioned_shard.h"
 
 #include <cstring>
 

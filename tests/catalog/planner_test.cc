@@ -205,46 +205,6 @@ TEST(PlannerTest, ColocateSharesEveryGpu) {
 namespace skyrl::catalog {
 namespace {
 
-// Calibration aid, not a check: for every row, which (size, mode, placement) readings plan at
-// the stated minimum and fail every step below. Run with
-//   build/bin/tests/catalog_test --gtest_also_run_disabled_tests --gtest_filter='*Explore*'
-TEST(PlannerCalibration, DISABLED_ExploreReadings) {
-  const Catalog& cat = testing::RealCatalog();
-  PlanRequest opts;
-  // Try other assumptions without rebuilding: SKYRL_CAL_SEQ, SKYRL_CAL_KV, SKYRL_CAL_USABLE.
-  if (const char* v = std::getenv("SKYRL_CAL_SEQ")) opts.assumptions.seq_len = std::atoll(v);
-  if (const char* v = std::getenv("SKYRL_CAL_KV")) opts.assumptions.kv_sequences = std::atoi(v);
-  if (const char* v = std::getenv("SKYRL_CAL_USABLE")) opts.assumptions.usable_fraction = std::atof(v);
-  // SKYRL_CAL_OFFLOAD=1: allow the CPU optimizer (--optimizer-offload) for every row.
-  if (const char* v = std::getenv("SKYRL_CAL_OFFLOAD")) opts.assumptions.optimizer_offload = std::atoi(v) != 0;
-  const PlanRequest base = opts;
-  for (const Row& r : cat.rows()) {
-    // The row's training recipe (reference.training_precision, optimizer_state) is part of its
-    // reading; LoRA ignores it.
-    opts = base;
-    UseReferenceRecipe(r, &opts.assumptions);
-    Cluster min = StatedMinimum(cat, r);
-    std::string line = r.family + " @" + min.shape.ToString() + ":";
-    for (Placement pl : {Placement::kSeparate, Placement::kColocated})
-      for (Mode mode : {Mode::kFull, Mode::kLora}) {
-        if (r.SupportFor(mode) == Support::kNotWorking) continue;
-        for (const ModelEntry& m : r.models) {
-          if (!PlanOn(cat, r, m, mode, min, pl, opts).ok()) continue;
-          bool below_fits = false;
-          for (const Cluster& b : BelowMinimum(cat, min)) below_fits |= PlanOn(cat, r, m, mode, b, pl, opts).ok();
-          if (!below_fits) line += " [" + m.name + " " + std::string(ModeName(mode)) + " " + std::string(PlacementName(pl)) + "]";
-        }
-      }
-    std::printf("%s\n", line.c_str());
-  }
-}
-
-}  // namespace
-}  // namespace skyrl::catalog
-
-namespace skyrl::catalog {
-namespace {
-
 using testing::RealCatalog;
 
 PlanRequest Request(const std::string& model, const std::string& cluster) {

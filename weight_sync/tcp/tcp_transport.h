@@ -1,43 +1,19 @@
-// The TCP transport over Boost.Asio: one connection per (sender, receiver) pair with traffic,
-// all pairs of a rank in flight at once; each stream is cut into buckets (header with index,
-// length and optional checksum) and each bucket into chunks written straight from the shard's
-// runs (scatter/gather, no staging copy on the sender; the receiver reads into its staging
-// buffer). Buckets are pipelined: the receiver acknowledges a connection once, after its last
-// bucket, with a status.
+// The TCP transport (Boost.Asio): one connection per (sender, receiver) pair with traffic, all
+// of a rank's pairs in flight at once, buckets pipelined; on one host a Unix-domain socket and,
+// granted by the receiver, direct writes into its staging buffer. The design, the wire
+// protocol and the measurements are in docs/weight_sync.md ("TCP").
 //
-// Sending is zero-copy by default (TcpOptions::zero_copy_send): the kernel references the
-// shard's pages instead of copying them into socket buffers, so the caller must leave the
-// shard unchanged until Send returns, which it does only once every receiver confirmed the
-// whole version. A Send that fails may return while the kernel still holds references to the
-// shard's pages (they keep the memory valid, even if the caller frees it). A receiver whose
-// connection broke fails its sync anyway; but one that stalled past the sender's sync_timeout
-// after all its bytes were queued can still complete later, reading the pages as they are
-// then. So if the caller changes (or frees and reuses) the shard after a failed Send while
-// such a receiver may still commit, it could commit a mix. Where that matters: turn on
-// TransferOptions::checksums (a bucket's checksum is taken from the shard before it is sent,
-// so a changed byte fails it with DataLoss), abort the version on every receiver when any
-// rank failed (defer_commit), or set zero_copy_send = false.
-//
-// Every wait has a deadline (TransferOptions::io_timeout without progress): rendezvous,
-// connect, accept, each chunk, the acknowledgement. A peer that dies or stalls fails the sync
-// on both sides with a status naming the peer; the receiver's live version stays.
-//
-// Receivers listen on `bind_host` port 0 (any free port) from creation on and publish
-// "<key_prefix>/receiver/<rank>" = "host:port" in the rendezvous; senders look it up.
-//
-// Same host: a receiver also listens on an abstract Unix-domain socket and publishes it with
-// its host's identity ("host:port local=<name> host=<boot id>/<netns inode>"); a sender on the
-// same host (same boot, same network namespace) connects there instead, and falls back to TCP
-// when that fails. Same protocol, same zero-copy sending; on one machine it moves about 1.5x
-// the bytes per CPU second that loopback TCP does (docs/performance.md). TcpOptions::
-// same_host_unix_socket = false keeps every connection on TCP.
-//
-// Direct writes: over such a Unix connection the receiver may grant the sender its staging
-// buffer (shared memory, passed as a descriptor) and the sender then copies each bucket into it
-// before sending the bucket's header (TcpOptions::same_host_direct_write, on by default). The
-// socket still carries headers, checksums and statuses; each bucket says whether it was
-// written or streams behind its header, so a sender that cannot map the buffer streams.
-// The wire format is little-endian and versioned (magic "SKWS", protocol 2).
+// Contract, beyond transport.h's:
+// - Send is zero-copy by default: the caller leaves the shard unchanged until Send returns
+//   (every receiver has then confirmed the whole version). After a failed Send the kernel may
+//   still reference the shard's pages, and a receiver that stalled past sync_timeout may still
+//   commit what it reads later: turn on checksums, abort on every receiver (defer_commit) or
+//   set zero_copy_send = false where a caller reuses the shard after a failure.
+// - Every wait has a deadline (io_timeout without progress; sync_timeout for the final
+//   confirmation): a peer that dies or stalls fails the sync on both sides, naming the peer;
+//   the receiver's live version stays.
+// - Receivers listen from creation on (bind_host, any free port) and publish
+//   "<key_prefix>/receiver/<rank>" in the rendezvous; senders look it up.
 #pragma once
 
 #include <atomic>
