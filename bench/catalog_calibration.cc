@@ -13,8 +13,8 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "catalog/capacity_planner.h"
 #include "catalog/catalog.h"
-#include "catalog/planner.h"
 
 int main(int argc, char** argv) {
   using namespace skyrl::catalog;

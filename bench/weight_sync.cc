@@ -39,8 +39,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "tests/weight_sync/sync_harness.h"
-#include "weight_sync/plan/model_zoo.h"
-#include "weight_sync/plan/planner.h"
+#include "weight_sync/plan/hf_params.h"
+#include "weight_sync/plan/transfer_planner.h"
 #include "weight_sync/rendezvous.h"
 #include "weight_sync/tcp/tcp_transport.h"
 

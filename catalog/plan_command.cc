@@ -1,8 +1,8 @@
 #include "catalog/plan_command.h"
 
 #include "absl/strings/str_cat.h"
+#include "catalog/capacity_planner.h"
 #include "catalog/catalog.h"
-#include "catalog/planner.h"
 #include "catalog/render.h"
 
 namespace skyrl::catalog {

@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "catalog/capacity_planner.h"
 #include "catalog/params.h"
-#include "catalog/planner.h"
 
 namespace skyrl::catalog {
 namespace {

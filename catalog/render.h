@@ -4,8 +4,8 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "catalog/capacity_planner.h"
 #include "catalog/catalog.h"
-#include "catalog/planner.h"
 
 namespace skyrl::catalog {
 

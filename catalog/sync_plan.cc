@@ -6,79 +6,20 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "catalog/planner.h"
-#include "weight_sync/plan/planner.h"
+#include "catalog/capacity_planner.h"
+#include "weight_sync/plan/hf_params.h"
+#include "weight_sync/plan/transfer_planner.h"
 
 namespace skyrl::catalog {
 namespace {
 
 namespace ws = weight_sync;
 
-// Builds the parameter list in model order. `lora` adds adapters to the linear layers marked
-// eligible (mixers and FFNs, experts included; not embeddings, routers, LM head, MTP, vision).
-class Builder {
- public:
-  explicit Builder(int lora_rank) : r_(lora_rank) {}
-
-  ws::Model& model() { return m_; }
-
-  void Add(std::string name, std::vector<int64_t> shape, int split, int layer, std::vector<int64_t> fused = {},
-           std::vector<int64_t> head_rows = {}, int expert = -1) {
-    ws::Param p;
-    p.name = std::move(name);
-    p.shape = std::move(shape);
-    p.dtype = ws::DType::kBF16;
-    p.split_dim = split;
-    p.fused = std::move(fused);
-    p.head_rows = std::move(head_rows);
-    p.layer = layer;
-    p.expert = expert;
-    m_.params.push_back(std::move(p));
-  }
-
-  // A linear weight [out, in]: column-parallel (split 0, optionally fused) or row-parallel
-  // (split 1). With LoRA, adapters follow the base's split: A [r, in] is split like the base's
-  // input (row-parallel) and B [out, r] like its output (column-parallel).
-  //
-  // `stack` > 1 stacks that many identical weights (a group of experts) along dim 0, as grouped
-  // MoE kernels store them; column-parallel sub-blocks stay separate blocks (each split on its
-  // own), row-parallel ones split dim 1 per row, so every rank holds the same bytes as with
-  // one tensor per expert.
-  void Linear(const std::string& pre, int64_t out, int64_t in, int split, int layer, bool lora,
-              std::vector<int64_t> fused = {}, std::vector<int64_t> head_rows = {}, int expert = -1,
-              int64_t stack = 1) {
-    if (stack > 1 && split == 0) {
-      if (fused.empty()) fused = {out};
-      if (head_rows.empty() && !fused.empty()) head_rows.assign(fused.size(), 0);
-      std::vector<int64_t> f, hr;
-      for (int64_t i = 0; i < stack; ++i) {
-        f.insert(f.end(), fused.begin(), fused.end());
-        hr.insert(hr.end(), head_rows.begin(), head_rows.end());
-      }
-      fused = std::move(f);
-      head_rows = std::move(hr);
-      bool any_heads = false;
-      for (int64_t x : head_rows) any_heads |= x > 0;
-      if (!any_heads) head_rows.clear();
-    }
-    Add(pre + ".weight", {stack * out, in}, split, layer, fused, head_rows, expert);
-    if (!lora || r_ <= 0) return;
-    if (split == 0) {
-      Add(pre + ".lora_A.weight", {stack * r_, in}, -1, layer, {}, {}, expert);
-      Add(pre + ".lora_B.weight", {stack * out, r_}, 0, layer, std::move(fused), std::move(head_rows), expert);
-    } else {
-      Add(pre + ".lora_A.weight", {stack * r_, in}, split, layer, {}, split == 1 ? std::move(head_rows) : std::vector<int64_t>{},
-          expert);
-      Add(pre + ".lora_B.weight", {stack * out, r_}, -1, layer, {}, {}, expert);
-    }
-  }
-
- private:
-  int64_t r_;
-  ws::Model m_;
-};
-
-void AddAttention(Builder& b, const std::string& pre, const Attention& at, int64_t h, int layer, bool lora) {
+// The architecture's blocks, in model order, with weight_sync's Hugging Face parameter builder
+// (weight_sync/plan/hf_params.h). `lora` marks the linear layers that get adapters: mixers and
+// FFNs, experts included; not embeddings, routers, LM head, MTP, vision.
+void AddAttention(ws::HfParamBuilder& b, const std::string& pre, const Attention& at, int64_t h, int layer,
+                  bool lora) {
   b.Add(pre + ".input_layernorm.weight", {h}, -1, layer);
   const std::string a = pre + ".self_attn";
   if (at.kind == AttentionKind::kGqa) {
@@ -109,7 +50,8 @@ void AddAttention(Builder& b, const std::string& pre, const Attention& at, int64
 // The adapters MLA gets besides o_proj's, as catalog::LoraParams counts them: q (h -> H*qk,
 // split by heads) and kv (h -> kvl + rope, replicated), one rank-r pair each over the
 // low-rank query and key/value paths.
-void AddMlaLora(Builder& b, const std::string& pre, const Attention& at, int64_t h, int layer, int64_t r) {
+void AddMlaLora(ws::HfParamBuilder& b, const std::string& pre, const Attention& at, int64_t h, int layer,
+                int64_t r) {
   const int64_t H = at.heads, qk = at.qk_nope_dim + at.qk_rope_dim;
   const std::string a = pre + ".self_attn";
   b.Add(a + ".q.lora_A.weight", {r, h}, -1, layer);
@@ -118,7 +60,8 @@ void AddMlaLora(Builder& b, const std::string& pre, const Attention& at, int64_t
   b.Add(a + ".kv.lora_B.weight", {at.kv_lora_rank + at.qk_rope_dim, r}, -1, layer);
 }
 
-void AddLinearAttention(Builder& b, const std::string& pre, const LinearAttention& l, int64_t h, int layer, bool lora) {
+void AddLinearAttention(ws::HfParamBuilder& b, const std::string& pre, const LinearAttention& l, int64_t h, int layer,
+                        bool lora) {
   const int64_t hd = l.head_dim, qk = l.qk_heads * hd, v = l.v_heads * hd, vh = l.v_heads;
   b.Add(pre + ".input_layernorm.weight", {h}, -1, layer);
   const std::string a = pre + ".linear_attn";
@@ -131,7 +74,7 @@ void AddLinearAttention(Builder& b, const std::string& pre, const LinearAttentio
   b.Linear(a + ".out_proj", h, v, 1, layer, lora, {}, {hd});
 }
 
-void AddMamba(Builder& b, const std::string& pre, const Mamba& mb, int64_t h, int layer, bool lora) {
+void AddMamba(ws::HfParamBuilder& b, const std::string& pre, const Mamba& mb, int64_t h, int layer, bool lora) {
   const int64_t di = mb.d_inner, gs = static_cast<int64_t>(mb.groups) * mb.state, nh = mb.heads;
   const int64_t p = nh > 0 && di % nh == 0 ? di / nh : 0, st = mb.state;
   b.Add(pre + ".input_layernorm.weight", {h}, -1, layer);
@@ -148,41 +91,21 @@ void AddMamba(Builder& b, const std::string& pre, const Mamba& mb, int64_t h, in
   b.Linear(a + ".out_proj", h, di, 1, layer, lora, {}, {p});
 }
 
-// `stack` experts stacked in one tensor per projection (see Builder::Linear).
-void AddMlp(Builder& b, const std::string& pre, int64_t h, int64_t inter, bool gated, int layer, bool lora,
-            int expert = -1, int64_t stack = 1) {
-  if (gated) {
-    // One fused gate/up weight; LoRA counts three adapters (gate, up, down), so with adapters
-    // gate and up stay separate.
-    if (lora) {
-      b.Linear(pre + ".gate_proj", inter, h, 0, layer, true, {}, {}, expert, stack);
-      b.Linear(pre + ".up_proj", inter, h, 0, layer, true, {}, {}, expert, stack);
-    } else {
-      b.Linear(pre + ".gate_up_proj", 2 * inter, h, 0, layer, false, {inter, inter}, {}, expert, stack);
-    }
-  } else {
-    b.Linear(pre + ".up_proj", inter, h, 0, layer, lora, {}, {}, expert, stack);
-  }
-  b.Linear(pre + ".down_proj", h, inter, 1, layer, lora, {}, {}, expert, stack);
-}
-
 // Routed experts as `groups` tensors per projection, each stacking experts/groups consecutive
 // experts (groups == experts: one tensor per expert).
-void AddMoe(Builder& b, const std::string& pre, const Moe& moe, int64_t h, int layer, bool lora, int groups) {
+void AddMoe(ws::HfParamBuilder& b, const std::string& pre, const Moe& moe, int64_t h, int layer, bool lora,
+            int groups) {
   b.Add(pre + ".post_attention_layernorm.weight", {h}, -1, layer);
-  b.Add(pre + ".mlp.gate.weight", {moe.experts, h}, -1, layer);
+  b.Router(pre + ".mlp", moe.experts, h, layer);
   const int64_t shared = moe.shared_size > 0 ? moe.shared_size : moe.expert_size;
-  for (int s = 0; s < moe.shared_experts; ++s)
-    AddMlp(b, absl::StrCat(pre, ".mlp.shared_experts.", s), h, shared, moe.gated, layer, lora);
-  const int64_t per = moe.experts / groups;
-  for (int g = 0; g < groups; ++g)
-    AddMlp(b, per == 1 ? absl::StrCat(pre, ".mlp.experts.", g) : absl::StrCat(pre, ".mlp.experts.", g * per, "-", (g + 1) * per - 1),
-           h, moe.expert_size, moe.gated, layer, lora, g, per);
+  b.SharedExperts(pre + ".mlp", moe.shared_experts, h, shared, moe.gated, layer, lora);
+  b.RoutedExperts(pre + ".mlp", moe.experts, groups, h, moe.expert_size, moe.gated, layer, lora);
 }
 
-void AddDenseFfn(Builder& b, const std::string& pre, const DenseFfn& f, int64_t h, int layer, bool lora) {
+void AddDenseFfn(ws::HfParamBuilder& b, const std::string& pre, const DenseFfn& f, int64_t h, int layer,
+                 bool lora) {
   b.Add(pre + ".post_attention_layernorm.weight", {h}, -1, layer);
-  AddMlp(b, pre + ".mlp", h, f.size, f.gated, layer, lora);
+  b.Mlp(pre + ".mlp", h, f.size, f.gated, layer, lora);
 }
 
 enum class MixerKind { kAttention, kLinear, kMamba };
@@ -235,7 +158,7 @@ absl::StatusOr<SyncModel> BuildSyncModel(const Architecture& a, const SyncModelO
   if (o.lora_rank < 0) return absl::InvalidArgumentError("lora_rank: must be >= 0");
   const bool lora = o.lora_rank > 0;
   const int64_t h = a.hidden;
-  Builder b(o.lora_rank);
+  ws::HfParamBuilder b(o.lora_rank);
   const int mixers = MixerLayers(a);
   const int ffns = a.ffn.layers + a.moe.layers;
   const int layers = std::max({mixers, ffns, 1});
@@ -267,7 +190,7 @@ absl::StatusOr<SyncModel> BuildSyncModel(const Architecture& a, const SyncModelO
     b.Linear("visual.merger.fc1", 4 * hv, 4 * hv, 0, ws::kPreLayers, false);
     b.Linear("visual.merger.fc2", v.out_hidden, 4 * hv, 1, ws::kPreLayers, false);
   }
-  b.Add("model.embed_tokens.weight", {a.vocab, h}, 0, ws::kPreLayers);
+  b.Embeddings(a.vocab, h);
 
   // Mixer j sits in layer j*layers/mixers and FFN block k in k*layers/ffns (both injective since
   // neither count exceeds `layers`); model order is by layer, mixer first.
@@ -276,7 +199,7 @@ absl::StatusOr<SyncModel> BuildSyncModel(const Architecture& a, const SyncModelO
   for (int j = 0; j < mixers; ++j) mixer_at[static_cast<int64_t>(j) * layers / mixers] = j;
   for (int k = 0; k < ffns; ++k) ffn_at[static_cast<int64_t>(k) * layers / ffns] = k;
   for (int l = 0; l < layers; ++l) {
-    const std::string pre = absl::StrCat("model.layers.", l);
+    const std::string pre = ws::HfLayerPrefix(l);
     if (int j = mixer_at[l]; j >= 0) {
       switch (kinds[j]) {
         case MixerKind::kAttention:
@@ -295,7 +218,7 @@ absl::StatusOr<SyncModel> BuildSyncModel(const Architecture& a, const SyncModelO
         AddMoe(b, pre, a.moe, h, l, lora, groups);
     }
   }
-  b.Add("model.norm.weight", {h}, -1, ws::kPostLayers);
+  b.FinalNorm(h);
   for (int i = 0; i < a.mtp_layers; ++i) {
     // DeepSeek-style MTP block: norms of the embedding and the hidden state, a 2h -> h
     // projection, one decoder layer (attention + the model's FFN kind).
@@ -309,7 +232,7 @@ absl::StatusOr<SyncModel> BuildSyncModel(const Architecture& a, const SyncModelO
     else if (a.ffn.layers > 0)
       AddDenseFfn(b, pre, a.ffn, h, ws::kPostLayers, false);
   }
-  if (!a.tied_embeddings) b.Add("lm_head.weight", {a.vocab, h}, 0, ws::kPostLayers);
+  if (!a.tied_embeddings) b.LmHead(a.vocab, h);
 
   SyncModel out;
   // A block one of the TP sizes cannot split is replicated instead (engines and Megatron would

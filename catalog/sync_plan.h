@@ -1,6 +1,6 @@
 // The weight-sync plan of a capacity plan: the catalog's architecture as a weight_sync::Model,
-// the chosen trainer and generator layouts as weight_sync layouts, and the weight_sync planner
-// run under the cluster's cost model (docs/catalog.md, "Weight sync").
+// the chosen trainer and generator layouts as weight_sync layouts, and weight_sync's transfer
+// planner run under the cluster's cost model (docs/catalog.md, "Weight sync").
 //
 // Pure functions; thread-safe. The Model returned owns its data.
 #pragma once
@@ -40,12 +40,13 @@ struct SyncModel {
   int replicated_for_tp = 0;  // split parameters turned replicated (see SyncModelOptions)
 };
 
-// Builds the parameter list: names follow Hugging Face ("model.layers.3.self_attn.qkv_proj.weight";
-// MTP layers "mtp.<i>.*", the vision tower "visual.*", adapters "*lora_A*"/"*lora_B*"), shapes
-// [out, in], bf16, TP split dims with fused QKV / gate-up sub-blocks and head sizes, one
-// parameter per routed expert (or per group of experts, see expert_groups) with its index,
-// layers for pipeline stages. Without adapters
-// the element count equals CountParams(arch).total() + mtp (same terms; tests check it).
+// Builds the parameter list with weight_sync's HfParamBuilder (weight_sync/plan/hf_params.h, the
+// one builder of Hugging Face parameter lists): names follow Hugging Face
+// ("model.layers.3.self_attn.q_proj.weight"; MTP layers "mtp.<i>.*", the vision tower "visual.*",
+// adapters "*lora_A*"/"*lora_B*"), shapes [out, in], bf16, TP split dims with fused KV / gate-up
+// sub-blocks and head sizes, one parameter per routed expert (or per group of experts, see
+// expert_groups) with its index, layers for pipeline stages. Without adapters the element count
+// equals CountParams(arch).total() + mtp (same terms; tests check it).
 // Mixers and FFN blocks go to layers max(mixers, ffn blocks) apart, spread evenly (hybrids
 // interleave their mixer kinds; "first k dense" FFN layers come first).
 absl::StatusOr<SyncModel> BuildSyncModel(const Architecture& arch, const SyncModelOptions& options);

@@ -245,7 +245,7 @@ void Cluster::ReleaseActor(const std::string& actor) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Groups (planning lives in group_planner.cc)
+// Groups (planning lives in bundle_placement.cc)
 
 Pool Cluster::BundlePool(const ResourceSet& need, const std::vector<int>& gpu_ids) {
   std::map<int, int64_t> cap;

@@ -1,8 +1,9 @@
 // The policy as weight_sync sees it: a weight_sync::Model from PolicyParamSpecs (float32;
-// replicated parameters split_dim -1, fused QKV / gate-up blocks as the planner's), the plan
-// from the trainer's TP layout to `engines` TP-1 engines, and the shards as flat byte buffers
-// in ShardLayout order (parameters in model order, each rank's piece row-major; for a TP rank
-// that is exactly its ShardParameters tensors flattened, as the sharding test checks).
+// replicated parameters split_dim -1, fused QKV / gate-up blocks as weight_sync/plan/hf_params.h
+// builds them), the plan from the trainer's TP layout to `engines` TP-1 engines, and the shards
+// as flat byte buffers in ShardLayout order (parameters in model order, each rank's piece
+// row-major; for a TP rank that is exactly its ShardParameters tensors flattened, as the
+// sharding test checks).
 // Pure functions; thread-safe.
 #pragma once
 

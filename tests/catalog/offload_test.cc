@@ -11,7 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_replace.h"
-#include "catalog/planner.h"
+#include "catalog/capacity_planner.h"
 #include "catalog/render.h"
 #include "tests/catalog/test_catalog.h"
 

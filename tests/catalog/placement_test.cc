@@ -9,9 +9,9 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "catalog/capacity_planner.h"
 #include "catalog/placement.h"
 #include "catalog/plan_command.h"
-#include "catalog/planner.h"
 #include "catalog/render.h"
 #include "tests/catalog/test_catalog.h"
 

@@ -8,11 +8,11 @@
 #include <cmath>
 
 #include "absl/strings/match.h"
+#include "catalog/capacity_planner.h"
 #include "catalog/params.h"
-#include "catalog/planner.h"
 #include "catalog/sync_plan.h"
-#include "weight_sync/plan/planner.h"
 #include "tests/catalog/test_catalog.h"
+#include "weight_sync/plan/transfer_planner.h"
 
 namespace skyrl::catalog {
 namespace {

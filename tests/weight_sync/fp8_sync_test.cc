@@ -7,7 +7,7 @@
 #include "tests/weight_sync/sync_harness.h"
 #include "weight_sync/convert/fp8_model.h"
 #include "weight_sync/convert/mxfp8.h"
-#include "weight_sync/plan/model_zoo.h"
+#include "weight_sync/plan/hf_params.h"
 #include "weight_sync/tcp/tcp_transport.h"
 
 namespace skyrl::weight_sync {

@@ -12,7 +12,7 @@
 #include "runtime/store/store.h"
 #include "tests/util/loopback_server.h"
 #include "tests/weight_sync/sync_harness.h"
-#include "weight_sync/plan/model_zoo.h"
+#include "weight_sync/plan/hf_params.h"
 #include "weight_sync/tcp/tcp_transport.h"
 
 namespace skyrl::weight_sync {

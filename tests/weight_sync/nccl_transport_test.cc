@@ -12,7 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/weight_sync/nccl_endpoints.h"
-#include "weight_sync/plan/model_zoo.h"
+#include "weight_sync/plan/hf_params.h"
 
 namespace skyrl::weight_sync {
 namespace {

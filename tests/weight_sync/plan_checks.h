@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "weight_sync/plan/planner.h"
+#include "weight_sync/plan/transfer_planner.h"
 
 namespace skyrl::weight_sync::testing {
 

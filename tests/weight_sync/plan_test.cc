@@ -4,9 +4,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/weight_sync/plan_checks.h"
-#include "weight_sync/plan/model_zoo.h"
-#include "weight_sync/plan/planner.h"
+#include "weight_sync/plan/hf_params.h"
 #include "weight_sync/plan/prepared_sync.h"
+#include "weight_sync/plan/transfer_planner.h"
 
 namespace skyrl::weight_sync {
 namespace {

@@ -11,8 +11,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "weight_sync/plan/planner.h"
 #include "weight_sync/plan/schedule.h"
+#include "weight_sync/plan/transfer_planner.h"
 #include "weight_sync/transport.h"
 
 namespace skyrl::weight_sync::testing {

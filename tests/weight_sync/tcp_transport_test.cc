@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/weight_sync/sync_harness.h"
 #include "weight_sync/checksum.h"
-#include "weight_sync/plan/model_zoo.h"
+#include "weight_sync/plan/hf_params.h"
 #include "weight_sync/rendezvous.h"
 #include "weight_sync/tcp/direct_write.h"  // SharedMappings
 #include "weight_sync/tcp/listener.h"  // HostIdentity

@@ -22,7 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/weight_sync/sync_harness.h"
-#include "weight_sync/plan/model_zoo.h"
+#include "weight_sync/plan/hf_params.h"
 #include "weight_sync/rendezvous.h"
 #include "weight_sync/transport.h"
 

@@ -10,8 +10,8 @@
 
 #include "absl/status/statusor.h"
 #include "weight_sync/plan/layout.h"
-#include "weight_sync/plan/planner.h"
 #include "weight_sync/plan/schedule.h"
+#include "weight_sync/plan/transfer_planner.h"
 
 namespace skyrl::weight_sync {
 

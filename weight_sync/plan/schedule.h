@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "weight_sync/plan/layout.h"
-#include "weight_sync/plan/planner.h"
+#include "weight_sync/plan/transfer_planner.h"
 
 namespace skyrl::weight_sync {
 

@@ -1,4 +1,4 @@
-#include "catalog/planner.h"
+#include "catalog/capacity_planner.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
-// The planner: a pure function of (model, sender layout, receiver layout, options) giving, for
-// every receiver, which boxes of which parameters come from which sender. Every byte a
-// receiver holds (of the parameters the filter keeps) is covered by exactly one transfer.
+// The transfer planner: a pure function of (model, sender layout, receiver layout, options)
+// giving, for every receiver, which boxes of which parameters come from which sender. Every byte
+// a receiver holds (of the parameters the filter keeps) is covered by exactly one transfer.
 //
 // Heuristic (see docs/weight_sync.md): each receiver box is cut by the sender shards it meets
 // into pieces; a piece may come from any sender holding those bytes (DP replicas, EP ranks

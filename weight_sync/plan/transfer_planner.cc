@@ -1,4 +1,4 @@
-#include "weight_sync/plan/planner.h"
+#include "weight_sync/plan/transfer_planner.h"
 
 #include <algorithm>
 #include <map>

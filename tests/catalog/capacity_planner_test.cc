@@ -1,4 +1,4 @@
-// The planner against the table: every row plans at its stated minimum (for the size, mode,
+// The capacity planner against the table: every row plans at its stated minimum (for the size, mode,
 // placement and training recipe its reading names) and is refused one step below it, with the
 // reason and the minimum; a conservative minimum is checked at the model's own minimum.
 #include <gtest/gtest.h>
@@ -7,8 +7,8 @@
 #include <cstdlib>
 
 #include "absl/strings/match.h"
+#include "catalog/capacity_planner.h"
 #include "catalog/params.h"
-#include "catalog/planner.h"
 #include "tests/catalog/test_catalog.h"
 
 namespace skyrl::catalog {
