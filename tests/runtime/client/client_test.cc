@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/client/client.h"
+#include "skyrl/actor.grpc.pb.h"
 #include "runtime/common/subprocess.h"
 #include "runtime/head/actor_directory_service.h"
 #include "runtime/head/actor_manager.h"

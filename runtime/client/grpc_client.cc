@@ -1,4 +1,4 @@
-#include "runtime/client/client.h"
+#include "runtime/client/grpc_client.h"
 
 #include <cstdlib>
 #include <optional>
@@ -57,10 +57,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& head,
   if (options.call_timeout <= absl::ZeroDuration())
     return absl::InvalidArgumentError(absl::StrCat("ClientOptions.call_timeout: ",
                                                    absl::FormatDuration(options.call_timeout), " is not positive"));
-  return std::unique_ptr<Client>(new Client(head, std::move(token), options));
+  return std::unique_ptr<Client>(new GrpcClient(head, std::move(token), options));
 }
 
-Client::Client(const std::string& head, std::string token, ClientOptions options)
+GrpcClient::GrpcClient(const std::string& head, std::string token, ClientOptions options)
     : token_(std::move(token)),
       caller_id_(ActorId::Random().ToString().substr(6)),
       job_id_(std::getenv("SKYRL_JOB_ID") ? std::getenv("SKYRL_JOB_ID") : ""),
@@ -70,7 +70,7 @@ Client::Client(const std::string& head, std::string token, ClientOptions options
       expirer_([this] { ExpireLoop(); }),
       explainer_([this] { FailureLoop(); }) {}
 
-Client::~Client() {
+GrpcClient::~GrpcClient() {
   {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;  // no new streams from here on
@@ -88,7 +88,7 @@ Client::~Client() {
   explainer_.join();
 }
 
-void Client::FillSpec(const std::string& class_name, const ActorOptions& o, v1::ActorSpec* spec) const {
+void GrpcClient::FillSpec(const std::string& class_name, const ActorOptions& o, v1::ActorSpec* spec) const {
   spec->set_class_name(class_name);
   spec->set_init_args(o.init_args);
   for (const auto& [k, v] : o.resources) (*spec->mutable_resources())[k] = v;
@@ -104,7 +104,7 @@ void Client::FillSpec(const std::string& class_name, const ActorOptions& o, v1::
   spec->set_host(o.host);
 }
 
-absl::StatusOr<ActorHandle> Client::CreateActor(const std::string& class_name, const ActorOptions& o) {
+absl::StatusOr<ActorHandle> GrpcClient::CreateActor(const std::string& class_name, const ActorOptions& o) {
   v1::CreateActorRequest req;
   FillSpec(class_name, o, req.mutable_spec());
   grpc::ClientContext ctx;
@@ -117,7 +117,7 @@ absl::StatusOr<ActorHandle> Client::CreateActor(const std::string& class_name, c
   return ActorHandle{reply.actor().actor_id()};
 }
 
-std::vector<absl::StatusOr<ActorHandle>> Client::CreateActors(
+std::vector<absl::StatusOr<ActorHandle>> GrpcClient::CreateActors(
     const std::vector<std::pair<std::string, ActorOptions>>& actors) {
   constexpr size_t kPerCall = 10000;  // the head's limit per CreateActors call
   std::vector<absl::StatusOr<ActorHandle>> out;
@@ -152,7 +152,7 @@ std::vector<absl::StatusOr<ActorHandle>> Client::CreateActors(
   return out;
 }
 
-absl::StatusOr<v1::PlacementGroupInfo> Client::CreatePlacementGroup(const PlacementGroupOptions& o) {
+absl::StatusOr<v1::PlacementGroupInfo> GrpcClient::CreatePlacementGroup(const PlacementGroupOptions& o) {
   v1::CreatePlacementGroupRequest req;
   v1::PlacementGroupSpec* spec = req.mutable_spec();
   spec->set_name(o.name);
@@ -175,7 +175,7 @@ absl::StatusOr<v1::PlacementGroupInfo> Client::CreatePlacementGroup(const Placem
   return std::move(*reply.mutable_group());
 }
 
-absl::StatusOr<v1::PlacementGroupInfo> Client::WaitPlacementGroup(const std::string& id, absl::Duration timeout) {
+absl::StatusOr<v1::PlacementGroupInfo> GrpcClient::WaitPlacementGroup(const std::string& id, absl::Duration timeout) {
   v1::WaitPlacementGroupRequest req;
   req.set_placement_group_id(id);
   req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
@@ -186,7 +186,7 @@ absl::StatusOr<v1::PlacementGroupInfo> Client::WaitPlacementGroup(const std::str
   return std::move(*reply.mutable_group());
 }
 
-absl::Status Client::RemovePlacementGroup(const std::string& id) {
+absl::Status GrpcClient::RemovePlacementGroup(const std::string& id) {
   v1::RemovePlacementGroupRequest req;
   req.set_placement_group_id(id);
   grpc::ClientContext ctx;
@@ -195,7 +195,7 @@ absl::Status Client::RemovePlacementGroup(const std::string& id) {
   return rpc::FromGrpc(groups_->RemovePlacementGroup(&ctx, req, &reply));
 }
 
-absl::StatusOr<v1::ActorInfo> Client::Lookup(const v1::GetActorRequest& req, absl::Duration timeout) {
+absl::StatusOr<v1::ActorInfo> GrpcClient::Lookup(const v1::GetActorRequest& req, absl::Duration timeout) {
   grpc::ClientContext ctx;
   rpc::PrepareCall(&ctx, token_, timeout);
   v1::GetActorReply reply;
@@ -203,7 +203,7 @@ absl::StatusOr<v1::ActorInfo> Client::Lookup(const v1::GetActorRequest& req, abs
   return std::move(*reply.mutable_actor());
 }
 
-absl::StatusOr<ActorHandle> Client::GetActor(const std::string& name, const std::string& ns) {
+absl::StatusOr<ActorHandle> GrpcClient::GetActor(const std::string& name, const std::string& ns) {
   v1::GetActorRequest req;
   req.set_name(name);
   req.set_namespace_(ns);
@@ -212,13 +212,13 @@ absl::StatusOr<ActorHandle> Client::GetActor(const std::string& name, const std:
   return ActorHandle{info->actor_id()};
 }
 
-absl::StatusOr<v1::ActorInfo> Client::Describe(const ActorHandle& actor) {
+absl::StatusOr<v1::ActorInfo> GrpcClient::Describe(const ActorHandle& actor) {
   v1::GetActorRequest req;
   req.set_actor_id(actor.actor_id);
   return Lookup(req);
 }
 
-absl::Status Client::Kill(const ActorHandle& actor) {
+absl::Status GrpcClient::Kill(const ActorHandle& actor) {
   grpc::ClientContext ctx;
   rpc::PrepareCall(&ctx, token_, absl::Seconds(10));
   v1::KillActorByIdRequest req;
@@ -230,7 +230,7 @@ absl::Status Client::Kill(const ActorHandle& actor) {
   return s;
 }
 
-absl::StatusOr<Client::Route> Client::Resolve(const std::string& actor_id) {
+absl::StatusOr<GrpcClient::Route> GrpcClient::Resolve(const std::string& actor_id) {
   {
     absl::MutexLock lock(&mu_);
     auto it = routes_.find(actor_id);
@@ -260,7 +260,7 @@ absl::StatusOr<Client::Route> Client::Resolve(const std::string& actor_id) {
   }
 }
 
-absl::Status Client::Explain(const std::string& actor_id, const std::string& address,
+absl::Status GrpcClient::Explain(const std::string& actor_id, const std::string& address,
                              const grpc::Status& failure) {
   // UNAVAILABLE and CANCELLED mean the process could not be reached. A dying process can also
   // surface as UNKNOWN, INTERNAL or ABORTED, which are equally what a method may return: for
@@ -291,7 +291,7 @@ absl::Status Client::Explain(const std::string& actor_id, const std::string& add
   }
 }
 
-absl::Status Client::CheckSize(const ActorHandle& actor, const std::string& method,
+absl::Status GrpcClient::CheckSize(const ActorHandle& actor, const std::string& method,
                               const std::string& args) const {
   if (method.size() + args.size() + client_internal::kCallOverhead <= options_.max_message_bytes)
     return absl::OkStatus();
@@ -300,25 +300,12 @@ absl::Status Client::CheckSize(const ActorHandle& actor, const std::string& meth
       " bytes do not fit in one message (limit ", options_.max_message_bytes, " bytes)"));
 }
 
-absl::StatusOr<std::string> Client::Call(const ActorHandle& actor, const std::string& method,
-                                         const std::string& args) {
-  return Call(actor, method, args, options_.call_timeout);
-}
-
-absl::StatusOr<std::string> Client::Call(const ActorHandle& actor, const std::string& method,
-                                         const std::string& args, absl::Duration timeout) {
-  // The same stream as CallAsync: with one call in flight it is a message each way, like a
-  // unary RPC, but without a new HTTP/2 stream, context and metadata per call (measured
-  // faster than the unary Call RPC: docs/performance.md, actor_calls).
-  return CallAsync(actor, method, args, timeout).get();
-}
-
-std::future<absl::StatusOr<std::string>> Client::CallAsync(const ActorHandle& actor, const std::string& method,
+std::future<absl::StatusOr<std::string>> GrpcClient::CallAsync(const ActorHandle& actor, const std::string& method,
                                                            const std::string& args) {
   return CallAsync(actor, method, args, options_.call_timeout);
 }
 
-std::future<absl::StatusOr<std::string>> Client::CallAsync(const ActorHandle& actor, const std::string& method,
+std::future<absl::StatusOr<std::string>> GrpcClient::CallAsync(const ActorHandle& actor, const std::string& method,
                                                            const std::string& args, absl::Duration timeout) {
   std::promise<absl::StatusOr<std::string>> done;
   std::future<absl::StatusOr<std::string>> result = done.get_future();
@@ -343,7 +330,7 @@ std::future<absl::StatusOr<std::string>> Client::CallAsync(const ActorHandle& ac
   return result;
 }
 
-absl::StatusOr<std::shared_ptr<CallStream>> Client::StreamFor(const std::string& actor_id,
+absl::StatusOr<std::shared_ptr<CallStream>> GrpcClient::StreamFor(const std::string& actor_id,
                                                               const CallStream* ended) {
   {
     // The common case: one lookup under mu_; whether the stream still takes calls is for
@@ -378,7 +365,7 @@ absl::StatusOr<std::shared_ptr<CallStream>> Client::StreamFor(const std::string&
   return r.stream;
 }
 
-void Client::OnStreamEnd(StreamEnd end) {
+void GrpcClient::OnStreamEnd(StreamEnd end) {
   {
     absl::MutexLock lock(&streams_mu_);
     live_.erase(end.stream.get());
@@ -393,7 +380,7 @@ int64_t ExpiryNanos(absl::Time t) {
 }
 }  // namespace
 
-void Client::ExpireLoop() {
+void GrpcClient::ExpireLoop() {
   absl::MutexLock lock(&streams_mu_);
   while (!stop_) {
     // "Never" while scanning: a stream scanned already that gains an earlier deadline now
@@ -413,7 +400,7 @@ void Client::ExpireLoop() {
   }
 }
 
-void Client::OnEarlierDeadline(absl::Time deadline) {
+void GrpcClient::OnEarlierDeadline(absl::Time deadline) {
   // The common case (a steady flow of calls with one timeout): each new deadline is later
   // than the one the loop already waits for.
   const int64_t ns = ExpiryNanos(deadline);
@@ -424,7 +411,7 @@ void Client::OnEarlierDeadline(absl::Time deadline) {
   expire_cv_.Signal();
 }
 
-void Client::CheckMoved(const std::string& actor_id, const std::string& address) {
+void GrpcClient::CheckMoved(const std::string& actor_id, const std::string& address) {
   // At most once a second per actor: a slow actor misses many deadlines at once.
   absl::Time now = absl::Now();
   absl::Time& last = last_moved_check_[actor_id];
@@ -452,7 +439,7 @@ void Client::CheckMoved(const std::string& actor_id, const std::string& address)
                                                        info->death_reason(), ")")));
 }
 
-void Client::FailureLoop() {
+void GrpcClient::FailureLoop() {
   while (true) {
     std::optional<StreamEnd> ended;
     bool stopping;
@@ -480,7 +467,7 @@ void Client::FailureLoop() {
   }
 }
 
-void Client::ExplainEnded(StreamEnd end, bool stopping) {
+void GrpcClient::ExplainEnded(StreamEnd end, bool stopping) {
   if (end.unanswered.empty()) return;  // `end` (and the stream) released here
   absl::Status why;
   if (stopping) {
