@@ -1,5 +1,5 @@
 // The distributed GRPO job (skyrl-grpo): the loop of RunLocalGrpo with the roles as actors
-// over the runtime (rl_actors.cc, host "rl"):
+// over the runtime (the role actors of skyrl-actor-host-rl, host "rl"; role_protocol.h):
 //
 //   placement group: trainer.tp_size trainer bundles, generator.num_engines engine bundles and
 //                    one bundle for reward + reference (CPU bundles); with colocate_all on a

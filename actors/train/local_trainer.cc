@@ -18,6 +18,7 @@
 #include "actors/roles/trainer_shard.h"
 #include "actors/tasks/tokenizer.h"
 #include "actors/train/grpo_step.h"
+#include "actors/train/step_timer.h"
 
 namespace skyrl::actors {
 namespace {
@@ -180,7 +181,7 @@ absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& 
   int at_target_run = 0;
   const auto start = std::chrono::steady_clock::now();
   for (int step = 1; step <= tc.steps; ++step) {
-    const auto t0 = std::chrono::steady_clock::now();
+    StepTimer timer(start);
     absl::StatusOr<Produced> produced = absl::UnknownError("not produced");
     if (async && step > 1) {
       produced = ahead.get();
@@ -196,11 +197,13 @@ absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& 
       ahead = std::async(std::launch::async, produce, step + 1, std::move(*prompts));
     }
     const Rollout* rollout = &produced->generated.rollout;
-    const auto t1 = std::chrono::steady_clock::now();
+    // The generation's own seconds (in async mode it ran while the previous step trained).
+    timer.Charge(StepTimer::Phase::kGenerate, produced->generate_s);
+    timer.Skip();
 
     auto scored = ScoreRollout(**task, produced->prompts.examples, *rollout);
     if (!scored.ok()) return scored.status();
-    const auto t2 = std::chrono::steady_clock::now();
+    timer.Lap(StepTimer::Phase::kReward);
 
     StepMetrics m;
     m.step = step;
@@ -228,25 +231,17 @@ absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& 
       m.clip_fraction = stats->clip_fraction;
       m.grad_norm = stats->grad_norm;
     }
-    const auto t3 = std::chrono::steady_clock::now();
+    timer.Lap(StepTimer::Phase::kTrain);
     if (async && step < tc.steps) {
       // The engine is busy with step + 1 until this returns; the new weights go in after.
       ahead.wait();
     }
-    const auto t3b = std::chrono::steady_clock::now();
+    timer.Lap(StepTimer::Phase::kWait);
     if ((*trainer)->version() > (*engine)->version()) {  // not after a dropped step
       if (auto s = (*engine)->LoadWeights((*trainer)->version(), (*trainer)->ExportShard()); !s.ok()) return s;
     }
-    const auto t4 = std::chrono::steady_clock::now();
-
-    m.generate_s = produced->generate_s;
-    m.reward_s = Seconds(t1, t2);
-    m.train_s = Seconds(t2, t3);
-    m.wait_s = Seconds(t3, t3b);
-    m.sync_s = Seconds(t3b, t4);
-    m.step_s = Seconds(t0, t4);
-    m.elapsed_s = Seconds(start, t4);
-    m.tokens_per_s = m.step_s > 0 ? static_cast<double>(m.response_tokens) / m.step_s : 0;
+    timer.Lap(StepTimer::Phase::kSync);
+    timer.Finish(&m);
     sum.history.push_back(m);
     sum.dropped_samples += m.dropped_samples;
     if (on_step) on_step(m);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include <nlohmann/json.hpp>
 #include "actors/job/grpo_driver.h"
+#include "actors/job/role_protocol.h"
 #include "actors/train/job_config.h"
 #include "actors/train/local_trainer.h"
 #include "tests/cluster/cluster_fixture.h"
@@ -108,7 +109,7 @@ TEST_F(GrpoJobTest, KilledEngineRestartsWithCurrentWeightsAndTheJobContinues) {
   auto run = RunDistributedGrpo(
       *client_, yaml_, config_, {}, [&](const StepMetrics& m) {
         if (m.step != 2) return;
-        auto pid = client_->Call(ActorHandle{actors.engines[1]}, "pid", "");
+        auto pid = client_->Call(ActorHandle{actors.engines[1]}, role::engine::kPid, "");
         ASSERT_TRUE(pid.ok()) << pid.status();
         int p = 0;
         ASSERT_TRUE(absl::SimpleAtoi(*pid, &p));
@@ -139,7 +140,9 @@ TEST_F(GrpoJobTest, DeadTrainerShardEndsTheJobWithAClearError) {
   auto run = RunDistributedGrpo(
       *client_, yaml_, config_, {},
       [&](const StepMetrics& m) {
-        if (m.step == 2) EXPECT_TRUE(client_->Kill(ActorHandle{actors.trainers[1]}).ok());
+        if (m.step == 2) {
+          EXPECT_TRUE(client_->Kill(ActorHandle{actors.trainers[1]}).ok());
+        }
       },
       [&](const JobActors& a) { actors = a; });
   ASSERT_FALSE(run.ok());
@@ -300,13 +303,14 @@ TEST_F(GrpoJobGpuTest, ColocateAllSharesDevicesAndSleepsEnginesDuringTraining) {
         for (size_t r = 0; r < actors.engines.size(); ++r) {
           // After the step's sync the engine is still asleep: it slept through training and
           // holds the new version staged, woken only at the next step's generation.
-          auto st = client_->Call(ActorHandle{actors.engines[r]}, "state", "");
+          auto st = client_->Call(ActorHandle{actors.engines[r]}, role::engine::kState, "");
           ASSERT_TRUE(st.ok()) << st.status();
-          auto j = nlohmann::json::parse(*st);
-          EXPECT_EQ(j["state"], "ASLEEP") << "engine " << r << " step " << m.step;
-          EXPECT_EQ(j["sleeps"].get<int64_t>(), m.step) << "engine " << r;
-          EXPECT_EQ(j["wakes"].get<int64_t>(), m.step - 1) << "engine " << r;
-          EXPECT_EQ(j["version"].get<int64_t>(), m.step) << "engine " << r;
+          auto j = role::DecodeEngineStateReply(*st);
+          ASSERT_TRUE(j.ok()) << j.status();
+          EXPECT_EQ(j->state, role::engine::kAsleep) << "engine " << r << " step " << m.step;
+          EXPECT_EQ(j->sleeps, m.step) << "engine " << r;
+          EXPECT_EQ(j->wakes, m.step - 1) << "engine " << r;
+          EXPECT_EQ(j->version, m.step) << "engine " << r;
           if (m.step != 1) continue;
           auto t = client_->Describe(ActorHandle{actors.trainers[r]});
           auto e = client_->Describe(ActorHandle{actors.engines[r]});
@@ -317,7 +321,7 @@ TEST_F(GrpoJobGpuTest, ColocateAllSharesDevicesAndSleepsEnginesDuringTraining) {
           EXPECT_EQ(t->gpu_ids(0), e->gpu_ids(0)) << "rank " << r;
           EXPECT_EQ(t->bundle_index(), e->bundle_index());
           // The engine's process sees exactly that device.
-          EXPECT_EQ(j["cuda_visible_devices"].get<std::string>(), std::to_string(e->gpu_ids(0)));
+          EXPECT_EQ(j->cuda_visible_devices, std::to_string(e->gpu_ids(0)));
           ++checked;
         }
       },
