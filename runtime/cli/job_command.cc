@@ -5,11 +5,13 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
 #include "runtime/archive/archive.h"
+#include "runtime/cli/commands.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
 #include "runtime/rpc/status.h"
@@ -19,11 +21,6 @@ namespace skyrl::cli {
 namespace {
 
 constexpr size_t kChunk = 1 << 20;
-
-int Fail(const absl::Status& s, int code = 1) {
-  std::cerr << "skyrl: " << s.message() << "\n";
-  return code;
-}
 
 std::unique_ptr<v1::JobService::Stub> Stub(const std::string& address) {
   return v1::JobService::NewStub(rpc::MakeChannel(address));
@@ -200,6 +197,57 @@ int JobDelete(const std::string& address, const std::string& token, const std::s
   if (absl::Status s = rpc::FromGrpc(Stub(address)->DeleteJob(&ctx, req, &reply)); !s.ok()) return Fail(s);
   std::cout << "deleted " << id << "\n";
   return 0;
+}
+
+namespace {
+
+struct JobOptions {
+  JobSubmitArgs submit;
+  std::string id;
+  bool json = false, follow = false;
+  double grace_s = 10;
+};
+
+}  // namespace
+
+std::vector<Command> AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<std::string> entrypoint) {
+  CLI::App* job = app.add_subcommand("job", "run drivers on the head: submit, status, logs, stop, list, delete");
+  job->require_subcommand(1);
+  auto o = std::make_shared<JobOptions>();
+  o->submit.entrypoint = std::move(entrypoint);
+  CLI::App* submit = job->add_subcommand("submit", "run a driver: skyrl job submit [options] -- CMD ARGS...");
+  submit->add_option("--working-dir", o->submit.working_dir, "folder to upload; the driver runs in it");
+  submit->add_option("--env", o->submit.env, "KEY=VALUE for the driver's environment (repeatable)");
+  submit->add_option("--submission-id", o->submit.submission_id, "the job's id (default: generated)");
+  submit->add_flag("--no-wait", o->submit.no_wait, "print the job id and return at once");
+  CLI::App* status = job->add_subcommand("status", "a job's state and exit");
+  status->add_option("job_id", o->id)->required();
+  status->add_flag("--json", o->json, "machine-readable output");
+  CLI::App* logs = job->add_subcommand("logs", "a job's driver output");
+  logs->add_option("job_id", o->id)->required();
+  logs->add_flag("--follow,-f", o->follow, "keep streaming until the job ends");
+  CLI::App* stop = job->add_subcommand("stop", "SIGTERM the driver, SIGKILL after --grace; its actors die");
+  stop->add_option("job_id", o->id)->required();
+  stop->add_option("--grace", o->grace_s, "seconds between SIGTERM and SIGKILL")->check(CLI::Range(0.0, 600.0));
+  CLI::App* list = job->add_subcommand("list", "every job");
+  list->add_flag("--json", o->json, "machine-readable output");
+  CLI::App* del = job->add_subcommand("delete", "forget an ended job and remove its files");
+  del->add_option("job_id", o->id)->required();
+  // Every job command talks to the head: the address and token are checked first (exit 2).
+  auto with_token = [&global](std::function<int(const std::string& token)> run) {
+    return [&global, run] {
+      absl::StatusOr<std::string> token = HeadToken(global);
+      if (!token.ok()) return Fail(token.status(), 2);
+      return run(*token);
+    };
+  };
+  const std::string& address = global.address;
+  return {{submit, with_token([&address, o](const std::string& t) { return JobSubmit(address, t, o->submit); })},
+          {status, with_token([&address, o](const std::string& t) { return JobStatus(address, t, o->id, o->json); })},
+          {logs, with_token([&address, o](const std::string& t) { return JobLogs(address, t, o->id, o->follow); })},
+          {stop, with_token([&address, o](const std::string& t) { return JobStop(address, t, o->id, o->grace_s); })},
+          {list, with_token([&address, o](const std::string& t) { return JobList(address, t, o->json); })},
+          {del, with_token([&address, o](const std::string& t) { return JobDelete(address, t, o->id); })}};
 }
 
 }  // namespace skyrl::cli
