@@ -96,16 +96,77 @@ enum class Path {
   kTcpCopy,  // loopback TCP, copied (zero_copy_send off too)
 };
 
+struct Options {
+  bool small = false, plans_only = false, gloo = true, copy_too = true;
+  int iters = 3, rounds = 2;
+  int64_t chunk_bytes = int64_t{8} << 20;
+  int64_t lockstep_bytes = -1;  // --lockstep-kib; -1: the transport's default
+  std::vector<int> rx_counts = {1, 2, 3};
+  std::vector<int64_t> size_list;  // empty: 256 MiB and 1 GiB (16 MiB with --small)
+};
+
+double g_min_spliced = 1;  // lowest share of spliced payload on the zero-copy paths
+
+// Receiver `r` of TcpBroadcast, in its own process: receives `versions` versions of `bytes`,
+// checks the last one's bytes and exits (0: all received and right).
+[[noreturn]] void ReceiverProcess(const std::string& dir, int r, int64_t bytes, int versions, Path path,
+                                  int64_t chunk_bytes, const ws::RankSchedule& sched) {
+  ws::FileRendezvous rdv(dir);
+  ws::TcpOptions o;
+  o.rendezvous = &rdv;
+  o.receiver_rank = r;
+  o.transfer.chunk_bytes = chunk_bytes;
+  o.same_host_unix_socket = path == Path::kDirect || path == Path::kUnix;
+  o.same_host_direct_write = path == Path::kDirect;
+  auto t = ws::CreateTcpTransport(o);
+  if (!t.ok()) _exit(2);
+  ws::VersionedShard shard(bytes);
+  for (int v = 1; v <= versions; ++v) {
+    absl::Status s = (*t)->Receive(v, sched, shard);
+    if (!s.ok()) {
+      std::fprintf(stderr, "receiver %d: %s\n", r, s.ToString().c_str());
+      _exit(3);
+    }
+  }
+  const auto& got = *shard.Current().bytes;
+  for (int64_t i = 0; i < bytes; ++i)
+    if (got[i] != static_cast<uint8_t>(versions)) _exit(4);
+  _exit(0);
+}
+
+// Whether every connection and payload byte of a TcpBroadcast went the way `path` asks (from
+// the sender's `stats`); also lowers g_min_spliced.
+bool WentAsAsked(const ws::TcpStats& stats, Path path, int receivers, int64_t bytes, int versions) {
+  const bool same_host = path == Path::kDirect || path == Path::kUnix;
+  bool ok = true;
+  if ((same_host ? stats.tcp_connections : stats.local_connections) != 0) {
+    std::fprintf(stderr, "weight_sync: %lld connections went over %s, not %s\n",
+                 static_cast<long long>(same_host ? stats.tcp_connections : stats.local_connections),
+                 same_host ? "TCP" : "Unix sockets", same_host ? "Unix sockets" : "TCP");
+    ok = false;
+  }
+  // Every payload byte went the way asked (splicing may fall back to copies where the kernel
+  // refuses; the share is printed).
+  const int64_t payload = int64_t{receivers} * bytes * versions;
+  const int64_t direct = stats.direct_write_bytes, moved = stats.spliced_bytes + stats.copied_bytes;
+  if (direct + moved != payload || (path == Path::kDirect) != (direct == payload)) {
+    std::fprintf(stderr, "weight_sync: of %lld payload bytes %lld were written directly and %lld sent\n",
+                 static_cast<long long>(payload), static_cast<long long>(direct), static_cast<long long>(moved));
+    ok = false;
+  }
+  if ((path == Path::kUnix || path == Path::kTcp) && moved > 0)
+    g_min_spliced = std::min(g_min_spliced, static_cast<double>(stats.spliced_bytes) / moved);
+  return ok;
+}
+
 // Best seconds over `iters` broadcasts of `bytes` from one sender to `receivers` receivers
 // through our TCP transport on `path` (after one warm-up version); -1 on failure, including
 // when a connection or a payload byte took another path than asked (from the sender's
 // TcpStats). Each receiver is its own process, as gloo's ranks are; the sender's Send returns
 // once every receiver confirmed the whole version, which is what is timed. Receivers check the
-// last version's bytes.
-int64_t g_lockstep_bytes = -1;  // --lockstep-kib; -1: the transport's default
-double g_min_spliced = 1;       // lowest share of spliced payload on the zero-copy paths
-
-double TcpBroadcast(int64_t bytes, int receivers, int iters, Path path, int64_t chunk_bytes) {
+// last version's bytes. `lockstep_bytes` < 0: the transport's default lockstep window.
+double TcpBroadcast(int64_t bytes, int receivers, int iters, Path path, int64_t chunk_bytes,
+                    int64_t lockstep_bytes) {
   const bool same_host = path == Path::kDirect || path == Path::kUnix;
   const bool zero_copy = path != Path::kTcpCopy;
   ws::Model m;
@@ -125,29 +186,7 @@ double TcpBroadcast(int64_t bytes, int receivers, int iters, Path path, int64_t 
   std::vector<pid_t> kids;
   for (int r = 0; r < receivers; ++r) {
     pid_t pid = fork();
-    if (pid == 0) {
-      ws::FileRendezvous rdv(dir);
-      ws::TcpOptions o;
-      o.rendezvous = &rdv;
-      o.receiver_rank = r;
-      o.transfer.chunk_bytes = chunk_bytes;
-      o.same_host_unix_socket = same_host;
-      o.same_host_direct_write = path == Path::kDirect;
-      auto t = ws::CreateTcpTransport(o);
-      if (!t.ok()) _exit(2);
-      ws::VersionedShard shard(bytes);
-      for (int v = 1; v <= versions; ++v) {
-        absl::Status s = (*t)->Receive(v, (*w)->recv_sched[r], shard);
-        if (!s.ok()) {
-          std::fprintf(stderr, "receiver %d: %s\n", r, s.ToString().c_str());
-          _exit(3);
-        }
-      }
-      const auto& got = *shard.Current().bytes;
-      for (int64_t i = 0; i < bytes; ++i)
-        if (got[i] != static_cast<uint8_t>(versions)) _exit(4);
-      _exit(0);
-    }
+    if (pid == 0) ReceiverProcess(dir, r, bytes, versions, path, chunk_bytes, (*w)->recv_sched[r]);
     kids.push_back(pid);
   }
   ws::FileRendezvous rdv(dir);
@@ -157,7 +196,7 @@ double TcpBroadcast(int64_t bytes, int receivers, int iters, Path path, int64_t 
   o.zero_copy_send = zero_copy;
   o.same_host_unix_socket = same_host;
   o.same_host_direct_write = path == Path::kDirect;
-  if (g_lockstep_bytes >= 0) o.lockstep_window_bytes = g_lockstep_bytes;
+  if (lockstep_bytes >= 0) o.lockstep_window_bytes = lockstep_bytes;
   ws::TcpStats stats;
   o.stats = &stats;
   auto sender = ws::CreateTcpTransport(o);
@@ -184,23 +223,7 @@ double TcpBroadcast(int64_t bytes, int receivers, int iters, Path path, int64_t 
     }
   }
   std::filesystem::remove_all(dir);
-  if ((same_host ? stats.tcp_connections : stats.local_connections) != 0) {
-    std::fprintf(stderr, "weight_sync: %lld connections went over %s, not %s\n",
-                 static_cast<long long>(same_host ? stats.tcp_connections : stats.local_connections),
-                 same_host ? "TCP" : "Unix sockets", same_host ? "Unix sockets" : "TCP");
-    ok = false;
-  }
-  // Every payload byte went the way asked (splicing may fall back to copies where the kernel
-  // refuses; the share is printed).
-  const int64_t payload = int64_t{receivers} * bytes * versions;
-  const int64_t direct = stats.direct_write_bytes, moved = stats.spliced_bytes + stats.copied_bytes;
-  if (direct + moved != payload || (path == Path::kDirect) != (direct == payload)) {
-    std::fprintf(stderr, "weight_sync: of %lld payload bytes %lld were written directly and %lld sent\n",
-                 static_cast<long long>(payload), static_cast<long long>(direct), static_cast<long long>(moved));
-    ok = false;
-  }
-  if ((path == Path::kUnix || path == Path::kTcp) && moved > 0)
-    g_min_spliced = std::min(g_min_spliced, static_cast<double>(stats.spliced_bytes) / moved);
+  if (!WentAsAsked(stats, path, receivers, bytes, versions)) ok = false;
   return ok ? best : -1;
 }
 
@@ -252,58 +275,27 @@ std::map<std::pair<int64_t, int>, double> Gloo(const std::vector<int64_t>& sizes
   return out;
 }
 
-}  // namespace
+void PrintUsage() {
+  std::printf(
+      "usage: weight_sync [--plans-only] [--small] [--no-gloo] [--no-copy] [--iters N] [--rounds N] [--chunk-kib N] [--lockstep-kib N]\n"
+      "                   [--receivers 1,2,3] [--sizes-mib 256,1024]\n"
+      "  --small       no 1T plan, 16 MiB transfers, no gloo (the ctest smoke run)\n"
+      "  --no-gloo     skip the torch.distributed gloo baseline\n"
+      "  --no-copy     skip the copy-path (zero_copy_send = false) loopback TCP column\n"
+      "  --iters N     timed versions per figure, best taken (default 3)\n"
+      "  --rounds N    rounds alternating direct, unix, tcp, copy and gloo per row, best of each kept (default 2)\n"
+      "  --chunk-kib N TransferOptions::chunk_bytes for the TCP runs (default 8192)\n"
+      "  --lockstep-kib N  TcpOptions::lockstep_window_bytes (default: the transport's, 2048; 0: off, else 64 to 1048576)\n"
+      "  --receivers L receiver counts to run (default 1,2,3; RESULT lines need 3)\n"
+      "  --sizes-mib L transfer sizes in MiB (default 256,1024; unsuffixed RESULT lines: the last)\n");
+}
 
-int main(int argc, char** argv) {
-  bool small = false, plans_only = false, gloo = true, copy_too = true;
-  int iters = 3, rounds = 2;
-  int64_t chunk_bytes = int64_t{8} << 20;
-  std::vector<int> rx_counts = {1, 2, 3};
-  std::vector<int64_t> size_list;  // empty: 256 MiB and 1 GiB (16 MiB with --small)
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--help") == 0) {
-      std::printf(
-          "usage: weight_sync [--plans-only] [--small] [--no-gloo] [--no-copy] [--iters N] [--rounds N] [--chunk-kib N] [--lockstep-kib N]\n"
-          "                   [--receivers 1,2,3] [--sizes-mib 256,1024]\n"
-          "  --small       no 1T plan, 16 MiB transfers, no gloo (the ctest smoke run)\n"
-          "  --no-gloo     skip the torch.distributed gloo baseline\n"
-          "  --no-copy     skip the copy-path (zero_copy_send = false) loopback TCP column\n"
-          "  --iters N     timed versions per figure, best taken (default 3)\n"
-          "  --rounds N    rounds alternating direct, unix, tcp, copy and gloo per row, best of each kept (default 2)\n"
-          "  --chunk-kib N TransferOptions::chunk_bytes for the TCP runs (default 8192)\n"
-          "  --lockstep-kib N  TcpOptions::lockstep_window_bytes (default: the transport's, 2048; 0: off, else 64 to 1048576)\n"
-          "  --receivers L receiver counts to run (default 1,2,3; RESULT lines need 3)\n"
-          "  --sizes-mib L transfer sizes in MiB (default 256,1024; unsuffixed RESULT lines: the last)\n");
-      return 0;
-    }
-    if (std::strcmp(argv[i], "--small") == 0) small = true;
-    if (std::strcmp(argv[i], "--plans-only") == 0) plans_only = true;
-    if (std::strcmp(argv[i], "--no-gloo") == 0) gloo = false;
-    if (std::strcmp(argv[i], "--no-copy") == 0) copy_too = false;
-    if (std::strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = std::max(1, std::atoi(argv[i + 1]));
-    if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) rounds = std::max(1, std::atoi(argv[i + 1]));
-    if (std::strcmp(argv[i], "--lockstep-kib") == 0 && i + 1 < argc)
-      g_lockstep_bytes = std::max<int64_t>(0, std::atoll(argv[i + 1])) << 10;
-    if (std::strcmp(argv[i], "--chunk-kib") == 0 && i + 1 < argc)
-      chunk_bytes = std::max<int64_t>(1, std::atoll(argv[i + 1])) << 10;
-    if (std::strcmp(argv[i], "--sizes-mib") == 0 && i + 1 < argc)
-      for (absl::string_view part : absl::StrSplit(argv[i + 1], ','))
-        if (int64_t n = 0; absl::SimpleAtoi(part, &n) && n > 0) size_list.push_back(n << 20);
-    if (std::strcmp(argv[i], "--receivers") == 0 && i + 1 < argc) {
-      rx_counts.clear();
-      for (absl::string_view part : absl::StrSplit(argv[i + 1], ','))
-        if (int n = 0; absl::SimpleAtoi(part, &n) && n > 0) rx_counts.push_back(n);
-    }
-  }
-  if (small) {
-    gloo = false;
-    rounds = 1;
-  }
-
+// Section 1: plans every case and prints the table; `*worst` is the largest planned/bound
+// ratio. False when a plan fails.
+bool PrintPlans(bool small, double* worst) {
   std::printf("== plan simulation (NVLink 900 GB/s in a node, NIC 400 Gb/s per GPU, 8 GPUs/node)\n");
   std::printf("%-20s %9s %9s %9s %10s %10s %7s %8s  %s\n", "case", "params", "model GB", "moved GB",
               "planned s", "bound s", "ratio", "plan ms", "layout");
-  double worst = 0;
   for (const Case& c : Cases(small)) {
     ws::Model m = ws::MakeTransformer(c.model);
     ws::PlanOptions o;
@@ -314,26 +306,93 @@ int main(int argc, char** argv) {
     double ms = absl::ToDoubleMilliseconds(absl::Now() - t0);
     if (!plan.ok()) {
       std::fprintf(stderr, "weight_sync: %s: %s\n", c.name.c_str(), std::string(plan.status().message()).c_str());
-      return 1;
+      return false;
     }
     double ratio = plan->predicted_s / plan->lower_bound_s;
-    worst = std::max(worst, ratio);
+    *worst = std::max(*worst, ratio);
     std::printf("%-20s %9zu %9.1f %9.1f %10.3f %10.3f %7.3f %8.0f  %s\n", c.name.c_str(), m.params.size(),
                 m.TotalBytes() / 1e9, plan->total_bytes / 1e9, plan->predicted_s, plan->lower_bound_s,
                 ratio, ms, c.describe.c_str());
   }
-  if (plans_only) {
-    std::printf("RESULT worst_plan_to_bound %.3f\n", worst);
-    return 0;
-  }
+  return true;
+}
 
-  const std::vector<int64_t> sizes = !size_list.empty() ? size_list
-                                     : small ? std::vector<int64_t>{16 << 20}
-                                             : std::vector<int64_t>{256 << 20, int64_t{1} << 30};
+std::string Fmt(double v, const char* f) { return v > 0 ? absl::StrFormat(f, v) : std::string("-"); }
+
+// GB/s with 3 receivers, by transfer size, for the RESULT lines (0: not measured).
+struct ThreeRx {
+  std::map<int64_t, double> direct3, unix3, tcp3, copy3, gloo3;
+};
+
+// One row of the transport table: `n` receivers of `b` bytes. False when a TCP run failed.
+bool MeasureRow(const Options& opts, int64_t b, int n, ThreeRx& three) {
+  // Rounds alternate the paths (and gloo) and each keeps its best: on a shared machine the
+  // load changes within seconds, and alternating gives every path the same chances.
+  std::map<Path, double> best;
+  std::vector<Path> paths = {Path::kDirect, Path::kUnix, Path::kTcp};
+  if (opts.copy_too) paths.push_back(Path::kTcpCopy);
+  double gs = 0;
+  for (int round = 0; round < opts.rounds; ++round) {
+    for (Path path : paths) {
+      const double sec = TcpBroadcast(b, n, opts.iters, path, opts.chunk_bytes, opts.lockstep_bytes);
+      if (sec < 0) return false;
+      best[path] = best.count(path) ? std::min(best[path], sec) : sec;
+    }
+    if (opts.gloo) {
+      std::map<std::pair<int64_t, int>, double> gl = Gloo({b}, {n}, opts.iters);
+      if (auto it = gl.find({b, n}); it != gl.end()) gs = gs > 0 ? std::min(gs, it->second) : it->second;
+    }
+  }
+  auto gbps = [&](Path p) { return best.count(p) ? n * b / best[p] / 1e9 : 0.0; };
+  const double dg = gbps(Path::kDirect), ug = gbps(Path::kUnix), tg = gbps(Path::kTcp), cg = gbps(Path::kTcpCopy);
+  const double gg = gs > 0 ? n * b / gs / 1e9 : 0;
+  auto over_gloo = [&](double v) { return Fmt(gg > 0 && v > 0 ? v / gg : 0, "%.2f"); };
+  std::printf("%-9s %3d %8.3f %11.2f %9.2f %8.2f %9s %8s %9s %11s %9s %9s %9s\n",
+              absl::StrCat(b >> 20, " MiB").c_str(), n, best[Path::kDirect], dg, ug, tg, Fmt(cg, "%.2f").c_str(),
+              Fmt(gs, "%.3f").c_str(), Fmt(gg, "%.2f").c_str(), over_gloo(dg).c_str(), over_gloo(ug).c_str(),
+              over_gloo(tg).c_str(), over_gloo(cg).c_str());
+  if (n == 3) {
+    three.direct3[b] = dg;
+    three.unix3[b] = ug;
+    three.tcp3[b] = tg;
+    three.copy3[b] = cg;
+    three.gloo3[b] = gg;
+  }
+  return true;
+}
+
+void PrintResults(const std::vector<int64_t>& sizes, double worst, double loop_gbps, ThreeRx& three) {
+  // Without a suffix: the largest size (1 GiB; 16 MiB with --small), as before.
+  // tcp_gbps_3rx is the TCP transport as it runs by default with every rank on one host (Unix
+  // sockets, direct writes); the other paths have their own names.
+  std::printf("RESULT worst_plan_to_bound %.3f\n", worst);
+  std::printf("RESULT loopback_gbps_1stream %.2f\n", loop_gbps);
+  for (int64_t b : sizes) {
+    if (!three.direct3.count(b)) continue;
+    const std::string suffix = b == sizes.back() ? "" : absl::StrCat("_", b >> 20, "mib");
+    std::printf("RESULT tcp_gbps_3rx%s %.2f\n", suffix.c_str(), three.direct3[b]);
+    std::printf("RESULT tcp_unix_gbps_3rx%s %.2f\n", suffix.c_str(), three.unix3[b]);
+    std::printf("RESULT tcp_loopback_gbps_3rx%s %.2f\n", suffix.c_str(), three.tcp3[b]);
+    if (three.copy3[b] > 0) std::printf("RESULT tcp_copy_gbps_3rx%s %.2f\n", suffix.c_str(), three.copy3[b]);
+    if (three.gloo3[b] > 0) {
+      std::printf("RESULT gloo_gbps_3rx%s %.2f\n", suffix.c_str(), three.gloo3[b]);
+      std::printf("RESULT ratio_vs_gloo_3rx%s %.2f\n", suffix.c_str(), three.direct3[b] / three.gloo3[b]);
+      std::printf("RESULT ratio_unix_vs_gloo_3rx%s %.2f\n", suffix.c_str(), three.unix3[b] / three.gloo3[b]);
+      std::printf("RESULT ratio_loopback_vs_gloo_3rx%s %.2f\n", suffix.c_str(),
+                  three.tcp3[b] / three.gloo3[b]);
+    }
+  }
+}
+
+// Section 2: the loopback stream and the transport table, then every RESULT line.
+int RunTransport(const Options& opts, double worst) {
+  const std::vector<int64_t> sizes = !opts.size_list.empty() ? opts.size_list
+                                     : opts.small ? std::vector<int64_t>{16 << 20}
+                                                  : std::vector<int64_t>{256 << 20, int64_t{1} << 30};
   std::printf("\n== transport: 1 sender -> n receivers on loopback, best of %d versions x %d alternating rounds (GB/s = delivered 1e9 bytes/s, all receivers)\n",
-              iters, rounds);
-  std::printf("chunk %lld KiB\n", static_cast<long long>(chunk_bytes >> 10));
-  double loop_s = LoopbackStream(sizes.back(), iters);
+              opts.iters, opts.rounds);
+  std::printf("chunk %lld KiB\n", static_cast<long long>(opts.chunk_bytes >> 10));
+  double loop_s = LoopbackStream(sizes.back(), opts.iters);
   double loop_gbps = sizes.back() / loop_s / 1e9;
   std::printf("single TCP stream, %lld MiB: %.3f s, %.2f GB/s (%.1f Gbit/s)\n",
               static_cast<long long>(sizes.back() >> 20), loop_s, loop_gbps, loop_gbps * 8);
@@ -346,62 +405,56 @@ int main(int argc, char** argv) {
   std::printf("%-9s %3s %8s %11s %9s %8s %9s %8s %9s %11s %9s %9s %9s\n", "size", "rx", "direct s", "direct GB/s",
               "unix GB/s", "tcp GB/s", "copy GB/s", "gloo s", "gloo GB/s", "direct/gloo", "unix/gloo", "tcp/gloo",
               "copy/gloo");
-  auto fmt = [](double v, const char* f) { return v > 0 ? absl::StrFormat(f, v) : std::string("-"); };
-  std::map<int64_t, double> direct3, unix3, tcp3, copy3, gloo3;
+  ThreeRx three;
   for (int64_t b : sizes)
-    for (int n : rx_counts) {
-      // Rounds alternate the paths (and gloo) and each keeps its best: on a shared machine the
-      // load changes within seconds, and alternating gives every path the same chances.
-      std::map<Path, double> best;
-      std::vector<Path> paths = {Path::kDirect, Path::kUnix, Path::kTcp};
-      if (copy_too) paths.push_back(Path::kTcpCopy);
-      double gs = 0;
-      for (int round = 0; round < rounds; ++round) {
-        for (Path path : paths) {
-          const double sec = TcpBroadcast(b, n, iters, path, chunk_bytes);
-          if (sec < 0) return 1;
-          best[path] = best.count(path) ? std::min(best[path], sec) : sec;
-        }
-        if (gloo) {
-          std::map<std::pair<int64_t, int>, double> gl = Gloo({b}, {n}, iters);
-          if (auto it = gl.find({b, n}); it != gl.end()) gs = gs > 0 ? std::min(gs, it->second) : it->second;
-        }
-      }
-      auto gbps = [&](Path p) { return best.count(p) ? n * b / best[p] / 1e9 : 0.0; };
-      const double dg = gbps(Path::kDirect), ug = gbps(Path::kUnix), tg = gbps(Path::kTcp), cg = gbps(Path::kTcpCopy);
-      const double gg = gs > 0 ? n * b / gs / 1e9 : 0;
-      auto over_gloo = [&](double v) { return fmt(gg > 0 && v > 0 ? v / gg : 0, "%.2f"); };
-      std::printf("%-9s %3d %8.3f %11.2f %9.2f %8.2f %9s %8s %9s %11s %9s %9s %9s\n",
-                  absl::StrCat(b >> 20, " MiB").c_str(), n, best[Path::kDirect], dg, ug, tg, fmt(cg, "%.2f").c_str(),
-                  fmt(gs, "%.3f").c_str(), fmt(gg, "%.2f").c_str(), over_gloo(dg).c_str(), over_gloo(ug).c_str(),
-                  over_gloo(tg).c_str(), over_gloo(cg).c_str());
-      if (n == 3) {
-        direct3[b] = dg;
-        unix3[b] = ug;
-        tcp3[b] = tg;
-        copy3[b] = cg;
-        gloo3[b] = gg;
-      }
-    }
+    for (int n : opts.rx_counts)
+      if (!MeasureRow(opts, b, n, three)) return 1;
   std::printf("(zero-copy share of the payload on the unix and tcp paths, lowest run: %.0f%%)\n", g_min_spliced * 100);
-  // Without a suffix: the largest size (1 GiB; 16 MiB with --small), as before.
-  // tcp_gbps_3rx is the TCP transport as it runs by default with every rank on one host (Unix
-  // sockets, direct writes); the other paths have their own names.
-  std::printf("RESULT worst_plan_to_bound %.3f\n", worst);
-  std::printf("RESULT loopback_gbps_1stream %.2f\n", loop_gbps);
-  for (int64_t b : sizes) {
-    if (!direct3.count(b)) continue;
-    const std::string suffix = b == sizes.back() ? "" : absl::StrCat("_", b >> 20, "mib");
-    std::printf("RESULT tcp_gbps_3rx%s %.2f\n", suffix.c_str(), direct3[b]);
-    std::printf("RESULT tcp_unix_gbps_3rx%s %.2f\n", suffix.c_str(), unix3[b]);
-    std::printf("RESULT tcp_loopback_gbps_3rx%s %.2f\n", suffix.c_str(), tcp3[b]);
-    if (copy3[b] > 0) std::printf("RESULT tcp_copy_gbps_3rx%s %.2f\n", suffix.c_str(), copy3[b]);
-    if (gloo3[b] > 0) {
-      std::printf("RESULT gloo_gbps_3rx%s %.2f\n", suffix.c_str(), gloo3[b]);
-      std::printf("RESULT ratio_vs_gloo_3rx%s %.2f\n", suffix.c_str(), direct3[b] / gloo3[b]);
-      std::printf("RESULT ratio_unix_vs_gloo_3rx%s %.2f\n", suffix.c_str(), unix3[b] / gloo3[b]);
-      std::printf("RESULT ratio_loopback_vs_gloo_3rx%s %.2f\n", suffix.c_str(), tcp3[b] / gloo3[b]);
+  PrintResults(sizes, worst, loop_gbps, three);
+  return 0;
+}
+
+int Run(const Options& opts) {
+  double worst = 0;
+  if (!PrintPlans(opts.small, &worst)) return 1;
+  if (opts.plans_only) {
+    std::printf("RESULT worst_plan_to_bound %.3f\n", worst);
+    return 0;
+  }
+  return RunTransport(opts, worst);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0) {
+      PrintUsage();
+      return 0;
+    }
+    if (std::strcmp(argv[i], "--small") == 0) o.small = true;
+    if (std::strcmp(argv[i], "--plans-only") == 0) o.plans_only = true;
+    if (std::strcmp(argv[i], "--no-gloo") == 0) o.gloo = false;
+    if (std::strcmp(argv[i], "--no-copy") == 0) o.copy_too = false;
+    if (std::strcmp(argv[i], "--iters") == 0 && i + 1 < argc) o.iters = std::max(1, std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) o.rounds = std::max(1, std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--lockstep-kib") == 0 && i + 1 < argc)
+      o.lockstep_bytes = std::max<int64_t>(0, std::atoll(argv[i + 1])) << 10;
+    if (std::strcmp(argv[i], "--chunk-kib") == 0 && i + 1 < argc)
+      o.chunk_bytes = std::max<int64_t>(1, std::atoll(argv[i + 1])) << 10;
+    if (std::strcmp(argv[i], "--sizes-mib") == 0 && i + 1 < argc)
+      for (absl::string_view part : absl::StrSplit(argv[i + 1], ','))
+        if (int64_t n = 0; absl::SimpleAtoi(part, &n) && n > 0) o.size_list.push_back(n << 20);
+    if (std::strcmp(argv[i], "--receivers") == 0 && i + 1 < argc) {
+      o.rx_counts.clear();
+      for (absl::string_view part : absl::StrSplit(argv[i + 1], ','))
+        if (int n = 0; absl::SimpleAtoi(part, &n) && n > 0) o.rx_counts.push_back(n);
     }
   }
-  return 0;
+  if (o.small) {
+    o.gloo = false;
+    o.rounds = 1;
+  }
+  return Run(o);
 }

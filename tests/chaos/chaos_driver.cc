@@ -123,6 +123,104 @@ void Work(skyrl::Client& client, const std::vector<skyrl::ActorHandle>& actors, 
   }
 }
 
+
+// Creates `f.actors` echo actors that restart forever into `actors`; false (after saying why)
+// when one cannot be created.
+bool CreateChaosActors(skyrl::Client& client, const Flags& f, std::vector<skyrl::ActorHandle>& actors) {
+  for (int i = 0; i < f.actors; ++i) {
+    skyrl::ActorOptions o;
+    o.name = absl::StrCat("chaos-", i);
+    o.max_restarts = -1;
+    o.resources = {{"CPU", f.actor_cpu}};
+    absl::StatusOr<skyrl::ActorHandle> a = client.CreateActor("echo", o);
+    if (!a.ok()) {
+      std::fprintf(stderr, "chaos-driver: create %s: %s\n", o.name.c_str(),
+                   std::string(a.status().message()).c_str());
+      return false;
+    }
+    actors.push_back(*a);
+  }
+  return true;
+}
+
+// Runs the calling threads until SIGTERM or --seconds after `start`, printing progress.
+void CallUntilStopped(skyrl::Client& client, const std::vector<skyrl::ActorHandle>& actors, const Flags& f,
+                      Totals& t, absl::Time start) {
+  std::vector<std::thread> threads;
+  for (int i = 0; i < f.threads; ++i)
+    threads.emplace_back(Work, std::ref(client), std::cref(actors), i, i % 2 == 1 ? f.window : 1,
+                         std::cref(f), std::ref(t));
+  // SIGTERM or --seconds ends the run; progress goes out once a second meanwhile.
+  std::thread signals([] {
+    skyrl::WaitForTerminationSignal();
+    g_stop = true;
+  });
+  signals.detach();
+  while (!g_stop.load()) {
+    absl::SleepFor(absl::Seconds(1));
+    if (f.seconds > 0 && absl::Now() - start >= absl::Seconds(f.seconds)) g_stop = true;
+    std::printf("progress calls=%lld failed=%lld\n", (long long)t.ok.load(), (long long)t.failed.load());
+    std::fflush(stdout);
+  }
+  for (std::thread& th : threads) th.join();
+}
+
+// Every actor answers at the end (each within the retry budget); returns how many did not.
+int Unanswered(skyrl::Client& client, const std::vector<skyrl::ActorHandle>& actors, const Flags& f,
+               Totals& t) {
+  int unanswered = 0;
+  for (const skyrl::ActorHandle& a : actors) {
+    std::string arg = absl::StrCat("final:", a.actor_id);
+    int64_t lost_before = t.lost.load();
+    Settle(client, a, arg, absl::Now(), client.CallAsync(a, "echo", arg), f, t);
+    unanswered += t.lost.load() != lost_before;
+  }
+  return unanswered;
+}
+
+void PrintSummary(Totals& t, int unanswered, absl::Time start) {
+  std::string codes;
+  {
+    absl::MutexLock lock(&t.mu);
+    for (const auto& [code, n] : t.failures_by_code) {
+      absl::StrAppend(&codes, " failed_", code, "=", n);
+      std::printf("failure %s e.g. %s\n", code.c_str(), t.example_by_code[code].c_str());
+    }
+  }
+  std::printf("chaos calls=%lld failed=%lld retried_ok=%lld lost=%lld wrong=%lld unanswered_at_end=%d "
+              "longest_call_ms=%lld seconds=%.0f%s\n",
+              (long long)t.ok.load(), (long long)t.failed.load(), (long long)t.retried_ok.load(),
+              (long long)t.lost.load(), (long long)t.wrong.load(), unanswered,
+              (long long)t.longest_call_ms.load(), absl::ToDoubleSeconds(absl::Now() - start), codes.c_str());
+  std::fflush(stdout);
+}
+
+int Run(const Flags& f) {
+  skyrl::BlockTerminationSignals();  // before any thread starts: they inherit the mask
+
+  skyrl::ClientOptions options;
+  options.call_timeout = absl::Seconds(f.call_timeout_s);
+  options.restart_wait = absl::Seconds(f.retry_budget_s);
+  options.keepalive_time = absl::Seconds(5);
+  options.keepalive_timeout = absl::Seconds(2);
+  auto client = skyrl::Client::Connect(f.address, f.token, options);
+  if (!client.ok()) {
+    std::fprintf(stderr, "chaos-driver: %s\n", std::string(client.status().message()).c_str());
+    return 2;
+  }
+  std::vector<skyrl::ActorHandle> actors;
+  if (!CreateChaosActors(**client, f, actors)) return 3;
+  std::printf("actors ready %d\n", f.actors);
+  std::fflush(stdout);
+
+  Totals t;
+  const absl::Time start = absl::Now();
+  CallUntilStopped(**client, actors, f, t, start);
+  const int unanswered = Unanswered(**client, actors, f, t);
+  PrintSummary(t, unanswered, start);
+  return t.lost.load() == 0 && t.wrong.load() == 0 && unanswered == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,75 +240,5 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1.0, 3600.0));
   app.add_option("--actor-cpu", f.actor_cpu, "CPU each actor asks for")->check(CLI::Range(0.0, 64.0));
   CLI11_PARSE(app, argc, argv);
-  skyrl::BlockTerminationSignals();  // before any thread starts: they inherit the mask
-
-  skyrl::ClientOptions options;
-  options.call_timeout = absl::Seconds(f.call_timeout_s);
-  options.restart_wait = absl::Seconds(f.retry_budget_s);
-  options.keepalive_time = absl::Seconds(5);
-  options.keepalive_timeout = absl::Seconds(2);
-  auto client = skyrl::Client::Connect(f.address, f.token, options);
-  if (!client.ok()) {
-    std::fprintf(stderr, "chaos-driver: %s\n", std::string(client.status().message()).c_str());
-    return 2;
-  }
-  std::vector<skyrl::ActorHandle> actors;
-  for (int i = 0; i < f.actors; ++i) {
-    skyrl::ActorOptions o;
-    o.name = absl::StrCat("chaos-", i);
-    o.max_restarts = -1;
-    o.resources = {{"CPU", f.actor_cpu}};
-    absl::StatusOr<skyrl::ActorHandle> a = (*client)->CreateActor("echo", o);
-    if (!a.ok()) {
-      std::fprintf(stderr, "chaos-driver: create %s: %s\n", o.name.c_str(), std::string(a.status().message()).c_str());
-      return 3;
-    }
-    actors.push_back(*a);
-  }
-  std::printf("actors ready %d\n", f.actors);
-  std::fflush(stdout);
-
-  Totals t;
-  const absl::Time start = absl::Now();
-  std::vector<std::thread> threads;
-  for (int i = 0; i < f.threads; ++i)
-    threads.emplace_back(Work, std::ref(**client), std::cref(actors), i, i % 2 == 1 ? f.window : 1, std::cref(f),
-                         std::ref(t));
-  // SIGTERM or --seconds ends the run; progress goes out once a second meanwhile.
-  std::thread signals([] {
-    skyrl::WaitForTerminationSignal();
-    g_stop = true;
-  });
-  signals.detach();
-  while (!g_stop.load()) {
-    absl::SleepFor(absl::Seconds(1));
-    if (f.seconds > 0 && absl::Now() - start >= absl::Seconds(f.seconds)) g_stop = true;
-    std::printf("progress calls=%lld failed=%lld\n", (long long)t.ok.load(), (long long)t.failed.load());
-    std::fflush(stdout);
-  }
-  for (std::thread& th : threads) th.join();
-
-  // Every actor answers at the end (each within the retry budget).
-  int unanswered = 0;
-  for (const skyrl::ActorHandle& a : actors) {
-    std::string arg = absl::StrCat("final:", a.actor_id);
-    int64_t lost_before = t.lost.load();
-    Settle(**client, a, arg, absl::Now(), (*client)->CallAsync(a, "echo", arg), f, t);
-    unanswered += t.lost.load() != lost_before;
-  }
-  std::string codes;
-  {
-    absl::MutexLock lock(&t.mu);
-    for (const auto& [code, n] : t.failures_by_code) {
-      absl::StrAppend(&codes, " failed_", code, "=", n);
-      std::printf("failure %s e.g. %s\n", code.c_str(), t.example_by_code[code].c_str());
-    }
-  }
-  std::printf("chaos calls=%lld failed=%lld retried_ok=%lld lost=%lld wrong=%lld unanswered_at_end=%d "
-              "longest_call_ms=%lld seconds=%.0f%s\n",
-              (long long)t.ok.load(), (long long)t.failed.load(), (long long)t.retried_ok.load(),
-              (long long)t.lost.load(), (long long)t.wrong.load(), unanswered,
-              (long long)t.longest_call_ms.load(), absl::ToDoubleSeconds(absl::Now() - start), codes.c_str());
-  std::fflush(stdout);
-  return t.lost.load() == 0 && t.wrong.load() == 0 && unanswered == 0 ? 0 : 1;
+  return Run(f);
 }
