@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "actors/model/torch_status.h"
+#include "actors/policy/torch_status.h"
 
 namespace skyrl::actors {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "actors/model/policy.h"
+#include "actors/policy/policy.h"
 
 namespace torch::optim {
 class Optimizer;

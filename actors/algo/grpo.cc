@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "actors/algo/sampler.h"
-#include "actors/model/torch_status.h"
+#include "actors/policy/torch_status.h"
 
 namespace skyrl::actors {
 namespace {

@@ -18,7 +18,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "actors/model/policy.h"
+#include "actors/policy/policy.h"
 
 namespace skyrl::actors {
 

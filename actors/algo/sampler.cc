@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "actors/model/torch_status.h"
+#include "actors/policy/torch_status.h"
 
 namespace skyrl::actors {
 

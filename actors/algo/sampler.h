@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "actors/model/policy.h"
+#include "actors/policy/policy.h"
 
 namespace skyrl::actors {
 

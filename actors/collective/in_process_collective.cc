@@ -1,4 +1,4 @@
-#include "actors/model/in_process_collective.h"
+#include "actors/collective/in_process_collective.h"
 
 #include <algorithm>
 #include <cstring>

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "actors/model/collective.h"
+#include "actors/collective/collective.h"
 
 namespace skyrl::actors {
 

@@ -1,4 +1,4 @@
-#include "actors/model/tcp_collective.h"
+#include "actors/collective/tcp_collective.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

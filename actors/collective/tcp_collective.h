@@ -23,7 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "actors/model/collective.h"
+#include "actors/collective/collective.h"
 
 namespace skyrl::actors {
 

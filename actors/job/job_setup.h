@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "actors/algo/grpo.h"
 #include "actors/algo/sampler.h"
-#include "actors/model/config.h"
+#include "actors/policy/config.h"
 #include "actors/train/job_config.h"
 
 namespace skyrl::actors {

@@ -4,8 +4,8 @@
 #include "absl/strings/str_cat.h"
 #include "actors/job/role_env.h"
 #include "actors/job/role_protocol.h"
-#include "actors/model/policy.h"
-#include "actors/model/torch_status.h"
+#include "actors/policy/policy.h"
+#include "actors/policy/torch_status.h"
 #include "actors/train/grpo_step.h"
 #include "runtime/actor/actor.h"
 

@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "actors/algo/sampler.h"
-#include "actors/model/policy.h"
+#include "actors/policy/policy.h"
 #include "actors/tasks/tasks.h"
 #include "actors/train/grpo_step.h"
 

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "actors/model/config.h"
+#include "actors/policy/config.h"
 
 namespace skyrl::actors {
 

@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "actors/model/policy.h"
+#include "actors/policy/policy.h"
 #include "weight_sync/plan/prepared_sync.h"
 
 namespace skyrl::actors {

@@ -10,8 +10,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "actors/job/job_setup.h"
-#include "actors/model/collective.h"
-#include "actors/model/tcp_collective.h"
+#include "actors/collective/collective.h"
+#include "actors/collective/tcp_collective.h"
 
 namespace skyrl::actors {
 

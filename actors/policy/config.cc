@@ -1,4 +1,4 @@
-#include "actors/model/config.h"
+#include "actors/policy/config.h"
 
 #include <cmath>
 

@@ -1,11 +1,11 @@
-#include "actors/model/policy.h"
+#include "actors/policy/policy.h"
 
 #include <cmath>
 #include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "actors/model/torch_status.h"
+#include "actors/policy/torch_status.h"
 
 namespace skyrl::actors {
 namespace {

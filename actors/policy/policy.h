@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "actors/model/collective.h"
-#include "actors/model/config.h"
+#include "actors/collective/collective.h"
+#include "actors/policy/config.h"
 
 namespace skyrl::actors {
 

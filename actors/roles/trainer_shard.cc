@@ -1,7 +1,7 @@
 #include "actors/roles/trainer_shard.h"
 
 #include "actors/algo/checkpoint.h"
-#include "actors/model/torch_status.h"
+#include "actors/policy/torch_status.h"
 
 namespace skyrl::actors {
 

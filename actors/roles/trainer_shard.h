@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "actors/algo/grpo.h"
 #include "actors/algo/sampler.h"
-#include "actors/model/policy.h"
+#include "actors/policy/policy.h"
 
 namespace skyrl::actors {
 

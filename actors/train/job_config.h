@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "actors/model/config.h"
+#include "actors/policy/config.h"
 #include "actors/tasks/tasks.h"
 
 namespace skyrl::actors {

@@ -6,7 +6,7 @@
 
 #include "actors/algo/checkpoint.h"
 #include "actors/algo/grpo.h"
-#include "actors/model/in_process_collective.h"
+#include "actors/collective/in_process_collective.h"
 
 namespace skyrl::actors {
 namespace {

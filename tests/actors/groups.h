@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "actors/model/in_process_collective.h"
-#include "actors/model/tcp_collective.h"
+#include "actors/collective/in_process_collective.h"
+#include "actors/collective/tcp_collective.h"
 
 namespace skyrl::actors::testing {
 

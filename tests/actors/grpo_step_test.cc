@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "actors/model/policy.h"
+#include "actors/policy/policy.h"
 #include "actors/tasks/tokenizer.h"
 #include "actors/train/grpo_step.h"
 

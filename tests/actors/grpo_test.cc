@@ -4,7 +4,7 @@
 
 #include "actors/algo/grpo.h"
 #include "actors/algo/sampler.h"
-#include "actors/model/in_process_collective.h"
+#include "actors/collective/in_process_collective.h"
 
 namespace skyrl::actors {
 namespace {

@@ -8,10 +8,10 @@
 #include "absl/strings/str_cat.h"
 
 #include "actors/algo/grpo.h"
-#include "actors/model/in_process_collective.h"
+#include "actors/collective/in_process_collective.h"
 #include "tests/actors/groups.h"
 #include "actors/job/sync_layout.h"
-#include "actors/model/policy.h"
+#include "actors/policy/policy.h"
 #include "weight_sync/plan/layout.h"
 #include "weight_sync/plan/model.h"
 

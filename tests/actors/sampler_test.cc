@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "actors/algo/sampler.h"
-#include "actors/model/policy.h"
+#include "actors/policy/policy.h"
 #include "actors/tasks/tokenizer.h"
 
 namespace skyrl::actors {

@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "actors/model/tcp_collective.h"
+#include "actors/collective/tcp_collective.h"
 
 namespace skyrl::actors {
 namespace {
