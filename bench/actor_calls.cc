@@ -118,9 +118,9 @@ bool StartCluster(const std::string& dir, int head_port, const std::string& head
   for (std::vector<std::string> argv :
        {std::vector<std::string>{skyrl::testing::BinDir() + "/skyrl-head", "--port",
                                  std::to_string(head_port), "--log-level", "warn"},
-        std::vector<std::string>{skyrl::testing::BinDir() + "/skyrl-worker", "--head", head,
-                                 "--resources", absl::StrCat("CPU=", nn), "--log-level", "warn",
-                                 "--log-dir", dir + "/actors"}}) {
+        std::vector<std::string>{skyrl::testing::BinDir() + "/skyrl-worker", "--head", head, "--resources",
+                                 absl::StrCat("CPU=", nn), "--log-level", "warn", "--log-dir",
+                                 dir + "/actors"}}) {
     skyrl::SpawnOptions o;
     o.argv = argv;
     o.env_set = env;
@@ -158,8 +158,7 @@ double ClientSyncRate(skyrl::Client& client, const skyrl::ActorHandle& actor, co
                       int n, std::atomic<int>& failed) {
   absl::Time t0 = absl::Now();
   for (int i = 0; i < n; ++i)
-    if (absl::Status st = client.Call(actor, "echo", payload).status();
-        !st.ok() && failed.fetch_add(1) == 0)
+    if (absl::Status st = client.Call(actor, "echo", payload).status(); !st.ok() && failed.fetch_add(1) == 0)
       std::fprintf(stderr, "actor_calls: first failure: %s\n", std::string(st.message()).c_str());
   return n / absl::ToDoubleSeconds(absl::Now() - t0);
 }
@@ -251,8 +250,8 @@ int Run(const Options& opts) {
   if (!client.ok()) return 1;
   std::vector<skyrl::ActorHandle> actors;
   if (!CreateEchoActors(**client, opts.nn, dir, actors)) return 1;
-  Target raw{"", skyrl::v1::ActorService::NewStub(
-                     skyrl::rpc::MakeChannel(absl::StrCat("127.0.0.1:", raw_port)))};
+  Target raw{"",
+             skyrl::v1::ActorService::NewStub(skyrl::rpc::MakeChannel(absl::StrCat("127.0.0.1:", raw_port)))};
 
   std::fprintf(stderr, "actor_calls: %d calls per figure, %d-byte payload, n:n with n=%d\n", opts.calls,
                opts.payload_bytes, opts.nn);

@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
   if (const char* v = std::getenv("SKYRL_CAL_SEQ")) opts.assumptions.seq_len = std::atoll(v);
   if (const char* v = std::getenv("SKYRL_CAL_KV")) opts.assumptions.kv_sequences = std::atoi(v);
   if (const char* v = std::getenv("SKYRL_CAL_USABLE")) opts.assumptions.usable_fraction = std::atof(v);
-  if (const char* v = std::getenv("SKYRL_CAL_OFFLOAD")) opts.assumptions.optimizer_offload = std::atoi(v) != 0;
+  if (const char* v = std::getenv("SKYRL_CAL_OFFLOAD"))
+    opts.assumptions.optimizer_offload = std::atoi(v) != 0;
   const PlanRequest base = opts;
   int agreeing_rows = 0;
   for (const Row& r : cat->rows()) {
@@ -48,9 +49,11 @@ int main(int argc, char** argv) {
         for (const ModelEntry& m : r.models) {
           if (!PlanOn(*cat, r, m, mode, min, pl, opts).ok()) continue;
           bool below_fits = false;
-          for (const Cluster& b : BelowMinimum(*cat, min)) below_fits |= PlanOn(*cat, r, m, mode, b, pl, opts).ok();
+          for (const Cluster& b : BelowMinimum(*cat, min))
+            below_fits |= PlanOn(*cat, r, m, mode, b, pl, opts).ok();
           if (below_fits) continue;
-          line += " [" + m.name + " " + std::string(ModeName(mode)) + " " + std::string(PlacementName(pl)) + "]";
+          line +=
+              " [" + m.name + " " + std::string(ModeName(mode)) + " " + std::string(PlacementName(pl)) + "]";
           any = true;
         }
       }

@@ -82,7 +82,8 @@ double CpuSeconds(pid_t pid) {
   if (pid == 0) {
     rusage u{};
     getrusage(RUSAGE_SELF, &u);
-    return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+    return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
   }
   std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -121,7 +122,9 @@ InProcess RunInProcess(int nodes, int actors, int groups) {
   using namespace skyrl::scheduler;
   Cluster c;
   for (int i = 0; i < nodes; ++i) {
-    NodeSpec n{absl::StrFormat("node-%05d", i), R("CPU=64,GPU=8,memory=1Ti"), {{"rack", absl::StrCat("r", i / 32)}},
+    NodeSpec n{absl::StrFormat("node-%05d", i),
+               R("CPU=64,GPU=8,memory=1Ti"),
+               {{"rack", absl::StrCat("r", i / 32)}},
                {0, 1, 2, 3, 4, 5, 6, 7}};
     (void)c.AddNode(n);
   }
@@ -172,7 +175,8 @@ InProcess RunInProcess(int nodes, int actors, int groups) {
 // ---- 2. Through the head ----
 // Callback API, so the simulated workers cost the benchmark's side little beside the head.
 class InstantWorker final : public skyrl::v1::WorkerService::CallbackService {
-  grpc::ServerUnaryReactor* StartActor(grpc::CallbackServerContext* ctx, const skyrl::v1::StartActorRequest* req,
+  grpc::ServerUnaryReactor* StartActor(grpc::CallbackServerContext* ctx,
+                                       const skyrl::v1::StartActorRequest* req,
                                        skyrl::v1::StartActorReply* reply) override {
     reply->set_address("127.0.0.1:1");
     reply->set_log_path(absl::StrCat("/dev/null/", req->actor_id()));
@@ -248,7 +252,8 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
   if (!worker_server || !head_port.ok()) return out;
   std::string head = absl::StrCat("127.0.0.1:", *head_port);
   skyrl::SpawnOptions o;
-  o.argv = {skyrl::testing::BinDir() + "/skyrl-head", "--port", std::to_string(*head_port), "--log-level", "warn"};
+  o.argv = {skyrl::testing::BinDir() + "/skyrl-head", "--port", std::to_string(*head_port), "--log-level",
+            "warn"};
   o.env_set = {{"HOME", dir}, {"SKYRL_TOKEN", kToken}};
   o.log_path = dir + "/head.log";
   auto head_proc = skyrl::Subprocess::Start(o);
@@ -274,7 +279,8 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
       absl::SleepFor(absl::Milliseconds(25));
     }
     if (!s.ok()) {
-      std::fprintf(stderr, "scheduler_bench: register: %s (head log %s)\n", s.error_message().c_str(), o.log_path.c_str());
+      std::fprintf(stderr, "scheduler_bench: register: %s (head log %s)\n", s.error_message().c_str(),
+                   o.log_path.c_str());
       return out;
     }
     node_ids.push_back(reply.node_id());
@@ -299,7 +305,7 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
   std::vector<std::unique_ptr<skyrl::v1::PlacementGroupService::Stub>> group_stubs;
   for (int t = 0; t < clients; ++t) {
     grpc::ChannelArguments args;
-    args.SetInt("skyrl.client", t);  // a channel (connection) of its own
+    args.SetInt("skyrl.client", t);                               // a channel (connection) of its own
     args.SetMaxReceiveMessageSize(skyrl::rpc::kMaxMessageBytes);  // ListActors of 20,000 actors
     auto ch = grpc::CreateCustomChannel(head, grpc::InsecureChannelCredentials(), args);
     actor_stubs.push_back(skyrl::v1::ActorDirectory::NewStub(ch));
@@ -320,48 +326,56 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
     });
     for (const auto& a : list.actors())
       if (a.state() == skyrl::v1::ACTOR_ALIVE) ids.push_back(a.actor_id());
-    Pump([&](int i, std::function<void()> finished) {
-      struct Call {
-        grpc::ClientContext ctx;
-        skyrl::v1::KillActorByIdRequest req;
-        skyrl::v1::KillActorByIdReply reply;
-      };
-      auto* c = new Call;
-      skyrl::rpc::PrepareCall(&c->ctx, kToken, absl::Seconds(30));
-      c->req.set_actor_id(ids[i]);
-      actor_stubs[i % clients]->async()->KillActor(&c->ctx, &c->req, &c->reply, [c, finished](grpc::Status) {
-        delete c;
-        finished();
-      });
-    }, int(ids.size())).Run(clients * inflight);
+    Pump(
+        [&](int i, std::function<void()> finished) {
+          struct Call {
+            grpc::ClientContext ctx;
+            skyrl::v1::KillActorByIdRequest req;
+            skyrl::v1::KillActorByIdReply reply;
+          };
+          auto* c = new Call;
+          skyrl::rpc::PrepareCall(&c->ctx, kToken, absl::Seconds(30));
+          c->req.set_actor_id(ids[i]);
+          actor_stubs[i % clients]->async()->KillActor(&c->ctx, &c->req, &c->reply,
+                                                       [c, finished](grpc::Status) {
+                                                         delete c;
+                                                         finished();
+                                                       });
+        },
+        int(ids.size()))
+        .Run(clients * inflight);
   };
   Latencies all;
   all.us.resize(actors);
   CpuMeter actor_cpu(head_proc->pid());
   absl::Time t0 = absl::Now();
-  Pump([&](int i, std::function<void()> finished) {
-    struct Call {
-      grpc::ClientContext ctx;
-      skyrl::v1::CreateActorRequest req;
-      skyrl::v1::CreateActorReply reply;
-      absl::Time start;
-    };
-    auto* c = new Call;
-    skyrl::rpc::PrepareCall(&c->ctx, kToken, absl::Seconds(30));
-    c->req.mutable_spec()->set_class_name("echo");
-    (*c->req.mutable_spec()->mutable_resources())["GPU"] = 0.05;
-    c->start = absl::Now();
-    actor_stubs[i % clients]->async()->CreateActor(&c->ctx, &c->req, &c->reply, [&, c, i, finished](grpc::Status st) {
-      all.us[i] = absl::ToDoubleMicroseconds(absl::Now() - c->start);
-      if (st.ok() && c->reply.actor().state() == skyrl::v1::ACTOR_ALIVE) {
-        ++created;
-      } else {
-        report_failure("create", st, c->reply.actor().death_reason());
-      }
-      delete c;
-      finished();
-    });
-  }, actors).Run(clients * inflight);
+  Pump(
+      [&](int i, std::function<void()> finished) {
+        struct Call {
+          grpc::ClientContext ctx;
+          skyrl::v1::CreateActorRequest req;
+          skyrl::v1::CreateActorReply reply;
+          absl::Time start;
+        };
+        auto* c = new Call;
+        skyrl::rpc::PrepareCall(&c->ctx, kToken, absl::Seconds(30));
+        c->req.mutable_spec()->set_class_name("echo");
+        (*c->req.mutable_spec()->mutable_resources())["GPU"] = 0.05;
+        c->start = absl::Now();
+        actor_stubs[i % clients]->async()->CreateActor(
+            &c->ctx, &c->req, &c->reply, [&, c, i, finished](grpc::Status st) {
+              all.us[i] = absl::ToDoubleMicroseconds(absl::Now() - c->start);
+              if (st.ok() && c->reply.actor().state() == skyrl::v1::ACTOR_ALIVE) {
+                ++created;
+              } else {
+                report_failure("create", st, c->reply.actor().death_reason());
+              }
+              delete c;
+              finished();
+            });
+      },
+      actors)
+      .Run(clients * inflight);
   double actor_s = absl::ToDoubleSeconds(absl::Now() - t0);
   Row(absl::StrFormat("head: actor creates (%d nodes, %dx%d in flight)", nodes, clients, inflight).c_str(),
       created.load(), actor_s, all, "Ray: 550/s; target >= 5,500/s");
@@ -378,38 +392,42 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
     blat.us.resize(calls);
     CpuMeter batch_cpu(head_proc->pid());
     t0 = absl::Now();
-    Pump([&](int i, std::function<void()> finished) {
-      struct Call {
-        grpc::ClientContext ctx;
-        skyrl::v1::CreateActorsRequest req;
-        skyrl::v1::CreateActorsReply reply;
-        absl::Time start;
-      };
-      auto* c = new Call;
-      skyrl::rpc::PrepareCall(&c->ctx, kToken, absl::Seconds(60));
-      for (int k = i * batch; k < std::min(actors, (i + 1) * batch); ++k) {
-        skyrl::v1::ActorSpec* spec = c->req.add_specs();
-        spec->set_class_name("echo");
-        (*spec->mutable_resources())["GPU"] = 0.05;
-      }
-      c->start = absl::Now();
-      actor_stubs[i % clients]->async()->CreateActors(&c->ctx, &c->req, &c->reply, [&, c, i, finished](grpc::Status st) {
-        blat.us[i] = absl::ToDoubleMicroseconds(absl::Now() - c->start);
-        if (!st.ok()) report_failure("batch", st, "");
-        for (const auto& r : c->reply.results()) {
-          if (r.code() == 0 && r.actor().state() == skyrl::v1::ACTOR_ALIVE) {
-            ++bcreated;
-          } else {
-            report_failure("batched create", st, r.message());
+    Pump(
+        [&](int i, std::function<void()> finished) {
+          struct Call {
+            grpc::ClientContext ctx;
+            skyrl::v1::CreateActorsRequest req;
+            skyrl::v1::CreateActorsReply reply;
+            absl::Time start;
+          };
+          auto* c = new Call;
+          skyrl::rpc::PrepareCall(&c->ctx, kToken, absl::Seconds(60));
+          for (int k = i * batch; k < std::min(actors, (i + 1) * batch); ++k) {
+            skyrl::v1::ActorSpec* spec = c->req.add_specs();
+            spec->set_class_name("echo");
+            (*spec->mutable_resources())["GPU"] = 0.05;
           }
-        }
-        delete c;
-        finished();
-      });
-    }, calls).Run(clients);
+          c->start = absl::Now();
+          actor_stubs[i % clients]->async()->CreateActors(
+              &c->ctx, &c->req, &c->reply, [&, c, i, finished](grpc::Status st) {
+                blat.us[i] = absl::ToDoubleMicroseconds(absl::Now() - c->start);
+                if (!st.ok()) report_failure("batch", st, "");
+                for (const auto& r : c->reply.results()) {
+                  if (r.code() == 0 && r.actor().state() == skyrl::v1::ACTOR_ALIVE) {
+                    ++bcreated;
+                  } else {
+                    report_failure("batched create", st, r.message());
+                  }
+                }
+                delete c;
+                finished();
+              });
+        },
+        calls)
+        .Run(clients);
     double batch_s = absl::ToDoubleSeconds(absl::Now() - t0);
-    Row(absl::StrFormat("head: actor creates, batched (%d per call)", batch).c_str(), bcreated.load(), batch_s, blat,
-        "latency per call; not the headline");
+    Row(absl::StrFormat("head: actor creates, batched (%d per call)", batch).c_str(), bcreated.load(),
+        batch_s, blat, "latency per call; not the headline");
     batch_cpu.Print("actor create (batched):", bcreated.load());
     out.batched_actor_per_s = bcreated.load() / batch_s;
   }
@@ -424,44 +442,49 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
   gall.us.resize(groups);
   CpuMeter group_cpu(head_proc->pid());
   t0 = absl::Now();
-  Pump([&](int i, std::function<void()> finished) {
-    struct Call {
-      grpc::ClientContext ctx, rm_ctx;
-      skyrl::v1::CreatePlacementGroupRequest req;
-      skyrl::v1::CreatePlacementGroupReply reply;
-      skyrl::v1::RemovePlacementGroupRequest rm;
-      skyrl::v1::RemovePlacementGroupReply rm_reply;
-      absl::Time start;
-    };
-    auto* c = new Call;
-    skyrl::rpc::PrepareCall(&c->ctx, kToken, absl::Seconds(30));
-    for (int b = 0; b < 3; ++b) (*c->req.mutable_spec()->add_bundles()->mutable_resources())["GPU"] = 1;
-    c->req.mutable_spec()->set_strategy(skyrl::v1::SPREAD);
-    c->start = absl::Now();
-    auto* stub = group_stubs[i % clients].get();
-    stub->async()->CreatePlacementGroup(&c->ctx, &c->req, &c->reply, [&, c, i, stub, finished](grpc::Status st) {
-      if (!st.ok() || c->reply.group().state() != skyrl::v1::PG_CREATED) {
-        report_failure("group", st, c->reply.group().pending_reason());
-        delete c;
-        return finished();
-      }
-      c->rm.set_placement_group_id(c->reply.group().placement_group_id());
-      skyrl::rpc::PrepareCall(&c->rm_ctx, kToken, absl::Seconds(30));
-      stub->async()->RemovePlacementGroup(&c->rm_ctx, &c->rm, &c->rm_reply, [&, c, i, finished](grpc::Status st) {
-        gall.us[i] = absl::ToDoubleMicroseconds(absl::Now() - c->start);
-        if (st.ok()) {
-          ++cycles;
-        } else {
-          report_failure("remove", st, "");
-        }
-        delete c;
-        finished();
-      });
-    });
-  }, groups).Run(group_inflight);
+  Pump(
+      [&](int i, std::function<void()> finished) {
+        struct Call {
+          grpc::ClientContext ctx, rm_ctx;
+          skyrl::v1::CreatePlacementGroupRequest req;
+          skyrl::v1::CreatePlacementGroupReply reply;
+          skyrl::v1::RemovePlacementGroupRequest rm;
+          skyrl::v1::RemovePlacementGroupReply rm_reply;
+          absl::Time start;
+        };
+        auto* c = new Call;
+        skyrl::rpc::PrepareCall(&c->ctx, kToken, absl::Seconds(30));
+        for (int b = 0; b < 3; ++b) (*c->req.mutable_spec()->add_bundles()->mutable_resources())["GPU"] = 1;
+        c->req.mutable_spec()->set_strategy(skyrl::v1::SPREAD);
+        c->start = absl::Now();
+        auto* stub = group_stubs[i % clients].get();
+        stub->async()->CreatePlacementGroup(
+            &c->ctx, &c->req, &c->reply, [&, c, i, stub, finished](grpc::Status st) {
+              if (!st.ok() || c->reply.group().state() != skyrl::v1::PG_CREATED) {
+                report_failure("group", st, c->reply.group().pending_reason());
+                delete c;
+                return finished();
+              }
+              c->rm.set_placement_group_id(c->reply.group().placement_group_id());
+              skyrl::rpc::PrepareCall(&c->rm_ctx, kToken, absl::Seconds(30));
+              stub->async()->RemovePlacementGroup(
+                  &c->rm_ctx, &c->rm, &c->rm_reply, [&, c, i, finished](grpc::Status st) {
+                    gall.us[i] = absl::ToDoubleMicroseconds(absl::Now() - c->start);
+                    if (st.ok()) {
+                      ++cycles;
+                    } else {
+                      report_failure("remove", st, "");
+                    }
+                    delete c;
+                    finished();
+                  });
+            });
+      },
+      groups)
+      .Run(group_inflight);
   double pg_s = absl::ToDoubleSeconds(absl::Now() - t0);
-  Row(absl::StrFormat("head: group create+remove (%d in flight)", group_inflight).c_str(), cycles.load(), pg_s, gall,
-      "Ray: 790/s (1 node), 19/s (cluster); target >= 7,900/s");
+  Row(absl::StrFormat("head: group create+remove (%d in flight)", group_inflight).c_str(), cycles.load(),
+      pg_s, gall, "Ray: 790/s (1 node), 19/s (cluster); target >= 7,900/s");
   group_cpu.Print("group create+remove:", cycles.load());
   out.pg_per_s = cycles.load() / pg_s;
 
@@ -476,66 +499,71 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
     blat.us.resize(calls);
     CpuMeter batch_cpu(head_proc->pid());
     t0 = absl::Now();
-    Pump([&](int i, std::function<void()> finished) {
-      struct Call {
-        grpc::ClientContext ctx;
-        skyrl::v1::CreatePlacementGroupsRequest req;
-        skyrl::v1::CreatePlacementGroupsReply reply;
-        absl::Time start;
-        std::atomic<int> removes_left{0};
-      };
-      auto* c = new Call;
-      skyrl::rpc::PrepareCall(&c->ctx, kToken, absl::Seconds(60));
-      for (int k = i * per_call; k < std::min(groups, (i + 1) * per_call); ++k) {
-        skyrl::v1::PlacementGroupSpec* spec = c->req.add_specs();
-        for (int b = 0; b < 3; ++b) (*spec->add_bundles()->mutable_resources())["GPU"] = 1;
-        spec->set_strategy(skyrl::v1::SPREAD);
-      }
-      c->start = absl::Now();
-      auto* stub = group_stubs[i % clients].get();
-      stub->async()->CreatePlacementGroups(&c->ctx, &c->req, &c->reply, [&, c, i, stub, finished](grpc::Status st) {
-        std::vector<std::string> ids;
-        if (!st.ok()) report_failure("group batch", st, "");
-        for (const auto& r : c->reply.results()) {
-          if (r.code() == 0 && r.group().state() == skyrl::v1::PG_CREATED) {
-            ids.push_back(r.group().placement_group_id());
-          } else {
-            report_failure("batched group", st, r.message() + r.group().pending_reason());
-          }
-        }
-        if (ids.empty()) {
-          delete c;
-          return finished();
-        }
-        c->removes_left = int(ids.size());
-        for (const std::string& id : ids) {
-          struct Rm {
+    Pump(
+        [&](int i, std::function<void()> finished) {
+          struct Call {
             grpc::ClientContext ctx;
-            skyrl::v1::RemovePlacementGroupRequest req;
-            skyrl::v1::RemovePlacementGroupReply reply;
+            skyrl::v1::CreatePlacementGroupsRequest req;
+            skyrl::v1::CreatePlacementGroupsReply reply;
+            absl::Time start;
+            std::atomic<int> removes_left{0};
           };
-          auto* rm = new Rm;
-          skyrl::rpc::PrepareCall(&rm->ctx, kToken, absl::Seconds(30));
-          rm->req.set_placement_group_id(id);
-          stub->async()->RemovePlacementGroup(&rm->ctx, &rm->req, &rm->reply, [&, c, rm, i, finished](grpc::Status st) {
-            if (st.ok()) {
-              ++bcycles;
-            } else {
-              report_failure("remove", st, "");
-            }
-            delete rm;
-            if (c->removes_left.fetch_sub(1) == 1) {
-              blat.us[i] = absl::ToDoubleMicroseconds(absl::Now() - c->start);
-              delete c;
-              finished();
-            }
-          });
-        }
-      });
-    }, calls).Run(clients);
+          auto* c = new Call;
+          skyrl::rpc::PrepareCall(&c->ctx, kToken, absl::Seconds(60));
+          for (int k = i * per_call; k < std::min(groups, (i + 1) * per_call); ++k) {
+            skyrl::v1::PlacementGroupSpec* spec = c->req.add_specs();
+            for (int b = 0; b < 3; ++b) (*spec->add_bundles()->mutable_resources())["GPU"] = 1;
+            spec->set_strategy(skyrl::v1::SPREAD);
+          }
+          c->start = absl::Now();
+          auto* stub = group_stubs[i % clients].get();
+          stub->async()->CreatePlacementGroups(
+              &c->ctx, &c->req, &c->reply, [&, c, i, stub, finished](grpc::Status st) {
+                std::vector<std::string> ids;
+                if (!st.ok()) report_failure("group batch", st, "");
+                for (const auto& r : c->reply.results()) {
+                  if (r.code() == 0 && r.group().state() == skyrl::v1::PG_CREATED) {
+                    ids.push_back(r.group().placement_group_id());
+                  } else {
+                    report_failure("batched group", st, r.message() + r.group().pending_reason());
+                  }
+                }
+                if (ids.empty()) {
+                  delete c;
+                  return finished();
+                }
+                c->removes_left = int(ids.size());
+                for (const std::string& id : ids) {
+                  struct Rm {
+                    grpc::ClientContext ctx;
+                    skyrl::v1::RemovePlacementGroupRequest req;
+                    skyrl::v1::RemovePlacementGroupReply reply;
+                  };
+                  auto* rm = new Rm;
+                  skyrl::rpc::PrepareCall(&rm->ctx, kToken, absl::Seconds(30));
+                  rm->req.set_placement_group_id(id);
+                  stub->async()->RemovePlacementGroup(
+                      &rm->ctx, &rm->req, &rm->reply, [&, c, rm, i, finished](grpc::Status st) {
+                        if (st.ok()) {
+                          ++bcycles;
+                        } else {
+                          report_failure("remove", st, "");
+                        }
+                        delete rm;
+                        if (c->removes_left.fetch_sub(1) == 1) {
+                          blat.us[i] = absl::ToDoubleMicroseconds(absl::Now() - c->start);
+                          delete c;
+                          finished();
+                        }
+                      });
+                }
+              });
+        },
+        calls)
+        .Run(clients);
     double batch_s = absl::ToDoubleSeconds(absl::Now() - t0);
-    Row(absl::StrFormat("head: groups, batched create (%d/call)+remove", per_call).c_str(), bcycles.load(), batch_s,
-        blat, "latency per batch; not the headline");
+    Row(absl::StrFormat("head: groups, batched create (%d/call)+remove", per_call).c_str(), bcycles.load(),
+        batch_s, blat, "latency per batch; not the headline");
     batch_cpu.Print("group (batched create)+remove:", bcycles.load());
     out.batched_pg_per_s = bcycles.load() / batch_s;
   }
@@ -564,7 +592,8 @@ int main(int argc, char** argv) {
   app.add_option("--head-actors", head_actors)->check(CLI::Range(1, 1000000));
   app.add_option("--head-groups", head_groups)->check(CLI::Range(1, 1000000));
   app.add_option("--clients", clients, "channels (connections) to the head")->check(CLI::Range(1, 64));
-  app.add_option("--inflight", inflight, "asynchronous calls outstanding per channel")->check(CLI::Range(1, 1024));
+  app.add_option("--inflight", inflight, "asynchronous calls outstanding per channel")
+      ->check(CLI::Range(1, 1024));
   app.add_option("--batch", batch, "specs per CreateActors call in the batched row (0: skip it)")
       ->check(CLI::Range(0, 10000));
   CLI11_PARSE(app, argc, argv);

@@ -30,8 +30,24 @@ double Rate(int ops, absl::Duration d) { return ops / absl::ToDoubleSeconds(d); 
 double RedisBenchmark(int port, const std::string& test, int ops, const std::string& dir) {
   std::string out = dir + "/redis-benchmark-" + test + ".csv";
   skyrl::SpawnOptions o;
-  o.argv = {"redis-benchmark", "-h", "127.0.0.1", "-p", std::to_string(port), "-t", test,
-            "-n", std::to_string(ops), "-c", "1", "-P", "1", "-d", "64", "-r", "100000", "--csv"};
+  o.argv = {"redis-benchmark",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            std::to_string(port),
+            "-t",
+            test,
+            "-n",
+            std::to_string(ops),
+            "-c",
+            "1",
+            "-P",
+            "1",
+            "-d",
+            "64",
+            "-r",
+            "100000",
+            "--csv"};
   o.log_path = out;
   auto p = skyrl::Subprocess::Start(o);
   if (!p.ok() || !p->Wait().ok()) return -1;

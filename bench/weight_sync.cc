@@ -61,29 +61,27 @@ std::vector<Case> Cases(bool small) {
   using ws::ExpertSharding;
   using ws::ModelParallel;
   std::vector<Case> out;
-  out.push_back({"dense-32B", ws::Dense32B(),
-                 ws::Layout::Of(ModelParallel{.tp = 8, .pp = 2, .replicas = 4}),
+  out.push_back({"dense-32B", ws::Dense32B(), ws::Layout::Of(ModelParallel{.tp = 8, .pp = 2, .replicas = 4}),
                  ws::Layout::Engines(8, ModelParallel{.tp = 4}),
                  "64 GPUs TP8xPP2xDP4 -> 8 engines x TP4 (32 GPUs)"});
   out.push_back({"dense-32B-fsdp", ws::Dense32B(), ws::Layout::Of(ws::Fsdp{.shards = 64}),
                  ws::Layout::Engines(16, ModelParallel{.tp = 2}),
                  "64 GPUs FSDP64 -> 16 engines x TP2 (32 GPUs)"});
-  out.push_back({"dense-32B-colocated", ws::Dense32B(),
-                 ws::Layout::Of(ModelParallel{.tp = 8, .replicas = 4}),
+  out.push_back({"dense-32B-colocated", ws::Dense32B(), ws::Layout::Of(ModelParallel{.tp = 8, .replicas = 4}),
                  ws::Layout::Engines(8, ModelParallel{.tp = 4}),
                  "32 GPUs TP8xDP4 -> 8 engines x TP4 on the same 32 GPUs", 0});
-  out.push_back({"moe-30B-A3B", ws::Moe30BA3B(),
-                 ws::Layout::Of(ModelParallel{.tp = 2, .ep = 8, .replicas = 2}),
-                 ws::Layout::Engines(4, ModelParallel{.tp = 4, .experts = ExpertSharding::kWholeOverAllRanks}),
-                 "32 GPUs TP2xEP8xDP2 -> 4 engines x TP4/EP4 (16 GPUs)"});
-  out.push_back({"moe-30B-A3B-tp8", ws::Moe30BA3B(),
-                 ws::Layout::Of(ModelParallel{.tp = 2, .ep = 8, .replicas = 2}),
-                 ws::Layout::Engines(2, ModelParallel{.tp = 8, .experts = ExpertSharding::kWholeOverAllRanks}),
-                 "32 GPUs TP2xEP8xDP2 -> 2 engines x TP8/EP8 (4 KV heads replicated x2)"});
+  out.push_back(
+      {"moe-30B-A3B", ws::Moe30BA3B(), ws::Layout::Of(ModelParallel{.tp = 2, .ep = 8, .replicas = 2}),
+       ws::Layout::Engines(4, ModelParallel{.tp = 4, .experts = ExpertSharding::kWholeOverAllRanks}),
+       "32 GPUs TP2xEP8xDP2 -> 4 engines x TP4/EP4 (16 GPUs)"});
+  out.push_back(
+      {"moe-30B-A3B-tp8", ws::Moe30BA3B(), ws::Layout::Of(ModelParallel{.tp = 2, .ep = 8, .replicas = 2}),
+       ws::Layout::Engines(2, ModelParallel{.tp = 8, .experts = ExpertSharding::kWholeOverAllRanks}),
+       "32 GPUs TP2xEP8xDP2 -> 2 engines x TP8/EP8 (4 KV heads replicated x2)"});
   if (!small)
     out.push_back({"moe-1T", ws::Moe1T(), ws::Layout::Of(ModelParallel{.tp = 1, .pp = 16, .ep = 16}),
-                   ws::Layout::Engines(4, ModelParallel{.tp = 8, .ep = 4,
-                                                        .experts = ExpertSharding::kWholeOverAllRanks}),
+                   ws::Layout::Engines(
+                       4, ModelParallel{.tp = 8, .ep = 4, .experts = ExpertSharding::kWholeOverAllRanks}),
                    "256 GPUs PP16xEP16 -> 4 engines x (TP8 attention, EP32 experts) (128 GPUs)"});
   return out;
 }
@@ -151,7 +149,8 @@ bool WentAsAsked(const ws::TcpStats& stats, Path path, int receivers, int64_t by
   const int64_t direct = stats.direct_write_bytes, moved = stats.spliced_bytes + stats.copied_bytes;
   if (direct + moved != payload || (path == Path::kDirect) != (direct == payload)) {
     std::fprintf(stderr, "weight_sync: of %lld payload bytes %lld were written directly and %lld sent\n",
-                 static_cast<long long>(payload), static_cast<long long>(direct), static_cast<long long>(moved));
+                 static_cast<long long>(payload), static_cast<long long>(direct),
+                 static_cast<long long>(moved));
     ok = false;
   }
   if ((path == Path::kUnix || path == Path::kTcp) && moved > 0)
@@ -253,8 +252,8 @@ double LoopbackStream(int64_t bytes, int iters) {
 }
 
 // (bytes, receivers) -> best seconds, from bench/weight_sync_gloo.py; empty when it cannot run.
-std::map<std::pair<int64_t, int>, double> Gloo(const std::vector<int64_t>& sizes, const std::vector<int>& receivers,
-                                               int iters) {
+std::map<std::pair<int64_t, int>, double> Gloo(const std::vector<int64_t>& sizes,
+                                               const std::vector<int>& receivers, int iters) {
   std::map<std::pair<int64_t, int>, double> out;
   std::string cmd = absl::StrCat("/usr/bin/python3 ", SKYRL_BENCH_DIR, "/weight_sync_gloo.py ");
   for (size_t i = 0; i < sizes.size(); ++i) absl::StrAppend(&cmd, i ? "," : "", sizes[i]);
@@ -268,8 +267,10 @@ std::map<std::pair<int64_t, int>, double> Gloo(const std::vector<int64_t>& sizes
     long long b;
     int n;
     double s;
-    if (std::sscanf(line, "GLOO %lld %d %lf", &b, &n, &s) == 3) out[{b, n}] = s;
-    else std::fprintf(stderr, "gloo: %s", line);
+    if (std::sscanf(line, "GLOO %lld %d %lf", &b, &n, &s) == 3)
+      out[{b, n}] = s;
+    else
+      std::fprintf(stderr, "gloo: %s", line);
   }
   pclose(f);
   return out;
@@ -277,15 +278,18 @@ std::map<std::pair<int64_t, int>, double> Gloo(const std::vector<int64_t>& sizes
 
 void PrintUsage() {
   std::printf(
-      "usage: weight_sync [--plans-only] [--small] [--no-gloo] [--no-copy] [--iters N] [--rounds N] [--chunk-kib N] [--lockstep-kib N]\n"
+      "usage: weight_sync [--plans-only] [--small] [--no-gloo] [--no-copy] [--iters N] [--rounds N] "
+      "[--chunk-kib N] [--lockstep-kib N]\n"
       "                   [--receivers 1,2,3] [--sizes-mib 256,1024]\n"
       "  --small       no 1T plan, 16 MiB transfers, no gloo (the ctest smoke run)\n"
       "  --no-gloo     skip the torch.distributed gloo baseline\n"
       "  --no-copy     skip the copy-path (zero_copy_send = false) loopback TCP column\n"
       "  --iters N     timed versions per figure, best taken (default 3)\n"
-      "  --rounds N    rounds alternating direct, unix, tcp, copy and gloo per row, best of each kept (default 2)\n"
+      "  --rounds N    rounds alternating direct, unix, tcp, copy and gloo per row, best of each kept "
+      "(default 2)\n"
       "  --chunk-kib N TransferOptions::chunk_bytes for the TCP runs (default 8192)\n"
-      "  --lockstep-kib N  TcpOptions::lockstep_window_bytes (default: the transport's, 2048; 0: off, else 64 to 1048576)\n"
+      "  --lockstep-kib N  TcpOptions::lockstep_window_bytes (default: the transport's, 2048; 0: off, else "
+      "64 to 1048576)\n"
       "  --receivers L receiver counts to run (default 1,2,3; RESULT lines need 3)\n"
       "  --sizes-mib L transfer sizes in MiB (default 256,1024; unsuffixed RESULT lines: the last)\n");
 }
@@ -305,14 +309,15 @@ bool PrintPlans(bool small, double* worst) {
     auto plan = ws::MakePlan(m, c.trainer, c.inference, o);
     double ms = absl::ToDoubleMilliseconds(absl::Now() - t0);
     if (!plan.ok()) {
-      std::fprintf(stderr, "weight_sync: %s: %s\n", c.name.c_str(), std::string(plan.status().message()).c_str());
+      std::fprintf(stderr, "weight_sync: %s: %s\n", c.name.c_str(),
+                   std::string(plan.status().message()).c_str());
       return false;
     }
     double ratio = plan->predicted_s / plan->lower_bound_s;
     *worst = std::max(*worst, ratio);
     std::printf("%-20s %9zu %9.1f %9.1f %10.3f %10.3f %7.3f %8.0f  %s\n", c.name.c_str(), m.params.size(),
-                m.TotalBytes() / 1e9, plan->total_bytes / 1e9, plan->predicted_s, plan->lower_bound_s,
-                ratio, ms, c.describe.c_str());
+                m.TotalBytes() / 1e9, plan->total_bytes / 1e9, plan->predicted_s, plan->lower_bound_s, ratio,
+                ms, c.describe.c_str());
   }
   return true;
 }
@@ -344,13 +349,14 @@ bool MeasureRow(const Options& opts, int64_t b, int n, ThreeRx& three) {
     }
   }
   auto gbps = [&](Path p) { return best.count(p) ? n * b / best[p] / 1e9 : 0.0; };
-  const double dg = gbps(Path::kDirect), ug = gbps(Path::kUnix), tg = gbps(Path::kTcp), cg = gbps(Path::kTcpCopy);
+  const double dg = gbps(Path::kDirect), ug = gbps(Path::kUnix), tg = gbps(Path::kTcp),
+               cg = gbps(Path::kTcpCopy);
   const double gg = gs > 0 ? n * b / gs / 1e9 : 0;
   auto over_gloo = [&](double v) { return Fmt(gg > 0 && v > 0 ? v / gg : 0, "%.2f"); };
   std::printf("%-9s %3d %8.3f %11.2f %9.2f %8.2f %9s %8s %9s %11s %9s %9s %9s\n",
-              absl::StrCat(b >> 20, " MiB").c_str(), n, best[Path::kDirect], dg, ug, tg, Fmt(cg, "%.2f").c_str(),
-              Fmt(gs, "%.3f").c_str(), Fmt(gg, "%.2f").c_str(), over_gloo(dg).c_str(), over_gloo(ug).c_str(),
-              over_gloo(tg).c_str(), over_gloo(cg).c_str());
+              absl::StrCat(b >> 20, " MiB").c_str(), n, best[Path::kDirect], dg, ug, tg,
+              Fmt(cg, "%.2f").c_str(), Fmt(gs, "%.3f").c_str(), Fmt(gg, "%.2f").c_str(),
+              over_gloo(dg).c_str(), over_gloo(ug).c_str(), over_gloo(tg).c_str(), over_gloo(cg).c_str());
   if (n == 3) {
     three.direct3[b] = dg;
     three.unix3[b] = ug;
@@ -387,10 +393,12 @@ void PrintResults(const std::vector<int64_t>& sizes, double worst, double loop_g
 // Section 2: the loopback stream and the transport table, then every RESULT line.
 int RunTransport(const Options& opts, double worst) {
   const std::vector<int64_t> sizes = !opts.size_list.empty() ? opts.size_list
-                                     : opts.small ? std::vector<int64_t>{16 << 20}
+                                     : opts.small            ? std::vector<int64_t>{16 << 20}
                                                   : std::vector<int64_t>{256 << 20, int64_t{1} << 30};
-  std::printf("\n== transport: 1 sender -> n receivers on loopback, best of %d versions x %d alternating rounds (GB/s = delivered 1e9 bytes/s, all receivers)\n",
-              opts.iters, opts.rounds);
+  std::printf(
+      "\n== transport: 1 sender -> n receivers on loopback, best of %d versions x %d alternating rounds "
+      "(GB/s = delivered 1e9 bytes/s, all receivers)\n",
+      opts.iters, opts.rounds);
   std::printf("chunk %lld KiB\n", static_cast<long long>(opts.chunk_bytes >> 10));
   double loop_s = LoopbackStream(sizes.back(), opts.iters);
   double loop_gbps = sizes.back() / loop_s / 1e9;
@@ -398,18 +406,21 @@ int RunTransport(const Options& opts, double worst) {
               static_cast<long long>(sizes.back() >> 20), loop_s, loop_gbps, loop_gbps * 8);
   // The figures of a row are measured one right after the other, so that they see the same
   // load on a shared machine.
-  std::printf("direct = the transport's default on one host (Unix sockets; the sender writes into the receivers' shared buffers);\n"
-              "unix = Unix sockets with the payload spliced through them (same_host_direct_write off);\n"
-              "tcp = zero-copy send over loopback TCP (same_host_unix_socket off: what ranks on two hosts use);\n"
-              "copy = loopback TCP with zero_copy_send off\n");
-  std::printf("%-9s %3s %8s %11s %9s %8s %9s %8s %9s %11s %9s %9s %9s\n", "size", "rx", "direct s", "direct GB/s",
-              "unix GB/s", "tcp GB/s", "copy GB/s", "gloo s", "gloo GB/s", "direct/gloo", "unix/gloo", "tcp/gloo",
-              "copy/gloo");
+  std::printf(
+      "direct = the transport's default on one host (Unix sockets; the sender writes into the receivers' "
+      "shared buffers);\n"
+      "unix = Unix sockets with the payload spliced through them (same_host_direct_write off);\n"
+      "tcp = zero-copy send over loopback TCP (same_host_unix_socket off: what ranks on two hosts use);\n"
+      "copy = loopback TCP with zero_copy_send off\n");
+  std::printf("%-9s %3s %8s %11s %9s %8s %9s %8s %9s %11s %9s %9s %9s\n", "size", "rx", "direct s",
+              "direct GB/s", "unix GB/s", "tcp GB/s", "copy GB/s", "gloo s", "gloo GB/s", "direct/gloo",
+              "unix/gloo", "tcp/gloo", "copy/gloo");
   ThreeRx three;
   for (int64_t b : sizes)
     for (int n : opts.rx_counts)
       if (!MeasureRow(opts, b, n, three)) return 1;
-  std::printf("(zero-copy share of the payload on the unix and tcp paths, lowest run: %.0f%%)\n", g_min_spliced * 100);
+  std::printf("(zero-copy share of the payload on the unix and tcp paths, lowest run: %.0f%%)\n",
+              g_min_spliced * 100);
   PrintResults(sizes, worst, loop_gbps, three);
   return 0;
 }

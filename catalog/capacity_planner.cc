@@ -31,7 +31,8 @@ double HostCap(const Cluster& c) { return c.host_memory_gb * kGB * c.host_usable
 std::string HostShort(const TrainerFit& f, const Cluster& c) {
   if (f.ok || f.host_short_per_node <= 0) return "";
   return absl::StrFormat(
-      " (with the optimizer partly in host memory it fits the GPUs, but needs at least %.0f GB of host memory per node; "
+      " (with the optimizer partly in host memory it fits the GPUs, but needs at least %.0f GB of host "
+      "memory per node; "
       "%.0f GB usable of %.0f GB)",
       f.host_short_per_node / kGB, HostCap(c) / kGB, c.host_memory_gb);
 }
@@ -39,14 +40,16 @@ std::string HostShort(const TrainerFit& f, const Cluster& c) {
 bool ValidTp(const ModelEntry& m, int tp) {
   const Attention& at = m.arch.attention;
   if (at.layers > 0 && at.heads % tp != 0) return false;
-  if (at.layers == 0 && m.arch.linear_attention.layers > 0 && m.arch.linear_attention.v_heads % tp != 0) return false;
+  if (at.layers == 0 && m.arch.linear_attention.layers > 0 && m.arch.linear_attention.v_heads % tp != 0)
+    return false;
   return true;
 }
 
 // The smallest offload fraction (a multiple of 1/kOffloadFractionSteps) at which `s` fits `cap`
 // per GPU, with its memory; nullopt when even a full offload does not fit.
-std::optional<std::pair<double, MemoryBreakdown>> OffloadToFit(const Row& row, const ModelEntry& m, TrainerShape s,
-                                                               double cap, const Assumptions& a,
+std::optional<std::pair<double, MemoryBreakdown>> OffloadToFit(const Row& row, const ModelEntry& m,
+                                                               TrainerShape s, double cap,
+                                                               const Assumptions& a,
                                                                const TrainingPrecision& recipe) {
   s.offload_fraction = 1;
   MemoryBreakdown all = TrainerMemory(m, row, Mode::kFull, s, a, recipe);
@@ -54,7 +57,8 @@ std::optional<std::pair<double, MemoryBreakdown>> OffloadToFit(const Row& row, c
   // The GPU keeps (1 - f) of the hybrid optimizer: solve for f, then round up to a step.
   double per_param = kHybridOptimizerBytes * all.offloaded_params;
   double exact = 1 - (cap - all.total()) / per_param;
-  int steps = std::clamp(static_cast<int>(std::ceil(exact * kOffloadFractionSteps - 1e-9)), 1, kOffloadFractionSteps);
+  int steps =
+      std::clamp(static_cast<int>(std::ceil(exact * kOffloadFractionSteps - 1e-9)), 1, kOffloadFractionSteps);
   double f = static_cast<double>(steps) / kOffloadFractionSteps;
   s.offload_fraction = f;
   MemoryBreakdown mem = TrainerMemory(m, row, Mode::kFull, s, a, recipe);
@@ -67,9 +71,9 @@ std::optional<std::pair<double, MemoryBreakdown>> OffloadToFit(const Row& row, c
 // part of its optimizer to the host, within `host_cap` bytes per node; layouts that fit
 // without it are preferred to any that need it, and among those the smallest fraction (least
 // host memory and PCIe traffic) before the usual order.
-TrainerFit FitTrainer(const Row& row, const ModelEntry& m, Mode mode, const std::string& backend, int gpus, int gpn,
-                      double cap, const Assumptions& a, const TrainingPrecision& recipe, bool offload,
-                      double host_cap) {
+TrainerFit FitTrainer(const Row& row, const ModelEntry& m, Mode mode, const std::string& backend, int gpus,
+                      int gpn, double cap, const Assumptions& a, const TrainingPrecision& recipe,
+                      bool offload, double host_cap) {
   TrainerFit fit;
   std::tuple<int, int, int, int> best_key{kOffloadFractionSteps, 1 << 30, 1 << 30, 0};
   auto consider = [&](const TrainerShape& s) {
@@ -91,8 +95,8 @@ TrainerFit FitTrainer(const Row& row, const ModelEntry& m, Mode mode, const std:
       chosen.offload_fraction = off->first;
       mem = off->second;
     }
-    std::tuple<int, int, int, int> key{static_cast<int>(std::lround(chosen.offload_fraction * kOffloadFractionSteps)),
-                                       s.pp, s.tp, -s.ep};
+    std::tuple<int, int, int, int> key{
+        static_cast<int>(std::lround(chosen.offload_fraction * kOffloadFractionSteps)), s.pp, s.tp, -s.ep};
     if (!fit.ok || key < best_key) {
       fit.ok = true;
       best_key = key;
@@ -128,8 +132,8 @@ struct GeneratorFit {
 
 // Engines of the smallest TP that fits on `gpus` GPUs starting at GPU index `offset`; an
 // engine never straddles nodes.
-GeneratorFit FitGenerator(const ModelEntry& m, const RolloutPrecision& p, int gpus, int offset, int gpn, double cap,
-                          const Assumptions& a) {
+GeneratorFit FitGenerator(const ModelEntry& m, const RolloutPrecision& p, int gpus, int offset, int gpn,
+                          double cap, const Assumptions& a) {
   GeneratorFit fit;
   for (int tp = 1; tp <= std::min(gpn, gpus); tp *= 2) {
     if (gpn % tp != 0 || gpus % tp != 0 || offset % tp != 0 || !ValidTp(m, tp)) continue;
@@ -180,10 +184,10 @@ Attempt TrySeparate(const Row& row, const ModelEntry& m, Mode mode, const std::s
     g_best = std::min(g_best, gf.best_total);
   }
   if (t_min == 0 || g_min == 0 || t_min + g_min > n) {
-    std::string trainer = t_min > 0 ? absl::StrCat("the trainer needs at least ", t_min, " GPUs")
-                                    : absl::StrCat("the trainer does not fit on up to ", n, " GPUs (at best ",
-                                                   Gb(best_total), " per GPU on ", best_t, ", limit ", Gb(cap), ")",
-                                                   host_short);
+    std::string trainer =
+        t_min > 0 ? absl::StrCat("the trainer needs at least ", t_min, " GPUs")
+                  : absl::StrCat("the trainer does not fit on up to ", n, " GPUs (at best ", Gb(best_total),
+                                 " per GPU on ", best_t, ", limit ", Gb(cap), ")", host_short);
     std::string generator = g_min > 0 ? absl::StrCat("the generator at least ", g_min)
                                       : absl::StrCat("one generator engine does not fit in a node (at best ",
                                                      Gb(g_best), " per GPU, limit ", Gb(cap), ")");
@@ -227,8 +231,8 @@ Attempt TryColocated(const Row& row, const ModelEntry& m, Mode mode, const std::
     return at;
   }
   if (!gf.ok) {
-    at.why = absl::StrCat("colocated, one generator engine needs ", Gb(gf.best_total), " per GPU (limit ", Gb(limit),
-                          ")");
+    at.why = absl::StrCat("colocated, one generator engine needs ", Gb(gf.best_total), " per GPU (limit ",
+                          Gb(limit), ")");
     return at;
   }
   at.ok = true;
@@ -302,25 +306,34 @@ WeightSyncBound MakeWeightSync(const Plan& p) {
   w.bandwidth_estimate_s = std::max(receive, send);
   w.lower_bound_s = w.bandwidth_estimate_s;
   w.note = "bandwidth-only estimate (bytes / link bandwidth); the weight_sync planner was not run";
-  if (p.mode == Mode::kLora) w.note += "; assumes the merged model is sent (adapters alone would be far smaller)";
+  if (p.mode == Mode::kLora)
+    w.note += "; assumes the merged model is sent (adapters alone would be far smaller)";
   return w;
 }
 
-bool Has(const std::vector<std::string>& v, absl::string_view x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool Has(const std::vector<std::string>& v, absl::string_view x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 std::string OffloadNote(const Plan& p, const TrainingPrecision& recipe) {
   OffloadFacts f = OffloadFactsOf(p);
   std::string out = absl::StrFormat(
-      "optimizer state in host memory: %.0f GB per node of %.0f GB usable (%.0f%% of %.0f GB), offload fraction %.2f "
-      "(Megatron-Core: --optimizer-cpu-offload --optimizer-offload-fraction %.2f --overlap-cpu-optimizer-d2h-h2d); "
-      "its fp32 master, Adam moments and pinned fp32 gradient copy take %.0f B per parameter on the host, the rest of "
-      "the optimizer %.1f GB per GPU; step slower by the D2H/H2D traffic: %.1f GB per GPU each way per step, at least "
-      "%.2f s per direction over %.0f GB/s PCIe (overlapped with the CPU Adam step, whose time is not modelled)",
+      "optimizer state in host memory: %.0f GB per node of %.0f GB usable (%.0f%% of %.0f GB), offload "
+      "fraction %.2f "
+      "(Megatron-Core: --optimizer-cpu-offload --optimizer-offload-fraction %.2f "
+      "--overlap-cpu-optimizer-d2h-h2d); "
+      "its fp32 master, Adam moments and pinned fp32 gradient copy take %.0f B per parameter on the host, "
+      "the rest of "
+      "the optimizer %.1f GB per GPU; step slower by the D2H/H2D traffic: %.1f GB per GPU each way per step, "
+      "at least "
+      "%.2f s per direction over %.0f GB/s PCIe (overlapped with the CPU Adam step, whose time is not "
+      "modelled)",
       f.host_per_node / kGB, f.host_usable_per_node / kGB, p.cluster.host_usable_fraction * 100,
-      p.cluster.host_memory_gb, f.fraction, f.fraction, kHybridOptimizerBytes, p.trainer.memory.optimizer / kGB,
-      f.transfer_per_gpu / kGB, f.transfer_s, p.cluster.gpu.host_link_gb_s);
+      p.cluster.host_memory_gb, f.fraction, f.fraction, kHybridOptimizerBytes,
+      p.trainer.memory.optimizer / kGB, f.transfer_per_gpu / kGB, f.transfer_s, p.cluster.gpu.host_link_gb_s);
   if (recipe.optimizer_state != "fp32")
-    absl::StrAppend(&out, "; ", recipe.name, " weights as the recipe, but the CPU optimizer keeps fp32 moments, not the ",
+    absl::StrAppend(&out, "; ", recipe.name,
+                    " weights as the recipe, but the CPU optimizer keeps fp32 moments, not the ",
                     recipe.optimizer_state, " ones of the GPU-only recipe");
   return out;
 }
@@ -328,15 +341,16 @@ std::string OffloadNote(const Plan& p, const TrainingPrecision& recipe) {
 // What the full fine-tuning recipe stores per parameter, with its Megatron-Core flags, for a
 // recipe other than plain bf16 with fp32 moments.
 std::string RecipeNote(const TrainingPrecision& r, double grad_bytes) {
-  const std::string moments = absl::StrCat("--use-precision-aware-optimizer --exp-avg-dtype ", r.optimizer_state,
-                                           " --exp-avg-sq-dtype ", r.optimizer_state);
+  const std::string moments = absl::StrCat("--use-precision-aware-optimizer --exp-avg-dtype ",
+                                           r.optimizer_state, " --exp-avg-sq-dtype ", r.optimizer_state);
   if (r.name == "bf16")
     return absl::StrFormat(
         "bf16 training with %s Adam moments over an fp32 master: %.4g B per parameter with bf16 gradients "
         "(Megatron-Core: %s)",
         r.optimizer_state, r.BytesPerParam(grad_bytes), moments);
   return absl::StrFormat(
-      "%s training: %s parameters without a bf16 copy (rowwise and columnwise), %s Adam moments over an fp32 master: "
+      "%s training: %s parameters without a bf16 copy (rowwise and columnwise), %s Adam moments over an fp32 "
+      "master: "
       "%.4g B per parameter with bf16 gradients (Megatron-Core: --fp8-recipe %s --fp8-param-gather %s)",
       r.name, r.name == "mxfp8" ? "MXFP8" : "FP8", r.optimizer_state, r.BytesPerParam(grad_bytes),
       r.name == "mxfp8" ? "mxfp8" : "delayed", moments);
@@ -354,7 +368,8 @@ OffloadFacts OffloadFactsOf(const Plan& p) {
   f.host_usable_per_node = p.cluster.host_memory_gb * kGB * p.cluster.host_usable_fraction;
   // Each step: the fp32 gradients of the offloaded parameters down, their fp32 parameters back.
   f.transfer_per_gpu = 4 * p.trainer.memory.offloaded_params;
-  f.transfer_s = p.cluster.gpu.host_link_gb_s > 0 ? f.transfer_per_gpu / (p.cluster.gpu.host_link_gb_s * kGB) : 0;
+  f.transfer_s =
+      p.cluster.gpu.host_link_gb_s > 0 ? f.transfer_per_gpu / (p.cluster.gpu.host_link_gb_s * kGB) : 0;
   return f;
 }
 
@@ -365,8 +380,9 @@ void UseReferenceRecipe(const Row& row, Assumptions* a) {
 }
 
 Cluster StatedMinimum(const Catalog& catalog, const Row& row) {
-  absl::StatusOr<GpuType> g = row.min_hardware.gpu == "any" ? absl::StatusOr<GpuType>(catalog.hardware().Smallest())
-                                                            : catalog.hardware().Find(row.min_hardware.gpu);
+  absl::StatusOr<GpuType> g = row.min_hardware.gpu == "any"
+                                  ? absl::StatusOr<GpuType>(catalog.hardware().Smallest())
+                                  : catalog.hardware().Find(row.min_hardware.gpu);
   Cluster defaults;
   defaults.host_usable_fraction = catalog.hardware().host_usable_fraction();
   return OnShape(defaults, row.min_hardware, g.ok() ? *g : catalog.hardware().Smallest());
@@ -408,16 +424,18 @@ absl::StatusOr<Fitted> Fit(const Row& row, const ModelEntry& model, Mode mode, c
   const Assumptions& a = options.assumptions;
   std::string backend = options.backend.empty() ? DefaultBackend(row, model) : options.backend;
   if (!Has(row.backends, backend))
-    return absl::InvalidArgumentError(absl::StrCat("--backend: ", row.family, " runs on ", absl::StrJoin(row.backends, ", "),
-                                                   ", not ", backend));
+    return absl::InvalidArgumentError(absl::StrCat("--backend: ", row.family, " runs on ",
+                                                   absl::StrJoin(row.backends, ", "), ", not ", backend));
   absl::StatusOr<RolloutPrecision> prec = ChooseRolloutPrecision(row, options.rollout_precision);
   if (!prec.ok()) return prec.status();
   if (a.optimizer_offload && cluster.host_memory_gb <= 0)
-    return absl::InvalidArgumentError(absl::StrCat("--optimizer-offload: the host memory of a ", cluster.gpu.name,
-                                                   " node is unknown (give host_memory_gb in a cluster file)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--optimizer-offload: the host memory of a ", cluster.gpu.name,
+                     " node is unknown (give host_memory_gb in a cluster file)"));
   if (a.optimizer_offload && mode == Mode::kFull && backend != "megatron")
-    return absl::InvalidArgumentError(absl::StrCat("--optimizer-offload: Megatron-Core's CPU optimizer; ", model.name,
-                                                   " is planned on ", backend, " (use --backend megatron where the row "
+    return absl::InvalidArgumentError(absl::StrCat("--optimizer-offload: Megatron-Core's CPU optimizer; ",
+                                                   model.name, " is planned on ", backend,
+                                                   " (use --backend megatron where the row "
                                                    "offers it)"));
   absl::StatusOr<TrainingPrecision> train_prec = ChooseTrainingRecipe(row, a);
   if (!train_prec.ok()) return train_prec.status();
@@ -426,16 +444,18 @@ absl::StatusOr<Fitted> Fit(const Row& row, const ModelEntry& model, Mode mode, c
   // the training precision (fp8 moments with bf16 training are allowed).
   if (mode == Mode::kFull && backend != "megatron" &&
       train_prec->optimizer_state != ChooseTrainingPrecision(row, a.training_precision)->optimizer_state)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--optimizer-state: ", train_prec->optimizer_state, " moments need Megatron-Core's precision-aware optimizer; ",
-        model.name, " is planned on ", backend, " (use --backend megatron where the row offers it)"));
-  if (mode == Mode::kFull && train_prec->name != "bf16" && !Has(cluster.gpu.training_formats, train_prec->name))
-    return absl::FailedPreconditionError(absl::StrCat("--training-precision: ", cluster.gpu.name, " does not train in ",
-                                                      train_prec->name, " (its formats: ",
-                                                      cluster.gpu.training_formats.empty()
-                                                          ? std::string("none")
+    return absl::InvalidArgumentError(
+        absl::StrCat("--optimizer-state: ", train_prec->optimizer_state,
+                     " moments need Megatron-Core's precision-aware optimizer; ", model.name,
+                     " is planned on ", backend, " (use --backend megatron where the row offers it)"));
+  if (mode == Mode::kFull && train_prec->name != "bf16" &&
+      !Has(cluster.gpu.training_formats, train_prec->name))
+    return absl::FailedPreconditionError(
+        absl::StrCat("--training-precision: ", cluster.gpu.name, " does not train in ", train_prec->name,
+                     " (its formats: ",
+                     cluster.gpu.training_formats.empty() ? std::string("none")
                                                           : absl::StrJoin(cluster.gpu.training_formats, ", "),
-                                                      ")"));
+                     ")"));
   double cap = cluster.gpu.memory_gb * kGB * a.usable_fraction;
   // Everything on the GPUs first; the CPU optimizer only when that fails and it is allowed.
   auto attempt = [&](bool offload) {
@@ -475,7 +495,8 @@ absl::StatusOr<Plan> BuildPlan(const Row& row, const ModelEntry& model, Mode mod
   for (const std::string& m : PlacementMismatches(specs, *placed))
     p.notes.push_back(absl::StrCat("placement: the scheduler places ", m,
                                    " (the weight-sync estimate assumes the expected devices)"));
-  for (size_t i = 0; i < specs.size(); ++i) p.groups.push_back({std::move(specs[i]), std::move((*placed)[i])});
+  for (size_t i = 0; i < specs.size(); ++i)
+    p.groups.push_back({std::move(specs[i]), std::move((*placed)[i])});
   p.weight_sync = MakeWeightSync(p);
   if (options.plan_weight_sync) {
     absl::StatusOr<SyncPlanSummary> s = PlanWeightSync(p);
@@ -485,13 +506,15 @@ absl::StatusOr<Plan> BuildPlan(const Row& row, const ModelEntry& model, Mode mod
       w.bytes = static_cast<double>(s->bytes);
       w.lower_bound_s = s->lower_bound_s;
       w.predicted_s = s->predicted_s;
-      w.note = absl::StrCat("cost model: NVLink ", p.cluster.gpu.nvlink_gb_s / 2, " GB/s per GPU and direction, NIC ",
-                            p.cluster.gpu.nic_gb_s, " GB/s per GPU, ", p.cluster.shape.gpus_per_node,
-                            " GPUs per node; engines ",
-                            p.placement == Placement::kColocated ? "on the trainer's GPUs"
-                                                                 : absl::StrCat("from GPU ", p.trainer.shape.gpus));
+      w.note = absl::StrCat("cost model: NVLink ", p.cluster.gpu.nvlink_gb_s / 2,
+                            " GB/s per GPU and direction, NIC ", p.cluster.gpu.nic_gb_s, " GB/s per GPU, ",
+                            p.cluster.shape.gpus_per_node, " GPUs per node; engines ",
+                            p.placement == Placement::kColocated
+                                ? "on the trainer's GPUs"
+                                : absl::StrCat("from GPU ", p.trainer.shape.gpus));
       if (s->replicated_for_tp > 0)
-        absl::StrAppend(&w.note, "; ", s->replicated_for_tp, " parameters replicated (TP does not divide them)");
+        absl::StrAppend(&w.note, "; ", s->replicated_for_tp,
+                        " parameters replicated (TP does not divide them)");
     } else {
       p.notes.push_back(absl::StrCat("weight-sync plan failed: ", s.status().message()));
     }
@@ -501,8 +524,9 @@ absl::StatusOr<Plan> BuildPlan(const Row& row, const ModelEntry& model, Mode mod
     if (!predicted.ok()) {
       p.notes.push_back(absl::StrCat("weight-sync prediction failed: ", predicted.status().message()));
     } else if (*predicted < p.weight_sync.lower_bound_s) {
-      p.notes.push_back(absl::StrFormat("weight-sync prediction %.3f s is below the lower bound %.3f s: ignored",
-                                        *predicted, p.weight_sync.lower_bound_s));
+      p.notes.push_back(
+          absl::StrFormat("weight-sync prediction %.3f s is below the lower bound %.3f s: ignored",
+                          *predicted, p.weight_sync.lower_bound_s));
     } else {
       p.weight_sync.predicted_s = *predicted;
     }
@@ -512,21 +536,25 @@ absl::StatusOr<Plan> BuildPlan(const Row& row, const ModelEntry& model, Mode mod
     p.notes.push_back(RecipeNote(recipe, a.grad_bytes));
   if (mode == Mode::kLora && !a.optimizer_state.empty())
     p.notes.push_back("--optimizer-state: not used for LoRA (the adapters keep fp32 Adam state)");
-  if (offloaded) p.notes.push_back(OffloadNote(p, recipe));
+  if (offloaded)
+    p.notes.push_back(OffloadNote(p, recipe));
   else if (mode == Mode::kFull && a.optimizer_offload)
     p.notes.push_back("--optimizer-offload: not needed, the optimizer fits the GPUs");
   else if (a.optimizer_offload)
     p.notes.push_back("--optimizer-offload: not used for LoRA (its optimizer holds the adapters only)");
   for (const std::string& l : row.limitations) p.notes.push_back(l);
   if (row.SupportFor(mode) == Support::kUntested)
-    p.notes.push_back(absl::StrCat(ModeTitle(mode), " of ", row.family, " has not been tested (blank in the table)"));
-  if (row.status == "expected") p.notes.push_back("status: expected to work, not tested (" + row.family + ")");
+    p.notes.push_back(
+        absl::StrCat(ModeTitle(mode), " of ", row.family, " has not been tested (blank in the table)"));
+  if (row.status == "expected")
+    p.notes.push_back("status: expected to work, not tested (" + row.family + ")");
   if (!row.conflict.empty() && model.name == row.reference.model)
     p.notes.push_back(absl::StrCat("calibration conflict with the table: ", row.conflict));
   if (row.reference.conservative_minimum && model.name == row.reference.model && mode == row.reference.mode)
-    p.notes.push_back(absl::StrCat("the table's minimum for ", row.family, " (", row.min_hardware.Describe(),
-                                   ") is conservative: the memory model fits this model on less (skyrl plan --list "
-                                   "shows its own minimum)"));
+    p.notes.push_back(
+        absl::StrCat("the table's minimum for ", row.family, " (", row.min_hardware.Describe(),
+                     ") is conservative: the memory model fits this model on less (skyrl plan --list "
+                     "shows its own minimum)"));
   if (model.estimated) p.notes.push_back(absl::StrCat(model.name, ": architecture estimated; ", model.note));
   if (model.arch.mtp_layers > 0 && !a.enable_mtp)
     p.notes.push_back("MTP layers are dropped (enable with trainer.mtp.enabled=true / --mtp)");
@@ -552,7 +580,8 @@ std::string ReferenceMoments(const Row& row) {
 // The smallest cluster of base's nodes (1x1, 1x2, 1x4, 1x8, 2x8, ... 64x8 of its GPU type) on
 // which the model fits, each shape with its own host memory (OnShape); nullopt when none does.
 std::optional<HardwareSpec> SearchMinimum(const Row& row, const ModelEntry& model, Mode mode,
-                                          const Cluster& base, Placement placement, const PlanRequest& options) {
+                                          const Cluster& base, Placement placement,
+                                          const PlanRequest& options) {
   const GpuType& gpu = base.gpu;
   std::vector<std::pair<int, int>> shapes = {{1, 1}, {1, 2}, {1, 4}, {1, 8}};
   for (int n = 2; n <= 64; ++n) shapes.push_back({n, 8});
@@ -573,16 +602,17 @@ absl::StatusOr<Plan> PlanOrRefuse(const Catalog& catalog, const Row& row, const 
                                   std::optional<HardwareSpec>* minimum) {
   absl::StatusOr<Plan> p = FitAndBuild(row, model, mode, cluster, placement, options);
   if (p.ok() || !absl::IsResourceExhausted(p.status())) return p;
-  std::string msg = absl::StrCat(model.name, " (", ModeTitle(mode), ") does not fit ", cluster.shape.Describe(), ": ",
-                                 p.status().message());
+  std::string msg = absl::StrCat(model.name, " (", ModeTitle(mode), ") does not fit ",
+                                 cluster.shape.Describe(), ": ", p.status().message());
   std::optional<HardwareSpec>& min = *minimum;
   min = SearchMinimum(row, model, mode, cluster, placement, options);
   if (min)
     absl::StrAppend(&msg, "; needs at least ", min->Describe(), " (", PlacementName(placement), " pools)");
   else
-    absl::StrAppend(&msg, "; no cluster of ", cluster.gpu.name, " up to 64 nodes x 8 fits (", PlacementName(placement),
-                    " pools)");
-  if (placement == Placement::kSeparate && Fit(row, model, mode, cluster, Placement::kColocated, options).ok())
+    absl::StrAppend(&msg, "; no cluster of ", cluster.gpu.name, " up to 64 nodes x 8 fits (",
+                    PlacementName(placement), " pools)");
+  if (placement == Placement::kSeparate &&
+      Fit(row, model, mode, cluster, Placement::kColocated, options).ok())
     absl::StrAppend(&msg, "; it fits here with --colocate");
   if (model.name == row.reference.model && mode == row.reference.mode) {
     std::vector<std::string> how;
@@ -601,7 +631,8 @@ absl::StatusOr<Plan> PlanOrRefuse(const Catalog& catalog, const Row& row, const 
     if (mode == Mode::kFull && !row.reference.optimizer_state.empty() &&
         options.assumptions.optimizer_state != row.reference.optimizer_state)
       flags.push_back("--optimizer-state " + row.reference.optimizer_state);
-    if (!flags.empty() && row.reference.placement == Placement::kColocated && placement != Placement::kColocated)
+    if (!flags.empty() && row.reference.placement == Placement::kColocated &&
+        placement != Placement::kColocated)
       flags.insert(flags.begin(), "--colocate");
     if (!flags.empty()) absl::StrAppend(&msg, "; try ", absl::StrJoin(flags, " "));
   }
@@ -618,9 +649,9 @@ absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelE
   return PlanOrRefuse(catalog, row, model, mode, cluster, placement, options, &unused);
 }
 
-std::optional<HardwareSpec> MinimumHardware(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
-                                            const GpuType& gpu, Placement placement, const PlanRequest& options,
-                                            double host_gb_per_gpu) {
+std::optional<HardwareSpec> MinimumHardware(const Catalog& catalog, const Row& row, const ModelEntry& model,
+                                            Mode mode, const GpuType& gpu, Placement placement,
+                                            const PlanRequest& options, double host_gb_per_gpu) {
   // One GPU with its host memory; the search scales it to each shape.
   Cluster one;
   one.host_usable_fraction = catalog.hardware().host_usable_fraction();
@@ -628,7 +659,6 @@ std::optional<HardwareSpec> MinimumHardware(const Catalog& catalog, const Row& r
   if (host_gb_per_gpu >= 0) one.host_memory_gb = host_gb_per_gpu;
   return SearchMinimum(row, model, mode, one, placement, options);
 }
-
 
 absl::StatusOr<Plan> MakePlan(const Catalog& catalog, const PlanRequest& request) {
   absl::StatusOr<Catalog::Match> match = catalog.Find(request.model);
@@ -640,8 +670,10 @@ absl::StatusOr<Plan> MakePlan(const Catalog& catalog, const PlanRequest& request
   if (!request.cluster && !request.colocate) placement = row.reference.placement;
   PlanRequest req = request;
 
-  Mode mode = request.mode ? *request.mode : (row.full_ft == Support::kNotWorking ? Mode::kLora : Mode::kFull);
-  if (!request.mode && row.full_ft != Support::kSupported && row.lora == Support::kSupported) mode = Mode::kLora;
+  Mode mode =
+      request.mode ? *request.mode : (row.full_ft == Support::kNotWorking ? Mode::kLora : Mode::kFull);
+  if (!request.mode && row.full_ft != Support::kSupported && row.lora == Support::kSupported)
+    mode = Mode::kLora;
   // On the row's stated minimum (no cluster given), the recipe the minimum was read for.
   if (!request.cluster && model.name == row.reference.model && mode == row.reference.mode)
     UseReferenceRecipe(row, &req.assumptions);
@@ -653,7 +685,8 @@ absl::StatusOr<Plan> MakePlan(const Catalog& catalog, const PlanRequest& request
       if (min)
         absl::StrAppend(&msg, "; ", ModeTitle(other), " needs at least ", min->Describe());
       else
-        absl::StrAppend(&msg, "; ", ModeTitle(other), " does not fit any cluster of ", cluster.gpu.name, " up to 64 nodes");
+        absl::StrAppend(&msg, "; ", ModeTitle(other), " does not fit any cluster of ", cluster.gpu.name,
+                        " up to 64 nodes");
     }
     return absl::FailedPreconditionError(msg);
   }
@@ -667,8 +700,9 @@ absl::StatusOr<Plan> MakePlan(const Catalog& catalog, const PlanRequest& request
     // stated node's.
     cluster = OnShape(cluster, *min, cluster.gpu);
     absl::StatusOr<Plan> q = PlanOn(catalog, row, model, mode, cluster, placement, req);
-    if (q.ok()) q->notes.insert(q->notes.begin(), absl::StrCat("no --cluster: planned on the smallest ", cluster.gpu.name,
-                                                               " cluster that fits"));
+    if (q.ok())
+      q->notes.insert(q->notes.begin(), absl::StrCat("no --cluster: planned on the smallest ",
+                                                     cluster.gpu.name, " cluster that fits"));
     return q;
   }
   return PlanOn(catalog, row, model, mode, cluster, placement, req);

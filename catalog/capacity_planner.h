@@ -50,12 +50,12 @@ struct GeneratorPlan {
 // failed, or PlanRequest::plan_weight_sync is off) only the bandwidth-only estimate is set;
 // with one, `bytes`, `lower_bound_s` and `predicted_s` are the weight_sync planner's.
 struct WeightSyncBound {
-  double bytes = 0;           // moved in one sync (estimate: what one engine receives, bf16)
-  std::string link;           // the estimate's link: "NIC" | "NVLink"
-  double link_gb_s = 0;       // per GPU, one direction
-  double bandwidth_estimate_s = 0;  // bytes over the narrowest link (bandwidth-only)
-  double lower_bound_s = 0;   // never faster than this (the planner's bound when planned)
-  std::optional<double> predicted_s;  // the planner's (or PlanRequest::weight_sync_predictor's)
+  double bytes = 0;                        // moved in one sync (estimate: what one engine receives, bf16)
+  std::string link;                        // the estimate's link: "NIC" | "NVLink"
+  double link_gb_s = 0;                    // per GPU, one direction
+  double bandwidth_estimate_s = 0;         // bytes over the narrowest link (bandwidth-only)
+  double lower_bound_s = 0;                // never faster than this (the planner's bound when planned)
+  std::optional<double> predicted_s;       // the planner's (or PlanRequest::weight_sync_predictor's)
   std::optional<SyncPlanSummary> planned;  // layouts, bytes, times, planning time
   std::string note;
 };
@@ -93,8 +93,8 @@ struct PlanRequest {
   std::optional<Mode> mode;        // default: full if supported, else LoRA
   std::optional<Cluster> cluster;  // default: the row's stated minimum (smallest type for "GPUs")
   bool colocate = false;
-  std::string backend;             // "" = DefaultBackend
-  std::string rollout_precision;   // "" = the lowest the row supports
+  std::string backend;            // "" = DefaultBackend
+  std::string rollout_precision;  // "" = the lowest the row supports
   Assumptions assumptions;
   // Run the weight_sync planner on every successful plan (PlanWeightSync). The probes of a
   // minimum search never build a plan (they only fit layouts: no placement, no weight sync).
@@ -128,9 +128,9 @@ absl::StatusOr<Plan> PlanOn(const Catalog& catalog, const Row& row, const ModelE
 // The smallest cluster of `gpu` that fits, among 1x1, 1x2, 1x4, 1x8, 2x8, ... 64x8; nullopt
 // when none does. Nodes get `host_gb_per_gpu` GB of host memory per GPU (negative: the GPU
 // type's reference system's share).
-std::optional<HardwareSpec> MinimumHardware(const Catalog& catalog, const Row& row, const ModelEntry& model, Mode mode,
-                                            const GpuType& gpu, Placement placement, const PlanRequest& options,
-                                            double host_gb_per_gpu = -1);
+std::optional<HardwareSpec> MinimumHardware(const Catalog& catalog, const Row& row, const ModelEntry& model,
+                                            Mode mode, const GpuType& gpu, Placement placement,
+                                            const PlanRequest& options, double host_gb_per_gpu = -1);
 
 // The training recipe the row's stated minimum was read for, filled into what `a` leaves unset:
 // reference.training_precision when a->training_precision is empty, and

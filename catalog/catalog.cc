@@ -58,8 +58,9 @@ Architecture ParseArch(Fields a) {
   if (a.present("linear_attention")) {
     Fields f = a.Sub("linear_attention", true);
     f.OnlyKeys({"layers", "qk_heads", "v_heads", "head_dim"});
-    arch.linear_attention = {static_cast<int>(f.Int("layers", true)), static_cast<int>(f.Int("qk_heads", true)),
-                             static_cast<int>(f.Int("v_heads", true)), static_cast<int>(f.Int("head_dim", true))};
+    arch.linear_attention = {
+        static_cast<int>(f.Int("layers", true)), static_cast<int>(f.Int("qk_heads", true)),
+        static_cast<int>(f.Int("v_heads", true)), static_cast<int>(f.Int("head_dim", true))};
   }
   if (a.present("mamba")) {
     Fields f = a.Sub("mamba", true);
@@ -101,8 +102,10 @@ Architecture ParseArch(Fields a) {
   return arch;
 }
 
-ModelEntry ParseModel(const YAML::Node& node, const std::string& file, std::size_t index, absl::Status* error) {
-  std::string name = node.IsMap() && node["name"].IsScalar() ? node["name"].Scalar() : absl::StrCat("#", index);
+ModelEntry ParseModel(const YAML::Node& node, const std::string& file, std::size_t index,
+                      absl::Status* error) {
+  std::string name =
+      node.IsMap() && node["name"].IsScalar() ? node["name"].Scalar() : absl::StrCat("#", index);
   Fields f(node, absl::StrCat(file, ": model ", name), "");
   f.OnlyKeys({"name", "source", "note", "stated_total", "stated_active", "count_convention", "arch"});
   ModelEntry m;
@@ -138,7 +141,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 std::string Normalize(absl::string_view s) {
   std::string out;
   for (char c : s)
-    if (c != ' ' && c != '-' && c != '_' && c != '.') out += absl::ascii_tolower(static_cast<unsigned char>(c));
+    if (c != ' ' && c != '-' && c != '_' && c != '.')
+      out += absl::ascii_tolower(static_cast<unsigned char>(c));
   return out;
 }
 
@@ -149,9 +153,12 @@ absl::string_view ModeTitle(Mode m) { return m == Mode::kFull ? "full fine-tunin
 absl::string_view PlacementName(Placement p) { return p == Placement::kSeparate ? "separate" : "colocated"; }
 absl::string_view SupportName(Support s) {
   switch (s) {
-    case Support::kSupported: return "supported";
-    case Support::kUntested: return "untested";
-    case Support::kNotWorking: return "not_working";
+    case Support::kSupported:
+      return "supported";
+    case Support::kUntested:
+      return "untested";
+    case Support::kNotWorking:
+      return "not_working";
   }
   return "?";
 }
@@ -162,12 +169,13 @@ absl::StatusOr<Row> Catalog::ParseRow(const std::string& yaml_text, const std::s
   try {
     root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file, ": not valid YAML: line ", e.mark.line + 1, ", column ", e.mark.column + 1, ": ", e.msg));
+    return absl::InvalidArgumentError(absl::StrCat(file, ": not valid YAML: line ", e.mark.line + 1,
+                                                   ", column ", e.mark.column + 1, ": ", e.msg));
   }
   Fields f(root, file, "");
-  f.OnlyKeys({"family", "table", "printed", "reading", "support", "status", "backends", "min_hardware", "reference",
-              "conflict", "release_precision", "vision_trainable", "examples", "limitations", "models"});
+  f.OnlyKeys({"family", "table", "printed", "reading", "support", "status", "backends", "min_hardware",
+              "reference", "conflict", "release_precision", "vision_trainable", "examples", "limitations",
+              "models"});
   Row row;
   row.file = file;
   row.family = f.Str("family", true);
@@ -182,12 +190,14 @@ absl::StatusOr<Row> Catalog::ParseRow(const std::string& yaml_text, const std::s
     row.low_precision = s.StrList("low_precision", false);
     for (const std::string& lp : row.low_precision)
       if (lp != "fp8" && lp != "mxfp8" && lp != "fp8_rollout" && lp != "int4_qat")
-        s.Fail(s.Path("low_precision"), absl::StrCat("unknown mode \"", lp, "\" (known: fp8, mxfp8, fp8_rollout, int4_qat)"));
+        s.Fail(s.Path("low_precision"),
+               absl::StrCat("unknown mode \"", lp, "\" (known: fp8, mxfp8, fp8_rollout, int4_qat)"));
   }
   row.status = f.Enum("status", true, {"supported", "expected"});
   row.backends = f.StrList("backends", true);
   for (const std::string& b : row.backends)
-    if (b != "fsdp" && b != "megatron") f.Fail("backends", absl::StrCat("unknown backend \"", b, "\" (fsdp, megatron)"));
+    if (b != "fsdp" && b != "megatron")
+      f.Fail("backends", absl::StrCat("unknown backend \"", b, "\" (fsdp, megatron)"));
   std::string mh = f.Str("min_hardware", true);
   row.conflict = f.Str("conflict", false);
   row.release_precision = f.Enum("release_precision", false, {"bf16", "int4", "mxfp4"}, "bf16");
@@ -199,25 +209,29 @@ absl::StatusOr<Row> Catalog::ParseRow(const std::string& yaml_text, const std::s
     r.OnlyKeys({"model", "mode", "placement", "training_precision", "optimizer_state", "minimum"});
     row.reference.model = r.Str("model", true);
     row.reference.mode = r.Enum("mode", true, {"full", "lora"}) == "lora" ? Mode::kLora : Mode::kFull;
-    row.reference.placement =
-        r.Enum("placement", false, {"separate", "colocated"}, "separate") == "colocated" ? Placement::kColocated
-                                                                                       : Placement::kSeparate;
+    row.reference.placement = r.Enum("placement", false, {"separate", "colocated"}, "separate") == "colocated"
+                                  ? Placement::kColocated
+                                  : Placement::kSeparate;
     row.reference.training_precision = r.Enum("training_precision", false, {"bf16", "fp8", "mxfp8"}, "bf16");
     row.reference.optimizer_state = r.Enum("optimizer_state", false, {"fp32", "bf16", "fp8"}, "");
-    row.reference.conservative_minimum = r.Enum("minimum", false, {"exact", "conservative"}, "exact") == "conservative";
+    row.reference.conservative_minimum =
+        r.Enum("minimum", false, {"exact", "conservative"}, "exact") == "conservative";
   }
   if (!f.status().ok()) return f.status();
-  if (row.backends.empty()) return absl::InvalidArgumentError(absl::StrCat(file, ": backends: must not be empty"));
+  if (row.backends.empty())
+    return absl::InvalidArgumentError(absl::StrCat(file, ": backends: must not be empty"));
   absl::StatusOr<HardwareSpec> h = ParseHardwareSpec(mh, absl::StrCat(file, ": min_hardware"));
   if (!h.ok()) return h.status();
   if (h->gpu != "any") {
     absl::StatusOr<GpuType> g = hardware.Find(h->gpu);
-    if (!g.ok()) return absl::InvalidArgumentError(absl::StrCat(file, ": min_hardware: ", g.status().message()));
+    if (!g.ok())
+      return absl::InvalidArgumentError(absl::StrCat(file, ": min_hardware: ", g.status().message()));
     h->gpu = g->name;
   }
   row.min_hardware = *h;
   if (row.full_ft != Support::kSupported && row.lora != Support::kSupported && row.status == "supported")
-    return absl::InvalidArgumentError(absl::StrCat(file, ": support: a supported row needs full_ft or lora supported"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": support: a supported row needs full_ft or lora supported"));
 
   YAML::Node models = root["models"];
   if (!models.IsDefined() || !models.IsSequence() || models.size() == 0)
@@ -227,26 +241,29 @@ absl::StatusOr<Row> Catalog::ParseRow(const std::string& yaml_text, const std::s
     ModelEntry m = ParseModel(models[i], file, i, &err);
     if (!err.ok()) return err;
     for (const ModelEntry& o : row.models)
-      if (o.name == m.name) return absl::InvalidArgumentError(absl::StrCat(file, ": model ", m.name, ": name: appears twice"));
+      if (o.name == m.name)
+        return absl::InvalidArgumentError(absl::StrCat(file, ": model ", m.name, ": name: appears twice"));
     row.models.push_back(std::move(m));
   }
   bool found = false;
   for (const ModelEntry& m : row.models) found = found || m.name == row.reference.model;
   if (!found)
-    return absl::InvalidArgumentError(
-        absl::StrCat(file, ": reference.model: \"", row.reference.model, "\" is not one of this row's models"));
+    return absl::InvalidArgumentError(absl::StrCat(file, ": reference.model: \"", row.reference.model,
+                                                   "\" is not one of this row's models"));
   if (row.reference.training_precision != "bf16" &&
       std::find(row.low_precision.begin(), row.low_precision.end(), row.reference.training_precision) ==
           row.low_precision.end())
-    return absl::InvalidArgumentError(absl::StrCat(file, ": reference.training_precision: ", row.reference.training_precision,
-                                                   " is not in support.low_precision"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": reference.training_precision: ", row.reference.training_precision,
+                     " is not in support.low_precision"));
   if (!row.reference.optimizer_state.empty() && row.reference.mode != Mode::kFull)
     return absl::InvalidArgumentError(
         absl::StrCat(file, ": reference.optimizer_state: only for full fine-tuning (mode: full)"));
   if (!row.reference.optimizer_state.empty() &&
       std::find(row.backends.begin(), row.backends.end(), "megatron") == row.backends.end())
-    return absl::InvalidArgumentError(absl::StrCat(
-        file, ": reference.optimizer_state: needs the megatron backend (Megatron-Core's precision-aware optimizer)"));
+    return absl::InvalidArgumentError(absl::StrCat(file,
+                                                   ": reference.optimizer_state: needs the megatron backend "
+                                                   "(Megatron-Core's precision-aware optimizer)"));
   if (row.reference.conservative_minimum && !row.conflict.empty())
     return absl::InvalidArgumentError(
         absl::StrCat(file, ": reference.minimum: a conservative minimum and a conflict exclude each other"));
@@ -259,7 +276,8 @@ absl::StatusOr<Row> Catalog::ParseRow(const std::string& yaml_text, const std::s
 absl::StatusOr<Catalog> Catalog::LoadDir(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return absl::NotFoundError(absl::StrCat("models directory ", dir, " not found"));
+  if (!fs::is_directory(dir, ec))
+    return absl::NotFoundError(absl::StrCat("models directory ", dir, " not found"));
   Catalog cat;
   absl::StatusOr<HardwareCatalog> hw = HardwareCatalog::Load((fs::path(dir) / "hardware.yaml").string());
   if (!hw.ok()) return hw.status();
@@ -296,7 +314,8 @@ absl::StatusOr<Catalog::Match> Catalog::Find(absl::string_view name) const {
     for (const ModelEntry& m : r.models) {
       std::string have = Normalize(m.name);
       if (have == want) return Match{&r, &m};
-      if (have.find(want) != std::string::npos || want.find(Normalize(r.family)) == 0) close.push_back(m.name);
+      if (have.find(want) != std::string::npos || want.find(Normalize(r.family)) == 0)
+        close.push_back(m.name);
     }
   if (close.size() == 1) {
     for (const Row& r : rows_)
@@ -304,9 +323,11 @@ absl::StatusOr<Catalog::Match> Catalog::Find(absl::string_view name) const {
         if (m.name == close[0]) return Match{&r, &m};
   }
   if (close.empty())
-    return absl::NotFoundError(absl::StrCat("--model: no model named \"", name, "\" (skyrl plan --list shows them)"));
-  return absl::NotFoundError(absl::StrCat("--model: \"", name, "\" is ambiguous or unknown; did you mean one of: ",
-                                          absl::StrJoin(close, ", "), "?"));
+    return absl::NotFoundError(
+        absl::StrCat("--model: no model named \"", name, "\" (skyrl plan --list shows them)"));
+  return absl::NotFoundError(
+      absl::StrCat("--model: \"", name,
+                   "\" is ambiguous or unknown; did you mean one of: ", absl::StrJoin(close, ", "), "?"));
 }
 
 std::string DefaultModelsDir() {

@@ -43,7 +43,8 @@ absl::StatusOr<HardwareCatalog> HardwareCatalog::Load(const std::string& path) {
   return Parse(*text, path);
 }
 
-absl::StatusOr<HardwareCatalog> HardwareCatalog::Parse(const std::string& yaml_text, const std::string& file) {
+absl::StatusOr<HardwareCatalog> HardwareCatalog::Parse(const std::string& yaml_text,
+                                                       const std::string& file) {
   absl::StatusOr<YAML::Node> root = ParseYaml(yaml_text, file);
   if (!root.ok()) return root.status();
   internal::Fields top(*root, file, "");
@@ -62,8 +63,8 @@ absl::StatusOr<HardwareCatalog> HardwareCatalog::Parse(const std::string& yaml_t
   }
   for (std::size_t i = 0; i < list.size(); ++i) {
     internal::Fields f(list[i], absl::StrCat(file, ": gpus[", i, "]"), "");
-    f.OnlyKeys({"name", "memory_gb", "nvlink_gb_s", "nic_gb_s", "nvlink_domain", "training_formats", "host_memory_gb",
-                "system_gpus", "host_link_gb_s"});
+    f.OnlyKeys({"name", "memory_gb", "nvlink_gb_s", "nic_gb_s", "nvlink_domain", "training_formats",
+                "host_memory_gb", "system_gpus", "host_link_gb_s"});
     GpuType g;
     g.name = f.Str("name", true);
     g.memory_gb = static_cast<double>(f.Int("memory_gb", true));
@@ -77,14 +78,17 @@ absl::StatusOr<HardwareCatalog> HardwareCatalog::Parse(const std::string& yaml_t
     if (!f.status().ok()) return f.status();
     for (const std::string& t : g.training_formats)
       if (t != "fp8" && t != "mxfp8")
-        return absl::InvalidArgumentError(absl::StrCat(file, ": gpus[", i, "] (", g.name, "): training_formats: unknown \"",
-                                                       t, "\" (known: fp8, mxfp8)"));
+        return absl::InvalidArgumentError(absl::StrCat(file, ": gpus[", i, "] (", g.name,
+                                                       "): training_formats: unknown \"", t,
+                                                       "\" (known: fp8, mxfp8)"));
     if (!hw.gpus_.empty() && g.memory_gb < hw.gpus_.back().memory_gb)
-      return absl::InvalidArgumentError(absl::StrCat(file, ": gpus[", i, "] (", g.name,
-                                                     "): memory_gb: the list must be ordered by memory, smallest first"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ": gpus[", i, "] (", g.name,
+                       "): memory_gb: the list must be ordered by memory, smallest first"));
     for (const GpuType& o : hw.gpus_)
       if (absl::AsciiStrToLower(o.name) == absl::AsciiStrToLower(g.name))
-        return absl::InvalidArgumentError(absl::StrCat(file, ": gpus[", i, "]: name: ", g.name, " appears twice"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(file, ": gpus[", i, "]: name: ", g.name, " appears twice"));
     hw.gpus_.push_back(std::move(g));
   }
   return hw;
@@ -96,7 +100,8 @@ absl::StatusOr<GpuType> HardwareCatalog::Find(absl::string_view name) const {
     if (absl::AsciiStrToLower(g.name) == absl::AsciiStrToLower(name)) return g;
     names.push_back(g.name);
   }
-  return absl::NotFoundError(absl::StrCat("unknown GPU type \"", name, "\" (known: ", absl::StrJoin(names, ", "), ")"));
+  return absl::NotFoundError(
+      absl::StrCat("unknown GPU type \"", name, "\" (known: ", absl::StrJoin(names, ", "), ")"));
 }
 
 const GpuType* HardwareCatalog::Smaller(absl::string_view name) const {
@@ -115,14 +120,16 @@ std::string HardwareSpec::Describe() const {
 absl::StatusOr<HardwareSpec> ParseHardwareSpec(absl::string_view text, absl::string_view field) {
   std::string s(absl::StripAsciiWhitespace(text));
   auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": \"", text, "\" is not NODESxGPUSxTYPE (e.g. 2x8xB200): ", why));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": \"", text, "\" is not NODESxGPUSxTYPE (e.g. 2x8xB200): ", why));
   };
   // Accept "2x8 B200" and "1x4 GPUs" as the table prints them.
   std::replace(s.begin(), s.end(), ' ', 'x');
   std::vector<std::string> parts = absl::StrSplit(s, 'x', absl::SkipEmpty());
   if (parts.size() != 3) return bad("expected three parts");
   HardwareSpec h;
-  if (!absl::SimpleAtoi(parts[0], &h.nodes) || h.nodes < 1 || h.nodes > 4096) return bad("nodes must be 1..4096");
+  if (!absl::SimpleAtoi(parts[0], &h.nodes) || h.nodes < 1 || h.nodes > 4096)
+    return bad("nodes must be 1..4096");
   if (!absl::SimpleAtoi(parts[1], &h.gpus_per_node) || h.gpus_per_node < 1 || h.gpus_per_node > 64)
     return bad("GPUs per node must be 1..64");
   h.gpu = parts[2];
@@ -146,12 +153,14 @@ absl::StatusOr<Cluster> ParseCluster(absl::string_view spec, const HardwareCatal
   std::string s(absl::StripAsciiWhitespace(spec));
   if (absl::EndsWith(s, ".yaml") || absl::EndsWith(s, ".yml") || s.find('/') != std::string::npos) {
     absl::StatusOr<std::string> text = ReadFile(s, "cluster file");
-    if (!text.ok()) return absl::Status(text.status().code(), absl::StrCat("--cluster: ", text.status().message()));
+    if (!text.ok())
+      return absl::Status(text.status().code(), absl::StrCat("--cluster: ", text.status().message()));
     return ParseClusterYaml(*text, s, hw);
   }
   absl::StatusOr<HardwareSpec> h = ParseHardwareSpec(s, "--cluster");
   if (!h.ok()) return h.status();
-  if (h->gpu == "any") return absl::InvalidArgumentError("--cluster: name a GPU type (e.g. 2x8xB200), not \"GPUs\"");
+  if (h->gpu == "any")
+    return absl::InvalidArgumentError("--cluster: name a GPU type (e.g. 2x8xB200), not \"GPUs\"");
   absl::StatusOr<GpuType> g = hw.Find(h->gpu);
   if (!g.ok()) return absl::InvalidArgumentError(absl::StrCat("--cluster: ", g.status().message()));
   Cluster defaults;
@@ -175,7 +184,8 @@ absl::StatusOr<Cluster> ParseClusterYaml(const std::string& yaml_text, const std
   const bool host_given = f.present("host_memory_gb");
   const double host_gb = static_cast<double>(f.Int("host_memory_gb", false, 0, 1));
   if (!f.status().ok()) return f.status();
-  if (shape.gpus_per_node > 64) return absl::InvalidArgumentError(absl::StrCat(file, ": gpus_per_node: must be 1..64"));
+  if (shape.gpus_per_node > 64)
+    return absl::InvalidArgumentError(absl::StrCat(file, ": gpus_per_node: must be 1..64"));
   absl::StatusOr<GpuType> g = hw.Find(gpu);
   if (!g.ok()) return absl::InvalidArgumentError(absl::StrCat(file, ": gpu: ", g.status().message()));
   Cluster c = OnShape(defaults, shape, *g);  // the GPU type's host memory, unless the file says

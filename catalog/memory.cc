@@ -9,7 +9,9 @@ namespace skyrl::catalog {
 namespace {
 constexpr double kGB = 1e9;
 
-bool Has(const std::vector<std::string>& v, absl::string_view x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool Has(const std::vector<std::string>& v, absl::string_view x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 }  // namespace
 
 MemoryBreakdown TrainerMemory(const ModelEntry& m, const Row& row, Mode mode, const TrainerShape& s,
@@ -38,7 +40,8 @@ MemoryBreakdown TrainerMemory(const ModelEntry& m, const Row& row, Mode mode, co
   if (mode == Mode::kFull) {
     // Fully sharded state: each GPU holds 1/(TP*PP*DP) of the dense and 1/(EP*PP*EDP) of the
     // experts.
-    double shard = dense / (static_cast<double>(tp) * pp * dp) + experts / (static_cast<double>(ep) * pp * edp);
+    double shard =
+        dense / (static_cast<double>(tp) * pp * dp) + experts / (static_cast<double>(ep) * pp * edp);
     b.weights = recipe.weight_bytes * shard;
     b.gradients = a.grad_bytes * shard;
     b.optimizer = recipe.optimizer_bytes * shard;
@@ -55,7 +58,8 @@ MemoryBreakdown TrainerMemory(const ModelEntry& m, const Row& row, Mode mode, co
       b.weights = 2 * (dense + experts + vision_frozen) / s.gpus;
       b.gathered = 2 * 2 * (layer_dense + layer_experts);
     } else {
-      b.weights = 2 * (dense / (tp * pp) + experts / (static_cast<double>(ep) * pp) + vision_frozen / (tp * pp));
+      b.weights =
+          2 * (dense / (tp * pp) + experts / (static_cast<double>(ep) * pp) + vision_frozen / (tp * pp));
     }
     LoraCounts lora = LoraParams(arch, a.lora_rank);
     b.adapters = fsdp ? 18 * (lora.dense + lora.experts) / s.gpus
@@ -78,22 +82,24 @@ absl::StatusOr<TrainingPrecision> ChooseTrainingPrecision(const Row& row, const 
   if (name.empty() || name == "bf16") return TrainingPrecision{};
   // fp32 master 4 B + bf16 first and second moments 2 B each.
   constexpr double kOptimizer = kMasterBytes + 2 + 2;
-  if (name == "fp8" && Has(row.low_precision, "fp8")) return TrainingPrecision{"fp8", 2 * 1.0, kOptimizer, "bf16"};
+  if (name == "fp8" && Has(row.low_precision, "fp8"))
+    return TrainingPrecision{"fp8", 2 * 1.0, kOptimizer, "bf16"};
   if (name == "mxfp8" && Has(row.low_precision, "mxfp8"))
     return TrainingPrecision{"mxfp8", 2 * (1 + 1.0 / 32), kOptimizer, "bf16"};
   std::vector<std::string> offered = {"bf16"};
   for (const char* n : {"fp8", "mxfp8"})
     if (Has(row.low_precision, n)) offered.push_back(n);
   return absl::InvalidArgumentError(absl::StrCat("--training-precision: ", row.family, " supports ",
-                                                 absl::StrJoin(offered, ", "), " training, not \"", name, "\""));
+                                                 absl::StrJoin(offered, ", "), " training, not \"", name,
+                                                 "\""));
 }
 
 absl::StatusOr<TrainingPrecision> WithOptimizerState(TrainingPrecision recipe, const std::string& state) {
   if (state.empty()) return recipe;
   double bytes = OptimizerStateBytes(state);
   if (bytes <= 0)
-    return absl::InvalidArgumentError(
-        absl::StrCat("--optimizer-state: Adam's moments are stored as fp32, bf16 or fp8, not \"", state, "\""));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--optimizer-state: Adam's moments are stored as fp32, bf16 or fp8, not \"", state, "\""));
   recipe.optimizer_state = state;
   recipe.optimizer_bytes = kMasterBytes + 2 * bytes;
   return recipe;
@@ -109,7 +115,8 @@ absl::StatusOr<RolloutPrecision> ChooseRolloutPrecision(const Row& row, const st
   std::vector<RolloutPrecision> offered;
   if (row.release_precision == "int4" || Has(row.low_precision, "int4_qat")) offered.push_back({"int4", 0.5});
   if (row.release_precision == "mxfp4") offered.push_back({"mxfp4", 4.25 / 8});  // 4-bit + a scale per 32
-  if (Has(row.low_precision, "fp8") || Has(row.low_precision, "mxfp8") || Has(row.low_precision, "fp8_rollout"))
+  if (Has(row.low_precision, "fp8") || Has(row.low_precision, "mxfp8") ||
+      Has(row.low_precision, "fp8_rollout"))
     offered.push_back({"fp8", 1.0});
   offered.push_back({"bf16", 2.0});
   if (requested.empty()) return offered.front();
@@ -119,10 +126,12 @@ absl::StatusOr<RolloutPrecision> ChooseRolloutPrecision(const Row& row, const st
     names.push_back(p.name);
   }
   return absl::InvalidArgumentError(absl::StrCat("--rollout-precision: ", row.family, " supports ",
-                                                 absl::StrJoin(names, ", "), " rollouts, not \"", requested, "\""));
+                                                 absl::StrJoin(names, ", "), " rollouts, not \"", requested,
+                                                 "\""));
 }
 
-MemoryBreakdown GeneratorMemory(const ModelEntry& m, int tp, const RolloutPrecision& p, const Assumptions& a) {
+MemoryBreakdown GeneratorMemory(const ModelEntry& m, int tp, const RolloutPrecision& p,
+                                const Assumptions& a) {
   ParamCounts c = CountParams(m.arch);
   MemoryBreakdown b;
   b.weights = (c.total() + (a.enable_mtp ? c.mtp : 0)) * p.bytes_per_param / tp;

@@ -36,15 +36,15 @@
 namespace skyrl::catalog {
 
 struct Assumptions {
-  int64_t seq_len = 16384;  // prompt + response tokens per sequence
-  int micro_batch = 1;      // sequences per trainer micro-batch
-  int kv_sequences = 64;    // sequences each engine keeps in its KV cache
+  int64_t seq_len = 16384;        // prompt + response tokens per sequence
+  int micro_batch = 1;            // sequences per trainer micro-batch
+  int kv_sequences = 64;          // sequences each engine keeps in its KV cache
   double usable_fraction = 0.92;  // of HBM; the rest is fragmentation and allocator slack
   double context_gb = 3;          // CUDA context + NCCL buffers, per process
   double generator_workspace_gb = 2;
   int lora_rank = 32;
-  double grad_bytes = 2;     // bf16 gradients
-  bool enable_mtp = false;   // trainer.mtp.enabled: MTP layers are trained and served
+  double grad_bytes = 2;    // bf16 gradients
+  bool enable_mtp = false;  // trainer.mtp.enabled: MTP layers are trained and served
   // bf16 | fp8 | mxfp8: the full fine-tuning state (see TrainingPrecision); fp8 and mxfp8 only
   // for rows that list them. "" is bf16, except that catalog::MakePlan without a cluster (the
   // row's stated minimum) uses the recipe the row's minimum was read for.
@@ -58,8 +58,8 @@ struct Assumptions {
   // Allows Megatron-Core's CPU optimizer offload for full fine-tuning (--optimizer-cpu-offload
   // --optimizer-offload-fraction F, see kHybridOptimizerBytes). The planner uses it only when
   // the trainer does not fit the GPUs without it, with the smallest fraction F (a multiple of
-  // 1/kOffloadFractionSteps) that fits, and only if the nodes' host memory holds the offloaded part. Off by default:
-  // applied automatically it would plan rows below their stated minimum (docs/catalog.md).
+  // 1/kOffloadFractionSteps) that fits, and only if the nodes' host memory holds the offloaded part. Off by
+  // default: applied automatically it would plan rows below their stated minimum (docs/catalog.md).
   bool optimizer_offload = false;
 };
 
@@ -123,9 +123,11 @@ struct MemoryBreakdown {
   double activations = 0;
   double kv_cache = 0;
   double overhead = 0;
-  double host = 0;  // bytes per GPU held in host memory (offloaded optimizer); not in total()
+  double host = 0;              // bytes per GPU held in host memory (offloaded optimizer); not in total()
   double offloaded_params = 0;  // parameters per GPU whose optimizer runs on the host
-  double total() const { return weights + gradients + optimizer + adapters + gathered + activations + kv_cache + overhead; }
+  double total() const {
+    return weights + gradients + optimizer + adapters + gathered + activations + kv_cache + overhead;
+  }
 };
 
 struct TrainerShape {

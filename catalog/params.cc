@@ -33,9 +33,13 @@ double MambaParams(const Mamba& m, double h) {
   return h * (2 * di + 2 * gs + nh) + (di + 2 * gs) * 4 + di * h + 3 * nh + di + h;
 }
 
-double FfnParams(const DenseFfn& f, double h) { return (f.gated ? 3.0 : 2.0) * h * static_cast<double>(f.size) + h; }
+double FfnParams(const DenseFfn& f, double h) {
+  return (f.gated ? 3.0 : 2.0) * h * static_cast<double>(f.size) + h;
+}
 
-double ExpertParams(const Moe& m, double h) { return (m.gated ? 3.0 : 2.0) * h * static_cast<double>(m.expert_size); }
+double ExpertParams(const Moe& m, double h) {
+  return (m.gated ? 3.0 : 2.0) * h * static_cast<double>(m.expert_size);
+}
 
 double MoeDensePart(const Moe& m, double h) {
   double shared = static_cast<double>(m.shared_size > 0 ? m.shared_size : m.expert_size);
@@ -58,7 +62,8 @@ ParamCounts CountParams(const Architecture& a) {
   c.embeddings = static_cast<double>(a.vocab) * h * (a.tied_embeddings ? 1 : 2);
   c.dense = c.embeddings + h;  // + final norm
   if (a.attention.layers > 0) c.dense += a.attention.layers * AttentionParams(a.attention, h);
-  if (a.linear_attention.layers > 0) c.dense += a.linear_attention.layers * LinearParams(a.linear_attention, h);
+  if (a.linear_attention.layers > 0)
+    c.dense += a.linear_attention.layers * LinearParams(a.linear_attention, h);
   if (a.mamba.layers > 0) c.dense += a.mamba.layers * MambaParams(a.mamba, h);
   if (a.ffn.layers > 0) c.dense += a.ffn.layers * FfnParams(a.ffn, h);
   if (a.moe.layers > 0) {
@@ -86,9 +91,12 @@ double ComparableTotal(const ModelEntry& m, const ParamCounts& c) {
 double ComparableActive(const ModelEntry& m, const ParamCounts& c) {
   double input_embedding = static_cast<double>(m.arch.vocab) * m.arch.hidden;
   switch (m.convention.active_excludes) {
-    case CountConvention::ActiveExcludes::kNone: return c.active();
-    case CountConvention::ActiveExcludes::kInputEmbedding: return c.active() - input_embedding;
-    case CountConvention::ActiveExcludes::kEmbeddings: return c.active() - c.embeddings;
+    case CountConvention::ActiveExcludes::kNone:
+      return c.active();
+    case CountConvention::ActiveExcludes::kInputEmbedding:
+      return c.active() - input_embedding;
+    case CountConvention::ActiveExcludes::kEmbeddings:
+      return c.active() - c.embeddings;
   }
   return c.active();
 }
@@ -98,9 +106,11 @@ LoraCounts LoraParams(const Architecture& a, int rank) {
   LoraCounts out;
   const Attention& at = a.attention;
   if (at.layers > 0) {
-    double q = at.kind == AttentionKind::kGqa ? static_cast<double>(at.heads) * at.head_dim
-                                              : static_cast<double>(at.heads) * (at.qk_nope_dim + at.qk_rope_dim);
-    double kv = at.kind == AttentionKind::kGqa ? 2.0 * at.kv_heads * at.head_dim : at.kv_lora_rank + at.qk_rope_dim;
+    double q = at.kind == AttentionKind::kGqa
+                   ? static_cast<double>(at.heads) * at.head_dim
+                   : static_cast<double>(at.heads) * (at.qk_nope_dim + at.qk_rope_dim);
+    double kv =
+        at.kind == AttentionKind::kGqa ? 2.0 * at.kv_heads * at.head_dim : at.kv_lora_rank + at.qk_rope_dim;
     // The output projection's input: all heads' values.
     double o = at.kind == AttentionKind::kGqa ? q : static_cast<double>(at.heads) * at.v_head_dim;
     // q, kv and output projections: r * (in + out) each.
@@ -122,7 +132,9 @@ LoraCounts LoraParams(const Architecture& a, int rank) {
   return out;
 }
 
-int MixerLayers(const Architecture& a) { return a.attention.layers + a.linear_attention.layers + a.mamba.layers; }
+int MixerLayers(const Architecture& a) {
+  return a.attention.layers + a.linear_attention.layers + a.mamba.layers;
+}
 
 double KvBytesPerToken(const Architecture& a) {
   const Attention& at = a.attention;

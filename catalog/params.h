@@ -20,7 +20,7 @@ struct ParamCounts {
   double vision = 0;          // vision tower and projector
   double embeddings = 0;      // input (+ output when untied) embedding matrices, in `dense`
 
-  double total() const { return dense + experts + vision; }         // MTP excluded
+  double total() const { return dense + experts + vision; }          // MTP excluded
   double active() const { return dense + active_experts + vision; }  // MTP excluded
 };
 

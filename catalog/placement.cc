@@ -40,7 +40,8 @@ absl::StatusOr<scheduler::GroupRequest> ToGroupRequest(const PlacementGroupSpec&
   r.name = spec.name;
   absl::StatusOr<scheduler::Strategy> strategy = scheduler::ParseStrategy(spec.strategy);
   if (!strategy.ok())
-    return absl::InvalidArgumentError(absl::StrCat("placement group ", spec.name, ": ", strategy.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("placement group ", spec.name, ": ", strategy.status().message()));
   r.strategy = *strategy;
   r.domain_label = spec.domain_label;
   r.affinity_group = spec.affinity_group;
@@ -89,20 +90,23 @@ absl::StatusOr<std::vector<GroupPlacement>> PlaceGroups(const Cluster& cluster,
   for (scheduler::NodeSpec& n : SimulatedNodes(cluster)) {
     index[n.id] = static_cast<int>(index.size());
     if (absl::Status s = sim.AddNode(std::move(n)); !s.ok())
-      return absl::InternalError(absl::StrCat("simulated cluster ", cluster.shape.ToString(), ": ", s.message()));
+      return absl::InternalError(
+          absl::StrCat("simulated cluster ", cluster.shape.ToString(), ": ", s.message()));
   }
   std::vector<GroupPlacement> out;
   for (const PlacementGroupSpec& g : groups) {
     auto bug = [&](const absl::Status& s) {
-      return absl::InternalError(absl::StrCat("internal consistency: the scheduler would refuse placement group ",
-                                              g.name, " (", g.strategy, ", ", g.bundles.size(), " bundles) on ",
-                                              cluster.shape.Describe(), ": ", s.message(), " (a planner bug)"));
+      return absl::InternalError(
+          absl::StrCat("internal consistency: the scheduler would refuse placement group ", g.name, " (",
+                       g.strategy, ", ", g.bundles.size(), " bundles) on ", cluster.shape.Describe(), ": ",
+                       s.message(), " (a planner bug)"));
     };
     absl::StatusOr<scheduler::GroupRequest> req = ToGroupRequest(g);
     if (!req.ok()) return bug(req.status());
     absl::StatusOr<std::vector<scheduler::Slot>> slots = sim.PlanGroup(*req);
     if (!slots.ok()) return bug(slots.status());
-    if (absl::Status s = sim.ReserveGroup(g.name, *req, {slots->begin(), slots->end()}); !s.ok()) return bug(s);
+    if (absl::Status s = sim.ReserveGroup(g.name, *req, {slots->begin(), slots->end()}); !s.ok())
+      return bug(s);
     GroupPlacement placed{g.name, {}};
     for (const scheduler::Slot& slot : *slots)
       placed.bundles.push_back(BundlePlacement{index.at(slot.node_id), slot.node_id, slot.gpu_ids});
@@ -140,7 +144,8 @@ std::string DescribePlacement(const GroupPlacement& placement) {
     if (!runs.empty()) {
       Run& r = runs.back();
       const bool any = hi >= lo, r_any = r.gpu_hi >= r.gpu_lo;
-      if (r.contiguous && range && r.node_lo == b.node && r.node_hi == b.node && any && r_any && lo == r.gpu_hi + 1) {
+      if (r.contiguous && range && r.node_lo == b.node && r.node_hi == b.node && any && r_any &&
+          lo == r.gpu_hi + 1) {
         r.last = i;
         r.gpu_hi = hi;
         continue;
@@ -153,8 +158,8 @@ std::string DescribePlacement(const GroupPlacement& placement) {
   for (Run& r : runs) {
     if (!merged.empty()) {
       Run& m = merged.back();
-      if (m.contiguous && r.contiguous && m.gpu_lo == r.gpu_lo && m.gpu_hi == r.gpu_hi && r.node_lo == m.node_hi + 1 &&
-          r.first == m.last + 1 && m.gpu_hi >= m.gpu_lo) {
+      if (m.contiguous && r.contiguous && m.gpu_lo == r.gpu_lo && m.gpu_hi == r.gpu_hi &&
+          r.node_lo == m.node_hi + 1 && r.first == m.last + 1 && m.gpu_hi >= m.gpu_lo) {
         m.last = r.last;
         m.node_hi = r.node_hi;
         continue;

@@ -41,9 +41,9 @@ struct BundleSpec {
 
 struct PlacementGroupSpec {
   std::string name;
-  std::string strategy;       // PACK | STRICT_PACK | SPREAD | STRICT_SPREAD
-  std::string domain_label;   // every bundle on nodes sharing this label's value, or empty
-  std::string affinity_group; // prefer the nodes of this group (weight sync stays local)
+  std::string strategy;        // PACK | STRICT_PACK | SPREAD | STRICT_SPREAD
+  std::string domain_label;    // every bundle on nodes sharing this label's value, or empty
+  std::string affinity_group;  // prefer the nodes of this group (weight sync stays local)
   std::vector<BundleSpec> bundles;
 };
 

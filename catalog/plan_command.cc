@@ -11,30 +11,40 @@ void AddPlanFlags(CLI::App* cmd, PlanCommandOptions* o) {
   cmd->add_option("--model", o->model, "model name, e.g. Kimi-K2.7 or Qwen3-8B (--list shows them)");
   cmd->add_option("--mode", o->mode, "full | lora (default: full where supported, else lora)")
       ->check(CLI::IsMember({"full", "lora"}));
-  cmd->add_option("--cluster", o->cluster, "NODESxGPUSxTYPE (2x8xB200) or a cluster YAML file (default: the table's minimum)");
+  cmd->add_option("--cluster", o->cluster,
+                  "NODESxGPUSxTYPE (2x8xB200) or a cluster YAML file (default: the table's minimum)");
   cmd->add_flag("--colocate", o->colocate, "trainer and generator share every GPU (default: separate pools)");
   cmd->add_flag("--json", o->json, "machine-readable output");
   cmd->add_flag("--list", o->list, "list the catalog's models");
   cmd->add_flag("--mtp", o->mtp, "train and serve the MTP layers (trainer.mtp.enabled=true)");
-  cmd->add_option("--backend", o->backend, "fsdp | megatron (default: megatron for MoE and >40B where offered)")
+  cmd->add_option("--backend", o->backend,
+                  "fsdp | megatron (default: megatron for MoE and >40B where offered)")
       ->check(CLI::IsMember({"fsdp", "megatron"}));
-  cmd->add_option("--rollout-precision", o->rollout_precision, "bf16 | fp8 | int4 | mxfp4 (default: lowest supported)");
+  cmd->add_option("--rollout-precision", o->rollout_precision,
+                  "bf16 | fp8 | int4 | mxfp4 (default: lowest supported)");
   cmd->add_option("--training-precision", o->training_precision,
-                  "bf16 | fp8 | mxfp8: full fine-tuning state (fp8/mxfp8: FP8 parameters, bf16 Adam moments; rows that list them)")
+                  "bf16 | fp8 | mxfp8: full fine-tuning state (fp8/mxfp8: FP8 parameters, bf16 Adam moments; "
+                  "rows that list them)")
       ->check(CLI::IsMember({"bf16", "fp8", "mxfp8"}));
-  cmd->add_option("--optimizer-state", o->optimizer_state,
-                  "fp32 | bf16 | fp8: dtype of Adam's moments in full fine-tuning, over an fp32 master (default: the "
-                  "training precision's own, fp32 for bf16 and bf16 for fp8/mxfp8; other values need Megatron-Core's "
-                  "precision-aware optimizer)")
+  cmd->add_option(
+         "--optimizer-state", o->optimizer_state,
+         "fp32 | bf16 | fp8: dtype of Adam's moments in full fine-tuning, over an fp32 master (default: the "
+         "training precision's own, fp32 for bf16 and bf16 for fp8/mxfp8; other values need Megatron-Core's "
+         "precision-aware optimizer)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp8"}));
-  cmd->add_flag("--optimizer-offload", o->optimizer_offload,
-                "full fine-tuning on Megatron: when the trainer does not fit the GPUs, run part of the optimizer "
-                "in host memory (Megatron-Core's CPU optimizer; host memory from hardware.yaml or host_memory_gb in a "
-                "cluster file)");
-  cmd->add_option("--models-dir", o->models_dir, "catalog folder (default: $SKYRL_MODELS_DIR or the source tree's models/)");
-  cmd->add_option("--seq-len", o->seq_len, "prompt + response tokens per sequence")->check(CLI::Range(int64_t{256}, int64_t{1} << 21));
-  cmd->add_option("--micro-batch", o->micro_batch, "sequences per trainer micro-batch")->check(CLI::Range(1, 1024));
-  cmd->add_option("--kv-sequences", o->kv_sequences, "sequences each engine keeps in KV cache")->check(CLI::Range(1, 65536));
+  cmd->add_flag(
+      "--optimizer-offload", o->optimizer_offload,
+      "full fine-tuning on Megatron: when the trainer does not fit the GPUs, run part of the optimizer "
+      "in host memory (Megatron-Core's CPU optimizer; host memory from hardware.yaml or host_memory_gb in a "
+      "cluster file)");
+  cmd->add_option("--models-dir", o->models_dir,
+                  "catalog folder (default: $SKYRL_MODELS_DIR or the source tree's models/)");
+  cmd->add_option("--seq-len", o->seq_len, "prompt + response tokens per sequence")
+      ->check(CLI::Range(int64_t{256}, int64_t{1} << 21));
+  cmd->add_option("--micro-batch", o->micro_batch, "sequences per trainer micro-batch")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--kv-sequences", o->kv_sequences, "sequences each engine keeps in KV cache")
+      ->check(CLI::Range(1, 65536));
   cmd->add_option("--lora-rank", o->lora_rank, "LoRA rank")->check(CLI::Range(1, 4096));
 }
 
@@ -46,7 +56,8 @@ int RunPlanCommand(const PlanCommandOptions& o, std::ostream& out, std::ostream&
       err << "skyrl plan: " << s.message() << "\n";
     return code;
   };
-  absl::StatusOr<Catalog> catalog = Catalog::LoadDir(o.models_dir.empty() ? DefaultModelsDir() : o.models_dir);
+  absl::StatusOr<Catalog> catalog =
+      Catalog::LoadDir(o.models_dir.empty() ? DefaultModelsDir() : o.models_dir);
   if (!catalog.ok()) return fail(catalog.status(), 2);
   if (o.list) {
     out << (o.json ? RenderCatalogJson(*catalog) + "\n" : RenderCatalogText(*catalog));

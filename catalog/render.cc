@@ -14,22 +14,24 @@ namespace {
 constexpr double kGB = 1e9;
 
 std::string Gb(double bytes) { return absl::StrFormat("%.1f", bytes / kGB); }
-std::string Billions(double n) { return n >= 1e12 ? absl::StrFormat("%.2fT", n / 1e12) : absl::StrFormat("%.2fB", n / 1e9); }
+std::string Billions(double n) {
+  return n >= 1e12 ? absl::StrFormat("%.2fT", n / 1e12) : absl::StrFormat("%.2fB", n / 1e9);
+}
 
 nlohmann::json MemoryJson(const MemoryBreakdown& m) {
-  return {{"weights_gb", m.weights / kGB},         {"gradients_gb", m.gradients / kGB},
-          {"optimizer_gb", m.optimizer / kGB},     {"adapters_gb", m.adapters / kGB},
-          {"gathered_gb", m.gathered / kGB},       {"activations_gb", m.activations / kGB},
-          {"kv_cache_gb", m.kv_cache / kGB},       {"overhead_gb", m.overhead / kGB},
-          {"host_gb", m.host / kGB},
-          {"total_gb", m.total() / kGB}};
+  return {{"weights_gb", m.weights / kGB},     {"gradients_gb", m.gradients / kGB},
+          {"optimizer_gb", m.optimizer / kGB}, {"adapters_gb", m.adapters / kGB},
+          {"gathered_gb", m.gathered / kGB},   {"activations_gb", m.activations / kGB},
+          {"kv_cache_gb", m.kv_cache / kGB},   {"overhead_gb", m.overhead / kGB},
+          {"host_gb", m.host / kGB},           {"total_gb", m.total() / kGB}};
 }
 
 void MemoryRows(std::string* out, const char* who, const MemoryBreakdown& m, double usable) {
-  absl::StrAppend(out, absl::StrFormat("  %-10s weights %7s  grads %7s  optim %7s  adapters %6s  gathered %6s  act %6s  kv %6s  overhead %4s  | total %7s of %s GB\n",
+  absl::StrAppend(out, absl::StrFormat("  %-10s weights %7s  grads %7s  optim %7s  adapters %6s  gathered "
+                                       "%6s  act %6s  kv %6s  overhead %4s  | total %7s of %s GB\n",
                                        who, Gb(m.weights), Gb(m.gradients), Gb(m.optimizer), Gb(m.adapters),
-                                       Gb(m.gathered), Gb(m.activations), Gb(m.kv_cache), Gb(m.overhead), Gb(m.total()),
-                                       Gb(usable)));
+                                       Gb(m.gathered), Gb(m.activations), Gb(m.kv_cache), Gb(m.overhead),
+                                       Gb(m.total()), Gb(usable)));
 }
 
 }  // namespace
@@ -57,41 +59,48 @@ std::optional<StateFacts> FullStateOf(const Plan& p) {
 std::string RenderPlanText(const Plan& p) {
   std::string out;
   ParamCounts c = CountParams(p.model->arch);
-  absl::StrAppend(&out, p.model->name, " (", p.row->family, "): ", ModeTitle(p.mode), " on ", p.cluster.shape.Describe(),
-                  ", ", PlacementName(p.placement), " pools\n");
+  absl::StrAppend(&out, p.model->name, " (", p.row->family, "): ", ModeTitle(p.mode), " on ",
+                  p.cluster.shape.Describe(), ", ", PlacementName(p.placement), " pools\n");
   absl::StrAppend(&out, "  parameters: ", Billions(c.total()), " total, ", Billions(c.active()), " active",
                   p.model->estimated ? " (architecture estimated)" : "", "\n");
-  absl::StrAppend(&out, absl::StrFormat("  assumptions: seq %d tokens x micro-batch %d, KV for %d sequences per engine, %.0f%% of HBM usable\n",
-                                        p.assumptions.seq_len, p.assumptions.micro_batch, p.assumptions.kv_sequences,
-                                        p.assumptions.usable_fraction * 100));
+  absl::StrAppend(&out, absl::StrFormat("  assumptions: seq %d tokens x micro-batch %d, KV for %d sequences "
+                                        "per engine, %.0f%% of HBM usable\n",
+                                        p.assumptions.seq_len, p.assumptions.micro_batch,
+                                        p.assumptions.kv_sequences, p.assumptions.usable_fraction * 100));
   const TrainerShape& t = p.trainer.shape;
   absl::StrAppend(&out, "\n  role       GPUs  layout                         \n");
   std::optional<StateFacts> state = FullStateOf(p);
-  absl::StrAppend(&out, absl::StrFormat("  trainer    %4d  %s TP%d PP%d EP%d DP%d%s%s%s\n", t.gpus, t.backend, t.tp, t.pp, t.ep,
-                                        t.dp, TrainingName(p) == "bf16" ? "" : ", " + TrainingName(p) + " training",
-                                        state ? absl::StrFormat(", %s Adam moments over an fp32 master (%.4g B per parameter)",
-                                                                state->moments, state->bytes_per_param)
-                                              : "",
-                                        t.offload_fraction > 0
-                                            ? absl::StrFormat(", optimizer %.0f%% in host memory", t.offload_fraction * 100)
-                                            : ""));
-  absl::StrAppend(&out, absl::StrFormat("  generator  %4d  %d engine(s) x TP%d, %s weights\n", p.generator.gpus,
-                                        p.generator.engines, p.generator.tp, p.generator.precision.name));
+  absl::StrAppend(
+      &out,
+      absl::StrFormat("  trainer    %4d  %s TP%d PP%d EP%d DP%d%s%s%s\n", t.gpus, t.backend, t.tp, t.pp, t.ep,
+                      t.dp, TrainingName(p) == "bf16" ? "" : ", " + TrainingName(p) + " training",
+                      state ? absl::StrFormat(", %s Adam moments over an fp32 master (%.4g B per parameter)",
+                                              state->moments, state->bytes_per_param)
+                            : "",
+                      t.offload_fraction > 0
+                          ? absl::StrFormat(", optimizer %.0f%% in host memory", t.offload_fraction * 100)
+                          : ""));
+  absl::StrAppend(&out,
+                  absl::StrFormat("  generator  %4d  %d engine(s) x TP%d, %s weights\n", p.generator.gpus,
+                                  p.generator.engines, p.generator.tp, p.generator.precision.name));
   absl::StrAppend(&out, "\n  memory per GPU (GB)\n");
   MemoryRows(&out, "trainer", p.trainer.memory, p.usable_bytes_per_gpu);
   MemoryRows(&out, "generator", p.generator.memory, p.usable_bytes_per_gpu);
   if (OffloadFacts f = OffloadFactsOf(p); f.fraction > 0)
-    absl::StrAppend(&out, absl::StrFormat("  host       optimizer %.1f GB per trainer GPU, %.1f GB per node of %.1f GB usable "
-                                          "(%.0f GB per node)\n",
-                                          f.host_per_gpu / kGB, f.host_per_node / kGB, f.host_usable_per_node / kGB,
-                                          p.cluster.host_memory_gb));
+    absl::StrAppend(
+        &out,
+        absl::StrFormat("  host       optimizer %.1f GB per trainer GPU, %.1f GB per node of %.1f GB usable "
+                        "(%.0f GB per node)\n",
+                        f.host_per_gpu / kGB, f.host_per_node / kGB, f.host_usable_per_node / kGB,
+                        p.cluster.host_memory_gb));
   // Each group with where the scheduler placed it (PlaceGroups on the plan's cluster).
-  absl::StrAppend(&out, "\n  placement groups (placed by the scheduler on a simulated ", p.cluster.shape.ToString(), ")\n");
+  absl::StrAppend(&out, "\n  placement groups (placed by the scheduler on a simulated ",
+                  p.cluster.shape.ToString(), ")\n");
   for (const PlannedGroup& pg : p.groups) {
     const PlacementGroupSpec& g = pg.spec;
     const BundleSpec& b = g.bundles.front();
-    absl::StrAppend(&out, absl::StrFormat("  %-14s %-11s %3d x {GPU: %g, CPU: %g} accelerator=%s%s%s  %s\n", g.name,
-                                          g.strategy, g.bundles.size(), b.gpu, b.cpu,
+    absl::StrAppend(&out, absl::StrFormat("  %-14s %-11s %3d x {GPU: %g, CPU: %g} accelerator=%s%s%s  %s\n",
+                                          g.name, g.strategy, g.bundles.size(), b.gpu, b.cpu,
                                           b.selector.at(std::string(kAcceleratorLabel)),
                                           g.domain_label.empty() ? "" : " same " + g.domain_label,
                                           g.affinity_group.empty() ? "" : " near " + g.affinity_group,
@@ -100,18 +109,23 @@ std::string RenderPlanText(const Plan& p) {
   const WeightSyncBound& w = p.weight_sync;
   if (w.planned) {
     const SyncPlanSummary& s = *w.planned;
-    absl::StrAppend(&out, absl::StrFormat("\n  weight sync: %s -> %s, %s\n", s.sender_layout, s.receiver_layout,
-                                          s.synced));
+    absl::StrAppend(&out, absl::StrFormat("\n  weight sync: %s -> %s, %s\n", s.sender_layout,
+                                          s.receiver_layout, s.synced));
     absl::StrAppend(&out, absl::StrFormat("    moves %.2f GB (%d parameters, %d senders -> %d receivers)\n",
                                           s.bytes / kGB, s.params, s.senders, s.receivers));
-    absl::StrAppend(&out, absl::StrFormat("    predicted %.3f s, lower bound %.3f s (ratio %.3f); planned in %.0f ms\n",
-                                          s.predicted_s, s.lower_bound_s,
-                                          s.lower_bound_s > 0 ? s.predicted_s / s.lower_bound_s : 1.0, s.planning_ms));
-    absl::StrAppend(&out, absl::StrFormat("    bandwidth-only estimate: %.3f s (%.1f GB of bf16 weights per engine over %s at %.0f GB/s)\n",
-                                          w.bandwidth_estimate_s, 2 * (c.total()) / kGB, w.link, w.link_gb_s));
+    absl::StrAppend(
+        &out, absl::StrFormat("    predicted %.3f s, lower bound %.3f s (ratio %.3f); planned in %.0f ms\n",
+                              s.predicted_s, s.lower_bound_s,
+                              s.lower_bound_s > 0 ? s.predicted_s / s.lower_bound_s : 1.0, s.planning_ms));
+    absl::StrAppend(
+        &out,
+        absl::StrFormat(
+            "    bandwidth-only estimate: %.3f s (%.1f GB of bf16 weights per engine over %s at %.0f GB/s)\n",
+            w.bandwidth_estimate_s, 2 * (c.total()) / kGB, w.link, w.link_gb_s));
   } else {
-    absl::StrAppend(&out, absl::StrFormat("\n  weight sync: %.1f GB per engine over %s (%.0f GB/s per GPU): >= %.2f s\n",
-                                          w.bytes / kGB, w.link, w.link_gb_s, w.lower_bound_s));
+    absl::StrAppend(
+        &out, absl::StrFormat("\n  weight sync: %.1f GB per engine over %s (%.0f GB/s per GPU): >= %.2f s\n",
+                              w.bytes / kGB, w.link, w.link_gb_s, w.lower_bound_s));
   }
   if (w.predicted_s && !w.planned)
     absl::StrAppend(&out, absl::StrFormat("    predicted: %.2f s\n", *w.predicted_s));
@@ -139,24 +153,30 @@ std::string RenderPlanJson(const Plan& p) {
                   {"host_usable_fraction", p.cluster.host_usable_fraction},
                   {"memory_gb", p.cluster.gpu.memory_gb},
                   {"usable_gb_per_gpu", p.usable_bytes_per_gpu / kGB}};
-  j["parameters"] = {{"total", c.total()}, {"active", c.active()}, {"mtp", c.mtp}, {"vision", c.vision},
+  j["parameters"] = {{"total", c.total()},
+                     {"active", c.active()},
+                     {"mtp", c.mtp},
+                     {"vision", c.vision},
                      {"estimated", p.model->estimated}};
-  j["assumptions"] = {{"seq_len", p.assumptions.seq_len},
-                      {"micro_batch", p.assumptions.micro_batch},
-                      {"kv_sequences", p.assumptions.kv_sequences},
-                      {"usable_fraction", p.assumptions.usable_fraction},
-                      {"context_gb", p.assumptions.context_gb},
-                      {"lora_rank", p.assumptions.lora_rank},
-                      {"grad_bytes", p.assumptions.grad_bytes},
-                      {"mtp_enabled", p.assumptions.enable_mtp}};
+  j["assumptions"] = {
+      {"seq_len", p.assumptions.seq_len},           {"micro_batch", p.assumptions.micro_batch},
+      {"kv_sequences", p.assumptions.kv_sequences}, {"usable_fraction", p.assumptions.usable_fraction},
+      {"context_gb", p.assumptions.context_gb},     {"lora_rank", p.assumptions.lora_rank},
+      {"grad_bytes", p.assumptions.grad_bytes},     {"mtp_enabled", p.assumptions.enable_mtp}};
   const TrainerShape& t = p.trainer.shape;
-  j["trainer"] = {{"backend", t.backend}, {"gpus", t.gpus}, {"tp", t.tp}, {"pp", t.pp}, {"ep", t.ep}, {"dp", t.dp},
+  j["trainer"] = {{"backend", t.backend},
+                  {"gpus", t.gpus},
+                  {"tp", t.tp},
+                  {"pp", t.pp},
+                  {"ep", t.ep},
+                  {"dp", t.dp},
                   {"training_precision", TrainingName(p)},
                   {"memory_per_gpu", MemoryJson(p.trainer.memory)}};
   // Full fine-tuning: Adam's moments' dtype and the state per trainable parameter; null for LoRA.
   std::optional<StateFacts> state = FullStateOf(p);
   j["trainer"]["optimizer_state"] = state ? nlohmann::json(state->moments) : nlohmann::json(nullptr);
-  j["trainer"]["state_bytes_per_param"] = state ? nlohmann::json(state->bytes_per_param) : nlohmann::json(nullptr);
+  j["trainer"]["state_bytes_per_param"] =
+      state ? nlohmann::json(state->bytes_per_param) : nlohmann::json(nullptr);
   if (OffloadFacts f = OffloadFactsOf(p); f.fraction > 0)
     j["trainer"]["optimizer_offload"] = {{"fraction", f.fraction},
                                          {"host_gb_per_gpu", f.host_per_gpu / kGB},
@@ -240,25 +260,28 @@ std::string OwnMinimum(const Catalog& c, const Row& r, const ModelEntry& m) {
   Cluster min = StatedMinimum(c, r);
   PlanRequest opts;
   UseReferenceRecipe(r, &opts.assumptions);  // the recipe the row's minimum was read for
-  std::optional<HardwareSpec> own = MinimumHardware(c, r, m, r.reference.mode, min.gpu, r.reference.placement, opts);
+  std::optional<HardwareSpec> own =
+      MinimumHardware(c, r, m, r.reference.mode, min.gpu, r.reference.placement, opts);
   return own ? own->ToString() : "-";
 }
 
 }  // namespace
 
 std::string RenderCatalogText(const Catalog& c) {
-  std::string out = absl::StrFormat("%-32s %-26s %10s %10s %-11s %-11s %-11s %-12s %s\n", "model", "row", "total",
-                                    "active", "full FT", "LoRA", "row min", "own min", "source");
+  std::string out = absl::StrFormat("%-32s %-26s %10s %10s %-11s %-11s %-11s %-12s %s\n", "model", "row",
+                                    "total", "active", "full FT", "LoRA", "row min", "own min", "source");
   for (const Row& r : c.rows())
     for (const ModelEntry& m : r.models) {
       ParamCounts pc = CountParams(m.arch);
-      absl::StrAppend(&out, absl::StrFormat("%-32s %-26s %10s %10s %-11s %-11s %-11s %-12s %s\n", m.name, r.family,
-                                            Billions(pc.total()), Billions(pc.active()), SupportName(r.full_ft),
-                                            SupportName(r.lora), r.min_hardware.ToString(), OwnMinimum(c, r, m),
-                                            m.estimated ? "estimated" : "public"));
+      absl::StrAppend(&out,
+                      absl::StrFormat("%-32s %-26s %10s %10s %-11s %-11s %-11s %-12s %s\n", m.name, r.family,
+                                      Billions(pc.total()), Billions(pc.active()), SupportName(r.full_ft),
+                                      SupportName(r.lora), r.min_hardware.ToString(), OwnMinimum(c, r, m),
+                                      m.estimated ? "estimated" : "public"));
     }
-  absl::StrAppend(&out, "\nown min: the smallest cluster of the row's GPU type that fits the model in the row's "
-                        "reference mode and placement (see docs/catalog.md)\n");
+  absl::StrAppend(&out,
+                  "\nown min: the smallest cluster of the row's GPU type that fits the model in the row's "
+                  "reference mode and placement (see docs/catalog.md)\n");
   return out;
 }
 

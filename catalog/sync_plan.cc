@@ -60,8 +60,8 @@ void AddMlaLora(ws::HfParamBuilder& b, const std::string& pre, const Attention& 
   b.Add(a + ".kv.lora_B.weight", {at.kv_lora_rank + at.qk_rope_dim, r}, -1, layer);
 }
 
-void AddLinearAttention(ws::HfParamBuilder& b, const std::string& pre, const LinearAttention& l, int64_t h, int layer,
-                        bool lora) {
+void AddLinearAttention(ws::HfParamBuilder& b, const std::string& pre, const LinearAttention& l, int64_t h,
+                        int layer, bool lora) {
   const int64_t hd = l.head_dim, qk = l.qk_heads * hd, v = l.v_heads * hd, vh = l.v_heads;
   b.Add(pre + ".input_layernorm.weight", {h}, -1, layer);
   const std::string a = pre + ".linear_attn";
@@ -74,7 +74,8 @@ void AddLinearAttention(ws::HfParamBuilder& b, const std::string& pre, const Lin
   b.Linear(a + ".out_proj", h, v, 1, layer, lora, {}, {hd});
 }
 
-void AddMamba(ws::HfParamBuilder& b, const std::string& pre, const Mamba& mb, int64_t h, int layer, bool lora) {
+void AddMamba(ws::HfParamBuilder& b, const std::string& pre, const Mamba& mb, int64_t h, int layer,
+              bool lora) {
   const int64_t di = mb.d_inner, gs = static_cast<int64_t>(mb.groups) * mb.state, nh = mb.heads;
   const int64_t p = nh > 0 && di % nh == 0 ? di / nh : 0, st = mb.state;
   b.Add(pre + ".input_layernorm.weight", {h}, -1, layer);
@@ -118,7 +119,8 @@ std::vector<MixerKind> InterleaveMixers(const Architecture& a) {
   std::vector<std::pair<int, MixerKind>> kinds = {{a.linear_attention.layers, MixerKind::kLinear},
                                                   {a.mamba.layers, MixerKind::kMamba},
                                                   {a.attention.layers, MixerKind::kAttention}};
-  std::stable_sort(kinds.begin(), kinds.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::stable_sort(kinds.begin(), kinds.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
   const int total = MixerLayers(a);
   std::vector<int> slot(total, -1);
   for (int k = 0; k < 2; ++k) {
@@ -146,7 +148,8 @@ bool BlockSplits(int64_t block, int64_t unit, int tp) {
 std::string Describe(const ws::ModelParallel& mp, const std::string& backend) {
   std::string s = absl::StrCat(backend, " TP", mp.tp, " x PP", mp.pp);
   if (mp.ep > 1 || mp.experts == ws::ExpertSharding::kWholeOverAllRanks)
-    absl::StrAppend(&s, " x EP", mp.experts == ws::ExpertSharding::kWholeOverAllRanks ? mp.ep * mp.tp : mp.ep);
+    absl::StrAppend(&s, " x EP",
+                    mp.experts == ws::ExpertSharding::kWholeOverAllRanks ? mp.ep * mp.tp : mp.ep);
   if (mp.replicas > 1) absl::StrAppend(&s, " (x ", mp.replicas, " replicas)");
   return s;
 }
@@ -154,7 +157,8 @@ std::string Describe(const ws::ModelParallel& mp, const std::string& backend) {
 }  // namespace
 
 absl::StatusOr<SyncModel> BuildSyncModel(const Architecture& a, const SyncModelOptions& o) {
-  if (a.hidden <= 0 || a.vocab <= 0) return absl::InvalidArgumentError("arch: hidden and vocab must be positive");
+  if (a.hidden <= 0 || a.vocab <= 0)
+    return absl::InvalidArgumentError("arch: hidden and vocab must be positive");
   if (o.lora_rank < 0) return absl::InvalidArgumentError("lora_rank: must be >= 0");
   const bool lora = o.lora_rank > 0;
   const int64_t h = a.hidden;
@@ -167,8 +171,8 @@ absl::StatusOr<SyncModel> BuildSyncModel(const Architecture& a, const SyncModelO
   int groups = a.moe.experts;
   if (o.expert_groups > 0) {
     if (a.moe.experts % o.expert_groups != 0)
-      return absl::InvalidArgumentError(absl::StrCat("expert_groups: ", o.expert_groups, " does not divide the ",
-                                                     a.moe.experts, " experts"));
+      return absl::InvalidArgumentError(absl::StrCat("expert_groups: ", o.expert_groups,
+                                                     " does not divide the ", a.moe.experts, " experts"));
     groups = o.expert_groups;
   }
   m.num_experts = a.moe.layers > 0 ? groups : 0;
@@ -204,10 +208,15 @@ absl::StatusOr<SyncModel> BuildSyncModel(const Architecture& a, const SyncModelO
       switch (kinds[j]) {
         case MixerKind::kAttention:
           AddAttention(b, pre, a.attention, h, l, lora);
-          if (lora && a.attention.kind == AttentionKind::kMla) AddMlaLora(b, pre, a.attention, h, l, o.lora_rank);
+          if (lora && a.attention.kind == AttentionKind::kMla)
+            AddMlaLora(b, pre, a.attention, h, l, o.lora_rank);
           break;
-        case MixerKind::kLinear: AddLinearAttention(b, pre, a.linear_attention, h, l, lora); break;
-        case MixerKind::kMamba: AddMamba(b, pre, a.mamba, h, l, lora); break;
+        case MixerKind::kLinear:
+          AddLinearAttention(b, pre, a.linear_attention, h, l, lora);
+          break;
+        case MixerKind::kMamba:
+          AddMamba(b, pre, a.mamba, h, l, lora);
+          break;
       }
     }
     if (int k = ffn_at[l]; k >= 0) {
@@ -333,19 +342,21 @@ absl::StatusOr<SyncPlanSummary> PlanWeightSync(const Plan& plan) {
     po.filter = ws::ExcludeNames(dropped);
     s.synced = "all trained weights";
     if (!dropped.empty())
-      absl::StrAppend(&s.synced, " (without ", dropped.size() == 2 ? "MTP layers and the frozen vision tower"
-                                               : dropped[0] == "mtp." ? "MTP layers" : "the frozen vision tower",
+      absl::StrAppend(&s.synced, " (without ",
+                      dropped.size() == 2    ? "MTP layers and the frozen vision tower"
+                      : dropped[0] == "mtp." ? "MTP layers"
+                                             : "the frozen vision tower",
                       ")");
   }
   for (const ws::Param& p : model.params)
     if (po.filter(p)) ++s.params;
   absl::StatusOr<ws::Plan> wp = ws::MakePlan(model, senders, receivers, po);
-  if (!wp.ok()) return absl::InvalidArgumentError(absl::StrCat("weight-sync layouts: ", wp.status().message()));
+  if (!wp.ok())
+    return absl::InvalidArgumentError(absl::StrCat("weight-sync layouts: ", wp.status().message()));
   s.bytes = wp->total_bytes;
   s.predicted_s = wp->predicted_s;
   s.lower_bound_s = wp->lower_bound_s;
-  s.planning_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  s.planning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return s;
 }
 

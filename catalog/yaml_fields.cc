@@ -66,11 +66,24 @@ bool ParseCount(const std::string& text, double* out) {
   if (s.empty()) return false;
   double mul = 1;
   switch (s.back()) {
-    case 'K': case 'k': mul = 1e3; break;
-    case 'M': case 'm': mul = 1e6; break;
-    case 'B': case 'b': mul = 1e9; break;
-    case 'T': case 't': mul = 1e12; break;
-    default: break;
+    case 'K':
+    case 'k':
+      mul = 1e3;
+      break;
+    case 'M':
+    case 'm':
+      mul = 1e6;
+      break;
+    case 'B':
+    case 'b':
+      mul = 1e9;
+      break;
+    case 'T':
+    case 't':
+      mul = 1e12;
+      break;
+    default:
+      break;
   }
   if (mul != 1) s.pop_back();
   char* end = nullptr;

@@ -54,7 +54,9 @@ class GroupPlanner {
   }
 
  private:
-  std::string Label() const { return absl::StrCat("pg ", request_.name.empty() ? "(unnamed)" : request_.name); }
+  std::string Label() const {
+    return absl::StrCat("pg ", request_.name.empty() ? "(unnamed)" : request_.name);
+  }
 
   void CollectAffinity() {
     if (request_.affinity_group.empty()) return;
@@ -137,7 +139,8 @@ class GroupPlanner {
       m.push_back(i);
       if (request_.bundles[i].selector.empty()) continue;
       matching[i] = 0;
-      for (const auto& [id, n] : cluster_.nodes_) matching[i] += Matches(n.spec.labels, request_.bundles[i].selector);
+      for (const auto& [id, n] : cluster_.nodes_)
+        matching[i] += Matches(n.spec.labels, request_.bundles[i].selector);
     }
     std::stable_sort(m.begin(), m.end(), [&](size_t a, size_t b) {
       const ResourceSet& x = request_.bundles[a].resources;
@@ -243,9 +246,10 @@ class GroupPlanner {
     keyed.reserve(domain.size());
     for (size_t i = 0; i < domain.size(); ++i) {
       const NodeEntry* n = domain[i];
-      keyed.push_back({LazyOrder::Key{used.contains(n->spec.id) ? 0 : 1, affinity_.contains(n->spec.id) ? 0 : 1,
-                                      -n->pool.FreeWholeDevices(), -n->pool.free().GetUnits(kGPU), i},
-                       n});
+      keyed.push_back(
+          {LazyOrder::Key{used.contains(n->spec.id) ? 0 : 1, affinity_.contains(n->spec.id) ? 0 : 1,
+                          -n->pool.FreeWholeDevices(), -n->pool.free().GetUnits(kGPU), i},
+           n});
     }
     return LazyOrder(std::move(keyed), used.size() + 2 * Missing().size() + 4);
   }
@@ -337,8 +341,8 @@ class GroupPlanner {
           if (Matches(n->spec.labels, d.selector)) ++matching;
       absl::StrAppend(&msg, "bundle ", i, " needs ", d.Describe());
       if (request_.strategy == Strategy::kStrictSpread && matching < int(request_.bundles.size()))
-        absl::StrAppend(&msg, "; STRICT_SPREAD needs ", request_.bundles.size(), " distinct nodes, ", matching,
-                        " alive node(s) match");
+        absl::StrAppend(&msg, "; STRICT_SPREAD needs ", request_.bundles.size(), " distinct nodes, ",
+                        matching, " alive node(s) match");
       absl::StrAppend(&msg, BestNode(domains, d.resources, d.selector));
     }
     if (std::string cap = CapacityShortfall(domains); !cap.empty()) absl::StrAppend(&msg, "; ", cap);
@@ -371,9 +375,10 @@ class GroupPlanner {
                            (*best)[0]->spec.labels.at(request_.domain_label), ", ", best->size(), " nodes)");
     ResourceSet shown;  // only what the group asks for
     for (const auto& [name, units] : sum.units())
-      if (units > 0) (void)shown.Set(name, name == kMemory ? double(best_free.GetUnits(name)) : best_free.Get(name));
-    return absl::StrCat("in all the group needs ", sum.ToHumanString(), "; ", where, " has ", shown.ToHumanString(),
-                        " free");
+      if (units > 0)
+        (void)shown.Set(name, name == kMemory ? double(best_free.GetUnits(name)) : best_free.Get(name));
+    return absl::StrCat("in all the group needs ", sum.ToHumanString(), "; ", where, " has ",
+                        shown.ToHumanString(), " free");
   }
 
   bool PlanQuiet() {
@@ -410,7 +415,8 @@ class GroupPlanner {
 absl::StatusOr<std::vector<Slot>> Cluster::PlanGroup(const GroupRequest& request,
                                                      const std::vector<std::optional<Slot>>& placed) const {
   for (size_t i = 0; i < request.bundles.size(); ++i)
-    if (absl::Status s = ValidateDemand(absl::StrCat("bundles[", i, "]"), request.bundles[i]); !s.ok()) return s;
+    if (absl::Status s = ValidateDemand(absl::StrCat("bundles[", i, "]"), request.bundles[i]); !s.ok())
+      return s;
   return GroupPlanner(*this, request, placed).Plan();
 }
 

@@ -47,8 +47,8 @@ std::string DescribeShortfall(const Pool& pool, const ResourceSet& need) {
 
 absl::Status Cluster::AddNode(NodeSpec node) {
   if (int64_t(node.gpu_ids.size()) * ResourceSet::kUnitsPerWhole != node.total.GetUnits(kGPU))
-    return absl::InvalidArgumentError(absl::StrCat("node ", node.id, ": ", node.gpu_ids.size(),
-                                                   " GPU ids for GPU=", node.total.Get(kGPU)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("node ", node.id, ": ", node.gpu_ids.size(), " GPU ids for GPU=", node.total.Get(kGPU)));
   std::sort(node.gpu_ids.begin(), node.gpu_ids.end());
   Pool fresh = Pool::ForNode(node.total, node.gpu_ids);
   auto it = nodes_.find(node.id);
@@ -57,12 +57,14 @@ absl::Status Cluster::AddNode(NodeSpec node) {
     for (const auto& [id, a] : actors_)
       if (a.group.empty() && a.slot.node_id == node.id)
         if (absl::Status s = fresh.Take(a.need, a.slot.gpu_ids); !s.ok())
-          return absl::FailedPreconditionError(absl::StrCat("node ", node.id, " no longer holds actor ", id, ": ", s.message()));
+          return absl::FailedPreconditionError(
+              absl::StrCat("node ", node.id, " no longer holds actor ", id, ": ", s.message()));
     for (const auto& [gid, g] : groups_)
       for (const BundleEntry& b : g.bundles)
         if (b.slot && b.slot->node_id == node.id)
           if (absl::Status s = fresh.Take(b.demand.resources, b.slot->gpu_ids); !s.ok())
-            return absl::FailedPreconditionError(absl::StrCat("node ", node.id, " no longer holds ", gid, ": ", s.message()));
+            return absl::FailedPreconditionError(
+                absl::StrCat("node ", node.id, " no longer holds ", gid, ": ", s.message()));
     it->second = NodeEntry{std::move(node), std::move(fresh)};
     return absl::OkStatus();
   }
@@ -147,8 +149,8 @@ absl::StatusOr<Slot> Cluster::PlanActor(const Demand& demand, const std::string&
       if (bundle && int(i) != *bundle) continue;
       if (g.bundles[i].demand.resources.Contains(demand.resources)) ever = true;
     }
-    std::string msg = absl::StrCat("actor needs ", demand.Describe(), " in ", label, ": ",
-                                   absl::StrJoin(why, "; "));
+    std::string msg =
+        absl::StrCat("actor needs ", demand.Describe(), " in ", label, ": ", absl::StrJoin(why, "; "));
     return ever ? absl::UnavailableError(msg) : absl::ResourceExhaustedError(msg);
   }
 
@@ -205,24 +207,29 @@ absl::StatusOr<Slot> Cluster::PlanActor(const Demand& demand, const std::string&
 
 absl::Status Cluster::AllocateActor(const std::string& actor, const ResourceSet& need, const Slot& slot,
                                     const std::string& group, int bundle) {
-  if (actors_.contains(actor)) return absl::FailedPreconditionError(absl::StrCat(actor, " is placed already"));
+  if (actors_.contains(actor))
+    return absl::FailedPreconditionError(absl::StrCat(actor, " is placed already"));
   Pool* pool = nullptr;
   if (!group.empty()) {
     auto git = groups_.find(group);
-    if (git == groups_.end()) return absl::FailedPreconditionError(absl::StrCat("no placement group ", group));
+    if (git == groups_.end())
+      return absl::FailedPreconditionError(absl::StrCat("no placement group ", group));
     if (bundle < 0 || bundle >= int(git->second.bundles.size()))
       return absl::FailedPreconditionError(absl::StrCat("no bundle ", bundle, " in ", group));
     BundleEntry& b = git->second.bundles[bundle];
     if (!b.slot || b.slot->node_id != slot.node_id)
-      return absl::FailedPreconditionError(absl::StrCat("bundle ", bundle, " of ", group, " is not on ", slot.node_id));
+      return absl::FailedPreconditionError(
+          absl::StrCat("bundle ", bundle, " of ", group, " is not on ", slot.node_id));
     pool = &b.pool;
   } else {
     auto nit = nodes_.find(slot.node_id);
-    if (nit == nodes_.end()) return absl::FailedPreconditionError(absl::StrCat("no alive node ", slot.node_id));
+    if (nit == nodes_.end())
+      return absl::FailedPreconditionError(absl::StrCat("no alive node ", slot.node_id));
     pool = &nit->second.pool;
   }
   if (absl::Status s = pool->Take(need, slot.gpu_ids); !s.ok())
-    return absl::FailedPreconditionError(absl::StrCat(actor, " does not fit on ", slot.node_id, ": ", s.message()));
+    return absl::FailedPreconditionError(
+        absl::StrCat(actor, " does not fit on ", slot.node_id, ": ", s.message()));
   actors_[actor] = ActorEntry{need, slot, group, bundle};
   return absl::OkStatus();
 }
@@ -258,8 +265,8 @@ absl::Status Cluster::ReserveGroup(const std::string& group, const GroupRequest&
                                    const std::vector<std::optional<Slot>>& slots) {
   if (groups_.contains(group)) return absl::FailedPreconditionError(absl::StrCat(group, " exists already"));
   if (slots.size() != request.bundles.size())
-    return absl::FailedPreconditionError(absl::StrCat(group, ": ", slots.size(), " slots for ",
-                                                      request.bundles.size(), " bundles"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(group, ": ", slots.size(), " slots for ", request.bundles.size(), " bundles"));
   GroupEntry g{request, {}};
   std::vector<std::pair<std::string, size_t>> taken;  // to undo on failure
   absl::Status failed;
@@ -268,7 +275,8 @@ absl::Status Cluster::ReserveGroup(const std::string& group, const GroupRequest&
     if (slots[i]) {
       auto nit = nodes_.find(slots[i]->node_id);
       if (nit == nodes_.end()) {
-        failed = absl::FailedPreconditionError(absl::StrCat(group, " bundle ", i, ": no alive node ", slots[i]->node_id));
+        failed = absl::FailedPreconditionError(
+            absl::StrCat(group, " bundle ", i, ": no alive node ", slots[i]->node_id));
         break;
       }
       if (absl::Status s = nit->second.pool.Take(b.demand.resources, slots[i]->gpu_ids); !s.ok()) {
@@ -283,7 +291,8 @@ absl::Status Cluster::ReserveGroup(const std::string& group, const GroupRequest&
     g.bundles.push_back(std::move(b));
   }
   if (!failed.ok()) {
-    for (const auto& [node, i] : taken) nodes_.at(node).pool.Give(request.bundles[i].resources, slots[i]->gpu_ids);
+    for (const auto& [node, i] : taken)
+      nodes_.at(node).pool.Give(request.bundles[i].resources, slots[i]->gpu_ids);
     return failed;
   }
   groups_.emplace(group, std::move(g));
@@ -295,7 +304,8 @@ absl::Status Cluster::PlaceBundles(const std::string& group, const std::vector<S
   if (git == groups_.end()) return absl::FailedPreconditionError(absl::StrCat("no placement group ", group));
   GroupEntry& g = git->second;
   if (slots.size() != g.bundles.size())
-    return absl::FailedPreconditionError(absl::StrCat(group, ": ", slots.size(), " slots for ", g.bundles.size(), " bundles"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(group, ": ", slots.size(), " slots for ", g.bundles.size(), " bundles"));
   std::vector<size_t> taken;
   absl::Status failed;
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -369,7 +379,8 @@ std::vector<Allocation> Cluster::Allocations() const {
       if (g.bundles[i].slot)
         out.push_back(Allocation{absl::StrCat(gid, "#", i), g.bundles[i].slot->node_id,
                                  g.bundles[i].demand.resources, g.bundles[i].slot->gpu_ids, gid, int(i)});
-  std::sort(out.begin(), out.end(), [](const Allocation& x, const Allocation& y) { return x.owner < y.owner; });
+  std::sort(out.begin(), out.end(),
+            [](const Allocation& x, const Allocation& y) { return x.owner < y.owner; });
   return out;
 }
 
@@ -387,7 +398,8 @@ ResourceSet Cluster::FreeResources() const {
 
 Cluster Cluster::Idle() const {
   Cluster c;
-  for (const auto& [id, n] : nodes_) c.nodes_.emplace(id, NodeEntry{n.spec, Pool::ForNode(n.spec.total, n.spec.gpu_ids)});
+  for (const auto& [id, n] : nodes_)
+    c.nodes_.emplace(id, NodeEntry{n.spec, Pool::ForNode(n.spec.total, n.spec.gpu_ids)});
   return c;
 }
 

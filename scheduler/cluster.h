@@ -51,11 +51,11 @@ struct GroupRequest {
 
 // One recorded use of resources, for status and the invariant checker.
 struct Allocation {
-  std::string owner;   // actor id, or "<group id>#<bundle index>" for a bundle
+  std::string owner;  // actor id, or "<group id>#<bundle index>" for a bundle
   std::string node_id;
   ResourceSet resources;
   std::vector<int> gpu_ids;
-  std::string group;   // an actor inside a bundle, or the bundle's own group
+  std::string group;  // an actor inside a bundle, or the bundle's own group
   int bundle = -1;
 };
 
@@ -94,8 +94,8 @@ class Cluster {
   // Where the unplaced bundles of a group would go; `placed` (one entry per bundle, or
   // empty for a new group) holds the bundles that stay where they are. The result has a
   // slot for every bundle. All or nothing.
-  absl::StatusOr<std::vector<Slot>> PlanGroup(
-      const GroupRequest& request, const std::vector<std::optional<Slot>>& placed = {}) const;
+  absl::StatusOr<std::vector<Slot>> PlanGroup(const GroupRequest& request,
+                                              const std::vector<std::optional<Slot>>& placed = {}) const;
   // Records a group with its bundles where `slots` says (nullopt: not placed, after a head
   // restart found its node gone). FailedPrecondition, with nothing changed, when a bundle
   // does not fit its slot or the group exists.

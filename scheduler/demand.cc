@@ -32,8 +32,7 @@ absl::Status ValidateDemand(absl::string_view field, const Demand& demand) {
   if (absl::Status s = ValidateResourceRequest(demand.resources); !s.ok())
     return absl::InvalidArgumentError(absl::StrCat(field, ".resources: ", s.message()));
   for (const auto& [k, v] : demand.selector) {
-    if (absl::Status s = ValidateName(absl::StrCat(field, ".label_selector key"), k); !s.ok())
-      return s;
+    if (absl::Status s = ValidateName(absl::StrCat(field, ".label_selector key"), k); !s.ok()) return s;
     if (v.empty() || v.size() > 256)
       return absl::InvalidArgumentError(
           absl::StrCat(field, ".label_selector[", k, "]: value must be 1-256 characters"));
@@ -53,10 +52,14 @@ absl::StatusOr<Strategy> ParseStrategy(absl::string_view name) {
 
 absl::string_view StrategyName(Strategy s) {
   switch (s) {
-    case Strategy::kPack: return "PACK";
-    case Strategy::kSpread: return "SPREAD";
-    case Strategy::kStrictPack: return "STRICT_PACK";
-    case Strategy::kStrictSpread: return "STRICT_SPREAD";
+    case Strategy::kPack:
+      return "PACK";
+    case Strategy::kSpread:
+      return "SPREAD";
+    case Strategy::kStrictPack:
+      return "STRICT_PACK";
+    case Strategy::kStrictSpread:
+      return "STRICT_SPREAD";
   }
   return "?";
 }

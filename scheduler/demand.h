@@ -31,8 +31,8 @@ struct Demand {
 
 // How a GPU request maps to devices.
 struct GpuShape {
-  int devices = 0;            // how many device ids it takes
-  int64_t units_each = 0;     // units (1/10000 of a device) taken on each
+  int devices = 0;         // how many device ids it takes
+  int64_t units_each = 0;  // units (1/10000 of a device) taken on each
 };
 GpuShape ShapeOf(const ResourceSet& request);
 

@@ -40,7 +40,8 @@ void Check(const Usage& u, const std::string& where, std::vector<std::string>& b
 
 bool Same(const Allocation& a, const Allocation& b) {
   return a.owner == b.owner && a.node_id == b.node_id && a.resources.Contains(b.resources) &&
-         b.resources.Contains(a.resources) && a.gpu_ids == b.gpu_ids && a.group == b.group && a.bundle == b.bundle;
+         b.resources.Contains(a.resources) && a.gpu_ids == b.gpu_ids && a.group == b.group &&
+         a.bundle == b.bundle;
 }
 
 }  // namespace
@@ -76,11 +77,13 @@ absl::Status CheckInvariants(const std::vector<NodeSpec>& nodes, const std::vect
     if (!a.group.empty()) {
       auto b = bundles.find({a.group, a.bundle});
       if (b == bundles.end()) {
-        bad.push_back(absl::StrCat(a.owner, ": in bundle ", a.bundle, " of ", a.group, ", which is not placed"));
+        bad.push_back(
+            absl::StrCat(a.owner, ": in bundle ", a.bundle, " of ", a.group, ", which is not placed"));
         continue;
       }
       if (b->second->node_id != a.node_id)
-        bad.push_back(absl::StrCat(a.owner, ": on ", a.node_id, " but its bundle is on ", b->second->node_id));
+        bad.push_back(
+            absl::StrCat(a.owner, ": on ", a.node_id, " but its bundle is on ", b->second->node_id));
       Add(bundle_usage[{a.group, a.bundle}], a, bad, absl::StrCat(a.group, "#", a.bundle));
       continue;
     }
@@ -97,19 +100,22 @@ absl::Status CheckInvariants(const std::vector<NodeSpec>& nodes, const std::vect
   if (cluster) {
     std::vector<Allocation> mine = cluster->Allocations();
     std::vector<Allocation> theirs = recorded;
-    std::sort(theirs.begin(), theirs.end(), [](const Allocation& x, const Allocation& y) { return x.owner < y.owner; });
+    std::sort(theirs.begin(), theirs.end(),
+              [](const Allocation& x, const Allocation& y) { return x.owner < y.owner; });
     std::map<std::string, const Allocation*> by_owner;
     for (const Allocation& a : mine) by_owner[a.owner] = &a;
     for (const Allocation& a : theirs) {
       auto it = by_owner.find(a.owner);
       if (it == by_owner.end()) {
-        bad.push_back(absl::StrCat(a.owner, ": recorded on ", a.node_id, " but the scheduler does not hold it"));
+        bad.push_back(
+            absl::StrCat(a.owner, ": recorded on ", a.node_id, " but the scheduler does not hold it"));
         continue;
       }
       if (!Same(a, *it->second))
-        bad.push_back(absl::StrCat(a.owner, ": recorded on ", a.node_id, " GPUs [", absl::StrJoin(a.gpu_ids, ","),
-                                   "], the scheduler has ", it->second->node_id, " GPUs [",
-                                   absl::StrJoin(it->second->gpu_ids, ","), "]"));
+        bad.push_back(absl::StrCat(a.owner, ": recorded on ", a.node_id, " GPUs [",
+                                   absl::StrJoin(a.gpu_ids, ","), "], the scheduler has ",
+                                   it->second->node_id, " GPUs [", absl::StrJoin(it->second->gpu_ids, ","),
+                                   "]"));
       by_owner.erase(it);
     }
     for (const auto& [owner, a] : by_owner)

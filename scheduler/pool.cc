@@ -54,8 +54,8 @@ absl::Status Pool::Take(const ResourceSet& need, const std::vector<int>& gpu_ids
         absl::StrCat("needs ", need.ToHumanString(), ", has ", free_.ToHumanString(), " free"));
   GpuShape shape = ShapeOf(need);
   if (int(gpu_ids.size()) != shape.devices)
-    return absl::FailedPreconditionError(absl::StrCat("needs ", shape.devices, " GPU id(s), was given ",
-                                                      gpu_ids.size()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("needs ", shape.devices, " GPU id(s), was given ", gpu_ids.size()));
   for (size_t i = 0; i < gpu_ids.size(); ++i) {
     auto it = gpu_cap_.find(gpu_ids[i]);
     if (it == gpu_cap_.end())

@@ -20,7 +20,6 @@ inline void Block(uint64_t lane[4], const uint8_t* p) {
 
 }  // namespace
 
-
 void Checksum::Update(const void* data, size_t n) {
   const uint8_t* p = static_cast<const uint8_t*>(data);
   count_ += n;

@@ -19,7 +19,8 @@ class KvRendezvous final : public Rendezvous {
   static absl::StatusOr<std::unique_ptr<KvRendezvous>> Connect(const std::string& head, std::string token,
                                                                absl::Duration rpc_timeout = absl::Seconds(5));
   // For tests and callers that already hold a channel.
-  KvRendezvous(std::unique_ptr<v1::KvService::StubInterface> stub, std::string token, absl::Duration rpc_timeout)
+  KvRendezvous(std::unique_ptr<v1::KvService::StubInterface> stub, std::string token,
+               absl::Duration rpc_timeout)
       : stub_(std::move(stub)), token_(std::move(token)), rpc_timeout_(rpc_timeout) {}
 
   absl::Status Put(absl::string_view key, absl::string_view value) override;

@@ -21,8 +21,8 @@ absl::StatusOr<std::string> InMemoryRendezvous::Get(absl::string_view key, absl:
   absl::MutexLock lock(&mu_);
   auto present = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return kv_.count(k) > 0; };
   if (!mu_.AwaitWithTimeout(absl::Condition(&present), timeout))
-    return absl::DeadlineExceededError(absl::StrCat("rendezvous: key '", key, "' did not appear within ",
-                                                    absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(
+        absl::StrCat("rendezvous: key '", key, "' did not appear within ", absl::FormatDuration(timeout)));
   return kv_[k];
 }
 
@@ -53,8 +53,8 @@ absl::StatusOr<std::string> FileRendezvous::Get(absl::string_view key, absl::Dur
       return ss.str();
     }
     if (absl::Now() >= deadline)
-      return absl::DeadlineExceededError(absl::StrCat("rendezvous: key '", key, "' did not appear in ",
-                                                      dir_, " within ", absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(absl::StrCat("rendezvous: key '", key, "' did not appear in ", dir_,
+                                                      " within ", absl::FormatDuration(timeout)));
     absl::SleepFor(absl::Milliseconds(5));
   }
 }

@@ -47,7 +47,9 @@ class ShardBytes {
   uint64_t id() const { return id_; }
 
   friend bool operator==(const ShardBytes& a, absl::Span<const uint8_t> b) { return a.span() == b; }
-  friend bool operator==(const ShardBytes& a, const std::vector<uint8_t>& b) { return a.span() == absl::MakeConstSpan(b); }
+  friend bool operator==(const ShardBytes& a, const std::vector<uint8_t>& b) {
+    return a.span() == absl::MakeConstSpan(b);
+  }
   friend bool operator==(const ShardBytes& a, const ShardBytes& b) { return a.span() == b.span(); }
 
  private:

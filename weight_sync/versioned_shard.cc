@@ -19,7 +19,8 @@ VersionedShard::Snapshot VersionedShard::Current() const {
 
 absl::Status VersionedShard::Load(uint64_t version, std::vector<uint8_t> bytes) {
   if (static_cast<int64_t>(bytes.size()) != bytes_)
-    return absl::InvalidArgumentError(absl::StrCat("shard: loading ", bytes.size(), " bytes into a shard of ", bytes_));
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard: loading ", bytes.size(), " bytes into a shard of ", bytes_));
   absl::MutexLock lock(&mu_);
   live_.version = version;
   live_.bytes = ShardBytes::CopyOf(bytes);
@@ -27,23 +28,23 @@ absl::Status VersionedShard::Load(uint64_t version, std::vector<uint8_t> bytes) 
 }
 
 absl::StatusOr<absl::Span<uint8_t>> VersionedShard::BeginStaging(uint64_t version, bool keep_live_bytes,
-                                                                  Staging mode) {
+                                                                 Staging mode) {
   std::shared_ptr<const ShardBytes> live, retired;
   {
     absl::MutexLock lock(&mu_);
     if (staging_)
-      return absl::FailedPreconditionError(absl::StrCat("shard: version ", staging_version_,
-                                                        " is already being synced"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("shard: version ", staging_version_, " is already being synced"));
     if (version <= live_.version)
-      return absl::FailedPreconditionError(absl::StrCat("shard: version ", version,
-                                                        " is not newer than the live version ",
-                                                        live_.version));
+      return absl::FailedPreconditionError(
+          absl::StrCat("shard: version ", version, " is not newer than the live version ", live_.version));
     if (torn_ && keep_live_bytes)
       return absl::FailedPreconditionError(
           "shard: torn by a failed in-place sync; only a sync that overwrites the whole shard can repair it");
     if (mode == Staging::kInPlace && live_.bytes && live_.bytes.use_count() > 1)
-      return absl::FailedPreconditionError(absl::StrCat(
-          "shard: an in-place sync needs the engine paused, but a reader still holds version ", live_.version));
+      return absl::FailedPreconditionError(
+          absl::StrCat("shard: an in-place sync needs the engine paused, but a reader still holds version ",
+                       live_.version));
     staging_version_ = version;
     prepared_ = false;
     in_place_ = mode == Staging::kInPlace;
@@ -90,8 +91,7 @@ void VersionedShard::MarkPrepared() {
 
 absl::Status VersionedShard::Commit() {
   absl::MutexLock lock(&mu_);
-  if (!staging_ || !prepared_)
-    return absl::FailedPreconditionError("shard: no prepared version to commit");
+  if (!staging_ || !prepared_) return absl::FailedPreconditionError("shard: no prepared version to commit");
   live_.version = staging_version_;
   if (!in_place_) retired_ = std::move(live_.bytes);
   live_.bytes = std::move(staging_);

@@ -16,9 +16,14 @@ std::string Key(const std::string& name) { return absl::StrReplaceAll(name, {{".
 
 std::vector<std::pair<std::string, int64_t>> Facts(const Policy& p) {
   const PolicyConfig& c = p.config();
-  return {{"tp_size", p.comm()->WorldSize()}, {"rank", p.comm()->Rank()}, {"vocab", c.vocab},
-          {"layers", c.layers},              {"d_model", c.d_model},     {"heads", c.heads},
-          {"max_len", c.max_len},            {"mlp_hidden", c.MlpHidden()}};
+  return {{"tp_size", p.comm()->WorldSize()},
+          {"rank", p.comm()->Rank()},
+          {"vocab", c.vocab},
+          {"layers", c.layers},
+          {"d_model", c.d_model},
+          {"heads", c.heads},
+          {"max_len", c.max_len},
+          {"mlp_hidden", c.MlpHidden()}};
 }
 
 }  // namespace
@@ -27,8 +32,8 @@ std::string ShardCheckpointPath(const std::string& dir, int rank, int tp) {
   return absl::StrCat(dir, "/rank-", rank, "-of-", tp, ".pt");
 }
 
-absl::Status SaveShardCheckpoint(const std::string& path, const Policy& policy, torch::optim::Optimizer* optimizer,
-                                 int64_t step) {
+absl::Status SaveShardCheckpoint(const std::string& path, const Policy& policy,
+                                 torch::optim::Optimizer* optimizer, int64_t step) {
   const std::string tmp = path + ".tmp";
   absl::Status s = RunTorch(absl::StrCat("checkpoint ", path), [&]() -> absl::Status {
     torch::serialize::OutputArchive archive;
@@ -48,14 +53,16 @@ absl::Status SaveShardCheckpoint(const std::string& path, const Policy& policy, 
   if (!s.ok()) return s;
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) return absl::InternalError(absl::StrCat("checkpoint ", path, ": rename from ", tmp, ": ", ec.message()));
+  if (ec)
+    return absl::InternalError(absl::StrCat("checkpoint ", path, ": rename from ", tmp, ": ", ec.message()));
   return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> LoadShardCheckpoint(const std::string& path, Policy& policy,
                                             torch::optim::Optimizer* optimizer) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return absl::NotFoundError(absl::StrCat("checkpoint ", path, ": no such file"));
+  if (!std::filesystem::exists(path, ec))
+    return absl::NotFoundError(absl::StrCat("checkpoint ", path, ": no such file"));
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path);
@@ -69,8 +76,8 @@ absl::StatusOr<int64_t> LoadShardCheckpoint(const std::string& path, Policy& pol
         return absl::DataLossError(absl::StrCat("checkpoint ", path, ": field ", name, " missing"));
       }
       if (v.toInt() != want) {
-        return absl::FailedPreconditionError(absl::StrCat("checkpoint ", path, ": field ", name, " is ", v.toInt(),
-                                                          " in the file but ", want, " here"));
+        return absl::FailedPreconditionError(absl::StrCat("checkpoint ", path, ": field ", name, " is ",
+                                                          v.toInt(), " in the file but ", want, " here"));
       }
     }
     c10::IValue step;
@@ -78,7 +85,8 @@ absl::StatusOr<int64_t> LoadShardCheckpoint(const std::string& path, Policy& pol
       return absl::DataLossError(absl::StrCat("checkpoint ", path, ": field step missing"));
     }
     torch::serialize::InputArchive params;
-    if (!archive.try_read("params", params)) return absl::DataLossError(absl::StrCat("checkpoint ", path, ": no params"));
+    if (!archive.try_read("params", params))
+      return absl::DataLossError(absl::StrCat("checkpoint ", path, ": no params"));
     NamedTensors shard;
     for (const auto& [name, t] : policy.parameters()) {
       torch::Tensor v;

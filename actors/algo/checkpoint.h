@@ -22,8 +22,8 @@ namespace skyrl::actors {
 std::string ShardCheckpointPath(const std::string& dir, int rank, int tp);
 
 // Writes atomically (to a temporary name, then rename). `optimizer` may be null.
-absl::Status SaveShardCheckpoint(const std::string& path, const Policy& policy, torch::optim::Optimizer* optimizer,
-                                 int64_t step);
+absl::Status SaveShardCheckpoint(const std::string& path, const Policy& policy,
+                                 torch::optim::Optimizer* optimizer, int64_t step);
 
 // Loads into `policy` (and `optimizer` when not null) and returns the step.
 // FailedPrecondition naming the field when the file was written for another tp size, rank or

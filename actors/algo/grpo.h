@@ -49,17 +49,18 @@ struct OptimParams {
 torch::Tensor GroupAdvantages(const torch::Tensor& rewards, int group_size, double eps);
 
 struct LossTerms {
-  torch::Tensor loss;         // scalar, differentiable
-  double policy_loss = 0;     // reduced like the loss
-  double kl = 0;              // mean k3 over response tokens
-  double clip_fraction = 0;   // share of tokens whose ratio was clipped (the min took the clip)
+  torch::Tensor loss;        // scalar, differentiable
+  double policy_loss = 0;    // reduced like the loss
+  double kl = 0;             // mean k3 over response tokens
+  double clip_fraction = 0;  // share of tokens whose ratio was clipped (the min took the clip)
   double ratio_mean = 0;
 };
 
 // logprobs (with grad), old_logprobs and ref_logprobs: [B, N]; advantages [B]; mask [B, N]
 // (1 on response tokens). Throws c10::Error on shape mismatch.
-LossTerms GrpoLoss(const torch::Tensor& logprobs, const torch::Tensor& old_logprobs, const torch::Tensor& ref_logprobs,
-                   const torch::Tensor& advantages, const torch::Tensor& mask, const GrpoParams& params);
+LossTerms GrpoLoss(const torch::Tensor& logprobs, const torch::Tensor& old_logprobs,
+                   const torch::Tensor& ref_logprobs, const torch::Tensor& advantages,
+                   const torch::Tensor& mask, const GrpoParams& params);
 
 // Scales the gradients of `policy` in place so that the global L2 norm over the *whole*
 // model is at most max_norm (no-op when max_norm <= 0): split parameters' squared norms are
@@ -90,8 +91,8 @@ class GrpoLearner {
  public:
   // Does not own `policy`; REQUIRES it outlives the learner. Validates the parameters
   // (InvalidArgument naming trainer.algorithm.<field>).
-  static absl::StatusOr<std::unique_ptr<GrpoLearner>> Create(Policy* policy, GrpoParams grpo, OptimParams optim,
-                                                              double temperature);
+  static absl::StatusOr<std::unique_ptr<GrpoLearner>> Create(Policy* policy, GrpoParams grpo,
+                                                             OptimParams optim, double temperature);
 
   // The old log-probs are batch.old_logprobs when given, else the policy's before the first
   // update (recomputed, so the first ratio is exactly 1); then update_epochs x mini_batches
@@ -102,7 +103,8 @@ class GrpoLearner {
   Policy& policy() { return *policy_; }
 
  private:
-  GrpoLearner(Policy* p, GrpoParams g, OptimParams o, double t) : policy_(p), grpo_(g), optim_(o), temperature_(t) {}
+  GrpoLearner(Policy* p, GrpoParams g, OptimParams o, double t)
+      : policy_(p), grpo_(g), optim_(o), temperature_(t) {}
   Policy* policy_;
   GrpoParams grpo_;
   OptimParams optim_;

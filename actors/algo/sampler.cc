@@ -13,7 +13,8 @@ absl::Status ValidateSamplingParams(const SamplingParams& p) {
         absl::StrCat("generator.sampling_params.temperature: must be >= 0, got ", p.temperature));
   }
   if (!(p.top_p > 0 && p.top_p <= 1)) {
-    return absl::InvalidArgumentError(absl::StrCat("generator.sampling_params.top_p: must be in (0, 1], got ", p.top_p));
+    return absl::InvalidArgumentError(
+        absl::StrCat("generator.sampling_params.top_p: must be in (0, 1], got ", p.top_p));
   }
   if (p.max_new_tokens <= 0) {
     return absl::InvalidArgumentError(
@@ -51,8 +52,8 @@ std::vector<std::vector<int>> Rollout::ResponseIds() const {
   return out;
 }
 
-absl::StatusOr<Rollout> Generate(const Policy& policy, const PromptBatch& prompts, const SamplingParams& params,
-                                 int eos_id, int pad_id, uint64_t seed) {
+absl::StatusOr<Rollout> Generate(const Policy& policy, const PromptBatch& prompts,
+                                 const SamplingParams& params, int eos_id, int pad_id, uint64_t seed) {
   if (auto s = ValidateSamplingParams(params); !s.ok()) return s;
   const int64_t P = prompts.tokens.size(1);
   if (P + params.max_new_tokens > policy.config().max_len) {
@@ -111,11 +112,12 @@ torch::Tensor TopPFilter(const torch::Tensor& logits, double top_p) {
   return logits.masked_fill(drop, -std::numeric_limits<float>::infinity());
 }
 
-torch::Tensor ResponseLogprobs(const Policy& policy, const torch::Tensor& sequences, const torch::Tensor& valid,
-                               int prompt_len, double temperature) {
+torch::Tensor ResponseLogprobs(const Policy& policy, const torch::Tensor& sequences,
+                               const torch::Tensor& valid, int prompt_len, double temperature) {
   const int64_t L = sequences.size(1), N = L - prompt_len;
   TORCH_CHECK(N > 0, "no response tokens after a ", prompt_len, "-token prompt");
-  torch::Tensor logits = policy.Forward(sequences, valid).narrow(1, prompt_len - 1, N);  // predicts tokens P..L-1
+  torch::Tensor logits =
+      policy.Forward(sequences, valid).narrow(1, prompt_len - 1, N);  // predicts tokens P..L-1
   if (temperature > 0) logits = logits / temperature;
   torch::Tensor targets = sequences.narrow(1, prompt_len, N);
   return torch::log_softmax(logits, -1).gather(2, targets.unsqueeze(2)).squeeze(2);

@@ -49,8 +49,8 @@ struct Rollout {
 // Samples up to max_new_tokens per row; stops early once every row has produced EOS (N is
 // then smaller). No gradients. InvalidArgument when prompt + max_new_tokens exceeds the
 // model's max_len (naming generator.sampling_params.max_generate_length).
-absl::StatusOr<Rollout> Generate(const Policy& policy, const PromptBatch& prompts, const SamplingParams& params,
-                                 int eos_id, int pad_id, uint64_t seed);
+absl::StatusOr<Rollout> Generate(const Policy& policy, const PromptBatch& prompts,
+                                 const SamplingParams& params, int eos_id, int pad_id, uint64_t seed);
 
 // Top-p (nucleus) filter over the last dim of `logits` [B, V]: keeps the smallest set of the
 // most likely tokens whose probability mass reaches top_p (a token stays when the mass of the
@@ -61,7 +61,7 @@ torch::Tensor TopPFilter(const torch::Tensor& logits, double top_p);
 // Log-probs [B, N] of sequences[:, P:] under the policy with logits divided by
 // `temperature` (no top-p: this is what the trainer differentiates). Builds a graph when
 // grad mode is on. Throws like Policy::Forward.
-torch::Tensor ResponseLogprobs(const Policy& policy, const torch::Tensor& sequences, const torch::Tensor& valid,
-                               int prompt_len, double temperature);
+torch::Tensor ResponseLogprobs(const Policy& policy, const torch::Tensor& sequences,
+                               const torch::Tensor& valid, int prompt_len, double temperature);
 
 }  // namespace skyrl::actors

@@ -20,14 +20,16 @@ class SingleRank final : public Collective {
   }
   absl::Status Broadcast(float*, int64_t count, int root) override {
     if (count < 0) return absl::InvalidArgumentError("Broadcast: count < 0");
-    if (root != 0) return absl::InvalidArgumentError(absl::StrCat("Broadcast: root ", root, " outside world 1"));
+    if (root != 0)
+      return absl::InvalidArgumentError(absl::StrCat("Broadcast: root ", root, " outside world 1"));
     return absl::OkStatus();
   }
 };
 
 // The shared half of a group.
 struct Group {
-  explicit Group(int n, absl::Duration t) : world(n), timeout(t), slots(n, nullptr), counts(n, 0), ops(n, 0) {}
+  explicit Group(int n, absl::Duration t)
+      : world(n), timeout(t), slots(n, nullptr), counts(n, 0), ops(n, 0) {}
   const int world;
   const absl::Duration timeout;
   absl::Mutex mu;
@@ -65,9 +67,9 @@ struct Group {
   absl::Status CheckAgreement(const char* what) {
     for (int r = 1; r < world; ++r) {
       if (counts[r] != counts[0] || ops[r] != ops[0]) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            what, ": ranks disagree: rank 0 called op ", ops[0], " with ", counts[0], " elements, rank ", r,
-            " op ", ops[r], " with ", counts[r]));
+        return absl::FailedPreconditionError(absl::StrCat(what, ": ranks disagree: rank 0 called op ", ops[0],
+                                                          " with ", counts[0], " elements, rank ", r, " op ",
+                                                          ops[r], " with ", counts[r]));
       }
     }
     return absl::OkStatus();

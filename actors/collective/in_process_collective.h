@@ -19,6 +19,6 @@ namespace skyrl::actors {
 
 // `world` collectives, element r being rank r. REQUIRES: world >= 1.
 std::vector<std::unique_ptr<Collective>> MakeInProcessGroup(int world,
-                                                             absl::Duration timeout = absl::Seconds(60));
+                                                            absl::Duration timeout = absl::Seconds(60));
 
 }  // namespace skyrl::actors

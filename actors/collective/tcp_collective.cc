@@ -27,7 +27,7 @@ struct Header {
   uint32_t magic = kMagic;
   uint32_t op = 0;
   int32_t rank = 0;
-  int32_t arg = 0;  // world (hello), root (broadcast)
+  int32_t arg = 0;    // world (hello), root (broadcast)
   int64_t count = 0;  // floats that follow (error: bytes of message)
 };
 
@@ -80,7 +80,8 @@ absl::Status RecvAll(int fd, void* data, size_t n, Clock::time_point deadline, a
 
 absl::Status RecvHeader(int fd, Header* h, Clock::time_point deadline, absl::string_view what) {
   if (auto s = RecvAll(fd, h, sizeof(*h), deadline, what); !s.ok()) return s;
-  if (h->magic != kMagic) return absl::DataLossError(absl::StrCat(what, ": not a skyrl collective peer (bad magic)"));
+  if (h->magic != kMagic)
+    return absl::DataLossError(absl::StrCat(what, ": not a skyrl collective peer (bad magic)"));
   if (h->count < 0 || h->count > (int64_t{1} << 34)) {
     return absl::DataLossError(absl::StrCat(what, ": bad element count ", h->count));
   }
@@ -129,10 +130,12 @@ class TcpCollective final : public Collective {
 
  private:
   absl::Status Run(Op op, int root, float* data, int64_t count) {
-    if (!broken_.ok()) return absl::AbortedError(absl::StrCat("collective broken earlier: ", broken_.message()));
+    if (!broken_.ok())
+      return absl::AbortedError(absl::StrCat("collective broken earlier: ", broken_.message()));
     if (world_ == 1) return absl::OkStatus();
     const auto deadline = Clock::now() + timeout_;
-    absl::Status s = rank_ == 0 ? RunRoot(op, root, data, count, deadline) : RunLeaf(op, root, data, count, deadline);
+    absl::Status s =
+        rank_ == 0 ? RunRoot(op, root, data, count, deadline) : RunLeaf(op, root, data, count, deadline);
     // A disagreement is reported to every rank and leaves the streams in step; anything
     // else leaves them in an unknown state.
     if (!s.ok() && s.code() != absl::StatusCode::kFailedPrecondition) broken_ = s;
@@ -161,7 +164,8 @@ class TcpCollective final : public Collective {
       if (auto s = RecvAll(fd, msg.data(), msg.size(), deadline, what); !s.ok()) return s;
       return absl::FailedPreconditionError(msg);
     }
-    if (r.op != kResult || r.count != count) return absl::DataLossError(absl::StrCat(what, ": unexpected reply"));
+    if (r.op != kResult || r.count != count)
+      return absl::DataLossError(absl::StrCat(what, ": unexpected reply"));
     if (count > 0) return RecvAll(fd, data, count * sizeof(float), deadline, what);
     return absl::OkStatus();
   }
@@ -177,7 +181,8 @@ class TcpCollective final : public Collective {
       if (auto s = RecvHeader(peers_[r], &h, deadline, what); !s.ok()) return s;
       if (Sends(static_cast<Op>(h.op), h.arg, r) && h.count > 0) {
         bufs[r].resize(h.count);
-        if (auto s = RecvAll(peers_[r], bufs[r].data(), h.count * sizeof(float), deadline, what); !s.ok()) return s;
+        if (auto s = RecvAll(peers_[r], bufs[r].data(), h.count * sizeof(float), deadline, what); !s.ok())
+          return s;
       }
       if ((h.op != op || h.count != count || h.arg != root) && mismatch.empty()) {
         mismatch = absl::StrCat("ranks disagree: rank 0 called op ", op, " (root ", root, ") with ", count,
@@ -227,7 +232,8 @@ class TcpCollective final : public Collective {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Bind(const std::string& host, int port) {
-  if (port < 0 || port > 65535) return absl::InvalidArgumentError(absl::StrCat("port: ", port, " out of range"));
+  if (port < 0 || port > 65535)
+    return absl::InvalidArgumentError(absl::StrCat("port: ", port, " out of range"));
   auto addr = Address(host, port);
   if (!addr.ok()) return addr.status();
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -258,7 +264,8 @@ absl::StatusOr<std::unique_ptr<Collective>> TcpListener::Accept(int world, absl:
     return s;
   };
   for (int joined = 1; joined < world;) {
-    if (auto s = Wait(fd_, POLLIN, deadline, absl::StrCat("rank 0 waiting for ", world - joined, " ranks")); !s.ok()) {
+    if (auto s = Wait(fd_, POLLIN, deadline, absl::StrCat("rank 0 waiting for ", world - joined, " ranks"));
+        !s.ok()) {
       return fail(s);
     }
     int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
@@ -267,9 +274,9 @@ absl::StatusOr<std::unique_ptr<Collective>> TcpListener::Accept(int world, absl:
     Header h;
     absl::Status s = RecvHeader(fd, &h, deadline, "collective hello");
     if (s.ok() && (h.op != kHello || h.arg != world || h.rank < 1 || h.rank >= world || peers[h.rank] >= 0)) {
-      s = absl::FailedPreconditionError(absl::StrCat("collective hello: rank ", h.rank, " of world ", h.arg,
-                                                     " does not fit a group of ", world,
-                                                     peers[std::clamp(h.rank, 0, world - 1)] >= 0 ? " (rank taken)" : ""));
+      s = absl::FailedPreconditionError(
+          absl::StrCat("collective hello: rank ", h.rank, " of world ", h.arg, " does not fit a group of ",
+                       world, peers[std::clamp(h.rank, 0, world - 1)] >= 0 ? " (rank taken)" : ""));
     }
     if (!s.ok()) {
       // A stray or confused peer: refuse it and keep waiting for the real ones.
@@ -282,10 +289,11 @@ absl::StatusOr<std::unique_ptr<Collective>> TcpListener::Accept(int world, absl:
   return std::unique_ptr<Collective>(new TcpCollective(0, world, std::move(peers), timeout));
 }
 
-absl::StatusOr<std::unique_ptr<Collective>> ConnectTcpCollective(const std::string& host, int port, int rank, int world,
-                                                                   absl::Duration timeout) {
+absl::StatusOr<std::unique_ptr<Collective>> ConnectTcpCollective(const std::string& host, int port, int rank,
+                                                                 int world, absl::Duration timeout) {
   if (world < 2 || rank < 1 || rank >= world) {
-    return absl::InvalidArgumentError(absl::StrCat("rank: ", rank, " of world ", world, " cannot connect (rank 0 listens)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank: ", rank, " of world ", world, " cannot connect (rank 0 listens)"));
   }
   auto addr = Address(host, port);
   if (!addr.ok()) return addr.status();

@@ -44,7 +44,7 @@ class TcpListener {
 
 // Rank `rank` (>= 1) of `world`: connects to rank 0 at host:port, retrying until `timeout`
 // (rank 0 may not be listening yet).
-absl::StatusOr<std::unique_ptr<Collective>> ConnectTcpCollective(const std::string& host, int port, int rank, int world,
-                                                                   absl::Duration timeout);
+absl::StatusOr<std::unique_ptr<Collective>> ConnectTcpCollective(const std::string& host, int port, int rank,
+                                                                 int world, absl::Duration timeout);
 
 }  // namespace skyrl::actors

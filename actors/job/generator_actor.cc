@@ -31,7 +31,9 @@ class GeneratorActor : public Actor {
     auto setup = RoleSetup(*args);
     if (!setup.ok()) return setup.status();
     // The engine's TP is the group the driver made (args->world), which may override the file's.
-    if (auto st = ValidateTensorParallel(setup->model, args->world, "generator.tensor_parallel_size"); !st.ok()) return st;
+    if (auto st = ValidateTensorParallel(setup->model, args->world, "generator.tensor_parallel_size");
+        !st.ok())
+      return st;
     auto self = std::unique_ptr<GeneratorActor>(new GeneratorActor());
     self->setup_ = *setup;
     self->args_ = *args;
@@ -73,8 +75,8 @@ class GeneratorActor : public Actor {
     for (const auto& p : pending) {
       if (p.empty()) return absl::StrCat(engine_->version());  // more ranks to come
     }
-    absl::StatusOr<NamedTensors> full = world == 1 ? absl::StatusOr<NamedTensors>(pending[0])
-                                                   : GatherShards(setup_.model, pending);
+    absl::StatusOr<NamedTensors> full =
+        world == 1 ? absl::StatusOr<NamedTensors>(pending[0]) : GatherShards(setup_.model, pending);
     if (!full.ok()) return full.status();
     if (args_.world > 1) full = ShardParameters(setup_.model, *full, args_.world, args_.rank);
     if (!full.ok()) return full.status();
@@ -90,7 +92,8 @@ class GeneratorActor : public Actor {
     if (!a.ok()) return a.status();
     const int64_t version = a->version;
     if (version < 0 || a->rank < 0 || a->rank >= a->engines * a->engine_tp) {
-      return absl::InvalidArgumentError("ws_receive: version and receiver rank (0..engines*engine_tp-1) needed");
+      return absl::InvalidArgumentError(
+          "ws_receive: version and receiver rank (0..engines*engine_tp-1) needed");
     }
     const auto t0 = RoleClock::now();
     if (!ws_ || ws_engines_ != a->engines || ws_prefix_ != a->prefix || ws_rank_ != a->rank) {
@@ -120,7 +123,8 @@ class GeneratorActor : public Actor {
       ws_prefix_ = a->prefix;
       ws_rank_ = a->rank;
     }
-    if (auto s = ws_->Receive(static_cast<uint64_t>(version) + 1, ws_schedule_, *ws_shard_); !s.ok()) return s;
+    if (auto s = ws_->Receive(static_cast<uint64_t>(version) + 1, ws_schedule_, *ws_shard_); !s.ok())
+      return s;
     const auto t1 = RoleClock::now();
     weight_sync::VersionedShard::Snapshot snap = ws_shard_->Current();
     if (!snap.bytes) return absl::InternalError("ws_receive: no bytes after the sync");
@@ -138,7 +142,8 @@ class GeneratorActor : public Actor {
     const auto t0 = RoleClock::now();
     auto request = role::DecodeGenerateRequest(args);
     if (!request.ok()) return request.status();
-    auto r = engine_->Generate(request->batch, setup_.sampling, Tokenizer::kEos, Tokenizer::kPad, request->seed);
+    auto r =
+        engine_->Generate(request->batch, setup_.sampling, Tokenizer::kEos, Tokenizer::kPad, request->seed);
     if (!r.ok()) return r.status();
     return role::Encode(role::GenerateReply{r->version, SecondsSince(t0), std::move(r->rollout)});
   }
@@ -147,8 +152,9 @@ class GeneratorActor : public Actor {
     if (level != role::engine::kSleepKeep && level != role::engine::kSleepDrop) {
       return absl::InvalidArgumentError(absl::StrCat("sleep: level must be keep or drop, got '", level, "'"));
     }
-    if (auto s = engine_->Sleep(level == role::engine::kSleepKeep ? GeneratorEngine::SleepLevel::kKeepWeights
-                                                                  : GeneratorEngine::SleepLevel::kDropWeights);
+    if (auto s =
+            engine_->Sleep(level == role::engine::kSleepKeep ? GeneratorEngine::SleepLevel::kKeepWeights
+                                                             : GeneratorEngine::SleepLevel::kDropWeights);
         !s.ok()) {
       return s;
     }

@@ -79,7 +79,8 @@ class Job {
   // One version to every engine: weight_sync's TCP transport ("tcp"), falling back to the
   // push for the step when it fails, or the push ("push"). Returns the shards' encode seconds.
   absl::StatusOr<double> Sync(int64_t version, int* recoveries, int* fallbacks) {
-    return opt_.weight_sync == "tcp" ? SyncTcp(version, recoveries, fallbacks) : Push(actors_.engines, recoveries);
+    return opt_.weight_sync == "tcp" ? SyncTcp(version, recoveries, fallbacks)
+                                     : Push(actors_.engines, recoveries);
   }
 
   // colocate_all: every engine rank sleeps (drops its weights, freeing the shared device for
@@ -322,8 +323,8 @@ absl::StatusOr<double> Job::Push(std::vector<std::string> engines, int* recoveri
     }
     if (!failed.empty()) {
       if (attempt >= opt_.engine_retries) {
-        return absl::UnavailableError(absl::StrCat("weight sync to engine ", failed[0], " failed ", attempt + 1,
-                                                   " times; last: ", last_error));
+        return absl::UnavailableError(absl::StrCat("weight sync to engine ", failed[0], " failed ",
+                                                   attempt + 1, " times; last: ", last_error));
       }
       if (recoveries) ++*recoveries;
       ++epoch_;
@@ -454,9 +455,15 @@ absl::StatusOr<std::vector<int64_t>> Job::EngineVersions() {
 // score (reward and reference), train, wait (async: for the generation ahead), sync, record.
 class Loop {
  public:
-  Loop(const JobConfig& config, const JobSetup& setup, const Task& task, const DistributedOptions& options, Job& job,
-       DistributedSummary& out)
-      : config_(config), tc_(config.trainer), setup_(setup), task_(task), opt_(options), job_(job), out_(out),
+  Loop(const JobConfig& config, const JobSetup& setup, const Task& task, const DistributedOptions& options,
+       Job& job, DistributedSummary& out)
+      : config_(config),
+        tc_(config.trainer),
+        setup_(setup),
+        task_(task),
+        opt_(options),
+        job_(job),
+        out_(out),
         rng_(PromptRngSeed(static_cast<uint64_t>(tc_.seed))) {}
   ~Loop() { JoinAhead(); }  // never leave the generation thread running on the job
 
@@ -467,7 +474,8 @@ class Loop {
  private:
   using Ahead = std::future<absl::StatusOr<std::pair<PromptSet, Job::Generated>>>;
   absl::StatusOr<PromptSet> Prompts() {
-    return MakePrompts(task_, config_.environment.options, tc_.train_batch_size, setup_.grpo.group_size, rng_);
+    return MakePrompts(task_, config_.environment.options, tc_.train_batch_size, setup_.grpo.group_size,
+                       rng_);
   }
   bool Pipelined(int step) const { return tc_.async_enabled && step < tc_.steps; }
   void JoinAhead() {
@@ -479,7 +487,8 @@ class Loop {
   // Records a step whose samples were too stale to learn from.
   absl::Status RecordDropped(StepMetrics& m, StepTimer& timer, const Job::Generated& gen, int step,
                              const std::function<void(const StepMetrics&)>& on_step);
-  absl::Status Record(const StepMetrics& m, double compute_s, const std::function<void(const StepMetrics&)>& on_step);
+  absl::Status Record(const StepMetrics& m, double compute_s,
+                      const std::function<void(const StepMetrics&)>& on_step);
 
   const JobConfig& config_;
   const JobConfig::Trainer& tc_;
@@ -522,12 +531,13 @@ absl::StatusOr<std::pair<PromptSet, Job::Generated>> Loop::GeneratePhase(int ste
     // The weight sync waits for it, so an engine never swaps versions mid-generation.
     auto next = Prompts();
     if (!next.ok()) return next.status();
-    ahead_ = std::async(std::launch::async, [this, p = std::move(*next), step]() mutable
-                            -> absl::StatusOr<std::pair<PromptSet, Job::Generated>> {
-      auto g = job_.Generate(p, step + 1, &ahead_recoveries_);
-      if (!g.ok()) return g.status();
-      return std::make_pair(std::move(p), std::move(*g));
-    });
+    ahead_ = std::async(
+        std::launch::async,
+        [this, p = std::move(*next), step]() mutable -> absl::StatusOr<std::pair<PromptSet, Job::Generated>> {
+          auto g = job_.Generate(p, step + 1, &ahead_recoveries_);
+          if (!g.ok()) return g.status();
+          return std::make_pair(std::move(p), std::move(*g));
+        });
   }
   return now;
 }
@@ -613,43 +623,50 @@ absl::StatusOr<bool> Loop::Step(int step, std::function<void(const StepMetrics&)
   // together), then the slowest shard. Everything else (RPC, serialization, scheduling,
   // the whole weight sync) is the runtime's overhead.
   if (auto s = Record(m, gen.compute_s + scores->compute_s + trained->compute_s, on_step); !s.ok()) return s;
-  return RecordStep(out_.run, m, step, config_.environment.target_reward, opt_.stop_after_target, at_target_run_);
+  return RecordStep(out_.run, m, step, config_.environment.target_reward, opt_.stop_after_target,
+                    at_target_run_);
 }
 
 absl::Status ValidateDistributed(const JobConfig& config, const DistributedOptions& options) {
   const JobConfig::Trainer& tc = config.trainer;
   if (tc.tp_size < 1 || tc.tp_size > 8) {
-    return absl::InvalidArgumentError(absl::StrCat("trainer.tp_size: the job takes 1 to 8 shards, got ", tc.tp_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("trainer.tp_size: the job takes 1 to 8 shards, got ", tc.tp_size));
   }
   if (config.generator.tensor_parallel_size < 1 || config.generator.tensor_parallel_size > 8) {
-    return absl::InvalidArgumentError(absl::StrCat("generator.tensor_parallel_size: 1 to 8, got ",
-                                                   config.generator.tensor_parallel_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("generator.tensor_parallel_size: 1 to 8, got ", config.generator.tensor_parallel_size));
   }
-  if (tc.dp_size != 1) return absl::UnimplementedError(absl::StrCat("trainer.dp_size: the job runs 1 today, got ", tc.dp_size));
+  if (tc.dp_size != 1)
+    return absl::UnimplementedError(absl::StrCat("trainer.dp_size: the job runs 1 today, got ", tc.dp_size));
   if (tc.async_enabled && tc.colocate_all) {
     // As in SkyRL: colocated engines sleep while the trainer trains, so nothing can overlap.
-    return absl::InvalidArgumentError("trainer.async.enabled: needs trainer.placement.colocate_all: false "
-                                      "(colocated engines sleep while the trainer trains)");
+    return absl::InvalidArgumentError(
+        "trainer.async.enabled: needs trainer.placement.colocate_all: false "
+        "(colocated engines sleep while the trainer trains)");
   }
   if (tc.async_enabled && tc.max_staleness < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("trainer.async.max_staleness: must be >= 0, got ", tc.max_staleness));
+    return absl::InvalidArgumentError(
+        absl::StrCat("trainer.async.max_staleness: must be >= 0, got ", tc.max_staleness));
   }
   if (config.generator.num_engines > tc.train_batch_size) {
     return absl::InvalidArgumentError(absl::StrCat("generator.num_engines: ", config.generator.num_engines,
-                                                   " engines for ", tc.train_batch_size, " prompts per step"));
+                                                   " engines for ", tc.train_batch_size,
+                                                   " prompts per step"));
   }
   if (options.weight_sync != "tcp" && options.weight_sync != "push") {
-    return absl::InvalidArgumentError(absl::StrCat("weight_sync: tcp or push, got '", options.weight_sync, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("weight_sync: tcp or push, got '", options.weight_sync, "'"));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::StatusOr<DistributedSummary> RunDistributedGrpo(Client& client, const std::string& config_yaml,
-                                                      const JobConfig& config, const DistributedOptions& options,
-                                                      const std::function<void(const StepMetrics&)>& on_step,
-                                                      const std::function<void(const JobActors&)>& on_started) {
+absl::StatusOr<DistributedSummary> RunDistributedGrpo(
+    Client& client, const std::string& config_yaml, const JobConfig& config,
+    const DistributedOptions& options, const std::function<void(const StepMetrics&)>& on_step,
+    const std::function<void(const JobActors&)>& on_started) {
   if (absl::Status s = ValidateDistributed(config, options); !s.ok()) return s;
   auto setup = MakeJobSetup(config);
   if (!setup.ok()) return setup.status();

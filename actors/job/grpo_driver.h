@@ -16,11 +16,11 @@
 //
 // Async mode (trainer.async.enabled, colocate_all false): step k + 1 generates on a thread while
 // step k trains; the sync waits for it; batches staler than max_staleness are dropped and
-// counted. The generation thread uses `client` concurrently with the driver thread. Every call has a deadline (ClientOptions.call_timeout). A TP-1 engine that
-// dies is restarted by the runtime (max_restarts); the driver then pushes the current weights
-// to it again and retries the call, up to `engine_retries` times per step. (Engines of
-// generator.tensor_parallel_size > 1 are not restarted: their TP group would need re-forming.) Anything else that
-// fails ends the run with the error (never a hang).
+// counted. The generation thread uses `client` concurrently with the driver thread. Every call has a deadline
+// (ClientOptions.call_timeout). A TP-1 engine that dies is restarted by the runtime (max_restarts); the
+// driver then pushes the current weights to it again and retries the call, up to `engine_retries` times per
+// step. (Engines of generator.tensor_parallel_size > 1 are not restarted: their TP group would need
+// re-forming.) Anything else that fails ends the run with the error (never a hang).
 //
 // Not thread-safe; one run per call. `client` must outlive the call.
 #pragma once
@@ -42,7 +42,7 @@ struct DistributedOptions {
   int stop_after_target = 0;  // as RunLocalGrpo
   int engine_retries = 3;
   absl::Duration ready_timeout = absl::Seconds(120);  // placement group
-  bool remove_actors = true;  // kill the actors and remove the group at the end
+  bool remove_actors = true;                          // kill the actors and remove the group at the end
   // "tcp": weight_sync's TCP transport on the PreparedSync plan (trainer TP layout -> engines),
   // falling back to "push" for a step when it fails; "push": every shard pushes to every engine
   // with actor calls.
@@ -53,30 +53,31 @@ struct JobActors {
   std::vector<std::string> trainers;
   std::vector<std::string> engines;  // every engine rank: engine e's rank r at e * engine_tp + r
   int engine_tp = 1;
-  bool gpu_colocated = false;  // colocate_all on GPU bundles: trainer rank i and engine rank i share bundle i's device
+  bool gpu_colocated =
+      false;  // colocate_all on GPU bundles: trainer rank i and engine rank i share bundle i's device
   std::string reward, reference, placement_group;
 };
 
 struct DistributedSummary {
   RunSummary run;
-  double overhead_fraction = 0;  // sum(step_s - critical-path compute_s) / sum(step_s)
-  double compute_s = 0;          // critical-path model compute over the run
+  double overhead_fraction = 0;                       // sum(step_s - critical-path compute_s) / sum(step_s)
+  double compute_s = 0;                               // critical-path model compute over the run
   std::vector<std::vector<int64_t>> engine_versions;  // per step: each engine rank's version after sync
-  int engine_recoveries = 0;     // calls retried after an engine restarted
-  int sync_fallbacks = 0;        // steps whose TCP weight sync failed and were pushed instead
+  int engine_recoveries = 0;                          // calls retried after an engine restarted
+  int sync_fallbacks = 0;  // steps whose TCP weight sync failed and were pushed instead
   // Connections the trainer shards opened for TCP weight sync over the run, by path: TCP, or
   // a Unix socket to an engine on the same host; and the bytes written straight into
   // same-host engines' buffers.
   int64_t sync_tcp_connections = 0, sync_local_connections = 0, sync_direct_write_bytes = 0;
-  double setup_s = 0;            // placement group + actors, before step 1
-  int engine_sleeps = 0;         // colocate_all: engine ranks put to sleep before training
-  int engine_wakes = 0;          // colocate_all: engine ranks woken before generating
+  double setup_s = 0;     // placement group + actors, before step 1
+  int engine_sleeps = 0;  // colocate_all: engine ranks put to sleep before training
+  int engine_wakes = 0;   // colocate_all: engine ranks woken before generating
 };
 
 // `config_yaml` is the text `config` was parsed from (the actors parse it again).
 absl::StatusOr<DistributedSummary> RunDistributedGrpo(
-    Client& client, const std::string& config_yaml, const JobConfig& config, const DistributedOptions& options,
-    const std::function<void(const StepMetrics&)>& on_step,
+    Client& client, const std::string& config_yaml, const JobConfig& config,
+    const DistributedOptions& options, const std::function<void(const StepMetrics&)>& on_step,
     const std::function<void(const JobActors&)>& on_started = nullptr);
 
 }  // namespace skyrl::actors

@@ -55,23 +55,25 @@ int Report(const skyrl::actors::JobConfig& config, const skyrl::actors::Distribu
   const std::string dir = config.trainer.output_dir;
   for (auto [name, body] :
        {std::pair<const char*, std::string>{"metrics.jsonl", skyrl::actors::MetricsJsonl(run.run.history)},
-        {"reward.svg", skyrl::actors::RewardCurveSvg(run.run.history, config.environment.target_reward,
-                                                     "GRPO on " + config.environment.task + " (skyrl-grpo)")}}) {
+        {"reward.svg",
+         skyrl::actors::RewardCurveSvg(run.run.history, config.environment.target_reward,
+                                       "GRPO on " + config.environment.task + " (skyrl-grpo)")}}) {
     if (auto s = skyrl::actors::WriteTextFile(dir + "/" + name, body); !s.ok()) {
       return Fail(std::string(s.message()), 1);
     }
   }
   std::printf("wrote %s/metrics.jsonl and %s/reward.svg\n", dir.c_str(), dir.c_str());
-  std::printf("baseline reward %.3f, final reward %.3f (mean of last steps), first step at target %d (%.1fs), "
-              "%d steps in %.1fs after %.1fs of set-up; %d engine recoveries, %d weight-sync fallbacks\n",
-              run.run.baseline_reward, run.run.final_reward, run.run.first_step_at_target,
-              run.run.seconds_to_target, run.run.steps, run.run.total_s, run.setup_s, run.engine_recoveries,
-              run.sync_fallbacks);
+  std::printf(
+      "baseline reward %.3f, final reward %.3f (mean of last steps), first step at target %d (%.1fs), "
+      "%d steps in %.1fs after %.1fs of set-up; %d engine recoveries, %d weight-sync fallbacks\n",
+      run.run.baseline_reward, run.run.final_reward, run.run.first_step_at_target, run.run.seconds_to_target,
+      run.run.steps, run.run.total_s, run.setup_s, run.engine_recoveries, run.sync_fallbacks);
   if (run.sync_tcp_connections + run.sync_local_connections > 0)
-    std::printf("weight sync connections: %lld over TCP, %lld over Unix sockets (same host), %lld bytes written "
-                "straight into same-host engines\n",
-                (long long)run.sync_tcp_connections, (long long)run.sync_local_connections,
-                (long long)run.sync_direct_write_bytes);
+    std::printf(
+        "weight sync connections: %lld over TCP, %lld over Unix sockets (same host), %lld bytes written "
+        "straight into same-host engines\n",
+        (long long)run.sync_tcp_connections, (long long)run.sync_local_connections,
+        (long long)run.sync_direct_write_bytes);
   std::printf("RESULT baseline_reward %.4f\n", run.run.baseline_reward);
   std::printf("RESULT final_reward %.4f\n", run.run.final_reward);
   std::printf("RESULT overhead_fraction %.4f\n", run.overhead_fraction);
@@ -109,8 +111,9 @@ int Run(const Options& opts) {
         std::fflush(stdout);
       },
       [](const skyrl::actors::JobActors& a) {
-        std::printf("skyrl-grpo: actors up: %zu trainer shard(s), %zu engine(s), reward, reference (group %s)\n",
-                    a.trainers.size(), a.engines.size(), a.placement_group.c_str());
+        std::printf(
+            "skyrl-grpo: actors up: %zu trainer shard(s), %zu engine(s), reward, reference (group %s)\n",
+            a.trainers.size(), a.engines.size(), a.placement_group.c_str());
         std::fflush(stdout);
       });
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -130,10 +133,12 @@ int main(int argc, char** argv) {
                  "stop after this many consecutive steps at environment.target_reward (0: run all steps)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--output-dir", o.output_dir, "override trainer.output_dir (metrics.jsonl, reward.svg)");
-  app.add_option("--call-timeout-s", o.call_timeout_s, "deadline of every actor call")->check(CLI::PositiveNumber);
-  app.add_option("--weight-sync", o.weight_sync,
-                 "tcp: weight_sync's TCP transport on the planned shard-to-shard transfers; push: each trainer "
-                 "shard pushes to each engine with actor calls")
+  app.add_option("--call-timeout-s", o.call_timeout_s, "deadline of every actor call")
+      ->check(CLI::PositiveNumber);
+  app.add_option(
+         "--weight-sync", o.weight_sync,
+         "tcp: weight_sync's TCP transport on the planned shard-to-shard transfers; push: each trainer "
+         "shard pushes to each engine with actor calls")
       ->check(CLI::IsMember({"tcp", "push"}));
   CLI11_PARSE(app, argc, argv);
   return Run(o);

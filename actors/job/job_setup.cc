@@ -13,12 +13,18 @@ absl::StatusOr<JobSetup> MakeJobSetup(const JobConfig& config) {
   s.config = config;
   const JobConfig::Algorithm& ac = config.trainer.algorithm;
   auto task = FindTask(config.environment.task);
-  if (!task.ok()) return absl::InvalidArgumentError(absl::StrCat("environment.task: ", task.status().message()));
+  if (!task.ok())
+    return absl::InvalidArgumentError(absl::StrCat("environment.task: ", task.status().message()));
   if (auto st = ValidateTaskOptions(config.environment.options); !st.ok()) return st;
   s.sampling = {config.generator.temperature, config.generator.top_p, config.generator.max_generate_length};
   if (auto st = ValidateSamplingParams(s.sampling); !st.ok()) return st;
-  s.grpo = GrpoParams{ac.group_size, ac.eps_clip_low, ac.eps_clip_high, ac.kl_coef, ac.advantage_eps,
-                      ac.loss_reduction == "sequence_mean" ? LossReduction::kSequenceMean : LossReduction::kTokenMean};
+  s.grpo = GrpoParams{
+      ac.group_size,
+      ac.eps_clip_low,
+      ac.eps_clip_high,
+      ac.kl_coef,
+      ac.advantage_eps,
+      ac.loss_reduction == "sequence_mean" ? LossReduction::kSequenceMean : LossReduction::kTokenMean};
   s.optim.lr = ac.lr;
   s.optim.weight_decay = ac.weight_decay;
   s.optim.max_grad_norm = ac.max_grad_norm;
@@ -29,7 +35,8 @@ absl::StatusOr<JobSetup> MakeJobSetup(const JobConfig& config) {
   if (auto st = ValidateTensorParallel(s.model, config.trainer.tp_size); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("trainer.", st.message()));
   }
-  if (auto st = ValidateTensorParallel(s.model, config.generator.tensor_parallel_size, "generator.tensor_parallel_size");
+  if (auto st = ValidateTensorParallel(s.model, config.generator.tensor_parallel_size,
+                                       "generator.tensor_parallel_size");
       !st.ok()) {
     return absl::InvalidArgumentError(st.message());
   }
@@ -60,11 +67,12 @@ absl::StatusOr<RoleArgs> DecodeRoleArgs(absl::string_view json) {
     return absl::InvalidArgumentError(absl::StrCat("init args: ", e.what()));
   }
   if (a.world < 1 || a.rank < 0 || a.rank >= a.world) {
-    return absl::InvalidArgumentError(absl::StrCat("init args: rank ", a.rank, " of world ", a.world, " is out of range"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("init args: rank ", a.rank, " of world ", a.world, " is out of range"));
   }
   if (a.rank > 0 && a.master.find(':') == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("init args: master: want host:port for rank ", a.rank, ", got '",
-                                                   a.master, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("init args: master: want host:port for rank ", a.rank, ", got '", a.master, "'"));
   }
   return a;
 }

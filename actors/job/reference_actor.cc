@@ -22,8 +22,9 @@ class ReferenceActor : public Actor {
     auto self = std::unique_ptr<ReferenceActor>(new ReferenceActor());
     self->setup_ = *setup;
     self->comm_ = MakeSingleRankCollective();
-    auto policy = Policy::Create(setup->model, self->comm_.get(),
-                                 InitFullParameters(setup->model, static_cast<uint64_t>(setup->config.trainer.seed)));
+    auto policy =
+        Policy::Create(setup->model, self->comm_.get(),
+                       InitFullParameters(setup->model, static_cast<uint64_t>(setup->config.trainer.seed)));
     if (!policy.ok()) return policy.status();
     self->policy_ = std::move(*policy);
     return self;
@@ -37,11 +38,12 @@ class ReferenceActor : public Actor {
     const auto t0 = RoleClock::now();
     auto rollout = DecodeRollout(std::string(args));
     if (!rollout.ok()) return rollout.status();
-    absl::StatusOr<torch::Tensor> ref = RunTorch("reference logprobs", [&]() -> absl::StatusOr<torch::Tensor> {
-      torch::NoGradGuard no_grad;
-      return ResponseLogprobs(*policy_, rollout->sequences, rollout->valid, rollout->prompt_len,
-                              setup_.sampling.temperature);
-    });
+    absl::StatusOr<torch::Tensor> ref =
+        RunTorch("reference logprobs", [&]() -> absl::StatusOr<torch::Tensor> {
+          torch::NoGradGuard no_grad;
+          return ResponseLogprobs(*policy_, rollout->sequences, rollout->valid, rollout->prompt_len,
+                                  setup_.sampling.temperature);
+        });
     if (!ref.ok()) return ref.status();
     return role::Encode(role::LogprobsReply{SecondsSince(t0), *ref});
   }

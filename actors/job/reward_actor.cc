@@ -23,7 +23,9 @@ class RewardActor : public Actor {
     self->task_ = *task;
     return self;
   }
-  static void RegisterMethods(MethodTable<RewardActor>& t) { t.Add(role::reward::kScore, &RewardActor::Score); }
+  static void RegisterMethods(MethodTable<RewardActor>& t) {
+    t.Add(role::reward::kScore, &RewardActor::Score);
+  }
 
   absl::StatusOr<std::string> Score(absl::string_view args) {
     const auto t0 = RoleClock::now();

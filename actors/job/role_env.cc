@@ -17,7 +17,8 @@ struct Cluster {
 absl::StatusOr<Cluster> FromEnvironment(absl::string_view what) {
   const char* address = std::getenv("SKYRL_ADDRESS");
   const char* token = std::getenv("SKYRL_TOKEN");
-  if (!address || !token) return absl::FailedPreconditionError(absl::StrCat(what, ": SKYRL_ADDRESS/SKYRL_TOKEN unset"));
+  if (!address || !token)
+    return absl::FailedPreconditionError(absl::StrCat(what, ": SKYRL_ADDRESS/SKYRL_TOKEN unset"));
   return Cluster{address, token};
 }
 

@@ -15,7 +15,8 @@ using Json = nlohmann::json;
 // A JSON object, or `code` naming `what`.
 absl::StatusOr<Json> Object(absl::string_view bytes, absl::string_view what, absl::StatusCode code) {
   Json j = Json::parse(bytes.begin(), bytes.end(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return absl::Status(code, absl::StrCat(what, ": not a JSON object"));
+  if (j.is_discarded() || !j.is_object())
+    return absl::Status(code, absl::StrCat(what, ": not a JSON object"));
   return j;
 }
 absl::StatusOr<Json> Request(absl::string_view bytes, absl::string_view what) {
@@ -40,15 +41,20 @@ absl::StatusOr<T> Read(absl::string_view what, absl::StatusCode code, F read) {
 
 absl::StatusOr<int64_t> DecodeNumber(absl::string_view bytes, absl::string_view what) {
   int64_t v = 0;
-  if (!absl::SimpleAtoi(bytes, &v)) return absl::InternalError(absl::StrCat(what, ": not a number: '", bytes, "'"));
+  if (!absl::SimpleAtoi(bytes, &v))
+    return absl::InternalError(absl::StrCat(what, ": not a number: '", bytes, "'"));
   return v;
 }
 
 // ---- trainer ----
 
 std::string Encode(const TrainReply& r) {
-  return Json{{"loss", r.loss},         {"policy_loss", r.policy_loss}, {"kl", r.kl},
-              {"clip_fraction", r.clip_fraction}, {"grad_norm", r.grad_norm}, {"version", r.version},
+  return Json{{"loss", r.loss},
+              {"policy_loss", r.policy_loss},
+              {"kl", r.kl},
+              {"clip_fraction", r.clip_fraction},
+              {"grad_norm", r.grad_norm},
+              {"version", r.version},
               {"compute_s", r.compute_s}}
       .dump();
 }
@@ -77,7 +83,10 @@ absl::StatusOr<SyncWeightsRequest> DecodeSyncWeightsRequest(absl::string_view by
 std::string Encode(const SyncWeightsReply& r) {
   Json failed = Json::array();
   for (const auto& [engine, error] : r.failed) failed.push_back({{"engine", engine}, {"error", error}});
-  return Json{{"version", r.version}, {"failed", failed}, {"encode_s", r.encode_s}, {"seconds", r.seconds},
+  return Json{{"version", r.version},
+              {"failed", failed},
+              {"encode_s", r.encode_s},
+              {"seconds", r.seconds},
               {"bytes", r.bytes}}
       .dump();
 }
@@ -97,28 +106,30 @@ absl::StatusOr<SyncWeightsReply> DecodeSyncWeightsReply(absl::string_view bytes)
 }
 
 std::string Encode(const WsRequest& r) {
-  return Json{{"prefix", r.prefix}, {"engines", r.engines}, {"engine_tp", r.engine_tp},
-              {"trainer_tp", r.trainer_tp}, {"rank", r.rank},       {"host", r.host},
-              {"version", r.version}, {"io_timeout_s", r.io_timeout_s}}
+  return Json{{"prefix", r.prefix},       {"engines", r.engines},
+              {"engine_tp", r.engine_tp}, {"trainer_tp", r.trainer_tp},
+              {"rank", r.rank},           {"host", r.host},
+              {"version", r.version},     {"io_timeout_s", r.io_timeout_s}}
       .dump();
 }
 absl::StatusOr<WsRequest> DecodeWsRequest(absl::string_view bytes) {
   absl::StatusOr<Json> j = Request(bytes, "weight sync args");
   if (!j.ok()) return j.status();
-  return Read<WsRequest>("weight sync args", absl::StatusCode::kInvalidArgument, [&]() -> absl::StatusOr<WsRequest> {
-    WsRequest r;
-    r.prefix = j->value("prefix", std::string());
-    r.host = j->value("host", std::string("127.0.0.1"));
-    r.engines = j->value("engines", 0);
-    r.rank = j->value("rank", -1);
-    r.engine_tp = j->value("engine_tp", 1);
-    r.trainer_tp = j->value("trainer_tp", 1);
-    r.version = j->value("version", int64_t{-1});
-    r.io_timeout_s = j->value("io_timeout_s", 20.0);
-    if (r.prefix.empty() || r.engines < 1)
-      return absl::InvalidArgumentError("weight sync args: prefix and engines needed");
-    return r;
-  });
+  return Read<WsRequest>("weight sync args", absl::StatusCode::kInvalidArgument,
+                         [&]() -> absl::StatusOr<WsRequest> {
+                           WsRequest r;
+                           r.prefix = j->value("prefix", std::string());
+                           r.host = j->value("host", std::string("127.0.0.1"));
+                           r.engines = j->value("engines", 0);
+                           r.rank = j->value("rank", -1);
+                           r.engine_tp = j->value("engine_tp", 1);
+                           r.trainer_tp = j->value("trainer_tp", 1);
+                           r.version = j->value("version", int64_t{-1});
+                           r.io_timeout_s = j->value("io_timeout_s", 20.0);
+                           if (r.prefix.empty() || r.engines < 1)
+                             return absl::InvalidArgumentError("weight sync args: prefix and engines needed");
+                           return r;
+                         });
 }
 
 std::string Encode(const WsSendReply& r) {
@@ -153,7 +164,8 @@ std::string Encode(const WsReceiveReply& r) {
 absl::StatusOr<WsReceiveReply> DecodeWsReceiveReply(absl::string_view bytes) {
   absl::StatusOr<Json> j = Reply(bytes, engine::kWsReceive);
   if (!j.ok()) return j.status();
-  return WsReceiveReply{j->value("version", int64_t{-1}), j->value("seconds", 0.0), j->value("decode_s", 0.0)};
+  return WsReceiveReply{j->value("version", int64_t{-1}), j->value("seconds", 0.0),
+                        j->value("decode_s", 0.0)};
 }
 
 absl::StatusOr<std::string> Encode(const LoadShardRequest& r) {
@@ -243,10 +255,11 @@ absl::StatusOr<ScoreRequest> DecodeScoreRequest(absl::string_view bytes) {
   absl::StatusOr<Json> h = Request((*parts)[0], "score header");
   if (!h.ok()) return h.status();
   ScoreRequest r;
-  absl::StatusOr<std::vector<Example>> examples = Read<std::vector<Example>>(
-      "score: examples", absl::StatusCode::kInvalidArgument, [&] {
+  absl::StatusOr<std::vector<Example>> examples =
+      Read<std::vector<Example>>("score: examples", absl::StatusCode::kInvalidArgument, [&] {
         std::vector<Example> out;
-        for (const Json& e : h->at("examples")) out.push_back({e.at(0).get<std::string>(), e.at(1).get<std::string>()});
+        for (const Json& e : h->at("examples"))
+          out.push_back({e.at(0).get<std::string>(), e.at(1).get<std::string>()});
         return out;
       });
   if (!examples.ok()) return examples.status();

@@ -26,13 +26,13 @@ namespace skyrl::actors::role {
 // grpo_trainer: one TP rank of the trainer.
 namespace trainer {
 inline constexpr char kClass[] = "grpo_trainer";
-inline constexpr char kPort[] = "port";              // "" -> TP group port (rank 0)
-inline constexpr char kTrain[] = "train";            // EncodeTrainBatch -> TrainReply
+inline constexpr char kPort[] = "port";                 // "" -> TP group port (rank 0)
+inline constexpr char kTrain[] = "train";               // EncodeTrainBatch -> TrainReply
 inline constexpr char kSyncWeights[] = "sync_weights";  // SyncWeightsRequest -> SyncWeightsReply
-inline constexpr char kWsSend[] = "ws_send";         // WsRequest -> WsSendReply
-inline constexpr char kSave[] = "save";              // directory -> version
-inline constexpr char kLoad[] = "load";              // directory -> version
-inline constexpr char kVersion[] = "version";        // "" -> version
+inline constexpr char kWsSend[] = "ws_send";            // WsRequest -> WsSendReply
+inline constexpr char kSave[] = "save";                 // directory -> version
+inline constexpr char kLoad[] = "load";                 // directory -> version
+inline constexpr char kVersion[] = "version";           // "" -> version
 }  // namespace trainer
 
 // grpo_generator: one TP rank of an inference engine.
@@ -96,10 +96,10 @@ absl::StatusOr<SyncWeightsReply> DecodeSyncWeightsReply(absl::string_view bytes)
 struct WsRequest {
   std::string prefix;
   int engines = 0, engine_tp = 1;
-  int trainer_tp = 1;        // ws_receive
-  int rank = -1;             // ws_receive: the receiver rank, engine e's rank r at e * engine_tp + r
+  int trainer_tp = 1;              // ws_receive
+  int rank = -1;                   // ws_receive: the receiver rank, engine e's rank r at e * engine_tp + r
   std::string host = "127.0.0.1";  // ws_receive: the address to listen on and advertise
-  int64_t version = -1;      // ws_receive: the trainer's version being sent
+  int64_t version = -1;            // ws_receive: the trainer's version being sent
   double io_timeout_s = 20;
 };
 std::string Encode(const WsRequest& r);

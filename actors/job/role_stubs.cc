@@ -28,7 +28,8 @@ Pending<role::GenerateReply> EngineStub::Generate(const role::GenerateRequest& r
   return Call<role::GenerateReply>(role::engine::kGenerate, role::Encode(request), role::DecodeGenerateReply);
 }
 Pending<role::WsReceiveReply> EngineStub::WsReceive(const role::WsRequest& request) const {
-  return Call<role::WsReceiveReply>(role::engine::kWsReceive, role::Encode(request), role::DecodeWsReceiveReply);
+  return Call<role::WsReceiveReply>(role::engine::kWsReceive, role::Encode(request),
+                                    role::DecodeWsReceiveReply);
 }
 Pending<std::string> EngineStub::Sleep(bool keep_weights) const {
   return Text(role::engine::kSleep, keep_weights ? role::engine::kSleepKeep : role::engine::kSleepDrop);

@@ -108,7 +108,8 @@ class RewardStub : public RoleStub {
  public:
   using RoleStub::RoleStub;
   // `encoded_rollout`: EncodeRollout's bytes (the reference takes the same).
-  Pending<role::ScoreReply> Score(const std::vector<Example>& examples, const std::string& encoded_rollout) const;
+  Pending<role::ScoreReply> Score(const std::vector<Example>& examples,
+                                  const std::string& encoded_rollout) const;
 };
 
 class ReferenceStub : public RoleStub {

@@ -23,8 +23,9 @@ weight_sync::Model PolicySyncModel(const PolicyConfig& c) {
   return model;
 }
 
-absl::StatusOr<std::unique_ptr<weight_sync::PreparedSync>> MakePolicySync(const PolicyConfig& c, int trainer_tp,
-                                                                          int engines, int engine_tp) {
+absl::StatusOr<std::unique_ptr<weight_sync::PreparedSync>> MakePolicySync(const PolicyConfig& c,
+                                                                          int trainer_tp, int engines,
+                                                                          int engine_tp) {
   weight_sync::ModelParallel trainer;
   trainer.tp = trainer_tp;
   weight_sync::ModelParallel engine;
@@ -54,7 +55,8 @@ absl::StatusOr<NamedTensors> UnflattenShard(const PolicyConfig& c, int tp, absl:
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     if (at + n * 4 > static_cast<int64_t>(bytes.size())) {
-      return absl::InvalidArgumentError(absl::StrCat("weights: ", bytes.size(), " bytes, too few for ", p.name));
+      return absl::InvalidArgumentError(
+          absl::StrCat("weights: ", bytes.size(), " bytes, too few for ", p.name));
     }
     torch::Tensor t = torch::empty(shape, torch::kFloat32);
     std::memcpy(t.data_ptr<float>(), bytes.data() + at, n * 4);

@@ -21,8 +21,9 @@ namespace skyrl::actors {
 weight_sync::Model PolicySyncModel(const PolicyConfig& c);
 // Receivers: `engines` engines of `engine_tp` ranks each; engine e's rank r is receiver
 // e * engine_tp + r.
-absl::StatusOr<std::unique_ptr<weight_sync::PreparedSync>> MakePolicySync(const PolicyConfig& c, int trainer_tp,
-                                                                          int engines, int engine_tp = 1);
+absl::StatusOr<std::unique_ptr<weight_sync::PreparedSync>> MakePolicySync(const PolicyConfig& c,
+                                                                          int trainer_tp, int engines,
+                                                                          int engine_tp = 1);
 // A shard's tensors (model order) as one float32 byte buffer.
 std::vector<uint8_t> FlattenShard(const NamedTensors& shard);
 // A TP rank's buffer (of `tp`; 1: the full model) back to its named shard tensors.

@@ -23,7 +23,8 @@ absl::Status TpGroup::Join(const RoleArgs& args) {
   int port = 0;
   if (!absl::SimpleAtoi(m.substr(m.rfind(':') + 1), &port))
     return absl::InvalidArgumentError(absl::StrCat("init args: master: bad port in '", m, "'"));
-  auto comm = ConnectTcpCollective(m.substr(0, m.rfind(':')), port, args.rank, args.world, absl::Seconds(120));
+  auto comm =
+      ConnectTcpCollective(m.substr(0, m.rfind(':')), port, args.rank, args.world, absl::Seconds(120));
   if (!comm.ok()) return comm.status();
   comm_ = std::move(*comm);
   return absl::OkStatus();
@@ -33,7 +34,8 @@ absl::Status TpGroup::Complete(absl::string_view who) {
   if (comm_) return absl::OkStatus();
   if (!accepted_.valid()) return absl::InternalError(absl::StrCat(who, ": no collective"));
   auto comm = accepted_.get();
-  if (!comm.ok()) return absl::UnavailableError(absl::StrCat(who, " rank 0: TP group: ", comm.status().message()));
+  if (!comm.ok())
+    return absl::UnavailableError(absl::StrCat(who, " rank 0: TP group: ", comm.status().message()));
   comm_ = std::move(*comm);
   return absl::OkStatus();
 }

@@ -77,7 +77,8 @@ class TrainerActor : public Actor {
       if (!c.ok()) return c.status();
       client_ = std::move(*c);
     }
-    auto payload = role::Encode(role::LoadShardRequest{shard_->version(), args_.rank, args_.world, shard_->ExportShard()});
+    auto payload = role::Encode(
+        role::LoadShardRequest{shard_->version(), args_.rank, args_.world, shard_->ExportShard()});
     if (!payload.ok()) return payload.status();
     const double encode_s = SecondsSince(t0);
     std::vector<std::future<absl::StatusOr<std::string>>> calls;
@@ -128,15 +129,17 @@ class TrainerActor : public Actor {
     }
     const std::vector<uint8_t> bytes = FlattenShard(shard_->ExportShard());
     if (static_cast<int64_t>(bytes.size()) != ws_schedule_.shard_bytes) {
-      return absl::InternalError(absl::StrCat("ws_send: shard of ", bytes.size(), " bytes, plan wants ",
-                                              ws_schedule_.shard_bytes));
+      return absl::InternalError(
+          absl::StrCat("ws_send: shard of ", bytes.size(), " bytes, plan wants ", ws_schedule_.shard_bytes));
     }
     const double encode_s = SecondsSince(t0);
-    if (auto s = ws_->Send(static_cast<uint64_t>(shard_->version()) + 1, ws_schedule_, bytes); !s.ok()) return s;
+    if (auto s = ws_->Send(static_cast<uint64_t>(shard_->version()) + 1, ws_schedule_, bytes); !s.ok())
+      return s;
     // Which paths the sync took, cumulative over this shard's transports.
-    return role::Encode(role::WsSendReply{shard_->version(), encode_s, SecondsSince(t0),
-                                          static_cast<int64_t>(bytes.size()), ws_stats_.tcp_connections.load(),
-                                          ws_stats_.local_connections.load(), ws_stats_.direct_write_bytes.load()});
+    return role::Encode(
+        role::WsSendReply{shard_->version(), encode_s, SecondsSince(t0), static_cast<int64_t>(bytes.size()),
+                          ws_stats_.tcp_connections.load(), ws_stats_.local_connections.load(),
+                          ws_stats_.direct_write_bytes.load()});
   }
 
   absl::StatusOr<std::string> Save(absl::string_view dir) {

@@ -16,15 +16,19 @@ std::string PackParts(const std::vector<std::string>& parts) {
   return out;
 }
 
-absl::StatusOr<std::vector<std::string>> UnpackParts(absl::string_view bytes, size_t expected, absl::string_view what) {
+absl::StatusOr<std::vector<std::string>> UnpackParts(absl::string_view bytes, size_t expected,
+                                                     absl::string_view what) {
   std::vector<std::string> parts;
   size_t pos = 0;
   while (pos < bytes.size()) {
-    if (bytes.size() - pos < 8) return absl::DataLossError(absl::StrCat(what, ": truncated length at byte ", pos));
+    if (bytes.size() - pos < 8)
+      return absl::DataLossError(absl::StrCat(what, ": truncated length at byte ", pos));
     uint64_t n = 0;
-    for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[pos + i])) << (8 * i);
+    for (int i = 0; i < 8; ++i)
+      n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[pos + i])) << (8 * i);
     pos += 8;
-    if (n > bytes.size() - pos) return absl::DataLossError(absl::StrCat(what, ": part ", parts.size(), " truncated"));
+    if (n > bytes.size() - pos)
+      return absl::DataLossError(absl::StrCat(what, ": part ", parts.size(), " truncated"));
     parts.emplace_back(bytes.substr(pos, n));
     pos += n;
   }

@@ -13,6 +13,7 @@ namespace skyrl::actors {
 
 std::string PackParts(const std::vector<std::string>& parts);
 // DataLoss when the bytes are not `expected` parts (or are truncated); names `what`.
-absl::StatusOr<std::vector<std::string>> UnpackParts(absl::string_view bytes, size_t expected, absl::string_view what);
+absl::StatusOr<std::vector<std::string>> UnpackParts(absl::string_view bytes, size_t expected,
+                                                     absl::string_view what);
 
 }  // namespace skyrl::actors

@@ -11,16 +11,22 @@ absl::Status ValidatePolicyConfig(const PolicyConfig& c) {
     if (v <= 0) return absl::InvalidArgumentError(absl::StrCat("model.", field, ": must be > 0, got ", v));
     return absl::OkStatus();
   };
-  for (auto [f, v] : {std::pair<const char*, int64_t>{"vocab", c.vocab}, {"layers", c.layers},
-                      {"d_model", c.d_model}, {"heads", c.heads}, {"max_len", c.max_len}}) {
+  for (auto [f, v] : {std::pair<const char*, int64_t>{"vocab", c.vocab},
+                      {"layers", c.layers},
+                      {"d_model", c.d_model},
+                      {"heads", c.heads},
+                      {"max_len", c.max_len}}) {
     if (auto s = positive(f, v); !s.ok()) return s;
   }
-  if (c.mlp_hidden < 0) return absl::InvalidArgumentError(absl::StrCat("model.mlp_hidden: must be >= 0, got ", c.mlp_hidden));
+  if (c.mlp_hidden < 0)
+    return absl::InvalidArgumentError(absl::StrCat("model.mlp_hidden: must be >= 0, got ", c.mlp_hidden));
   if (c.d_model % c.heads != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("model.heads: ", c.heads, " does not divide d_model ", c.d_model));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.heads: ", c.heads, " does not divide d_model ", c.d_model));
   }
   if (!(c.init_std > 0) || !std::isfinite(c.init_std)) {
-    return absl::InvalidArgumentError(absl::StrCat("model.init_std: must be a positive number, got ", c.init_std));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.init_std: must be a positive number, got ", c.init_std));
   }
   return absl::OkStatus();
 }
@@ -29,7 +35,8 @@ absl::Status ValidateTensorParallel(const PolicyConfig& c, int tp, absl::string_
   if (auto s = ValidatePolicyConfig(c); !s.ok()) return s;
   if (tp <= 0) return absl::InvalidArgumentError(absl::StrCat(field, ": must be > 0, got ", tp));
   if (c.heads % tp != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": ", tp, " does not divide model.heads ", c.heads));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", tp, " does not divide model.heads ", c.heads));
   }
   if (c.MlpHidden() % tp != 0) {
     return absl::InvalidArgumentError(

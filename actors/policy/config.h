@@ -23,8 +23,8 @@ struct PolicyConfig {
   int layers = 2;
   int d_model = 64;
   int heads = 4;
-  int max_len = 32;      // positions (learned position embedding)
-  int mlp_hidden = 0;    // SwiGLU intermediate size; 0 = 4 * d_model
+  int max_len = 32;    // positions (learned position embedding)
+  int mlp_hidden = 0;  // SwiGLU intermediate size; 0 = 4 * d_model
   double init_std = 0.02;
 
   int MlpHidden() const { return mlp_hidden > 0 ? mlp_hidden : 4 * d_model; }

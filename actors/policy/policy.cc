@@ -45,7 +45,9 @@ struct ReduceFromTensorParallel : public torch::autograd::Function<ReduceFromTen
     AllReduceInPlace(reinterpret_cast<Collective*>(comm), y);
     return y;
   }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) { return {grads[0], torch::Tensor()}; }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {grads[0], torch::Tensor()};
+  }
 };
 
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& w) {
@@ -68,7 +70,8 @@ std::vector<std::pair<int64_t, int64_t>> RankSlices(const ParamSpec& p, int tp, 
 
 absl::Status CheckShape(const std::string& name, const torch::Tensor& t, const std::vector<int64_t>& want,
                         absl::string_view what) {
-  if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat(what, ": parameter ", name, " is undefined"));
+  if (!t.defined())
+    return absl::InvalidArgumentError(absl::StrCat(what, ": parameter ", name, " is undefined"));
   if (t.sizes().vec() != want) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": parameter ", name, " has shape [",
                                                    absl::StrJoin(t.sizes().vec(), ", "), "], want [",
@@ -80,14 +83,17 @@ absl::Status CheckShape(const std::string& name, const torch::Tensor& t, const s
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::map<std::string, torch::Tensor>> ByName(const NamedTensors& ts, const std::vector<ParamSpec>& specs,
+absl::StatusOr<std::map<std::string, torch::Tensor>> ByName(const NamedTensors& ts,
+                                                            const std::vector<ParamSpec>& specs,
                                                             absl::string_view what) {
   std::map<std::string, torch::Tensor> m;
   for (const auto& [n, t] : ts) {
-    if (!m.emplace(n, t).second) return absl::InvalidArgumentError(absl::StrCat(what, ": parameter ", n, " appears twice"));
+    if (!m.emplace(n, t).second)
+      return absl::InvalidArgumentError(absl::StrCat(what, ": parameter ", n, " appears twice"));
   }
   for (const ParamSpec& p : specs) {
-    if (!m.count(p.name)) return absl::InvalidArgumentError(absl::StrCat(what, ": parameter ", p.name, " is missing"));
+    if (!m.count(p.name))
+      return absl::InvalidArgumentError(absl::StrCat(what, ": parameter ", p.name, " is missing"));
   }
   if (m.size() != specs.size()) {
     for (const auto& [n, t] : m) {
@@ -117,9 +123,11 @@ NamedTensors InitFullParameters(const PolicyConfig& c, uint64_t seed) {
   return out;
 }
 
-absl::StatusOr<NamedTensors> ShardParameters(const PolicyConfig& c, const NamedTensors& full, int tp, int rank) {
+absl::StatusOr<NamedTensors> ShardParameters(const PolicyConfig& c, const NamedTensors& full, int tp,
+                                             int rank) {
   if (auto s = ValidateTensorParallel(c, tp); !s.ok()) return s;
-  if (rank < 0 || rank >= tp) return absl::InvalidArgumentError(absl::StrCat("rank: ", rank, " outside tp ", tp));
+  if (rank < 0 || rank >= tp)
+    return absl::InvalidArgumentError(absl::StrCat("rank: ", rank, " outside tp ", tp));
   const auto specs = PolicyParamSpecs(c);
   auto by_name = ByName(full, specs, "ShardParameters");
   if (!by_name.ok()) return by_name.status();
@@ -157,7 +165,9 @@ absl::StatusOr<NamedTensors> GatherShards(const PolicyConfig& c, const std::vect
     for (const ParamSpec& p : specs) {
       const auto want = ShardShape(p, tp);
       for (int r = 0; r < tp; ++r) {
-        if (auto s = CheckShape(p.name, maps[r][p.name], want, absl::StrCat("GatherShards: rank ", r)); !s.ok()) return s;
+        if (auto s = CheckShape(p.name, maps[r][p.name], want, absl::StrCat("GatherShards: rank ", r));
+            !s.ok())
+          return s;
       }
       if (p.split_dim < 0) {
         out.emplace_back(p.name, maps[0][p.name].detach().clone());
@@ -221,10 +231,12 @@ absl::Status Policy::LoadShard(const NamedTensors& shard) {
 
 torch::Tensor Policy::Forward(const torch::Tensor& tokens, const torch::Tensor& valid) const {
   TORCH_CHECK(tokens.dim() == 2 && tokens.scalar_type() == torch::kInt64, "tokens must be [B, T] int64");
-  TORCH_CHECK(valid.sizes() == tokens.sizes() && valid.scalar_type() == torch::kBool, "valid must be [B, T] bool");
+  TORCH_CHECK(valid.sizes() == tokens.sizes() && valid.scalar_type() == torch::kBool,
+              "valid must be [B, T] bool");
   const int64_t B = tokens.size(0), T = tokens.size(1);
   TORCH_CHECK(T <= config_.max_len, "sequence length ", T, " exceeds model.max_len ", config_.max_len);
-  TORCH_CHECK(tokens.numel() == 0 || (tokens.min().item<int64_t>() >= 0 && tokens.max().item<int64_t>() < config_.vocab),
+  TORCH_CHECK(tokens.numel() == 0 ||
+                  (tokens.min().item<int64_t>() >= 0 && tokens.max().item<int64_t>() < config_.vocab),
               "token id outside the vocabulary");
   const int tp = comm_->WorldSize();
   const int64_t heads = config_.heads / tp, hd = config_.HeadDim(), dl = heads * hd;
@@ -240,8 +252,9 @@ torch::Tensor Policy::Forward(const torch::Tensor& tokens, const torch::Tensor& 
   torch::Tensor causal = torch::ones({T, T}, torch::kBool).tril();
   torch::Tensor allowed = causal.unsqueeze(0) & valid.unsqueeze(1);
   allowed = allowed | torch::eye(T, torch::kBool).unsqueeze(0);
-  torch::Tensor bias = torch::zeros({B, 1, T, T}, torch::kFloat32)
-                           .masked_fill(allowed.logical_not().unsqueeze(1), -std::numeric_limits<float>::infinity());
+  torch::Tensor bias =
+      torch::zeros({B, 1, T, T}, torch::kFloat32)
+          .masked_fill(allowed.logical_not().unsqueeze(1), -std::numeric_limits<float>::infinity());
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
 
   size_t i = 2;

@@ -41,7 +41,8 @@ NamedTensors InitFullParameters(const PolicyConfig& c, uint64_t seed);
 // Rank `rank`'s shard of a full parameter set (copies). Split parameters take the rank's
 // slice of split_dim, per fused sub-block; replicated ones are copied whole.
 // InvalidArgument naming the parameter when a name is missing or a shape is wrong.
-absl::StatusOr<NamedTensors> ShardParameters(const PolicyConfig& c, const NamedTensors& full, int tp, int rank);
+absl::StatusOr<NamedTensors> ShardParameters(const PolicyConfig& c, const NamedTensors& full, int tp,
+                                             int rank);
 // The inverse: shards[r] is rank r's shard; replicated parameters are taken from rank 0.
 absl::StatusOr<NamedTensors> GatherShards(const PolicyConfig& c, const std::vector<NamedTensors>& shards);
 

@@ -20,7 +20,8 @@ namespace skyrl::actors {
 
 class CollectiveError : public std::runtime_error {
  public:
-  explicit CollectiveError(absl::Status s) : std::runtime_error(std::string(s.message())), status_(std::move(s)) {}
+  explicit CollectiveError(absl::Status s)
+      : std::runtime_error(std::string(s.message())), status_(std::move(s)) {}
   const absl::Status& status() const { return status_; }
 
  private:

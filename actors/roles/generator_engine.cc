@@ -6,16 +6,21 @@ namespace skyrl::actors {
 
 const char* GeneratorEngine::StateName(State s) {
   switch (s) {
-    case State::kEmpty: return "EMPTY (no weights loaded)";
-    case State::kAwake: return "AWAKE";
-    case State::kAsleep: return "ASLEEP";
+    case State::kEmpty:
+      return "EMPTY (no weights loaded)";
+    case State::kAwake:
+      return "AWAKE";
+    case State::kAsleep:
+      return "ASLEEP";
   }
   return "?";
 }
 
-absl::StatusOr<std::unique_ptr<GeneratorEngine>> GeneratorEngine::Create(const PolicyConfig& config, Collective* comm) {
+absl::StatusOr<std::unique_ptr<GeneratorEngine>> GeneratorEngine::Create(const PolicyConfig& config,
+                                                                         Collective* comm) {
   if (comm == nullptr) return absl::InvalidArgumentError("GeneratorEngine: comm is null");
-  if (auto s = ValidateTensorParallel(config, comm->WorldSize(), "generator.tensor_parallel_size"); !s.ok()) return s;
+  if (auto s = ValidateTensorParallel(config, comm->WorldSize(), "generator.tensor_parallel_size"); !s.ok())
+    return s;
   return std::unique_ptr<GeneratorEngine>(new GeneratorEngine(config, comm));
 }
 
@@ -56,7 +61,8 @@ absl::Status GeneratorEngine::Sleep(SleepLevel level) {
 
 absl::Status GeneratorEngine::WakeUp() {
   if (state_ != State::kAsleep) {
-    return absl::FailedPreconditionError(absl::StrCat("WakeUp: engine is ", StateName(state_), ", not ASLEEP"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("WakeUp: engine is ", StateName(state_), ", not ASLEEP"));
   }
   if (policy_ == nullptr) {
     if (!staged_) {
@@ -74,10 +80,11 @@ absl::Status GeneratorEngine::WakeUp() {
 }
 
 absl::StatusOr<GeneratorEngine::Result> GeneratorEngine::Generate(const PromptBatch& prompts,
-                                                                  const SamplingParams& params, int eos_id, int pad_id,
-                                                                  uint64_t seed) {
+                                                                  const SamplingParams& params, int eos_id,
+                                                                  int pad_id, uint64_t seed) {
   if (state_ != State::kAwake) {
-    return absl::FailedPreconditionError(absl::StrCat("Generate: engine is ", StateName(state_), ", not AWAKE"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("Generate: engine is ", StateName(state_), ", not AWAKE"));
   }
   auto r = actors::Generate(*policy_, prompts, params, eos_id, pad_id, seed);
   if (!r.ok()) return r.status();

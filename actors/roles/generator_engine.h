@@ -32,7 +32,8 @@ class GeneratorEngine {
   enum class State { kEmpty, kAwake, kAsleep };
   enum class SleepLevel { kKeepWeights, kDropWeights };
 
-  static absl::StatusOr<std::unique_ptr<GeneratorEngine>> Create(const PolicyConfig& config, Collective* comm);
+  static absl::StatusOr<std::unique_ptr<GeneratorEngine>> Create(const PolicyConfig& config,
+                                                                 Collective* comm);
 
   // This rank's shard (ShardParameters at the engine's TP) for trainer version `version`.
   absl::Status LoadWeights(int64_t version, const NamedTensors& shard);
@@ -43,8 +44,8 @@ class GeneratorEngine {
     Rollout rollout;
     int64_t version = -1;  // the weights that produced it (for async staleness checks)
   };
-  absl::StatusOr<Result> Generate(const PromptBatch& prompts, const SamplingParams& params, int eos_id, int pad_id,
-                                  uint64_t seed);
+  absl::StatusOr<Result> Generate(const PromptBatch& prompts, const SamplingParams& params, int eos_id,
+                                  int pad_id, uint64_t seed);
 
   State state() const { return state_; }
   // -1 before the first load.

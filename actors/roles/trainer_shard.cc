@@ -30,7 +30,8 @@ absl::StatusOr<std::unique_ptr<TrainerShard>> TrainerShard::Create(const Trainer
 absl::StatusOr<torch::Tensor> TrainerShard::ReferenceLogprobs(const Rollout& rollout) {
   return RunTorch("ReferenceLogprobs", [&]() -> absl::StatusOr<torch::Tensor> {
     torch::NoGradGuard no_grad;
-    return ResponseLogprobs(*reference_, rollout.sequences, rollout.valid, rollout.prompt_len, options_.temperature);
+    return ResponseLogprobs(*reference_, rollout.sequences, rollout.valid, rollout.prompt_len,
+                            options_.temperature);
   });
 }
 

@@ -31,7 +31,8 @@ struct TrainerShardOptions {
 
 class TrainerShard {
  public:
-  static absl::StatusOr<std::unique_ptr<TrainerShard>> Create(const TrainerShardOptions& options, Collective* comm);
+  static absl::StatusOr<std::unique_ptr<TrainerShard>> Create(const TrainerShardOptions& options,
+                                                              Collective* comm);
 
   // The reference policy's log-probs of the rollout's responses, [B, N].
   absl::StatusOr<torch::Tensor> ReferenceLogprobs(const Rollout& rollout);

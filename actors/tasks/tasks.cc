@@ -86,11 +86,12 @@ std::vector<std::string> TaskNames() {
 
 absl::Status ValidateTaskOptions(const TaskOptions& o) {
   if (o.min_digits < 1 || o.min_digits > 12) {
-    return absl::InvalidArgumentError(absl::StrCat("environment.min_digits: must be in [1, 12], got ", o.min_digits));
+    return absl::InvalidArgumentError(
+        absl::StrCat("environment.min_digits: must be in [1, 12], got ", o.min_digits));
   }
   if (o.max_digits < o.min_digits || o.max_digits > 12) {
-    return absl::InvalidArgumentError(absl::StrCat("environment.max_digits: must be in [min_digits=", o.min_digits,
-                                                   ", 12], got ", o.max_digits));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "environment.max_digits: must be in [min_digits=", o.min_digits, ", 12], got ", o.max_digits));
   }
   return absl::OkStatus();
 }

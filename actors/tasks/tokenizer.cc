@@ -21,9 +21,9 @@ absl::StatusOr<std::vector<int>> Tokenizer::Encode(absl::string_view text) {
   for (size_t i = 0; i < text.size(); ++i) {
     int id = IdOf(text[i]);
     if (id < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tokenizer: character '", text.substr(i, 1), "' at position ", i, " of \"", text,
-                       "\" is not in the vocabulary (digits and + - * =)"));
+      return absl::InvalidArgumentError(absl::StrCat("tokenizer: character '", text.substr(i, 1),
+                                                     "' at position ", i, " of \"", text,
+                                                     "\" is not in the vocabulary (digits and + - * =)"));
     }
     out.push_back(id);
   }
@@ -43,10 +43,18 @@ std::string Tokenizer::Decode(const std::vector<int>& ids) {
   std::string out;
   for (int id : ids) {
     switch (id) {
-      case kPad: out += "<pad>"; break;
-      case kBos: out += "<bos>"; break;
-      case kEos: out += "<eos>"; break;
-      case kSep: out += "<sep>"; break;
+      case kPad:
+        out += "<pad>";
+        break;
+      case kBos:
+        out += "<bos>";
+        break;
+      case kEos:
+        out += "<eos>";
+        break;
+      case kSep:
+        out += "<sep>";
+        break;
       default:
         if (id >= kFirstChar && id < kVocab) {
           out += kChars[id - kFirstChar];

@@ -40,18 +40,20 @@ int Report(const skyrl::actors::JobConfig& config, const skyrl::actors::RunSumma
   const std::string dir = config.trainer.output_dir;
   for (auto [name, text] :
        {std::pair<const char*, std::string>{"metrics.jsonl", skyrl::actors::MetricsJsonl(run.history)},
-        {"reward.svg", skyrl::actors::RewardCurveSvg(run.history, config.environment.target_reward,
-                                                     "GRPO on " + config.environment.task + " (skyrl-grpo-local)")}}) {
+        {"reward.svg",
+         skyrl::actors::RewardCurveSvg(run.history, config.environment.target_reward,
+                                       "GRPO on " + config.environment.task + " (skyrl-grpo-local)")}}) {
     if (auto s = skyrl::actors::WriteTextFile(dir + "/" + name, text); !s.ok()) {
       std::fprintf(stderr, "skyrl-grpo-local: %s\n", std::string(s.message()).c_str());
       return 1;
     }
   }
   std::printf("wrote %s/metrics.jsonl and %s/reward.svg\n", dir.c_str(), dir.c_str());
-  std::printf("baseline reward %.3f, final reward %.3f (mean of last steps), first step at target %d (%.1fs), "
-              "%d steps in %.1fs\n",
-              run.baseline_reward, run.final_reward, run.first_step_at_target, run.seconds_to_target, run.steps,
-              run.total_s);
+  std::printf(
+      "baseline reward %.3f, final reward %.3f (mean of last steps), first step at target %d (%.1fs), "
+      "%d steps in %.1fs\n",
+      run.baseline_reward, run.final_reward, run.first_step_at_target, run.seconds_to_target, run.steps,
+      run.total_s);
   std::printf("RESULT baseline_reward %.4f\n", run.baseline_reward);
   std::printf("RESULT final_reward %.4f\n", run.final_reward);
   std::printf("RESULT seconds_to_target %.2f\n", run.seconds_to_target);

@@ -23,11 +23,11 @@ absl::StatusOr<std::map<std::string, torch::Tensor>> ByName(const std::string& b
 
 }  // namespace
 
-absl::StatusOr<PromptSet> MakePrompts(const Task& task, const TaskOptions& options, int prompts, int group_size,
-                                      std::mt19937_64& rng) {
+absl::StatusOr<PromptSet> MakePrompts(const Task& task, const TaskOptions& options, int prompts,
+                                      int group_size, std::mt19937_64& rng) {
   if (prompts < 1 || group_size < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("MakePrompts: need prompts >= 1 and group_size >= 1, got ", prompts,
-                                                   " and ", group_size));
+    return absl::InvalidArgumentError(absl::StrCat("MakePrompts: need prompts >= 1 and group_size >= 1, got ",
+                                                   prompts, " and ", group_size));
   }
   PromptSet out;
   std::vector<std::vector<int>> ids;
@@ -46,7 +46,8 @@ absl::StatusOr<PromptSet> MakePrompts(const Task& task, const TaskOptions& optio
   return out;
 }
 
-absl::StatusOr<Scored> ScoreRollout(const Task& task, const std::vector<Example>& examples, const Rollout& rollout) {
+absl::StatusOr<Scored> ScoreRollout(const Task& task, const std::vector<Example>& examples,
+                                    const Rollout& rollout) {
   const auto responses = rollout.ResponseIds();
   if (responses.size() != examples.size()) {
     return absl::InvalidArgumentError(
@@ -79,8 +80,8 @@ absl::StatusOr<TrainBatch> MakeTrainBatch(const Rollout& rollout, const Scored& 
     tb.sequences = rollout.sequences;
     tb.valid = rollout.valid;
     tb.mask = rollout.mask;
-    tb.advantages = GroupAdvantages(torch::tensor(scored.rewards, torch::kFloat32), grpo.group_size,
-                                    grpo.advantage_eps);
+    tb.advantages =
+        GroupAdvantages(torch::tensor(scored.rewards, torch::kFloat32), grpo.group_size, grpo.advantage_eps);
     tb.ref_logprobs = ref_logprobs;
     return tb;
   });
@@ -100,7 +101,8 @@ absl::StatusOr<std::string> EncodeRollout(const Rollout& r) {
 }
 
 absl::StatusOr<Rollout> DecodeRollout(const std::string& bytes) {
-  auto m = ByName(bytes, "DecodeRollout", {"prompt_len", "sequences", "valid", "response", "logprobs", "mask"});
+  auto m =
+      ByName(bytes, "DecodeRollout", {"prompt_len", "sequences", "valid", "response", "logprobs", "mask"});
   if (!m.ok()) return m.status();
   Rollout r;
   r.prompt_len = static_cast<int>((*m)["prompt_len"].item<int64_t>());

@@ -31,8 +31,8 @@ struct PromptSet {
 };
 
 // `prompts` examples from `task`, each repeated `group_size` times.
-absl::StatusOr<PromptSet> MakePrompts(const Task& task, const TaskOptions& options, int prompts, int group_size,
-                                      std::mt19937_64& rng);
+absl::StatusOr<PromptSet> MakePrompts(const Task& task, const TaskOptions& options, int prompts,
+                                      int group_size, std::mt19937_64& rng);
 
 struct Scored {
   std::vector<float> rewards;  // one per sample
@@ -43,7 +43,8 @@ struct Scored {
 
 // Decodes each response up to EOS and scores it against its example.
 // InvalidArgument when the counts disagree.
-absl::StatusOr<Scored> ScoreRollout(const Task& task, const std::vector<Example>& examples, const Rollout& rollout);
+absl::StatusOr<Scored> ScoreRollout(const Task& task, const std::vector<Example>& examples,
+                                    const Rollout& rollout);
 
 // Group advantages from the rewards, plus the rollout's tensors and the reference log-probs
 // (may be undefined when kl_coef is 0).

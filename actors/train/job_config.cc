@@ -18,7 +18,8 @@ namespace {
 // Reads one YAML map, remembering the first error. yaml-cpp throws; every call catches here.
 class Reader {
  public:
-  Reader(YAML::Node node, std::string prefix, absl::Status* err) : node_(node), prefix_(std::move(prefix)), err_(err) {}
+  Reader(YAML::Node node, std::string prefix, absl::Status* err)
+      : node_(node), prefix_(std::move(prefix)), err_(err) {}
 
   // Every key present must be one of `known`.
   void OnlyKeys(std::initializer_list<const char*> known) {
@@ -142,7 +143,8 @@ absl::StatusOr<JobConfig> ParseJobConfig(absl::string_view yaml, absl::string_vi
   tr.Read<int>("train_batch_size", &t.train_batch_size, AtLeast(1), ">= 1");
   tr.Read<int64_t>("seed", &t.seed, AtLeast<int64_t>(0), ">= 0");
   tr.Read<int>("num_threads", &t.num_threads, InRange(1, 256), "in [1, 256]");
-  tr.Read<std::string>("output_dir", &t.output_dir, [](const std::string& s) { return !s.empty(); }, "non-empty");
+  tr.Read<std::string>(
+      "output_dir", &t.output_dir, [](const std::string& s) { return !s.empty(); }, "non-empty");
   tr.Read<int>("ckpt_interval", &t.ckpt_interval, AtLeast(-1), ">= -1");
   Reader pl = tr.Sub("placement");
   pl.OnlyKeys({"colocate_all"});
@@ -158,22 +160,29 @@ absl::StatusOr<JobConfig> ParseJobConfig(absl::string_view yaml, absl::string_vi
   mo.Read<int>("heads", &t.model.heads, AtLeast(1), ">= 1");
   mo.Read<int>("max_len", &t.model.max_len, AtLeast(2), ">= 2");
   mo.Read<int>("mlp_hidden", &t.model.mlp_hidden, AtLeast(0), ">= 0 (0 = 4 * d_model)");
-  mo.Read<double>("init_std", &t.model.init_std, [](const double& v) { return v > 0; }, "> 0");
+  mo.Read<double>(
+      "init_std", &t.model.init_std, [](const double& v) { return v > 0; }, "> 0");
   Reader al = tr.Sub("algorithm");
-  al.OnlyKeys({"advantage_estimator", "group_size", "eps_clip_low", "eps_clip_high", "kl_coef", "advantage_eps",
-               "loss_reduction", "lr", "weight_decay", "max_grad_norm", "update_epochs", "mini_batches"});
+  al.OnlyKeys({"advantage_estimator", "group_size", "eps_clip_low", "eps_clip_high", "kl_coef",
+               "advantage_eps", "loss_reduction", "lr", "weight_decay", "max_grad_norm", "update_epochs",
+               "mini_batches"});
   JobConfig::Algorithm& a = t.algorithm;
-  al.Read<std::string>("advantage_estimator", &a.advantage_estimator,
-                       [](const std::string& s) { return s == "grpo"; }, "grpo");
+  al.Read<std::string>(
+      "advantage_estimator", &a.advantage_estimator, [](const std::string& s) { return s == "grpo"; },
+      "grpo");
   al.Read<int>("group_size", &a.group_size, AtLeast(2), ">= 2");
-  al.Read<double>("eps_clip_low", &a.eps_clip_low, [](const double& v) { return v >= 0 && v < 1; }, "in [0, 1)");
+  al.Read<double>(
+      "eps_clip_low", &a.eps_clip_low, [](const double& v) { return v >= 0 && v < 1; }, "in [0, 1)");
   al.Read<double>("eps_clip_high", &a.eps_clip_high, AtLeast(0.0), ">= 0");
   al.Read<double>("kl_coef", &a.kl_coef, AtLeast(0.0), ">= 0");
-  al.Read<double>("advantage_eps", &a.advantage_eps, [](const double& v) { return v > 0; }, "> 0");
-  al.Read<std::string>("loss_reduction", &a.loss_reduction,
-                       [](const std::string& s) { return s == "token_mean" || s == "sequence_mean"; },
-                       "token_mean or sequence_mean");
-  al.Read<double>("lr", &a.lr, [](const double& v) { return v > 0; }, "> 0");
+  al.Read<double>(
+      "advantage_eps", &a.advantage_eps, [](const double& v) { return v > 0; }, "> 0");
+  al.Read<std::string>(
+      "loss_reduction", &a.loss_reduction,
+      [](const std::string& s) { return s == "token_mean" || s == "sequence_mean"; },
+      "token_mean or sequence_mean");
+  al.Read<double>(
+      "lr", &a.lr, [](const double& v) { return v > 0; }, "> 0");
   al.Read<double>("weight_decay", &a.weight_decay, AtLeast(0.0), ">= 0");
   al.Read<double>("max_grad_norm", &a.max_grad_norm, AtLeast(0.0), ">= 0 (0 disables clipping)");
   al.Read<int>("update_epochs", &a.update_epochs, AtLeast(1), ">= 1");
@@ -187,7 +196,8 @@ absl::StatusOr<JobConfig> ParseJobConfig(absl::string_view yaml, absl::string_vi
   Reader sp = ge.Sub("sampling_params");
   sp.OnlyKeys({"temperature", "top_p", "max_generate_length"});
   sp.Read<double>("temperature", &g.temperature, AtLeast(0.0), ">= 0 (0 = greedy)");
-  sp.Read<double>("top_p", &g.top_p, [](const double& v) { return v > 0 && v <= 1; }, "in (0, 1]");
+  sp.Read<double>(
+      "top_p", &g.top_p, [](const double& v) { return v > 0 && v <= 1; }, "in (0, 1]");
   sp.Read<int>("max_generate_length", &g.max_generate_length, AtLeast(1), ">= 1");
 
   Reader en = top.Sub("environment");
@@ -200,9 +210,13 @@ absl::StatusOr<JobConfig> ParseJobConfig(absl::string_view yaml, absl::string_vi
   if (!err.ok()) return absl::InvalidArgumentError(absl::StrCat(source, ": ", err.message()));
 
   // Cross-field checks.
-  auto fail = [&](absl::string_view msg) { return absl::InvalidArgumentError(absl::StrCat(source, ": ", msg)); };
-  if (e.task.empty()) return fail(absl::StrCat("environment.task: required; one of ", absl::StrJoin(TaskNames(), ", ")));
-  if (auto s = FindTask(e.task); !s.ok()) return fail(absl::StrCat("environment.task: ", s.status().message()));
+  auto fail = [&](absl::string_view msg) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", msg));
+  };
+  if (e.task.empty())
+    return fail(absl::StrCat("environment.task: required; one of ", absl::StrJoin(TaskNames(), ", ")));
+  if (auto s = FindTask(e.task); !s.ok())
+    return fail(absl::StrCat("environment.task: ", s.status().message()));
   if (e.options.max_digits < e.options.min_digits) {
     return fail(absl::StrCat("environment.max_digits: ", e.options.max_digits, " is below min_digits ",
                              e.options.min_digits));
@@ -210,7 +224,8 @@ absl::StatusOr<JobConfig> ParseJobConfig(absl::string_view yaml, absl::string_vi
   if (auto s = ValidateTensorParallel(t.model, t.tp_size); !s.ok()) {
     return fail(absl::StrCat("trainer.", s.message()));
   }
-  if (auto s = ValidateTensorParallel(t.model, g.tensor_parallel_size, "generator.tensor_parallel_size"); !s.ok()) {
+  if (auto s = ValidateTensorParallel(t.model, g.tensor_parallel_size, "generator.tensor_parallel_size");
+      !s.ok()) {
     return fail(s.message());
   }
   if (t.train_batch_size * a.group_size < a.mini_batches) {

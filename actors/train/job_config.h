@@ -36,7 +36,7 @@ struct JobConfig {
   struct Trainer {
     int tp_size = 1;
     int dp_size = 1;
-    bool colocate_all = true;  // trainer.placement.colocate_all
+    bool colocate_all = true;    // trainer.placement.colocate_all
     bool async_enabled = false;  // trainer.async.enabled
     int max_staleness = 1;       // trainer.async.max_staleness, in weight versions
     int steps = 100;

@@ -27,13 +27,16 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
   return std::chrono::duration<double>(b - a).count();
 }
 
-absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& mc, const SamplingParams& sampling,
-                                   const GrpoParams& grpo, const OptimParams& optim, Collective* comm, const std::function<void(const StepMetrics&)>& on_step,
+absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& mc,
+                                   const SamplingParams& sampling, const GrpoParams& grpo,
+                                   const OptimParams& optim, Collective* comm,
+                                   const std::function<void(const StepMetrics&)>& on_step,
                                    int stop_after_target, bool write_checkpoint);
 
 }  // namespace
 
-bool RecordStep(RunSummary& sum, const StepMetrics& m, int step, double target, int stop_after, int& at_target_run) {
+bool RecordStep(RunSummary& sum, const StepMetrics& m, int step, double target, int stop_after,
+                int& at_target_run) {
   if (step == 1) sum.baseline_reward = m.mean_reward;
   if (m.mean_reward < target) {
     at_target_run = 0;
@@ -53,7 +56,8 @@ void FinishSummary(RunSummary& sum) {
   for (int i = sum.steps - tail; i < sum.steps; ++i) sum.final_reward += sum.history[i].mean_reward / tail;
 }
 
-absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config, const std::function<void(const StepMetrics&)>& on_step,
+absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config,
+                                        const std::function<void(const StepMetrics&)>& on_step,
                                         int stop_after_target, bool write_checkpoint) {
   const JobConfig::Trainer& tc = config.trainer;
   const JobConfig::Algorithm& ac = tc.algorithm;
@@ -62,12 +66,19 @@ absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config, const std::func
         absl::StrCat("trainer.tp_size: the local run takes 1 to 8 (threads as ranks), got ", tc.tp_size));
   }
   auto task = FindTask(config.environment.task);
-  if (!task.ok()) return absl::InvalidArgumentError(absl::StrCat("environment.task: ", task.status().message()));
+  if (!task.ok())
+    return absl::InvalidArgumentError(absl::StrCat("environment.task: ", task.status().message()));
   if (auto s = ValidateTaskOptions(config.environment.options); !s.ok()) return s;
-  SamplingParams sampling{config.generator.temperature, config.generator.top_p, config.generator.max_generate_length};
+  SamplingParams sampling{config.generator.temperature, config.generator.top_p,
+                          config.generator.max_generate_length};
   if (auto s = ValidateSamplingParams(sampling); !s.ok()) return s;
-  GrpoParams grpo{ac.group_size, ac.eps_clip_low, ac.eps_clip_high, ac.kl_coef, ac.advantage_eps,
-                  ac.loss_reduction == "sequence_mean" ? LossReduction::kSequenceMean : LossReduction::kTokenMean};
+  GrpoParams grpo{
+      ac.group_size,
+      ac.eps_clip_low,
+      ac.eps_clip_high,
+      ac.kl_coef,
+      ac.advantage_eps,
+      ac.loss_reduction == "sequence_mean" ? LossReduction::kSequenceMean : LossReduction::kTokenMean};
   OptimParams optim;
   optim.lr = ac.lr;
   optim.weight_decay = ac.weight_decay;
@@ -89,7 +100,8 @@ absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config, const std::func
 
   if (tc.tp_size == 1) {
     auto comm = MakeSingleRankCollective();
-    return RunRank(config, mc, sampling, grpo, optim, comm.get(), on_step, stop_after_target, write_checkpoint);
+    return RunRank(config, mc, sampling, grpo, optim, comm.get(), on_step, stop_after_target,
+                   write_checkpoint);
   }
   // Threads as ranks: every rank runs the same loop on its shard; the logits, and so the
   // samples, rewards and metrics, are the same on every rank, so rank 0 reports.
@@ -118,8 +130,10 @@ absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config, const std::func
 
 namespace {
 
-absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& mc, const SamplingParams& sampling,
-                                   const GrpoParams& grpo, const OptimParams& optim, Collective* comm, const std::function<void(const StepMetrics&)>& on_step,
+absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& mc,
+                                   const SamplingParams& sampling, const GrpoParams& grpo,
+                                   const OptimParams& optim, Collective* comm,
+                                   const std::function<void(const StepMetrics&)>& on_step,
                                    int stop_after_target, bool write_checkpoint) {
   const JobConfig::Trainer& tc = config.trainer;
   const JobConfig::Algorithm& ac = tc.algorithm;
@@ -155,8 +169,9 @@ absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& 
       int64_t version = -1;
       const auto slices = SplitPrompts(prompts, ac.group_size, config.generator.num_engines);
       for (size_t e = 0; e < slices.size(); ++e) {
-        auto part = (*engine)->Generate(slices[e].batch, sampling, Tokenizer::kEos, Tokenizer::kPad,
-                                        EngineSeed(static_cast<uint64_t>(tc.seed), step, static_cast<int>(e)));
+        auto part =
+            (*engine)->Generate(slices[e].batch, sampling, Tokenizer::kEos, Tokenizer::kPad,
+                                EngineSeed(static_cast<uint64_t>(tc.seed), step, static_cast<int>(e)));
         if (!part.ok()) return part.status();
         version = part->version;
         parts.push_back(std::move(part->rollout));
@@ -238,7 +253,8 @@ absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& 
     }
     timer.Lap(StepTimer::Phase::kWait);
     if ((*trainer)->version() > (*engine)->version()) {  // not after a dropped step
-      if (auto s = (*engine)->LoadWeights((*trainer)->version(), (*trainer)->ExportShard()); !s.ok()) return s;
+      if (auto s = (*engine)->LoadWeights((*trainer)->version(), (*trainer)->ExportShard()); !s.ok())
+        return s;
     }
     timer.Lap(StepTimer::Phase::kSync);
     timer.Finish(&m);
@@ -258,7 +274,8 @@ absl::StatusOr<RunSummary> RunRank(const JobConfig& config, const PolicyConfig& 
   if (write_checkpoint && tc.ckpt_interval >= 0) {
     std::error_code ec;
     std::filesystem::create_directories(tc.output_dir, ec);
-    if (ec) return absl::InternalError(absl::StrCat("trainer.output_dir ", tc.output_dir, ": ", ec.message()));
+    if (ec)
+      return absl::InternalError(absl::StrCat("trainer.output_dir ", tc.output_dir, ": ", ec.message()));
     if (auto s = (*trainer)->Save(tc.output_dir); !s.ok()) return s;
   }
   return sum;

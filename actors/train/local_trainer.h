@@ -28,9 +28,9 @@
 namespace skyrl::actors {
 
 struct RunSummary {
-  int64_t dropped_samples = 0;  // async mode: samples older than trainer.async.max_staleness
-  double baseline_reward = 0;  // the initial (random) policy's mean reward on the first step
-  double final_reward = 0;     // mean over the last min(5, steps) steps
+  int64_t dropped_samples = 0;    // async mode: samples older than trainer.async.max_staleness
+  double baseline_reward = 0;     // the initial (random) policy's mean reward on the first step
+  double final_reward = 0;        // mean over the last min(5, steps) steps
   int first_step_at_target = -1;  // first step whose mean reward reached the target, or -1
   double seconds_to_target = -1;
   double total_s = 0;
@@ -42,7 +42,8 @@ struct RunSummary {
 // (1-based) whose metrics `m` are already in sum.history: records the baseline (step 1) and
 // the first step at `target`; returns true once `stop_after` (> 0) consecutive steps reached
 // it. `at_target_run` is the caller's running count, starting at 0.
-bool RecordStep(RunSummary& sum, const StepMetrics& m, int step, double target, int stop_after, int& at_target_run);
+bool RecordStep(RunSummary& sum, const StepMetrics& m, int step, double target, int stop_after,
+                int& at_target_run);
 // Fills steps, total_s and final_reward (mean of the last min(5, steps) steps) from history.
 void FinishSummary(RunSummary& sum);
 
@@ -52,8 +53,8 @@ void FinishSummary(RunSummary& sum);
 // trainer.output_dir every trainer.ckpt_interval steps (> 0) and at the end (>= 0), each
 // save replacing the last.
 // Errors: InvalidArgument naming the config field; Internal from LibTorch.
-absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config, const std::function<void(const StepMetrics&)>& on_step,
+absl::StatusOr<RunSummary> RunLocalGrpo(const JobConfig& config,
+                                        const std::function<void(const StepMetrics&)>& on_step,
                                         int stop_after_target = 0, bool write_checkpoint = false);
-
 
 }  // namespace skyrl::actors

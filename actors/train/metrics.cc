@@ -13,10 +13,11 @@ namespace {
 
 std::string Line(const StepMetrics& m) {
   return absl::StrFormat(
-      "step %4d  reward %.3f  exact %.2f  kl %.4f  loss %+.4f  grad %.3f  tok/s %7.0f  gen %.2fs  train %.2fs  "
+      "step %4d  reward %.3f  exact %.2f  kl %.4f  loss %+.4f  grad %.3f  tok/s %7.0f  gen %.2fs  train "
+      "%.2fs  "
       "sync %.2fs  elapsed %.1fs",
-      m.step, m.mean_reward, m.exact_fraction, m.kl, m.loss, m.grad_norm, m.tokens_per_s, m.generate_s, m.train_s,
-      m.sync_s, m.elapsed_s);
+      m.step, m.mean_reward, m.exact_fraction, m.kl, m.loss, m.grad_norm, m.tokens_per_s, m.generate_s,
+      m.train_s, m.sync_s, m.elapsed_s);
 }
 
 }  // namespace
@@ -63,10 +64,14 @@ std::string RewardCurveSvg(const std::vector<StepMetrics>& history, double targe
   auto y = [&](double v) { return kT + ph * (1 - std::clamp(v, 0.0, 1.0)); };
   std::string escaped;
   for (char c : title) {
-    if (c == '<') escaped += "&lt;";
-    else if (c == '>') escaped += "&gt;";
-    else if (c == '&') escaped += "&amp;";
-    else escaped += c;
+    if (c == '<')
+      escaped += "&lt;";
+    else if (c == '>')
+      escaped += "&gt;";
+    else if (c == '&')
+      escaped += "&amp;";
+    else
+      escaped += c;
   }
   std::string s = absl::StrFormat(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" "
@@ -79,10 +84,11 @@ std::string RewardCurveSvg(const std::vector<StepMetrics>& history, double targe
                           "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.2f</text>\n",
                           kL, y(v), kL + pw, y(v), kL - 6, y(v) + 4, v);
   }
-  absl::StrAppendFormat(&s,
-                        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c33\" "
-                        "stroke-dasharray=\"6 4\"/><text x=\"%.1f\" y=\"%.1f\" fill=\"#c33\">target %.2f</text>\n",
-                        kL, y(target), kL + pw, y(target), kL + 4, y(target) - 4, target);
+  absl::StrAppendFormat(
+      &s,
+      "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c33\" "
+      "stroke-dasharray=\"6 4\"/><text x=\"%.1f\" y=\"%.1f\" fill=\"#c33\">target %.2f</text>\n",
+      kL, y(target), kL + pw, y(target), kL + 4, y(target) - 4, target);
   absl::StrAppendFormat(&s,
                         "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">step (1..%d)</text>\n"
                         "<text x=\"14\" y=\"%.1f\" transform=\"rotate(-90 14 %.1f)\" "
@@ -97,7 +103,8 @@ std::string RewardCurveSvg(const std::vector<StepMetrics>& history, double targe
                           color, pts, kL + pw - 150, legend_y, color, name);
   };
   polyline([](const StepMetrics& m) { return m.mean_reward; }, "#1f77b4", "mean reward", kT + ph - 24);
-  polyline([](const StepMetrics& m) { return m.exact_fraction; }, "#2ca02c", "exact-match share", kT + ph - 8);
+  polyline([](const StepMetrics& m) { return m.exact_fraction; }, "#2ca02c", "exact-match share",
+           kT + ph - 8);
   s += "</svg>\n";
   return s;
 }

@@ -19,9 +19,9 @@ struct StepMetrics {
   int64_t response_tokens = 0;
   double tokens_per_s = 0;  // response tokens / step seconds
   double generate_s = 0, reward_s = 0, train_s = 0;
-  double sync_s = 0;  // weight sync (a copy in the single-process run)
-  double wait_s = 0;  // async: waiting for the next step's generation after training
-  int64_t staleness = 0;  // trainer version minus the version the samples were generated with
+  double sync_s = 0;            // weight sync (a copy in the single-process run)
+  double wait_s = 0;            // async: waiting for the next step's generation after training
+  int64_t staleness = 0;        // trainer version minus the version the samples were generated with
   int64_t dropped_samples = 0;  // samples too stale to train on
   double step_s = 0;
   double elapsed_s = 0;  // since the first step started (excludes set-up)

@@ -23,7 +23,8 @@ class StepTimer {
   using Clock = std::chrono::steady_clock;
   enum class Phase { kGenerate, kReward, kTrain, kWait, kSync };
 
-  explicit StepTimer(Clock::time_point run_start) : run_start_(run_start), start_(Clock::now()), last_(start_) {}
+  explicit StepTimer(Clock::time_point run_start)
+      : run_start_(run_start), start_(Clock::now()), last_(start_) {}
 
   void Lap(Phase phase) {
     const Clock::time_point now = Clock::now();

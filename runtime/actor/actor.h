@@ -37,9 +37,7 @@ template <typename T>
 class MethodTable {
  public:
   void Add(const std::string& name, absl::StatusOr<std::string> (T::*fn)(absl::string_view)) {
-    methods_[name] = [fn](Actor& self, absl::string_view args) {
-      return (static_cast<T&>(self).*fn)(args);
-    };
+    methods_[name] = [fn](Actor& self, absl::string_view args) { return (static_cast<T&>(self).*fn)(args); };
   }
   std::map<std::string, ActorMethod>& methods() { return methods_; }
 
@@ -71,14 +69,13 @@ struct ActorRegistrar {
   explicit ActorRegistrar(const char* name) {
     MethodTable<T> table;
     T::RegisterMethods(table);
-    ActorRegistry::Get().Register(
-        {name,
-         [](absl::string_view init) -> absl::StatusOr<std::unique_ptr<Actor>> {
-           absl::StatusOr<std::unique_ptr<T>> made = T::Create(init);
-           if (!made.ok()) return made.status();
-           return std::unique_ptr<Actor>(std::move(*made));
-         },
-         std::move(table.methods())});
+    ActorRegistry::Get().Register({name,
+                                   [](absl::string_view init) -> absl::StatusOr<std::unique_ptr<Actor>> {
+                                     absl::StatusOr<std::unique_ptr<T>> made = T::Create(init);
+                                     if (!made.ok()) return made.status();
+                                     return std::unique_ptr<Actor>(std::move(*made));
+                                   },
+                                   std::move(table.methods())});
   }
 };
 

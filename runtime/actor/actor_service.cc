@@ -21,7 +21,8 @@ absl::string_view View(const grpc::string_ref& s) { return absl::string_view(s.d
 // RESOURCE_EXHAUSTED for a result that, with its error message, cannot fit in one message
 // (gRPC would fail the whole RPC, or the whole stream, with a less helpful error); else OK.
 absl::Status CheckResultSize(size_t result_bytes, size_t message_bytes) {
-  if (result_bytes + message_bytes + kResultOverhead <= size_t(rpc::kMaxMessageBytes)) return absl::OkStatus();
+  if (result_bytes + message_bytes + kResultOverhead <= size_t(rpc::kMaxMessageBytes))
+    return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat("the result of ", result_bytes,
                                                    " bytes does not fit in one message (limit ",
                                                    rpc::kMaxMessageBytes, " bytes)"));
@@ -276,7 +277,7 @@ class ActorServiceImpl::Stream final
   std::deque<PendingBatch> pending_ ABSL_GUARDED_BY(mu_);  // results not yet written
   int refs_ ABSL_GUARDED_BY(mu_) = 1;                      // gRPC's, until OnDone
   int outstanding_ ABSL_GUARDED_BY(mu_) = 0;               // calls handed to executors
-  bool in_read_ ABSL_GUARDED_BY(mu_) = false;   // OnReadDone runs; the next StartRead is due
+  bool in_read_ ABSL_GUARDED_BY(mu_) = false;              // OnReadDone runs; the next StartRead is due
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool read_done_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
@@ -321,17 +322,19 @@ const ActorMethod* ActorServiceImpl::FindMethod(absl::string_view name, grpc::St
 
 grpc::Status ActorServiceImpl::AdmitCaller(grpc::CallbackServerContext* ctx, absl::string_view actor_field,
                                            std::optional<absl::string_view> actor_id,
-                                           absl::string_view caller_field, absl::string_view caller_id) const {
+                                           absl::string_view caller_field,
+                                           absl::string_view caller_id) const {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
   // Absent and empty are refused alike, whichever path (unary field or stream metadata).
   if (!actor_id || actor_id->empty())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat(actor_field, " is missing"));
   if (*actor_id != actor_id_)
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        absl::StrCat("this process hosts actor ", actor_id_, ", not ", actor_id->substr(0, 64)));
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("this process hosts actor ", actor_id_,
+                                                                  ", not ", actor_id->substr(0, 64)));
   if (caller_id.size() > kMaxCallerIdBytes)
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat(caller_field, " is ", caller_id.size(),
-                                                                         " bytes (at most ", kMaxCallerIdBytes, ")"));
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat(caller_field, " is ", caller_id.size(), " bytes (at most ", kMaxCallerIdBytes, ")"));
   return grpc::Status::OK;
 }
 
@@ -352,8 +355,7 @@ bool ActorServiceImpl::AdmitCall(absl::string_view method_name, absl::string_vie
 }
 
 grpc::ServerUnaryReactor* ActorServiceImpl::Call(grpc::CallbackServerContext* ctx,
-                                                 const v1::ActorCallRequest* req,
-                                                 v1::ActorCallReply* reply) {
+                                                 const v1::ActorCallRequest* req, v1::ActorCallReply* reply) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   std::optional<absl::string_view> actor_id;
   if (!req->actor_id().empty()) actor_id = req->actor_id();
@@ -454,12 +456,12 @@ void ActorServiceImpl::Execute() {
     } else if (w.method == nullptr) {
       result = w.refusal;
     } else if (w.deadline < absl::Now()) {
-      result = absl::DeadlineExceededError(absl::StrCat(
-          "call ", w.call_id, " waited ", absl::FormatDuration(absl::Now() - w.arrived),
-          " in actor ", actor_id_, "'s queue, past its timeout; not started"));
+      result = absl::DeadlineExceededError(
+          absl::StrCat("call ", w.call_id, " waited ", absl::FormatDuration(absl::Now() - w.arrived),
+                       " in actor ", actor_id_, "'s queue, past its timeout; not started"));
     } else {
-      result = (*w.method)(actor_, w.unary != nullptr ? absl::string_view(w.req->args())
-                                                      : absl::string_view(w.args));
+      result = (*w.method)(actor_,
+                           w.unary != nullptr ? absl::string_view(w.req->args()) : absl::string_view(w.args));
     }
     if (w.ordered) {
       {

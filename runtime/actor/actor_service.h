@@ -37,8 +37,8 @@ namespace skyrl {
 class ActorServiceImpl final : public v1::ActorService::CallbackService {
  public:
   // `cls`, `actor` and `auth` must outlive this. `max_concurrency` >= 1.
-  ActorServiceImpl(std::string actor_id, const ActorClass& cls, Actor& actor,
-                   const rpc::TokenAuth& auth, int max_concurrency);
+  ActorServiceImpl(std::string actor_id, const ActorClass& cls, Actor& actor, const rpc::TokenAuth& auth,
+                   int max_concurrency);
   ~ActorServiceImpl() override;
 
   grpc::ServerUnaryReactor* Call(grpc::CallbackServerContext* ctx, const v1::ActorCallRequest* req,

@@ -42,8 +42,7 @@ int RunActorHost(int argc, char** argv) {
   }
   BlockTerminationSignals();
   CLI::App app{"skyrl-actor-host: runs one actor and serves calls to it"};
-  std::string class_name, init_args, actor_id, bind = "127.0.0.1", port_file, token_file,
-                                                log_level = "info";
+  std::string class_name, init_args, actor_id, bind = "127.0.0.1", port_file, token_file, log_level = "info";
   int port = 0, max_concurrency = 1;
   if (const char* env = std::getenv("SKYRL_ACTOR_ID")) actor_id = env;
   app.add_option("--class", class_name, "registered actor class")->required();
@@ -69,8 +68,8 @@ int RunActorHost(int argc, char** argv) {
   const ActorClass* cls = ActorRegistry::Get().Find(class_name);
   if (cls == nullptr)
     return fail(absl::NotFoundError(absl::StrCat(
-                    "--class: no actor class \"", class_name, "\" in this host (it has: ",
-                    absl::StrJoin(ActorRegistry::Get().Names(), ", "), ")")),
+                    "--class: no actor class \"", class_name,
+                    "\" in this host (it has: ", absl::StrJoin(ActorRegistry::Get().Names(), ", "), ")")),
                 2);
   absl::StatusOr<std::unique_ptr<Actor>> actor = cls->create(init_args);
   if (!actor.ok()) {
@@ -91,7 +90,8 @@ int RunActorHost(int argc, char** argv) {
   builder.SetMaxSendMessageSize(rpc::kMaxMessageBytes);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || bound == 0) return fail(absl::UnavailableError(absl::StrCat("cannot listen on ", bind, ":", port)), 1);
+  if (!server || bound == 0)
+    return fail(absl::UnavailableError(absl::StrCat("cannot listen on ", bind, ":", port)), 1);
   if (!port_file.empty()) {
     std::string tmp = port_file + ".tmp";
     std::ofstream(tmp) << bound << "\n";

@@ -71,7 +71,8 @@ absl::Status Unpack(struct archive* a, const fs::path& dest, const Limits& limit
     if (r == ARCHIVE_EOF) return absl::OkStatus();
     if (r != ARCHIVE_OK && r != ARCHIVE_WARN) return ArchiveError(a, "working_dir archive");
     if (++entries > limits.max_entries)
-      return absl::ResourceExhaustedError(absl::StrCat("working_dir archive: more than ", limits.max_entries, " entries"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("working_dir archive: more than ", limits.max_entries, " entries"));
     const char* raw = archive_entry_pathname(entry);
     std::string path = raw ? raw : "";
     if (absl::Status s = CheckEntryPath(path); !s.ok()) return s;
@@ -94,20 +95,22 @@ absl::Status Unpack(struct archive* a, const fs::path& dest, const Limits& limit
         int64_t size = archive_entry_size(entry);
         if (size < 0 || unpacked + size > limits.max_unpacked_bytes)
           return absl::ResourceExhaustedError(absl::StrCat("working_dir archive: unpacks to more than ",
-                                                           limits.max_unpacked_bytes, " bytes (at ", shown, ")"));
+                                                           limits.max_unpacked_bytes, " bytes (at ", shown,
+                                                           ")"));
         fs::create_directories(target.parent_path(), ec);
         if (ec) return absl::InternalError(absl::StrCat(shown, ": ", ec.message()));
         mode_t mode = (archive_entry_perm(entry) & 0100) ? 0755 : 0644;
         int fd = open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-        if (fd < 0) return absl::InvalidArgumentError(absl::StrCat(shown, ": cannot create: ", strerror(errno)));
+        if (fd < 0)
+          return absl::InvalidArgumentError(absl::StrCat(shown, ": cannot create: ", strerror(errno)));
         char buf[64 * 1024];
         la_ssize_t n;
         absl::Status status;
         while ((n = archive_read_data(a, buf, sizeof buf)) > 0) {
           unpacked += n;
           if (unpacked > limits.max_unpacked_bytes) {
-            status = absl::ResourceExhaustedError(
-                absl::StrCat("working_dir archive: unpacks to more than ", limits.max_unpacked_bytes, " bytes"));
+            status = absl::ResourceExhaustedError(absl::StrCat("working_dir archive: unpacks to more than ",
+                                                               limits.max_unpacked_bytes, " bytes"));
             break;
           }
           if (write(fd, buf, size_t(n)) != n) {
@@ -124,14 +127,16 @@ absl::Status Unpack(struct archive* a, const fs::path& dest, const Limits& limit
         const char* link = archive_entry_symlink(entry);
         std::string to = link ? link : "";
         if (to.empty() || to[0] == '/')
-          return absl::InvalidArgumentError(absl::StrCat(shown, ": symlink to \"", to, "\" leaves the working directory"));
+          return absl::InvalidArgumentError(
+              absl::StrCat(shown, ": symlink to \"", to, "\" leaves the working directory"));
         for (absl::string_view part : absl::StrSplit(to, '/'))
           if (part == "..")
             return absl::InvalidArgumentError(absl::StrCat(
                 shown, ": symlink to \"", to, "\" uses '..' and could leave the working directory"));
         fs::create_directories(target.parent_path(), ec);
         if (symlink(to.c_str(), target.c_str()) != 0)
-          return absl::InvalidArgumentError(absl::StrCat(shown, ": cannot create symlink: ", strerror(errno)));
+          return absl::InvalidArgumentError(
+              absl::StrCat(shown, ": cannot create symlink: ", strerror(errno)));
         break;
       }
       case AE_IFCHR:
@@ -150,8 +155,10 @@ absl::Status Unpack(struct archive* a, const fs::path& dest, const Limits& limit
 absl::Status CheckEntryPath(const std::string& path) {
   std::string shown = absl::StrCat("working_dir entry \"", path, "\"");
   if (path.empty()) return absl::InvalidArgumentError("working_dir entry with an empty path");
-  if (path.size() > 4096) return absl::InvalidArgumentError(absl::StrCat(shown.substr(0, 80), "...: path too long"));
-  if (path.find('\0') != std::string::npos) return absl::InvalidArgumentError(absl::StrCat(shown, ": NUL in path"));
+  if (path.size() > 4096)
+    return absl::InvalidArgumentError(absl::StrCat(shown.substr(0, 80), "...: path too long"));
+  if (path.find('\0') != std::string::npos)
+    return absl::InvalidArgumentError(absl::StrCat(shown, ": NUL in path"));
   if (path[0] == '/') return absl::InvalidArgumentError(absl::StrCat(shown, ": absolute paths are refused"));
   for (absl::string_view part : absl::StrSplit(path, '/'))
     if (part == "..") return absl::InvalidArgumentError(absl::StrCat(shown, ": '..' is refused"));
@@ -214,8 +221,8 @@ absl::StatusOr<std::string> PackDirectory(const std::string& dir, int64_t max_by
 
 absl::Status UnpackTarGz(const std::string& data, const std::string& dest, const Limits& limits) {
   if (int64_t(data.size()) > limits.max_archive_bytes)
-    return absl::ResourceExhaustedError(
-        absl::StrCat("working_dir archive: ", data.size(), " bytes, more than the limit of ", limits.max_archive_bytes));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "working_dir archive: ", data.size(), " bytes, more than the limit of ", limits.max_archive_bytes));
   std::error_code ec;
   if (fs::exists(dest, ec)) return absl::FailedPreconditionError(absl::StrCat(dest, " exists already"));
   if (!fs::create_directories(dest, ec) || ec)

@@ -24,7 +24,8 @@ struct Limits {
 
 // Packs the regular files, folders and symlinks under `dir` (paths relative to it) into a
 // gzip-compressed tar in memory. FailedPrecondition when the result would pass `max_bytes`.
-absl::StatusOr<std::string> PackDirectory(const std::string& dir, int64_t max_bytes = Limits{}.max_archive_bytes);
+absl::StatusOr<std::string> PackDirectory(const std::string& dir,
+                                          int64_t max_bytes = Limits{}.max_archive_bytes);
 
 // Unpacks `data` into `dest` (created; must not exist yet). InvalidArgument naming the entry
 // for anything refused above; ResourceExhausted past a limit.

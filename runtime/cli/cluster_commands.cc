@@ -41,7 +41,8 @@ absl::StatusOr<std::vector<v1::ActorInfo>> FetchActors(const std::string& addres
   return std::vector<v1::ActorInfo>(reply.actors().begin(), reply.actors().end());
 }
 
-absl::StatusOr<std::vector<v1::PlacementGroupInfo>> FetchGroups(const std::string& address, const std::string& token) {
+absl::StatusOr<std::vector<v1::PlacementGroupInfo>> FetchGroups(const std::string& address,
+                                                                const std::string& token) {
   auto stub = v1::PlacementGroupService::NewStub(rpc::MakeChannel(address));
   grpc::ClientContext ctx;
   rpc::PrepareCall(&ctx, token, absl::Seconds(5));
@@ -85,7 +86,8 @@ int RunList(const GlobalOptions& global, const ListOptions& o) {
   absl::StatusOr<Tables> t = FetchAll(global, &code);
   if (!t.ok()) return Fail(t.status(), code);
   if (o.what == "nodes")
-    std::cout << (o.json ? RenderNodesJson(t->nodes) : RenderNodesTable(t->nodes, absl::Now(), t->actors, t->groups));
+    std::cout << (o.json ? RenderNodesJson(t->nodes)
+                         : RenderNodesTable(t->nodes, absl::Now(), t->actors, t->groups));
   if (o.what == "placement-groups" || o.what == "pgs")
     std::cout << (o.json ? RenderGroupsJson(t->groups) : RenderGroupsTable(t->groups));
   if (o.what == "actors") std::cout << (o.json ? RenderActorsJson(t->actors) : RenderActorsTable(t->actors));

@@ -36,7 +36,8 @@ std::vector<Command> AddClusterCommands(CLI::App& app, const GlobalOptions& glob
 std::vector<Command> AddDaemonCommands(CLI::App& app, const GlobalOptions& global);
 // `job submit|status|logs|stop|list|delete`; `entrypoint` is what followed "--" on the command
 // line (the driver's command for `job submit`).
-std::vector<Command> AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<std::string> entrypoint);
+std::vector<Command> AddJobCommands(CLI::App& app, const GlobalOptions& global,
+                                    std::vector<std::string> entrypoint);
 
 // The cluster token for a command that talks to the head, after checking --address; the
 // error (exit code 2) says which input is bad.

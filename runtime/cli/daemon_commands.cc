@@ -27,15 +27,16 @@ std::vector<std::string> TokenArgs(const GlobalOptions& global) {
 
 int StartHead(const GlobalOptions& global, const StartOptions& o) {
   std::string head_address = absl::StrCat(o.bind == "0.0.0.0" ? "127.0.0.1" : o.bind, ":", o.port);
-  std::vector<std::string> args = {"--port", std::to_string(o.port), "--bind", o.bind,
-                                   "--store", o.store, "--namespace", o.ns};
+  std::vector<std::string> args = {"--port", std::to_string(o.port), "--bind", o.bind, "--store",
+                                   o.store,  "--namespace",          o.ns};
   for (std::string& a : TokenArgs(global)) args.push_back(std::move(a));
   auto d = StartDaemon("skyrl-head", "head", args, [&](int) {
     absl::StatusOr<std::string> token = rpc::LoadToken(global.token_file, false);
     return token.ok() && FetchNodes(head_address, *token).ok();
   });
   if (!d.ok()) return Fail(d.status());
-  std::cout << "skyrl-head started at " << head_address << " (pid " << d->pid << ", log " << d->log_path << ")\n"
+  std::cout << "skyrl-head started at " << head_address << " (pid " << d->pid << ", log " << d->log_path
+            << ")\n"
             << "join workers with: skyrl start --address " << head_address << "\n";
   return 0;
 }
@@ -58,7 +59,8 @@ int StartWorker(const GlobalOptions& global, const StartOptions& o) {
     return false;
   });
   if (!d.ok()) return Fail(d.status());
-  std::cout << "skyrl-worker joined " << global.address << " (pid " << d->pid << ", log " << d->log_path << ")\n";
+  std::cout << "skyrl-worker joined " << global.address << " (pid " << d->pid << ", log " << d->log_path
+            << ")\n";
   return 0;
 }
 

@@ -53,8 +53,8 @@ absl::StatusOr<StartedDaemon> StartDaemon(const std::string& program, const std:
     int old = 0;
     std::ifstream(pid_file) >> old;
     if (old > 0 && Alive(old) && IsSkyrlProcess(old))
-      return absl::AlreadyExistsError(absl::StrCat(
-          name, " already runs here (pid ", old, "); stop it first with `skyrl stop`"));
+      return absl::AlreadyExistsError(
+          absl::StrCat(name, " already runs here (pid ", old, "); stop it first with `skyrl stop`"));
   }
 
   SpawnOptions o;
@@ -70,16 +70,16 @@ absl::StatusOr<StartedDaemon> StartDaemon(const std::string& program, const std:
   absl::Time deadline = absl::Now() + absl::Seconds(15);
   while (true) {
     if (auto exit = p->TryWait()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          program, " exited at start (", exit->Describe(), "); last lines of ", d.log_path,
-          ":\n  ", absl::StrJoin(TailLines(d.log_path, 10), "\n  ")));
+      return absl::FailedPreconditionError(absl::StrCat(program, " exited at start (", exit->Describe(),
+                                                        "); last lines of ", d.log_path, ":\n  ",
+                                                        absl::StrJoin(TailLines(d.log_path, 10), "\n  ")));
     }
     if (ready(d.pid)) break;
     if (absl::Now() > deadline) {
       p->Stop(absl::Seconds(2));
-      return absl::DeadlineExceededError(absl::StrCat(
-          program, " did not become ready within 15 s; last lines of ", d.log_path, ":\n  ",
-          absl::StrJoin(TailLines(d.log_path, 10), "\n  ")));
+      return absl::DeadlineExceededError(
+          absl::StrCat(program, " did not become ready within 15 s; last lines of ", d.log_path, ":\n  ",
+                       absl::StrJoin(TailLines(d.log_path, 10), "\n  ")));
     }
     absl::SleepFor(absl::Milliseconds(50));
   }

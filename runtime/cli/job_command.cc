@@ -69,8 +69,8 @@ absl::StatusOr<v1::JobInfo> Get(const std::string& address, const std::string& t
 }
 
 // Streams the log from `offset` to stdout; returns the job's last state seen.
-absl::StatusOr<v1::JobState> Stream(const std::string& address, const std::string& token, const std::string& id,
-                                    bool follow) {
+absl::StatusOr<v1::JobState> Stream(const std::string& address, const std::string& token,
+                                    const std::string& id, bool follow) {
   grpc::ClientContext ctx;
   rpc::AttachToken(&ctx, token);
   v1::JobLogsRequest req;
@@ -90,7 +90,8 @@ absl::StatusOr<v1::JobState> Stream(const std::string& address, const std::strin
 }  // namespace
 
 int JobSubmit(const std::string& address, const std::string& token, const JobSubmitArgs& args) {
-  if (args.entrypoint.empty()) return Fail(absl::InvalidArgumentError("job submit: give the command after --"), 2);
+  if (args.entrypoint.empty())
+    return Fail(absl::InvalidArgumentError("job submit: give the command after --"), 2);
   v1::SubmitJobChunk first;
   v1::JobSpec* spec = first.mutable_spec();
   for (const std::string& a : args.entrypoint) spec->add_entrypoint(a);
@@ -144,8 +145,9 @@ int JobStatus(const std::string& address, const std::string& token, const std::s
   if (json) {
     std::cout << ToJson(*j).dump(2) << "\n";
   } else {
-    std::cout << j->job_id() << " " << StateName(j->state()) << (j->message().empty() ? "" : ": ") << j->message()
-              << "\n  command: " << absl::StrJoin(j->spec().entrypoint(), " ") << "\n  log: " << j->log_path() << "\n";
+    std::cout << j->job_id() << " " << StateName(j->state()) << (j->message().empty() ? "" : ": ")
+              << j->message() << "\n  command: " << absl::StrJoin(j->spec().entrypoint(), " ")
+              << "\n  log: " << j->log_path() << "\n";
   }
   return 0;
 }
@@ -163,7 +165,8 @@ int JobStop(const std::string& address, const std::string& token, const std::str
   req.set_grace_ms(int64_t(grace_s * 1000));
   v1::StopJobReply reply;
   if (absl::Status s = rpc::FromGrpc(Stub(address)->StopJob(&ctx, req, &reply)); !s.ok()) return Fail(s);
-  std::cout << reply.job().job_id() << " " << StateName(reply.job().state()) << ": " << reply.job().message() << "\n";
+  std::cout << reply.job().job_id() << " " << StateName(reply.job().state()) << ": " << reply.job().message()
+            << "\n";
   return 0;
 }
 
@@ -210,8 +213,10 @@ struct JobOptions {
 
 }  // namespace
 
-std::vector<Command> AddJobCommands(CLI::App& app, const GlobalOptions& global, std::vector<std::string> entrypoint) {
-  CLI::App* job = app.add_subcommand("job", "run drivers on the head: submit, status, logs, stop, list, delete");
+std::vector<Command> AddJobCommands(CLI::App& app, const GlobalOptions& global,
+                                    std::vector<std::string> entrypoint) {
+  CLI::App* job =
+      app.add_subcommand("job", "run drivers on the head: submit, status, logs, stop, list, delete");
   job->require_subcommand(1);
   auto o = std::make_shared<JobOptions>();
   o->submit.entrypoint = std::move(entrypoint);
@@ -228,7 +233,8 @@ std::vector<Command> AddJobCommands(CLI::App& app, const GlobalOptions& global, 
   logs->add_flag("--follow,-f", o->follow, "keep streaming until the job ends");
   CLI::App* stop = job->add_subcommand("stop", "SIGTERM the driver, SIGKILL after --grace; its actors die");
   stop->add_option("job_id", o->id)->required();
-  stop->add_option("--grace", o->grace_s, "seconds between SIGTERM and SIGKILL")->check(CLI::Range(0.0, 600.0));
+  stop->add_option("--grace", o->grace_s, "seconds between SIGTERM and SIGKILL")
+      ->check(CLI::Range(0.0, 600.0));
   CLI::App* list = job->add_subcommand("list", "every job");
   list->add_flag("--json", o->json, "machine-readable output");
   CLI::App* del = job->add_subcommand("delete", "forget an ended job and remove its files");
@@ -242,12 +248,16 @@ std::vector<Command> AddJobCommands(CLI::App& app, const GlobalOptions& global, 
     };
   };
   const std::string& address = global.address;
-  return {{submit, with_token([&address, o](const std::string& t) { return JobSubmit(address, t, o->submit); })},
-          {status, with_token([&address, o](const std::string& t) { return JobStatus(address, t, o->id, o->json); })},
-          {logs, with_token([&address, o](const std::string& t) { return JobLogs(address, t, o->id, o->follow); })},
-          {stop, with_token([&address, o](const std::string& t) { return JobStop(address, t, o->id, o->grace_s); })},
-          {list, with_token([&address, o](const std::string& t) { return JobList(address, t, o->json); })},
-          {del, with_token([&address, o](const std::string& t) { return JobDelete(address, t, o->id); })}};
+  return {
+      {submit, with_token([&address, o](const std::string& t) { return JobSubmit(address, t, o->submit); })},
+      {status,
+       with_token([&address, o](const std::string& t) { return JobStatus(address, t, o->id, o->json); })},
+      {logs,
+       with_token([&address, o](const std::string& t) { return JobLogs(address, t, o->id, o->follow); })},
+      {stop,
+       with_token([&address, o](const std::string& t) { return JobStop(address, t, o->id, o->grace_s); })},
+      {list, with_token([&address, o](const std::string& t) { return JobList(address, t, o->json); })},
+      {del, with_token([&address, o](const std::string& t) { return JobDelete(address, t, o->id); })}};
 }
 
 }  // namespace skyrl::cli

@@ -8,8 +8,8 @@
 namespace skyrl::cli {
 
 struct JobSubmitArgs {
-  std::string working_dir;             // packed into a tar.gz and unpacked on the head
-  std::vector<std::string> env;        // KEY=VALUE
+  std::string working_dir;       // packed into a tar.gz and unpacked on the head
+  std::vector<std::string> env;  // KEY=VALUE
   std::string submission_id;
   bool no_wait = false;
   std::vector<std::string> entrypoint;  // after --

@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
   const char* env_address = std::getenv("SKYRL_ADDRESS");
   global.address = env_address ? env_address : "127.0.0.1:7420";
   app.add_option("--address", global.address, "head HOST:PORT (default $SKYRL_ADDRESS or 127.0.0.1:7420)");
-  app.add_option("--token-file", global.token_file, "cluster token file (else $SKYRL_TOKEN, else ~/.skyrl/token)");
+  app.add_option("--token-file", global.token_file,
+                 "cluster token file (else $SKYRL_TOKEN, else ~/.skyrl/token)");
   // Everything after the first "--" is a job driver's command, taken before CLI11 sees it (its
   // own "--" handling would still read options like -c of the command).
   std::vector<std::string> entrypoint;
@@ -31,7 +32,8 @@ int main(int argc, char** argv) {
         skyrl::cli::AddJobCommands(app, global, std::move(entrypoint))})
     commands.insert(commands.end(), more.begin(), more.end());
   CLI::App* plan = app.add_subcommand(
-      "plan", "does a model fit a cluster, and how: layouts, memory per GPU, placement groups (no head needed)");
+      "plan",
+      "does a model fit a cluster, and how: layouts, memory per GPU, placement groups (no head needed)");
   skyrl::catalog::PlanCommandOptions plan_opts;
   skyrl::catalog::AddPlanFlags(plan, &plan_opts);
   commands.push_back({plan, [&] { return skyrl::catalog::RunPlanCommand(plan_opts, std::cout, std::cerr); }});

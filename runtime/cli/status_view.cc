@@ -95,8 +95,7 @@ std::string RenderActorsTable(const std::vector<v1::ActorInfo>& actors) {
                     a.spec().name().empty() ? "-" : a.spec().namespace_() + "/" + a.spec().name(),
                     rpc::ActorStateName(a.state()), a.node_id().empty() ? "-" : a.node_id(),
                     a.address().empty() ? "-" : a.address(),
-                    a.gpu_ids().empty() ? "-" : absl::StrJoin(a.gpu_ids(), ","),
-                    absl::StrCat(a.restarts())});
+                    a.gpu_ids().empty() ? "-" : absl::StrJoin(a.gpu_ids(), ","), absl::StrCat(a.restarts())});
   return Table(rows);
 }
 
@@ -134,16 +133,18 @@ std::string StateName(v1::PlacementGroupState s) {
 std::string Placements(const v1::PlacementGroupInfo& g) {
   std::vector<std::string> parts;
   for (const auto& b : g.bundles())
-    parts.push_back(b.node_id().empty() ? "-"
-                                        : absl::StrCat(b.node_id().substr(0, 11), ":",
-                                                       b.gpu_ids().empty() ? "no-gpu" : absl::StrJoin(b.gpu_ids(), ",")));
+    parts.push_back(b.node_id().empty()
+                        ? "-"
+                        : absl::StrCat(b.node_id().substr(0, 11), ":",
+                                       b.gpu_ids().empty() ? "no-gpu" : absl::StrJoin(b.gpu_ids(), ",")));
   return absl::StrJoin(parts, " ");
 }
 
 }  // namespace
 
 std::string RenderGroupsTable(const std::vector<v1::PlacementGroupInfo>& groups) {
-  std::vector<std::vector<std::string>> rows = {{"GROUP", "NAME", "STATE", "STRATEGY", "BUNDLES", "PLACEMENT (node:gpus per bundle)"}};
+  std::vector<std::vector<std::string>> rows = {
+      {"GROUP", "NAME", "STATE", "STRATEGY", "BUNDLES", "PLACEMENT (node:gpus per bundle)"}};
   for (const auto& g : groups)
     rows.push_back({g.placement_group_id(), GroupName(g), StateName(g.state()),
                     v1::PlacementStrategy_Name(g.spec().strategy()), absl::StrCat(g.spec().bundles_size()),
@@ -167,8 +168,9 @@ std::string RenderGroupsJson(const std::vector<v1::PlacementGroupInfo>& groups) 
       b["resources"] = std::map<std::string, double>(g.spec().bundles(i).resources().begin(),
                                                      g.spec().bundles(i).resources().end());
       b["node_id"] = i < g.bundles_size() ? g.bundles(i).node_id() : "";
-      b["gpu_ids"] = i < g.bundles_size() ? std::vector<int>(g.bundles(i).gpu_ids().begin(), g.bundles(i).gpu_ids().end())
-                                          : std::vector<int>{};
+      b["gpu_ids"] = i < g.bundles_size()
+                         ? std::vector<int>(g.bundles(i).gpu_ids().begin(), g.bundles(i).gpu_ids().end())
+                         : std::vector<int>{};
       bundles.push_back(std::move(b));
     }
     j["bundles"] = std::move(bundles);
@@ -193,12 +195,13 @@ std::string RenderStatus(const std::string& head, const std::vector<v1::NodeInfo
   std::string out = absl::StrCat("======== SkyRL cluster status (head ", head, ") ========\n");
   absl::StrAppend(&out, "Nodes: ", alive, " alive, ", dead, " dead\n");
   if (!nodes.empty()) absl::StrAppend(&out, RenderNodesTable(nodes, now, actors, groups));
-  absl::StrAppend(&out, "Resources (alive nodes): ", total.empty() ? "none" : total.ToHumanString(),
-                  "\n");
+  absl::StrAppend(&out, "Resources (alive nodes): ", total.empty() ? "none" : total.ToHumanString(), "\n");
   std::map<std::string, int> by_state;
   for (const auto& a : actors) by_state[rpc::ActorStateName(a.state())]++;
   absl::StrAppend(&out, "Actors: ", actors.size(),
-                  by_state.empty() ? "" : absl::StrCat(" (", absl::StrJoin(by_state, ", ", absl::PairFormatter(" ")), ")"),
+                  by_state.empty()
+                      ? ""
+                      : absl::StrCat(" (", absl::StrJoin(by_state, ", ", absl::PairFormatter(" ")), ")"),
                   "\n");
   std::vector<v1::PlacementGroupInfo> live;
   for (const auto& g : groups)
@@ -209,15 +212,19 @@ std::string RenderStatus(const std::string& head, const std::vector<v1::NodeInfo
   std::vector<std::string> pending;
   for (const auto& g : live)
     if (g.state() == v1::PG_PENDING || g.state() == v1::PG_RESCHEDULING)
-      pending.push_back(absl::StrCat(" ", g.placement_group_id(), " (", StateName(g.state()), "): ", g.pending_reason()));
+      pending.push_back(
+          absl::StrCat(" ", g.placement_group_id(), " (", StateName(g.state()), "): ", g.pending_reason()));
   for (const auto& a : actors)
     if (a.state() == v1::ACTOR_RESTARTING && !a.pending_reason().empty())
-      pending.push_back(absl::StrCat(" ", a.actor_id(), " (", a.spec().class_name(), ", RESTARTING): waits for room: ",
-                                     a.pending_reason()));
-  absl::StrAppend(&out, "Pending demands: ", pending.empty() ? "none\n" : absl::StrCat(pending.size(), "\n", absl::StrJoin(pending, "\n"), "\n"));
+      pending.push_back(absl::StrCat(" ", a.actor_id(), " (", a.spec().class_name(),
+                                     ", RESTARTING): waits for room: ", a.pending_reason()));
+  absl::StrAppend(
+      &out, "Pending demands: ",
+      pending.empty() ? "none\n" : absl::StrCat(pending.size(), "\n", absl::StrJoin(pending, "\n"), "\n"));
   std::vector<std::string> failures;
   for (const auto& n : nodes)
-    if (n.state() == v1::NODE_DEAD) failures.push_back(absl::StrCat(" ", n.node_id(), ": ", n.death_reason()));
+    if (n.state() == v1::NODE_DEAD)
+      failures.push_back(absl::StrCat(" ", n.node_id(), ": ", n.death_reason()));
   for (const auto& a : actors)
     if (!a.death_reason().empty())
       failures.push_back(absl::StrCat(" ", a.actor_id(), " (", a.spec().class_name(), ", ",

@@ -12,7 +12,8 @@ namespace {
 
 CallResult ToResult(v1::StreamedResult& r) {
   if (r.code() == 0) return std::move(*r.mutable_result());
-  absl::StatusCode code = r.code() > 0 && r.code() <= 16 ? absl::StatusCode(r.code()) : absl::StatusCode::kUnknown;
+  absl::StatusCode code =
+      r.code() > 0 && r.code() <= 16 ? absl::StatusCode(r.code()) : absl::StatusCode::kUnknown;
   return absl::Status(code, r.message());
 }
 
@@ -173,9 +174,9 @@ absl::Time CallStream::Expire(absl::Time now, bool* expired_any) {
       Slot& slot = slots_[id - first_id_];
       slot.answered = true;
       expired.emplace_back(std::move(slot.done),
-                           absl::DeadlineExceededError(absl::StrCat(
-                               "actor ", options_.actor_id, ": call to \"", slot.method,
-                               "\" got no result within ", absl::FormatDuration(slot.timeout))));
+                           absl::DeadlineExceededError(
+                               absl::StrCat("actor ", options_.actor_id, ": call to \"", slot.method,
+                                            "\" got no result within ", absl::FormatDuration(slot.timeout))));
     }
     // Answered calls leave the heap lazily; drop those on top so that an idle stream does not
     // wake the expiry loop once per stale deadline.

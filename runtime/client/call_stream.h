@@ -155,7 +155,8 @@ class CallStream final : public grpc::ClientBidiReactor<v1::ActorCallBatch, v1::
   // unsettled deadline stays until that call settles, as slots_ keeps every slot after its
   // oldest unanswered call: both are bounded by the calls made within one timeout.
   using Deadline = std::pair<absl::Time, uint64_t>;
-  std::priority_queue<Deadline, std::vector<Deadline>, std::greater<Deadline>> deadlines_ ABSL_GUARDED_BY(mu_);
+  std::priority_queue<Deadline, std::vector<Deadline>, std::greater<Deadline>> deadlines_
+      ABSL_GUARDED_BY(mu_);
   std::deque<OutBatch> queued_ ABSL_GUARDED_BY(mu_);  // calls not yet written, split by size
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;

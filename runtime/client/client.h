@@ -9,7 +9,8 @@
 //   once the head has evicted the record (skyrl-head --keep-terminal), NotFound.
 //
 // Every call (Call is CallAsync(...).get()) is queued on this client's one CallStream to the
-// actor's process (opened on first use, again after it ends). Calls queued while the previous message was on the
+// actor's process (opened on first use, again after it ends). Calls queued while the previous message was on
+// the
 //   wire go out together in one message, and results come back the same way, so many calls
 //   in flight cost a few RPC messages instead of one RPC each. Futures are completed on
 //   gRPC's callback threads (results) or on the client's two own threads (deadlines,
@@ -45,15 +46,15 @@ namespace skyrl {
 struct ActorOptions {
   std::string init_args;
   std::map<std::string, double> resources = {{"CPU", 1}};
-  std::string name;        // optional, unique in its namespace
+  std::string name;  // optional, unique in its namespace
   std::string ns = "default";
-  int max_restarts = 0;    // -1: unlimited
+  int max_restarts = 0;  // -1: unlimited
   int max_concurrency = 1;
   std::map<std::string, std::string> label_selector;  // node labels that must match
-  std::string placement_group_id;  // place it in this group's bundles,
-  int bundle_index = -1;           // in this one (-1: any bundle of the group)
-  bool detached = false;           // outlives the job whose driver created it
-  std::string host;                // actor host flavour: "" built-in classes, "rl" the LibTorch roles
+  std::string placement_group_id;                     // place it in this group's bundles,
+  int bundle_index = -1;                              // in this one (-1: any bundle of the group)
+  bool detached = false;                              // outlives the job whose driver created it
+  std::string host;  // actor host flavour: "" built-in classes, "rl" the LibTorch roles
 };
 
 struct Bundle {
@@ -66,9 +67,9 @@ struct PlacementGroupOptions {
   std::string ns = "default";
   std::vector<Bundle> bundles;
   v1::PlacementStrategy strategy = v1::PACK;
-  std::string domain_label;        // keep every bundle within one value of this node label
-  std::string affinity_group_id;   // prefer this group's nodes
-  bool wait_for_nodes = false;     // stay PENDING instead of failing when the cluster can never fit it
+  std::string domain_label;       // keep every bundle within one value of this node label
+  std::string affinity_group_id;  // prefer this group's nodes
+  bool wait_for_nodes = false;    // stay PENDING instead of failing when the cluster can never fit it
   bool detached = false;
 };
 
@@ -102,7 +103,8 @@ class Client {
 
   // Creates the actor and returns once it is ALIVE; a constructor error is FailedPrecondition
   // with its message.
-  virtual absl::StatusOr<ActorHandle> CreateActor(const std::string& class_name, const ActorOptions& options) = 0;
+  virtual absl::StatusOr<ActorHandle> CreateActor(const std::string& class_name,
+                                                  const ActorOptions& options) = 0;
   // Many actors in one CreateActors call per 10,000 (an engine fleet): one result per
   // (class name, options), in order. Each is created or fails on its own, as CreateActor
   // would (a constructor error is FailedPrecondition); a failed item leaves nothing behind
@@ -111,33 +113,40 @@ class Client {
   // some may have been, as with CreateActor.
   virtual std::vector<absl::StatusOr<ActorHandle>> CreateActors(
       const std::vector<std::pair<std::string, ActorOptions>>& actors) = 0;
-  virtual absl::StatusOr<ActorHandle> GetActor(const std::string& name, const std::string& ns = "default") = 0;
+  virtual absl::StatusOr<ActorHandle> GetActor(const std::string& name,
+                                               const std::string& ns = "default") = 0;
   virtual absl::StatusOr<v1::ActorInfo> Describe(const ActorHandle& actor) = 0;
   virtual absl::Status Kill(const ActorHandle& actor) = 0;
 
   // Placement groups. Create returns the group CREATED or PENDING (with its reason); a group
   // this cluster can never hold is ResourceExhausted saying what is missing, and where.
-  virtual absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroup(const PlacementGroupOptions& options) = 0;
+  virtual absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroup(
+      const PlacementGroupOptions& options) = 0;
   // The group once CREATED; DeadlineExceeded with the pending reason after `timeout`.
-  virtual absl::StatusOr<v1::PlacementGroupInfo> WaitPlacementGroup(const std::string& id, absl::Duration timeout) = 0;
+  virtual absl::StatusOr<v1::PlacementGroupInfo> WaitPlacementGroup(const std::string& id,
+                                                                    absl::Duration timeout) = 0;
   virtual absl::Status RemovePlacementGroup(const std::string& id) = 0;
 
   // One call, waiting for its result: CallAsync(...).get(), on the actor's CallStream (the
   // actor service's unary Call RPC stays for other clients). `timeout` defaults to
   // call_timeout.
-  absl::StatusOr<std::string> Call(const ActorHandle& actor, const std::string& method, const std::string& args) {
+  absl::StatusOr<std::string> Call(const ActorHandle& actor, const std::string& method,
+                                   const std::string& args) {
     return CallAsync(actor, method, args).get();
   }
-  absl::StatusOr<std::string> Call(const ActorHandle& actor, const std::string& method, const std::string& args,
-                                   absl::Duration timeout) {
+  absl::StatusOr<std::string> Call(const ActorHandle& actor, const std::string& method,
+                                   const std::string& args, absl::Duration timeout) {
     return CallAsync(actor, method, args, timeout).get();
   }
   // One call on the actor's CallStream; the future holds the result. Returns at once unless
   // the actor's address must be looked up first (then it waits as Call does).
-  virtual std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor, const std::string& method,
+  virtual std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor,
+                                                             const std::string& method,
                                                              const std::string& args) = 0;
-  virtual std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor, const std::string& method,
-                                                             const std::string& args, absl::Duration timeout) = 0;
+  virtual std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor,
+                                                             const std::string& method,
+                                                             const std::string& args,
+                                                             absl::Duration timeout) = 0;
 
   // Protobuf messages as arguments and results: serializes `request`, parses the result as
   // `Reply`; a result that does not parse is Internal naming the type.
@@ -148,8 +157,8 @@ class Client {
     if (!bytes.ok()) return bytes.status();
     Reply reply;
     if (!reply.ParseFromString(*bytes))
-      return absl::InternalError("actor " + actor.actor_id + " method " + method +
-                                 ": result is not a " + Reply::descriptor()->full_name());
+      return absl::InternalError("actor " + actor.actor_id + " method " + method + ": result is not a " +
+                                 Reply::descriptor()->full_name());
     return reply;
   }
 

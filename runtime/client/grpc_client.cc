@@ -44,19 +44,20 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& head,
   if (absl::Status s = rpc::ValidateAddress("head address", head); !s.ok()) return s;
   if (absl::Status s = rpc::ValidateToken(token); !s.ok()) return s;
   if (options.max_message_bytes < 4096 || options.max_message_bytes > size_t(rpc::kMaxMessageBytes))
-    return absl::InvalidArgumentError(absl::StrCat("ClientOptions.max_message_bytes: ", options.max_message_bytes,
-                                                   " is not in 4096-", rpc::kMaxMessageBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClientOptions.max_message_bytes: ", options.max_message_bytes, " is not in 4096-",
+                     rpc::kMaxMessageBytes));
   if (options.keepalive_time < absl::Seconds(5) || options.keepalive_time > absl::Hours(24))
-    return absl::InvalidArgumentError(absl::StrCat("ClientOptions.keepalive_time: ",
-                                                   absl::FormatDuration(options.keepalive_time),
-                                                   " is not in 5s-24h (actor hosts refuse more frequent pings)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClientOptions.keepalive_time: ", absl::FormatDuration(options.keepalive_time),
+                     " is not in 5s-24h (actor hosts refuse more frequent pings)"));
   if (options.keepalive_timeout < absl::Milliseconds(100) || options.keepalive_timeout > absl::Hours(1))
-    return absl::InvalidArgumentError(absl::StrCat("ClientOptions.keepalive_timeout: ",
-                                                   absl::FormatDuration(options.keepalive_timeout),
-                                                   " is not in 100ms-1h"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClientOptions.keepalive_timeout: ", absl::FormatDuration(options.keepalive_timeout),
+                     " is not in 100ms-1h"));
   if (options.call_timeout <= absl::ZeroDuration())
-    return absl::InvalidArgumentError(absl::StrCat("ClientOptions.call_timeout: ",
-                                                   absl::FormatDuration(options.call_timeout), " is not positive"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ClientOptions.call_timeout: ", absl::FormatDuration(options.call_timeout), " is not positive"));
   return std::unique_ptr<Client>(new GrpcClient(head, std::move(token), options));
 }
 
@@ -175,7 +176,8 @@ absl::StatusOr<v1::PlacementGroupInfo> GrpcClient::CreatePlacementGroup(const Pl
   return std::move(*reply.mutable_group());
 }
 
-absl::StatusOr<v1::PlacementGroupInfo> GrpcClient::WaitPlacementGroup(const std::string& id, absl::Duration timeout) {
+absl::StatusOr<v1::PlacementGroupInfo> GrpcClient::WaitPlacementGroup(const std::string& id,
+                                                                      absl::Duration timeout) {
   v1::WaitPlacementGroupRequest req;
   req.set_placement_group_id(id);
   req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
@@ -243,8 +245,7 @@ absl::StatusOr<GrpcClient::Route> GrpcClient::Resolve(const std::string& actor_i
     if (info->state() == v1::ACTOR_DEAD)
       return absl::FailedPreconditionError(absl::StrCat("actor is dead: ", info->death_reason()));
     if (info->state() == v1::ACTOR_ALIVE) {
-      Route r{info->address(),
-              v1::ActorService::NewStub(ActorChannel(info->address(), options_)),
+      Route r{info->address(), v1::ActorService::NewStub(ActorChannel(info->address(), options_)),
               std::make_shared<std::atomic<uint64_t>>(1), nullptr};
       // Threads that looked up together share one route (one sequence, one stream); a
       // different address is newer news of the actor.
@@ -254,14 +255,15 @@ absl::StatusOr<GrpcClient::Route> GrpcClient::Resolve(const std::string& actor_i
       return it->second;
     }
     if (absl::Now() > deadline)
-      return absl::UnavailableError(absl::StrCat("actor ", actor_id, " is still ", rpc::ActorStateName(info->state()),
-                                                 " after ", absl::FormatDuration(options_.restart_wait)));
+      return absl::UnavailableError(absl::StrCat("actor ", actor_id, " is still ",
+                                                 rpc::ActorStateName(info->state()), " after ",
+                                                 absl::FormatDuration(options_.restart_wait)));
     absl::SleepFor(absl::Milliseconds(20));
   }
 }
 
 absl::Status GrpcClient::Explain(const std::string& actor_id, const std::string& address,
-                             const grpc::Status& failure) {
+                                 const grpc::Status& failure) {
   // UNAVAILABLE and CANCELLED mean the process could not be reached. A dying process can also
   // surface as UNKNOWN, INTERNAL or ABORTED, which are equally what a method may return: for
   // those, a brief look at the head decides.
@@ -284,29 +286,32 @@ absl::Status GrpcClient::Explain(const std::string& actor_id, const std::string&
       return absl::UnavailableError(absl::StrCat("actor died: ", info->death_reason()));
     }
     if (absl::Now() > deadline)
-      return unreachable ? absl::UnavailableError(absl::StrCat("actor ", actor_id, " unreachable: ",
-                                                               failure.error_message()))
+      return unreachable ? absl::UnavailableError(
+                               absl::StrCat("actor ", actor_id, " unreachable: ", failure.error_message()))
                          : rpc::FromGrpc(failure);
     absl::SleepFor(absl::Milliseconds(20));
   }
 }
 
 absl::Status GrpcClient::CheckSize(const ActorHandle& actor, const std::string& method,
-                              const std::string& args) const {
+                                   const std::string& args) const {
   if (method.size() + args.size() + client_internal::kCallOverhead <= options_.max_message_bytes)
     return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "actor ", actor.actor_id, " method ", method.substr(0, 128), ": args of ", args.size(),
-      " bytes do not fit in one message (limit ", options_.max_message_bytes, " bytes)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("actor ", actor.actor_id, " method ", method.substr(0, 128), ": args of ", args.size(),
+                   " bytes do not fit in one message (limit ", options_.max_message_bytes, " bytes)"));
 }
 
-std::future<absl::StatusOr<std::string>> GrpcClient::CallAsync(const ActorHandle& actor, const std::string& method,
-                                                           const std::string& args) {
+std::future<absl::StatusOr<std::string>> GrpcClient::CallAsync(const ActorHandle& actor,
+                                                               const std::string& method,
+                                                               const std::string& args) {
   return CallAsync(actor, method, args, options_.call_timeout);
 }
 
-std::future<absl::StatusOr<std::string>> GrpcClient::CallAsync(const ActorHandle& actor, const std::string& method,
-                                                           const std::string& args, absl::Duration timeout) {
+std::future<absl::StatusOr<std::string>> GrpcClient::CallAsync(const ActorHandle& actor,
+                                                               const std::string& method,
+                                                               const std::string& args,
+                                                               absl::Duration timeout) {
   std::promise<absl::StatusOr<std::string>> done;
   std::future<absl::StatusOr<std::string>> result = done.get_future();
   if (absl::Status s = CheckSize(actor, method, args); !s.ok()) {
@@ -331,7 +336,7 @@ std::future<absl::StatusOr<std::string>> GrpcClient::CallAsync(const ActorHandle
 }
 
 absl::StatusOr<std::shared_ptr<CallStream>> GrpcClient::StreamFor(const std::string& actor_id,
-                                                              const CallStream* ended) {
+                                                                  const CallStream* ended) {
   {
     // The common case: one lookup under mu_; whether the stream still takes calls is for
     // Enqueue to say.
@@ -349,7 +354,11 @@ absl::StatusOr<std::shared_ptr<CallStream>> GrpcClient::StreamFor(const std::str
   if (it == routes_.end()) it = routes_.emplace(actor_id, *route).first;  // forgotten meanwhile
   Route& r = it->second;
   if (r.stream != nullptr && r.stream.get() != ended && !r.stream->ended()) return r.stream;
-  client_internal::CallStreamOptions o{actor_id, r.address, token_, caller_id_, options_.max_message_bytes,
+  client_internal::CallStreamOptions o{actor_id,
+                                       r.address,
+                                       token_,
+                                       caller_id_,
+                                       options_.max_message_bytes,
                                        [this](StreamEnd end) { OnStreamEnd(std::move(end)); },
                                        [this](absl::Time deadline) { OnEarlierDeadline(deadline); }};
   r.stream = CallStream::Create(r.stub, r.next_seq, std::move(o));
@@ -422,7 +431,8 @@ void GrpcClient::CheckMoved(const std::string& actor_id, const std::string& addr
   v1::GetActorRequest req;
   req.set_actor_id(actor_id);
   absl::StatusOr<v1::ActorInfo> info = Lookup(req, absl::Seconds(1));
-  if (!info.ok() || (info->state() == v1::ACTOR_ALIVE && info->address() == address)) return;  // slow, not moved
+  if (!info.ok() || (info->state() == v1::ACTOR_ALIVE && info->address() == address))
+    return;  // slow, not moved
   std::shared_ptr<CallStream> stream;
   {
     absl::MutexLock lock(&mu_);
@@ -432,10 +442,11 @@ void GrpcClient::CheckMoved(const std::string& actor_id, const std::string& addr
     routes_.erase(it);
   }
   if (stream == nullptr) return;
-  std::string where = info->state() == v1::ACTOR_ALIVE ? absl::StrCat("now ALIVE at ", info->address())
-                                                        : absl::StrCat("now ", rpc::ActorStateName(info->state()));
-  stream->Shutdown(absl::UnavailableError(absl::StrCat("actor ", actor_id, " no longer runs at ", address, " (", where,
-                                                       info->death_reason().empty() ? "" : ": ",
+  std::string where = info->state() == v1::ACTOR_ALIVE
+                          ? absl::StrCat("now ALIVE at ", info->address())
+                          : absl::StrCat("now ", rpc::ActorStateName(info->state()));
+  stream->Shutdown(absl::UnavailableError(absl::StrCat("actor ", actor_id, " no longer runs at ", address,
+                                                       " (", where, info->death_reason().empty() ? "" : ": ",
                                                        info->death_reason(), ")")));
 }
 

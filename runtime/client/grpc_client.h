@@ -30,19 +30,22 @@ class GrpcClient final : public Client {
   GrpcClient(const std::string& head, std::string token, ClientOptions options);
   ~GrpcClient() override;
 
-  absl::StatusOr<ActorHandle> CreateActor(const std::string& class_name, const ActorOptions& options) override;
+  absl::StatusOr<ActorHandle> CreateActor(const std::string& class_name,
+                                          const ActorOptions& options) override;
   std::vector<absl::StatusOr<ActorHandle>> CreateActors(
       const std::vector<std::pair<std::string, ActorOptions>>& actors) override;
   absl::StatusOr<ActorHandle> GetActor(const std::string& name, const std::string& ns) override;
   absl::StatusOr<v1::ActorInfo> Describe(const ActorHandle& actor) override;
   absl::Status Kill(const ActorHandle& actor) override;
   absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroup(const PlacementGroupOptions& options) override;
-  absl::StatusOr<v1::PlacementGroupInfo> WaitPlacementGroup(const std::string& id, absl::Duration timeout) override;
+  absl::StatusOr<v1::PlacementGroupInfo> WaitPlacementGroup(const std::string& id,
+                                                            absl::Duration timeout) override;
   absl::Status RemovePlacementGroup(const std::string& id) override;
   std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor, const std::string& method,
                                                      const std::string& args) override;
   std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor, const std::string& method,
-                                                     const std::string& args, absl::Duration timeout) override;
+                                                     const std::string& args,
+                                                     absl::Duration timeout) override;
 
  private:
   struct Route {
@@ -53,12 +56,12 @@ class GrpcClient final : public Client {
     std::shared_ptr<client_internal::CallStream> stream;  // CallAsync's; null until first used
   };
   void FillSpec(const std::string& class_name, const ActorOptions& options, v1::ActorSpec* spec) const;
-  absl::StatusOr<v1::ActorInfo> Lookup(const v1::GetActorRequest& request, absl::Duration timeout = absl::Seconds(10));
+  absl::StatusOr<v1::ActorInfo> Lookup(const v1::GetActorRequest& request,
+                                       absl::Duration timeout = absl::Seconds(10));
   // The actor's current route: cached, or looked up (waiting out RESTARTING/PENDING).
   absl::StatusOr<Route> Resolve(const std::string& actor_id);
   // After a failed call: forget the route and say why, asking the head.
-  absl::Status Explain(const std::string& actor_id, const std::string& address,
-                       const grpc::Status& failure);
+  absl::Status Explain(const std::string& actor_id, const std::string& address, const grpc::Status& failure);
   // InvalidArgument when one call cannot fit in a message.
   absl::Status CheckSize(const ActorHandle& actor, const std::string& method, const std::string& args) const;
   // The actor's CallStream, opened (after Resolve) when there is none or it is `ended`.

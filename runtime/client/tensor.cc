@@ -11,7 +11,8 @@ absl::StatusOr<int> ElementSize(const std::string& dtype) {
   if (dtype == "float16" || dtype == "bfloat16") return 2;
   if (dtype == "int64" || dtype == "float64") return 8;
   if (dtype == "float8_e4m3fn" || dtype == "int8" || dtype == "uint8" || dtype == "bool") return 1;
-  return absl::InvalidArgumentError(absl::StrCat("tensor.dtype: unknown dtype \"", dtype.substr(0, 32), "\""));
+  return absl::InvalidArgumentError(
+      absl::StrCat("tensor.dtype: unknown dtype \"", dtype.substr(0, 32), "\""));
 }
 
 absl::Status Validate(const TensorBytes& t) {

@@ -2,7 +2,6 @@
 // passed to their constructor, so tests move time by hand instead of sleeping.
 #pragma once
 
-
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"

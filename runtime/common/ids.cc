@@ -32,16 +32,13 @@ std::string IdToString(absl::string_view prefix, const std::array<uint8_t, 12>& 
   return s;
 }
 
-absl::Status ParseIdBytes(absl::string_view prefix, absl::string_view text,
-                          std::array<uint8_t, 12>& out) {
+absl::Status ParseIdBytes(absl::string_view prefix, absl::string_view text, std::array<uint8_t, 12>& out) {
   auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid ", prefix, " id \"",
-                                                   text.substr(0, 64), "\": ", why, " (expected ",
-                                                   prefix, "-<24 hex digits>)"));
+    return absl::InvalidArgumentError(absl::StrCat("invalid ", prefix, " id \"", text.substr(0, 64),
+                                                   "\": ", why, " (expected ", prefix, "-<24 hex digits>)"));
   };
   if (text.size() != prefix.size() + 1 + 2 * out.size()) return bad("wrong length");
-  if (text.substr(0, prefix.size()) != prefix || text[prefix.size()] != '-')
-    return bad("wrong prefix");
+  if (text.substr(0, prefix.size()) != prefix || text[prefix.size()] != '-') return bad("wrong prefix");
   auto nibble = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -66,14 +63,13 @@ absl::Status ValidateName(absl::string_view field, absl::string_view name) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": longer than 128 characters (", name.size(), ")"));
   if (name[0] == '.' || name[0] == '-')
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": \"", name, "\" must not start with '.' or '-'"));
+    return absl::InvalidArgumentError(absl::StrCat(field, ": \"", name, "\" must not start with '.' or '-'"));
   for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-';
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+              c == '_' || c == '-';
     if (!ok)
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": \"", name.substr(0, 128), "\" has a character outside [A-Za-z0-9._-]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": \"", name.substr(0, 128), "\" has a character outside [A-Za-z0-9._-]"));
   }
   return absl::OkStatus();
 }

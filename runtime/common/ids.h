@@ -21,8 +21,7 @@ namespace internal {
 // Safe for concurrent use.
 void RandomIdBytes(std::array<uint8_t, 12>& out);
 std::string IdToString(absl::string_view prefix, const std::array<uint8_t, 12>& bytes);
-absl::Status ParseIdBytes(absl::string_view prefix, absl::string_view text,
-                          std::array<uint8_t, 12>& out);
+absl::Status ParseIdBytes(absl::string_view prefix, absl::string_view text, std::array<uint8_t, 12>& out);
 }  // namespace internal
 
 template <typename Tag>
@@ -68,10 +67,18 @@ class Id {
   std::array<uint8_t, kBytes> bytes_;
 };
 
-struct NodeIdTag { static constexpr absl::string_view kPrefix = "node"; };
-struct ActorIdTag { static constexpr absl::string_view kPrefix = "actor"; };
-struct PlacementGroupIdTag { static constexpr absl::string_view kPrefix = "pg"; };
-struct JobIdTag { static constexpr absl::string_view kPrefix = "job"; };
+struct NodeIdTag {
+  static constexpr absl::string_view kPrefix = "node";
+};
+struct ActorIdTag {
+  static constexpr absl::string_view kPrefix = "actor";
+};
+struct PlacementGroupIdTag {
+  static constexpr absl::string_view kPrefix = "pg";
+};
+struct JobIdTag {
+  static constexpr absl::string_view kPrefix = "job";
+};
 
 using NodeId = Id<NodeIdTag>;
 using ActorId = Id<ActorIdTag>;

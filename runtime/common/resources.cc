@@ -29,8 +29,7 @@ std::string FormatWhole(int64_t units) {
 
 std::string FormatBytes(int64_t bytes) {
   static constexpr std::pair<const char*, int64_t> kUnits[] = {
-      {"Ti", int64_t(1) << 40}, {"Gi", int64_t(1) << 30}, {"Mi", int64_t(1) << 20},
-      {"Ki", int64_t(1) << 10}};
+      {"Ti", int64_t(1) << 40}, {"Gi", int64_t(1) << 30}, {"Mi", int64_t(1) << 20}, {"Ki", int64_t(1) << 10}};
   if (bytes == 0) return "0";
   for (auto [suffix, size] : kUnits)
     if (bytes % size == 0) return absl::StrCat(bytes / size, suffix);
@@ -48,24 +47,20 @@ std::string FormatBytesHuman(int64_t bytes) {
 }
 
 absl::StatusOr<int64_t> ToUnits(absl::string_view name, double value) {
-  if (std::isnan(value))
-    return absl::InvalidArgumentError(absl::StrCat("resource ", name, ": value is NaN"));
+  if (std::isnan(value)) return absl::InvalidArgumentError(absl::StrCat("resource ", name, ": value is NaN"));
   if (std::isinf(value))
     return absl::InvalidArgumentError(absl::StrCat("resource ", name, ": value is infinite"));
   if (value < 0)
-    return absl::InvalidArgumentError(
-        absl::StrCat("resource ", name, ": value ", value, " is negative"));
+    return absl::InvalidArgumentError(absl::StrCat("resource ", name, ": value ", value, " is negative"));
   bool memory = name == kMemory;
   double scaled = memory ? value : value * ResourceSet::kUnitsPerWhole;
   double limit = memory ? kMaxWhole * 1e4 : kMaxWhole * ResourceSet::kUnitsPerWhole;
   if (scaled > limit)
-    return absl::InvalidArgumentError(
-        absl::StrCat("resource ", name, ": value ", value, " is too large"));
+    return absl::InvalidArgumentError(absl::StrCat("resource ", name, ": value ", value, " is too large"));
   int64_t units = std::llround(scaled);
   if (units == 0 && value > 0)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "resource ", name, ": value ", value, " is finer than ",
-        memory ? "one byte" : "the granularity 0.0001"));
+    return absl::InvalidArgumentError(absl::StrCat("resource ", name, ": value ", value, " is finer than ",
+                                                   memory ? "one byte" : "the granularity 0.0001"));
   return units;
 }
 
@@ -74,20 +69,18 @@ absl::StatusOr<double> ParseMemory(absl::string_view text) {
       {"Ki", 1024.0}, {"Mi", 1048576.0}, {"Gi", 1073741824.0}, {"Ti", 1099511627776.0},
       {"K", 1e3},     {"M", 1e6},        {"G", 1e9},           {"T", 1e12}};
   size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) ||
-                             text[i] == '.' || text[i] == '-' || text[i] == '+' ||
-                             text[i] == 'e' || text[i] == 'E'))
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.' ||
+                             text[i] == '-' || text[i] == '+' || text[i] == 'e' || text[i] == 'E'))
     ++i;
   absl::string_view number = text.substr(0, i), suffix = text.substr(i);
   double value;
   if (number.empty() || !absl::SimpleAtod(number, &value))
-    return absl::InvalidArgumentError(
-        absl::StrCat("resource memory: \"", text, "\" is not a number"));
+    return absl::InvalidArgumentError(absl::StrCat("resource memory: \"", text, "\" is not a number"));
   if (suffix.empty()) return value;
   for (auto [s, mult] : kSuffixes)
     if (suffix == s) return value * mult;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "resource memory: unknown unit \"", suffix, "\" (use K, M, G, T, Ki, Mi, Gi or Ti)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("resource memory: unknown unit \"", suffix, "\" (use K, M, G, T, Ki, Mi, Gi or Ti)"));
 }
 
 }  // namespace
@@ -95,14 +88,13 @@ absl::StatusOr<double> ParseMemory(absl::string_view text) {
 absl::Status ValidateResourceName(absl::string_view name) {
   if (name.empty()) return absl::InvalidArgumentError("resource name must not be empty");
   if (name.size() > 64)
-    return absl::InvalidArgumentError(absl::StrCat("resource name \"", name.substr(0, 64),
-                                                   "...\" is longer than 64 characters"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("resource name \"", name.substr(0, 64), "...\" is longer than 64 characters"));
   if (!(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_'))
     return absl::InvalidArgumentError(
         absl::StrCat("resource name \"", name, "\" must start with a letter or '_'"));
   for (char c : name) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '/' ||
-          c == '-'))
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '/' || c == '-'))
       return absl::InvalidArgumentError(
           absl::StrCat("resource name \"", name, "\" has a character outside [A-Za-z0-9_./-]"));
   }
@@ -130,12 +122,10 @@ absl::StatusOr<ResourceSet> ResourceSet::Parse(absl::string_view text) {
     entry = absl::StripAsciiWhitespace(entry);
     std::vector<absl::string_view> kv = absl::StrSplit(entry, absl::MaxSplits('=', 1));
     if (kv.size() != 2 || kv[0].empty())
-      return absl::InvalidArgumentError(
-          absl::StrCat("resources: entry \"", entry, "\" is not NAME=VALUE"));
+      return absl::InvalidArgumentError(absl::StrCat("resources: entry \"", entry, "\" is not NAME=VALUE"));
     absl::string_view name = absl::StripAsciiWhitespace(kv[0]);
     absl::string_view raw = absl::StripAsciiWhitespace(kv[1]);
-    if (set.Has(name))
-      return absl::InvalidArgumentError(absl::StrCat("resource ", name, ": given twice"));
+    if (set.Has(name)) return absl::InvalidArgumentError(absl::StrCat("resource ", name, ": given twice"));
     double value;
     if (name == kMemory) {
       absl::StatusOr<double> bytes = ParseMemory(raw);
@@ -143,8 +133,7 @@ absl::StatusOr<ResourceSet> ResourceSet::Parse(absl::string_view text) {
       value = *bytes;
     } else if (raw.empty() || !absl::SimpleAtod(raw, &value)) {
       if (absl::Status s = ValidateResourceName(name); !s.ok()) return s;
-      return absl::InvalidArgumentError(
-          absl::StrCat("resource ", name, ": \"", raw, "\" is not a number"));
+      return absl::InvalidArgumentError(absl::StrCat("resource ", name, ": \"", raw, "\" is not a number"));
     }
     if (absl::Status s = set.Set(name, value); !s.ok()) return s;
   }
@@ -217,8 +206,8 @@ std::string ResourceSet::Format(bool human) const {
 absl::Status ValidateResourceRequest(const ResourceSet& request) {
   int64_t gpu = request.GetUnits(kGPU);
   if (gpu > ResourceSet::kUnitsPerWhole && gpu % ResourceSet::kUnitsPerWhole != 0)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "resource GPU: a request above 1 must be whole, got ", request.Get(kGPU)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("resource GPU: a request above 1 must be whole, got ", request.Get(kGPU)));
   return absl::OkStatus();
 }
 

@@ -84,14 +84,11 @@ absl::StatusOr<Subprocess> Subprocess::Start(const SpawnOptions& options) {
 
   pid_t pid = -1;
   bool search_path = options.argv[0].find('/') == std::string::npos;
-  int rc = search_path
-               ? posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), envp.data())
-               : posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
+  int rc = search_path ? posix_spawnp(&pid, argv[0], &actions, &attr, argv.data(), envp.data())
+                       : posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  if (rc != 0)
-    return absl::InternalError(
-        absl::StrCat("spawn ", options.argv[0], ": ", strerror(rc)));
+  if (rc != 0) return absl::InternalError(absl::StrCat("spawn ", options.argv[0], ": ", strerror(rc)));
   return Subprocess(pid, options.new_process_group || options.new_session);
 }
 

@@ -22,10 +22,10 @@ struct SpawnOptions {
   std::vector<std::string> argv;               // argv[0] is looked up on PATH when it has no '/'
   std::map<std::string, std::string> env_set;  // added to (or replacing in) the parent's environment
   std::vector<std::string> env_unset;
-  std::string log_path;                        // stdout+stderr go here (appended) when not empty
-  std::string working_dir;                     // empty: the parent's
-  bool new_process_group = true;               // so a signal to the group reaches grandchildren
-  bool new_session = false;                    // setsid: a daemon that outlives its terminal
+  std::string log_path;           // stdout+stderr go here (appended) when not empty
+  std::string working_dir;        // empty: the parent's
+  bool new_process_group = true;  // so a signal to the group reaches grandchildren
+  bool new_session = false;       // setsid: a daemon that outlives its terminal
 };
 
 // How a child ended.

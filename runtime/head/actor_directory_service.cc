@@ -22,29 +22,33 @@ grpc::ServerUnaryReactor* ActorDirectoryImpl::CreateActors(grpc::CallbackServerC
                                                            v1::CreateActorsReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   if (req->specs_size() == 0)
-    return rpc::FinishNow(ctx, rpc::ToGrpc(absl::InvalidArgumentError("specs: give at least one actor spec")));
+    return rpc::FinishNow(ctx,
+                          rpc::ToGrpc(absl::InvalidArgumentError("specs: give at least one actor spec")));
   if (req->specs_size() > kMaxCreateBatch)
-    return rpc::FinishNow(ctx, rpc::ToGrpc(absl::InvalidArgumentError(
-                             absl::StrCat("specs: at most ", kMaxCreateBatch, " per call, got ", req->specs_size()))));
+    return rpc::FinishNow(
+        ctx, rpc::ToGrpc(absl::InvalidArgumentError(
+                 absl::StrCat("specs: at most ", kMaxCreateBatch, " per call, got ", req->specs_size()))));
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   std::vector<v1::ActorSpec> specs(req->specs().begin(), req->specs().end());
-  actors_.CreateBatchAsync(std::move(specs), [reactor, reply](std::vector<absl::StatusOr<v1::ActorInfo>> results) {
-    for (auto& r : results) {
-      v1::CreateActorResult* out = reply->add_results();
-      if (r.ok()) {
-        *out->mutable_actor() = std::move(*r);
-      } else {
-        out->set_code(static_cast<int32_t>(r.status().code()));
-        out->set_message(std::string(r.status().message()));
-      }
-    }
-    reactor->Finish(grpc::Status::OK);
-  });
+  actors_.CreateBatchAsync(std::move(specs),
+                           [reactor, reply](std::vector<absl::StatusOr<v1::ActorInfo>> results) {
+                             for (auto& r : results) {
+                               v1::CreateActorResult* out = reply->add_results();
+                               if (r.ok()) {
+                                 *out->mutable_actor() = std::move(*r);
+                               } else {
+                                 out->set_code(static_cast<int32_t>(r.status().code()));
+                                 out->set_message(std::string(r.status().message()));
+                               }
+                             }
+                             reactor->Finish(grpc::Status::OK);
+                           });
   return reactor;
 }
 
 grpc::ServerUnaryReactor* ActorDirectoryImpl::GetActor(grpc::CallbackServerContext* ctx,
-                                                       const v1::GetActorRequest* req, v1::GetActorReply* reply) {
+                                                       const v1::GetActorRequest* req,
+                                                       v1::GetActorReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   absl::StatusOr<v1::ActorInfo> a;
   if (!req->actor_id().empty()) {
@@ -62,7 +66,8 @@ grpc::ServerUnaryReactor* ActorDirectoryImpl::GetActor(grpc::CallbackServerConte
 }
 
 grpc::ServerUnaryReactor* ActorDirectoryImpl::KillActor(grpc::CallbackServerContext* ctx,
-                                                        const v1::KillActorByIdRequest* req, v1::KillActorByIdReply*) {
+                                                        const v1::KillActorByIdRequest* req,
+                                                        v1::KillActorByIdReply*) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   absl::StatusOr<ActorId> id = ActorId::Parse(req->actor_id());
   if (!id.ok()) return rpc::FinishNow(ctx, rpc::ToGrpc(id.status()));
@@ -72,7 +77,8 @@ grpc::ServerUnaryReactor* ActorDirectoryImpl::KillActor(grpc::CallbackServerCont
 }
 
 grpc::ServerUnaryReactor* ActorDirectoryImpl::ListActors(grpc::CallbackServerContext* ctx,
-                                                         const v1::ListActorsRequest*, v1::ListActorsReply* reply) {
+                                                         const v1::ListActorsRequest*,
+                                                         v1::ListActorsReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   for (auto& a : actors_.List()) *reply->add_actors() = std::move(a);
   return rpc::FinishNow(ctx, grpc::Status::OK);

@@ -14,9 +14,7 @@
 namespace skyrl::head {
 namespace {
 
-bool Holds(v1::ActorState s) {
-  return s == v1::ACTOR_PENDING || s == v1::ACTOR_ALIVE;
-}
+bool Holds(v1::ActorState s) { return s == v1::ACTOR_PENDING || s == v1::ACTOR_ALIVE; }
 
 // The live-name index key of a named actor ("" for an unnamed one). The namespace is set by
 // validation ("default" when empty) before an actor is admitted or stored.
@@ -36,7 +34,8 @@ absl::Status ValidateSpec(v1::ActorSpec& spec) {
     if (absl::Status s = ValidateName("spec.name", spec.name()); !s.ok()) return s;
   absl::StatusOr<ResourceSet> r = ResourceSet::FromMap({spec.resources().begin(), spec.resources().end()});
   if (!r.ok()) return absl::InvalidArgumentError(absl::StrCat("spec.resources: ", r.status().message()));
-  if (absl::Status s = scheduler::ValidateDemand("spec", scheduler::Demand{*r, ToLabels(spec.label_selector())});
+  if (absl::Status s =
+          scheduler::ValidateDemand("spec", scheduler::Demand{*r, ToLabels(spec.label_selector())});
       !s.ok())
     return s;
   if (!spec.placement_group_id().empty())
@@ -57,7 +56,6 @@ absl::Status ValidateSpec(v1::ActorSpec& spec) {
 }
 
 }  // namespace
-
 
 ActorManager::ActorManager(store::Store& store, NodeManager& nodes, ResourceTracker& resources,
                            WorkerClient& workers, const Clock& clock, RetentionOptions retention)
@@ -131,12 +129,14 @@ absl::Status ActorManager::Recover() {
       // Its resources are still in use on its node: take them again before anything new is placed.
       absl::Status s = resources_.With([&](scheduler::Cluster& c) {
         if (!c.HasNode(info.node_id())) return absl::OkStatus();  // the liveness check will handle it
-        return c.AllocateActor(info.actor_id(), ToResources(info.spec().resources()),
-                               scheduler::Slot{info.node_id(), {info.gpu_ids().begin(), info.gpu_ids().end()}},
-                               info.spec().placement_group_id(),
-                               info.spec().placement_group_id().empty() ? -1 : info.bundle_index());
+        return c.AllocateActor(
+            info.actor_id(), ToResources(info.spec().resources()),
+            scheduler::Slot{info.node_id(), {info.gpu_ids().begin(), info.gpu_ids().end()}},
+            info.spec().placement_group_id(),
+            info.spec().placement_group_id().empty() ? -1 : info.bundle_index());
       });
-      if (!s.ok()) spdlog::error("actor {}: cannot take its resources back: {}", info.actor_id(), s.message());
+      if (!s.ok())
+        spdlog::error("actor {}: cannot take its resources back: {}", info.actor_id(), s.message());
     }
     if (!info.spec().placement_group_id().empty()) by_group_[info.spec().placement_group_id()].insert(*id);
     if (info.state() == v1::ACTOR_DEAD) {
@@ -178,8 +178,8 @@ absl::Status ActorManager::Recover() {
       ++resumed;
     }
   }
-  spdlog::info("recovered {} actors from the store ({} restarts resumed, {} DEAD kept up to {})", actors_.size(),
-               resumed, std::min(dead_.size(), dead_.keep()), dead_.keep());
+  spdlog::info("recovered {} actors from the store ({} restarts resumed, {} DEAD kept up to {})",
+               actors_.size(), resumed, std::min(dead_.size(), dead_.keep()), dead_.keep());
   return absl::OkStatus();
 }
 
@@ -189,13 +189,13 @@ absl::StatusOr<scheduler::Slot> ActorManager::Place(const ActorId& id, const v1:
   if (spec.has_bundle_index()) bundle = spec.bundle_index();
   return resources_.With([&](scheduler::Cluster& c) -> absl::StatusOr<scheduler::Slot> {
     if (!spec.placement_group_id().empty() && !c.HasGroup(spec.placement_group_id()))
-      return absl::FailedPreconditionError(absl::StrCat(
-          "spec.placement_group_id: ", spec.placement_group_id(),
-          " is not placed (unknown, still PENDING, or removed); wait until it is CREATED"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("spec.placement_group_id: ", spec.placement_group_id(),
+                       " is not placed (unknown, still PENDING, or removed); wait until it is CREATED"));
     absl::StatusOr<scheduler::Slot> slot = c.PlanActor(demand, spec.placement_group_id(), bundle);
     if (!slot.ok()) return slot.status();
-    if (absl::Status s = c.AllocateActor(id.ToString(), demand.resources, *slot, spec.placement_group_id(),
-                                         slot->bundle);
+    if (absl::Status s =
+            c.AllocateActor(id.ToString(), demand.resources, *slot, spec.placement_group_id(), slot->bundle);
         !s.ok())
       return absl::InternalError(absl::StrCat("planned slot refused: ", s.message()));
     return slot;
@@ -211,8 +211,8 @@ std::string ActorManager::WorkerAddress(const std::string& node_id) const {
   return n && n->state() == v1::NODE_ALIVE ? n->address() : "";
 }
 
-ActorManager::StartTicket ActorManager::MarkPending(const ActorId& id, v1::ActorInfo& a, const scheduler::Slot& slot,
-                                                    const std::string& address) {
+ActorManager::StartTicket ActorManager::MarkPending(const ActorId& id, v1::ActorInfo& a,
+                                                    const scheduler::Slot& slot, const std::string& address) {
   a.set_state(v1::ACTOR_PENDING);
   a.set_node_id(slot.node_id);
   a.clear_gpu_ids();
@@ -234,8 +234,8 @@ ActorManager::StartTicket ActorManager::MarkPending(const ActorId& id, v1::Actor
   return t;
 }
 
-absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorManager::Admit(v1::ActorSpec& spec,
-                                                                                           ActorId& id) {
+absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorManager::Admit(
+    v1::ActorSpec& spec, ActorId& id) {
   if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
   id = ActorId::Random();
   TrimmingLock lock(this);
@@ -398,8 +398,9 @@ absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const
       // Killed while starting and already evicted as one of the oldest DEAD.
       stale = started.ok();
       evicted = absl::NotFoundError(absl::StrCat("no actor ", id.ToString(), " (killed while starting)"));
-    } else if (v1::ActorInfo& a = found->second; a.state() != v1::ACTOR_PENDING || a.node_id() != ticket.node_id ||
-                                                  a.restarts() != ticket.incarnation) {
+    } else if (v1::ActorInfo& a = found->second; a.state() != v1::ACTOR_PENDING ||
+                                                 a.node_id() != ticket.node_id ||
+                                                 a.restarts() != ticket.incarnation) {
       // Killed while starting, or already restarted elsewhere (its node was declared dead
       // while the start was in flight): this reply belongs to an incarnation that no longer
       // exists.
@@ -435,7 +436,8 @@ absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const
   // Outside the lock: the process of an incarnation that no longer exists must not run.
   if (stale)
     workers_.KillActorAsync(ticket.worker_address, id.ToString(), [id](absl::Status s) {
-      if (!s.ok() && !absl::IsNotFound(s)) spdlog::warn("kill stale start of {}: {}", id.ToString(), s.message());
+      if (!s.ok() && !absl::IsNotFound(s))
+        spdlog::warn("kill stale start of {}: {}", id.ToString(), s.message());
     });
   if (!evicted.ok()) return evicted;
   return out;
@@ -477,7 +479,8 @@ void ActorManager::StartRestart(const ActorId& id, const std::string& kill_first
   auto done = std::make_shared<std::atomic<bool>>(false);
   restarts_.push_back(Restart{std::thread([this, id, done, kill_first_at] {
                                 // A process left from an interrupted start must not outlive it.
-                                if (!kill_first_at.empty()) (void)workers_.KillActor(kill_first_at, id.ToString());
+                                if (!kill_first_at.empty())
+                                  (void)workers_.KillActor(kill_first_at, id.ToString());
                                 (void)PlaceAndStart(id, /*wait_for_room=*/true);
                                 done->store(true);
                               }),
@@ -526,7 +529,8 @@ absl::StatusOr<v1::ActorInfo> ActorManager::GetByName(absl::string_view ns, absl
   std::string space = ns.empty() ? "default" : std::string(ns);
   // The live actor of that name, from the index; only when there is none, a DEAD one (kept
   // up to --keep-terminal), which takes a scan.
-  if (auto live = live_names_.find(absl::StrCat(space, "/", name)); !name.empty() && live != live_names_.end())
+  if (auto live = live_names_.find(absl::StrCat(space, "/", name));
+      !name.empty() && live != live_names_.end())
     if (auto it = actors_.find(live->second); it != actors_.end()) return it->second;
   // Several DEAD ones may be kept under the name: the one that died last.
   const v1::ActorInfo* latest = nullptr;
@@ -570,12 +574,14 @@ void ActorManager::KillAsync(const ActorId& id, StatusDone done) {
     absl::MutexLock lock(&mu_);
     ++async_in_flight_;
   }
-  workers_.KillActorAsync(address, id.ToString(), [this, id, address, done = std::move(done)](absl::Status s) {
-    if (!s.ok() && !absl::IsNotFound(s)) spdlog::warn("kill {} on {}: {}", id.ToString(), address, s.message());
-    done(absl::OkStatus());
-    absl::MutexLock lock(&mu_);
-    --async_in_flight_;
-  });
+  workers_.KillActorAsync(address, id.ToString(),
+                          [this, id, address, done = std::move(done)](absl::Status s) {
+                            if (!s.ok() && !absl::IsNotFound(s))
+                              spdlog::warn("kill {} on {}: {}", id.ToString(), address, s.message());
+                            done(absl::OkStatus());
+                            absl::MutexLock lock(&mu_);
+                            --async_in_flight_;
+                          });
 }
 
 void ActorManager::MarkKilled(const ActorId& id, const std::string& reason,
@@ -591,7 +597,8 @@ void ActorManager::MarkKilled(const ActorId& id, const std::string& reason,
   (void)Persist(a);
 }
 
-void ActorManager::KillGroupAsync(const std::string& group, const std::string& reason, std::function<void()> done) {
+void ActorManager::KillGroupAsync(const std::string& group, const std::string& reason,
+                                  std::function<void()> done) {
   std::vector<std::pair<std::string, std::string>> kills;  // (node, actor id)
   {
     TrimmingLock lock(this);
@@ -635,7 +642,8 @@ void ActorManager::KillJob(const std::string& job_id, const std::string& reason)
     TrimmingLock lock(this);
     std::vector<ActorId> ids;
     for (const auto& [id, a] : actors_)
-      if (a.spec().job_id() == job_id && !a.spec().detached() && a.state() != v1::ACTOR_DEAD) ids.push_back(id);
+      if (a.spec().job_id() == job_id && !a.spec().detached() && a.state() != v1::ACTOR_DEAD)
+        ids.push_back(id);
     for (const ActorId& id : ids) MarkKilled(id, reason, kills);
   }
   // Returns once every worker has been told, as the job manager expects.

@@ -95,13 +95,15 @@ class ActorManager {
 
  private:
   // Plans and takes resources for the actor (PENDING's share).
-  absl::StatusOr<scheduler::Slot> Place(const ActorId& id, const v1::ActorSpec& spec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<scheduler::Slot> Place(const ActorId& id, const v1::ActorSpec& spec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Release(const ActorId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // DEAD with `reason`, resources released; the processes to kill go into `kills` as
   // (node, actor id).
   void MarkKilled(const ActorId& id, const std::string& reason,
                   std::vector<std::pair<std::string, std::string>>& kills) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void KillProcessesAsync(const std::vector<std::pair<std::string, std::string>>& kills, std::function<void()> done);
+  void KillProcessesAsync(const std::vector<std::pair<std::string, std::string>>& kills,
+                          std::function<void()> done);
   // A start to make: where, and which incarnation it is for.
   struct StartTicket {
     std::string worker_address, node_id;
@@ -118,7 +120,8 @@ class ActorManager {
   // Places the actor and records it PENDING; returns the start to make, or the actor's final
   // state when there is none (killed meanwhile, or DEAD for want of room). With
   // `wait_for_room` (a restart), waits until some node can take it.
-  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> PlaceForStart(const ActorId& id, bool wait_for_room);
+  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> PlaceForStart(const ActorId& id,
+                                                                         bool wait_for_room);
   // Records the worker's answer to `ticket`: ALIVE, DEAD (constructor error) or a death.
   absl::StatusOr<v1::ActorInfo> FinishStart(const ActorId& id, const StartTicket& ticket,
                                             absl::StatusOr<v1::StartActorReply> started);

@@ -52,7 +52,8 @@ absl::StatusOr<std::unique_ptr<store::Store>> OpenStore(const HeadOptions& optio
   if (!store.ok() || options.store == "memory") return store;
   store::WriteBehindOptions wb;
   wb.tables = {kNodesTable, kActorsTable, kPlacementGroupsTable, kJobsTable, kKvTable};
-  absl::StatusOr<std::unique_ptr<store::WriteBehindStore>> wrapped = store::WriteBehindStore::Open(std::move(*store), wb);
+  absl::StatusOr<std::unique_ptr<store::WriteBehindStore>> wrapped =
+      store::WriteBehindStore::Open(std::move(*store), wb);
   if (!wrapped.ok()) return wrapped.status();
   return std::unique_ptr<store::Store>(std::move(*wrapped));
 }
@@ -73,8 +74,8 @@ Head::Head(const HeadOptions& options, store::Store& store, WorkerClient& worker
   groups_ = std::make_unique<PlacementGroupManager>(store_, resources_, *actors_, clock_, options.retention);
   JobManagerOptions jobs;
   jobs.jobs_dir = options.jobs_dir;
-  jobs.head_address = absl::StrCat(options.bind == "0.0.0.0" || options.bind == "::" ? "127.0.0.1" : options.bind,
-                                   ":", options.port);
+  jobs.head_address = absl::StrCat(
+      options.bind == "0.0.0.0" || options.bind == "::" ? "127.0.0.1" : options.bind, ":", options.port);
   jobs.token = options.token;
   jobs_ = std::make_unique<JobManager>(store_, *actors_, *groups_, clock_, jobs);
 }
@@ -87,7 +88,8 @@ absl::StatusOr<std::unique_ptr<Head>> Head::Open(const HeadOptions& options, sto
   if (options.jobs_dir.empty()) return absl::InvalidArgumentError("--jobs-dir: empty");
   std::error_code ec;
   std::filesystem::create_directories(options.jobs_dir, ec);
-  if (ec) return absl::InvalidArgumentError(absl::StrCat("--jobs-dir ", options.jobs_dir, ": ", ec.message()));
+  if (ec)
+    return absl::InvalidArgumentError(absl::StrCat("--jobs-dir ", options.jobs_dir, ": ", ec.message()));
   std::unique_ptr<Head> head(new Head(options, store, workers, clock));
   if (absl::Status s = head->Recover(); !s.ok()) return s;
   return head;
@@ -98,7 +100,8 @@ absl::Status Head::Recover() {
   // them; jobs last (they only refer to the others).
   if (absl::Status s = nodes_->Recover(); !s.ok()) return Annotate(s, "cannot recover cluster state");
   AddAliveNodes(*nodes_, resources_);
-  if (absl::Status s = groups_->Recover(); !s.ok()) return Annotate(s, "cannot recover the placement group table");
+  if (absl::Status s = groups_->Recover(); !s.ok())
+    return Annotate(s, "cannot recover the placement group table");
   if (absl::Status s = actors_->Recover(); !s.ok()) return Annotate(s, "cannot recover the actor table");
   if (absl::Status s = jobs_->Recover(); !s.ok()) return Annotate(s, "cannot recover the job table");
   listener_ = std::make_unique<SchedulingNodeListener>(resources_, *actors_, *groups_);
@@ -109,7 +112,8 @@ absl::Status Head::Recover() {
 absl::Status Head::Start() {
   if (server_) return absl::FailedPreconditionError("head: already started");
   services_ = std::make_unique<HeadServices>(*this, options_.token, JobManagerOptions{}.limits);
-  absl::StatusOr<rpc::ListeningServer> listening = rpc::StartServer(options_.bind, options_.port, services_->All());
+  absl::StatusOr<rpc::ListeningServer> listening =
+      rpc::StartServer(options_.bind, options_.port, services_->All());
   if (!listening.ok()) return listening.status();
   server_ = std::move(listening->server);
   port_ = listening->port;
@@ -152,8 +156,8 @@ int RunHead(const HeadOptions& options) {
     spdlog::critical("{}", s.message());
     return 1;
   }
-  spdlog::info("skyrl-head listening on {}:{} ({}), store {}", options.bind, (*head)->port(), rpc::TlsDescription(),
-               (*head)->store().Describe());
+  spdlog::info("skyrl-head listening on {}:{} ({}), store {}", options.bind, (*head)->port(),
+               rpc::TlsDescription(), (*head)->store().Describe());
   int sig = WaitForTerminationSignal();
   spdlog::info("received signal {}, shutting down", sig);
   (*head)->Shutdown();

@@ -32,9 +32,11 @@ int main(int argc, char** argv) {
                  "memory, queueing writes until Redis is back")
       ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--namespace", o.ns, "cluster name: the store keeps each cluster's tables apart");
-  app.add_option("--token-file", token_file, "cluster token file (else $SKYRL_TOKEN, else ~/.skyrl/token, created if missing)");
+  app.add_option("--token-file", token_file,
+                 "cluster token file (else $SKYRL_TOKEN, else ~/.skyrl/token, created if missing)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
-  app.add_option("--jobs-dir", o.jobs_dir, "job drivers' logs and working directories, and audit.log (default ~/.skyrl/jobs)");
+  app.add_option("--jobs-dir", o.jobs_dir,
+                 "job drivers' logs and working directories, and audit.log (default ~/.skyrl/jobs)");
   app.add_option("--heartbeat-period-ms", heartbeat_ms, "expected worker heartbeat period")
       ->check(CLI::Range(10, 600000));
   app.add_option("--heartbeat-misses", o.heartbeat_misses, "missed heartbeats before a node is dead")

@@ -56,31 +56,35 @@ absl::Status ValidateJobSpec(v1::JobSpec& spec) {
   if (absl::Status s = ValidateName("spec.submission_id", spec.submission_id()); !s.ok()) return s;
   if (spec.submission_id() == "audit.log")
     return absl::InvalidArgumentError("spec.submission_id: \"audit.log\" is reserved (the head's audit log)");
-  if (spec.entrypoint_size() == 0) return absl::InvalidArgumentError("spec.entrypoint: give the command to run after --");
+  if (spec.entrypoint_size() == 0)
+    return absl::InvalidArgumentError("spec.entrypoint: give the command to run after --");
   if (spec.entrypoint_size() > kMaxArgs)
     return absl::InvalidArgumentError(absl::StrCat("spec.entrypoint: at most ", kMaxArgs, " arguments"));
   for (int i = 0; i < spec.entrypoint_size(); ++i) {
     const std::string& a = spec.entrypoint(i);
     if (a.size() > kMaxArgBytes || a.find('\0') != std::string::npos)
-      return absl::InvalidArgumentError(absl::StrCat("spec.entrypoint[", i, "]: longer than 64 KiB or holds NUL"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("spec.entrypoint[", i, "]: longer than 64 KiB or holds NUL"));
   }
   if (spec.entrypoint(0).empty()) return absl::InvalidArgumentError("spec.entrypoint[0]: empty command");
   if (spec.env_size() > int(kMaxEnv))
     return absl::InvalidArgumentError(absl::StrCat("spec.env: at most ", kMaxEnv, " variables"));
   for (const auto& [k, v] : spec.env()) {
     if (!EnvName(k))
-      return absl::InvalidArgumentError(absl::StrCat("spec.env: \"", k.substr(0, 64), "\" is not a variable name"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("spec.env: \"", k.substr(0, 64), "\" is not a variable name"));
     if (k == "SKYRL_TOKEN" || k == "SKYRL_ADDRESS" || k == "SKYRL_JOB_ID")
       return absl::InvalidArgumentError(absl::StrCat("spec.env: ", k, " is set by the head"));
     if (v.size() > kMaxArgBytes || v.find('\0') != std::string::npos)
       return absl::InvalidArgumentError(absl::StrCat("spec.env[", k, "]: longer than 64 KiB or holds NUL"));
   }
-  if (spec.submitter().size() > 256) return absl::InvalidArgumentError("spec.submitter: longer than 256 characters");
+  if (spec.submitter().size() > 256)
+    return absl::InvalidArgumentError("spec.submitter: longer than 256 characters");
   return absl::OkStatus();
 }
 
-JobManager::JobManager(store::Store& store, ActorManager& actors, PlacementGroupManager& groups, const Clock& clock,
-                       JobManagerOptions options)
+JobManager::JobManager(store::Store& store, ActorManager& actors, PlacementGroupManager& groups,
+                       const Clock& clock, JobManagerOptions options)
     : store_(store), actors_(actors), groups_(groups), clock_(clock), options_(std::move(options)) {}
 
 JobManager::~JobManager() {
@@ -139,7 +143,8 @@ absl::Status JobManager::Recover() {
     }
   }
   for (const std::string& id : lost) CleanUp(id);
-  spdlog::info("recovered {} jobs from the store ({} lost with the previous head)", entries->size(), lost.size());
+  spdlog::info("recovered {} jobs from the store ({} lost with the previous head)", entries->size(),
+               lost.size());
   return absl::OkStatus();
 }
 
@@ -149,7 +154,8 @@ void JobManager::Audit(const v1::JobInfo& info) {
   j["job_id"] = info.job_id();
   j["submitter"] = info.spec().submitter();
   j["peer"] = info.peer();
-  j["entrypoint"] = std::vector<std::string>(info.spec().entrypoint().begin(), info.spec().entrypoint().end());
+  j["entrypoint"] =
+      std::vector<std::string>(info.spec().entrypoint().begin(), info.spec().entrypoint().end());
   std::vector<std::string> env_names;
   for (const auto& [k, v] : info.spec().env()) env_names.push_back(k);
   std::sort(env_names.begin(), env_names.end());
@@ -160,7 +166,8 @@ void JobManager::Audit(const v1::JobInfo& info) {
   spdlog::info("audit: job submitted: {}", line);
 }
 
-absl::StatusOr<v1::JobInfo> JobManager::Submit(v1::JobSpec spec, const std::string& archive, const std::string& peer) {
+absl::StatusOr<v1::JobInfo> JobManager::Submit(v1::JobSpec spec, const std::string& archive,
+                                               const std::string& peer) {
   if (absl::Status s = ValidateJobSpec(spec); !s.ok()) return s;
   if (!spec.has_working_dir() && !archive.empty())
     return absl::InvalidArgumentError("spec.has_working_dir: an archive was sent without it");
@@ -177,7 +184,8 @@ absl::StatusOr<v1::JobInfo> JobManager::Submit(v1::JobSpec spec, const std::stri
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return absl::UnavailableError("the head is shutting down");
-    if (jobs_.contains(id)) return absl::AlreadyExistsError(absl::StrCat("a job with submission id ", id, " exists"));
+    if (jobs_.contains(id))
+      return absl::AlreadyExistsError(absl::StrCat("a job with submission id ", id, " exists"));
     if (absl::Status s = Persist(info); !s.ok()) return s;
     jobs_[id] = info;
   }
@@ -301,7 +309,8 @@ absl::StatusOr<v1::JobInfo> JobManager::Stop(const std::string& job_id, absl::Du
   if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", job_id));
   if (Ended(it->second.state())) return it->second;
   int pid = it->second.pid();
-  if (pid <= 0) return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " has no driver process yet"));
+  if (pid <= 0)
+    return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " has no driver process yet"));
   stop_requested_[job_id] = true;
   kill(-pid, SIGTERM);
   // The job may end, and even be deleted, while this waits: look it up again each time.
@@ -317,7 +326,8 @@ absl::StatusOr<v1::JobInfo> JobManager::Stop(const std::string& job_id, absl::Du
     while (!ended() && absl::Now() < hard) ended_.WaitWithDeadline(&mu_, hard);
   }
   auto j = jobs_.find(job_id);
-  if (j == jobs_.end()) return absl::NotFoundError(absl::StrCat("job ", job_id, " was deleted while it stopped"));
+  if (j == jobs_.end())
+    return absl::NotFoundError(absl::StrCat("job ", job_id, " was deleted while it stopped"));
   return j->second;
 }
 
@@ -328,8 +338,8 @@ absl::Status JobManager::Delete(const std::string& job_id) {
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", job_id));
     if (!Ended(it->second.state()))
-      return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " is ", v1::JobState_Name(it->second.state()),
-                                                        ": stop it first"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", job_id, " is ", v1::JobState_Name(it->second.state()), ": stop it first"));
     if (absl::StatusOr<bool> s = store_.Delete(kJobsTable, job_id); !s.ok()) return s.status();
     jobs_.erase(it);
     stop_requested_.erase(job_id);

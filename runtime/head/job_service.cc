@@ -7,7 +7,8 @@
 
 namespace skyrl::head {
 
-grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* ctx, grpc::ServerReader<v1::SubmitJobChunk>* reader,
+grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* ctx,
+                                       grpc::ServerReader<v1::SubmitJobChunk>* reader,
                                        v1::SubmitJobReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
   v1::SubmitJobChunk chunk;
@@ -17,8 +18,8 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* ctx, grpc::ServerRea
   while (reader->Read(&chunk)) {
     if (chunk.has_spec()) return rpc::ToGrpc(absl::InvalidArgumentError("submit: the spec was sent twice"));
     if (int64_t(archive.size() + chunk.archive_chunk().size()) > limits_.max_archive_bytes)
-      return rpc::ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
-          "working_dir archive: more than the limit of ", limits_.max_archive_bytes, " bytes")));
+      return rpc::ToGrpc(absl::ResourceExhaustedError(
+          absl::StrCat("working_dir archive: more than the limit of ", limits_.max_archive_bytes, " bytes")));
     archive += chunk.archive_chunk();
   }
   absl::StatusOr<v1::JobInfo> job = jobs_.Submit(std::move(spec), archive, ctx->peer());
@@ -27,7 +28,8 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* ctx, grpc::ServerRea
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req, v1::GetJobReply* reply) {
+grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* ctx, const v1::GetJobRequest* req,
+                                    v1::GetJobReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
   absl::StatusOr<v1::JobInfo> job = jobs_.Get(req->job_id());
   if (!job.ok()) return rpc::ToGrpc(job.status());
@@ -35,13 +37,15 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* ctx, const v1::GetJobRe
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest*, v1::ListJobsReply* reply) {
+grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest*,
+                                      v1::ListJobsReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
   for (auto& j : jobs_.List()) *reply->add_jobs() = std::move(j);
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::StopJob(grpc::ServerContext* ctx, const v1::StopJobRequest* req, v1::StopJobReply* reply) {
+grpc::Status JobServiceImpl::StopJob(grpc::ServerContext* ctx, const v1::StopJobRequest* req,
+                                     v1::StopJobReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
   if (req->grace_ms() < 0 || req->grace_ms() > 600'000)
     return rpc::ToGrpc(absl::InvalidArgumentError("grace_ms: must be in 0-600000"));
@@ -52,7 +56,8 @@ grpc::Status JobServiceImpl::StopJob(grpc::ServerContext* ctx, const v1::StopJob
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::DeleteJob(grpc::ServerContext* ctx, const v1::DeleteJobRequest* req, v1::DeleteJobReply*) {
+grpc::Status JobServiceImpl::DeleteJob(grpc::ServerContext* ctx, const v1::DeleteJobRequest* req,
+                                       v1::DeleteJobReply*) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
   return rpc::ToGrpc(jobs_.Delete(req->job_id()));
 }

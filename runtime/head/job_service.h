@@ -12,12 +12,14 @@ class JobServiceImpl final : public v1::JobService::Service {
   JobServiceImpl(JobManager& jobs, const rpc::TokenAuth& auth, archive::Limits limits)
       : jobs_(jobs), auth_(auth), limits_(limits) {}
 
-  grpc::Status SubmitJob(grpc::ServerContext*, grpc::ServerReader<v1::SubmitJobChunk>*, v1::SubmitJobReply*) override;
+  grpc::Status SubmitJob(grpc::ServerContext*, grpc::ServerReader<v1::SubmitJobChunk>*,
+                         v1::SubmitJobReply*) override;
   grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest*, v1::GetJobReply*) override;
   grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsReply*) override;
   grpc::Status StopJob(grpc::ServerContext*, const v1::StopJobRequest*, v1::StopJobReply*) override;
   grpc::Status DeleteJob(grpc::ServerContext*, const v1::DeleteJobRequest*, v1::DeleteJobReply*) override;
-  grpc::Status JobLogs(grpc::ServerContext*, const v1::JobLogsRequest*, grpc::ServerWriter<v1::JobLogsChunk>*) override;
+  grpc::Status JobLogs(grpc::ServerContext*, const v1::JobLogsRequest*,
+                       grpc::ServerWriter<v1::JobLogsChunk>*) override;
 
  private:
   JobManager& jobs_;

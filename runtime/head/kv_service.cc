@@ -5,12 +5,10 @@
 
 namespace skyrl::head {
 
-grpc::Status KvServiceImpl::Put(grpc::ServerContext* ctx, const v1::KvPutRequest* req,
-                                v1::KvPutReply*) {
+grpc::Status KvServiceImpl::Put(grpc::ServerContext* ctx, const v1::KvPutRequest* req, v1::KvPutReply*) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
   if (req->overwrite()) return rpc::ToGrpc(store_.Put(kKvTable, req->key(), req->value()));
-  absl::StatusOr<bool> created =
-      store_.CompareAndSet(kKvTable, req->key(), std::nullopt, req->value());
+  absl::StatusOr<bool> created = store_.CompareAndSet(kKvTable, req->key(), std::nullopt, req->value());
   if (!created.ok()) return rpc::ToGrpc(created.status());
   if (!*created)
     return grpc::Status(grpc::StatusCode::ALREADY_EXISTS,

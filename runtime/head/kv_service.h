@@ -15,8 +15,7 @@ class KvServiceImpl final : public v1::KvService::Service {
 
   grpc::Status Put(grpc::ServerContext*, const v1::KvPutRequest*, v1::KvPutReply*) override;
   grpc::Status Get(grpc::ServerContext*, const v1::KvGetRequest*, v1::KvGetReply*) override;
-  grpc::Status Delete(grpc::ServerContext*, const v1::KvDeleteRequest*,
-                      v1::KvDeleteReply*) override;
+  grpc::Status Delete(grpc::ServerContext*, const v1::KvDeleteRequest*, v1::KvDeleteReply*) override;
   grpc::Status List(grpc::ServerContext*, const v1::KvListRequest*, v1::KvListReply*) override;
 
  private:

@@ -14,8 +14,7 @@ absl::Status ValidateNodeInfo(const v1::NodeInfo& info) {
   std::map<std::string, double> res(info.resources_total().begin(), info.resources_total().end());
   absl::StatusOr<ResourceSet> resources = ResourceSet::FromMap(res);
   if (!resources.ok())
-    return absl::InvalidArgumentError(
-        absl::StrCat("node.resources_total: ", resources.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat("node.resources_total: ", resources.status().message()));
   for (const auto& [k, v] : info.labels()) {
     if (absl::Status s = ValidateName("node.labels key", k); !s.ok()) return s;
     if (v.size() > 256)
@@ -24,12 +23,11 @@ absl::Status ValidateNodeInfo(const v1::NodeInfo& info) {
   absl::flat_hash_set<int> seen;
   for (int g : info.gpu_ids()) {
     if (g < 0 || !seen.insert(g).second)
-      return absl::InvalidArgumentError(
-          absl::StrCat("node.gpu_ids: ", g, " is negative or repeated"));
+      return absl::InvalidArgumentError(absl::StrCat("node.gpu_ids: ", g, " is negative or repeated"));
   }
   if (double(info.gpu_ids_size()) != resources->Get(kGPU))
-    return absl::InvalidArgumentError(absl::StrCat(
-        "node.gpu_ids: ", info.gpu_ids_size(), " ids for GPU=", resources->Get(kGPU)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("node.gpu_ids: ", info.gpu_ids_size(), " ids for GPU=", resources->Get(kGPU)));
   if (info.hostname().size() > 256)
     return absl::InvalidArgumentError("node.hostname: longer than 256 characters");
   return absl::OkStatus();
@@ -88,9 +86,9 @@ absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead) 
     if (was_dead) *was_dead = dead;
     if (absl::Status s = Persist(info); !s.ok()) return s;
     if (dead) unacknowledged_deaths_.insert(id);
-    spdlog::info("node {} registered: {} resources {}", id.ToString(), info.hostname(),
-                 ResourceSet::FromMap({info.resources_total().begin(), info.resources_total().end()})
-                     ->ToString());
+    spdlog::info(
+        "node {} registered: {} resources {}", id.ToString(), info.hostname(),
+        ResourceSet::FromMap({info.resources_total().begin(), info.resources_total().end()})->ToString());
     nodes_[id] = info;
   }
   if (listener_) listener_->OnNodeAlive(info);
@@ -101,9 +99,8 @@ absl::Status NodeManager::Heartbeat(const NodeId& id, uint64_t known_peers_versi
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(id);
   if (it == nodes_.end() || it->second.state() != v1::NODE_ALIVE)
-    return absl::NotFoundError(absl::StrCat("node ", id.ToString(),
-                                            it == nodes_.end() ? " is unknown" : " is dead",
-                                            ": register again"));
+    return absl::NotFoundError(absl::StrCat(
+        "node ", id.ToString(), it == nodes_.end() ? " is unknown" : " is dead", ": register again"));
   it->second.set_last_heartbeat_unix_ms(absl::ToUnixMillis(clock_.Now()));
   // A heartbeat follows a registration whose reply the worker got: it knows of the death.
   unacknowledged_deaths_.erase(id);
@@ -124,8 +121,7 @@ absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason)
   {
     absl::MutexLock lock(&mu_);
     auto it = nodes_.find(id);
-    if (it == nodes_.end())
-      return absl::NotFoundError(absl::StrCat("node ", id.ToString(), " is unknown"));
+    if (it == nodes_.end()) return absl::NotFoundError(absl::StrCat("node ", id.ToString(), " is unknown"));
     if (it->second.state() == v1::NODE_DEAD) return absl::OkStatus();
     v1::NodeInfo updated = it->second;
     updated.set_state(v1::NODE_DEAD);
@@ -165,9 +161,10 @@ std::vector<std::pair<NodeId, std::string>> NodeManager::CheckLivenessLocked() {
     }
     if (alive >= 2 && !heard) {
       if (!isolated_)
-        spdlog::warn("liveness: no node heard for {}; this head may be cut off from them: declaring none dead "
-                     "until one is heard again",
-                     absl::FormatDuration(limit / 2));
+        spdlog::warn(
+            "liveness: no node heard for {}; this head may be cut off from them: declaring none dead "
+            "until one is heard again",
+            absl::FormatDuration(limit / 2));
       isolated_ = true;
       last_check_ = now;
       return died;
@@ -227,9 +224,8 @@ std::vector<v1::NodeInfo> NodeManager::List() const {
   std::vector<v1::NodeInfo> out;
   for (const auto& [id, info] : nodes_) out.push_back(info);
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    return a.registered_unix_ms() != b.registered_unix_ms()
-               ? a.registered_unix_ms() < b.registered_unix_ms()
-               : a.node_id() < b.node_id();
+    return a.registered_unix_ms() != b.registered_unix_ms() ? a.registered_unix_ms() < b.registered_unix_ms()
+                                                            : a.node_id() < b.node_id();
   });
   return out;
 }

@@ -21,7 +21,8 @@ grpc::ServerUnaryReactor* NodeServiceImpl::RegisterNode(grpc::CallbackServerCont
 }
 
 grpc::ServerUnaryReactor* NodeServiceImpl::Heartbeat(grpc::CallbackServerContext* ctx,
-                                                     const v1::HeartbeatRequest* req, v1::HeartbeatReply* reply) {
+                                                     const v1::HeartbeatRequest* req,
+                                                     v1::HeartbeatReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   absl::StatusOr<NodeId> id = NodeId::Parse(req->node_id());
   if (!id.ok()) return rpc::FinishNow(ctx, rpc::ToGrpc(id.status()));
@@ -43,15 +44,16 @@ grpc::ServerUnaryReactor* NodeServiceImpl::UnregisterNode(grpc::CallbackServerCo
   return rpc::FinishNow(ctx, rpc::ToGrpc(nodes_.Unregister(*id, req->reason())));
 }
 
-grpc::ServerUnaryReactor* NodeServiceImpl::ListNodes(grpc::CallbackServerContext* ctx, const v1::ListNodesRequest*,
-                                                     v1::ListNodesReply* reply) {
+grpc::ServerUnaryReactor* NodeServiceImpl::ListNodes(grpc::CallbackServerContext* ctx,
+                                                     const v1::ListNodesRequest*, v1::ListNodesReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   for (auto& n : nodes_.List()) *reply->add_nodes() = std::move(n);
   resources_.With([&](const scheduler::Cluster& cluster) {
     for (v1::NodeInfo& n : *reply->mutable_nodes()) {
       const scheduler::Pool* pool = n.state() == v1::NODE_ALIVE ? cluster.NodePool(n.node_id()) : nullptr;
       if (pool == nullptr) continue;
-      for (const auto& [kind, amount] : pool->free().ToMap()) (*n.mutable_resources_available())[kind] = amount;
+      for (const auto& [kind, amount] : pool->free().ToMap())
+        (*n.mutable_resources_available())[kind] = amount;
     }
   });
   return rpc::FinishNow(ctx, grpc::Status::OK);

@@ -47,9 +47,11 @@ absl::Status ValidatePlacementGroupSpec(v1::PlacementGroupSpec& spec) {
   if (absl::Status s = ValidateName("spec.namespace", spec.namespace_()); !s.ok()) return s;
   if (!spec.name().empty())
     if (absl::Status s = ValidateName("spec.name", spec.name()); !s.ok()) return s;
-  if (spec.bundles_size() == 0) return absl::InvalidArgumentError("spec.bundles: a group needs at least one bundle");
+  if (spec.bundles_size() == 0)
+    return absl::InvalidArgumentError("spec.bundles: a group needs at least one bundle");
   if (spec.bundles_size() > kMaxBundles)
-    return absl::InvalidArgumentError(absl::StrCat("spec.bundles: at most ", kMaxBundles, ", got ", spec.bundles_size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.bundles: at most ", kMaxBundles, ", got ", spec.bundles_size()));
   if (!v1::PlacementStrategy_IsValid(spec.strategy()))
     return absl::InvalidArgumentError(absl::StrCat("spec.strategy: unknown value ", int(spec.strategy())));
   for (int i = 0; i < spec.bundles_size(); ++i) {
@@ -57,8 +59,11 @@ absl::Status ValidatePlacementGroupSpec(v1::PlacementGroupSpec& spec) {
     std::string field = absl::StrCat("spec.bundles[", i, "]");
     absl::StatusOr<ResourceSet> r = ResourceSet::FromMap({b.resources().begin(), b.resources().end()});
     if (!r.ok()) return absl::InvalidArgumentError(absl::StrCat(field, ".resources: ", r.status().message()));
-    if (r->empty()) return absl::InvalidArgumentError(absl::StrCat(field, ".resources: a bundle must ask for something"));
-    if (absl::Status s = scheduler::ValidateDemand(field, scheduler::Demand{*r, ToLabels(b.label_selector())}); !s.ok())
+    if (r->empty())
+      return absl::InvalidArgumentError(absl::StrCat(field, ".resources: a bundle must ask for something"));
+    if (absl::Status s =
+            scheduler::ValidateDemand(field, scheduler::Demand{*r, ToLabels(b.label_selector())});
+        !s.ok())
       return s;
   }
   if (!spec.domain_label().empty())
@@ -72,8 +77,13 @@ absl::Status ValidatePlacementGroupSpec(v1::PlacementGroupSpec& spec) {
 }
 
 PlacementGroupManager::PlacementGroupManager(store::Store& store, ResourceTracker& resources,
-                                             ActorManager& actors, const Clock& clock, RetentionOptions retention)
-    : store_(store), resources_(resources), actors_(actors), clock_(clock), removed_(retention.keep_terminal) {}
+                                             ActorManager& actors, const Clock& clock,
+                                             RetentionOptions retention)
+    : store_(store),
+      resources_(resources),
+      actors_(actors),
+      clock_(clock),
+      removed_(retention.keep_terminal) {}
 
 PlacementGroupManager::~PlacementGroupManager() {
   StopWaits();
@@ -103,7 +113,8 @@ void PlacementGroupManager::Trim(std::vector<store::Write>* deletes) {
     if (deletes) {
       deletes->push_back(store::Write::Delete(kPlacementGroupsTable, id.ToString()));
     } else if (absl::StatusOr<bool> d = store_.Delete(kPlacementGroupsTable, id.ToString()); !d.ok()) {
-      spdlog::warn("placement group {}: evicted, but the store kept it: {}", id.ToString(), d.status().message());
+      spdlog::warn("placement group {}: evicted, but the store kept it: {}", id.ToString(),
+                   d.status().message());
     }
     groups_.erase(it);
   }
@@ -118,7 +129,8 @@ absl::Status PlacementGroupManager::Recover() {
     v1::PlacementGroupInfo info;
     absl::StatusOr<PlacementGroupId> id = PlacementGroupId::Parse(e.key);
     if (!id.ok() || !info.ParseFromString(e.value)) {
-      spdlog::error("placement_groups table: skipping unreadable entry {}", store::Where(kPlacementGroupsTable, e.key));
+      spdlog::error("placement_groups table: skipping unreadable entry {}",
+                    store::Where(kPlacementGroupsTable, e.key));
       continue;
     }
     if (info.state() == v1::PG_CREATED || info.state() == v1::PG_RESCHEDULING) {
@@ -142,15 +154,17 @@ absl::Status PlacementGroupManager::Recover() {
     if (info.state() == v1::PG_PENDING || info.state() == v1::PG_RESCHEDULING) waiting_.insert(*id);
     if (std::string key = NameKey(info.spec()); !key.empty() && Live(info.state())) live_names_[key] = *id;
     if (!Live(info.state()))
-      removed.emplace_back(info.removed_unix_ms() != 0 ? info.removed_unix_ms() : info.created_unix_ms(), *id);
+      removed.emplace_back(info.removed_unix_ms() != 0 ? info.removed_unix_ms() : info.created_unix_ms(),
+                           *id);
     groups_[*id] = std::move(info);
   }
   removed_.PushInOrder(std::move(removed));
   std::vector<store::Write> deletes;
   Trim(&deletes);
   if (absl::Status s = ApplyEvictions(store_, deletes); !s.ok())
-    spdlog::warn("placement_groups table: {} REMOVED groups over --keep-terminal evicted, but the store kept some: {}",
-                 deletes.size(), s.message());
+    spdlog::warn(
+        "placement_groups table: {} REMOVED groups over --keep-terminal evicted, but the store kept some: {}",
+        deletes.size(), s.message());
   spdlog::info("recovered {} placement groups from the store ({} REMOVED kept up to {})", groups_.size(),
                removed_.size(), removed_.keep());
   return absl::OkStatus();
@@ -163,7 +177,8 @@ absl::StatusOr<v1::PlacementGroupInfo> PlacementGroupManager::Create(v1::Placeme
   const std::string name_key = NameKey(spec);
   if (!name_key.empty())
     if (auto other = live_names_.find(name_key); other != live_names_.end())
-      return absl::AlreadyExistsError(absl::StrCat("a placement group named ", spec.namespace_(), "/", spec.name(),
+      return absl::AlreadyExistsError(absl::StrCat("a placement group named ", spec.namespace_(), "/",
+                                                   spec.name(),
                                                    " already exists: ", other->second.ToString()));
   v1::PlacementGroupInfo info;
   info.set_placement_group_id(id.ToString());
@@ -332,7 +347,8 @@ void PlacementGroupManager::ServeWaits() {
     absl::Time now = absl::Now(), next = absl::InfiniteFuture();
     for (auto it = waits_.begin(); it != waits_.end();) {
       std::optional<absl::StatusOr<v1::PlacementGroupInfo>> out =
-          waits_stopped_ ? absl::UnavailableError("the head is stopping") : WaitOutcome(it->id, now >= it->deadline);
+          waits_stopped_ ? absl::UnavailableError("the head is stopping")
+                         : WaitOutcome(it->id, now >= it->deadline);
       if (out) {
         settled.emplace_back(std::move(it->done), std::move(*out));
         it = waits_.erase(it);
@@ -374,7 +390,8 @@ void PlacementGroupManager::RemoveAsync(const PlacementGroupId& id, StatusDone d
   {
     absl::MutexLock lock(&mu_);
     auto it = groups_.find(id);
-    if (it == groups_.end()) return done(absl::NotFoundError(absl::StrCat("no placement group ", id.ToString())));
+    if (it == groups_.end())
+      return done(absl::NotFoundError(absl::StrCat("no placement group ", id.ToString())));
     v1::PlacementGroupInfo& g = it->second;
     if (g.state() == v1::PG_REMOVED) return done(absl::OkStatus());
     // Changed in place (no copy of the group) and put back when the store refuses.

@@ -92,7 +92,8 @@ class PlacementGroupManager {
   // Wakes the wait thread after a state change.
   void Changed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What a wait for `id` returns now, or nothing while it should go on waiting.
-  std::optional<absl::StatusOr<v1::PlacementGroupInfo>> WaitOutcome(const PlacementGroupId& id, bool expired) const
+  std::optional<absl::StatusOr<v1::PlacementGroupInfo>> WaitOutcome(const PlacementGroupId& id,
+                                                                    bool expired) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The wait thread: settles open waits as groups change or their deadlines pass.
   void ServeWaits();

@@ -19,19 +19,25 @@ class PlacementGroupServiceImpl final : public v1::PlacementGroupService::Callba
   PlacementGroupServiceImpl(PlacementGroupManager& groups, const rpc::TokenAuth& auth)
       : groups_(groups), auth_(auth) {}
 
-  grpc::ServerUnaryReactor* CreatePlacementGroup(grpc::CallbackServerContext*, const v1::CreatePlacementGroupRequest*,
+  grpc::ServerUnaryReactor* CreatePlacementGroup(grpc::CallbackServerContext*,
+                                                 const v1::CreatePlacementGroupRequest*,
                                                  v1::CreatePlacementGroupReply*) override;
   // Each spec on its own, in order (a name taken by an earlier item is AlreadyExists); the
   // call fails as a whole only for an empty batch or one over kMaxGroupBatch.
-  grpc::ServerUnaryReactor* CreatePlacementGroups(grpc::CallbackServerContext*, const v1::CreatePlacementGroupsRequest*,
+  grpc::ServerUnaryReactor* CreatePlacementGroups(grpc::CallbackServerContext*,
+                                                  const v1::CreatePlacementGroupsRequest*,
                                                   v1::CreatePlacementGroupsReply*) override;
-  grpc::ServerUnaryReactor* WaitPlacementGroup(grpc::CallbackServerContext*, const v1::WaitPlacementGroupRequest*,
+  grpc::ServerUnaryReactor* WaitPlacementGroup(grpc::CallbackServerContext*,
+                                               const v1::WaitPlacementGroupRequest*,
                                                v1::WaitPlacementGroupReply*) override;
-  grpc::ServerUnaryReactor* RemovePlacementGroup(grpc::CallbackServerContext*, const v1::RemovePlacementGroupRequest*,
+  grpc::ServerUnaryReactor* RemovePlacementGroup(grpc::CallbackServerContext*,
+                                                 const v1::RemovePlacementGroupRequest*,
                                                  v1::RemovePlacementGroupReply*) override;
-  grpc::ServerUnaryReactor* GetPlacementGroup(grpc::CallbackServerContext*, const v1::GetPlacementGroupRequest*,
+  grpc::ServerUnaryReactor* GetPlacementGroup(grpc::CallbackServerContext*,
+                                              const v1::GetPlacementGroupRequest*,
                                               v1::GetPlacementGroupReply*) override;
-  grpc::ServerUnaryReactor* ListPlacementGroups(grpc::CallbackServerContext*, const v1::ListPlacementGroupsRequest*,
+  grpc::ServerUnaryReactor* ListPlacementGroups(grpc::CallbackServerContext*,
+                                                const v1::ListPlacementGroupsRequest*,
                                                 v1::ListPlacementGroupsReply*) override;
 
  private:

@@ -22,10 +22,18 @@ scheduler::GroupRequest ToGroupRequest(const v1::PlacementGroupInfo& group) {
   for (const v1::Bundle& b : group.spec().bundles())
     r.bundles.push_back(scheduler::Demand{ToResources(b.resources()), ToLabels(b.label_selector())});
   switch (group.spec().strategy()) {
-    case v1::SPREAD: r.strategy = scheduler::Strategy::kSpread; break;
-    case v1::STRICT_PACK: r.strategy = scheduler::Strategy::kStrictPack; break;
-    case v1::STRICT_SPREAD: r.strategy = scheduler::Strategy::kStrictSpread; break;
-    default: r.strategy = scheduler::Strategy::kPack; break;
+    case v1::SPREAD:
+      r.strategy = scheduler::Strategy::kSpread;
+      break;
+    case v1::STRICT_PACK:
+      r.strategy = scheduler::Strategy::kStrictPack;
+      break;
+    case v1::STRICT_SPREAD:
+      r.strategy = scheduler::Strategy::kStrictSpread;
+      break;
+    default:
+      r.strategy = scheduler::Strategy::kPack;
+      break;
   }
   r.domain_label = group.spec().domain_label();
   r.affinity_group = group.spec().affinity_group_id();

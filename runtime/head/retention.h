@@ -32,7 +32,8 @@ struct RetentionOptions {
 inline absl::StatusOr<RetentionOptions> RetentionFromFlag(int64_t keep_terminal) {
   if (keep_terminal < 0 || keep_terminal > kMaxKeepTerminal)
     return absl::InvalidArgumentError(absl::StrCat("--keep-terminal: must be in 0-", kMaxKeepTerminal,
-                                                    " (terminal records kept per table), got ", keep_terminal));
+                                                   " (terminal records kept per table), got ",
+                                                   keep_terminal));
   return RetentionOptions{size_t(keep_terminal)};
 }
 

@@ -29,7 +29,8 @@ class GrpcWorkerClient final : public WorkerClient {
     v1::KillActorReply reply;
     return rpc::FromGrpc(Stub(address)->KillActor(&ctx, req, &reply));
   }
-  void StartActorAsync(const std::string& address, const v1::StartActorRequest& req, StartDone done) override {
+  void StartActorAsync(const std::string& address, const v1::StartActorRequest& req,
+                       StartDone done) override {
     struct Call {
       grpc::ClientContext ctx;
       v1::StartActorRequest req;

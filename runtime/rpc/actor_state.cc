@@ -4,11 +4,16 @@ namespace skyrl::rpc {
 
 const char* ActorStateName(v1::ActorState state) {
   switch (state) {
-    case v1::ACTOR_PENDING: return "PENDING";
-    case v1::ACTOR_ALIVE: return "ALIVE";
-    case v1::ACTOR_RESTARTING: return "RESTARTING";
-    case v1::ACTOR_DEAD: return "DEAD";
-    default: return "UNKNOWN";
+    case v1::ACTOR_PENDING:
+      return "PENDING";
+    case v1::ACTOR_ALIVE:
+      return "ALIVE";
+    case v1::ACTOR_RESTARTING:
+      return "RESTARTING";
+    case v1::ACTOR_DEAD:
+      return "DEAD";
+    default:
+      return "UNKNOWN";
   }
 }
 

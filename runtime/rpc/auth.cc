@@ -67,8 +67,7 @@ std::string DefaultTokenPath() {
 
 absl::Status ValidateToken(absl::string_view token) {
   if (token.size() < 16 || token.size() > 512)
-    return absl::InvalidArgumentError(
-        absl::StrCat("token must be 16-512 characters, got ", token.size()));
+    return absl::InvalidArgumentError(absl::StrCat("token must be 16-512 characters, got ", token.size()));
   for (char c : token)
     if (c <= ' ' || c > '~')
       return absl::InvalidArgumentError("token must be printable ASCII without spaces");
@@ -87,9 +86,10 @@ absl::StatusOr<std::string> LoadToken(const std::string& token_file, bool create
   absl::StatusOr<std::string> token = ReadTokenFile(path, "token file");
   if (token.ok() || !absl::IsNotFound(token.status()) || !create_if_missing) {
     if (absl::IsNotFound(token.status()))
-      return absl::NotFoundError(absl::StrCat(
-          "no cluster token: pass --token-file, set $SKYRL_TOKEN, or run on the head's machine "
-          "(", path, " is missing)"));
+      return absl::NotFoundError(
+          absl::StrCat("no cluster token: pass --token-file, set $SKYRL_TOKEN, or run on the head's machine "
+                       "(",
+                       path, " is missing)"));
     return token;
   }
   return GenerateToken(path);
@@ -105,11 +105,10 @@ grpc::Status TokenAuth::Check(const grpc::ServerContextBase* context) const {
   unsigned char diff = 0;
   for (size_t i = 0; ok && i < token_.size(); ++i) diff |= uint8_t(given[i] ^ token_[i]);
   if (ok && diff == 0) return grpc::Status::OK;
-  spdlog::warn("rejected a call from {}: {} token", context->peer(),
-               it == md.end() ? "missing" : "wrong");
-  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                      it == md.end() ? "missing cluster token (authorization metadata)"
-                                     : "wrong cluster token");
+  spdlog::warn("rejected a call from {}: {} token", context->peer(), it == md.end() ? "missing" : "wrong");
+  return grpc::Status(
+      grpc::StatusCode::UNAUTHENTICATED,
+      it == md.end() ? "missing cluster token (authorization metadata)" : "wrong cluster token");
 }
 
 void AttachToken(grpc::ClientContext* context, const std::string& token) {

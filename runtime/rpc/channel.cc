@@ -10,8 +10,8 @@ namespace skyrl::rpc {
 absl::Status ValidateAddress(absl::string_view field, absl::string_view address) {
   size_t colon = address.rfind(':');
   int port = 0;
-  if (colon == absl::string_view::npos || colon == 0 ||
-      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 1 || port > 65535)
+  if (colon == absl::string_view::npos || colon == 0 || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port < 1 || port > 65535)
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": \"", address, "\" is not HOST:PORT with a port in 1-65535"));
   return absl::OkStatus();

@@ -10,7 +10,8 @@
 namespace skyrl::rpc {
 
 void AddTlsFlags(CLI::App& app, TlsFiles& files) {
-  app.add_option("--tls-cert", files.cert, "serve TLS with this certificate chain (PEM); also $SKYRL_TLS_CERT");
+  app.add_option("--tls-cert", files.cert,
+                 "serve TLS with this certificate chain (PEM); also $SKYRL_TLS_CERT");
   app.add_option("--tls-key", files.key, "private key for --tls-cert (PEM); also $SKYRL_TLS_KEY");
   app.add_option("--tls-ca", files.ca,
                  "CA of the cluster's certificates (PEM): verify peers, require client certificates; also "

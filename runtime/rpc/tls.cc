@@ -48,9 +48,9 @@ const TlsMaterial& Material() {
 
 absl::Status ConfigureTls(const std::string& cert, const std::string& key, const std::string& ca) {
   if (cert.empty() != key.empty()) return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
-  for (auto [flag, path, var] : {std::tuple{"--tls-cert", cert, "SKYRL_TLS_CERT"},
-                                 std::tuple{"--tls-key", key, "SKYRL_TLS_KEY"},
-                                 std::tuple{"--tls-ca", ca, "SKYRL_TLS_CA"}}) {
+  for (auto [flag, path, var] :
+       {std::tuple{"--tls-cert", cert, "SKYRL_TLS_CERT"}, std::tuple{"--tls-key", key, "SKYRL_TLS_KEY"},
+        std::tuple{"--tls-ca", ca, "SKYRL_TLS_CA"}}) {
     if (path.empty()) continue;
     if (absl::StatusOr<std::string> pem = ReadPem(flag, path); !pem.ok()) return pem.status();
     setenv(var, path.c_str(), 1);
@@ -61,8 +61,9 @@ absl::Status ConfigureTls(const std::string& cert, const std::string& key, const
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials() {
   const TlsMaterial& m = Material();
   if (m.cert.empty() || m.key.empty()) return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions opts(
-      m.ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  grpc::SslServerCredentialsOptions opts(m.ca.empty()
+                                             ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                             : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   opts.pem_root_certs = m.ca;
   opts.pem_key_cert_pairs.push_back({m.key, m.cert});
   return grpc::SslServerCredentials(opts);

@@ -19,8 +19,8 @@ absl::Status ValidateTable(absl::string_view op, absl::string_view table) {
     return absl::InvalidArgumentError(
         absl::StrCat(op, ": table name must be 1-64 characters, got ", table.size()));
   for (char c : table) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '-';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
     if (!ok)
       return absl::InvalidArgumentError(
           absl::StrCat(op, ": table \"", table, "\" has a character outside [A-Za-z0-9_-]"));
@@ -31,8 +31,8 @@ absl::Status ValidateTable(absl::string_view op, absl::string_view table) {
 absl::Status ValidateKey(absl::string_view op, absl::string_view table, absl::string_view key) {
   if (absl::Status s = ValidateTable(op, table); !s.ok()) return s;
   if (key.empty() || key.size() > kMaxKeyBytes)
-    return absl::InvalidArgumentError(absl::StrCat(op, " ", table, ": key must be 1-",
-                                                   kMaxKeyBytes, " bytes, got ", key.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, " ", table, ": key must be 1-", kMaxKeyBytes, " bytes, got ", key.size()));
   return absl::OkStatus();
 }
 
@@ -40,10 +40,8 @@ absl::Status ValidateValue(absl::string_view op, absl::string_view table, absl::
                            absl::string_view value) {
   if (absl::Status s = ValidateKey(op, table, key); !s.ok()) return s;
   if (value.size() > kMaxValueBytes)
-    return absl::InvalidArgumentError(absl::StrCat(op, " ", Where(table, key),
-                                                   ": value of ", value.size(),
-                                                   " bytes exceeds the limit of ",
-                                                   kMaxValueBytes));
+    return absl::InvalidArgumentError(absl::StrCat(op, " ", Where(table, key), ": value of ", value.size(),
+                                                   " bytes exceeds the limit of ", kMaxValueBytes));
   return absl::OkStatus();
 }
 
@@ -75,8 +73,8 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(absl::string_view spec, absl::s
     if (!store.ok()) return store.status();
     return std::unique_ptr<Store>(std::move(*store));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--store: \"", spec, "\" is neither \"memory\" nor a redis://host:port URL"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--store: \"", spec, "\" is neither \"memory\" nor a redis://host:port URL"));
 }
 
 }  // namespace skyrl::store

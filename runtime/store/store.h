@@ -58,15 +58,13 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  virtual absl::Status Put(absl::string_view table, absl::string_view key,
-                           absl::string_view value) = 0;
+  virtual absl::Status Put(absl::string_view table, absl::string_view key, absl::string_view value) = 0;
   // NotFound when absent.
   virtual absl::StatusOr<std::string> Get(absl::string_view table, absl::string_view key) = 0;
   // True when the key existed.
   virtual absl::StatusOr<bool> Delete(absl::string_view table, absl::string_view key) = 0;
   // Every entry whose key starts with `prefix` (all entries for an empty prefix), by key.
-  virtual absl::StatusOr<std::vector<Entry>> Scan(absl::string_view table,
-                                                  absl::string_view prefix) = 0;
+  virtual absl::StatusOr<std::vector<Entry>> Scan(absl::string_view table, absl::string_view prefix) = 0;
   // Atomically: if the current value equals `expected` (nullopt: the key is absent), set it
   // to `desired` (nullopt: delete it) and return true; otherwise change nothing and return
   // false. A backend that loses its connection after sending the request cannot know

@@ -13,7 +13,7 @@ size_t Bytes(const Write& w) { return w.table.size() + w.key.size() + w.value.si
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<WriteBehindStore>> WriteBehindStore::Open(std::unique_ptr<Store> backend,
-                                                                        WriteBehindOptions options) {
+                                                                         WriteBehindOptions options) {
   std::unique_ptr<WriteBehindStore> s(new WriteBehindStore(std::move(backend), std::move(options)));
   for (const std::string& table : s->options_.tables) {
     absl::StatusOr<std::vector<Entry>> entries = s->backend_->Scan(table, "");

@@ -29,7 +29,7 @@
 namespace skyrl::store {
 
 struct WriteBehindOptions {
-  std::vector<std::string> tables;             // loaded from the backend when opened
+  std::vector<std::string> tables;  // loaded from the backend when opened
   absl::Duration retry_every = absl::Seconds(1);
   size_t max_pending_bytes = size_t(1) << 30;  // keys and values of queued writes
 };

@@ -14,9 +14,7 @@
 
 namespace skyrl::worker {
 
-std::string CudaVisibleDevices(const std::vector<int>& gpu_ids) {
-  return absl::StrJoin(gpu_ids, ",");
-}
+std::string CudaVisibleDevices(const std::vector<int>& gpu_ids) { return absl::StrJoin(gpu_ids, ","); }
 
 std::string ActorExit::Describe() const {
   std::string out = exit.Describe();
@@ -59,7 +57,9 @@ class ActorProcesses::Spawner {
       {
         absl::MutexLock lock(&mu_);
         mu_.Await(absl::Condition(
-            +[](Spawner* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return s->stopping_ || !s->queue_.empty(); }, this));
+            +[](Spawner* s)
+                 ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return s->stopping_ || !s->queue_.empty(); },
+            this));
         if (queue_.empty()) return;  // stopping, nothing left
         r = queue_.front();
         queue_.pop_front();
@@ -106,10 +106,10 @@ absl::Status ActorProcesses::Launch(const ActorLaunch& launch) {
         absl::StrCat("actor ", launch.actor_id.ToString(), " already runs on this node"));
   absl::StatusOr<Subprocess> p = spawner_->Spawn(o);
   if (!p.ok())
-    return absl::Status(p.status().code(), absl::StrCat("actor ", launch.actor_id.ToString(),
-                                                        ": ", p.status().message()));
-  spdlog::info("actor {} started as pid {} with CUDA_VISIBLE_DEVICES={}",
-               launch.actor_id.ToString(), p->pid(), o.env_set["CUDA_VISIBLE_DEVICES"]);
+    return absl::Status(p.status().code(),
+                        absl::StrCat("actor ", launch.actor_id.ToString(), ": ", p.status().message()));
+  spdlog::info("actor {} started as pid {} with CUDA_VISIBLE_DEVICES={}", launch.actor_id.ToString(),
+               p->pid(), o.env_set["CUDA_VISIBLE_DEVICES"]);
   children_.emplace(launch.actor_id, Child{std::move(*p)});
   return absl::OkStatus();
 }

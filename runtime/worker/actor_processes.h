@@ -24,24 +24,24 @@ namespace skyrl::worker {
 
 struct ActorLaunch {
   ActorId actor_id;
-  std::vector<std::string> argv;               // the actor host and its arguments
-  std::vector<int> gpu_ids;                    // physical ids; CUDA_VISIBLE_DEVICES is exactly these
-  std::map<std::string, std::string> env;      // extra environment
+  std::vector<std::string> argv;           // the actor host and its arguments
+  std::vector<int> gpu_ids;                // physical ids; CUDA_VISIBLE_DEVICES is exactly these
+  std::map<std::string, std::string> env;  // extra environment
 };
 
 struct ActorExit {
   ActorId actor_id;
   ExitInfo exit;
-  bool killed_by_request = false;              // Kill() was called for it
+  bool killed_by_request = false;  // Kill() was called for it
   std::string log_path;
-  std::vector<std::string> last_lines;         // the end of its log, oldest first
-  std::string fenced;                          // why Fence() killed it; empty otherwise
+  std::vector<std::string> last_lines;  // the end of its log, oldest first
+  std::string fenced;                   // why Fence() killed it; empty otherwise
   // "exit code 3" / "killed by signal 9 (SIGKILL)", then the last lines.
   std::string Describe() const;
 };
 
 struct ActorProcessesOptions {
-  std::string log_dir;                         // actor-<id>.log files go here
+  std::string log_dir;  // actor-<id>.log files go here
   size_t tail_lines = 20;
   absl::Duration poll_period = absl::Milliseconds(20);
   std::function<void(const ActorExit&)> on_exit;

@@ -14,7 +14,12 @@ namespace skyrl::worker {
 
 HeadLink::HeadLink(v1::NodeInfo node, HeadApi& head, HeadApi& probe, PeerApi& peers, LocalActors& actors,
                    const Clock& clock, HeadLinkOptions options)
-    : node_(std::move(node)), head_(head), probe_(probe), peers_api_(peers), actors_(actors), clock_(clock),
+    : node_(std::move(node)),
+      head_(head),
+      probe_(probe),
+      peers_api_(peers),
+      actors_(actors),
+      clock_(clock),
       options_(std::move(options)) {
   absl::MutexLock lock(&mu_);
   last_sent_ = clock_.Now();  // the retry window starts now
@@ -82,9 +87,10 @@ HeadLink::Step HeadLink::Round() {
   {
     absl::MutexLock lock(&mu_);
     if (options_.retry_window > absl::ZeroDuration() && now - last_sent_ > options_.retry_window) {
-      spdlog::critical("the head at {} has been unreachable for {:.0f} s (--head-retry-window-s); exiting, which "
-                       "stops this node's actors",
-                       options_.head_address, absl::ToDoubleSeconds(options_.retry_window));
+      spdlog::critical(
+          "the head at {} has been unreachable for {:.0f} s (--head-retry-window-s); exiting, which "
+          "stops this node's actors",
+          options_.head_address, absl::ToDoubleSeconds(options_.retry_window));
       return {absl::ZeroDuration(), 1};
     }
     registered = registered_;
@@ -115,7 +121,8 @@ HeadLink::Step HeadLink::Round() {
       return {period};
     }
     if (reply->was_dead() && !before.empty()) {
-      spdlog::warn("the head had declared this node dead; stopping the {} actor(s) from before", before.size());
+      spdlog::warn("the head had declared this node dead; stopping the {} actor(s) from before",
+                   before.size());
       actors_.Stop(before);
     }
     node_.set_node_id(reply->node_id());
@@ -131,11 +138,13 @@ HeadLink::Step HeadLink::Round() {
         ResourceSet::FromMap({node_.resources_total().begin(), node_.resources_total().end()});
     std::map<std::string, std::string> labels(node_.labels().begin(), node_.labels().end());
     spdlog::info("registered with head {} as {}: {} labels {{{}}}", options_.head_address, node_id_,
-                 offered.ok() ? offered->ToString() : "?", absl::StrJoin(labels, ",", absl::PairFormatter("=")));
+                 offered.ok() ? offered->ToString() : "?",
+                 absl::StrJoin(labels, ",", absl::PairFormatter("=")));
     if (death_after_ > absl::ZeroDuration())
-      spdlog::info("the head declares a silent node dead after {}; cut off from it for {}, this node asks its peers "
-                   "and may fence its actors",
-                   absl::FormatDuration(death_after_), absl::FormatDuration(death_after_ / 2));
+      spdlog::info(
+          "the head declares a silent node dead after {}; cut off from it for {}, this node asks its peers "
+          "and may fence its actors",
+          absl::FormatDuration(death_after_), absl::FormatDuration(death_after_ / 2));
     return {period_};
   }
 
@@ -187,8 +196,9 @@ void HeadLink::MaybeFence(absl::Time now) {
   }
   if (peers.empty()) {  // a lone node: nobody to ask
     absl::MutexLock lock(&mu_);
-    if (!cleared_) spdlog::warn("the head at {} has not answered for {}; no peers to ask, keeping this node's actors",
-                                options_.head_address, absl::FormatDuration(silent));
+    if (!cleared_)
+      spdlog::warn("the head at {} has not answered for {}; no peers to ask, keeping this node's actors",
+                   options_.head_address, absl::FormatDuration(silent));
     cleared_ = true;
     return;
   }
@@ -200,16 +210,18 @@ void HeadLink::MaybeFence(absl::Time now) {
   absl::MutexLock lock(&mu_);
   if (why.empty()) {
     if (!cleared_)
-      spdlog::warn("the head at {} has not answered for {}, and none of the {} peer(s) asked reaches it: keeping this "
-                   "node's actors (the head declares no node dead while it hears none)",
-                   options_.head_address, absl::FormatDuration(silent), asked);
+      spdlog::warn(
+          "the head at {} has not answered for {}, and none of the {} peer(s) asked reaches it: keeping this "
+          "node's actors (the head declares no node dead while it hears none)",
+          options_.head_address, absl::FormatDuration(silent), asked);
     cleared_ = true;
     return;
   }
-  fence_reason_ = absl::StrCat("node ", node_id_, " has not reached the head at ", options_.head_address, " for ",
-                               absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1))), " and ", why,
-                               ": the head will declare the node dead after ", absl::FormatDuration(death_after_),
-                               " and restart its actors elsewhere, so they are stopped here first");
+  fence_reason_ =
+      absl::StrCat("node ", node_id_, " has not reached the head at ", options_.head_address, " for ",
+                   absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1))), " and ", why,
+                   ": the head will declare the node dead after ", absl::FormatDuration(death_after_),
+                   " and restart its actors elsewhere, so they are stopped here first");
   fenced_ = true;
   cleared_ = false;
   int killed = actors_.Fence(fence_reason_);
@@ -246,7 +258,8 @@ std::string HeadLink::ReasonToFence(std::vector<std::string> peers, absl::Durati
   }
   std::vector<std::future<absl::StatusOr<v1::HeadContactReply>>> answers;
   for (const std::string& peer : peers)
-    answers.push_back(std::async(std::launch::async, [this, peer, timeout] { return peers_api_.HeadContact(peer, timeout); }));
+    answers.push_back(std::async(std::launch::async,
+                                 [this, peer, timeout] { return peers_api_.HeadContact(peer, timeout); }));
   int answered = 0;
   std::string unreachable, reached;
   for (size_t i = 0; i < peers.size(); ++i) {

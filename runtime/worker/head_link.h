@@ -69,7 +69,8 @@ class HeadApi {
 class PeerApi {
  public:
   virtual ~PeerApi() = default;
-  virtual absl::StatusOr<v1::HeadContactReply> HeadContact(const std::string& address, absl::Duration timeout) = 0;
+  virtual absl::StatusOr<v1::HeadContactReply> HeadContact(const std::string& address,
+                                                           absl::Duration timeout) = 0;
 };
 
 // This node's actor processes.
@@ -96,12 +97,12 @@ class HeadLink {
   // registered. The references must outlive the link.
   // `probe` is a second connection to the head, used from other threads to answer peers
   // (Contact); `head` is the Round thread's own.
-  HeadLink(v1::NodeInfo node, HeadApi& head, HeadApi& probe, PeerApi& peers, LocalActors& actors, const Clock& clock,
-           HeadLinkOptions options);
+  HeadLink(v1::NodeInfo node, HeadApi& head, HeadApi& probe, PeerApi& peers, LocalActors& actors,
+           const Clock& clock, HeadLinkOptions options);
 
   struct Step {
-    absl::Duration wait;          // until the next round
-    std::optional<int> exit_code; // set: the worker must exit with it
+    absl::Duration wait;           // until the next round
+    std::optional<int> exit_code;  // set: the worker must exit with it
   };
   // One round: register or heartbeat; when the head does not answer, fence if need be.
   Step Round();
@@ -139,7 +140,7 @@ class HeadLink {
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration period_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
   absl::Duration death_after_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();  // 0: the head does not guard
-  absl::Time last_sent_ ABSL_GUARDED_BY(mu_);       // send time of the last request answered
+  absl::Time last_sent_ ABSL_GUARDED_BY(mu_);                   // send time of the last request answered
   std::optional<absl::Time> last_answer_ ABSL_GUARDED_BY(mu_);  // when that answer came
   std::vector<std::string> peers_ ABSL_GUARDED_BY(mu_);
   uint64_t peers_version_ ABSL_GUARDED_BY(mu_) = 0;

@@ -16,7 +16,9 @@ class GrpcHeadApi final : public HeadApi {
  public:
   // Used from one thread (HeadLink::Round's).
   GrpcHeadApi(const std::string& address, std::string token)
-      : address_(address), stub_(v1::NodeService::NewStub(rpc::MakeChannel(address))), token_(std::move(token)) {}
+      : address_(address),
+        stub_(v1::NodeService::NewStub(rpc::MakeChannel(address))),
+        token_(std::move(token)) {}
 
   // A channel of its own connections (no subchannel shared with the old channel, whose
   // reconnect backoff may still run): a fresh dial now.
@@ -36,7 +38,8 @@ class GrpcHeadApi final : public HeadApi {
     if (absl::Status s = rpc::FromGrpc(stub_->RegisterNode(&ctx, req, &reply)); !s.ok()) return s;
     return reply;
   }
-  absl::StatusOr<v1::HeartbeatReply> Heartbeat(const v1::HeartbeatRequest& req, absl::Duration timeout) override {
+  absl::StatusOr<v1::HeartbeatReply> Heartbeat(const v1::HeartbeatRequest& req,
+                                               absl::Duration timeout) override {
     grpc::ClientContext ctx;
     rpc::PrepareCall(&ctx, token_, timeout);
     v1::HeartbeatReply reply;
@@ -54,7 +57,8 @@ class GrpcPeerApi final : public PeerApi {
  public:
   explicit GrpcPeerApi(std::string token) : token_(std::move(token)) {}
 
-  absl::StatusOr<v1::HeadContactReply> HeadContact(const std::string& address, absl::Duration timeout) override {
+  absl::StatusOr<v1::HeadContactReply> HeadContact(const std::string& address,
+                                                   absl::Duration timeout) override {
     v1::WorkerService::Stub* stub;
     {
       absl::MutexLock lock(&mu_);
@@ -82,6 +86,8 @@ std::unique_ptr<HeadApi> MakeGrpcHeadApi(const std::string& head_address, const 
   return std::make_unique<GrpcHeadApi>(head_address, token);
 }
 
-std::unique_ptr<PeerApi> MakeGrpcPeerApi(const std::string& token) { return std::make_unique<GrpcPeerApi>(token); }
+std::unique_ptr<PeerApi> MakeGrpcPeerApi(const std::string& token) {
+  return std::make_unique<GrpcPeerApi>(token);
+}
 
 }  // namespace skyrl::worker

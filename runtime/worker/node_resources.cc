@@ -24,8 +24,8 @@ GpuDetection DetectGpus() {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
-    d.note = absl::StrCat("no CUDA device: cudaGetDeviceCount says ", cudaGetErrorName(err),
-                          " (", int(err), "): ", cudaGetErrorString(err));
+    d.note = absl::StrCat("no CUDA device: cudaGetDeviceCount says ", cudaGetErrorName(err), " (", int(err),
+                          "): ", cudaGetErrorString(err));
     return d;
   }
   for (int i = 0; i < count; ++i) d.ids.push_back(i);
@@ -51,7 +51,8 @@ absl::StatusOr<NodeOffer> BuildOffer(absl::string_view overrides_text, absl::str
     for (absl::string_view part : absl::StrSplit(gpu_ids_text, ',')) {
       int id = -1;
       if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &id) || id < 0 || id > 4095)
-        return absl::InvalidArgumentError(absl::StrCat("--gpu-ids: \"", part, "\" is not a device id (0-4095)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--gpu-ids: \"", part, "\" is not a device id (0-4095)"));
       for (int seen : gpus.ids)
         if (seen == id) return absl::InvalidArgumentError(absl::StrCat("--gpu-ids: ", id, " given twice"));
       gpus.ids.push_back(id);
@@ -67,13 +68,12 @@ absl::StatusOr<NodeOffer> BuildOffer(absl::string_view overrides_text, absl::str
     if (want != std::floor(want))
       return absl::InvalidArgumentError("--resources: GPU must be a whole number of devices");
     if (want > double(gpus.ids.size()))
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--resources: GPU=", want, " but only ", gpus.ids.size(), " detected",
-          gpus.note.empty() ? "" : absl::StrCat(" (", gpus.note, ")")));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--resources: GPU=", want, " but only ", gpus.ids.size(), " detected",
+                       gpus.note.empty() ? "" : absl::StrCat(" (", gpus.note, ")")));
     offer.gpu_ids.resize(size_t(want));
   }
-  for (const auto& [name, units] : overrides->units())
-    (void)offer.resources.Set(name, overrides->Get(name));
+  for (const auto& [name, units] : overrides->units()) (void)offer.resources.Set(name, overrides->Get(name));
   (void)offer.resources.Set(kGPU, double(offer.gpu_ids.size()));
   return offer;
 }
@@ -88,8 +88,7 @@ absl::StatusOr<std::map<std::string, std::string>> ParseLabels(absl::string_view
       return absl::InvalidArgumentError(absl::StrCat("--labels: \"", entry, "\" is not KEY=VALUE"));
     if (absl::Status s = ValidateName("--labels key", kv[0]); !s.ok()) return s;
     if (!kv[1].empty())
-      if (absl::Status s = ValidateName(absl::StrCat("--labels value of ", kv[0]), kv[1]); !s.ok())
-        return s;
+      if (absl::Status s = ValidateName(absl::StrCat("--labels value of ", kv[0]), kv[1]); !s.ok()) return s;
     if (!labels.emplace(std::string(kv[0]), std::string(kv[1])).second)
       return absl::InvalidArgumentError(absl::StrCat("--labels: ", kv[0], " given twice"));
   }

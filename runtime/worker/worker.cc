@@ -41,7 +41,8 @@ absl::Status Call(const std::string& token, const std::function<grpc::Status(grp
 
 absl::Status ValidateWorkerOptions(const WorkerOptions& o) {
   if (absl::Status s = rpc::ValidateAddress("--head", o.head); !s.ok()) return s;
-  if (absl::StatusOr<NodeOffer> offer = BuildOffer(o.resources, o.gpu_ids); !offer.ok()) return offer.status();
+  if (absl::StatusOr<NodeOffer> offer = BuildOffer(o.resources, o.gpu_ids); !offer.ok())
+    return offer.status();
   return ParseLabels(o.labels).status();
 }
 
@@ -58,13 +59,16 @@ int RunWorker(WorkerOptions o) {
   }
   std::error_code ec;
   if (o.actor_host.empty())
-    o.actor_host = (std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "skyrl-actor-host").string();
+    o.actor_host =
+        (std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "skyrl-actor-host").string();
   if (o.log_dir.empty()) {
     const char* tmp = std::getenv("TMPDIR");
     o.log_dir = absl::StrCat(tmp && *tmp ? tmp : "/tmp", "/skyrl-worker-", getpid());
   }
   std::filesystem::create_directories(o.log_dir, ec);
-  if (ec) return Fail(absl::InvalidArgumentError(absl::StrCat("--log-dir: cannot create ", o.log_dir, ": ", ec.message())));
+  if (ec)
+    return Fail(
+        absl::InvalidArgumentError(absl::StrCat("--log-dir: cannot create ", o.log_dir, ": ", ec.message())));
 
   rpc::TokenAuth auth(o.token);
   // The link needs the service's bound port, so the service may be asked before it exists.
@@ -77,20 +81,23 @@ int RunWorker(WorkerOptions o) {
   ExitReporter exits(
       [&](const v1::ReportActorExitRequest& req) {
         v1::ReportActorExitReply reply;
-        return Call(o.token, [&](grpc::ClientContext* c) { return directory->ReportActorExit(c, req, &reply); });
+        return Call(o.token,
+                    [&](grpc::ClientContext* c) { return directory->ReportActorExit(c, req, &reply); });
       },
       node_id);
-  WorkerServiceImpl worker_service(
-      {.actor_host = o.actor_host, .log_dir = o.log_dir,
-       .bind_host = o.bind == "0.0.0.0" ? o.node_ip : o.bind, .token = o.token, .head_address = o.head,
-       .on_exit = [&](const v1::ActorExitInfo& e) { exits.Add(e); },
-       .head_contact =
-           [&]() -> absl::StatusOr<v1::HeadContactReply> {
-             HeadLink* l = link.load();
-             if (l == nullptr) return absl::UnavailableError("this worker is still starting");
-             return l->Contact();
-           }},
-      auth);
+  WorkerServiceImpl worker_service({.actor_host = o.actor_host,
+                                    .log_dir = o.log_dir,
+                                    .bind_host = o.bind == "0.0.0.0" ? o.node_ip : o.bind,
+                                    .token = o.token,
+                                    .head_address = o.head,
+                                    .on_exit = [&](const v1::ActorExitInfo& e) { exits.Add(e); },
+                                    .head_contact = [&]() -> absl::StatusOr<v1::HeadContactReply> {
+                                      HeadLink* l = link.load();
+                                      if (l == nullptr)
+                                        return absl::UnavailableError("this worker is still starting");
+                                      return l->Contact();
+                                    }},
+                                   auth);
 
   v1::NodeInfo info;
   char host[256] = {};
@@ -136,7 +143,8 @@ int RunWorker(WorkerOptions o) {
     req.set_reason(absl::StrCat("worker stopped by signal ", sig));
     v1::UnregisterNodeReply reply;
     auto stub = v1::NodeService::NewStub(rpc::MakeChannel(o.head));
-    absl::Status s = Call(o.token, [&](grpc::ClientContext* c) { return stub->UnregisterNode(c, req, &reply); });
+    absl::Status s =
+        Call(o.token, [&](grpc::ClientContext* c) { return stub->UnregisterNode(c, req, &reply); });
     if (!s.ok()) spdlog::warn("cannot unregister: {}", s.message());
   }
   return 0;

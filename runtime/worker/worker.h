@@ -14,17 +14,17 @@
 namespace skyrl::worker {
 
 struct WorkerOptions {
-  std::string head;                 // HOST:PORT
-  std::string token;                // the cluster token
-  std::string bind = "127.0.0.1";   // what this worker and its actors listen on
-  int port = 0;                     // this worker's service (0: any free port)
+  std::string head;                   // HOST:PORT
+  std::string token;                  // the cluster token
+  std::string bind = "127.0.0.1";     // what this worker and its actors listen on
+  int port = 0;                       // this worker's service (0: any free port)
   std::string node_ip = "127.0.0.1";  // the address other nodes reach this one at
-  std::string resources;            // overrides detected resources, e.g. "CPU=8,GPU=4"
-  std::string labels;               // e.g. "accelerator=H100,pool=train"
-  std::string gpu_ids;              // declared device ids instead of detected ones, e.g. "0,1"
+  std::string resources;              // overrides detected resources, e.g. "CPU=8,GPU=4"
+  std::string labels;                 // e.g. "accelerator=H100,pool=train"
+  std::string gpu_ids;                // declared device ids instead of detected ones, e.g. "0,1"
   absl::Duration head_retry_window = absl::Seconds(300);  // zero: never give up on the head
-  std::string log_dir;              // actor logs (empty: $TMPDIR/skyrl-worker-<pid>)
-  std::string actor_host;           // actor host binary (empty: skyrl-actor-host beside this one)
+  std::string log_dir;                                    // actor logs (empty: $TMPDIR/skyrl-worker-<pid>)
+  std::string actor_host;  // actor host binary (empty: skyrl-actor-host beside this one)
 };
 
 // Checks the head address, resources, labels and GPU ids; InvalidArgument naming the flag.

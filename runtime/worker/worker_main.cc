@@ -25,10 +25,12 @@ int main(int argc, char** argv) {
   app.add_option("--head-retry-window-s", head_retry_window_s,
                  "exit (stopping this node's actors) after the head is unreachable this long; 0: never")
       ->check(CLI::Range(0.0, 86400.0));
-  app.add_option("--port", o.port, "port of this worker's service (0: any free port)")->check(CLI::Range(0, 65535));
+  app.add_option("--port", o.port, "port of this worker's service (0: any free port)")
+      ->check(CLI::Range(0, 65535));
   app.add_option("--bind", o.bind, "address this worker and its actors listen on");
   app.add_option("--log-dir", o.log_dir, "actor logs (default $TMPDIR/skyrl-worker-<pid>)");
-  app.add_option("--actor-host", o.actor_host, "actor host binary (default: skyrl-actor-host beside this one)");
+  app.add_option("--actor-host", o.actor_host,
+                 "actor host binary (default: skyrl-actor-host beside this one)");
   app.add_option("--token-file", token_file, "cluster token file (else $SKYRL_TOKEN, else ~/.skyrl/token)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
   skyrl::rpc::AddTlsFlags(app, tls);

@@ -43,13 +43,13 @@ grpc::Status WorkerServiceImpl::HeadContact(grpc::ServerContext* ctx, const v1::
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
   if (!options_.head_contact) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no head link");
   absl::StatusOr<v1::HeadContactReply> contact = options_.head_contact();
-  if (!contact.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(contact.status().message()));
+  if (!contact.ok())
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(contact.status().message()));
   *reply = std::move(*contact);
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx,
-                                           const v1::StartActorRequest* req,
+grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::StartActorRequest* req,
                                            v1::StartActorReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
   absl::StatusOr<ActorId> id = ActorId::Parse(req->actor_id());
@@ -73,9 +73,9 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx,
   std::string port_file = absl::StrCat(options_.log_dir, "/", id->ToString(), ".port");
   std::remove(port_file.c_str());
   ActorLaunch launch{*id,
-                     {host_binary, "--class", req->class_name(), "--init-args",
-                      req->init_args(), "--bind", options_.bind_host, "--port-file", port_file,
-                      "--max-concurrency", std::to_string(std::max(1, req->max_concurrency()))},
+                     {host_binary, "--class", req->class_name(), "--init-args", req->init_args(), "--bind",
+                      options_.bind_host, "--port-file", port_file, "--max-concurrency",
+                      std::to_string(std::max(1, req->max_concurrency()))},
                      {req->gpu_ids().begin(), req->gpu_ids().end()},
                      {{"SKYRL_TOKEN", options_.token}, {"SKYRL_ADDRESS", options_.head_address}}};
   uint64_t launched_after;
@@ -98,9 +98,9 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx,
       absl::MutexLock lock(&mu_);
       for (auto it = exits_.rbegin(); it != exits_.rend() && it->first > launched_after; ++it)
         if (it->second.actor_id() == id->ToString())
-          return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                              absl::StrCat("actor ", id->ToString(), " died while starting: ",
-                                           it->second.description()));
+          return grpc::Status(
+              grpc::StatusCode::FAILED_PRECONDITION,
+              absl::StrCat("actor ", id->ToString(), " died while starting: ", it->second.description()));
     }
     absl::SleepFor(absl::Milliseconds(10));
   }
@@ -122,8 +122,7 @@ grpc::Status WorkerServiceImpl::KillActor(grpc::ServerContext* ctx, const v1::Ki
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerServiceImpl::ListActors(grpc::ServerContext* ctx,
-                                           const v1::ListWorkerActorsRequest*,
+grpc::Status WorkerServiceImpl::ListActors(grpc::ServerContext* ctx, const v1::ListWorkerActorsRequest*,
                                            v1::ListWorkerActorsReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
   for (const ActorId& id : processes_.Running()) reply->add_running(id.ToString());

@@ -13,11 +13,11 @@
 namespace skyrl::worker {
 
 struct WorkerServiceOptions {
-  std::string actor_host;   // path of skyrl-actor-host
-  std::string log_dir;      // actor logs
-  std::string bind_host;    // what actors listen on and report in their address
-  std::string token;        // passed to actors as SKYRL_TOKEN
-  std::string head_address; // passed to actors as SKYRL_ADDRESS, so they can reach the cluster
+  std::string actor_host;    // path of skyrl-actor-host
+  std::string log_dir;       // actor logs
+  std::string bind_host;     // what actors listen on and report in their address
+  std::string token;         // passed to actors as SKYRL_TOKEN
+  std::string head_address;  // passed to actors as SKYRL_ADDRESS, so they can reach the cluster
   absl::Duration start_timeout = absl::Seconds(30);
   // Called (from the reaper thread) for every exit; the worker forwards it to the head.
   std::function<void(const v1::ActorExitInfo&)> on_exit;
@@ -30,16 +30,15 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
  public:
   WorkerServiceImpl(WorkerServiceOptions options, const rpc::TokenAuth& auth);
 
-  grpc::Status StartActor(grpc::ServerContext*, const v1::StartActorRequest*,
-                          v1::StartActorReply*) override;
-  grpc::Status KillActor(grpc::ServerContext*, const v1::KillActorRequest*,
-                         v1::KillActorReply*) override;
+  grpc::Status StartActor(grpc::ServerContext*, const v1::StartActorRequest*, v1::StartActorReply*) override;
+  grpc::Status KillActor(grpc::ServerContext*, const v1::KillActorRequest*, v1::KillActorReply*) override;
   // The actors running now, and a way to stop some (the head declared this node dead).
   std::vector<ActorId> Running() const { return processes_.Running(); }
   void Stop(const std::vector<ActorId>& ids);
   // The node lost the head: every actor SIGKILLed now, saying why (ActorProcesses::Fence).
   int Fence(const std::string& reason) { return processes_.Fence(reason); }
-  grpc::Status HeadContact(grpc::ServerContext*, const v1::HeadContactRequest*, v1::HeadContactReply*) override;
+  grpc::Status HeadContact(grpc::ServerContext*, const v1::HeadContactRequest*,
+                           v1::HeadContactReply*) override;
   grpc::Status ListActors(grpc::ServerContext*, const v1::ListWorkerActorsRequest*,
                           v1::ListWorkerActorsReply*) override;
 

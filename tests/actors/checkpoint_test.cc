@@ -57,7 +57,8 @@ TEST_F(CheckpointTest, RoundTripRestoresParametersAndOptimizerState) {
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_EQ(*step, 7);
   for (size_t i = 0; i < a->parameters().size(); ++i) {
-    EXPECT_TRUE(torch::equal(a->parameters()[i].second, b->parameters()[i].second)) << a->parameters()[i].first;
+    EXPECT_TRUE(torch::equal(a->parameters()[i].second, b->parameters()[i].second))
+        << a->parameters()[i].first;
   }
   // Same Adam moments: the next update is identical.
   ASSERT_TRUE(la->Update(batch_).ok());
@@ -89,14 +90,16 @@ TEST_F(CheckpointTest, OneFilePerRankAndMismatchesAreRefused) {
   auto single = *Policy::Create(cfg_, comm.get(), full);
   auto s = LoadShardCheckpoint(ShardCheckpointPath(dir_.string(), 1, 2), *single, nullptr);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
-  EXPECT_NE(s.status().message().find("tp_size is 2 in the file but 1 here"), absl::string_view::npos) << s.status();
+  EXPECT_NE(s.status().message().find("tp_size is 2 in the file but 1 here"), absl::string_view::npos)
+      << s.status();
   // Nor another model shape.
   ASSERT_TRUE(SaveShardCheckpoint(ShardCheckpointPath(dir_.string(), 0, 1), *single, nullptr, 1).ok());
   PolicyConfig other = cfg_;
   other.layers = 2;
   auto deeper = *Policy::Create(other, comm.get(), InitFullParameters(other, 1));
   s = LoadShardCheckpoint(ShardCheckpointPath(dir_.string(), 0, 1), *deeper, nullptr);
-  EXPECT_NE(s.status().message().find("layers is 1 in the file but 2 here"), absl::string_view::npos) << s.status();
+  EXPECT_NE(s.status().message().find("layers is 1 in the file but 2 here"), absl::string_view::npos)
+      << s.status();
 
   EXPECT_EQ(LoadShardCheckpoint((dir_ / "none.pt").string(), *single, nullptr).status().code(),
             absl::StatusCode::kNotFound);

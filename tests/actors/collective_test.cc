@@ -20,7 +20,8 @@ using testing::MakeGroup;
 template <typename Fn>
 void RunRanks(std::vector<std::unique_ptr<Collective>>& group, Fn fn) {
   std::vector<std::thread> threads;
-  for (size_t r = 0; r < group.size(); ++r) threads.emplace_back([&, r] { fn(static_cast<int>(r), *group[r]); });
+  for (size_t r = 0; r < group.size(); ++r)
+    threads.emplace_back([&, r] { fn(static_cast<int>(r), *group[r]); });
   for (auto& t : threads) t.join();
 }
 
@@ -117,7 +118,8 @@ TEST(Collectives, BothKindsGiveTheSameBits) {
     ASSERT_EQ(group.size(), 3u);
     std::vector<std::vector<float>> data(3);
     RunRanks(group, [&](int r, Collective& c) {
-      for (int i = 0; i < 64; ++i) data[r].push_back(std::sin(1.0f + i * (r + 1)) * std::pow(10.0f, (i % 7) - r));
+      for (int i = 0; i < 64; ++i)
+        data[r].push_back(std::sin(1.0f + i * (r + 1)) * std::pow(10.0f, (i % 7) - r));
       EXPECT_TRUE(c.AllReduceSum(data[r].data(), 64).ok());
     });
     results.push_back(data[1]);

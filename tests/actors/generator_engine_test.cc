@@ -72,7 +72,8 @@ TEST_F(GeneratorEngineTest, VersionsOnlyMoveForward) {
 TEST_F(GeneratorEngineTest, SleepAndWakeUp) {
   auto e = *GeneratorEngine::Create(cfg_, comm_.get());
   const NamedTensors w1 = InitFullParameters(cfg_, 1), w3 = InitFullParameters(cfg_, 3);
-  EXPECT_EQ(e->Sleep(Level::kKeepWeights).code(), absl::StatusCode::kFailedPrecondition) << "nothing to put to sleep";
+  EXPECT_EQ(e->Sleep(Level::kKeepWeights).code(), absl::StatusCode::kFailedPrecondition)
+      << "nothing to put to sleep";
   ASSERT_TRUE(e->LoadWeights(1, w1).ok());
 
   // Keep: the same weights after waking up.

@@ -107,7 +107,8 @@ TEST_F(GrpoJobTest, KilledEngineRestartsWithCurrentWeightsAndTheJobContinues) {
   JobActors actors;
   std::string killed;
   auto run = RunDistributedGrpo(
-      *client_, yaml_, config_, {}, [&](const StepMetrics& m) {
+      *client_, yaml_, config_, {},
+      [&](const StepMetrics& m) {
         if (m.step != 2) return;
         auto pid = client_->Call(ActorHandle{actors.engines[1]}, role::engine::kPid, "");
         ASSERT_TRUE(pid.ok()) << pid.status();
@@ -177,7 +178,8 @@ TEST_F(GrpoJobTest, TensorParallelEnginesMatchTheSingleProcessRun) {
   config_.trainer.steps = 4;
   config_.generator.tensor_parallel_size = 2;
   JobActors actors;
-  auto dist = RunDistributedGrpo(*client_, yaml_, config_, {}, nullptr, [&](const JobActors& a) { actors = a; });
+  auto dist =
+      RunDistributedGrpo(*client_, yaml_, config_, {}, nullptr, [&](const JobActors& a) { actors = a; });
   ASSERT_TRUE(dist.ok()) << dist.status();
   EXPECT_EQ(actors.engines.size(), 4u);
   EXPECT_EQ(dist->sync_fallbacks, 0);
@@ -204,12 +206,14 @@ TEST_F(GrpoJobTest, RefusesWhatItDoesNotRun) {
   c.trainer.max_staleness = -1;
   run = RunDistributedGrpo(*client_, yaml_, c, {}, nullptr);
   ASSERT_FALSE(run.ok());
-  EXPECT_NE(run.status().message().find("trainer.async.max_staleness"), absl::string_view::npos) << run.status();
+  EXPECT_NE(run.status().message().find("trainer.async.max_staleness"), absl::string_view::npos)
+      << run.status();
   c = config_;
   c.generator.tensor_parallel_size = 3;  // does not divide the 4 heads
   run = RunDistributedGrpo(*client_, yaml_, c, {}, nullptr);
   ASSERT_FALSE(run.ok());
-  EXPECT_NE(run.status().message().find("generator.tensor_parallel_size"), absl::string_view::npos) << run.status();
+  EXPECT_NE(run.status().message().find("generator.tensor_parallel_size"), absl::string_view::npos)
+      << run.status();
 }
 
 // Async mode: step k + 1's samples come from the weights before step k's update (staleness
@@ -267,7 +271,8 @@ TEST_F(GrpoJobTest, ColocateAllOnCpuStillSleepsAndWakesEngines) {
   config_.trainer.colocate_all = true;
   config_.trainer.steps = 3;
   JobActors actors;
-  auto run = RunDistributedGrpo(*client_, yaml_, config_, {}, nullptr, [&](const JobActors& a) { actors = a; });
+  auto run =
+      RunDistributedGrpo(*client_, yaml_, config_, {}, nullptr, [&](const JobActors& a) { actors = a; });
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_FALSE(actors.gpu_colocated);
   EXPECT_EQ(run->engine_sleeps, 3 * 2);
@@ -277,7 +282,8 @@ TEST_F(GrpoJobTest, ColocateAllOnCpuStillSleepsAndWakesEngines) {
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_EQ(plain->engine_sleeps, 0);
   // Sleeping changes nothing the algorithm sees.
-  for (int s = 0; s < 3; ++s) EXPECT_EQ(run->run.history[s].loss, plain->run.history[s].loss) << "step " << s + 1;
+  for (int s = 0; s < 3; ++s)
+    EXPECT_EQ(run->run.history[s].loss, plain->run.history[s].loss) << "step " << s + 1;
 }
 
 // Workers that declare two GPUs each (actors see exactly their CUDA_VISIBLE_DEVICES; LibTorch

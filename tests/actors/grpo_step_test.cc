@@ -24,7 +24,8 @@ TEST(GrpoStep, PiecesComposeAndCrossTheWireUnchanged) {
   c.max_len = 12;
   auto comm = MakeSingleRankCollective();
   auto policy = *Policy::Create(c, comm.get(), InitFullParameters(c, 1));
-  auto rollout = Generate(*policy, prompts->batch, {1.0, 1.0, 4}, Tokenizer::kEos, Tokenizer::kPad, SamplerSeed(1, 1));
+  auto rollout =
+      Generate(*policy, prompts->batch, {1.0, 1.0, 4}, Tokenizer::kEos, Tokenizer::kPad, SamplerSeed(1, 1));
   ASSERT_TRUE(rollout.ok()) << rollout.status();
 
   auto scored = ScoreRollout(copy, prompts->examples, *rollout);

@@ -39,11 +39,11 @@ TEST(GrpoLoss, ClipsTheRatioOnTheAdvantagesSide) {
   p.clip_high = 0.3;
   p.kl_coef = 0;
   const Case cases[] = {
-      {std::log(1.5), 1.0, -1.3, false},   // above 1 + eps_high with A > 0: clipped, no gradient
-      {std::log(1.5), -1.0, 1.5, true},    // A < 0: the unclipped (worse) term wins
-      {std::log(0.5), -1.0, 0.8, false},   // below 1 - eps_low with A < 0: clipped
-      {std::log(0.5), 1.0, -0.5, true},    // A > 0: unclipped
-      {std::log(1.1), 2.0, -2.2, true},    // inside the trust region
+      {std::log(1.5), 1.0, -1.3, false},  // above 1 + eps_high with A > 0: clipped, no gradient
+      {std::log(1.5), -1.0, 1.5, true},   // A < 0: the unclipped (worse) term wins
+      {std::log(0.5), -1.0, 0.8, false},  // below 1 - eps_low with A < 0: clipped
+      {std::log(0.5), 1.0, -0.5, true},   // A > 0: unclipped
+      {std::log(1.1), 2.0, -2.2, true},   // inside the trust region
   };
   for (const Case& c : cases) {
     torch::Tensor lp = torch::tensor({{static_cast<float>(c.log_ratio)}}).set_requires_grad(true);

@@ -92,7 +92,8 @@ TEST(LocalGrpo, CheckpointsResumeIntoATrainerShard) {
   JobConfig c = Tiny();
   c.trainer.steps = 3;
   c.trainer.ckpt_interval = 2;
-  const auto dir = std::filesystem::temp_directory_path() / ("skyrl_local_ckpt_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("skyrl_local_ckpt_" + std::to_string(::getpid()));
   c.trainer.output_dir = dir.string();
   auto run = RunLocalGrpo(c, nullptr, 0, /*write_checkpoint=*/true);
   ASSERT_TRUE(run.ok()) << run.status();
@@ -114,7 +115,8 @@ TEST(LocalGrpo, AsyncTrainsOnOneStepOldSamplesAndDropsStalerOnes) {
   auto run = RunLocalGrpo(c, nullptr);
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->history[0].staleness, 0) << "the first step's samples come from the initial weights";
-  for (size_t i = 1; i < run->history.size(); ++i) EXPECT_EQ(run->history[i].staleness, 1) << "step " << i + 1;
+  for (size_t i = 1; i < run->history.size(); ++i)
+    EXPECT_EQ(run->history[i].staleness, 1) << "step " << i + 1;
   EXPECT_EQ(run->dropped_samples, 0);
   EXPECT_GT(run->final_reward, run->baseline_reward + 0.25)
       << "baseline " << run->baseline_reward << " final " << run->final_reward;
@@ -136,7 +138,8 @@ TEST(LocalGrpo, AsyncTrainsOnOneStepOldSamplesAndDropsStalerOnes) {
   EXPECT_EQ(strict->history[3].dropped_samples, per_step);
 
   c.trainer.tp_size = 2;
-  EXPECT_NE(RunLocalGrpo(c, nullptr).status().message().find("trainer.async.enabled"), absl::string_view::npos);
+  EXPECT_NE(RunLocalGrpo(c, nullptr).status().message().find("trainer.async.enabled"),
+            absl::string_view::npos);
 }
 
 }  // namespace

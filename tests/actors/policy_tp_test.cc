@@ -32,8 +32,8 @@ PolicyConfig SmallConfig() {
 
 // A batch with left padding in one row.
 std::pair<torch::Tensor, torch::Tensor> Batch() {
-  torch::Tensor tokens = torch::tensor({{1, 5, 6, 7, 3, 9, 2}, {0, 0, 1, 8, 3, 4, 4}, {1, 13, 12, 11, 3, 13, 12}},
-                                       torch::kInt64);
+  torch::Tensor tokens = torch::tensor(
+      {{1, 5, 6, 7, 3, 9, 2}, {0, 0, 1, 8, 3, 4, 4}, {1, 13, 12, 11, 3, 13, 12}}, torch::kInt64);
   return {tokens, tokens.ne(0)};
 }
 
@@ -110,7 +110,8 @@ TEST_P(TensorParallel, ForwardAndBackwardEqualTp1) {
   // Replicated parameters' gradients are the same on every rank.
   for (size_t i = 0; i < grads[0].size(); ++i) {
     if (ref->specs()[i].split_dim >= 0) continue;
-    for (int r = 1; r < tp; ++r) EXPECT_TRUE(torch::equal(grads[r][i].second, grads[0][i].second)) << grads[0][i].first;
+    for (int r = 1; r < tp; ++r)
+      EXPECT_TRUE(torch::equal(grads[r][i].second, grads[0][i].second)) << grads[0][i].first;
   }
 }
 
@@ -175,7 +176,8 @@ TEST_P(TensorParallel, OneGrpoUpdateEqualsTp1) {
 
 INSTANTIATE_TEST_SUITE_P(Tp, TensorParallel,
                          ::testing::Combine(::testing::Values(2, 4),
-                                            ::testing::Values(testing::GroupKind::kInProcess, testing::GroupKind::kTcp)),
+                                            ::testing::Values(testing::GroupKind::kInProcess,
+                                                              testing::GroupKind::kTcp)),
                          [](const auto& info) {
                            return absl::StrCat("tp", std::get<0>(info.param), "_",
                                                testing::KindName(std::get<1>(info.param)));
@@ -188,7 +190,8 @@ TEST(Sharding, RoundTripsAndSplitsFusedBlocksSeparately) {
   for (int r = 0; r < 2; ++r) shards.push_back(*ShardParameters(cfg, full, 2, r));
   auto back = GatherShards(cfg, shards);
   ASSERT_TRUE(back.ok()) << back.status();
-  for (size_t i = 0; i < full.size(); ++i) EXPECT_TRUE(torch::equal((*back)[i].second, full[i].second)) << full[i].first;
+  for (size_t i = 0; i < full.size(); ++i)
+    EXPECT_TRUE(torch::equal((*back)[i].second, full[i].second)) << full[i].first;
 
   // Rank 1's qkv shard is [q rows 16..31; k rows 16..31; v rows 16..31] of the fused weight.
   const torch::Tensor& qkv = full[3].second;
@@ -205,15 +208,18 @@ TEST(Sharding, RejectsMissingOrMisshapedParameters) {
   NamedTensors missing(full.begin() + 1, full.end());
   auto s = ShardParameters(cfg, missing, 2, 0);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.status().message().find("model.embed_tokens.weight is missing"), absl::string_view::npos) << s.status();
+  EXPECT_NE(s.status().message().find("model.embed_tokens.weight is missing"), absl::string_view::npos)
+      << s.status();
   full[4].second = torch::zeros({3, 3});
   s = ShardParameters(cfg, full, 2, 0);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.status().message().find("o_proj.weight has shape [3, 3], want [32, 32]"), absl::string_view::npos)
+  EXPECT_NE(s.status().message().find("o_proj.weight has shape [3, 3], want [32, 32]"),
+            absl::string_view::npos)
       << s.status();
   EXPECT_FALSE(ShardParameters(cfg, InitFullParameters(cfg, 1), 3, 0).ok()) << "3 does not divide 4 heads";
   auto single = MakeSingleRankCollective();
-  EXPECT_FALSE(Policy::Create(cfg, single.get(), *ShardParameters(cfg, InitFullParameters(cfg, 1), 2, 0)).ok())
+  EXPECT_FALSE(
+      Policy::Create(cfg, single.get(), *ShardParameters(cfg, InitFullParameters(cfg, 1), 2, 0)).ok())
       << "a TP=2 shard is not a TP=1 policy";
 }
 

@@ -154,7 +154,8 @@ TEST(RoleProtocolTest, EngineRecoveryIsDecidedOnTheCodeAlone) {
   EXPECT_TRUE(EngineStub::Recoverable(absl::UnavailableError("actor restarting")));
   EXPECT_TRUE(EngineStub::Recoverable(absl::DeadlineExceededError("x")));
   EXPECT_TRUE(EngineStub::Recoverable(absl::FailedPreconditionError("any words at all")));
-  EXPECT_FALSE(EngineStub::Recoverable(absl::InvalidArgumentError("generate: want tensors tokens and valid")));
+  EXPECT_FALSE(
+      EngineStub::Recoverable(absl::InvalidArgumentError("generate: want tensors tokens and valid")));
   EXPECT_FALSE(EngineStub::Recoverable(absl::InternalError("state EMPTY")));
 }
 

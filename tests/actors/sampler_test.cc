@@ -104,14 +104,16 @@ TEST(TopPFilter, KeepsTheSmallestNucleus) {
 
 TEST_F(SamplerTest, TopPSamplesStayInTheNucleus) {
   // With one prompt repeated, the first token's nucleus is known from the logits.
-  PromptBatch one = *LeftPad(std::vector<std::vector<int>>(64, *Tokenizer::EncodePrompt("12")), Tokenizer::kPad);
+  PromptBatch one =
+      *LeftPad(std::vector<std::vector<int>>(64, *Tokenizer::EncodePrompt("12")), Tokenizer::kPad);
   torch::Tensor logits;
   {
     torch::NoGradGuard no_grad;
     logits = policy_->Forward(one.tokens.narrow(0, 0, 1), one.valid.narrow(0, 0, 1)).select(1, -1);
   }
   torch::Tensor allowed = TopPFilter(logits, 0.6).isfinite()[0];
-  ASSERT_LT(allowed.sum().item<int64_t>(), cfg_.vocab) << "the test wants a nucleus smaller than the vocabulary";
+  ASSERT_LT(allowed.sum().item<int64_t>(), cfg_.vocab)
+      << "the test wants a nucleus smaller than the vocabulary";
   auto r = Generate(*policy_, one, {1.0, 0.6, 1}, Tokenizer::kEos, Tokenizer::kPad, 9);
   ASSERT_TRUE(r.ok()) << r.status();
   for (int64_t b = 0; b < 64; ++b) EXPECT_TRUE(allowed[r->response[b][0].item<int64_t>()].item<bool>());

@@ -44,7 +44,8 @@ TEST(Tasks, EachTaskMakesVerifiableExamples) {
       ASSERT_TRUE(Tokenizer::Encode(ex.prompt).ok()) << name << ": " << ex.prompt;
       EXPECT_EQ((*task)->reward(ex, ex.target, true), 1.0) << name;
       EXPECT_LT((*task)->reward(ex, ex.target + "1", true), 1.0) << name;
-      EXPECT_LT((*task)->reward(ex, ex.target, false), 1.0) << name << ": an unterminated answer is not full marks";
+      EXPECT_LT((*task)->reward(ex, ex.target, false), 1.0)
+          << name << ": an unterminated answer is not full marks";
     }
   }
 }
@@ -65,7 +66,8 @@ TEST(Tasks, TargetsFollowTheRules) {
     Example a = (*FindTask("add"))->make(rng, o);
     auto plus = a.prompt.find('+');
     ASSERT_NE(plus, std::string::npos);
-    EXPECT_EQ(std::stoll(a.prompt.substr(0, plus)) + std::stoll(a.prompt.substr(plus + 1)), std::stoll(a.target));
+    EXPECT_EQ(std::stoll(a.prompt.substr(0, plus)) + std::stoll(a.prompt.substr(plus + 1)),
+              std::stoll(a.target));
   }
 }
 
@@ -73,9 +75,9 @@ TEST(Rewards, PositionalMatchGivesPartialCredit) {
   Example ex{"1234", "1234"};
   EXPECT_DOUBLE_EQ(PositionalMatchReward(ex, "1234", true), 1.0);
   EXPECT_DOUBLE_EQ(PositionalMatchReward(ex, "1299", true), 0.5);
-  EXPECT_DOUBLE_EQ(PositionalMatchReward(ex, "12", true), 0.5);         // 2 of the longer 4
+  EXPECT_DOUBLE_EQ(PositionalMatchReward(ex, "12", true), 0.5);          // 2 of the longer 4
   EXPECT_DOUBLE_EQ(PositionalMatchReward(ex, "123456", true), 4.0 / 6);  // extra digits cost
-  EXPECT_DOUBLE_EQ(PositionalMatchReward(ex, "1234", false), 0.5);      // never stopped
+  EXPECT_DOUBLE_EQ(PositionalMatchReward(ex, "1234", false), 0.5);       // never stopped
   EXPECT_DOUBLE_EQ(PositionalMatchReward(ex, "", true), 0.0);
   EXPECT_DOUBLE_EQ(ExactMatchReward(ex, "1234", true), 1.0);
   EXPECT_DOUBLE_EQ(ExactMatchReward(ex, "1235", true), 0.0);

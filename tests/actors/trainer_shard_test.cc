@@ -24,7 +24,8 @@ TEST(TrainerShard, ReferenceStaysFrozenVersionsCountUpdatesAndCheckpointsRestore
 
   auto engine = *GeneratorEngine::Create(o.model, comm.get());
   ASSERT_TRUE(engine->LoadWeights(t->version(), t->ExportShard()).ok());
-  PromptBatch prompts = *LeftPad({*Tokenizer::EncodePrompt("12"), *Tokenizer::EncodePrompt("12")}, Tokenizer::kPad);
+  PromptBatch prompts =
+      *LeftPad({*Tokenizer::EncodePrompt("12"), *Tokenizer::EncodePrompt("12")}, Tokenizer::kPad);
   auto gen = engine->Generate(prompts, {1.0, 1.0, 3}, Tokenizer::kEos, Tokenizer::kPad, 3);
   ASSERT_TRUE(gen.ok()) << gen.status();
   const Rollout& r = gen->rollout;
@@ -49,7 +50,8 @@ TEST(TrainerShard, ReferenceStaysFrozenVersionsCountUpdatesAndCheckpointsRestore
   }
   EXPECT_FALSE(torch::allclose(now, *ref0)) << "the policy moved";
 
-  const auto dir = std::filesystem::temp_directory_path() / ("skyrl_trainer_shard_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("skyrl_trainer_shard_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   ASSERT_TRUE(t->Save(dir.string()).ok());
   auto fresh = *TrainerShard::Create(o, comm.get());

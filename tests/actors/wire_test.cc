@@ -23,7 +23,8 @@ TEST(Wire, TruncatedOrMiscountedBytesAreDataLossNamingTheCall) {
   }
   auto wrong = UnpackParts(packed, 3, "score");
   ASSERT_FALSE(wrong.ok());
-  EXPECT_NE(wrong.status().message().find("expected 3 parts, got 2"), absl::string_view::npos) << wrong.status();
+  EXPECT_NE(wrong.status().message().find("expected 3 parts, got 2"), absl::string_view::npos)
+      << wrong.status();
 }
 
 }  // namespace

@@ -43,9 +43,11 @@ TEST_P(RowTest, PlansAtStatedMinimumAndNotBelow) {
     // The table asks for more than the model needs: it plans at the stated minimum, and the
     // "refused below" half is checked at the model's own minimum, which must be smaller.
     ASSERT_TRUE(at.ok()) << r.family << " at " << min.shape.ToString() << ": " << at.status();
-    std::optional<HardwareSpec> own = MinimumHardware(cat, r, m, r.reference.mode, min.gpu, r.reference.placement, opts);
+    std::optional<HardwareSpec> own =
+        MinimumHardware(cat, r, m, r.reference.mode, min.gpu, r.reference.placement, opts);
     ASSERT_TRUE(own.has_value()) << r.family;
-    EXPECT_LT(own->total_gpus(), min.shape.total_gpus()) << "not conservative any more: drop reference.minimum";
+    EXPECT_LT(own->total_gpus(), min.shape.total_gpus())
+        << "not conservative any more: drop reference.minimum";
     EXPECT_TRUE(std::any_of(at->notes.begin(), at->notes.end(),
                             [](const std::string& n) { return absl::StrContains(n, "conservative"); }));
     Cluster own_min = min;
@@ -55,7 +57,8 @@ TEST_P(RowTest, PlansAtStatedMinimumAndNotBelow) {
     ASSERT_FALSE(below.empty());
     for (const Cluster& b : below) {
       absl::StatusOr<Plan> p = PlanOn(cat, r, m, r.reference.mode, b, r.reference.placement, opts);
-      ASSERT_TRUE(absl::IsResourceExhausted(p.status())) << r.family << " should not fit " << b.shape.ToString();
+      ASSERT_TRUE(absl::IsResourceExhausted(p.status()))
+          << r.family << " should not fit " << b.shape.ToString();
       std::string msg(p.status().message());
       EXPECT_TRUE(absl::StrContains(msg, "does not fit " + b.shape.Describe())) << msg;
       EXPECT_TRUE(absl::StrContains(msg, "the trainer") || absl::StrContains(msg, "generator")) << msg;
@@ -80,7 +83,8 @@ TEST_P(RowTest, PlansAtStatedMinimumAndNotBelow) {
     if (p.ok()) continue;
     std::string msg(p.status().message());
     EXPECT_TRUE(absl::StrContains(msg, "does not fit " + b.shape.Describe())) << msg;
-    EXPECT_TRUE(absl::StrContains(msg, "the table's minimum for " + r.family + " is " + r.min_hardware.Describe()))
+    EXPECT_TRUE(
+        absl::StrContains(msg, "the table's minimum for " + r.family + " is " + r.min_hardware.Describe()))
         << msg;
     // The reason (which side does not fit, by how much) and the minimum on this GPU type.
     EXPECT_TRUE(absl::StrContains(msg, "the trainer") || absl::StrContains(msg, "generator")) << msg;
@@ -97,7 +101,8 @@ std::vector<std::string> Families() {
 INSTANTIATE_TEST_SUITE_P(Table, RowTest, ::testing::ValuesIn(Families()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string s;
-                           for (char c : info.param) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           for (char c : info.param)
+                             s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
                            return s;
                          });
 
@@ -107,7 +112,8 @@ TEST(PlannerTest, KimiFullFineTuningIsRefusedNamingLoraMinimum) {
   req.mode = Mode::kFull;
   absl::StatusOr<Plan> p = MakePlan(RealCatalog(), req);
   ASSERT_TRUE(absl::IsFailedPrecondition(p.status())) << p.status();
-  EXPECT_EQ(p.status().message(), "Kimi-K2.7: full fine-tuning is known not to work; LoRA needs at least 2 nodes x 8 B300");
+  EXPECT_EQ(p.status().message(),
+            "Kimi-K2.7: full fine-tuning is known not to work; LoRA needs at least 2 nodes x 8 B300");
 }
 
 TEST(PlannerTest, BelowMinimumOfferedAsColocatedWhenThatFits) {
@@ -170,8 +176,8 @@ TEST(PlannerTest, SeparatePlanHasPlacementGroupsAndABound) {
   EXPECT_EQ(gpus, 16);
   EXPECT_GT(p->weight_sync.lower_bound_s, 0);
   // 16.4 GB of bf16 weights per engine cannot cross a link faster than its bandwidth.
-  EXPECT_GE(p->weight_sync.lower_bound_s,
-            p->weight_sync.bytes / p->generator.engines / (p->generator.tp * p->weight_sync.link_gb_s * 1e9) * 0.999);
+  EXPECT_GE(p->weight_sync.lower_bound_s, p->weight_sync.bytes / p->generator.engines /
+                                              (p->generator.tp * p->weight_sync.link_gb_s * 1e9) * 0.999);
 }
 
 TEST(PlannerTest, ColocateSharesEveryGpu) {
@@ -239,7 +245,8 @@ TEST(PlannerOptionsTest, RolloutPrecisionFollowsTheRow) {
   q.rollout_precision = "bf16";
   absl::StatusOr<Plan> bf16 = MakePlan(RealCatalog(), q);
   ASSERT_TRUE(int4.ok() && bf16.ok()) << int4.status() << bf16.status();
-  EXPECT_NEAR(bf16->generator.memory.weights * bf16->generator.tp / (int4->generator.memory.weights * int4->generator.tp),
+  EXPECT_NEAR(bf16->generator.memory.weights * bf16->generator.tp /
+                  (int4->generator.memory.weights * int4->generator.tp),
               4.0, 1e-9);
 }
 
@@ -255,8 +262,9 @@ TEST(PlannerOptionsTest, MtpLayersCountOnlyWhenEnabled) {
                 TrainerMemory(*m->model, *m->row, Mode::kFull, s, off).weights;
   EXPECT_NEAR(diff, 2 * mtp / 16, 1e3);  // bf16, fully sharded over 16 GPUs
   RolloutPrecision bf16{"bf16", 2};
-  EXPECT_NEAR(GeneratorMemory(*m->model, 4, bf16, on).weights - GeneratorMemory(*m->model, 4, bf16, off).weights,
-              2 * mtp / 4, 1e3);
+  EXPECT_NEAR(
+      GeneratorMemory(*m->model, 4, bf16, on).weights - GeneratorMemory(*m->model, 4, bf16, off).weights,
+      2 * mtp / 4, 1e3);
 }
 
 TEST(PlannerOptionsTest, OnlyQwen35TrainsItsVisionTower) {
@@ -315,14 +323,19 @@ TEST(WeightSyncHookTest, PredictionFillsThePlanUnlessBelowTheBound) {
   ASSERT_TRUE(p->weight_sync.predicted_s.has_value());
   EXPECT_DOUBLE_EQ(*p->weight_sync.predicted_s, 3 * seen_bound);
 
-  r.weight_sync_predictor = [](const Plan& p) -> absl::StatusOr<double> { return p.weight_sync.lower_bound_s / 2; };
+  r.weight_sync_predictor = [](const Plan& p) -> absl::StatusOr<double> {
+    return p.weight_sync.lower_bound_s / 2;
+  };
   p = MakePlan(testing::RealCatalog(), r);
   ASSERT_TRUE(p.ok());
   EXPECT_FALSE(p->weight_sync.predicted_s.has_value());
-  EXPECT_TRUE(std::any_of(p->notes.begin(), p->notes.end(),
-                          [](const std::string& n) { return absl::StrContains(n, "below the lower bound"); }));
+  EXPECT_TRUE(std::any_of(p->notes.begin(), p->notes.end(), [](const std::string& n) {
+    return absl::StrContains(n, "below the lower bound");
+  }));
 
-  r.weight_sync_predictor = [](const Plan&) -> absl::StatusOr<double> { return absl::UnavailableError("no layout"); };
+  r.weight_sync_predictor = [](const Plan&) -> absl::StatusOr<double> {
+    return absl::UnavailableError("no layout");
+  };
   p = MakePlan(testing::RealCatalog(), r);
   ASSERT_TRUE(p.ok());
   EXPECT_FALSE(p->weight_sync.predicted_s.has_value());
@@ -414,7 +427,8 @@ TEST(TrainingPrecisionTest, RecipesChangeOnlyFullFineTuningState) {
   std::optional<HardwareSpec> in_bf16 =
       MinimumHardware(cat, *glm->row, *glm->model, Mode::kFull, b300.gpu, Placement::kSeparate, o);
   o.assumptions.training_precision = "mxfp8";
-  std::optional<HardwareSpec> in_mx = MinimumHardware(cat, *glm->row, *glm->model, Mode::kFull, b300.gpu, Placement::kSeparate, o);
+  std::optional<HardwareSpec> in_mx =
+      MinimumHardware(cat, *glm->row, *glm->model, Mode::kFull, b300.gpu, Placement::kSeparate, o);
   ASSERT_TRUE(in_bf16 && in_mx);
   EXPECT_LT(in_mx->total_gpus(), in_bf16->total_gpus());
   EXPECT_GT(in_mx->total_gpus(), b300.shape.total_gpus());
@@ -453,9 +467,10 @@ TEST(OptimizerStateTest, BytesPerParameterForEveryRecipeAndState) {
     double bytes;       // weights + bf16 gradients + fp32 master + two moments
   };
   const double mx = 2 * (1 + 1.0 / 32);
-  for (Case c : {Case{"bf16", "", 2 + 2 + 4 + 8}, Case{"bf16", "fp32", 16}, Case{"bf16", "bf16", 12},
-                 Case{"bf16", "fp8", 10}, Case{"mxfp8", "", mx + 2 + 4 + 4}, Case{"mxfp8", "fp32", mx + 2 + 4 + 8},
-                 Case{"mxfp8", "bf16", mx + 2 + 4 + 4}, Case{"mxfp8", "fp8", mx + 2 + 4 + 2}}) {
+  for (Case c :
+       {Case{"bf16", "", 2 + 2 + 4 + 8}, Case{"bf16", "fp32", 16}, Case{"bf16", "bf16", 12},
+        Case{"bf16", "fp8", 10}, Case{"mxfp8", "", mx + 2 + 4 + 4}, Case{"mxfp8", "fp32", mx + 2 + 4 + 8},
+        Case{"mxfp8", "bf16", mx + 2 + 4 + 4}, Case{"mxfp8", "fp8", mx + 2 + 4 + 2}}) {
     SCOPED_TRACE(std::string(c.recipe) + "/" + c.state);
     Assumptions a;
     a.training_precision = c.recipe;
@@ -516,7 +531,8 @@ TEST(OptimizerStateTest, UnknownValuesAndNonMegatronTrainersAreRefusedNamingTheF
   p = MakePlan(cat, req);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_TRUE(std::any_of(p->notes.begin(), p->notes.end(), [](const std::string& n) {
-    return absl::StrContains(n, "bf16 training with fp8 Adam moments") && absl::StrContains(n, "--exp-avg-dtype fp8");
+    return absl::StrContains(n, "bf16 training with fp8 Adam moments") &&
+           absl::StrContains(n, "--exp-avg-dtype fp8");
   }));
   // LoRA ignores it (the adapters' optimizer), saying so; its memory does not change.
   req.mode = Mode::kLora;
@@ -525,8 +541,9 @@ TEST(OptimizerStateTest, UnknownValuesAndNonMegatronTrainersAreRefusedNamingTheF
   absl::StatusOr<Plan> lora0 = MakePlan(cat, req);
   ASSERT_TRUE(lora.ok() && lora0.ok());
   EXPECT_DOUBLE_EQ(lora->trainer.memory.total(), lora0->trainer.memory.total());
-  EXPECT_TRUE(std::any_of(lora->notes.begin(), lora->notes.end(),
-                          [](const std::string& n) { return absl::StrContains(n, "--optimizer-state: not used for LoRA"); }));
+  EXPECT_TRUE(std::any_of(lora->notes.begin(), lora->notes.end(), [](const std::string& n) {
+    return absl::StrContains(n, "--optimizer-state: not used for LoRA");
+  }));
 }
 
 TEST(OptimizerStateTest, Glm53ReachesItsStatedMinimumOnlyWithFp8Moments) {
@@ -543,7 +560,8 @@ TEST(OptimizerStateTest, Glm53ReachesItsStatedMinimumOnlyWithFp8Moments) {
     absl::StatusOr<Plan> p = PlanOn(cat, row, m, Mode::kFull, min, Placement::kColocated, opts);
     EXPECT_TRUE(absl::IsResourceExhausted(p.status())) << state;
     // The refusal names the reading's recipe and the flags that give it.
-    EXPECT_TRUE(absl::StrContains(p.status().message(), "(colocated, mxfp8 training, fp8 Adam moments)")) << p.status();
+    EXPECT_TRUE(absl::StrContains(p.status().message(), "(colocated, mxfp8 training, fp8 Adam moments)"))
+        << p.status();
     EXPECT_TRUE(absl::StrContains(p.status().message(), "try --optimizer-state fp8")) << p.status();
   }
   opts.assumptions.optimizer_state = "fp8";
@@ -553,7 +571,8 @@ TEST(OptimizerStateTest, Glm53ReachesItsStatedMinimumOnlyWithFp8Moments) {
   EXPECT_NEAR(trainable / 1e9, 743, 5);
   double state = p->trainer.memory.weights + p->trainer.memory.gradients + p->trainer.memory.optimizer;
   EXPECT_LT(state * 32, 7.6e12);  // about 7.5 TB with the frozen tower's bf16 weights
-  std::optional<HardwareSpec> separate = MinimumHardware(cat, row, m, Mode::kFull, min.gpu, Placement::kSeparate, opts);
+  std::optional<HardwareSpec> separate =
+      MinimumHardware(cat, row, m, Mode::kFull, min.gpu, Placement::kSeparate, opts);
   ASSERT_TRUE(separate.has_value());
   EXPECT_EQ(separate->ToString(), "5x8xB300");
   // The bare command on the stated minimum (separate pools, bf16) names every flag it lacks.
@@ -562,7 +581,8 @@ TEST(OptimizerStateTest, Glm53ReachesItsStatedMinimumOnlyWithFp8Moments) {
   bare.cluster = min;
   absl::StatusOr<Plan> b = MakePlan(cat, bare);
   ASSERT_TRUE(absl::IsResourceExhausted(b.status())) << b.status();
-  EXPECT_TRUE(absl::StrContains(b.status().message(), "try --colocate --training-precision mxfp8 --optimizer-state fp8"))
+  EXPECT_TRUE(absl::StrContains(b.status().message(),
+                                "try --colocate --training-precision mxfp8 --optimizer-state fp8"))
       << b.status();
 }
 

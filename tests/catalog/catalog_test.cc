@@ -21,12 +21,13 @@ TEST(CatalogTest, EveryRowOfBothTablesLoads) {
   std::set<std::string> main_rows, other_rows;
   for (const Row& r : c.rows()) (r.table == "main" ? main_rows : other_rows).insert(r.family);
   // The main table has 11 rows, "Other models with example scripts" 10.
-  EXPECT_EQ(main_rows, (std::set<std::string>{"Beam", "GLM-5.3", "GLM-5.3-Flash", "Kimi K2.7", "Kimi K2.5/K2.6",
-                                              "Nemotron-3.5", "Nemotron-3", "Qwen3.8-Flash-Next", "Qwen3.6",
-                                              "Qwen-3.5", "Qwen3"}));
-  EXPECT_EQ(other_rows, (std::set<std::string>{"GLM-4.7-Flash", "GLM-4.5-Air", "Moonlight-16B-A3B", "MiMo-7B-RL",
-                                               "Nemotron-Mini-4B-Instruct", "gpt-oss-20b", "Qwen3-VL",
-                                               "Qwen3-Coder-30B-A3B", "Qwen2.5", "Qwen1.5-MoE-A2.7B"}));
+  EXPECT_EQ(main_rows, (std::set<std::string>{"Beam", "GLM-5.3", "GLM-5.3-Flash", "Kimi K2.7",
+                                              "Kimi K2.5/K2.6", "Nemotron-3.5", "Nemotron-3",
+                                              "Qwen3.8-Flash-Next", "Qwen3.6", "Qwen-3.5", "Qwen3"}));
+  EXPECT_EQ(other_rows,
+            (std::set<std::string>{"GLM-4.7-Flash", "GLM-4.5-Air", "Moonlight-16B-A3B", "MiMo-7B-RL",
+                                   "Nemotron-Mini-4B-Instruct", "gpt-oss-20b", "Qwen3-VL",
+                                   "Qwen3-Coder-30B-A3B", "Qwen2.5", "Qwen1.5-MoE-A2.7B"}));
   for (const Row& r : c.rows()) {
     EXPECT_FALSE(r.reading.empty()) << r.family;
     EXPECT_FALSE(r.models.empty()) << r.family;
@@ -38,7 +39,8 @@ TEST(CatalogTest, HardwareHasTheFourTypesSmallestFirst) {
   ASSERT_EQ(hw.gpus().size(), 4u);
   EXPECT_EQ(hw.gpus()[0].name, "H100");
   EXPECT_EQ(hw.gpus()[3].name, "B300");
-  for (std::size_t i = 1; i < hw.gpus().size(); ++i) EXPECT_GE(hw.gpus()[i].memory_gb, hw.gpus()[i - 1].memory_gb);
+  for (std::size_t i = 1; i < hw.gpus().size(); ++i)
+    EXPECT_GE(hw.gpus()[i].memory_gb, hw.gpus()[i - 1].memory_gb);
   ASSERT_NE(hw.Smaller("B300"), nullptr);
   EXPECT_EQ(hw.Smaller("B300")->name, "B200");
   EXPECT_EQ(hw.Smaller("H100"), nullptr);
@@ -51,12 +53,12 @@ TEST(CatalogTest, ParameterCountsWithinFivePercentOfStated) {
     for (const ModelEntry& m : r.models) {
       ParamCounts c = CountParams(m.arch);
       double total = ComparableTotal(m, c);
-      EXPECT_NEAR(total / m.stated_total, 1.0, 0.05) << m.name << ": counted " << total / 1e9 << "B, stated "
-                                                     << m.stated_total / 1e9 << "B";
+      EXPECT_NEAR(total / m.stated_total, 1.0, 0.05)
+          << m.name << ": counted " << total / 1e9 << "B, stated " << m.stated_total / 1e9 << "B";
       if (m.stated_active > 0) {
         double active = ComparableActive(m, c);
-        EXPECT_NEAR(active / m.stated_active, 1.0, 0.05) << m.name << ": counted active " << active / 1e9
-                                                         << "B, stated " << m.stated_active / 1e9 << "B";
+        EXPECT_NEAR(active / m.stated_active, 1.0, 0.05)
+            << m.name << ": counted active " << active / 1e9 << "B, stated " << m.stated_active / 1e9 << "B";
       }
       ++checked;
     }
@@ -141,7 +143,8 @@ TEST(CatalogErrorsTest, WrongShapesAreNamed) {
   absl::Status empty = ParseToy("");
   EXPECT_TRUE(absl::IsInvalidArgument(empty)) << empty;
   EXPECT_NE(empty.message().find("models/toy.yaml: family: missing"), std::string::npos) << empty;
-  absl::Status models = ParseToy(absl::StrReplaceAll(kGoodRow, {{"models:\n  - name", "models: 3\nx:\n  - name"}}));
+  absl::Status models =
+      ParseToy(absl::StrReplaceAll(kGoodRow, {{"models:\n  - name", "models: 3\nx:\n  - name"}}));
   EXPECT_TRUE(absl::IsInvalidArgument(models)) << models;
 }
 
@@ -154,11 +157,13 @@ TEST(CatalogErrorsTest, BadFieldsAreNamed) {
       {"kv_heads: 4", "kv_heads: 5", "model Toy-1B: arch.attention.kv_heads: must divide heads"},
       {"layers: 16, heads", "layers: -3, heads", "arch.attention.layers: must be at least 1"},
       {"size: 5632", "size: big", "arch.ffn.size: must be an integer"},
-      {"stated_total: 1B", "stated_total: lots", "model Toy-1B: stated_total: must be a positive parameter count"},
+      {"stated_total: 1B", "stated_total: lots",
+       "model Toy-1B: stated_total: must be a positive parameter count"},
       {"kind: gqa", "kind: sparse", "arch.attention.kind: must be one of gqa, mla"},
       {"min_hardware: 1x1xH100", "min_hardware: 1x1xA100", "min_hardware: unknown GPU type \"A100\""},
       {"min_hardware: 1x1xH100", "min_hardware: eight", "min_hardware: \"eight\" is not NODESxGPUSxTYPE"},
-      {"full_ft: supported", "full_ft: maybe", "support.full_ft: must be one of supported, untested, not_working"},
+      {"full_ft: supported", "full_ft: maybe",
+       "support.full_ft: must be one of supported, untested, not_working"},
       {"reference: {model: Toy-1B", "reference: {model: Toy-2B", "reference.model: \"Toy-2B\" is not one of"},
       {"      vocab: 32000\n", "      vocab: 32000\n      vocabulary: 5\n", "arch.vocabulary: unknown field"},
       {"backends: [fsdp]", "backends: [jax]", "backends: unknown backend \"jax\""},
@@ -166,9 +171,12 @@ TEST(CatalogErrorsTest, BadFieldsAreNamed) {
        "reference.training_precision: mxfp8 is not in support.low_precision"},
       {"mode: full}", "mode: full, training_precision: fp4}", "reference.training_precision: must be one of"},
       {"mode: full}", "mode: full, minimum: roomy}", "reference.minimum: must be one of exact, conservative"},
-      {"mode: full}", "mode: full, optimizer_state: fp4}", "reference.optimizer_state: must be one of fp32, bf16, fp8"},
-      {"mode: full}", "mode: full, optimizer_state: fp8}", "reference.optimizer_state: needs the megatron backend"},
-      {"mode: full}", "mode: lora, optimizer_state: fp8}", "reference.optimizer_state: only for full fine-tuning"},
+      {"mode: full}", "mode: full, optimizer_state: fp4}",
+       "reference.optimizer_state: must be one of fp32, bf16, fp8"},
+      {"mode: full}", "mode: full, optimizer_state: fp8}",
+       "reference.optimizer_state: needs the megatron backend"},
+      {"mode: full}", "mode: lora, optimizer_state: fp8}",
+       "reference.optimizer_state: only for full fine-tuning"},
       {"mode: full}", "mode: full, minimum: conservative}\nconflict: x",
        "reference.minimum: a conservative minimum and a conflict exclude each other"},
   };
@@ -194,7 +202,8 @@ TEST(CatalogErrorsTest, ClusterTextAndYamlErrorsNameTheField) {
     EXPECT_TRUE(absl::IsInvalidArgument(c.status())) << bad << " -> " << c.status();
     EXPECT_NE(c.status().message().find("--cluster"), std::string::npos) << c.status();
   }
-  absl::StatusOr<Cluster> y = ParseClusterYaml("nodes: 2\ngpus_per_node: 8\ngpu: B300\ncpus_per_node: 128\n", "c.yaml", hw);
+  absl::StatusOr<Cluster> y =
+      ParseClusterYaml("nodes: 2\ngpus_per_node: 8\ngpu: B300\ncpus_per_node: 128\n", "c.yaml", hw);
   ASSERT_TRUE(y.ok()) << y.status();
   EXPECT_EQ(y->cpus_per_node, 128);
   struct Case {
@@ -208,8 +217,8 @@ TEST(CatalogErrorsTest, ClusterTextAndYamlErrorsNameTheField) {
                  Case{"nodes: 2\n  gpus: [\n", "c.yaml: not valid YAML"}}) {
     absl::StatusOr<Cluster> r = ParseClusterYaml(c.text, "c.yaml", hw);
     EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << c.text;
-    EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << "want \"" << c.expect << "\" in "
-                                                                       << r.status();
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos)
+        << "want \"" << c.expect << "\" in " << r.status();
   }
 }
 
@@ -245,9 +254,11 @@ TEST(HardwareCatalogTest, TrainingFormatsAreReadAndChecked) {
   EXPECT_EQ(h100->training_formats, (std::vector<std::string>{"fp8"}));
   EXPECT_EQ(b300->training_formats, (std::vector<std::string>{"fp8", "mxfp8"}));
   absl::StatusOr<HardwareCatalog> bad = HardwareCatalog::Parse(
-      "gpus:\n  - {name: X1, memory_gb: 80, nvlink_gb_s: 900, nic_gb_s: 50, training_formats: [fp4]}\n", "hw.yaml");
+      "gpus:\n  - {name: X1, memory_gb: 80, nvlink_gb_s: 900, nic_gb_s: 50, training_formats: [fp4]}\n",
+      "hw.yaml");
   EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
-  EXPECT_NE(bad.status().message().find("hw.yaml: gpus[0] (X1): training_formats: unknown \"fp4\""), std::string::npos)
+  EXPECT_NE(bad.status().message().find("hw.yaml: gpus[0] (X1): training_formats: unknown \"fp4\""),
+            std::string::npos)
       << bad.status();
 }
 

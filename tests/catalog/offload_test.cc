@@ -21,7 +21,8 @@ namespace {
 using testing::RealCatalog;
 
 bool HasNote(const Plan& p, absl::string_view text) {
-  return std::any_of(p.notes.begin(), p.notes.end(), [&](const std::string& n) { return absl::StrContains(n, text); });
+  return std::any_of(p.notes.begin(), p.notes.end(),
+                     [&](const std::string& n) { return absl::StrContains(n, text); });
 }
 
 TEST(HostMemoryTest, EveryGpuTypeHasItsSystemsHostMemory) {
@@ -54,9 +55,11 @@ TEST(HostMemoryTest, EveryGpuTypeHasItsSystemsHostMemory) {
   EXPECT_DOUBLE_EQ(below[2].host_memory_gb, 2048);  // 4x8 B200
 
   absl::StatusOr<HardwareCatalog> bad = HardwareCatalog::Parse(
-      "host_usable_percent: 120\ngpus:\n  - {name: X1, memory_gb: 80, nvlink_gb_s: 900, nic_gb_s: 50}\n", "hw.yaml");
+      "host_usable_percent: 120\ngpus:\n  - {name: X1, memory_gb: 80, nvlink_gb_s: 900, nic_gb_s: 50}\n",
+      "hw.yaml");
   EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
-  EXPECT_TRUE(absl::StrContains(bad.status().message(), "hw.yaml: host_usable_percent: must be 1..100")) << bad.status();
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "hw.yaml: host_usable_percent: must be 1..100"))
+      << bad.status();
 }
 
 TEST(HostMemoryTest, OnShapeKeepsHostMemoryPerGpuOrTakesTheNewTypesShare) {
@@ -129,13 +132,15 @@ TEST(OffloadPlanTest, GpusFirstThenTheSmallestFractionThatFits) {
   req.colocate = true;
   req.assumptions.training_precision = "mxfp8";
   req.assumptions.optimizer_offload = true;
-  req.cluster = *ParseClusterYaml("nodes: 4\ngpus_per_node: 8\ngpu: B300\nhost_memory_gb: 4096\n", "c.yaml", cat.hardware());
+  req.cluster = *ParseClusterYaml("nodes: 4\ngpus_per_node: 8\ngpu: B300\nhost_memory_gb: 4096\n", "c.yaml",
+                                  cat.hardware());
   absl::StatusOr<Plan> off = MakePlan(cat, req);
   ASSERT_TRUE(off.ok()) << off.status().message();
   const double f = off->trainer.shape.offload_fraction;
   EXPECT_GT(f, 0);
   EXPECT_LE(f, 1);
-  EXPECT_LE(off->trainer.memory.total(), off->usable_bytes_per_gpu - 3e9);  // colocated: the sleeping side's context
+  EXPECT_LE(off->trainer.memory.total(),
+            off->usable_bytes_per_gpu - 3e9);  // colocated: the sleeping side's context
   OffloadFacts facts = OffloadFactsOf(*off);
   EXPECT_NEAR(facts.host_per_node, 8 * off->trainer.memory.host, 1);
   EXPECT_LE(facts.host_per_node, 4096e9 * 0.8);
@@ -185,8 +190,8 @@ TEST(OffloadPlanTest, HostMemoryIsWhatRefusesGlm53OnFourStandardB300Nodes) {
   without.assumptions.optimizer_offload = false;
   Cluster b300 = StatedMinimum(cat, *cat.Find("GLM-5.3-753B")->row);
   auto own = [&](const PlanRequest& r) {
-    return MinimumHardware(cat, *cat.Find("GLM-5.3-753B")->row, *cat.Find("GLM-5.3-753B")->model, Mode::kFull, b300.gpu,
-                           Placement::kColocated, r);
+    return MinimumHardware(cat, *cat.Find("GLM-5.3-753B")->row, *cat.Find("GLM-5.3-753B")->model, Mode::kFull,
+                           b300.gpu, Placement::kColocated, r);
   };
   std::optional<HardwareSpec> with_off = own(req), no_off = own(without);
   ASSERT_TRUE(with_off && no_off);
@@ -207,7 +212,8 @@ TEST(OffloadPlanTest, HostMemoryIsWhatRefusesGlm53OnFourStandardB300Nodes) {
   fsdp.assumptions.optimizer_offload = true;
   absl::StatusOr<Plan> v = MakePlan(cat, fsdp);
   EXPECT_TRUE(absl::IsInvalidArgument(v.status())) << v.status();
-  EXPECT_TRUE(absl::StrContains(v.status().message(), "--optimizer-offload: Megatron-Core's CPU optimizer")) << v.status();
+  EXPECT_TRUE(absl::StrContains(v.status().message(), "--optimizer-offload: Megatron-Core's CPU optimizer"))
+      << v.status();
 }
 
 // Without --cluster, when the stated minimum does not fit, the plan goes to the smallest
@@ -218,13 +224,14 @@ TEST(OffloadPlanTest, APlanOnTheSearchedMinimumGetsItsOwnNodesHostMemory) {
   // lowered to 1x2 H100 (512 GB of host memory); with offload it plans on 1x4 (1024 GB).
   const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "offload_test_models";
   std::filesystem::create_directories(dir);
-  std::filesystem::copy_file(std::filesystem::path(SKYRL_TEST_MODELS_DIR) / "hardware.yaml", dir / "hardware.yaml",
-                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(std::filesystem::path(SKYRL_TEST_MODELS_DIR) / "hardware.yaml",
+                             dir / "hardware.yaml", std::filesystem::copy_options::overwrite_existing);
   std::ifstream in(std::filesystem::path(SKYRL_TEST_MODELS_DIR) / "moonlight.yaml");
   std::stringstream text;
   text << in.rdbuf();
   ASSERT_TRUE(absl::StrContains(text.str(), "min_hardware: 1x8xH100"));
-  std::ofstream(dir / "moonlight.yaml") << absl::StrReplaceAll(text.str(), {{"min_hardware: 1x8xH100", "min_hardware: 1x2xH100"}});
+  std::ofstream(dir / "moonlight.yaml")
+      << absl::StrReplaceAll(text.str(), {{"min_hardware: 1x8xH100", "min_hardware: 1x2xH100"}});
   absl::StatusOr<Catalog> toy = Catalog::LoadDir(dir.string());
   ASSERT_TRUE(toy.ok()) << toy.status();
   PlanRequest req;
@@ -240,8 +247,10 @@ TEST(OffloadPlanTest, APlanOnTheSearchedMinimumGetsItsOwnNodesHostMemory) {
   EXPECT_DOUBLE_EQ(OffloadFactsOf(*p).host_usable_per_node, share * 1e9 * 0.8);
   nlohmann::json j = nlohmann::json::parse(RenderPlanJson(*p));
   EXPECT_DOUBLE_EQ(j.at("cluster").at("host_memory_gb").get<double>(), share);
-  EXPECT_DOUBLE_EQ(j.at("trainer").at("optimizer_offload").at("host_usable_gb_per_node").get<double>(), share * 0.8);
-  EXPECT_TRUE(absl::StrContains(RenderPlanText(*p), "of 819.2 GB usable (1024 GB per node)")) << RenderPlanText(*p);
+  EXPECT_DOUBLE_EQ(j.at("trainer").at("optimizer_offload").at("host_usable_gb_per_node").get<double>(),
+                   share * 0.8);
+  EXPECT_TRUE(absl::StrContains(RenderPlanText(*p), "of 819.2 GB usable (1024 GB per node)"))
+      << RenderPlanText(*p);
 
   // The real table the other way round: Qwen3-30B-A3B does not fit its row's 1x4 H100 (1024 GB
   // hosts) and plans on a full 8-GPU node, whose host has the reference system's 2048 GB.
@@ -282,7 +291,8 @@ TEST(OffloadPlanTest, AnAutomaticRuleWouldPlanRowsBelowTheirStatedMinimum) {
     }
   }
   EXPECT_FALSE(broken.empty());
-  for (const std::string& b : broken) std::printf("with offload allowed: %s plans below its stated minimum\n", b.c_str());
+  for (const std::string& b : broken)
+    std::printf("with offload allowed: %s plans below its stated minimum\n", b.c_str());
 }
 
 }  // namespace

@@ -78,7 +78,8 @@ TEST(PlacementTest, SimulatedNodesAreLabelledLikeWorkers) {
   ASSERT_EQ(nodes.size(), 12u);
   EXPECT_EQ(nodes[0].id, "node-00");
   EXPECT_EQ(nodes[11].id, "node-11");
-  for (size_t i = 1; i < nodes.size(); ++i) EXPECT_LT(nodes[i - 1].id, nodes[i].id) << "id order is index order";
+  for (size_t i = 1; i < nodes.size(); ++i)
+    EXPECT_LT(nodes[i - 1].id, nodes[i].id) << "id order is index order";
   EXPECT_EQ(nodes[3].total.Get(kCPU), 48);
   EXPECT_EQ(nodes[3].total.Get(kGPU), 4);
   EXPECT_EQ(nodes[3].total.Get(kMemory), 512e9);  // the node's host memory
@@ -96,17 +97,19 @@ TEST(PlacementTest, SimulatedNodesAreLabelledLikeWorkers) {
 // ascending; the first engine takes the rest of the trainer's second node (affinity), the
 // second the next node.
 TEST(PlacementTest, HandMadeCaseMapsBundlesToNodesAndDevices) {
-  std::vector<PlacementGroupSpec> groups = {Spec("trainer", "PACK", 6), Spec("generator-0", "STRICT_PACK", 2, "trainer"),
+  std::vector<PlacementGroupSpec> groups = {Spec("trainer", "PACK", 6),
+                                            Spec("generator-0", "STRICT_PACK", 2, "trainer"),
                                             Spec("generator-1", "STRICT_PACK", 2, "trainer")};
   absl::StatusOr<std::vector<GroupPlacement>> placed = PlaceGroups(Hand(3, 4), groups);
   ASSERT_TRUE(placed.ok()) << placed.status();
   ASSERT_EQ(placed->size(), 3u);
   EXPECT_EQ((*placed)[0].group, "trainer");
-  EXPECT_EQ((*placed)[0].bundles, (std::vector<BundlePlacement>{At(0, {0}), At(0, {1}), At(0, {2}), At(0, {3}),
-                                                                 At(1, {0}), At(1, {1})}));
+  EXPECT_EQ((*placed)[0].bundles, (std::vector<BundlePlacement>{At(0, {0}), At(0, {1}), At(0, {2}),
+                                                                At(0, {3}), At(1, {0}), At(1, {1})}));
   EXPECT_EQ((*placed)[1].bundles, (std::vector<BundlePlacement>{At(1, {2}), At(1, {3})}));
   EXPECT_EQ((*placed)[2].bundles, (std::vector<BundlePlacement>{At(2, {0}), At(2, {1})}));
-  EXPECT_EQ(DescribePlacement((*placed)[0]), "bundles 0-3 -> node 0 GPUs 0-3, bundles 4-5 -> node 1 GPUs 0-1");
+  EXPECT_EQ(DescribePlacement((*placed)[0]),
+            "bundles 0-3 -> node 0 GPUs 0-3, bundles 4-5 -> node 1 GPUs 0-1");
   EXPECT_EQ(DescribePlacement((*placed)[1]), "bundles 0-1 -> node 1 GPUs 2-3");
 }
 
@@ -118,7 +121,8 @@ TEST(PlacementTest, DescriptionMergesWholeNodesAndListsOddDevices) {
   g.bundles.push_back(At(3, {0}));
   EXPECT_EQ(DescribePlacement(g), "bundles 0-11 -> nodes 0-2 x GPUs 0-3, bundle 12 -> node 3 GPU 0");
   GroupPlacement odd{"x", {At(0, {1, 3}), At(0, {}), At(1, {0, 1})}};
-  EXPECT_EQ(DescribePlacement(odd), "bundle 0 -> node 0 GPUs 1,3, bundle 1 -> node 0 no GPU, bundle 2 -> node 1 GPUs 0-1");
+  EXPECT_EQ(DescribePlacement(odd),
+            "bundle 0 -> node 0 GPUs 1,3, bundle 1 -> node 0 no GPU, bundle 2 -> node 1 GPUs 0-1");
 }
 
 TEST(PlacementTest, AGroupTheSchedulerRefusesIsAnInternalError) {
@@ -149,7 +153,8 @@ TEST(PlacementTest, MismatchesNameTheBundleAndBothPlaces) {
   groups[0].bundles[1].node = 1;  // the scheduler keeps both on node 0
   groups[0].bundles[1].gpu_id = 0;
   EXPECT_EQ(PlacementMismatches(groups, *placed),
-            (std::vector<std::string>{"trainer: bundles 0-1 -> node 0 GPUs 0-1; expected bundles 0-1 -> nodes 0-1 x GPU 0"}));
+            (std::vector<std::string>{
+                "trainer: bundles 0-1 -> node 0 GPUs 0-1; expected bundles 0-1 -> nodes 0-1 x GPU 0"}));
 }
 
 // Every table row's reference plan at its stated minimum (and the other placement where that
@@ -172,7 +177,8 @@ void ExpectPlacedAsPlanned(const Plan& p, const std::string& what) {
     specs.push_back(g.spec);
     placed.push_back(g.placement);
   }
-  EXPECT_TRUE(PlacementMismatches(specs, placed).empty()) << what << ": " << PlacementMismatches(specs, placed).front();
+  EXPECT_TRUE(PlacementMismatches(specs, placed).empty())
+      << what << ": " << PlacementMismatches(specs, placed).front();
   for (const std::string& n : p.notes) EXPECT_FALSE(absl::StartsWith(n, "placement:")) << what << ": " << n;
   EXPECT_EQ(bundles, p.placement == Placement::kColocated ? p.cluster.shape.total_gpus()
                                                           : p.trainer.shape.gpus + p.generator.gpus)
@@ -195,7 +201,8 @@ TEST(PlacementTest, EveryRowsReferencePlanPlacesOnTheSchedulerAsPlanned) {
     ASSERT_TRUE(at.ok()) << r.family << " at " << min.shape.ToString() << ": " << at.status();
     ExpectPlacedAsPlanned(*at, r.family + " at " + min.shape.ToString());
     ++plans;
-    Placement other = r.reference.placement == Placement::kSeparate ? Placement::kColocated : Placement::kSeparate;
+    Placement other =
+        r.reference.placement == Placement::kSeparate ? Placement::kColocated : Placement::kSeparate;
     absl::StatusOr<Plan> alt = PlanOn(cat, r, *m, r.reference.mode, min, other, opts);
     if (alt.ok()) ExpectPlacedAsPlanned(*alt, r.family + " " + std::string(PlacementName(other))), ++plans;
     // A bigger cluster of the same type: more nodes, engines after a partly used node.
@@ -210,8 +217,9 @@ TEST(PlacementTest, EveryRowsReferencePlanPlacesOnTheSchedulerAsPlanned) {
 TEST(PlacementTest, FewerCpusThanGpusShareThemOut) {
   const Catalog& cat = RealCatalog();
   for (auto [cpus, each] : {std::pair{4, 0.5}, {3, 0.375}, {7, 0.875}, {100, 12.0}}) {
-    absl::StatusOr<Cluster> c = ParseClusterYaml(
-        absl::StrCat("nodes: 2\ngpus_per_node: 8\ngpu: H100\ncpus_per_node: ", cpus, "\n"), "c.yaml", cat.hardware());
+    absl::StatusOr<Cluster> c =
+        ParseClusterYaml(absl::StrCat("nodes: 2\ngpus_per_node: 8\ngpu: H100\ncpus_per_node: ", cpus, "\n"),
+                         "c.yaml", cat.hardware());
     ASSERT_TRUE(c.ok()) << c.status();
     PlanRequest req;
     req.model = "Qwen3-8B";
@@ -233,7 +241,8 @@ TEST(PlacementTest, TextAndJsonCarryTheSchedulersPlacement) {
   absl::StatusOr<Plan> p = MakePlan(cat, req);
   ASSERT_TRUE(p.ok()) << p.status();
   std::string text = RenderPlanText(*p);
-  for (const PlannedGroup& g : p->groups) EXPECT_TRUE(absl::StrContains(text, DescribePlacement(g.placement))) << text;
+  for (const PlannedGroup& g : p->groups)
+    EXPECT_TRUE(absl::StrContains(text, DescribePlacement(g.placement))) << text;
   EXPECT_TRUE(absl::StrContains(text, "placed by the scheduler on a simulated 2x8xH100")) << text;
 
   PlanCommandOptions o;

@@ -117,7 +117,8 @@ TEST(PlanCommandTest, TrainingPrecisionFlagFollowsTheRowAndTheGpu) {
   o.training_precision = "fp8";
   r = Exec(o);
   EXPECT_EQ(r.rc, 2);
-  EXPECT_NE(r.err.find("--training-precision: GLM-5.3 supports bf16, mxfp8 training"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--training-precision: GLM-5.3 supports bf16, mxfp8 training"), std::string::npos)
+      << r.err;
   o.training_precision = "mxfp8";
   o.cluster = "8x8xH200";
   r = Exec(o);
@@ -141,7 +142,8 @@ TEST(PlanCommandTest, OptimizerStateFlagShowsInJsonAndText) {
   o.json = false;
   r = Exec(o);
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_NE(r.out.find("fp8 Adam moments over an fp32 master (10.06 B per parameter)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fp8 Adam moments over an fp32 master (10.06 B per parameter)"), std::string::npos)
+      << r.out;
   // Without the flag: the recipe's own bf16 moments, which do not fit 4x8 (exit 1).
   o.optimizer_state = "";
   o.json = true;

@@ -41,7 +41,8 @@ TEST(SyncModelTest, ElementsEqualTheCatalogCountsForEveryModel) {
       int experts = 0;
       for (const weight_sync::Param& p : sm->model.params)
         experts += p.expert >= 0 && absl::EndsWith(p.name, ".down_proj.weight");
-      EXPECT_EQ(experts, m.arch.moe.experts * (m.arch.moe.layers > 0 ? m.arch.moe.layers + m.arch.mtp_layers : 0));
+      EXPECT_EQ(experts,
+                m.arch.moe.experts * (m.arch.moe.layers > 0 ? m.arch.moe.layers + m.arch.mtp_layers : 0));
     }
   }
 }
@@ -108,12 +109,15 @@ TEST(SyncModelTest, ExpertGroupsKeepBytesAndBound) {
     ASSERT_TRUE(each.ok() && grouped.ok());
     EXPECT_EQ(each->model.TotalBytes(), grouped->model.TotalBytes());
     EXPECT_LT(grouped->model.params.size() * 10, each->model.params.size());
-    absl::StatusOr<ws::Plan> a = ws::MakePlan(each->model, ws::Layout::Of(trainer), ws::Layout::Engines(3, engine), po);
-    absl::StatusOr<ws::Plan> b = ws::MakePlan(grouped->model, ws::Layout::Of(trainer), ws::Layout::Engines(3, engine), po);
+    absl::StatusOr<ws::Plan> a =
+        ws::MakePlan(each->model, ws::Layout::Of(trainer), ws::Layout::Engines(3, engine), po);
+    absl::StatusOr<ws::Plan> b =
+        ws::MakePlan(grouped->model, ws::Layout::Of(trainer), ws::Layout::Engines(3, engine), po);
     ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
     EXPECT_EQ(a->total_bytes, b->total_bytes);
     EXPECT_NEAR(a->lower_bound_s, b->lower_bound_s, 1e-9 * a->lower_bound_s);
-    for (int r = 0; r < a->num_receivers; ++r) EXPECT_EQ(a->recv_load[r].Bytes(), b->recv_load[r].Bytes()) << r;
+    for (int r = 0; r < a->num_receivers; ++r)
+      EXPECT_EQ(a->recv_load[r].Bytes(), b->recv_load[r].Bytes()) << r;
     EXPECT_LE(b->predicted_s, 1.75 * b->lower_bound_s);
   }
   EXPECT_TRUE(absl::IsInvalidArgument(BuildSyncModel(m->model->arch, {.expert_groups = 3}).status()));
@@ -162,7 +166,8 @@ TEST(SyncPlanTest, FiltersFollowModeMtpAndVision) {
   absl::StatusOr<Plan> full = MakePlan(cat, req);
   ASSERT_TRUE(full.ok()) << full.status();
   ASSERT_TRUE(full->weight_sync.planned.has_value());
-  EXPECT_TRUE(absl::StrContains(full->weight_sync.planned->synced, "vision")) << full->weight_sync.planned->synced;
+  EXPECT_TRUE(absl::StrContains(full->weight_sync.planned->synced, "vision"))
+      << full->weight_sync.planned->synced;
   req.mode = Mode::kLora;
   absl::StatusOr<Plan> lora = MakePlan(cat, req);
   ASSERT_TRUE(lora.ok()) << lora.status();
@@ -183,7 +188,8 @@ TEST(SyncPlanTest, FiltersFollowModeMtpAndVision) {
   // With the same layouts, the MTP layer's bytes come on top, once per engine GPU set.
   if (mtp->generator.engines == no_mtp->generator.engines && mtp->generator.tp == no_mtp->generator.tp) {
     EXPECT_NEAR(static_cast<double>(mtp->weight_sync.planned->bytes - no_mtp->weight_sync.planned->bytes),
-                2 * CountParams(m.arch).mtp * mtp->generator.engines, 0.01 * 2 * CountParams(m.arch).mtp * mtp->generator.engines);
+                2 * CountParams(m.arch).mtp * mtp->generator.engines,
+                0.01 * 2 * CountParams(m.arch).mtp * mtp->generator.engines);
   }
   EXPECT_GT(mtp->weight_sync.planned->bytes, no_mtp->weight_sync.planned->bytes);
 }

@@ -78,8 +78,14 @@ absl::Status ChaosRun::StartHead() {
     address_ = absl::StrCat("127.0.0.1:", head_port_);
   }
   SpawnOptions o;
-  o.argv = {BinDir() + "/skyrl-head", "--port", std::to_string(head_port_), "--store", redis_->url(),
-            "--heartbeat-period-ms", std::to_string(kHeartbeatMs), "--heartbeat-misses",
+  o.argv = {BinDir() + "/skyrl-head",
+            "--port",
+            std::to_string(head_port_),
+            "--store",
+            redis_->url(),
+            "--heartbeat-period-ms",
+            std::to_string(kHeartbeatMs),
+            "--heartbeat-misses",
             std::to_string(kHeartbeatMisses)};
   o.log_path = options_.dir + "/head.log";
   o.env_set = Env();
@@ -98,7 +104,8 @@ absl::Status ChaosRun::StartHead() {
 absl::Status ChaosRun::StartWorker() {
   std::string name = absl::StrCat("w", next_worker_++);
   SpawnOptions o;
-  o.argv = {BinDir() + "/skyrl-worker", "--head", address_, "--resources", "CPU=4", "--labels", "name=" + name};
+  o.argv = {
+      BinDir() + "/skyrl-worker", "--head", address_, "--resources", "CPU=4", "--labels", "name=" + name};
   o.log_path = options_.dir + "/" + name + ".log";
   o.env_set = Env();
   absl::StatusOr<Subprocess> p = Subprocess::Start(o);
@@ -109,15 +116,23 @@ absl::Status ChaosRun::StartWorker() {
 
 absl::Status ChaosRun::StartDriver() {
   SpawnOptions o;
-  o.argv = {BinDir() + "/skyrl-chaos-driver", "--address", address_, "--token", Token(),
-            "--actors", std::to_string(options_.actors), "--threads", std::to_string(options_.driver_threads)};
+  o.argv = {BinDir() + "/skyrl-chaos-driver",
+            "--address",
+            address_,
+            "--token",
+            Token(),
+            "--actors",
+            std::to_string(options_.actors),
+            "--threads",
+            std::to_string(options_.driver_threads)};
   o.log_path = options_.dir + "/driver.log";
   o.env_set = Env();
   absl::StatusOr<Subprocess> p = Subprocess::Start(o);
   if (!p.ok()) return p.status();
   driver_ = std::move(*p);
   for (absl::Time deadline = absl::Now() + absl::Seconds(60); absl::Now() < deadline;) {
-    if (ReadFile(options_.dir + "/driver.log").find("actors ready") != std::string::npos) return absl::OkStatus();
+    if (ReadFile(options_.dir + "/driver.log").find("actors ready") != std::string::npos)
+      return absl::OkStatus();
     if (driver_->TryWait()) break;
     absl::SleepFor(absl::Milliseconds(100));
   }
@@ -127,7 +142,8 @@ absl::Status ChaosRun::StartDriver() {
 absl::StatusOr<std::vector<v1::NodeInfo>> ChaosRun::ListNodes() {
   auto stub = v1::NodeService::NewStub(rpc::MakeChannel(address_));
   v1::ListNodesReply reply;
-  absl::Status s = rpc::FromGrpc(Authed(Token(), [&](grpc::ClientContext* c) { return stub->ListNodes(c, {}, &reply); }));
+  absl::Status s =
+      rpc::FromGrpc(Authed(Token(), [&](grpc::ClientContext* c) { return stub->ListNodes(c, {}, &reply); }));
   if (!s.ok()) return s;
   return std::vector<v1::NodeInfo>(reply.nodes().begin(), reply.nodes().end());
 }
@@ -135,7 +151,8 @@ absl::StatusOr<std::vector<v1::NodeInfo>> ChaosRun::ListNodes() {
 absl::StatusOr<std::vector<v1::ActorInfo>> ChaosRun::ListActors() {
   auto stub = v1::ActorDirectory::NewStub(rpc::MakeChannel(address_));
   v1::ListActorsReply reply;
-  absl::Status s = rpc::FromGrpc(Authed(Token(), [&](grpc::ClientContext* c) { return stub->ListActors(c, {}, &reply); }));
+  absl::Status s =
+      rpc::FromGrpc(Authed(Token(), [&](grpc::ClientContext* c) { return stub->ListActors(c, {}, &reply); }));
   if (!s.ok()) return s;
   return std::vector<v1::ActorInfo>(reply.actors().begin(), reply.actors().end());
 }
@@ -150,7 +167,8 @@ int64_t ChaosRun::DriverProgress() const {
   if (at == std::string::npos) return -1;
   int64_t calls = -1;
   std::string digits;
-  for (size_t i = at + 15; i < tail.size() && isdigit(static_cast<unsigned char>(tail[i])); ++i) digits += tail[i];
+  for (size_t i = at + 15; i < tail.size() && isdigit(static_cast<unsigned char>(tail[i])); ++i)
+    digits += tail[i];
   if (!absl::SimpleAtoi(digits, &calls)) return -1;
   return calls;
 }
@@ -168,7 +186,8 @@ void ChaosRun::DumpDriverStacks(const std::string& why) {
     return;
   }
   if (!gdb->WaitFor(absl::Seconds(60))) gdb->Stop(absl::Seconds(1));
-  std::fprintf(stderr, "---- driver stacks (%s) ----\n%s\n", why.c_str(), ReadFile(out).substr(0, 20000).c_str());
+  std::fprintf(stderr, "---- driver stacks (%s) ----\n%s\n", why.c_str(),
+               ReadFile(out).substr(0, 20000).c_str());
 }
 
 void ChaosRun::ThawDue(bool all) {
@@ -229,7 +248,8 @@ std::string ChaosRun::InjectFault(absl::Duration elapsed) {
       w.process.Signal(SIGKILL).IgnoreError();
       w.process.Wait();
       workers_.erase(workers_.begin() + index);
-      if (absl::Status s = StartWorker(); !s.ok()) report_.problems.push_back(absl::StrCat("worker start: ", s.message()));
+      if (absl::Status s = StartWorker(); !s.ok())
+        report_.problems.push_back(absl::StrCat("worker start: ", s.message()));
     } else {
       // Past the death threshold: the head restarts its actors elsewhere, and the worker comes
       // back with a node id the head has declared dead.
@@ -334,9 +354,11 @@ ChaosReport ChaosRun::Run() {
       if (absl::SimpleAtoi(kv.second, &v)) report_.driver[kv.first] = v;
     }
   }
-  if (report_.driver_summary.empty()) report_.problems.push_back("the driver printed no summary; see driver.log");
+  if (report_.driver_summary.empty())
+    report_.problems.push_back("the driver printed no summary; see driver.log");
   if (exit && !exit->ok())
-    report_.problems.push_back(absl::StrCat("the driver ended with ", exit->Describe(), ": ", report_.driver_summary));
+    report_.problems.push_back(
+        absl::StrCat("the driver ended with ", exit->Describe(), ": ", report_.driver_summary));
   CheckSettled(report_);
   return report_;
 }
@@ -350,7 +372,8 @@ void ChaosRun::CheckSettled(ChaosReport& report) {
     absl::StatusOr<std::vector<v1::ActorInfo>> actors = ListActors();
     absl::StatusOr<std::vector<v1::NodeInfo>> nodes = ListNodes();
     if (!actors.ok() || !nodes.ok()) {
-      problems.push_back(absl::StrCat("the head does not answer: ", (actors.ok() ? nodes.status() : actors.status()).message()));
+      problems.push_back(absl::StrCat("the head does not answer: ",
+                                      (actors.ok() ? nodes.status() : actors.status()).message()));
     } else {
       std::map<std::string, const v1::ActorInfo*> alive;
       int ours = 0;
@@ -367,13 +390,15 @@ void ChaosRun::CheckSettled(ChaosReport& report) {
         if (int(pids.size()) > expected) {
           report.leaked_processes += int(pids.size()) - expected;
           problems.push_back(absl::StrCat("actor ", actor, " has ", pids.size(), " processes (pids ",
-                                          absl::StrJoin(pids, ","), "); the cluster accounts for ", expected));
+                                          absl::StrJoin(pids, ","), "); the cluster accounts for ",
+                                          expected));
         }
       }
       for (const auto& [actor, info] : alive) {
         if (!procs.contains(actor)) {
           ++report.missing_processes;
-          problems.push_back(absl::StrCat("actor ", actor, " is ALIVE on ", info->node_id(), " with no process"));
+          problems.push_back(
+              absl::StrCat("actor ", actor, " is ALIVE on ", info->node_id(), " with no process"));
         }
       }
       // Resources: on each alive node, total - available = what its ALIVE actors hold.
@@ -388,8 +413,8 @@ void ChaosRun::CheckSettled(ChaosReport& report) {
           double used = total - (free == n.resources_available().end() ? 0 : free->second);
           double want = held.contains(kind) ? held[kind] : 0;
           if (std::abs(used - want) > 1e-6)
-            problems.push_back(absl::StrCat("node ", n.node_id(), " (", n.address(), "): ", kind,
-                                            " used ", used, ", its live actors hold ", want));
+            problems.push_back(absl::StrCat("node ", n.node_id(), " (", n.address(), "): ", kind, " used ",
+                                            used, ", its live actors hold ", want));
         }
       }
     }

@@ -45,12 +45,12 @@ struct ChaosOptions {
 };
 
 struct ChaosReport {
-  std::map<std::string, int> faults;  // by kind
-  std::string driver_summary;         // the driver's "chaos ..." line
+  std::map<std::string, int> faults;      // by kind
+  std::string driver_summary;             // the driver's "chaos ..." line
   std::map<std::string, int64_t> driver;  // its counters: calls, lost, wrong, ...
-  int leaked_processes = 0;           // actor processes the cluster does not account for
-  int missing_processes = 0;          // ALIVE actors with no process
-  std::vector<std::string> problems;  // what went wrong, for people; empty when all held
+  int leaked_processes = 0;               // actor processes the cluster does not account for
+  int missing_processes = 0;              // ALIVE actors with no process
+  std::vector<std::string> problems;      // what went wrong, for people; empty when all held
 };
 
 class ChaosRun {

@@ -37,11 +37,11 @@ struct Flags {
 };
 
 struct Totals {
-  std::atomic<int64_t> ok{0};             // calls answered right
-  std::atomic<int64_t> failed{0};         // failed attempts (each retried)
-  std::atomic<int64_t> retried_ok{0};     // calls that failed at least once, then succeeded
-  std::atomic<int64_t> lost{0};           // calls still failing after the retry budget
-  std::atomic<int64_t> wrong{0};          // answers that were not the argument
+  std::atomic<int64_t> ok{0};               // calls answered right
+  std::atomic<int64_t> failed{0};           // failed attempts (each retried)
+  std::atomic<int64_t> retried_ok{0};       // calls that failed at least once, then succeeded
+  std::atomic<int64_t> lost{0};             // calls still failing after the retry budget
+  std::atomic<int64_t> wrong{0};            // answers that were not the argument
   std::atomic<int64_t> longest_call_ms{0};  // first attempt to the right answer, the longest
   absl::Mutex mu;
   std::map<std::string, int64_t> failures_by_code ABSL_GUARDED_BY(mu);
@@ -66,8 +66,8 @@ void Max(std::atomic<int64_t>& into, int64_t v) {
 
 // Calls `actor` with `arg` until the answer comes back or the budget runs out; the first
 // attempt's future is given.
-void Settle(skyrl::Client& client, const skyrl::ActorHandle& actor, const std::string& arg,
-            absl::Time sent, std::future<absl::StatusOr<std::string>> first, const Flags& f, Totals& t) {
+void Settle(skyrl::Client& client, const skyrl::ActorHandle& actor, const std::string& arg, absl::Time sent,
+            std::future<absl::StatusOr<std::string>> first, const Flags& f, Totals& t) {
   absl::StatusOr<std::string> r = first.get();
   absl::Time first_failure = absl::InfiniteFuture();
   const absl::Duration timeout = absl::Seconds(f.call_timeout_s);
@@ -122,7 +122,6 @@ void Work(skyrl::Client& client, const std::vector<skyrl::ActorHandle>& actors, 
     absl::SleepFor(absl::Milliseconds(f.interval_ms));
   }
 }
-
 
 // Creates `f.actors` echo actors that restart forever into `actors`; false (after saying why)
 // when one cannot be created.
@@ -187,11 +186,12 @@ void PrintSummary(Totals& t, int unanswered, absl::Time start) {
       std::printf("failure %s e.g. %s\n", code.c_str(), t.example_by_code[code].c_str());
     }
   }
-  std::printf("chaos calls=%lld failed=%lld retried_ok=%lld lost=%lld wrong=%lld unanswered_at_end=%d "
-              "longest_call_ms=%lld seconds=%.0f%s\n",
-              (long long)t.ok.load(), (long long)t.failed.load(), (long long)t.retried_ok.load(),
-              (long long)t.lost.load(), (long long)t.wrong.load(), unanswered,
-              (long long)t.longest_call_ms.load(), absl::ToDoubleSeconds(absl::Now() - start), codes.c_str());
+  std::printf(
+      "chaos calls=%lld failed=%lld retried_ok=%lld lost=%lld wrong=%lld unanswered_at_end=%d "
+      "longest_call_ms=%lld seconds=%.0f%s\n",
+      (long long)t.ok.load(), (long long)t.failed.load(), (long long)t.retried_ok.load(),
+      (long long)t.lost.load(), (long long)t.wrong.load(), unanswered, (long long)t.longest_call_ms.load(),
+      absl::ToDoubleSeconds(absl::Now() - start), codes.c_str());
   std::fflush(stdout);
 }
 
@@ -233,10 +233,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 256));
   app.add_option("--window", f.window, "calls in flight per asynchronous thread")->check(CLI::Range(1, 1000));
   app.add_option("--seconds", f.seconds, "stop after this long (0: at SIGTERM)")->check(CLI::Range(0.0, 1e6));
-  app.add_option("--interval-ms", f.interval_ms, "pause between a thread's batches")->check(CLI::Range(0, 10000));
-  app.add_option("--retry-ms", f.retry_ms, "pause before retrying a failed call")->check(CLI::Range(1, 10000));
-  app.add_option("--call-timeout-s", f.call_timeout_s, "deadline of each call")->check(CLI::Range(0.1, 3600.0));
-  app.add_option("--retry-budget-s", f.retry_budget_s, "a call still failing this long after its first failure is lost")
+  app.add_option("--interval-ms", f.interval_ms, "pause between a thread's batches")
+      ->check(CLI::Range(0, 10000));
+  app.add_option("--retry-ms", f.retry_ms, "pause before retrying a failed call")
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--call-timeout-s", f.call_timeout_s, "deadline of each call")
+      ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--retry-budget-s", f.retry_budget_s,
+                 "a call still failing this long after its first failure is lost")
       ->check(CLI::Range(1.0, 3600.0));
   app.add_option("--actor-cpu", f.actor_cpu, "CPU each actor asks for")->check(CLI::Range(0.0, 64.0));
   CLI11_PARSE(app, argc, argv);

@@ -37,14 +37,16 @@ TEST(ChaosTest, ClientAndClusterComeThroughFaults) {
     total += n;
   }
   // One line for people and scripts/soak.
-  std::printf("chaos-report faults=%d %s leaked=%d missing=%d | %s\n", total, absl::StrJoin(faults, " ").c_str(),
-              r.leaked_processes, r.missing_processes, r.driver_summary.c_str());
+  std::printf("chaos-report faults=%d %s leaked=%d missing=%d | %s\n", total,
+              absl::StrJoin(faults, " ").c_str(), r.leaked_processes, r.missing_processes,
+              r.driver_summary.c_str());
   EXPECT_TRUE(r.problems.empty()) << absl::StrJoin(r.problems, "\n") << "\nlogs: " << o.dir;
   EXPECT_GT(r.driver["calls"], 0);
   EXPECT_EQ(r.driver["lost"], 0);
   EXPECT_EQ(r.driver["wrong"], 0);
   EXPECT_EQ(r.leaked_processes, 0);
-  for (const char* kind : {"worker_kill", "worker_freeze", "actor_kill", "actor_freeze", "head_kill", "redis_kill"})
+  for (const char* kind :
+       {"worker_kill", "worker_freeze", "actor_kill", "actor_freeze", "head_kill", "redis_kill"})
     EXPECT_GE(r.faults[kind], 1) << kind << " was never injected";
   if (!::testing::Test::HasFailure()) std::filesystem::remove_all(o.dir);
 }

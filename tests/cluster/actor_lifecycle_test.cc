@@ -18,10 +18,10 @@ TEST_F(ActorLifecycleTest, CrashedActorRestartsUntilItsRestartsAreSpent) {
   ASSERT_TRUE(CallActor(a, "ping", "", &out).ok());
 
   EXPECT_FALSE(CallActor(a, "crash", "signal 9").ok()) << "the call in flight fails";
-  v1::ActorInfo restarted = WaitActor(a.actor_id(), [](const auto& x) {
-    return x.state() == v1::ACTOR_ALIVE && x.restarts() == 1;
-  });
-  EXPECT_NE(restarted.death_reason().find("killed by signal 9"), std::string::npos) << restarted.death_reason();
+  v1::ActorInfo restarted = WaitActor(
+      a.actor_id(), [](const auto& x) { return x.state() == v1::ACTOR_ALIVE && x.restarts() == 1; });
+  EXPECT_NE(restarted.death_reason().find("killed by signal 9"), std::string::npos)
+      << restarted.death_reason();
   ASSERT_TRUE(CallActor(restarted, "ping", "", &out).ok()) << "calls after the restart succeed";
 
   EXPECT_FALSE(CallActor(restarted, "crash", "exit 4").ok());
@@ -63,7 +63,8 @@ TEST_F(ActorLifecycleTest, ARestartWaitsForANodeWithRoom) {
   ASSERT_TRUE(s.ok()) << s.error_message();
   w1.Signal(SIGKILL).IgnoreError();
   w1.Wait();
-  v1::ActorInfo waiting = WaitActor(a.actor_id(), [](const auto& x) { return x.state() == v1::ACTOR_RESTARTING; });
+  v1::ActorInfo waiting =
+      WaitActor(a.actor_id(), [](const auto& x) { return x.state() == v1::ACTOR_RESTARTING; });
   EXPECT_NE(waiting.death_reason().find("node lost"), std::string::npos) << waiting.death_reason();
   absl::SleepFor(absl::Milliseconds(500));
   EXPECT_EQ(Get(a.actor_id()).state(), v1::ACTOR_RESTARTING) << "no node has room: it waits";
@@ -83,7 +84,8 @@ TEST_F(ActorLifecycleTest, ConstructorErrorsInfeasibleRequestsAndKillsAreReporte
   v1::ActorInfo bad = Create("crash", 5, &s, "fail");
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(bad.state(), v1::ACTOR_DEAD);
-  EXPECT_NE(bad.death_reason().find("told to fail in its constructor"), std::string::npos) << bad.death_reason();
+  EXPECT_NE(bad.death_reason().find("told to fail in its constructor"), std::string::npos)
+      << bad.death_reason();
 
   Create("echo", 0, &s, "", "1");
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
@@ -101,7 +103,8 @@ TEST_F(ActorLifecycleTest, ConstructorErrorsInfeasibleRequestsAndKillsAreReporte
   EXPECT_EQ(dead.state(), v1::ACTOR_DEAD);
   EXPECT_EQ(dead.death_reason(), "killed by the user");
   grpc::Status after;
-  for (int i = 0; i < 100 && (after = CallActor(a, "echo", "x")).ok(); ++i) absl::SleepFor(absl::Milliseconds(20));
+  for (int i = 0; i < 100 && (after = CallActor(a, "echo", "x")).ok(); ++i)
+    absl::SleepFor(absl::Milliseconds(20));
   EXPECT_FALSE(after.ok());
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_EQ(Get(a.actor_id()).state(), v1::ACTOR_DEAD) << "a killed actor is not restarted";
@@ -245,7 +248,6 @@ TEST_F(ActorLifecycleTest, RedisRestartUnderARunningHeadLosesNothing) {
   EXPECT_EQ(back.address(), a.address());
 }
 
-
 }  // namespace
 TEST_F(ActorLifecycleTest, AHeadOutlivesALongRedisOutageAndCatchesUp) {
   auto redis = testing::RedisServer::Start();
@@ -353,7 +355,8 @@ TEST_F(ActorLifecycleTest, ARestartWaitingForRoomResumesAfterAHeadRestart) {
   head.Signal(SIGTERM).IgnoreError();  // a graceful stop must not turn waiting restarts DEAD
   head.Wait();
   Subprocess again = StartHead((*redis)->url());
-  v1::ActorInfo waiting = WaitActor(a.actor_id(), [](const auto& x) { return x.state() != v1::ACTOR_STATE_UNSPECIFIED; });
+  v1::ActorInfo waiting =
+      WaitActor(a.actor_id(), [](const auto& x) { return x.state() != v1::ACTOR_STATE_UNSPECIFIED; });
   EXPECT_EQ(waiting.state(), v1::ACTOR_RESTARTING) << waiting.ShortDebugString();
   Subprocess w2 = StartWorker("w2", "CPU=1");
   v1::ActorInfo back = WaitActor(a.actor_id(), [](const auto& x) { return x.state() == v1::ACTOR_ALIVE; });

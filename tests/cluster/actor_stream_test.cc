@@ -315,8 +315,9 @@ TEST_F(ActorStreamTest, OversizedArgsAreRefusedAndBigBatchesAreSplit) {
   Future refused = client->CallAsync(*echo, "echo", two_mib);
   auto async = Get(refused);
   EXPECT_TRUE(absl::IsInvalidArgument(async.status())) << async.status();
-  EXPECT_NE(async.status().message().find("args of 2097152 bytes do not fit in one message (limit 1048576 bytes)"),
-            std::string::npos)
+  EXPECT_NE(
+      async.status().message().find("args of 2097152 bytes do not fit in one message (limit 1048576 bytes)"),
+      std::string::npos)
       << async.status();
   auto sync = client->Call(*echo, "echo", two_mib);
   EXPECT_TRUE(absl::IsInvalidArgument(sync.status())) << sync.status();
@@ -324,13 +325,15 @@ TEST_F(ActorStreamTest, OversizedArgsAreRefusedAndBigBatchesAreSplit) {
   // Eight calls of 400 KB in flight: the channel refuses any message over 1 MiB, so they
   // only arrive if the stream splits them into batches below it.
   std::vector<Future> inflight;
-  for (int i = 0; i < 8; ++i) inflight.push_back(client->CallAsync(*echo, "echo", std::string(400 << 10, char('a' + i))));
+  for (int i = 0; i < 8; ++i)
+    inflight.push_back(client->CallAsync(*echo, "echo", std::string(400 << 10, char('a' + i))));
   for (int i = 0; i < 8; ++i) {
     auto r = Get(inflight[i]);
     ASSERT_TRUE(r.ok()) << i << ": " << r.status();
     EXPECT_EQ(*r, std::string(400 << 10, char('a' + i)));
   }
-  EXPECT_TRUE(absl::IsInvalidArgument(Client::Connect(address_, Token(), {.max_message_bytes = 100}).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(Client::Connect(address_, Token(), {.max_message_bytes = 100}).status()));
 }
 
 }  // namespace

@@ -40,8 +40,15 @@ class LocalClusterTest : public ::testing::Test {
 
   Subprocess StartHead(const std::string& store = "memory", const std::vector<std::string>& extra = {}) {
     SpawnOptions o;
-    o.argv = {testing::BinDir() + "/skyrl-head", "--port", address_.substr(address_.rfind(':') + 1),
-              "--store", store, "--heartbeat-period-ms", "100", "--heartbeat-misses", "10"};
+    o.argv = {testing::BinDir() + "/skyrl-head",
+              "--port",
+              address_.substr(address_.rfind(':') + 1),
+              "--store",
+              store,
+              "--heartbeat-period-ms",
+              "100",
+              "--heartbeat-misses",
+              "10"};
     o.argv.insert(o.argv.end(), extra.begin(), extra.end());
     o.log_path = dir_ + "/head.log";
     o.env_set = Env();
@@ -70,9 +77,7 @@ class LocalClusterTest : public ::testing::Test {
 
   // Every process of this cluster gets the test's folder as HOME, so the head's generated token
   // lands in dir_/.skyrl/token and never touches the real home.
-  std::map<std::string, std::string> Env() const {
-    return {{"HOME", dir_}, {"SKYRL_TOKEN", ""}};
-  }
+  std::map<std::string, std::string> Env() const { return {{"HOME", dir_}, {"SKYRL_TOKEN", ""}}; }
 
   std::string Token() const {
     std::ifstream in(dir_ + "/.skyrl/token");
@@ -169,7 +174,6 @@ class LocalClusterTest : public ::testing::Test {
   std::string dir_, address_;
 };
 
-
 class ActorLifecycleTest : public LocalClusterTest {
  protected:
   v1::ActorInfo Create(const std::string& cls, int max_restarts, grpc::Status* status,
@@ -215,12 +219,11 @@ class ActorLifecycleTest : public LocalClusterTest {
     req.set_method(method);
     req.set_args(args);
     v1::ActorCallReply reply;
-    grpc::Status s = Authed([&](grpc::ClientContext* c) { return stub->Call(c, req, &reply); },
-                            absl::Seconds(5));
+    grpc::Status s =
+        Authed([&](grpc::ClientContext* c) { return stub->Call(c, req, &reply); }, absl::Seconds(5));
     if (result) *result = reply.result();
     return s;
   }
 };
-
 
 }  // namespace skyrl::testing

@@ -58,16 +58,18 @@ TEST_F(JobTest, SubmitStreamsLogsAndReportsExitCodes) {
   fs::create_directories(dir_ + "/wd/sub");
   std::ofstream(dir_ + "/wd/sub/hello.txt") << "hello from the working dir\n";
   int code = -1;
-  std::string out = RunCli({"job", "submit", "--working-dir", dir_ + "/wd", "--env", "GREETING=hi", "--submission-id",
-                            "ok-job", "--", "sh", "-c", "cat sub/hello.txt; echo greeting=$GREETING; echo id=$SKYRL_JOB_ID"},
-                           &code);
+  std::string out = RunCli(
+      {"job", "submit", "--working-dir", dir_ + "/wd", "--env", "GREETING=hi", "--submission-id", "ok-job",
+       "--", "sh", "-c", "cat sub/hello.txt; echo greeting=$GREETING; echo id=$SKYRL_JOB_ID"},
+      &code);
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("hello from the working dir"), std::string::npos) << out;
   EXPECT_NE(out.find("greeting=hi"), std::string::npos) << out;
   EXPECT_NE(out.find("id=ok-job"), std::string::npos) << out;
   EXPECT_NE(out.find("job ok-job SUCCEEDED"), std::string::npos) << out;
 
-  out = RunCli({"job", "submit", "--submission-id", "bad-job", "--", "sh", "-c", "echo about to fail; exit 3"}, &code);
+  out = RunCli(
+      {"job", "submit", "--submission-id", "bad-job", "--", "sh", "-c", "echo about to fail; exit 3"}, &code);
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("about to fail"), std::string::npos) << out;
   v1::JobInfo bad = GetJob("bad-job");
@@ -135,7 +137,8 @@ TEST_F(JobTest, ARunningJobIsFailedAndItsDriverKilledWhenTheHeadRestarts) {
   Subprocess head = StartHead((*redis)->url());
   ASSERT_TRUE(WaitFor([](const auto&) { return true; }));
   int code = -1;
-  std::string out = RunCli({"job", "submit", "--no-wait", "--submission-id", "long", "--", "sleep", "1000"}, &code);
+  std::string out =
+      RunCli({"job", "submit", "--no-wait", "--submission-id", "long", "--", "sleep", "1000"}, &code);
   ASSERT_EQ(code, 0) << out;
   v1::JobInfo running = WaitJob("long", [](const v1::JobInfo& j) { return j.state() == v1::JOB_RUNNING; });
   int pid = running.pid();
@@ -194,7 +197,8 @@ TEST_F(JobTest, CraftedArchivesAndMissingTokensRunNothing) {
   v1::SubmitJobReply reply;
   grpc::Status s = submit(true, evil, &reply);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(s.error_message().find("\"../../escaped.txt\": '..' is refused"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("\"../../escaped.txt\": '..' is refused"), std::string::npos)
+      << s.error_message();
   s = submit(false, "", &reply);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   absl::SleepFor(absl::Milliseconds(300));

@@ -297,8 +297,8 @@ TEST_F(LocalClusterTest, OversizedAndMalformedRequestsGetClearErrors) {
   big.set_key("big");
   big.set_value(std::string(65 << 20, 'x'));  // over the store's 64 MiB value limit
   v1::KvPutReply reply;
-  grpc::Status s = AuthedOnceUp([&](grpc::ClientContext* c) { return kv->Put(c, big, &reply); },
-                                absl::Seconds(30));
+  grpc::Status s =
+      AuthedOnceUp([&](grpc::ClientContext* c) { return kv->Put(c, big, &reply); }, absl::Seconds(30));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
   EXPECT_NE(s.error_message().find("exceeds the limit"), std::string::npos) << s.error_message();
   auto nodes = v1::NodeService::NewStub(rpc::MakeChannel(address_));
@@ -315,7 +315,7 @@ TEST_F(LocalClusterTest, WorkerGivesUpOnAHeadGoneLongerThanItsWindow) {
   Subprocess head = StartHead();
   SpawnOptions o;
   o.argv = {BinDir() + "/skyrl-worker", "--head", address_, "--resources", "CPU=1",
-            "--head-retry-window-s", "1"};
+            "--head-retry-window-s",    "1"};
   o.env_set = Env();
   o.log_path = dir_ + "/window.log";
   auto w = Subprocess::Start(o);
@@ -354,7 +354,6 @@ TEST(SecondHeadTest, CannotShareThePortOfARunningHead) {
   EXPECT_EQ(exit->exit_code, 1);
   EXPECT_TRUE(first->running());
 }
-
 
 }  // namespace
 }  // namespace skyrl::testing

@@ -107,7 +107,8 @@ TEST_F(PlacementGroupTest, InfeasibleFailsAtOnceAndWaitingGroupsSayWhy) {
   ASSERT_TRUE(absl::IsResourceExhausted(g.status())) << g.status();
   EXPECT_NE(g.status().message().find("pg big (STRICT_SPREAD, 2 bundles)"), std::string::npos) << g.status();
   // The pickiest bundle is placed (and explained) first.
-  EXPECT_NE(g.status().message().find("bundle 1 needs GPU=4 accelerator=B200"), std::string::npos) << g.status();
+  EXPECT_NE(g.status().message().find("bundle 1 needs GPU=4 accelerator=B200"), std::string::npos)
+      << g.status();
   EXPECT_NE(g.status().message().find("no alive node has those labels"), std::string::npos) << g.status();
   EXPECT_NE(g.status().message().find("the cluster has GPU=2 free"), std::string::npos) << g.status();
 
@@ -117,7 +118,8 @@ TEST_F(PlacementGroupTest, InfeasibleFailsAtOnceAndWaitingGroupsSayWhy) {
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->state(), v1::PG_PENDING);
   EXPECT_NE(g->pending_reason().find("needs GPU=4"), std::string::npos) << g->pending_reason();
-  absl::StatusOr<v1::PlacementGroupInfo> waited = client->WaitPlacementGroup(g->placement_group_id(), absl::Milliseconds(300));
+  absl::StatusOr<v1::PlacementGroupInfo> waited =
+      client->WaitPlacementGroup(g->placement_group_id(), absl::Milliseconds(300));
   EXPECT_TRUE(absl::IsDeadlineExceeded(waited.status())) << waited.status();
   EXPECT_NE(waited.status().message().find("needs GPU=4"), std::string::npos) << waited.status();
   int code = -1;
@@ -134,7 +136,8 @@ TEST_F(PlacementGroupTest, InfeasibleFailsAtOnceAndWaitingGroupsSayWhy) {
   EXPECT_EQ(Ids(waited->bundles(1)), "0,1,2,3");
 
   // Busy, not infeasible: a group that needs what another holds waits for it to go.
-  absl::StatusOr<v1::PlacementGroupInfo> second = client->CreatePlacementGroup(Group("second", 1, {{"GPU", 4}}, v1::PACK));
+  absl::StatusOr<v1::PlacementGroupInfo> second =
+      client->CreatePlacementGroup(Group("second", 1, {{"GPU", 4}}, v1::PACK));
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(second->state(), v1::PG_PENDING) << second->ShortDebugString();
   ASSERT_TRUE(client->RemovePlacementGroup(g->placement_group_id()).ok());
@@ -179,7 +182,8 @@ TEST_F(PlacementGroupTest, LostBundlesAreRescheduledAndTheirActorsRestartThere) 
   EXPECT_NE(status.find("RESCHEDULING"), std::string::npos) << status;
   EXPECT_NE(status.find("waits for room"), std::string::npos) << "the actor waits for its bundle: " << status;
   Subprocess w3 = StartWorker("w3", "CPU=2", {"--gpu-ids", "0,1"});
-  absl::StatusOr<v1::PlacementGroupInfo> back = client->WaitPlacementGroup(g->placement_group_id(), absl::Seconds(20));
+  absl::StatusOr<v1::PlacementGroupInfo> back =
+      client->WaitPlacementGroup(g->placement_group_id(), absl::Seconds(20));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->bundles(0).node_id(), g->bundles(0).node_id()) << "the surviving bundle stays";
   EXPECT_NE(back->bundles(1).node_id(), lost_node);
@@ -203,7 +207,8 @@ TEST_F(PlacementGroupTest, GroupsSurviveAHeadRestartOnRedisWithoutDoubleBooking)
   Subprocess w1 = StartWorker("w1", "CPU=4", {"--gpu-ids", "0,1,2,3"});
   ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
   auto client = Connect();
-  absl::StatusOr<v1::PlacementGroupInfo> g = client->CreatePlacementGroup(Group("t", 3, {{"GPU", 1}}, v1::PACK));
+  absl::StatusOr<v1::PlacementGroupInfo> g =
+      client->CreatePlacementGroup(Group("t", 3, {{"GPU", 1}}, v1::PACK));
   ASSERT_TRUE(g.ok()) << g.status();
   ActorOptions o;
   o.resources = {{"GPU", 1}};
@@ -225,7 +230,8 @@ TEST_F(PlacementGroupTest, GroupsSurviveAHeadRestartOnRedisWithoutDoubleBooking)
   EXPECT_EQ(after->bundles(2).node_id(), g->bundles(2).node_id());
   EXPECT_EQ(Ids(after->bundles(2)), Ids(g->bundles(2)));
   // One device is left; a second group of two must wait, and a single device still fits.
-  absl::StatusOr<v1::PlacementGroupInfo> two = client->CreatePlacementGroup(Group("two", 2, {{"GPU", 1}}, v1::PACK));
+  absl::StatusOr<v1::PlacementGroupInfo> two =
+      client->CreatePlacementGroup(Group("two", 2, {{"GPU", 1}}, v1::PACK));
   ASSERT_TRUE(two.ok()) << two.status();
   EXPECT_EQ(two->state(), v1::PG_PENDING) << "the recovered reservation still holds its devices";
   ActorOptions free_one;
@@ -258,7 +264,8 @@ TEST_F(PlacementGroupTest, BadSpecsAreRejectedNamingTheField) {
   flavour.host = "nosuch";
   bad_host = client->CreateActor("echo", flavour);
   EXPECT_TRUE(absl::IsFailedPrecondition(bad_host.status())) << bad_host.status();
-  EXPECT_NE(bad_host.status().message().find("no actor host \"nosuch\""), std::string::npos) << bad_host.status();
+  EXPECT_NE(bad_host.status().message().find("no actor host \"nosuch\""), std::string::npos)
+      << bad_host.status();
   ActorOptions o;
   o.placement_group_id = "pg-nothex";
   EXPECT_TRUE(absl::IsInvalidArgument(client->CreateActor("echo", o).status()));
@@ -266,7 +273,8 @@ TEST_F(PlacementGroupTest, BadSpecsAreRejectedNamingTheField) {
   absl::StatusOr<ActorHandle> a = client->CreateActor("echo", o);
   EXPECT_TRUE(absl::IsFailedPrecondition(a.status())) << a.status();
   ASSERT_TRUE(client->CreatePlacementGroup(Group("same", 1, {{"CPU", 1}}, v1::PACK)).ok());
-  EXPECT_TRUE(absl::IsAlreadyExists(client->CreatePlacementGroup(Group("same", 1, {{"CPU", 1}}, v1::PACK)).status()));
+  EXPECT_TRUE(
+      absl::IsAlreadyExists(client->CreatePlacementGroup(Group("same", 1, {{"CPU", 1}}, v1::PACK)).status()));
   EXPECT_TRUE(absl::IsNotFound(client->RemovePlacementGroup(PlacementGroupId::Random().ToString())));
 }
 

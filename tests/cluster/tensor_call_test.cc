@@ -25,8 +25,11 @@ TEST(TensorBytesTest, EncodingIsCheckedBothWays) {
   TensorBytes short_data = Floats({2, 3}, {1, 2, 3});
   absl::Status s = Validate(short_data);
   EXPECT_TRUE(absl::IsInvalidArgument(s));
-  EXPECT_NE(s.message().find("tensor.data: 12 bytes, but float32 with 6 elements needs 24"), std::string::npos) << s;
-  EXPECT_NE(Validate({"complex128", {1}, std::string(16, '\0')}).message().find("tensor.dtype"), std::string::npos);
+  EXPECT_NE(s.message().find("tensor.data: 12 bytes, but float32 with 6 elements needs 24"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(Validate({"complex128", {1}, std::string(16, '\0')}).message().find("tensor.dtype"),
+            std::string::npos);
   EXPECT_NE(Validate({"uint8", {-1}, ""}).message().find("tensor.shape[0]: negative"), std::string::npos);
   EXPECT_TRUE(Validate({"bfloat16", {0, 7}, ""}).ok()) << "empty tensors are fine";
   v1::Tensor lying = *p;

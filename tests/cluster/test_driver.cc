@@ -26,7 +26,8 @@ int main() {
     o.detached = detached;
     auto a = (*client)->CreateActor("echo", o);
     if (!a.ok()) {
-      std::fprintf(stderr, "test-driver: create %s: %s\n", o.name.c_str(), std::string(a.status().message()).c_str());
+      std::fprintf(stderr, "test-driver: create %s: %s\n", o.name.c_str(),
+                   std::string(a.status().message()).c_str());
       return 4;
     }
   }

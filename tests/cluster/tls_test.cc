@@ -14,14 +14,17 @@ class TlsTest : public LocalClusterTest {
   void SetUp() override {
     LocalClusterTest::SetUp();
     SpawnOptions o;
-    o.argv = {"sh", "-c",
-              "set -e; cd " + dir_ +
-                  "; openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 "
-                  "-subj /CN=skyrl-test-ca 2>/dev/null;"
-                  " openssl req -newkey rsa:2048 -nodes -keyout node.key -out node.csr -subj /CN=skyrl-node 2>/dev/null;"
-                  " printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\nextendedKeyUsage=serverAuth,clientAuth\\n' > ext.cnf;"
-                  " openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out node.pem -days 2 "
-                  "-extfile ext.cnf 2>/dev/null"};
+    o.argv = {
+        "sh", "-c",
+        "set -e; cd " + dir_ +
+            "; openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 "
+            "-subj /CN=skyrl-test-ca 2>/dev/null;"
+            " openssl req -newkey rsa:2048 -nodes -keyout node.key -out node.csr -subj /CN=skyrl-node "
+            "2>/dev/null;"
+            " printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\nextendedKeyUsage=serverAuth,clientAuth\\n' "
+            "> ext.cnf;"
+            " openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out node.pem -days 2 "
+            "-extfile ext.cnf 2>/dev/null"};
     auto p = Subprocess::Start(o);
     ASSERT_TRUE(p.ok()) << p.status();
     if (!p->Wait().ok()) GTEST_SKIP() << "openssl could not make a test CA";

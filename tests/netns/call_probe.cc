@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
     if (r.ok()) {
       std::printf("%lld ok %s\n", now, r->c_str());
     } else {
-      std::printf("%lld err %d %s\n", now, int(r.status().code()), std::string(r.status().message()).substr(0, 160).c_str());
+      std::printf("%lld err %d %s\n", now, int(r.status().code()),
+                  std::string(r.status().message()).substr(0, 160).c_str());
     }
     std::fflush(stdout);
     absl::SleepFor(absl::Milliseconds(interval_ms));

@@ -69,8 +69,15 @@ class PartitionTest : public ::testing::Test {
     dir_ = MakeTempDir("partition");
     head_address_ = absl::StrCat(lab_->Address(0), ":", kHeadPort);
     SpawnOptions head;
-    head.argv = {BinDir() + "/skyrl-head", "--bind", lab_->Address(0), "--port", std::to_string(kHeadPort),
-                 "--heartbeat-period-ms", std::to_string(kHeartbeatMs), "--heartbeat-misses", std::to_string(kMisses)};
+    head.argv = {BinDir() + "/skyrl-head",
+                 "--bind",
+                 lab_->Address(0),
+                 "--port",
+                 std::to_string(kHeadPort),
+                 "--heartbeat-period-ms",
+                 std::to_string(kHeartbeatMs),
+                 "--heartbeat-misses",
+                 std::to_string(kMisses)};
     head.log_path = dir_ + "/head.log";
     head.env_set = Env();
     absl::StatusOr<Subprocess> h = lab_->Start(0, head);
@@ -80,8 +87,17 @@ class PartitionTest : public ::testing::Test {
     ASSERT_FALSE(Token().empty()) << "the head wrote no token; see " << head.log_path;
     for (int host = 1; host <= 3; ++host) {
       SpawnOptions w;
-      w.argv = {BinDir() + "/skyrl-worker", "--head", head_address_, "--bind", lab_->Address(host), "--node-ip",
-                lab_->Address(host), "--resources", WorkerResources(), "--labels", absl::StrCat("name=w", host)};
+      w.argv = {BinDir() + "/skyrl-worker",
+                "--head",
+                head_address_,
+                "--bind",
+                lab_->Address(host),
+                "--node-ip",
+                lab_->Address(host),
+                "--resources",
+                WorkerResources(),
+                "--labels",
+                absl::StrCat("name=w", host)};
       w.log_path = WorkerLog(host);
       w.env_set = Env();
       absl::StatusOr<Subprocess> p = lab_->Start(host, w);
@@ -117,7 +133,8 @@ class PartitionTest : public ::testing::Test {
 
   bool WaitForAliveNodes(int n, absl::Duration timeout) {
     auto stub = v1::NodeService::NewStub(rpc::MakeChannel(head_address_));
-    for (absl::Time deadline = absl::Now() + timeout; absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(100))) {
+    for (absl::Time deadline = absl::Now() + timeout; absl::Now() < deadline;
+         absl::SleepFor(absl::Milliseconds(100))) {
       grpc::ClientContext ctx;
       rpc::PrepareCall(&ctx, Token(), absl::Seconds(1));
       v1::ListNodesReply reply;
@@ -154,8 +171,17 @@ class PartitionTest : public ::testing::Test {
   // skyrl-call-probe on `host`, calling the actor's "pid".
   Subprocess StartProbe(int host, const std::string& actor_id, const std::string& log) {
     SpawnOptions o;
-    o.argv = {BinDir() + "/skyrl-call-probe", "--address", head_address_, "--token", Token(), "--actor", actor_id,
-              "--interval-ms", "10", "--timeout-s", "0.5"};
+    o.argv = {BinDir() + "/skyrl-call-probe",
+              "--address",
+              head_address_,
+              "--token",
+              Token(),
+              "--actor",
+              actor_id,
+              "--interval-ms",
+              "10",
+              "--timeout-s",
+              "0.5"};
     o.log_path = log;
     absl::StatusOr<Subprocess> p = lab_->Start(host, o);
     EXPECT_TRUE(p.ok()) << p.status();
@@ -255,11 +281,12 @@ void PartitionTest::CutAndCheck(bool head_only, std::string* worker_log) {
       << "the old incarnation answered after the new one was ALIVE: two incarnations served at once";
   EXPECT_LT(absl::FromUnixMillis(last_old) - cut, kDeathThreshold) << "fenced only after the death threshold";
   EXPECT_GT(errors_after, 0) << "the probe beside the old incarnation saw it stop";
-  std::printf("cut at 0 ms; old incarnation's last answer at %lld ms; new one ALIVE (seen) at %lld ms, answering at "
-              "%lld ms\n",
-              (long long)absl::ToInt64Milliseconds(absl::FromUnixMillis(last_old) - cut),
-              (long long)absl::ToInt64Milliseconds(alive_elsewhere - cut),
-              (long long)absl::ToInt64Milliseconds(answered_elsewhere - cut));
+  std::printf(
+      "cut at 0 ms; old incarnation's last answer at %lld ms; new one ALIVE (seen) at %lld ms, answering at "
+      "%lld ms\n",
+      (long long)absl::ToInt64Milliseconds(absl::FromUnixMillis(last_old) - cut),
+      (long long)absl::ToInt64Milliseconds(alive_elsewhere - cut),
+      (long long)absl::ToInt64Milliseconds(answered_elsewhere - cut));
   std::string log = ReadFileOrEmpty(WorkerLog(host));
   *worker_log = log;
   EXPECT_NE(log.find("fenced 1 actor(s)"), std::string::npos) << log;
@@ -305,8 +332,9 @@ TEST_F(PartitionTest, AHeadCutOffFromEveryWorkerLosesNoActor) {
 
   int during = 0;
   for (const Answer& a : ProbeAnswers(probe_log)) {
-    EXPECT_TRUE(a.ok && a.result == *pid) << "at " << a.unix_ms - absl::ToUnixMillis(cut) << " ms after the cut: "
-                                          << (a.ok ? "answered by pid " : "failed: ") << a.result;
+    EXPECT_TRUE(a.ok && a.result == *pid)
+        << "at " << a.unix_ms - absl::ToUnixMillis(cut)
+        << " ms after the cut: " << (a.ok ? "answered by pid " : "failed: ") << a.result;
     during += a.ok && absl::FromUnixMillis(a.unix_ms) > cut && absl::FromUnixMillis(a.unix_ms) < healed;
   }
   EXPECT_GT(during, 50) << "the actor kept serving while the head was away";
@@ -315,7 +343,8 @@ TEST_F(PartitionTest, AHeadCutOffFromEveryWorkerLosesNoActor) {
   EXPECT_EQ(after->state(), v1::ACTOR_ALIVE);
   EXPECT_EQ(after->restarts(), 0);
   EXPECT_EQ(after->address(), before->address());
-  for (int w = 1; w <= 3; ++w) EXPECT_EQ(ReadFileOrEmpty(WorkerLog(w)).find("fenced"), std::string::npos) << "worker " << w;
+  for (int w = 1; w <= 3; ++w)
+    EXPECT_EQ(ReadFileOrEmpty(WorkerLog(w)).find("fenced"), std::string::npos) << "worker " << w;
   EXPECT_NE(ReadFileOrEmpty(dir_ + "/head.log").find("may be cut off"), std::string::npos);
   ASSERT_EQ(ActorProcessesWithHome(dir_)[actor->actor_id].size(), 1u);
 }
@@ -347,18 +376,20 @@ TEST_F(HostsGrpoTest, TheJobRunsAcrossHostsAndSyncsWeightsOverTcp) {
   EXPECT_EQ(code, 0) << status;
   EXPECT_NE(status.find("Nodes: 3 alive"), std::string::npos) << status;
 
-  std::string config = ReadFileOrEmpty(std::string(SKYRL_SOURCE_DIR) + "/examples/grpo_copy_distributed.yaml");
+  std::string config =
+      ReadFileOrEmpty(std::string(SKYRL_SOURCE_DIR) + "/examples/grpo_copy_distributed.yaml");
   ASSERT_FALSE(config.empty());
   std::ofstream(dir_ + "/grpo.yaml") << config;
-  std::string out = Cli({"job", "submit", "--", BinDir() + "/skyrl-grpo", "--config", dir_ + "/grpo.yaml", "--steps",
-                         "4", "--output-dir", dir_ + "/grpo-out"},
+  std::string out = Cli({"job", "submit", "--", BinDir() + "/skyrl-grpo", "--config", dir_ + "/grpo.yaml",
+                         "--steps", "4", "--output-dir", dir_ + "/grpo-out"},
                         &code);
   ASSERT_EQ(code, 0) << out;
   // Trainer shards and engines sit on different hosts (network namespaces): every weight-sync
   // connection is TCP, none the same-host Unix socket, and nothing is written directly. Each
   // bucket's checksum is verified by the receiver, so a step that synced delivered the bytes.
   EXPECT_NE(out.find("weight sync connections: "), std::string::npos) << out;
-  EXPECT_NE(out.find(" over TCP, 0 over Unix sockets (same host), 0 bytes written"), std::string::npos) << out;
+  EXPECT_NE(out.find(" over TCP, 0 over Unix sockets (same host), 0 bytes written"), std::string::npos)
+      << out;
   EXPECT_EQ(out.find("weight sync connections: 0 over TCP"), std::string::npos) << out;
   EXPECT_NE(out.find("0 weight-sync fallbacks"), std::string::npos) << out;
 }

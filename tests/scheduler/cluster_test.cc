@@ -19,7 +19,8 @@ ResourceSet R(absl::string_view text) {
 }
 
 NodeSpec Node(std::string id, int gpus, int cpus = 32, Labels labels = {}) {
-  NodeSpec n{std::move(id), R(absl::StrCat("CPU=", cpus, ",GPU=", gpus, ",memory=256Gi")), std::move(labels), {}};
+  NodeSpec n{
+      std::move(id), R(absl::StrCat("CPU=", cpus, ",GPU=", gpus, ",memory=256Gi")), std::move(labels), {}};
   for (int i = 0; i < gpus; ++i) n.gpu_ids.push_back(i);
   return n;
 }
@@ -170,7 +171,8 @@ TEST(GroupTest, StrictSpreadNeedsDistinctNodes) {
   absl::StatusOr<std::vector<Slot>> bad = c.PlanGroup(Group("g", 4, "GPU=1", Strategy::kStrictSpread));
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(absl::IsResourceExhausted(bad.status()));
-  EXPECT_THAT(bad.status().message(), HasSubstr("STRICT_SPREAD needs 4 distinct nodes, 3 alive node(s) match"));
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("STRICT_SPREAD needs 4 distinct nodes, 3 alive node(s) match"));
 }
 
 TEST(GroupTest, InfeasibleMessageNamesBundleNeedAndBestNode) {
@@ -286,12 +288,14 @@ TEST(GroupTest, ActorsGoIntoTheirBundles) {
   absl::StatusOr<Slot> any = c.PlanActor(D("GPU=1"), "pg-1");
   ASSERT_TRUE(any.ok());
   EXPECT_EQ(any->node_id, (*slots)[0].node_id);
-  EXPECT_TRUE(absl::IsResourceExhausted(c.PlanActor(D("GPU=2"), "pg-1").status())) << "bigger than any bundle";
+  EXPECT_TRUE(absl::IsResourceExhausted(c.PlanActor(D("GPU=2"), "pg-1").status()))
+      << "bigger than any bundle";
   EXPECT_TRUE(absl::IsInvalidArgument(c.PlanActor(D("GPU=1"), "pg-1", 7).status()));
   // Bundles count against their nodes even when empty.
   EXPECT_EQ(c.NodePool("n1")->FreeWholeDevices(), 3);
   std::vector<NodeSpec> nodes = {Node("n1", 4), Node("n2", 4)};
-  EXPECT_TRUE(CheckInvariants(nodes, c.Allocations(), &c).ok()) << CheckInvariants(nodes, c.Allocations(), &c);
+  EXPECT_TRUE(CheckInvariants(nodes, c.Allocations(), &c).ok())
+      << CheckInvariants(nodes, c.Allocations(), &c);
   // Removing the group releases the actors inside it and the bundles.
   EXPECT_THAT(c.RemoveGroup("pg-1"), ElementsAre("a", "b"));
   EXPECT_EQ(c.NodePool("n1")->FreeWholeDevices(), 4);

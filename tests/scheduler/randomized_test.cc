@@ -30,8 +30,8 @@ struct Tables {
     for (const auto& [gid, g] : groups)
       for (size_t i = 0; i < g.second.size(); ++i)
         if (g.second[i])
-          out.push_back(Allocation{absl::StrCat(gid, "#", i), g.second[i]->node_id, g.first.bundles[i].resources,
-                                   g.second[i]->gpu_ids, gid, int(i)});
+          out.push_back(Allocation{absl::StrCat(gid, "#", i), g.second[i]->node_id,
+                                   g.first.bundles[i].resources, g.second[i]->gpu_ids, gid, int(i)});
     return out;
   }
 };
@@ -48,7 +48,8 @@ Cluster Rebuild(const Tables& t) {
 }
 
 ResourceSet GpuRequest(std::mt19937& rng) {
-  static const char* kChoices[] = {"CPU=1", "GPU=1,CPU=1", "GPU=0.5", "GPU=0.25,CPU=2", "GPU=2", "GPU=4", "GPU=0.7"};
+  static const char* kChoices[] = {"CPU=1", "GPU=1,CPU=1", "GPU=0.5", "GPU=0.25,CPU=2",
+                                   "GPU=2", "GPU=4",       "GPU=0.7"};
   return *ResourceSet::Parse(kChoices[rng() % 7]);
 }
 
@@ -64,8 +65,10 @@ TEST_P(RandomizedTest, InvariantsHoldThroughRandomOperations) {
     int op = rng() % 100;
     if (op < 10 || t.nodes.size() < 2) {  // a node joins
       int gpus = std::vector<int>{0, 2, 4, 8}[rng() % 4];
-      NodeSpec n{absl::StrCat("n", next++), *ResourceSet::Parse(absl::StrCat("CPU=16,GPU=", gpus)),
-                 {{"rack", absl::StrCat("r", rng() % 2)}}, {}};
+      NodeSpec n{absl::StrCat("n", next++),
+                 *ResourceSet::Parse(absl::StrCat("CPU=16,GPU=", gpus)),
+                 {{"rack", absl::StrCat("r", rng() % 2)}},
+                 {}};
       for (int i = 0; i < gpus; ++i) n.gpu_ids.push_back(i);
       ASSERT_TRUE(c.AddNode(n).ok());
       t.nodes[n.id] = n;

@@ -53,13 +53,15 @@ absl::Status RunCommand(const std::vector<std::string>& argv) {
   std::string out;
   absl::StatusOr<ExitInfo> exit = Run(argv, &out);
   if (!exit.ok()) return exit.status();
-  if (!exit->ok()) return absl::InternalError(absl::StrCat(absl::StrJoin(argv, " "), ": ", exit->Describe(), ": ", out));
+  if (!exit->ok())
+    return absl::InternalError(absl::StrCat(absl::StrJoin(argv, " "), ": ", exit->Describe(), ": ", out));
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<NetnsLab>> NetnsLab::Create(int hosts) {
   if (hosts < 1 || hosts > 8) return absl::InvalidArgumentError("hosts: 1 to 8");
-  if (geteuid() != 0) return absl::FailedPreconditionError("network namespaces need root, and this test runs as a user");
+  if (geteuid() != 0)
+    return absl::FailedPreconditionError("network namespaces need root, and this test runs as a user");
   RemoveStale();
   std::unique_ptr<NetnsLab> lab(new NetnsLab());
   if (absl::Status s = lab->Build(hosts); !s.ok()) {
@@ -94,7 +96,8 @@ absl::Status NetnsLab::Build(int hosts) {
   std::mt19937 rng(std::random_device{}());
   for (int tries = 0; tries < 100 && subnet_ == 0; ++tries) {
     int k = 1 + int(rng() % 250);
-    if (used.find(absl::StrCat("10.213.", k, ".")) == std::string::npos && used.find("10.213.0.0/16") == std::string::npos)
+    if (used.find(absl::StrCat("10.213.", k, ".")) == std::string::npos &&
+        used.find("10.213.0.0/16") == std::string::npos)
       subnet_ = k;
   }
   if (subnet_ == 0) return absl::UnavailableError("no free subnet in 10.213.0.0/16");
@@ -110,7 +113,8 @@ absl::Status NetnsLab::Build(int hosts) {
     if (absl::Status s = in(bridge_, argv); !s.ok()) return s;
   // One veth pair per host, and one for this process: `a` in the host, `b` on the bridge.
   auto attach = [&](const std::string& a, const std::string& b) -> absl::Status {
-    if (absl::Status s = RunCommand({"ip", "link", "add", a, "type", "veth", "peer", "name", b}); !s.ok()) return s;
+    if (absl::Status s = RunCommand({"ip", "link", "add", a, "type", "veth", "peer", "name", b}); !s.ok())
+      return s;
     if (absl::Status s = RunCommand({"ip", "link", "set", b, "netns", bridge_}); !s.ok()) return s;
     if (absl::Status s = in(bridge_, {"link", "set", b, "master", "br0"}); !s.ok()) return s;
     return in(bridge_, {"link", "set", b, "up"});
@@ -122,14 +126,16 @@ absl::Status NetnsLab::Build(int hosts) {
     std::string a = absl::StrCat(short_tag, "h", i), b = absl::StrCat(short_tag, "b", i);
     if (absl::Status s = attach(a, b); !s.ok()) return s;
     if (absl::Status s = RunCommand({"ip", "link", "set", a, "netns", ns}); !s.ok()) return s;
-    for (const auto& argv : std::vector<std::vector<std::string>>{{"link", "set", "lo", "up"},
-                                                                  {"addr", "add", Address(i) + "/24", "dev", a},
-                                                                  {"link", "set", a, "up"}})
+    for (const auto& argv :
+         std::vector<std::vector<std::string>>{{"link", "set", "lo", "up"},
+                                               {"addr", "add", Address(i) + "/24", "dev", a},
+                                               {"link", "set", a, "up"}})
       if (absl::Status s = in(ns, argv); !s.ok()) return s;
   }
   root_link_ = absl::StrCat(short_tag, "r");
   if (absl::Status s = attach(root_link_, short_tag + "q"); !s.ok()) return s;
-  if (absl::Status s = RunCommand({"ip", "addr", "add", absl::StrCat("10.213.", subnet_, ".254/24"), "dev", root_link_});
+  if (absl::Status s =
+          RunCommand({"ip", "addr", "add", absl::StrCat("10.213.", subnet_, ".254/24"), "dev", root_link_});
       !s.ok())
     return s;
   return RunCommand({"ip", "link", "set", root_link_, "up"});
@@ -144,13 +150,17 @@ absl::Status NetnsLab::Heal(int host) {
 }
 
 absl::Status NetnsLab::CutBetween(int a, int b) {
-  if (absl::Status s = RunCommand({"ip", "-n", hosts_.at(a), "route", "add", "blackhole", Address(b) + "/32"}); !s.ok())
+  if (absl::Status s =
+          RunCommand({"ip", "-n", hosts_.at(a), "route", "add", "blackhole", Address(b) + "/32"});
+      !s.ok())
     return s;
   return RunCommand({"ip", "-n", hosts_.at(b), "route", "add", "blackhole", Address(a) + "/32"});
 }
 
 absl::Status NetnsLab::HealBetween(int a, int b) {
-  if (absl::Status s = RunCommand({"ip", "-n", hosts_.at(a), "route", "del", "blackhole", Address(b) + "/32"}); !s.ok())
+  if (absl::Status s =
+          RunCommand({"ip", "-n", hosts_.at(a), "route", "del", "blackhole", Address(b) + "/32"});
+      !s.ok())
     return s;
   return RunCommand({"ip", "-n", hosts_.at(b), "route", "del", "blackhole", Address(a) + "/32"});
 }
@@ -161,7 +171,8 @@ void NetnsLab::Remove() {
   hosts_.clear();
   if (!bridge_.empty()) RunCommand({"ip", "netns", "del", bridge_}).IgnoreError();
   bridge_.clear();
-  if (!root_link_.empty()) RunCommand({"ip", "link", "del", root_link_}).IgnoreError();  // gone already, normally
+  if (!root_link_.empty())
+    RunCommand({"ip", "link", "del", root_link_}).IgnoreError();  // gone already, normally
   root_link_.clear();
 }
 

@@ -45,10 +45,10 @@ class NetnsLab {
   absl::Status Build(int hosts);
   void Remove();
 
-  std::string tag_;        // unique per lab: "<pid>-<n>", in namespace names
-  std::string link_tag_;   // the same for link names (15 characters at most)
-  int subnet_ = 0;      // K of 10.213.K.0/24
-  std::string bridge_;  // the bridge's namespace
+  std::string tag_;       // unique per lab: "<pid>-<n>", in namespace names
+  std::string link_tag_;  // the same for link names (15 characters at most)
+  int subnet_ = 0;        // K of 10.213.K.0/24
+  std::string bridge_;    // the bridge's namespace
   std::vector<std::string> hosts_;
   std::string root_link_;  // the test process's veth end, in this namespace
 };

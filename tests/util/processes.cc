@@ -23,7 +23,8 @@ std::map<std::string, std::vector<int>> ActorProcessesWithHome(const std::string
     if (paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z') continue;
     std::string actor;
     bool ours = false;
-    for (absl::string_view var : absl::StrSplit(ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/environ")), '\0')) {
+    for (absl::string_view var :
+         absl::StrSplit(ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/environ")), '\0')) {
       if (var == home_var) ours = true;
       if (absl::ConsumePrefix(&var, "SKYRL_ACTOR_ID=")) actor = std::string(var);
     }

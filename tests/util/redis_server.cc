@@ -29,8 +29,7 @@ bool Answers(int port) {
     char buf[64] = {};
     ok = ::write(fd, ping, sizeof(ping) - 1) == ssize_t(sizeof(ping) - 1) &&
          ::read(fd, buf, sizeof(buf) - 1) > 0 &&
-         (absl::StartsWith(buf, "+PONG") ||
-          absl::StartsWith(buf, "-NOAUTH"));
+         (absl::StartsWith(buf, "+PONG") || absl::StartsWith(buf, "-NOAUTH"));
   }
   ::close(fd);
   return ok;
@@ -50,8 +49,7 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(const std::strin
     server->port_ = *port;
     if (absl::Status s = server->Launch(); s.ok()) return server;
   }
-  return absl::UnavailableError(absl::StrCat("redis-server did not start; see ", server->dir_,
-                                             "/redis.log"));
+  return absl::UnavailableError(absl::StrCat("redis-server did not start; see ", server->dir_, "/redis.log"));
 }
 
 RedisServer::~RedisServer() {
@@ -67,9 +65,23 @@ std::string RedisServer::url() const {
 
 absl::Status RedisServer::Launch() {
   SpawnOptions o;
-  o.argv = {"redis-server", "--port", absl::StrCat(port_), "--bind", "127.0.0.1",
-            "--dir", dir_, "--appendonly", "yes", "--appendfsync", fsync_always_ ? "always" : "everysec",
-            "--save", "", "--daemonize", "no", "--protected-mode", "yes"};
+  o.argv = {"redis-server",
+            "--port",
+            absl::StrCat(port_),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            dir_,
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            fsync_always_ ? "always" : "everysec",
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "yes"};
   if (!password_.empty()) {
     o.argv.push_back("--requirepass");
     o.argv.push_back(password_);

@@ -45,7 +45,8 @@ std::vector<std::vector<uint8_t>> Bf16Weights(const Model& m, uint64_t seed) {
 }
 
 // The whole trainer model converted at once: what every receiver must hold a slice of.
-std::vector<std::vector<uint8_t>> ConvertWhole(const Fp8Conversion& conv, const std::vector<std::vector<uint8_t>>& w) {
+std::vector<std::vector<uint8_t>> ConvertWhole(const Fp8Conversion& conv,
+                                               const std::vector<std::vector<uint8_t>>& w) {
   std::vector<std::vector<uint8_t>> out(conv.model.params.size());
   for (size_t q = 0; q < out.size(); ++q) {
     const std::vector<uint8_t>& src = w[conv.source[q]];
@@ -81,7 +82,8 @@ TEST(Fp8SyncTest, ReceiversGetTheirSliceOfTheConvertedModel) {
     std::vector<uint8_t> bf16 = (*bf16_world)->SenderShard(s, weights);
     std::vector<uint8_t> fp8((*fp8_world)->slayout[s].Bytes());
     ASSERT_TRUE(ConvertShard(trainer, *conv, (*bf16_world)->slayout[s], (*fp8_world)->slayout[s], bf16,
-                             absl::MakeSpan(fp8)).ok());
+                             absl::MakeSpan(fp8))
+                    .ok());
     sender_shards.push_back(std::move(fp8));
   }
   bf16_bytes = (*bf16_world)->plan.total_bytes;

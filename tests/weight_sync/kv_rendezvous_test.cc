@@ -96,7 +96,8 @@ TEST_F(KvRendezvousTest, TcpSyncFindsItsPeersThroughTheHead) {
     if (r >= 0) shards.push_back(std::make_unique<VersionedShard>((*w)->rlayout[r].Bytes()));
   }
   auto weights = (*w)->Weights(1);
-  std::vector<std::vector<uint8_t>> sender_shards = {(*w)->SenderShard(0, weights), (*w)->SenderShard(1, weights)};
+  std::vector<std::vector<uint8_t>> sender_shards = {(*w)->SenderShard(0, weights),
+                                                     (*w)->SenderShard(1, weights)};
   auto res = testing::RunSync(**w, 1, sender_shards, senders, receivers, shards);
   ASSERT_EQ(res.FirstError(), "");
   for (int r = 0; r < 2; ++r) EXPECT_TRUE(*shards[r]->Current().bytes == (*w)->Expected(r, weights));

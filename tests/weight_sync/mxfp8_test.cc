@@ -30,11 +30,11 @@ TEST(E4M3Test, KnownValuesAndRounding) {
   EXPECT_EQ(E4M3ToFloat(0x08), std::ldexp(1.0f, -6));  // smallest normal
   EXPECT_EQ(FloatToE4M3(1.0f), 0x38);
   EXPECT_EQ(FloatToE4M3(-2.0f), 0xC0);
-  EXPECT_EQ(FloatToE4M3(1e9f), 0x7E);                   // saturates
+  EXPECT_EQ(FloatToE4M3(1e9f), 0x7E);  // saturates
   EXPECT_EQ(FloatToE4M3(-INFINITY), 0xFE);
-  EXPECT_EQ(FloatToE4M3(1.0625f), 0x38);                // tie between 1 and 1.125: even (1)
-  EXPECT_EQ(FloatToE4M3(1.1875f), 0x3A);                // tie between 1.125 and 1.25: even (1.25)
-  EXPECT_EQ(FloatToE4M3(std::ldexp(1.5f, -9)), 0x02);   // subnormal tie 1.5 steps -> 2
+  EXPECT_EQ(FloatToE4M3(1.0625f), 0x38);               // tie between 1 and 1.125: even (1)
+  EXPECT_EQ(FloatToE4M3(1.1875f), 0x3A);               // tie between 1.125 and 1.25: even (1.25)
+  EXPECT_EQ(FloatToE4M3(std::ldexp(1.5f, -9)), 0x02);  // subnormal tie 1.5 steps -> 2
 }
 
 TEST(Bf16Test, RoundsToNearestEven) {
@@ -66,7 +66,8 @@ TEST(Mxfp8Test, RoundTripErrorIsBoundedPerBlock) {
     float err = std::fabs(out[i] - x);
     ASSERT_LE(err, std::max(std::fabs(x) * 0.0625f, scale * std::ldexp(1.0f, -10)) * 1.0001f)
         << "element " << i << ": " << x << " -> " << out[i] << " (scale " << scale << ")";
-    if (std::fabs(x) >= scale * std::ldexp(1.0f, -6)) worst_rel = std::max<double>(worst_rel, err / std::fabs(x));
+    if (std::fabs(x) >= scale * std::ldexp(1.0f, -6))
+      worst_rel = std::max<double>(worst_rel, err / std::fabs(x));
   }
   EXPECT_LE(worst_rel, 0.0625);
   EXPECT_GT(worst_rel, 0.01);  // fp8 really is lossy: the test would notice a no-op

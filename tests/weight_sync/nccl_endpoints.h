@@ -41,7 +41,8 @@ struct NcclEndpoints {
 // Creates the transport of every rank of `w` concurrently. `base` gives what all ranks share
 // (transfer options, generation, init_timeout, broadcast); the rendezvous, the world's sizes,
 // each rank's side, rank and device are set here. The first failure names its rank.
-inline absl::StatusOr<NcclEndpoints> MakeNcclEndpoints(const World& w, Rendezvous& rdv, const NcclOptions& base) {
+inline absl::StatusOr<NcclEndpoints> MakeNcclEndpoints(const World& w, Rendezvous& rdv,
+                                                       const NcclOptions& base) {
   const int S = w.plan.num_senders, R = w.plan.num_receivers;
   std::vector<absl::StatusOr<std::unique_ptr<Transport>>> made;
   for (int g = 0; g < S + R; ++g) made.emplace_back(absl::UnknownError("not created"));
@@ -61,8 +62,9 @@ inline absl::StatusOr<NcclEndpoints> MakeNcclEndpoints(const World& w, Rendezvou
   NcclEndpoints e;
   for (int g = 0; g < S + R; ++g) {
     if (!made[g].ok())
-      return absl::Status(made[g].status().code(),
-                          absl::StrCat(g < S ? "sender " : "receiver ", g < S ? g : g - S, ": ", made[g].status().message()));
+      return absl::Status(
+          made[g].status().code(),
+          absl::StrCat(g < S ? "sender " : "receiver ", g < S ? g : g - S, ": ", made[g].status().message()));
     (g < S ? e.senders : e.receivers).push_back(made[g]->get());
     e.owned.push_back(std::move(*made[g]));
   }
@@ -70,7 +72,8 @@ inline absl::StatusOr<NcclEndpoints> MakeNcclEndpoints(const World& w, Rendezvou
 }
 
 // Each sender's shard of the weights `w` (World::Weights).
-inline std::vector<std::vector<uint8_t>> AllSenderShards(const World& world, const std::vector<std::vector<uint8_t>>& w) {
+inline std::vector<std::vector<uint8_t>> AllSenderShards(const World& world,
+                                                         const std::vector<std::vector<uint8_t>>& w) {
   std::vector<std::vector<uint8_t>> out;
   for (int s = 0; s < world.plan.num_senders; ++s) out.push_back(world.SenderShard(s, w));
   return out;

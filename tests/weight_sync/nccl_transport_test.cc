@@ -140,7 +140,8 @@ TEST(NcclEnvironmentTest, OneRankNonBlockingCommunicatorSendsToItself) {
 }
 
 TEST(NcclTransportTest, WithoutADeviceCreationFailsClearly) {
-  if (testing::CudaDevices() > 0) GTEST_SKIP() << "this machine has a CUDA device; the no-device path is not reachable";
+  if (testing::CudaDevices() > 0)
+    GTEST_SKIP() << "this machine has a CUDA device; the no-device path is not reachable";
   InMemoryRendezvous rdv;
   NcclOptions o;
   o.rendezvous = &rdv;
@@ -171,9 +172,11 @@ TEST(NcclTransportTest, ReceiverShardsEqualTheirSlices) {
   auto weights = (*w)->Weights(1);
   std::vector<std::unique_ptr<VersionedShard>> shards;
   for (int r = 0; r < R; ++r) shards.push_back(std::make_unique<VersionedShard>((*w)->rlayout[r].Bytes()));
-  auto res = testing::RunSync(**w, 1, testing::AllSenderShards(**w, weights), e->senders, e->receivers, shards);
+  auto res =
+      testing::RunSync(**w, 1, testing::AllSenderShards(**w, weights), e->senders, e->receivers, shards);
   ASSERT_EQ(res.FirstError(), "");
-  for (int r = 0; r < R; ++r) EXPECT_TRUE(*shards[r]->Current().bytes == (*w)->Expected(r, weights)) << "receiver " << r;
+  for (int r = 0; r < R; ++r)
+    EXPECT_TRUE(*shards[r]->Current().bytes == (*w)->Expected(r, weights)) << "receiver " << r;
 }
 
 // One sender to three replicated engines (one broadcast group) and a TP2 engine (point to
@@ -194,11 +197,13 @@ TEST(NcclTransportTest, BroadcastToReplicasWithChecksumsOverTwoVersions) {
   for (int r = 0; r < R; ++r) shards.push_back(std::make_unique<VersionedShard>((*w)->rlayout[r].Bytes()));
   for (uint64_t version : {1u, 2u}) {
     auto weights = (*w)->Weights(version);
-    auto res = testing::RunSync(**w, version, testing::AllSenderShards(**w, weights), e->senders, e->receivers, shards);
+    auto res = testing::RunSync(**w, version, testing::AllSenderShards(**w, weights), e->senders,
+                                e->receivers, shards);
     ASSERT_EQ(res.FirstError(), "") << "v" << version;
     for (int r = 0; r < R; ++r) {
       EXPECT_EQ(shards[r]->Current().version, version);
-      EXPECT_TRUE(*shards[r]->Current().bytes == (*w)->Expected(r, weights)) << "receiver " << r << " v" << version;
+      EXPECT_TRUE(*shards[r]->Current().bytes == (*w)->Expected(r, weights))
+          << "receiver " << r << " v" << version;
     }
   }
 }
@@ -269,7 +274,8 @@ TEST(NcclTransportTest, TwoRanksOnOneDeviceFailBothWithinTheTimeout) {
   for (std::thread& t : ranks) t.join();
   for (int g = 0; g < 2; ++g) {
     ASSERT_FALSE(made[g].ok()) << "rank " << g << " formed a communicator sharing its device";
-    EXPECT_THAT(made[g].status().code(), AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded))
+    EXPECT_THAT(made[g].status().code(),
+                AnyOf(absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded))
         << made[g].status();
   }
   EXPECT_LT(absl::Now() - start, absl::Seconds(30));

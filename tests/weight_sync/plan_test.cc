@@ -11,8 +11,8 @@
 namespace skyrl::weight_sync {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::CheckCoverage;
+using ::testing::HasSubstr;
 
 Param Matrix(std::string name, int64_t rows, int64_t cols, int split, DType dt = DType::kBF16) {
   Param p;
@@ -131,8 +131,7 @@ TEST(LayoutTest, RowParallelIsOneByteRangePerRow) {
   std::vector<Box> b = map->BoxesOf(0, 1);
   ASSERT_EQ(b.size(), 1u);
   // Row length 8 bytes; rank 1 holds columns 2..4 = bytes 4..8 of each row.
-  EXPECT_EQ(ToIntervals(ByteShape::Of(o), b[0]),
-            (std::vector<Interval>{{4, 4}, {12, 4}, {20, 4}}));
+  EXPECT_EQ(ToIntervals(ByteShape::Of(o), b[0]), (std::vector<Interval>{{4, 4}, {12, 4}, {20, 4}}));
 }
 
 TEST(LayoutTest, PipelineStagesAndExperts) {
@@ -308,8 +307,9 @@ TEST(PlannerTest, RejectsBadLayoutsNamingTheSide) {
 }
 
 TEST(PreparedSyncTest, SchedulesAgreeOnEveryPairsBytes) {
-  auto p = PreparedSync::Make(MakeTransformer(TransformerConfig{}), Layout::Of(ModelParallel{.tp = 2, .pp = 2}),
-                              Layout{{ModelParallel{.tp = 1}, ModelParallel{.tp = 4}}});
+  auto p =
+      PreparedSync::Make(MakeTransformer(TransformerConfig{}), Layout::Of(ModelParallel{.tp = 2, .pp = 2}),
+                         Layout{{ModelParallel{.tp = 1}, ModelParallel{.tp = 4}}});
   ASSERT_TRUE(p.ok()) << p.status();
   // For every (sender, receiver) pair both ends count the same bytes.
   std::map<std::pair<int, int>, int64_t> sent, received;
@@ -368,7 +368,7 @@ TEST(PlannerPropertyTest, RandomLayoutsCoverExactlyAndBalance) {
     }
     Model m = MakeTransformer(c);
     Layout t = rng() % 4 == 0 ? Layout::Of(Fsdp{.shards = 1 + static_cast<int>(rng() % 6),
-                                                 .replicas = 1 + static_cast<int>(rng() % 2)})
+                                                .replicas = 1 + static_cast<int>(rng() % 2)})
                               : Layout::Of(RandomMp(rng, c, false));
     Layout e;
     int engines = 1 + rng() % 3;

@@ -89,7 +89,7 @@ TEST(VersionedShardBuffersTest, ABufferAReaderStillHoldsIsNotStagedInto) {
   shard.Abort();
   ASSERT_TRUE(shard.BeginStaging(3, false).ok());
   shard.MarkPrepared();
-  ASSERT_TRUE(shard.Commit().ok());  // live: v3 in a fresh buffer; retired: v2's
+  ASSERT_TRUE(shard.Commit().ok());                   // live: v3 in a fresh buffer; retired: v2's
   VersionedShard::Snapshot reader = shard.Current();  // holds v3's buffer...
   ASSERT_TRUE(shard.BeginStaging(4, false).ok());
   shard.MarkPrepared();

@@ -139,8 +139,10 @@ struct SyncResult {
 
 // Runs one sync with every rank on its own thread. `senders_tr[s]`/`receivers_tr[r]` may be
 // null to leave a rank out (a dead peer).
-inline SyncResult RunSync(const World& w, uint64_t version, const std::vector<std::vector<uint8_t>>& sender_shards,
-                          const std::vector<Transport*>& senders_tr, const std::vector<Transport*>& receivers_tr,
+inline SyncResult RunSync(const World& w, uint64_t version,
+                          const std::vector<std::vector<uint8_t>>& sender_shards,
+                          const std::vector<Transport*>& senders_tr,
+                          const std::vector<Transport*>& receivers_tr,
                           std::vector<std::unique_ptr<VersionedShard>>& shards) {
   SyncResult res;
   res.send.resize(senders_tr.size());
@@ -148,7 +150,8 @@ inline SyncResult RunSync(const World& w, uint64_t version, const std::vector<st
   std::vector<std::thread> th;
   for (size_t r = 0; r < receivers_tr.size(); ++r)
     if (receivers_tr[r])
-      th.emplace_back([&, r] { res.recv[r] = receivers_tr[r]->Receive(version, w.recv_sched[r], *shards[r]); });
+      th.emplace_back(
+          [&, r] { res.recv[r] = receivers_tr[r]->Receive(version, w.recv_sched[r], *shards[r]); });
   for (size_t s = 0; s < senders_tr.size(); ++s)
     if (senders_tr[s])
       th.emplace_back([&, s] {

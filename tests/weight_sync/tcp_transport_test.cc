@@ -21,7 +21,7 @@
 #include "weight_sync/plan/hf_params.h"
 #include "weight_sync/rendezvous.h"
 #include "weight_sync/tcp/direct_write.h"  // SharedMappings
-#include "weight_sync/tcp/listener.h"  // HostIdentity
+#include "weight_sync/tcp/listener.h"      // HostIdentity
 #include "weight_sync/tcp/tcp_transport.h"
 
 namespace skyrl::weight_sync {
@@ -30,8 +30,8 @@ namespace {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 using ::testing::AnyOf;
-using ::testing::HasSubstr;
 using testing::ForEachMatrixEngines;
+using ::testing::HasSubstr;
 using testing::MakeWorld;
 using testing::MatrixTrainer;
 using testing::MatrixTrainers;
@@ -271,7 +271,8 @@ std::vector<uint8_t> WrittenBucketHeader(uint32_t index, uint64_t len, uint64_t 
 }
 
 TEST_F(TcpPeerTest, AnOfferOfDirectWritesIsGrantedTheSealedStagingBufferAndTheSendersRuns) {
-  if (tcp_internal::HostIdentity().empty()) GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
+  if (tcp_internal::HostIdentity().empty())
+    GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
   auto s = ConnectLocal();
   asio::write(s, asio::buffer(HelloBytes(1, 0, 0, Bytes(), Bytes(), /*direct writes=*/2)));
   Grant g;
@@ -305,7 +306,8 @@ TEST_F(TcpPeerTest, AnOfferOfDirectWritesIsGrantedTheSealedStagingBufferAndTheSe
 }
 
 TEST_F(TcpPeerTest, AGrantedSenderMayStillStreamItsBuckets) {
-  if (tcp_internal::HostIdentity().empty()) GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
+  if (tcp_internal::HostIdentity().empty())
+    GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
   auto s = ConnectLocal();
   asio::write(s, asio::buffer(HelloBytes(1, 0, 0, Bytes(), Bytes(), 2)));
   Grant g;
@@ -349,7 +351,8 @@ TEST_F(TcpPeerTest, AnUnknownBucketModeIsDataLoss) {
 class TcpBadGrantTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(TcpBadGrantTest, TheSenderStreamsOrFailsButNeverWritesOutsideTheGrant) {
-  if (tcp_internal::HostIdentity().empty()) GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
+  if (tcp_internal::HostIdentity().empty())
+    GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
   const int64_t bytes = 64 << 10;
   Model m = OneMatrix(128, 256);  // 64 KiB of bf16
   auto w = MakeWorld(m, Layout::Of(ModelParallel{}), Layout::Engines(1, ModelParallel{}));
@@ -357,10 +360,12 @@ TEST_P(TcpBadGrantTest, TheSenderStreamsOrFailsButNeverWritesOutsideTheGrant) {
   ASSERT_EQ((*w)->send_sched[0].peers[0].bytes, bytes);
   const std::string name = absl::StrCat("skyrl-test-bad-grant-", getpid(), "-", GetParam());
   asio::io_context io;
-  asio::local::stream_protocol::acceptor acc(io, asio::local::stream_protocol::endpoint(std::string(1, '\0') + name));
+  asio::local::stream_protocol::acceptor acc(
+      io, asio::local::stream_protocol::endpoint(std::string(1, '\0') + name));
   InMemoryRendezvous rdv;
   ASSERT_TRUE(rdv.Put("weight_sync/receiver/0",
-                      absl::StrCat("127.0.0.1:9 local=", name, " host=", tcp_internal::HostIdentity())).ok());
+                      absl::StrCat("127.0.0.1:9 local=", name, " host=", tcp_internal::HostIdentity()))
+                  .ok());
   std::vector<uint8_t> received;
   bool streamed = false;
   uint8_t* fake_buffer = nullptr;  // the fake receiver's view of the buffer it granted
@@ -446,7 +451,8 @@ INSTANTIATE_TEST_SUITE_P(Grants, TcpBadGrantTest, ::testing::Values(0, 1, 2), Ba
 // A sender that dies after being granted an in-place receiver's buffer may still be writing
 // into it: the torn shard's next sync must get a fresh buffer, not that one.
 TEST(TcpDirectWriteTest, AFailedGrantedSyncNeverReusesTheGrantedBuffer) {
-  if (tcp_internal::HostIdentity().empty()) GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
+  if (tcp_internal::HostIdentity().empty())
+    GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
   auto w = MakeWorld(OneMatrix(), Layout::Of(ModelParallel{}), Layout::Engines(1, ModelParallel{}));
   ASSERT_TRUE(w.ok());
   InMemoryRendezvous rdv;
@@ -481,11 +487,13 @@ TEST(TcpDirectWriteTest, AFailedGrantedSyncNeverReusesTheGrantedBuffer) {
     EXPECT_EQ(result.code(), absl::StatusCode::kUnavailable) << result;
     EXPECT_EQ(shard.Current().bytes, nullptr) << "an in-place sync that failed tears the shard";
   }
-  EXPECT_NE(granted[0], granted[1]) << "the torn shard's next sync must not reuse a buffer a sender may write";
+  EXPECT_NE(granted[0], granted[1])
+      << "the torn shard's next sync must not reuse a buffer a sender may write";
 }
 
 TEST(TcpDirectWriteTest, SharedMappingsKeepTheGrantedAndTheServedBufferPerReceiver) {
-  auto a = ShardBytes::Make(8192), b = ShardBytes::Make(8192), c = ShardBytes::Make(8192), d = ShardBytes::Make(8192);
+  auto a = ShardBytes::Make(8192), b = ShardBytes::Make(8192), c = ShardBytes::Make(8192),
+       d = ShardBytes::Make(8192);
   tcp_internal::SharedMappings m;
   auto pa = m.Map(0, a->id(), 0, 8192, a->fd());
   ASSERT_TRUE(pa.ok()) << pa.status();
@@ -520,7 +528,8 @@ TEST_P(TcpSenderTest, ReceiverDyingMidStreamFailsTheSenderNamingIt) {
   InMemoryRendezvous rdv;
   asio::io_context io;
   tcp::acceptor acc(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  ASSERT_TRUE(rdv.Put("weight_sync/receiver/0", absl::StrCat("127.0.0.1:", acc.local_endpoint().port())).ok());
+  ASSERT_TRUE(
+      rdv.Put("weight_sync/receiver/0", absl::StrCat("127.0.0.1:", acc.local_endpoint().port())).ok());
   std::thread fake([&] {
     tcp::socket s(io);
     acc.accept(s);
@@ -556,7 +565,8 @@ TEST_P(TcpSenderTest, PayloadGoesZeroCopyExactlyWhenAskedTo) {
   c.kv_heads = 2;
   c.head_dim = 16;
   c.vocab = 300;
-  auto w = MakeWorld(MakeTransformer(c), Layout::Of(ModelParallel{.tp = 1}), Layout::Engines(2, ModelParallel{.tp = 2}));
+  auto w = MakeWorld(MakeTransformer(c), Layout::Of(ModelParallel{.tp = 1}),
+                     Layout::Engines(2, ModelParallel{.tp = 2}));
   ASSERT_TRUE(w.ok()) << w.status();
   InMemoryRendezvous rdv;
   TcpStats stats;
@@ -635,7 +645,9 @@ TEST_P(TcpSenderTest, OddChunksAndBucketsOfALargeStreamFinishPromptly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SendPaths, TcpSenderTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "zero_copy" : "copy"; });
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "zero_copy" : "copy";
+                         });
 
 // ---- the same-host path ----
 
@@ -705,13 +717,16 @@ void ExpectDeliveredOver(const SameHostRun& r, int64_t local, int64_t tcp) {
 }
 
 TEST(TcpSameHostTest, ASenderOnTheReceiversHostUsesItsUnixSocket) {
-  if (tcp_internal::HostIdentity().empty()) GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
+  if (tcp_internal::HostIdentity().empty())
+    GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
   std::string published;
   SameHostRun r = SyncThrough(true, [&](std::string where) {
     published = where;
     return where;
   });
-  EXPECT_THAT(published, ::testing::MatchesRegex("127\\.0\\.0\\.1:[0-9]+ local=skyrl-weight-sync-[0-9]+-[0-9a-f]{16} host=.+/[0-9]+"));
+  EXPECT_THAT(published,
+              ::testing::MatchesRegex(
+                  "127\\.0\\.0\\.1:[0-9]+ local=skyrl-weight-sync-[0-9]+-[0-9a-f]{16} host=.+/[0-9]+"));
   ExpectDeliveredOver(r, /*local=*/1, /*tcp=*/0);
   EXPECT_EQ(r.direct, r.payload) << "the sender writes every byte into the receiver's buffer";
   EXPECT_EQ(r.spliced, 0);
@@ -720,9 +735,11 @@ TEST(TcpSameHostTest, ASenderOnTheReceiversHostUsesItsUnixSocket) {
 // Descriptors cross the socket at every grant: none may be left open once the transports and
 // shards are gone.
 TEST(TcpSameHostTest, DirectWritesLeakNoDescriptors) {
-  if (tcp_internal::HostIdentity().empty()) GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
+  if (tcp_internal::HostIdentity().empty())
+    GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
   auto open_fds = [] {
-    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"), std::filesystem::directory_iterator());
+    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                         std::filesystem::directory_iterator());
   };
   SyncThrough(true, [](std::string where) { return where; });  // warm-up: one-time descriptors
   const auto before = open_fds();
@@ -735,10 +752,12 @@ TEST(TcpSameHostTest, DirectWritesLeakNoDescriptors) {
 }
 
 TEST(TcpSameHostTest, WithoutDirectWritesOnEitherSideTheBytesStreamThroughTheUnixSocket) {
-  if (tcp_internal::HostIdentity().empty()) GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
+  if (tcp_internal::HostIdentity().empty())
+    GTEST_SKIP() << "no boot id or network namespace in /proc: no same-host path";
   for (const bool sender_allows : {false, true}) {
     SCOPED_TRACE(sender_allows ? "the receiver declines" : "the sender does not offer");
-    SameHostRun r = SyncThrough(true, [](std::string where) { return where; }, sender_allows, !sender_allows);
+    SameHostRun r = SyncThrough(
+        true, [](std::string where) { return where; }, sender_allows, !sender_allows);
     ExpectDeliveredOver(r, /*local=*/1, /*tcp=*/0);
     EXPECT_EQ(r.direct, 0);
     EXPECT_EQ(r.spliced, r.payload);
@@ -820,7 +839,8 @@ TEST(TcpSameHostTest, AReceiverThatDisallowsItOffersNoUnixSocket) {
   o.receiver_rank = 3;
   o.same_host_unix_socket = false;
   ASSERT_TRUE(CreateTcpTransport(o).ok());
-  EXPECT_THAT(*rdv.Get("weight_sync/receiver/3", absl::Seconds(1)), ::testing::MatchesRegex("127\\.0\\.0\\.1:[0-9]+"));
+  EXPECT_THAT(*rdv.Get("weight_sync/receiver/3", absl::Seconds(1)),
+              ::testing::MatchesRegex("127\\.0\\.0\\.1:[0-9]+"));
 }
 
 TEST(TcpOptionsTest, BadOptionsNameTheField) {
@@ -833,7 +853,8 @@ TEST(TcpOptionsTest, BadOptionsNameTheField) {
   o.transfer.bucket_bytes = 1;
   for (int64_t bad : {int64_t{-1}, int64_t{1000}, (int64_t{1} << 30) + 1}) {
     o.lockstep_window_bytes = bad;
-    EXPECT_THAT(std::string(CreateTcpTransport(o).status().message()), HasSubstr("lockstep_window_bytes")) << bad;
+    EXPECT_THAT(std::string(CreateTcpTransport(o).status().message()), HasSubstr("lockstep_window_bytes"))
+        << bad;
   }
   o.lockstep_window_bytes = 0;
   EXPECT_TRUE(CreateTcpTransport(o).ok()) << "0 turns lockstep off";
@@ -855,7 +876,9 @@ TEST(TcpOptionsTest, BadOptionsNameTheField) {
 // into the receivers' buffers (the default on one host), on them with the bytes streaming through, or
 // over loopback TCP.
 enum class Path { kDirect, kUnixStream, kTcp };
-const char* Name(Path p) { return p == Path::kDirect ? " (direct)" : p == Path::kUnixStream ? " (unix)" : " (tcp)"; }
+const char* Name(Path p) {
+  return p == Path::kDirect ? " (direct)" : p == Path::kUnixStream ? " (unix)" : " (tcp)";
+}
 
 // One rank's life in a child process; returns the exit code (0: as expected).
 int RunRank(const World& w, const std::string& dir, bool sender, int rank, bool expect_failure,
@@ -882,7 +905,8 @@ int RunRank(const World& w, const std::string& dir, bool sender, int rank, bool 
     // The payload went the way asked: all read from our memory, or none.
     int64_t payload = 0;
     for (const PeerStream& p : w.send_sched[rank].peers) payload += p.bytes;
-    if (!expect_failure && stats.direct_write_bytes.load() != (path == Path::kDirect ? payload : 0)) return 16;
+    if (!expect_failure && stats.direct_write_bytes.load() != (path == Path::kDirect ? payload : 0))
+      return 16;
     return 0;
   }
   VersionedShard shard(w.rlayout[rank].Bytes());
@@ -917,8 +941,10 @@ class CrossProcessTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
     std::vector<std::pair<std::string, pid_t>> kids;
-    for (int r = 0; r < w.plan.num_receivers; ++r) kids.push_back({absl::StrCat("receiver ", r), Spawn(w, false, r, false, path)});
-    for (int s = 0; s < w.plan.num_senders; ++s) kids.push_back({absl::StrCat("sender ", s), Spawn(w, true, s, false, path)});
+    for (int r = 0; r < w.plan.num_receivers; ++r)
+      kids.push_back({absl::StrCat("receiver ", r), Spawn(w, false, r, false, path)});
+    for (int s = 0; s < w.plan.num_senders; ++s)
+      kids.push_back({absl::StrCat("sender ", s), Spawn(w, true, s, false, path)});
     for (auto& [name, pid] : kids) EXPECT_EQ(ExitCode(pid), 0) << where << ": " << name;
   }
   static int ExitCode(pid_t pid) {
@@ -941,7 +967,8 @@ TEST_F(CrossProcessTest, EveryRankInItsOwnProcess) {
       {"dense TP2xPP2 -> 2 x TP2", SmallDense(), Layout::Of(ModelParallel{.tp = 2, .pp = 2}),
        Layout::Engines(2, ModelParallel{.tp = 2})},
       {"MoE TP2xEP2 -> TP1 + TP4/EP", SmallMoe(), Layout::Of(ModelParallel{.tp = 2, .ep = 2}),
-       Layout{{ModelParallel{.tp = 1}, ModelParallel{.tp = 4, .experts = ExpertSharding::kWholeOverAllRanks}}}},
+       Layout{
+           {ModelParallel{.tp = 1}, ModelParallel{.tp = 4, .experts = ExpertSharding::kWholeOverAllRanks}}}},
       {"FSDP 3x2 -> 3 x TP1", SmallDense(), Layout::Of(Fsdp{.shards = 3, .replicas = 2}),
        Layout::Engines(3, ModelParallel{.tp = 1})},
   };
@@ -971,7 +998,8 @@ TEST_F(CrossProcessTest, TheIssuesMatrixWithEveryRankInItsOwnProcess) {
 }
 
 TEST_F(CrossProcessTest, AKilledSenderProcessFailsTheReceiversWhoKeepTheirVersion) {
-  auto w = MakeWorld(OneMatrix(2048, 2048), Layout::Of(ModelParallel{.tp = 2}), Layout::Engines(1, ModelParallel{.tp = 1}));
+  auto w = MakeWorld(OneMatrix(2048, 2048), Layout::Of(ModelParallel{.tp = 2}),
+                     Layout::Engines(1, ModelParallel{.tp = 1}));
   ASSERT_TRUE(w.ok());
   pid_t receiver = Spawn(**w, false, 0, /*expect_failure=*/true);
   pid_t healthy = Spawn(**w, true, 1, /*expect_failure=*/true);

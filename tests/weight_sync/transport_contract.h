@@ -30,8 +30,8 @@ namespace skyrl::weight_sync::contract {
 
 using ::testing::AllOf;
 using ::testing::AnyOf;
-using ::testing::HasSubstr;
 using testing::ForEachMatrixEngines;
+using ::testing::HasSubstr;
 using testing::MakeWorld;
 using testing::MatrixTrainer;
 using testing::MatrixTrainers;
@@ -44,8 +44,8 @@ struct TransportKind {
   std::function<absl::StatusOr<std::unique_ptr<Transport>>(Rendezvous*, int, const TransferOptions&)> make;
   // Every endpoint of a world at once, senders then receivers, for kinds whose creation is
   // collective. `generation` is new for every call on the same rendezvous.
-  std::function<absl::StatusOr<std::vector<std::unique_ptr<Transport>>>(const World&, Rendezvous*,
-                                                                         const TransferOptions&, uint64_t generation)>
+  std::function<absl::StatusOr<std::vector<std::unique_ptr<Transport>>>(
+      const World&, Rendezvous*, const TransferOptions&, uint64_t generation)>
       make_all;
   // Why this machine cannot run a world of `ranks` endpoints (e.g. "needs 5 CUDA devices, found
   // 1"); unset or "": it can.
@@ -100,7 +100,8 @@ class TransportContractTest : public ::testing::TestWithParam<TransportKind> {
       return ::testing::ContainsRegex(absl::StrCat(side, "s ([0-9]+, )*", peer, "[,)]"));
     return ::testing::ContainsRegex(absl::StrCat(side, "(\\(s\\))? ", peer, "([^0-9]|$)"));
   }
-  std::vector<std::vector<uint8_t>> SenderShards(const World& w, const std::vector<std::vector<uint8_t>>& weights) {
+  std::vector<std::vector<uint8_t>> SenderShards(const World& w,
+                                                 const std::vector<std::vector<uint8_t>>& weights) {
     std::vector<std::vector<uint8_t>> out;
     for (int s = 0; s < w.plan.num_senders; ++s) out.push_back(w.SenderShard(s, weights));
     return out;
@@ -206,9 +207,12 @@ TEST_P(TransportContractTest, VersionsSwapAtomicallyForReaders) {
   std::thread reader([&] {
     while (!stop.load()) {
       VersionedShard::Snapshot s = e.shards[0]->Current();
-      if (s.version == 1 && *s.bytes == want1) ++seen1;
-      else if (s.version == 2 && *s.bytes == want2) ++seen2;
-      else ++mixed;
+      if (s.version == 1 && *s.bytes == want1)
+        ++seen1;
+      else if (s.version == 2 && *s.bytes == want2)
+        ++seen2;
+      else
+        ++mixed;
     }
   });
   auto res = RunSync(**w, 2, SenderShards(**w, v2), e.senders, e.receivers, e.shards);
@@ -259,7 +263,8 @@ TEST_P(TransportContractTest, FilteredParametersKeepTheirBytes) {
 }
 
 TEST_P(TransportContractTest, MissingSenderFailsItsReceiversAndTheOldVersionStays) {
-  auto w = MakeWorld(SmallDense(), Layout::Of(ModelParallel{.tp = 2}), Layout::Engines(1, ModelParallel{.tp = 1}));
+  auto w =
+      MakeWorld(SmallDense(), Layout::Of(ModelParallel{.tp = 2}), Layout::Engines(1, ModelParallel{.tp = 1}));
   ASSERT_TRUE(w.ok());
   InMemoryRendezvous rdv;
   TransferOptions o = TestOptions();
@@ -290,7 +295,8 @@ TEST_P(TransportContractTest, MissingSenderFailsItsReceiversAndTheOldVersionStay
 }
 
 TEST_P(TransportContractTest, MissingReceiverFailsItsSendersNamingIt) {
-  auto w = MakeWorld(SmallDense(), Layout::Of(ModelParallel{.tp = 1}), Layout::Engines(2, ModelParallel{.tp = 1}));
+  auto w =
+      MakeWorld(SmallDense(), Layout::Of(ModelParallel{.tp = 1}), Layout::Engines(2, ModelParallel{.tp = 1}));
   ASSERT_TRUE(w.ok());
   InMemoryRendezvous rdv;
   TransferOptions o = TestOptions();
@@ -313,7 +319,8 @@ TEST_P(TransportContractTest, MissingReceiverFailsItsSendersNamingIt) {
 }
 
 TEST_P(TransportContractTest, SenderOfAnotherVersionIsRefused) {
-  auto w = MakeWorld(SmallDense(), Layout::Of(ModelParallel{.tp = 1}), Layout::Engines(1, ModelParallel{.tp = 1}));
+  auto w =
+      MakeWorld(SmallDense(), Layout::Of(ModelParallel{.tp = 1}), Layout::Engines(1, ModelParallel{.tp = 1}));
   ASSERT_TRUE(w.ok());
   InMemoryRendezvous rdv;
   TransferOptions o = TestOptions();
@@ -333,14 +340,16 @@ TEST_P(TransportContractTest, SenderOfAnotherVersionIsRefused) {
   } else {  // the receiver refuses the sender's header; the sender fails by its own timeout
     EXPECT_FALSE(send.ok());
     EXPECT_EQ(recv.code(), absl::StatusCode::kFailedPrecondition) << recv;
-    EXPECT_THAT(std::string(recv.message()), AllOf(HasSubstr("sends version 2"), HasSubstr("expected version 3")));
+    EXPECT_THAT(std::string(recv.message()),
+                AllOf(HasSubstr("sends version 2"), HasSubstr("expected version 3")));
   }
   EXPECT_FALSE(recv.ok());
   EXPECT_EQ(e.shards[0]->Current().version, 0u);
 }
 
 TEST_P(TransportContractTest, InPlaceSyncNeedsNoSecondShard) {
-  auto w = MakeWorld(SmallDense(), Layout::Of(ModelParallel{.tp = 2}), Layout::Engines(2, ModelParallel{.tp = 2}));
+  auto w =
+      MakeWorld(SmallDense(), Layout::Of(ModelParallel{.tp = 2}), Layout::Engines(2, ModelParallel{.tp = 2}));
   ASSERT_TRUE(w.ok());
   InMemoryRendezvous rdv;
   TransferOptions o = TestOptions();
@@ -384,7 +393,8 @@ TEST_P(TransportContractTest, InPlaceSyncNeedsNoSecondShard) {
 // An engine's ranks must swap together: with defer_commit the caller commits every rank of
 // the engine only when all of them received their bytes, and aborts them all otherwise.
 TEST_P(TransportContractTest, DeferredCommitSwapsAnEnginesRanksTogether) {
-  auto w = MakeWorld(SmallDense(), Layout::Of(ModelParallel{.tp = 2}), Layout::Engines(1, ModelParallel{.tp = 2}));
+  auto w =
+      MakeWorld(SmallDense(), Layout::Of(ModelParallel{.tp = 2}), Layout::Engines(1, ModelParallel{.tp = 2}));
   ASSERT_TRUE(w.ok());
   InMemoryRendezvous rdv;
   TransferOptions o = TestOptions();

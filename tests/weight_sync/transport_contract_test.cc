@@ -28,7 +28,8 @@ TransportKind Tcp(bool zero_copy, bool same_host, bool direct = true) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportContractTest,
-                         ::testing::Values(Tcp(true, false), Tcp(false, false), Tcp(true, true), Tcp(false, true, /*direct=*/false),
+                         ::testing::Values(Tcp(true, false), Tcp(false, false), Tcp(true, true),
+                                           Tcp(false, true, /*direct=*/false),
                                            Tcp(true, true, /*direct=*/false)),
                          [](const ::testing::TestParamInfo<TransportKind>& i) { return i.param.name; });
 

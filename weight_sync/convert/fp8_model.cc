@@ -21,7 +21,8 @@ absl::StatusOr<Fp8Conversion> MakeFp8Conversion(const Model& trainer, const Para
     }
     if (src.dtype != DType::kBF16 || src.shape.empty() || src.shape.back() % kMxBlock != 0)
       return absl::InvalidArgumentError(absl::StrCat("fp8 conversion: param '", src.name,
-                                                     "' must be bf16 with a last dimension divisible by ", kMxBlock));
+                                                     "' must be bf16 with a last dimension divisible by ",
+                                                     kMxBlock));
     Param data = src;
     data.dtype = DType::kFP8E4M3;
     Param scales = src;
@@ -41,15 +42,16 @@ absl::StatusOr<Fp8Conversion> MakeFp8Conversion(const Model& trainer, const Para
 absl::Status ConvertShard(const Model& trainer, const Fp8Conversion& conv, const ShardLayout& from,
                           const ShardLayout& to, absl::Span<const uint8_t> in, absl::Span<uint8_t> out) {
   if (static_cast<int64_t>(in.size()) < from.Bytes() || static_cast<int64_t>(out.size()) < to.Bytes())
-    return absl::InvalidArgumentError(absl::StrCat("fp8 conversion: buffers of ", in.size(), " and ", out.size(),
-                                                   " bytes for shards of ", from.Bytes(), " and ", to.Bytes()));
+    return absl::InvalidArgumentError(absl::StrCat("fp8 conversion: buffers of ", in.size(), " and ",
+                                                   out.size(), " bytes for shards of ", from.Bytes(), " and ",
+                                                   to.Bytes()));
   std::vector<uint8_t> data, scales;
   for (const ShardLayout::Entry& e : to.entries()) {
     const int p = conv.source[e.param];
     const ShardLayout::Entry* src = from.Find(p);
     if (src == nullptr || src->boxes.size() != e.boxes.size())
-      return absl::InvalidArgumentError(absl::StrCat("fp8 conversion: the two layouts disagree on param '",
-                                                     trainer.params[p].name, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("fp8 conversion: the two layouts disagree on param '", trainer.params[p].name, "'"));
     for (size_t i = 0; i < e.boxes.size(); ++i) {
       const Box& b = src->boxes[i];
       const uint8_t* sp = in.data() + src->offsets[i];
@@ -74,9 +76,12 @@ absl::Status ConvertShard(const Model& trainer, const Fp8Conversion& conv, const
       std::memcpy(bf16.data(), sp, n * 2);
       data.resize(n);
       scales.resize(n / kMxBlock);
-      if (absl::Status s = QuantizeMxfp8(bf16, absl::MakeSpan(data), absl::MakeSpan(scales)); !s.ok()) return s;
-      if (conv.kind[e.param] == Fp8Conversion::Kind::kData) std::memcpy(dp, data.data(), n);
-      else std::memcpy(dp, scales.data(), n / kMxBlock);
+      if (absl::Status s = QuantizeMxfp8(bf16, absl::MakeSpan(data), absl::MakeSpan(scales)); !s.ok())
+        return s;
+      if (conv.kind[e.param] == Fp8Conversion::Kind::kData)
+        std::memcpy(dp, data.data(), n);
+      else
+        std::memcpy(dp, scales.data(), n / kMxBlock);
     }
   }
   return absl::OkStatus();

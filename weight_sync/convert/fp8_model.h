@@ -23,9 +23,9 @@ namespace skyrl::weight_sync {
 
 struct Fp8Conversion {
   enum class Kind { kCopy, kData, kScales };
-  Model model;                // the rollout model
-  std::vector<int> source;    // per rollout parameter: index in the trainer model
-  std::vector<Kind> kind;     // per rollout parameter
+  Model model;              // the rollout model
+  std::vector<int> source;  // per rollout parameter: index in the trainer model
+  std::vector<Kind> kind;   // per rollout parameter
 };
 
 // InvalidArgument naming the parameter when a selected one is not bf16 or its last dimension is

@@ -51,11 +51,13 @@ float E4M3ToFloat(uint8_t v) {
   return sign * std::ldexp(1.0f + m / 8.0f, exp - 7);
 }
 
-absl::Status QuantizeMxfp8(absl::Span<const uint16_t> bf16, absl::Span<uint8_t> fp8, absl::Span<uint8_t> scales) {
+absl::Status QuantizeMxfp8(absl::Span<const uint16_t> bf16, absl::Span<uint8_t> fp8,
+                           absl::Span<uint8_t> scales) {
   const size_t n = bf16.size(), blocks = (n + kMxBlock - 1) / kMxBlock;
   if (fp8.size() != n || scales.size() != blocks)
-    return absl::InvalidArgumentError(absl::StrCat("mxfp8: ", n, " elements need ", n, " fp8 bytes and ", blocks,
-                                                   " scales, got ", fp8.size(), " and ", scales.size()));
+    return absl::InvalidArgumentError(absl::StrCat("mxfp8: ", n, " elements need ", n, " fp8 bytes and ",
+                                                   blocks, " scales, got ", fp8.size(), " and ",
+                                                   scales.size()));
   for (size_t b = 0; b < blocks; ++b) {
     const size_t lo = b * kMxBlock, hi = std::min(n, lo + kMxBlock);
     float amax = 0;
@@ -73,11 +75,13 @@ absl::Status QuantizeMxfp8(absl::Span<const uint16_t> bf16, absl::Span<uint8_t> 
   return absl::OkStatus();
 }
 
-absl::Status DequantizeMxfp8(absl::Span<const uint8_t> fp8, absl::Span<const uint8_t> scales, absl::Span<float> out) {
+absl::Status DequantizeMxfp8(absl::Span<const uint8_t> fp8, absl::Span<const uint8_t> scales,
+                             absl::Span<float> out) {
   const size_t n = fp8.size(), blocks = (n + kMxBlock - 1) / kMxBlock;
   if (out.size() != n || scales.size() != blocks)
-    return absl::InvalidArgumentError(absl::StrCat("mxfp8: ", n, " elements need ", n, " outputs and ", blocks,
-                                                   " scales, got ", out.size(), " and ", scales.size()));
+    return absl::InvalidArgumentError(absl::StrCat("mxfp8: ", n, " elements need ", n, " outputs and ",
+                                                   blocks, " scales, got ", out.size(), " and ",
+                                                   scales.size()));
   for (size_t i = 0; i < n; ++i) {
     const uint8_t s = scales[i / kMxBlock];
     if (s == 0xFF) {

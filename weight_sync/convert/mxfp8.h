@@ -27,8 +27,10 @@ float E4M3ToFloat(uint8_t v);
 
 // bf16 elements -> fp8 elements and ceil(n / 32) E8M0 scales. InvalidArgument when the spans'
 // sizes disagree.
-absl::Status QuantizeMxfp8(absl::Span<const uint16_t> bf16, absl::Span<uint8_t> fp8, absl::Span<uint8_t> scales);
+absl::Status QuantizeMxfp8(absl::Span<const uint16_t> bf16, absl::Span<uint8_t> fp8,
+                           absl::Span<uint8_t> scales);
 // And back, to float.
-absl::Status DequantizeMxfp8(absl::Span<const uint8_t> fp8, absl::Span<const uint8_t> scales, absl::Span<float> out);
+absl::Status DequantizeMxfp8(absl::Span<const uint8_t> fp8, absl::Span<const uint8_t> scales,
+                             absl::Span<float> out);
 
 }  // namespace skyrl::weight_sync

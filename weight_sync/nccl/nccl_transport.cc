@@ -42,7 +42,8 @@ absl::Status AwaitComm(ncclComm_t comm, absl::Duration limit, absl::string_view 
     ncclCommGetAsyncError(comm, &state);
     if (state != ncclInProgress) return FromNccl(state, what);
     if (absl::Now() >= deadline)
-      return absl::DeadlineExceededError(absl::StrCat(what, ": not done within ", absl::FormatDuration(limit)));
+      return absl::DeadlineExceededError(
+          absl::StrCat(what, ": not done within ", absl::FormatDuration(limit)));
     absl::SleepFor(absl::Microseconds(50));
   }
 }
@@ -107,7 +108,8 @@ class NcclTransport final : public Transport {
     ReleaseAll(/*abort=*/false);  // after an abort nothing is left
   }
 
-  absl::Status Send(uint64_t version, const RankSchedule& schedule, absl::Span<const uint8_t> shard) override {
+  absl::Status Send(uint64_t version, const RankSchedule& schedule,
+                    absl::Span<const uint8_t> shard) override {
     if (!o_.is_sender) return absl::FailedPreconditionError("nccl: this endpoint is a receiver");
     if (static_cast<int64_t>(shard.size()) < schedule.shard_bytes)
       return absl::InvalidArgumentError(absl::StrCat("nccl sender ", o_.rank, ": shard has ", shard.size(),
@@ -134,7 +136,9 @@ class NcclTransport final : public Transport {
   }
 
  private:
-  int GlobalRank(int peer, bool peer_is_sender) const { return peer_is_sender ? peer : o_.num_senders + peer; }
+  int GlobalRank(int peer, bool peer_is_sender) const {
+    return peer_is_sender ? peer : o_.num_senders + peer;
+  }
   int MyGlobalRank() const { return o_.is_sender ? o_.rank : o_.num_senders + o_.rank; }
 
   // Waits until every pending stream is idle, with a deadline. Only called inside RunBody: on
@@ -155,8 +159,8 @@ class NcclTransport final : public Transport {
       }
       if (done) return absl::OkStatus();
       if (absl::Now() >= deadline)
-        return absl::DeadlineExceededError(absl::StrCat(what, ": no completion within ", absl::FormatDuration(limit),
-                                                        "; communicator aborted"));
+        return absl::DeadlineExceededError(absl::StrCat(
+            what, ": no completion within ", absl::FormatDuration(limit), "; communicator aborted"));
       absl::SleepFor(absl::Microseconds(50));
     }
   }
@@ -243,8 +247,11 @@ class NcclTransport final : public Transport {
 
   absl::Status RunBody(uint64_t version, const RankSchedule& schedule, uint8_t* shard, bool sending,
                        std::vector<void*>& allocations, bool& reported) {
-    const std::string who = absl::StrCat("weight sync v", version, ": nccl ", sending ? "sender " : "receiver ", o_.rank);
-    if (aborted_) return absl::FailedPreconditionError(absl::StrCat(who, ": communicator was aborted; recreate the transport"));
+    const std::string who =
+        absl::StrCat("weight sync v", version, ": nccl ", sending ? "sender " : "receiver ", o_.rank);
+    if (aborted_)
+      return absl::FailedPreconditionError(
+          absl::StrCat(who, ": communicator was aborted; recreate the transport"));
     if (absl::Status s = FromCuda(cudaSetDevice(o_.device), who); !s.ok()) return s;
     const size_t n = schedule.peers.size();
     const int64_t bucket = o_.transfer.bucket_bytes;
@@ -264,7 +271,9 @@ class NcclTransport final : public Transport {
       if (s.ok()) allocations.push_back(*out);
       return s;
     };
-    auto cuda = [&](cudaError_t e, absl::string_view what) { return FromCuda(e, absl::StrCat(who, ": ", what)); };
+    auto cuda = [&](cudaError_t e, absl::string_view what) {
+      return FromCuda(e, absl::StrCat(who, ": ", what));
+    };
 
     // 1. Headers, and which pairs go by broadcast (headers[i].group_size != 0, on both sides
     // once the receiver has the sender's headers). rep[i]: the peer index whose device bucket
@@ -289,7 +298,9 @@ class NcclTransport final : public Transport {
         const bool fresh = !groups_.contains(key) || groups_[key].comm == nullptr;
         ncclUniqueId id{};
         if (fresh) {
-          if (absl::Status s = FromNccl(ncclGetUniqueId(&id), absl::StrCat(who, ": ncclGetUniqueId")); !s.ok()) return s;
+          if (absl::Status s = FromNccl(ncclGetUniqueId(&id), absl::StrCat(who, ": ncclGetUniqueId"));
+              !s.ok())
+            return s;
           starting.push_back({key, id, static_cast<int>(g.size()) + 1, 0});
         }
         for (size_t j = 0; j < g.size(); ++j) {
@@ -304,18 +315,21 @@ class NcclTransport final : public Transport {
       }
     }
     Header* dev_headers = nullptr;
-    if (absl::Status s = dev_alloc(n * sizeof(Header), reinterpret_cast<void**>(&dev_headers)); !s.ok()) return s;
+    if (absl::Status s = dev_alloc(n * sizeof(Header), reinterpret_cast<void**>(&dev_headers)); !s.ok())
+      return s;
     if (sending)
       if (absl::Status s = cuda(cudaMemcpyAsync(dev_headers, headers.data(), n * sizeof(Header),
-                                                cudaMemcpyHostToDevice, main_.stream), "headers copy");
+                                                cudaMemcpyHostToDevice, main_.stream),
+                                "headers copy");
           !s.ok())
         return s;
     absl::Status st = FromNccl(ncclGroupStart(), who);
     for (size_t i = 0; i < n && st.ok(); ++i) {
       int peer = GlobalRank(schedule.peers[i].peer, !sending);
-      st = FromNccl(sending ? ncclSend(dev_headers + i, sizeof(Header), ncclUint8, peer, main_.comm, main_.stream)
-                            : ncclRecv(dev_headers + i, sizeof(Header), ncclUint8, peer, main_.comm, main_.stream),
-                    absl::StrCat(who, ": headers"));
+      st = FromNccl(
+          sending ? ncclSend(dev_headers + i, sizeof(Header), ncclUint8, peer, main_.comm, main_.stream)
+                  : ncclRecv(dev_headers + i, sizeof(Header), ncclUint8, peer, main_.comm, main_.stream),
+          absl::StrCat(who, ": headers"));
     }
     if (absl::Status e = FromNccl(ncclGroupEnd(), absl::StrCat(who, ": headers")); st.ok()) st = e;
     if (st.ok()) st = WaitMain(absl::StrCat(who, ": headers", peers_text));
@@ -324,20 +338,21 @@ class NcclTransport final : public Transport {
       st = FromCuda(cudaMemcpy(got.data(), dev_headers, n * sizeof(Header), cudaMemcpyDeviceToHost), who);
       for (size_t i = 0; i < n && st.ok(); ++i) {
         const Header& g = got[i];
-        if (g.version != version || g.bytes != headers[i].bytes || g.bucket_bytes != headers[i].bucket_bytes ||
-            g.checksums != headers[i].checksums) {
+        if (g.version != version || g.bytes != headers[i].bytes ||
+            g.bucket_bytes != headers[i].bucket_bytes || g.checksums != headers[i].checksums) {
           st = absl::FailedPreconditionError(absl::StrCat(
               who, ": sender ", schedule.peers[i].peer, " sends version ", g.version, ", ", g.bytes,
-              " bytes in buckets of ", g.bucket_bytes, g.checksums ? " with" : " without", " checksums; expected version ",
-              version, ", ", headers[i].bytes, " bytes in buckets of ", bucket, checksums ? " with" : " without",
-              " checksums"));
+              " bytes in buckets of ", g.bucket_bytes, g.checksums ? " with" : " without",
+              " checksums; expected version ", version, ", ", headers[i].bytes, " bytes in buckets of ",
+              bucket, checksums ? " with" : " without", " checksums"));
           break;
         }
         if (g.group_size == 0) continue;  // point to point
-        if (g.group_size < 2 || g.group_size > o_.num_receivers + 1 || g.group_rank < 1 || g.group_rank >= g.group_size ||
-            g.group_key == 0) {
-          st = absl::DataLossError(absl::StrCat(who, ": sender ", schedule.peers[i].peer, " sent a malformed broadcast group (size ",
-                                                g.group_size, ", rank ", g.group_rank, ")"));
+        if (g.group_size < 2 || g.group_size > o_.num_receivers + 1 || g.group_rank < 1 ||
+            g.group_rank >= g.group_size || g.group_key == 0) {
+          st = absl::DataLossError(absl::StrCat(who, ": sender ", schedule.peers[i].peer,
+                                                " sent a malformed broadcast group (size ", g.group_size,
+                                                ", rank ", g.group_rank, ")"));
           break;
         }
         headers[i] = g;  // a broadcast pair: its group, as the sender decided
@@ -345,9 +360,10 @@ class NcclTransport final : public Transport {
         if (g.fresh) {
           starting.push_back({key, g.id, g.group_size, g.group_rank});
         } else if (!groups_.contains(key) || groups_[key].comm == nullptr) {
-          st = absl::FailedPreconditionError(absl::StrCat(
-              who, ": sender ", schedule.peers[i].peer,
-              " reuses a broadcast group this rank does not have (a transport was recreated alone); recreate every rank's transport"));
+          st = absl::FailedPreconditionError(
+              absl::StrCat(who, ": sender ", schedule.peers[i].peer,
+                           " reuses a broadcast group this rank does not have (a transport was recreated "
+                           "alone); recreate every rank's transport"));
           break;
         }
       }
@@ -359,7 +375,9 @@ class NcclTransport final : public Transport {
     std::map<GroupId, size_t> bcasts;
     for (size_t i = 0; i < n; ++i)
       if (by_broadcast(i))
-        bcasts.emplace(GroupId{sending ? MyGlobalRank() : GlobalRank(schedule.peers[i].peer, true), headers[i].group_key}, i);
+        bcasts.emplace(GroupId{sending ? MyGlobalRank() : GlobalRank(schedule.peers[i].peer, true),
+                               headers[i].group_key},
+                       i);
     // 2. Broadcast groups that are new to this sync's ranks.
     if (absl::Status s = CreateGroups(starting, who); !s.ok()) return s;
 
@@ -367,10 +385,13 @@ class NcclTransport final : public Transport {
     std::vector<uint8_t*> dev(n, nullptr);
     for (size_t i = 0; i < n; ++i)
       if (rep[i] == i)
-        if (absl::Status s = dev_alloc(std::min(bucket, schedule.peers[i].bytes), reinterpret_cast<void**>(&dev[i])); !s.ok())
+        if (absl::Status s =
+                dev_alloc(std::min(bucket, schedule.peers[i].bytes), reinterpret_cast<void**>(&dev[i]));
+            !s.ok())
           return s;
     uint64_t* dev_digest = nullptr;
-    if (absl::Status s = dev_alloc(n * sizeof(uint64_t), reinterpret_cast<void**>(&dev_digest)); !s.ok()) return s;
+    if (absl::Status s = dev_alloc(n * sizeof(uint64_t), reinterpret_cast<void**>(&dev_digest)); !s.ok())
+      return s;
     std::vector<CommStream> pending = {main_};
     for (const auto& [id, first] : bcasts) pending.push_back(groups_.at(id));
 
@@ -405,8 +426,9 @@ class NcclTransport final : public Transport {
     std::vector<uint8_t> host_copy;
     auto digest = [&](const uint8_t* buf, int64_t len, uint64_t* out) -> absl::Status {
       host_copy.resize(len);
-      if (absl::Status s = cuda(cudaMemcpyAsync(host_copy.data(), buf, len, cudaMemcpyDeviceToHost, main_.stream),
-                                "checksum copy");
+      if (absl::Status s =
+              cuda(cudaMemcpyAsync(host_copy.data(), buf, len, cudaMemcpyDeviceToHost, main_.stream),
+                   "checksum copy");
           !s.ok())
         return s;
       if (absl::Status s = WaitMain(absl::StrCat(who, ": checksum copy")); !s.ok()) return s;
@@ -452,9 +474,10 @@ class NcclTransport final : public Transport {
                                 : ncclRecv(dev[i], len[i], ncclUint8, peer, main_.comm, main_.stream),
                         what);
         if (checksums && st.ok())
-          st = FromNccl(sending ? ncclSend(dev_digest + i, sizeof(uint64_t), ncclUint8, peer, main_.comm, main_.stream)
-                                : ncclRecv(dev_digest + i, sizeof(uint64_t), ncclUint8, peer, main_.comm, main_.stream),
-                        what);
+          st = FromNccl(
+              sending ? ncclSend(dev_digest + i, sizeof(uint64_t), ncclUint8, peer, main_.comm, main_.stream)
+                      : ncclRecv(dev_digest + i, sizeof(uint64_t), ncclUint8, peer, main_.comm, main_.stream),
+              what);
       }
       if (absl::Status e = FromNccl(ncclGroupEnd(), what); st.ok()) st = e;
       if (st.ok() && !bcasts.empty()) st = Issued(main_.comm, what);
@@ -467,16 +490,18 @@ class NcclTransport final : public Transport {
         // wait on each other in a cycle, which kernels of several communicators on concurrent
         // streams could (NCCL does not promise they all fit on the GPU at once). It also
         // orders the broadcast after the staging copy into dev[] on this stream.
-        st = FromNccl(ncclBroadcast(dev[rep[i]], dev[rep[i]], len[i], ncclUint8, /*root=*/0, g.comm, main_.stream), what);
+        st = FromNccl(
+            ncclBroadcast(dev[rep[i]], dev[rep[i]], len[i], ncclUint8, /*root=*/0, g.comm, main_.stream),
+            what);
         if (st.ok()) st = Issued(g.comm, what);
       }
       if (st.ok()) st = Wait(pending, absl::StrCat(what, peers_text));
       if (!st.ok()) return st;
       if (!sending) {
         if (checksums)
-          if (absl::Status s = cuda(cudaMemcpy(got_digests.data(), dev_digest, n * sizeof(uint64_t),
-                                               cudaMemcpyDeviceToHost),
-                                    "digest copy");
+          if (absl::Status s = cuda(
+                  cudaMemcpy(got_digests.data(), dev_digest, n * sizeof(uint64_t), cudaMemcpyDeviceToHost),
+                  "digest copy");
               !s.ok())
             return s;
         for (size_t i = 0; i < n; ++i) {
@@ -486,8 +511,9 @@ class NcclTransport final : public Transport {
             if (absl::Status s = digest(dev[i], len[i], &mine); !s.ok()) return s;
             if (mine != got_digests[i]) {
               failure = {static_cast<int32_t>(absl::StatusCode::kDataLoss), static_cast<int32_t>(round)};
-              failure_status = absl::DataLossError(absl::StrCat(who, ": bucket ", round, " from ", peer_name(i),
-                                                                ": checksum mismatch (", len[i], " bytes)"));
+              failure_status =
+                  absl::DataLossError(absl::StrCat(who, ": bucket ", round, " from ", peer_name(i),
+                                                   ": checksum mismatch (", len[i], " bytes)"));
             }
           }
           if (absl::Status s = copy_runs(i, len[i], false); !s.ok()) return s;
@@ -499,11 +525,12 @@ class NcclTransport final : public Transport {
 
     // 4. Confirmation: receivers tell each sender whether they have every byte, verified.
     Confirm* dev_confirm = nullptr;
-    if (absl::Status s = dev_alloc(n * sizeof(Confirm), reinterpret_cast<void**>(&dev_confirm)); !s.ok()) return s;
+    if (absl::Status s = dev_alloc(n * sizeof(Confirm), reinterpret_cast<void**>(&dev_confirm)); !s.ok())
+      return s;
     std::vector<Confirm> confirms(n, failure);
     if (!sending)
-      if (absl::Status s = cuda(cudaMemcpyAsync(dev_confirm, confirms.data(), n * sizeof(Confirm), cudaMemcpyHostToDevice,
-                                                main_.stream),
+      if (absl::Status s = cuda(cudaMemcpyAsync(dev_confirm, confirms.data(), n * sizeof(Confirm),
+                                                cudaMemcpyHostToDevice, main_.stream),
                                 "confirmation copy");
           !s.ok())
         return s;
@@ -511,9 +538,10 @@ class NcclTransport final : public Transport {
     st = FromNccl(ncclGroupStart(), confirmation);
     for (size_t i = 0; i < n && st.ok(); ++i) {
       int peer = GlobalRank(schedule.peers[i].peer, !sending);
-      st = FromNccl(sending ? ncclRecv(dev_confirm + i, sizeof(Confirm), ncclUint8, peer, main_.comm, main_.stream)
-                            : ncclSend(dev_confirm + i, sizeof(Confirm), ncclUint8, peer, main_.comm, main_.stream),
-                    confirmation);
+      st = FromNccl(
+          sending ? ncclRecv(dev_confirm + i, sizeof(Confirm), ncclUint8, peer, main_.comm, main_.stream)
+                  : ncclSend(dev_confirm + i, sizeof(Confirm), ncclUint8, peer, main_.comm, main_.stream),
+          confirmation);
     }
     if (absl::Status e = FromNccl(ncclGroupEnd(), confirmation); st.ok()) st = e;
     // Ranks finish their rounds at different times (a sender whose pairs end early waits for
@@ -525,19 +553,21 @@ class NcclTransport final : public Transport {
       reported = true;  // the senders know; the communicators stay usable
       return failure_status;
     }
-    if (absl::Status s = cuda(cudaMemcpy(confirms.data(), dev_confirm, n * sizeof(Confirm), cudaMemcpyDeviceToHost),
-                              "confirmation copy");
+    if (absl::Status s =
+            cuda(cudaMemcpy(confirms.data(), dev_confirm, n * sizeof(Confirm), cudaMemcpyDeviceToHost),
+                 "confirmation copy");
         !s.ok())
       return s;
     reported = true;
     for (size_t i = 0; i < n; ++i)
       if (confirms[i].code != 0)
-        return absl::Status(static_cast<absl::StatusCode>(confirms[i].code),
-                            absl::StrCat(who, ": ", peer_name(i), " failed the sync",
-                                         confirms[i].bucket >= 0 ? absl::StrCat(" at bucket ", confirms[i].bucket) : "",
-                                         confirms[i].code == static_cast<int32_t>(absl::StatusCode::kDataLoss)
-                                             ? " (checksum mismatch)"
-                                             : ""));
+        return absl::Status(
+            static_cast<absl::StatusCode>(confirms[i].code),
+            absl::StrCat(who, ": ", peer_name(i), " failed the sync",
+                         confirms[i].bucket >= 0 ? absl::StrCat(" at bucket ", confirms[i].bucket) : "",
+                         confirms[i].code == static_cast<int32_t>(absl::StatusCode::kDataLoss)
+                             ? " (checksum mismatch)"
+                             : ""));
     return absl::OkStatus();
   }
 
@@ -576,7 +606,8 @@ absl::Status ValidateNcclOptions(const NcclOptions& o) {
   if (o.rank < 0 || o.rank >= (o.is_sender ? o.num_senders : o.num_receivers))
     return absl::InvalidArgumentError(absl::StrCat("nccl options: rank ", o.rank, " outside its side"));
   if (o.device < 0) return absl::InvalidArgumentError("nccl options: device must be >= 0");
-  if (o.transfer.bucket_bytes <= 0) return absl::InvalidArgumentError("nccl options: transfer.bucket_bytes must be > 0");
+  if (o.transfer.bucket_bytes <= 0)
+    return absl::InvalidArgumentError("nccl options: transfer.bucket_bytes must be > 0");
   if (o.transfer.io_timeout <= absl::ZeroDuration())
     return absl::InvalidArgumentError("nccl options: transfer.io_timeout must be > 0");
   if (o.init_timeout < absl::ZeroDuration())
@@ -591,8 +622,9 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateNcclTransport(const NcclOptions
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || o.device >= count)
-    return absl::FailedPreconditionError(absl::StrCat("nccl: CUDA device ", o.device, " not available (",
-                                                      e == cudaSuccess ? absl::StrCat(count, " devices") : cudaGetErrorName(e), ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("nccl: CUDA device ", o.device, " not available (",
+                     e == cudaSuccess ? absl::StrCat(count, " devices") : cudaGetErrorName(e), ")"));
   if (absl::Status s = FromCuda(cudaSetDevice(o.device), "nccl: cudaSetDevice"); !s.ok()) return s;
   const int world = o.num_senders + o.num_receivers;
   const int global = o.is_sender ? o.rank : o.num_senders + o.rank;
@@ -600,7 +632,8 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateNcclTransport(const NcclOptions
   ncclUniqueId id;
   if (global == 0) {
     if (absl::Status s = FromNccl(ncclGetUniqueId(&id), "nccl: ncclGetUniqueId"); !s.ok()) return s;
-    if (absl::Status s = o.rendezvous->Put(key, absl::BytesToHexString(absl::string_view(id.internal, sizeof id.internal)));
+    if (absl::Status s = o.rendezvous->Put(
+            key, absl::BytesToHexString(absl::string_view(id.internal, sizeof id.internal)));
         !s.ok())
       return s;
   } else {
@@ -608,16 +641,21 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateNcclTransport(const NcclOptions
     if (!hex.ok()) return hex.status();
     std::string raw = absl::HexStringToBytes(*hex);
     if (raw.size() != sizeof id.internal)
-      return absl::InvalidArgumentError(absl::StrCat("nccl: rendezvous key ", key, " holds ", raw.size(), " bytes"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("nccl: rendezvous key ", key, " holds ", raw.size(), " bytes"));
     std::memcpy(id.internal, raw.data(), sizeof id.internal);
   }
   cudaStream_t stream = nullptr;
-  if (absl::Status s = FromCuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "nccl: stream"); !s.ok()) return s;
+  if (absl::Status s = FromCuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "nccl: stream");
+      !s.ok())
+    return s;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
-  absl::Status s = FromNccl(ncclCommInitRankConfig(&comm, world, id, global, &config), "nccl: ncclCommInitRankConfig");
-  if (s.ok()) s = AwaitComm(comm, InitTimeout(o), absl::StrCat("nccl: communicator init of ", world, " ranks"));
+  absl::Status s =
+      FromNccl(ncclCommInitRankConfig(&comm, world, id, global, &config), "nccl: ncclCommInitRankConfig");
+  if (s.ok())
+    s = AwaitComm(comm, InitTimeout(o), absl::StrCat("nccl: communicator init of ", world, " ranks"));
   CommStream main{comm, stream};
   if (!s.ok()) {
     Release(main, /*abort=*/true);

@@ -78,16 +78,14 @@ Box Intersect(const Box& a, const Box& b) {
 
 std::vector<Interval> ToIntervals(const ByteShape& shape, const Box& box) {
   std::vector<Interval> out;
-  ForEachRun(Box::Full(shape), box, 0,
-             [&](int64_t off, int64_t len) { out.push_back({off, len}); });
+  ForEachRun(Box::Full(shape), box, 0, [&](int64_t off, int64_t len) { out.push_back({off, len}); });
   return out;
 }
 
 namespace {
 
 // Boxes for [begin, end) within the sub-tensor of dims d.. at fixed prefix indices.
-void Decompose(const ByteShape& shape, int d, Box prefix, int64_t begin, int64_t end,
-               std::vector<Box>& out) {
+void Decompose(const ByteShape& shape, int d, Box prefix, int64_t begin, int64_t end, std::vector<Box>& out) {
   if (begin >= end) return;
   if (d == shape.ndim - 1) {
     prefix.lo[d] = begin;

@@ -30,8 +30,7 @@ class HfParamBuilder {
  public:
   // Every parameter gets `dtype`; `lora_rank` > 0 gives adapters to the linear layers built with
   // lora = true.
-  explicit HfParamBuilder(int64_t lora_rank = 0, DType dtype = DType::kBF16)
-      : r_(lora_rank), dtype_(dtype) {}
+  explicit HfParamBuilder(int64_t lora_rank = 0, DType dtype = DType::kBF16) : r_(lora_rank), dtype_(dtype) {}
 
   // The model built so far; callers set num_layers and num_experts, and may edit or move it.
   Model& model() { return m_; }
@@ -98,9 +97,9 @@ struct TransformerConfig {
   int64_t moe_intermediate = 0;
   int shared_experts = 0;
   int first_moe_layer = 0;
-  int mtp_layers = 0;         // extra MTP head blocks, "mtp.<i>.*"
-  int vision_layers = 0;      // a vision tower, "visual.blocks.<i>.*" (first stage)
-  int64_t lora_rank = 0;      // LoRA adapters on qkv and o_proj
+  int mtp_layers = 0;     // extra MTP head blocks, "mtp.<i>.*"
+  int vision_layers = 0;  // a vision tower, "visual.blocks.<i>.*" (first stage)
+  int64_t lora_rank = 0;  // LoRA adapters on qkv and o_proj
   DType dtype = DType::kBF16;
 };
 
@@ -109,8 +108,8 @@ struct TransformerConfig {
 Model MakeTransformer(const TransformerConfig& c);
 
 // Realistic shapes for the benchmark.
-TransformerConfig Dense32B();     // Qwen2.5-32B-like
-TransformerConfig Moe30BA3B();    // Qwen3-30B-A3B-like
-TransformerConfig Moe1T();        // Kimi-K2 / DeepSeek-V3-like, 384 experts (MLA shaped as GQA)
+TransformerConfig Dense32B();   // Qwen2.5-32B-like
+TransformerConfig Moe30BA3B();  // Qwen3-30B-A3B-like
+TransformerConfig Moe1T();      // Kimi-K2 / DeepSeek-V3-like, 384 experts (MLA shaped as GQA)
 
 }  // namespace skyrl::weight_sync

@@ -57,32 +57,30 @@ std::string GroupName(int g) { return absl::StrCat("layout.groups[", g, "]"); }
 absl::Status ValidateModelParallel(const Model& model, const ModelParallel& mp, int g) {
   const std::string w = GroupName(g);
   if (mp.tp < 1 || mp.pp < 1 || mp.ep < 1 || mp.replicas < 1)
-    return absl::InvalidArgumentError(absl::StrCat(w, ": tp, pp, ep and replicas must be >= 1, got tp=",
-                                                   mp.tp, " pp=", mp.pp, " ep=", mp.ep,
-                                                   " replicas=", mp.replicas));
+    return absl::InvalidArgumentError(absl::StrCat(w,
+                                                   ": tp, pp, ep and replicas must be >= 1, got tp=", mp.tp,
+                                                   " pp=", mp.pp, " ep=", mp.ep, " replicas=", mp.replicas));
   if (mp.pp > 1 && mp.pp > model.num_layers)
-    return absl::InvalidArgumentError(absl::StrCat(w, ": pp=", mp.pp, " exceeds the model's ",
-                                                   model.num_layers, " layers"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(w, ": pp=", mp.pp, " exceeds the model's ", model.num_layers, " layers"));
   if (!mp.stage_first_layer.empty()) {
     if (static_cast<int>(mp.stage_first_layer.size()) != mp.pp)
-      return absl::InvalidArgumentError(absl::StrCat(w, ".stage_first_layer: ",
-                                                     mp.stage_first_layer.size(),
-                                                     " entries for pp=", mp.pp));
+      return absl::InvalidArgumentError(
+          absl::StrCat(w, ".stage_first_layer: ", mp.stage_first_layer.size(), " entries for pp=", mp.pp));
     for (int s = 0; s < mp.pp; ++s) {
       int f = mp.stage_first_layer[s];
       bool ok = (s == 0) ? f == 0 : (f > mp.stage_first_layer[s - 1] && f < model.num_layers);
       if (!ok)
-        return absl::InvalidArgumentError(absl::StrCat(
-            w, ".stage_first_layer[", s, "]=", f,
-            ": must start at 0 and increase strictly below num_layers=", model.num_layers));
+        return absl::InvalidArgumentError(
+            absl::StrCat(w, ".stage_first_layer[", s, "]=", f,
+                         ": must start at 0 and increase strictly below num_layers=", model.num_layers));
     }
   }
   if (model.num_experts > 0) {
     int spread = mp.experts == ExpertSharding::kEpThenTp ? mp.ep : mp.ep * mp.tp;
     if (model.num_experts % spread != 0)
-      return absl::InvalidArgumentError(absl::StrCat(w, ": ", model.num_experts,
-                                                     " experts do not divide over ", spread,
-                                                     " expert-parallel ranks"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          w, ": ", model.num_experts, " experts do not divide over ", spread, " expert-parallel ranks"));
   }
   for (const Param& p : model.params) {
     if (p.split_dim < 0 || mp.tp == 1) continue;
@@ -99,10 +97,9 @@ absl::Status ValidateModelParallel(const Model& model, const ModelParallel& mp, 
         continue;
       }
       if (b % mp.tp != 0)
-        return absl::InvalidArgumentError(absl::StrCat(w, ": tp=", mp.tp, " does not divide ",
-                                                       p.fused.empty() ? "dim " : "a fused block of dim ",
-                                                       p.split_dim, " (size ", b, ") of param '",
-                                                       p.name, "'"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            w, ": tp=", mp.tp, " does not divide ", p.fused.empty() ? "dim " : "a fused block of dim ",
+            p.split_dim, " (size ", b, ") of param '", p.name, "'"));
     }
   }
   return absl::OkStatus();
@@ -121,8 +118,7 @@ int StageOf(const ModelParallel& mp, int num_layers, int layer) {
 
 int Layout::Ranks() const {
   int n = 0;
-  for (const LayoutGroup& g : groups)
-    n += std::visit([](const auto& x) { return x.Ranks(); }, g);
+  for (const LayoutGroup& g : groups) n += std::visit([](const auto& x) { return x.Ranks(); }, g);
   return n;
 }
 
@@ -140,8 +136,8 @@ absl::Status ValidateLayout(const Model& model, const Layout& layout) {
     } else {
       const Fsdp& f = std::get<Fsdp>(layout.groups[g]);
       if (f.shards < 1 || f.replicas < 1)
-        return absl::InvalidArgumentError(absl::StrCat(GroupName(g),
-                                                       ": fsdp shards and replicas must be >= 1"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(GroupName(g), ": fsdp shards and replicas must be >= 1"));
     }
   }
   return absl::OkStatus();
@@ -204,8 +200,8 @@ void ShardMap::AddGroupHoldings(int g, int pi, std::vector<Holding>& out) const 
   for (int rep = 0; rep < f.replicas; ++rep)
     for (int64_t i = begin / sz; i <= (end - 1) / sz; ++i) {
       int64_t lo = std::max(begin, i * sz), hi = std::min(end, (i + 1) * sz);
-      out.push_back({first + rep * f.shards + static_cast<int>(i),
-                     FlatRangeToBoxes(shape, lo - begin, hi - begin)});
+      out.push_back(
+          {first + rep * f.shards + static_cast<int>(i), FlatRangeToBoxes(shape, lo - begin, hi - begin)});
     }
 }
 
@@ -218,7 +214,8 @@ std::vector<Holding> ShardMap::Holders(int p) const {
 std::vector<Box> ShardMap::BoxesOf(int p, int rank) const {
   // Only the group containing `rank` matters.
   int g = static_cast<int>(std::upper_bound(group_first_rank_.begin(), group_first_rank_.end(), rank) -
-                           group_first_rank_.begin()) - 1;
+                           group_first_rank_.begin()) -
+          1;
   if (g < 0) return {};
   std::vector<Holding> hs;
   AddGroupHoldings(g, p, hs);

@@ -4,8 +4,8 @@
 
 namespace skyrl::weight_sync {
 
-absl::StatusOr<std::unique_ptr<PreparedSync>> PreparedSync::Make(Model model, Layout senders, Layout receivers,
-                                                                  PlanOptions options) {
+absl::StatusOr<std::unique_ptr<PreparedSync>> PreparedSync::Make(Model model, Layout senders,
+                                                                 Layout receivers, PlanOptions options) {
   std::unique_ptr<PreparedSync> p(new PreparedSync());
   p->model_ = std::move(model);  // the ShardMaps below point at this copy, which never moves
   absl::StatusOr<Plan> plan = MakePlan(p->model_, senders, receivers, options);
@@ -34,7 +34,8 @@ absl::StatusOr<RankSchedule> PreparedSync::SenderSchedule(int sender) const {
 
 absl::StatusOr<ShardLayout> PreparedSync::ReceiverLayout(int receiver) const {
   if (receiver < 0 || receiver >= plan_.num_receivers)
-    return absl::OutOfRangeError(absl::StrCat("receiver ", receiver, " outside 0..", plan_.num_receivers - 1));
+    return absl::OutOfRangeError(
+        absl::StrCat("receiver ", receiver, " outside 0..", plan_.num_receivers - 1));
   return ShardLayout::Of(model_, *receivers_, receiver);
 }
 

@@ -44,8 +44,8 @@ class ShardLayout {
 };
 
 struct PeerStream {
-  int peer = 0;                  // receiver rank (for a sender) or sender rank (for a receiver)
-  std::vector<Interval> runs;    // local buffer runs, in wire order
+  int peer = 0;                // receiver rank (for a sender) or sender rank (for a receiver)
+  std::vector<Interval> runs;  // local buffer runs, in wire order
   int64_t bytes = 0;
 };
 

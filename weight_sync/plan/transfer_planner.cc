@@ -85,7 +85,8 @@ class SenderBoxIndex {
   void Near(const Box& rb, std::vector<int>& out) const {
     out.clear();
     const int64_t from = rb.lo[dim_] - longest_ + 1, to = rb.hi[dim_];
-    auto it = std::lower_bound(order_.begin(), order_.end(), from, [&](int i, int64_t v) { return Lo(i) < v; });
+    auto it =
+        std::lower_bound(order_.begin(), order_.end(), from, [&](int i, int64_t v) { return Lo(i) < v; });
     for (; it != order_.end() && Lo(*it) < to; ++it) out.push_back(*it);
     std::sort(out.begin(), out.end());
   }
@@ -103,8 +104,7 @@ class SenderBoxIndex {
 absl::StatusOr<Plan> MakePlan(const Model& model, const Layout& senders, const Layout& receivers,
                               const PlanOptions& options) {
   absl::StatusOr<ShardMap> smap = ShardMap::Build(model, senders);
-  if (!smap.ok())
-    return absl::InvalidArgumentError(absl::StrCat("sender layout: ", smap.status().message()));
+  if (!smap.ok()) return absl::InvalidArgumentError(absl::StrCat("sender layout: ", smap.status().message()));
   absl::StatusOr<ShardMap> rmap = ShardMap::Build(model, receivers);
   if (!rmap.ok())
     return absl::InvalidArgumentError(absl::StrCat("receiver layout: ", rmap.status().message()));
@@ -130,7 +130,8 @@ absl::StatusOr<Plan> MakePlan(const Model& model, const Layout& senders, const L
       for (const Box& b : h.boxes) {
         auto [it, added] = by_box.try_emplace(b, static_cast<int>(groups.size()));
         if (added) groups.emplace_back();
-        if (groups[it->second].empty() || groups[it->second].back() != h.rank) groups[it->second].push_back(h.rank);
+        if (groups[it->second].empty() || groups[it->second].back() != h.rank)
+          groups[it->second].push_back(h.rank);
       }
     int64_t covered = 0;
     for (const auto& [box, g] : by_box) covered += box.Volume();

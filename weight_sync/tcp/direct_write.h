@@ -58,7 +58,8 @@ inline bool IsLocalSameUser(Connection& c) {
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0 || ss.ss_family != AF_UNIX) return false;
   ucred cred{};
   socklen_t clen = sizeof cred;
-  return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 && clen == sizeof cred && cred.uid == geteuid();
+  return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 && clen == sizeof cred &&
+         cred.uid == geteuid();
 }
 
 // Whether the peer sent something or hung up (without reading it): a receiver that failed
@@ -92,7 +93,8 @@ inline error_code WriteWithFd(Connection& c, const std::string& frame, int fd, a
     }
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return error_code(errno, boost::system::system_category());
-    if (error_code ec = c.Run([&](auto h) { c.socket().async_wait(stream::socket::wait_write, h); }, timeout); ec)
+    if (error_code ec = c.Run([&](auto h) { c.socket().async_wait(stream::socket::wait_write, h); }, timeout);
+        ec)
       return ec;
   }
 }
@@ -103,7 +105,8 @@ inline error_code ReadWithFd(Connection& c, std::string& out, int* fd, absl::Dur
   *fd = -1;
   const int sock = c.socket().native_handle();
   for (;;) {
-    if (error_code ec = c.Run([&](auto h) { c.socket().async_wait(stream::socket::wait_read, h); }, timeout); ec)
+    if (error_code ec = c.Run([&](auto h) { c.socket().async_wait(stream::socket::wait_read, h); }, timeout);
+        ec)
       return ec;
     iovec iov{out.data(), out.size()};
     alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int) * 4)] = {};
@@ -122,8 +125,10 @@ inline error_code ReadWithFd(Connection& c, std::string& out, int* fd, absl::Dur
       for (size_t i = 0; i < count; ++i) {
         int got;
         std::memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-        if (*fd < 0) *fd = got;
-        else close(got);  // more than we asked for
+        if (*fd < 0)
+          *fd = got;
+        else
+          close(got);  // more than we asked for
       }
     }
     if (static_cast<size_t>(n) == out.size()) return {};
@@ -177,7 +182,8 @@ class SharedMappings {
     // buffer's size. Kept across syncs, so later ones write without page faults.
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)
-      return absl::InvalidArgumentError(absl::StrCat("mmap of the receiver's buffer: ", std::strerror(errno)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("mmap of the receiver's buffer: ", std::strerror(errno)));
     mine[id] = {p, bytes};
     return static_cast<uint8_t*>(p);
   }

@@ -108,7 +108,9 @@ class Listener {
   }
 
   // Thread-safe: makes a blocked Accept look at its `stop` flag.
-  void Wake() { asio::post(io_, [] {}); }
+  void Wake() {
+    asio::post(io_, [] {});
+  }
 
  private:
   struct Ready {

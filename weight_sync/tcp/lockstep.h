@@ -2,9 +2,9 @@
 // identical streams) within a small window of each other, so that each source page is copied
 // for every receiver on this host (by the receiver reading its socket, or by the sender's own
 // thread writing directly into the receiver's buffer) while it is still in the cache from the
-// previous copy, instead of each copy reading the whole shard from memory. Measured on the same-host path (docs/performance.md,
-// "weight_sync"): a 2 MiB window takes 1 GiB to 3 receivers from 6.1-7.0 to 8.5-9.6 GB/s in a
-// raw loop; 4 MiB and more lose the effect.
+// previous copy, instead of each copy reading the whole shard from memory. Measured on the same-host path
+// (docs/performance.md, "weight_sync"): a 2 MiB window takes 1 GiB to 3 receivers from 6.1-7.0 to 8.5-9.6
+// GB/s in a raw loop; 4 MiB and more lose the effect.
 //
 // Best effort, never a dependency: a member that keeps another waiting longer than `max_wait`
 // (in one Wait) is dropped from the group (its receiver stalls or is slow; the others go on at their

@@ -49,7 +49,9 @@ struct SpliceCalls {
   std::function<ssize_t(int pipe_w, const iovec* iov, size_t count, unsigned flags)> vmsplice =
       [](int fd, const iovec* iov, size_t n, unsigned flags) { return ::vmsplice(fd, iov, n, flags); };
   std::function<ssize_t(int pipe_r, int socket, size_t len, unsigned flags)> splice =
-      [](int in, int out, size_t len, unsigned flags) { return ::splice(in, nullptr, out, nullptr, len, flags); };
+      [](int in, int out, size_t len, unsigned flags) {
+        return ::splice(in, nullptr, out, nullptr, len, flags);
+      };
 };
 
 // Blocks SIGPIPE for the calling thread only (its pending SIGPIPEs die with the thread).
@@ -104,7 +106,7 @@ class SpliceWriter {
     std::vector<asio::const_buffer> left;
     for (auto it = asio::buffer_sequence_begin(bufs); it != asio::buffer_sequence_end(bufs); ++it)
       if (asio::const_buffer b(*it); b.size() > 0) left.push_back(b);
-    size_t next = 0;  // first buffer of `left` not yet (fully) in the pipe
+    size_t next = 0;                     // first buffer of `left` not yet (fully) in the pipe
     if (zero_copy_ && !non_blocking_) {  // once per writer: a writer serves one connection
       error_code ec;
       c.socket().native_non_blocking(true, ec);  // splice must return EAGAIN, not block
@@ -129,7 +131,9 @@ class SpliceWriter {
       if (n == 0) return asio::error::broken_pipe;  // the pipe had bytes: cannot happen on Linux
       if (errno == EINTR) continue;
       if (errno == EAGAIN) {  // socket buffer full: wait for room, with the deadline
-        if (error_code ec = c.Run([&](auto h) { c.socket().async_wait(stream::socket::wait_write, h); }, timeout); ec)
+        if (error_code ec =
+                c.Run([&](auto h) { c.socket().async_wait(stream::socket::wait_write, h); }, timeout);
+            ec)
           return ec;
         continue;
       }

@@ -28,7 +28,7 @@ namespace {
 using namespace tcp_internal;  // NOLINT: asio, tcp, error_code, Connection
 
 constexpr uint32_t kMagic = 0x53574B53;  // "SKWS"
-constexpr uint32_t kProtocol = 3;  // 3: direct writes (1: none; 2: direct reads, withdrawn)
+constexpr uint32_t kProtocol = 3;        // 3: direct writes (1: none; 2: direct reads, withdrawn)
 constexpr uint32_t kFlagChecksums = 1;
 // The sender can write into the receiver's staging buffer (tcp/direct_write.h).
 constexpr uint32_t kFlagDirectWrite = 2;
@@ -50,8 +50,16 @@ constexpr int kLocalSendBuffer = 4 << 20;
 
 void Put32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
 void Put64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, 8); }
-uint32_t Get32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
-uint64_t Get64(const uint8_t* p) { uint64_t v; std::memcpy(&v, p, 8); return v; }
+uint32_t Get32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+uint64_t Get64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
 
 struct Hello {
   uint64_t version = 0;
@@ -73,8 +81,7 @@ struct Hello {
 };
 
 absl::Status FromAsio(const error_code& ec, absl::string_view what) {
-  if (ec == asio::error::timed_out)
-    return absl::DeadlineExceededError(absl::StrCat(what, ": timed out"));
+  if (ec == asio::error::timed_out) return absl::DeadlineExceededError(absl::StrCat(what, ": timed out"));
   if (ec == asio::error::operation_aborted)
     return absl::AbortedError(absl::StrCat(what, ": aborted because the sync failed elsewhere"));
   if (ec == asio::error::eof)
@@ -194,8 +201,8 @@ class TcpTransport final : public Transport {
   // mapping of its buffer each stream byte goes (the grant's runs) through `*target` and
   // `*target_runs`, else leaves *target null (stream). The outer status is the transport's,
   // the inner one the receiver's answer.
-  absl::StatusOr<absl::Status> ReadWelcome(Connection& c, const PeerStream& peer, bool offered, uint8_t** target,
-                                           std::vector<Interval>* target_runs);
+  absl::StatusOr<absl::Status> ReadWelcome(Connection& c, const PeerStream& peer, bool offered,
+                                           uint8_t** target, std::vector<Interval>* target_runs);
   // Receiver: the welcome with a grant of direct writes into `buffer` (this peer's `runs`;
   // `keep`: the id of the buffer we serve from, which the sender may keep mapped).
   error_code WriteGrant(Connection& c, const ShardBytes& buffer, uint64_t keep, const PeerStream& peer);
@@ -204,7 +211,7 @@ class TcpTransport final : public Transport {
   absl::StatusOr<bool> Dial(absl::string_view where, Connection& c);
 
   const TcpOptions o_;
-  Listener listener_;  // receivers only
+  Listener listener_;        // receivers only
   SharedMappings mappings_;  // senders: receivers' staging buffers (direct writes)
 };
 
@@ -212,11 +219,14 @@ absl::StatusOr<bool> TcpTransport::Dial(absl::string_view where, Connection& c) 
   const TransferOptions& t = o_.transfer;
   // "host:port", then optional " local=<name> host=<identity>" (see Listen).
   std::vector<absl::string_view> fields = absl::StrSplit(where, ' ', absl::SkipEmpty());
-  if (fields.empty()) return absl::InvalidArgumentError(absl::StrCat("rendezvous gave address '", where, "'"));
+  if (fields.empty())
+    return absl::InvalidArgumentError(absl::StrCat("rendezvous gave address '", where, "'"));
   absl::string_view local_name, host_id;
   for (size_t i = 1; i < fields.size(); ++i) {
-    if (absl::ConsumePrefix(&fields[i], "local=")) local_name = fields[i];
-    else if (absl::ConsumePrefix(&fields[i], "host=")) host_id = fields[i];
+    if (absl::ConsumePrefix(&fields[i], "local="))
+      local_name = fields[i];
+    else if (absl::ConsumePrefix(&fields[i], "host="))
+      host_id = fields[i];
   }
   // host:port, split at the last ':' so that IPv6 hosts ("::1:7000" or "[::1]:7000") parse.
   const size_t colon = fields[0].rfind(':');
@@ -228,14 +238,15 @@ absl::StatusOr<bool> TcpTransport::Dial(absl::string_view where, Connection& c) 
     if (absl::ConsumePrefix(&host, "[")) absl::ConsumeSuffix(&host, "]");
     addr = asio::ip::make_address(std::string(host), ec);
   }
-  if (colon == absl::string_view::npos || ec || !absl::SimpleAtoi(fields[0].substr(colon + 1), &port) || port <= 0 ||
-      port > 65535)
+  if (colon == absl::string_view::npos || ec || !absl::SimpleAtoi(fields[0].substr(colon + 1), &port) ||
+      port <= 0 || port > 65535)
     return absl::InvalidArgumentError(absl::StrCat("rendezvous gave address '", where, "'"));
   if (local_name.size() > kMaxLocalName || local_name.find('\0') != absl::string_view::npos)
-    return absl::InvalidArgumentError(absl::StrCat("rendezvous gave address '", where, "': local= must be a name of 1 to ",
-                                                   kMaxLocalName, " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rendezvous gave address '", where, "': local= must be a name of 1 to ", kMaxLocalName, " bytes"));
 
-  if (o_.same_host_unix_socket && !local_name.empty() && !HostIdentity().empty() && host_id == HostIdentity()) {
+  if (o_.same_host_unix_socket && !local_name.empty() && !HostIdentity().empty() &&
+      host_id == HostIdentity()) {
     local::endpoint ep(absl::StrCat(std::string(1, '\0'), local_name));
     // A listener on this host answers at once; the short bound only matters for a full backlog.
     error_code local_ec = c.Connect(ep, std::min(t.io_timeout, absl::Seconds(2)));
@@ -291,11 +302,13 @@ absl::StatusOr<absl::Status> TcpTransport::ReadWelcome(Connection& c, const Peer
   }
   // The grant: buffer id, size, the id to keep mapped, and where our stream goes in it.
   std::array<uint8_t, kGrantSize> g{};
-  if (error_code ec = c.Read(asio::buffer(g), t.io_timeout); ec) return FromAsio(ec, "reading the receiver's grant");
+  if (error_code ec = c.Read(asio::buffer(g), t.io_timeout); ec)
+    return FromAsio(ec, "reading the receiver's grant");
   const uint64_t id = Get64(&g[0]), size = Get64(&g[8]), keep = Get64(&g[16]);
   const uint32_t count = Get32(&g[24]);
   if (count == 0 || count > kMaxGrantRuns || count > static_cast<uint64_t>(peer.bytes))
-    return absl::DataLossError(absl::StrCat("the receiver's grant has ", count, " runs for ", peer.bytes, " bytes"));
+    return absl::DataLossError(
+        absl::StrCat("the receiver's grant has ", count, " runs for ", peer.bytes, " bytes"));
   std::vector<uint8_t> table(size_t{count} * 16);
   if (error_code ec = c.Read(asio::buffer(table), t.io_timeout); ec)
     return FromAsio(ec, "reading the receiver's grant");
@@ -310,7 +323,8 @@ absl::StatusOr<absl::Status> TcpTransport::ReadWelcome(Connection& c, const Peer
     total += len;
   }
   if (total != static_cast<uint64_t>(peer.bytes))
-    return absl::DataLossError(absl::StrCat("the receiver's grant covers ", total, " bytes, our stream ", peer.bytes));
+    return absl::DataLossError(
+        absl::StrCat("the receiver's grant covers ", total, " bytes, our stream ", peer.bytes));
   // Without the descriptor or a mapping of it we stream (every bucket says how it came).
   if (fd < 0) {
     mappings_.Drop(peer.peer);
@@ -321,7 +335,8 @@ absl::StatusOr<absl::Status> TcpTransport::ReadWelcome(Connection& c, const Peer
   return absl::OkStatus();
 }
 
-error_code TcpTransport::WriteGrant(Connection& c, const ShardBytes& buffer, uint64_t keep, const PeerStream& peer) {
+error_code TcpTransport::WriteGrant(Connection& c, const ShardBytes& buffer, uint64_t keep,
+                                    const PeerStream& peer) {
   std::string frame(kAckSize + kDirectGranted.size() + kGrantSize + peer.runs.size() * 16, '\0');
   auto* f = reinterpret_cast<uint8_t*>(frame.data());
   Put32(&f[0], 0);
@@ -419,7 +434,8 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
       for (int64_t done = 0; done < len;) {
         if (c.aborted()) return FromAsio(asio::error::operation_aborted, absl::StrCat("bucket ", b));
         // A receiver that failed meanwhile says so (or hangs up): stop copying for nothing.
-        if (PeerSpokeOrLeft(c)) return failed_write(asio::error::connection_aborted, absl::StrCat("bucket ", b));
+        if (PeerSpokeOrLeft(c))
+          return failed_write(asio::error::connection_aborted, absl::StrCat("bucket ", b));
         int64_t n = std::min(t.chunk_bytes, len - done);
         if (lockstep != nullptr) {
           n = std::min(n, step);
@@ -455,12 +471,14 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
     sent += len;
   }
   // The receiver confirms once it has every sender's bytes (or says why not).
-  absl::StatusOr<absl::Status> done = ReadStatus(c, t.sync_timeout, "waiting for the receiver's confirmation");
+  absl::StatusOr<absl::Status> done =
+      ReadStatus(c, t.sync_timeout, "waiting for the receiver's confirmation");
   if (!done.ok()) return done.status();
   return *done;
 }
 
-absl::Status TcpTransport::Send(uint64_t version, const RankSchedule& schedule, absl::Span<const uint8_t> shard) {
+absl::Status TcpTransport::Send(uint64_t version, const RankSchedule& schedule,
+                                absl::Span<const uint8_t> shard) {
   if (static_cast<int64_t>(shard.size()) < schedule.shard_bytes)
     return absl::InvalidArgumentError(absl::StrCat("sender ", schedule.rank, ": shard has ", shard.size(),
                                                    " bytes, the schedule needs ", schedule.shard_bytes));
@@ -476,7 +494,8 @@ absl::Status TcpTransport::Send(uint64_t version, const RankSchedule& schedule, 
       if (member[i].first != nullptr) continue;
       std::vector<size_t> same{i};
       for (size_t j = i + 1; j < n; ++j)
-        if (schedule.peers[j].bytes == schedule.peers[i].bytes && schedule.peers[j].runs == schedule.peers[i].runs)
+        if (schedule.peers[j].bytes == schedule.peers[i].bytes &&
+            schedule.peers[j].runs == schedule.peers[i].runs)
           same.push_back(j);
       if (same.size() < 2) continue;
       groups.push_back(std::make_unique<Lockstep>(o_.lockstep_window_bytes, absl::Milliseconds(50)));
@@ -501,8 +520,8 @@ absl::Status TcpTransport::Send(uint64_t version, const RankSchedule& schedule, 
   return absl::OkStatus();
 }
 
-absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, uint8_t* staging, Connection& c,
-                                       bool granted) {
+absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, uint8_t* staging,
+                                       Connection& c, bool granted) {
   const TransferOptions& t = o_.transfer;
   RunCursor<uint8_t*> cursor(peer.runs, staging);
   std::vector<asio::mutable_buffer> bufs;
@@ -512,7 +531,8 @@ absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, u
   for (uint32_t b = 0; got < peer.bytes; ++b) {
     const int64_t len = std::min<int64_t>(h.bucket_bytes, peer.bytes - got);
     std::array<uint8_t, kBucketHeaderSize> hdr{};
-    if (ec = c.Read(asio::buffer(hdr), t.io_timeout); ec) return FromAsio(ec, absl::StrCat("bucket ", b, " header"));
+    if (ec = c.Read(asio::buffer(hdr), t.io_timeout); ec)
+      return FromAsio(ec, absl::StrCat("bucket ", b, " header"));
     if (Get32(&hdr[0]) != b || static_cast<int64_t>(Get64(&hdr[8])) != len)
       return absl::DataLossError(absl::StrCat("bucket ", b, ": header says bucket ", Get32(&hdr[0]), " of ",
                                               Get64(&hdr[8]), " bytes, expected ", len));
@@ -521,7 +541,8 @@ absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, u
     if (how == kBucketWritten) {
       // Already in our buffer: the sender wrote it there before sending this header.
       if (!granted)
-        return absl::DataLossError(absl::StrCat("bucket ", b, ": the sender says it wrote it into our buffer, "
+        return absl::DataLossError(absl::StrCat("bucket ", b,
+                                                ": the sender says it wrote it into our buffer, "
                                                 "which it was not given"));
       cursor.Next(len, bufs);
     } else if (how != kBucketStreamed) {
@@ -538,12 +559,14 @@ absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, u
       if (low != low_water) {
         if (setsockopt(c.socket().native_handle(), SOL_SOCKET, SO_RCVLOWAT, &low, sizeof low) != 0) {
           if (c.aborted()) return FromAsio(asio::error::operation_aborted, absl::StrCat("bucket ", b));
-          return absl::InternalError(absl::StrCat("setsockopt(SO_RCVLOWAT, ", low, "): ", std::strerror(errno)));
+          return absl::InternalError(
+              absl::StrCat("setsockopt(SO_RCVLOWAT, ", low, "): ", std::strerror(errno)));
         }
         low_water = low;
       }
       cursor.Next(n, bufs);
-      if (ec = c.Read(bufs, t.io_timeout); ec) return FromAsio(ec, absl::StrCat("bucket ", b, " at byte ", done));
+      if (ec = c.Read(bufs, t.io_timeout); ec)
+        return FromAsio(ec, absl::StrCat("bucket ", b, " at byte ", done));
       done += n;
     }
     if (h.flags & kFlagChecksums) {
@@ -560,16 +583,18 @@ absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, u
 absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedule, VersionedShard& shard) {
   const std::string who = absl::StrCat("weight sync v", version, ": receiver ", schedule.rank);
   if (o_.receiver_rank != schedule.rank)
-    return absl::FailedPreconditionError(absl::StrCat(who, ": this transport listens as receiver ",
-                                                      o_.receiver_rank));
+    return absl::FailedPreconditionError(
+        absl::StrCat(who, ": this transport listens as receiver ", o_.receiver_rank));
   if (shard.Bytes() != schedule.shard_bytes)
     return absl::InvalidArgumentError(absl::StrCat(who, ": shard has ", shard.Bytes(),
                                                    " bytes, the schedule needs ", schedule.shard_bytes));
   int64_t incoming = 0;
   for (const PeerStream& p : schedule.peers) incoming += p.bytes;
   // Plans cover each byte at most once, so a schedule as large as the shard overwrites it all.
-  absl::StatusOr<absl::Span<uint8_t>> staging = shard.BeginStaging(version, incoming < shard.Bytes(), o_.transfer.staging);
-  if (!staging.ok()) return absl::Status(staging.status().code(), absl::StrCat(who, ": ", staging.status().message()));
+  absl::StatusOr<absl::Span<uint8_t>> staging =
+      shard.BeginStaging(version, incoming < shard.Bytes(), o_.transfer.staging);
+  if (!staging.ok())
+    return absl::Status(staging.status().code(), absl::StrCat(who, ": ", staging.status().message()));
   const TransferOptions& t = o_.transfer;
   // Run any wake-up a failed earlier sync posted, so it cannot end our first wait.
   listener_.Poll();
@@ -618,18 +643,21 @@ absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedul
     h.bucket_bytes = Get64(&hb[32]);
     h.flags = Get32(&hb[40]);
     if (Get32(&hb[0]) != kMagic || Get32(&hb[4]) != kProtocol) {
-      send_status(*c, absl::FailedPreconditionError(absl::StrCat("not a weight-sync protocol ", kProtocol, " peer")));
+      send_status(
+          *c, absl::FailedPreconditionError(absl::StrCat("not a weight-sync protocol ", kProtocol, " peer")));
       continue;
     }
     absl::Status bad;
     auto it = expected.find(static_cast<int>(h.sender));
     if (h.version != version)
-      bad = absl::FailedPreconditionError(absl::StrCat("receiver ", schedule.rank, " is syncing version ", version,
-                                                       ", not ", h.version));
+      bad = absl::FailedPreconditionError(
+          absl::StrCat("receiver ", schedule.rank, " is syncing version ", version, ", not ", h.version));
     else if (static_cast<int>(h.receiver) != schedule.rank)
-      bad = absl::FailedPreconditionError(absl::StrCat("this is receiver ", schedule.rank, ", not ", h.receiver));
+      bad = absl::FailedPreconditionError(
+          absl::StrCat("this is receiver ", schedule.rank, ", not ", h.receiver));
     else if (it == expected.end() || arrived.count(it->first))
-      bad = absl::FailedPreconditionError(absl::StrCat("sender ", h.sender, " is not expected (again) by the plan"));
+      bad = absl::FailedPreconditionError(
+          absl::StrCat("sender ", h.sender, " is not expected (again) by the plan"));
     else if (static_cast<int64_t>(h.bytes) != it->second->bytes)
       bad = absl::FailedPreconditionError(absl::StrCat("sender ", h.sender, " sends ", h.bytes,
                                                        " bytes, the plan says ", it->second->bytes,
@@ -646,8 +674,8 @@ absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedul
     arrived[it->first] = true;
     // Welcome: start sending. A sender on this host that offers to may write into our staging
     // buffer directly (when it is shared memory and this receiver allows it).
-    const bool granted = (h.flags & kFlagDirectWrite) && o_.same_host_direct_write && grant_buffer != nullptr &&
-                         grant_buffer->fd() >= 0 && IsLocalSameUser(*c);
+    const bool granted = (h.flags & kFlagDirectWrite) && o_.same_host_direct_write &&
+                         grant_buffer != nullptr && grant_buffer->fd() >= 0 && IsLocalSameUser(*c);
     if (granted) {
       any_granted = true;  // from here on the sender may write into the buffer
       WriteGrant(*c, *grant_buffer, keep_id, *it->second);
@@ -692,14 +720,17 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateTcpTransport(const TcpOptions& 
   if (t.bucket_bytes <= 0) return absl::InvalidArgumentError("transfer.bucket_bytes must be > 0");
   if (options.receiver_rank >= 0 && options.advertise_host.empty() &&
       (options.bind_host == "0.0.0.0" || options.bind_host == "::"))
-    return absl::InvalidArgumentError(absl::StrCat("tcp options: bind_host ", options.bind_host,
-                                                   " is a wildcard; set advertise_host to an address senders can dial"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tcp options: bind_host ", options.bind_host,
+                     " is a wildcard; set advertise_host to an address senders can dial"));
   if (t.chunk_bytes <= 0) return absl::InvalidArgumentError("transfer.chunk_bytes must be > 0");
-  if (options.lockstep_window_bytes != 0 &&
-      (options.lockstep_window_bytes < (int64_t{64} << 10) || options.lockstep_window_bytes > (int64_t{1} << 30)))
-    return absl::InvalidArgumentError(absl::StrCat("tcp options: lockstep_window_bytes must be 0 (off) or 64 KiB to 1 GiB, not ",
-                                                   options.lockstep_window_bytes));
-  if (t.io_timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("transfer.io_timeout must be > 0");
+  if (options.lockstep_window_bytes != 0 && (options.lockstep_window_bytes < (int64_t{64} << 10) ||
+                                             options.lockstep_window_bytes > (int64_t{1} << 30)))
+    return absl::InvalidArgumentError(
+        absl::StrCat("tcp options: lockstep_window_bytes must be 0 (off) or 64 KiB to 1 GiB, not ",
+                     options.lockstep_window_bytes));
+  if (t.io_timeout <= absl::ZeroDuration())
+    return absl::InvalidArgumentError("transfer.io_timeout must be > 0");
   if (t.sync_timeout < t.io_timeout)
     return absl::InvalidArgumentError("transfer.sync_timeout must be >= transfer.io_timeout");
   auto tr = std::make_unique<TcpTransport>(options);

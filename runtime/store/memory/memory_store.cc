@@ -5,8 +5,7 @@
 
 namespace skyrl::store {
 
-absl::Status MemoryStore::Put(absl::string_view table, absl::string_view key,
-                              absl::string_view value) {
+absl::Status MemoryStore::Put(absl::string_view table, absl::string_view key, absl::string_view value) {
   if (absl::Status s = ValidateValue("put", table, key, value); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   tables_[std::string(table)].insert_or_assign(std::string(key), std::string(value));
@@ -35,15 +34,14 @@ absl::StatusOr<bool> MemoryStore::Delete(absl::string_view table, absl::string_v
   return true;
 }
 
-absl::StatusOr<std::vector<Entry>> MemoryStore::Scan(absl::string_view table,
-                                                     absl::string_view prefix) {
+absl::StatusOr<std::vector<Entry>> MemoryStore::Scan(absl::string_view table, absl::string_view prefix) {
   if (absl::Status s = ValidateTable("scan", table); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   std::vector<Entry> out;
   auto t = tables_.find(table);
   if (t == tables_.end()) return out;
-  for (auto it = t->second.lower_bound(prefix);
-       it != t->second.end() && absl::StartsWith(it->first, prefix); ++it)
+  for (auto it = t->second.lower_bound(prefix); it != t->second.end() && absl::StartsWith(it->first, prefix);
+       ++it)
     out.push_back({it->first, it->second});
   return out;
 }

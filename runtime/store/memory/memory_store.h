@@ -12,12 +12,10 @@ namespace skyrl::store {
 
 class MemoryStore final : public Store {
  public:
-  absl::Status Put(absl::string_view table, absl::string_view key,
-                   absl::string_view value) override;
+  absl::Status Put(absl::string_view table, absl::string_view key, absl::string_view value) override;
   absl::StatusOr<std::string> Get(absl::string_view table, absl::string_view key) override;
   absl::StatusOr<bool> Delete(absl::string_view table, absl::string_view key) override;
-  absl::StatusOr<std::vector<Entry>> Scan(absl::string_view table,
-                                          absl::string_view prefix) override;
+  absl::StatusOr<std::vector<Entry>> Scan(absl::string_view table, absl::string_view prefix) override;
   absl::StatusOr<bool> CompareAndSet(absl::string_view table, absl::string_view key,
                                      std::optional<absl::string_view> expected,
                                      std::optional<absl::string_view> desired) override;

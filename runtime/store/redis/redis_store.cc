@@ -57,20 +57,17 @@ absl::StatusOr<RedisOptions> ParseRedisUrl(absl::string_view url) {
   RedisOptions o;
   constexpr absl::string_view kScheme = "redis://";
   if (!absl::StartsWith(url, kScheme))
-    return absl::InvalidArgumentError(
-        absl::StrCat("redis url: \"", url, "\" must start with redis://"));
+    return absl::InvalidArgumentError(absl::StrCat("redis url: \"", url, "\" must start with redis://"));
   absl::string_view rest = url.substr(kScheme.size());
   if (size_t at = rest.rfind('@'); at != absl::string_view::npos) {
     absl::string_view userinfo = rest.substr(0, at);
     rest = rest.substr(at + 1);
     size_t colon = userinfo.find(':');
     if (colon == absl::string_view::npos)
-      return absl::InvalidArgumentError(
-          "redis url: credentials must be written [user]:password@");
+      return absl::InvalidArgumentError("redis url: credentials must be written [user]:password@");
     o.user = std::string(userinfo.substr(0, colon));
     o.password = std::string(userinfo.substr(colon + 1));
-    if (o.password.empty())
-      return absl::InvalidArgumentError("redis url: password after ':' is empty");
+    if (o.password.empty()) return absl::InvalidArgumentError("redis url: password after ':' is empty");
   }
   absl::string_view hostport = rest;
   if (size_t slash = rest.find('/'); slash != absl::string_view::npos) {
@@ -98,8 +95,7 @@ void RedisStore::ReplyDeleter::operator()(redisReply* r) const { freeReplyObject
 absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Connect(const RedisOptions& options) {
   if (absl::Status s = ValidateTable("redis namespace", options.ns); !s.ok()) return s;
   std::unique_ptr<RedisStore> store(new RedisStore(options));
-  absl::StatusOr<std::vector<Reply>> ping =
-      store->Exec("connect", {{"PING"}}, Retry::kAlways);
+  absl::StatusOr<std::vector<Reply>> ping = store->Exec("connect", {{"PING"}}, Retry::kAlways);
   if (!ping.ok()) return ping.status();
   spdlog::info("metadata store: {} (namespace {})", store->Describe(), options.ns);
   return store;
@@ -143,8 +139,7 @@ absl::Status RedisStore::EnsureConnected() {
   if (c->err) {
     std::string err = c->errstr;
     redisFree(c);
-    return absl::UnavailableError(
-        absl::StrCat("connect to ", options_.host, ":", options_.port, ": ", err));
+    return absl::UnavailableError(absl::StrCat("connect to ", options_.host, ":", options_.port, ": ", err));
   }
   redisSetTimeout(c, AsTimeval(options_.command_timeout));
   redisEnableKeepAlive(c);
@@ -160,9 +155,8 @@ absl::Status RedisStore::EnsureConnected() {
     return r;
   };
   if (!options_.password.empty()) {
-    absl::StatusOr<Reply> r = options_.user.empty()
-                                  ? command({"AUTH", options_.password})
-                                  : command({"AUTH", options_.user, options_.password});
+    absl::StatusOr<Reply> r = options_.user.empty() ? command({"AUTH", options_.password})
+                                                    : command({"AUTH", options_.user, options_.password});
     absl::Status s = r.ok() ? absl::OkStatus() : r.status();
     if (r.ok() && (*r)->type == REDIS_REPLY_ERROR)
       s = absl::PermissionDeniedError(absl::StrCat("redis AUTH failed: ", ReplyError(r->get())));
@@ -175,8 +169,7 @@ absl::Status RedisStore::EnsureConnected() {
     absl::StatusOr<Reply> r = command({"SELECT", absl::StrCat(options_.db)});
     absl::Status s = r.ok() ? absl::OkStatus() : r.status();
     if (r.ok() && (*r)->type == REDIS_REPLY_ERROR)
-      s = absl::InvalidArgumentError(
-          absl::StrCat("redis SELECT ", options_.db, ": ", ReplyError(r->get())));
+      s = absl::InvalidArgumentError(absl::StrCat("redis SELECT ", options_.db, ": ", ReplyError(r->get())));
     if (!s.ok()) {
       redisFree(c);
       return s;
@@ -191,8 +184,9 @@ absl::Status RedisStore::EnsureConnected() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<RedisStore::Reply>> RedisStore::Exec(
-    const std::string& what, const std::vector<Command>& commands, Retry retry) {
+absl::StatusOr<std::vector<RedisStore::Reply>> RedisStore::Exec(const std::string& what,
+                                                                const std::vector<Command>& commands,
+                                                                Retry retry) {
   absl::MutexLock lock(&mu_);
   const absl::Time deadline = absl::Now() + options_.reconnect_window;
   absl::Duration backoff = options_.backoff_initial;
@@ -232,9 +226,9 @@ absl::StatusOr<std::vector<RedisStore::Reply>> RedisStore::Exec(
     if (io_error) {
       Disconnect();
       if (retry == Retry::kOnlyIfUnsent)
-        return absl::UnavailableError(absl::StrCat(
-            "redis ", what, ": connection lost after the request was sent (", last.message(),
-            "); its outcome is unknown, re-read before retrying"));
+        return absl::UnavailableError(
+            absl::StrCat("redis ", what, ": connection lost after the request was sent (", last.message(),
+                         "); its outcome is unknown, re-read before retrying"));
       if (wait_or_give_up()) continue;
       break;
     }
@@ -248,18 +242,15 @@ absl::StatusOr<std::vector<RedisStore::Reply>> RedisStore::Exec(
     return replies;
   }
   if (absl::IsUnavailable(last))
-    return absl::UnavailableError(absl::StrCat("redis ", what, ": ", last.message(),
-                                               " (gave up after ",
+    return absl::UnavailableError(absl::StrCat("redis ", what, ": ", last.message(), " (gave up after ",
                                                absl::FormatDuration(options_.reconnect_window), ")"));
   return absl::Status(last.code(), absl::StrCat("redis ", what, ": ", last.message()));
 }
 
-absl::Status RedisStore::Put(absl::string_view table, absl::string_view key,
-                             absl::string_view value) {
+absl::Status RedisStore::Put(absl::string_view table, absl::string_view key, absl::string_view value) {
   if (absl::Status s = ValidateValue("put", table, key, value); !s.ok()) return s;
   std::string what = absl::StrCat("put ", Where(table, key));
-  auto replies = Exec(what, {{"HSET", HashKey(table), std::string(key), std::string(value)}},
-                      Retry::kAlways);
+  auto replies = Exec(what, {{"HSET", HashKey(table), std::string(key), std::string(value)}}, Retry::kAlways);
   if (!replies.ok()) return replies.status();
   const redisReply* r = (*replies)[0].get();
   if (r->type == REDIS_REPLY_ERROR)
@@ -292,20 +283,18 @@ absl::StatusOr<bool> RedisStore::Delete(absl::string_view table, absl::string_vi
   return r->integer > 0;
 }
 
-absl::StatusOr<std::vector<Entry>> RedisStore::Scan(absl::string_view table,
-                                                    absl::string_view prefix) {
+absl::StatusOr<std::vector<Entry>> RedisStore::Scan(absl::string_view table, absl::string_view prefix) {
   if (absl::Status s = ValidateTable("scan", table); !s.ok()) return s;
   std::string what = absl::StrCat("scan ", Where(table, prefix), "*");
   std::map<std::string, std::string> found;  // HSCAN may repeat an entry; the map dedupes
   std::string cursor = "0", pattern = GlobPrefix(prefix);
   do {
-    auto replies = Exec(
-        what, {{"HSCAN", HashKey(table), cursor, "MATCH", pattern, "COUNT", "1000"}},
-        Retry::kAlways);
+    auto replies =
+        Exec(what, {{"HSCAN", HashKey(table), cursor, "MATCH", pattern, "COUNT", "1000"}}, Retry::kAlways);
     if (!replies.ok()) return replies.status();
     const redisReply* r = (*replies)[0].get();
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[1]->type != REDIS_REPLY_ARRAY)
       return absl::InternalError(absl::StrCat("redis ", what, ": unexpected reply ",
                                               r->type == REDIS_REPLY_ERROR ? ReplyError(r) : ""));
     cursor.assign(r->element[0]->str, r->element[0]->len);
@@ -325,11 +314,11 @@ absl::StatusOr<bool> RedisStore::CompareAndSet(absl::string_view table, absl::st
                                                std::optional<absl::string_view> desired) {
   if (absl::Status s = ValidateCompareAndSet(table, key, desired); !s.ok()) return s;
   std::string what = absl::StrCat("compare-and-set ", Where(table, key));
-  auto replies = Exec(what,
-                      {{"EVAL", kCasScript, "1", HashKey(table), std::string(key),
-                        expected ? "1" : "0", std::string(expected.value_or("")),
-                        desired ? "1" : "0", std::string(desired.value_or(""))}},
-                      Retry::kOnlyIfUnsent);
+  auto replies =
+      Exec(what,
+           {{"EVAL", kCasScript, "1", HashKey(table), std::string(key), expected ? "1" : "0",
+             std::string(expected.value_or("")), desired ? "1" : "0", std::string(desired.value_or(""))}},
+           Retry::kOnlyIfUnsent);
   if (!replies.ok()) return replies.status();
   const redisReply* r = (*replies)[0].get();
   if (r->type != REDIS_REPLY_INTEGER)
@@ -351,8 +340,8 @@ absl::Status RedisStore::Apply(const std::vector<Write>& batch) {
       commands.push_back({"HDEL", HashKey(w.table), w.key});
   }
   commands.push_back({"EXEC"});
-  std::string what = absl::StrCat("apply batch of ", batch.size(), " starting at ",
-                                  Where(batch[0].table, batch[0].key));
+  std::string what =
+      absl::StrCat("apply batch of ", batch.size(), " starting at ", Where(batch[0].table, batch[0].key));
   // A batch of puts and deletes leaves the same state when run twice: safe to retry.
   auto replies = Exec(what, commands, Retry::kAlways);
   if (!replies.ok()) return replies.status();

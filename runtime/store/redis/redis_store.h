@@ -49,12 +49,10 @@ class RedisStore final : public Store {
   static absl::StatusOr<std::unique_ptr<RedisStore>> Connect(const RedisOptions& options);
   ~RedisStore() override;
 
-  absl::Status Put(absl::string_view table, absl::string_view key,
-                   absl::string_view value) override;
+  absl::Status Put(absl::string_view table, absl::string_view key, absl::string_view value) override;
   absl::StatusOr<std::string> Get(absl::string_view table, absl::string_view key) override;
   absl::StatusOr<bool> Delete(absl::string_view table, absl::string_view key) override;
-  absl::StatusOr<std::vector<Entry>> Scan(absl::string_view table,
-                                          absl::string_view prefix) override;
+  absl::StatusOr<std::vector<Entry>> Scan(absl::string_view table, absl::string_view prefix) override;
   absl::StatusOr<bool> CompareAndSet(absl::string_view table, absl::string_view key,
                                      std::optional<absl::string_view> expected,
                                      std::optional<absl::string_view> desired) override;
@@ -77,8 +75,8 @@ class RedisStore final : public Store {
 
   // Sends `commands` pipelined and returns one reply each. `what` names the operation and
   // key for error messages. Error replies are returned as replies, except LOADING.
-  absl::StatusOr<std::vector<Reply>> Exec(const std::string& what,
-                                          const std::vector<Command>& commands, Retry retry);
+  absl::StatusOr<std::vector<Reply>> Exec(const std::string& what, const std::vector<Command>& commands,
+                                          Retry retry);
   absl::Status EnsureConnected() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Disconnect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -27,8 +27,7 @@ class ActorHostTest : public ::testing::Test {
   void SetUp() override {
     dir_ = testing::MakeTempDir("actor-host");
     procs_ = std::make_unique<worker::ActorProcesses>(worker::ActorProcessesOptions{
-        .log_dir = dir_, .poll_period = absl::Milliseconds(5),
-        .on_exit = [this](const worker::ActorExit& e) {
+        .log_dir = dir_, .poll_period = absl::Milliseconds(5), .on_exit = [this](const worker::ActorExit& e) {
           absl::MutexLock lock(&mu_);
           exits_.push_back(e);
         }});
@@ -43,8 +42,8 @@ class ActorHostTest : public ::testing::Test {
             std::vector<std::string> extra = {}) {
     std::string port_file = absl::StrCat(dir_, "/", id.ToString(), ".port");
     worker::ActorLaunch l{id,
-                          {testing::BinDir() + "/skyrl-actor-host", "--class", cls,
-                           "--init-args", init, "--port-file", port_file},
+                          {testing::BinDir() + "/skyrl-actor-host", "--class", cls, "--init-args", init,
+                           "--port-file", port_file},
                           {},
                           {{"SKYRL_TOKEN", kToken}}};
     l.argv.insert(l.argv.end(), extra.begin(), extra.end());
@@ -63,9 +62,8 @@ class ActorHostTest : public ::testing::Test {
     return 0;
   }
 
-  grpc::Status Call(int port, const ActorId& id, const std::string& method,
-                    const std::string& args, std::string* result,
-                    const std::string& token = kToken) {
+  grpc::Status Call(int port, const ActorId& id, const std::string& method, const std::string& args,
+                    std::string* result, const std::string& token = kToken) {
     auto stub = v1::ActorService::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", port)));
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -277,7 +275,8 @@ TEST_F(ActorHostTest, UnaryAndStreamedCallersAreAdmittedAlike) {
   EXPECT_NE(unary("", "c").error_message().find("ActorCallRequest.actor_id"), std::string::npos);
   EXPECT_NE(streamed("", "c").error_message().find(rpc::kStreamActorIdKey), std::string::npos);
   grpc::Status present_but_empty = streamed("", "c", /*send_empty=*/true);
-  EXPECT_EQ(present_but_empty.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << present_but_empty.error_message();
+  EXPECT_EQ(present_but_empty.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << present_but_empty.error_message();
   EXPECT_TRUE(unary(id.ToString(), "caller").ok());
   EXPECT_TRUE(streamed(id.ToString(), "caller").ok());
 }

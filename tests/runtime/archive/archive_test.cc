@@ -21,8 +21,8 @@ namespace fs = std::filesystem;
 struct Entry {
   std::string path;
   int type = AE_IFREG;
-  std::string data;      // regular files
-  std::string link;      // symlink target, or hard link target
+  std::string data;  // regular files
+  std::string link;  // symlink target, or hard link target
   bool hardlink = false;
   int64_t declared_size = -1;  // lie about the size when >= 0
 };
@@ -46,7 +46,8 @@ std::string Craft(const std::vector<Entry>& entries) {
     archive_entry_set_perm(ae, 0644);
     if (e.hardlink) archive_entry_set_hardlink(ae, e.link.c_str());
     if (e.type == AE_IFLNK) archive_entry_set_symlink(ae, e.link.c_str());
-    if (e.type == AE_IFREG) archive_entry_set_size(ae, e.declared_size >= 0 ? e.declared_size : int64_t(e.data.size()));
+    if (e.type == AE_IFREG)
+      archive_entry_set_size(ae, e.declared_size >= 0 ? e.declared_size : int64_t(e.data.size()));
     if (e.type == AE_IFCHR) archive_entry_set_rdev(ae, 0x0103);
     archive_write_header(a, ae);
     if (e.type == AE_IFREG && !e.data.empty()) archive_write_data(a, e.data.data(), e.data.size());
@@ -96,7 +97,8 @@ TEST_F(ArchiveTest, PackedFolderUnpacksToTheSameFiles) {
   EXPECT_EQ(fs::read_symlink(root_ + "/dest/link"), "sub/deeper/data.bin");
   EXPECT_TRUE((fs::status(root_ + "/dest/main.py").permissions() & fs::perms::owner_exec) != fs::perms::none);
   EXPECT_TRUE(absl::IsFailedPrecondition(UnpackTarGz(*packed, root_ + "/dest"))) << "dest must be new";
-  EXPECT_TRUE(absl::IsFailedPrecondition(PackDirectory(root_ + "/src", 100).status())) << "over the size limit";
+  EXPECT_TRUE(absl::IsFailedPrecondition(PackDirectory(root_ + "/src", 100).status()))
+      << "over the size limit";
   EXPECT_TRUE(absl::IsInvalidArgument(PackDirectory(root_ + "/missing").status()));
 }
 
@@ -143,7 +145,8 @@ TEST_F(ArchiveTest, EnforcesLimits) {
   EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
   small = Limits{};
   small.max_entries = 3;
-  s = UnpackCrafted({{"1", AE_IFREG, "a"}, {"2", AE_IFREG, "b"}, {"3", AE_IFREG, "c"}, {"4", AE_IFREG, "d"}}, small);
+  s = UnpackCrafted({{"1", AE_IFREG, "a"}, {"2", AE_IFREG, "b"}, {"3", AE_IFREG, "c"}, {"4", AE_IFREG, "d"}},
+                    small);
   EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
   small = Limits{};
   small.max_archive_bytes = 10;

@@ -54,7 +54,9 @@ v1::PlacementGroupInfo Group(const std::string& id, v1::PlacementGroupState stat
   return g;
 }
 
-std::vector<std::string> Lines(const std::string& text) { return absl::StrSplit(text, '\n', absl::SkipEmpty()); }
+std::vector<std::string> Lines(const std::string& text) {
+  return absl::StrSplit(text, '\n', absl::SkipEmpty());
+}
 
 // The row of `table` whose first column is `key`, split on runs of spaces.
 std::vector<std::string> Row(const std::string& table, const std::string& key) {
@@ -69,9 +71,9 @@ std::vector<std::string> Row(const std::string& table, const std::string& key) {
 TEST(StatusViewTest, NodesTableCountsActorsOutsideGroupsAndPlacedBundlesOnce) {
   std::vector<v1::NodeInfo> nodes = {Node("n1", true, 8, 4), Node("n2", false, 8, 0)};
   std::vector<v1::ActorInfo> actors = {
-      Actor("a1", v1::ACTOR_ALIVE, "n1", 1),             // counted
-      Actor("a2", v1::ACTOR_DEAD, "n1", 1),              // holds nothing
-      Actor("a3", v1::ACTOR_ALIVE, "n1", 1, "pg-1"),     // counted with its bundle
+      Actor("a1", v1::ACTOR_ALIVE, "n1", 1),          // counted
+      Actor("a2", v1::ACTOR_DEAD, "n1", 1),           // holds nothing
+      Actor("a3", v1::ACTOR_ALIVE, "n1", 1, "pg-1"),  // counted with its bundle
   };
   std::vector<v1::PlacementGroupInfo> groups = {Group("pg-1", v1::PG_CREATED, "n1"),
                                                 Group("pg-2", v1::PG_REMOVED, "n1")};
@@ -93,7 +95,10 @@ TEST(StatusViewTest, NodesTableCountsActorsOutsideGroupsAndPlacedBundlesOnce) {
   // Columns line up: every column starts at the same offset on every line.
   std::vector<std::string> lines = Lines(table);
   size_t state_col = lines[0].find("STATE");
-  for (const std::string& l : lines) EXPECT_TRUE(l.compare(state_col, 4, "ALIV") == 0 || l.compare(state_col, 4, "DEAD") == 0 || l.compare(state_col, 5, "STATE") == 0) << table;
+  for (const std::string& l : lines)
+    EXPECT_TRUE(l.compare(state_col, 4, "ALIV") == 0 || l.compare(state_col, 4, "DEAD") == 0 ||
+                l.compare(state_col, 5, "STATE") == 0)
+        << table;
 }
 
 TEST(StatusViewTest, StatusSaysWhatIsPendingAndWhatFailed) {
@@ -107,7 +112,8 @@ TEST(StatusViewTest, StatusSaysWhatIsPendingAndWhatFailed) {
   std::string out = RenderStatus("127.0.0.1:7420", nodes, {waiting, dead}, {pending}, kNow);
   EXPECT_NE(out.find("(head 127.0.0.1:7420)"), std::string::npos) << out;
   EXPECT_NE(out.find("Nodes: 1 alive, 1 dead"), std::string::npos) << out;
-  EXPECT_NE(out.find("Resources (alive nodes): CPU=8,GPU=4"), std::string::npos) << "dead nodes add nothing\n" << out;
+  EXPECT_NE(out.find("Resources (alive nodes): CPU=8,GPU=4"), std::string::npos) << "dead nodes add nothing\n"
+                                                                                 << out;
   EXPECT_NE(out.find("Actors: 2 (DEAD 1, RESTARTING 1)"), std::string::npos) << out;
   EXPECT_NE(out.find("Pending demands: 2"), std::string::npos) << out;
   EXPECT_NE(out.find("pg-3 (PENDING): bundle 0 needs GPU=2"), std::string::npos) << out;

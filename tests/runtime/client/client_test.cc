@@ -67,10 +67,10 @@ TEST(ClientCreateActorsTest, EachItemIsCreatedOrExplainedOnItsOwn) {
     return o;
   };
   std::vector<absl::StatusOr<ActorHandle>> r = (*client)->CreateActors({{"echo", opts(1, "engine-0")},
-                                                                         {"echo", opts(8)},
-                                                                         {"broken", opts(1)},
-                                                                         {"echo", opts(1, "engine-0")},
-                                                                         {"echo", opts(1, "engine-1")}});
+                                                                        {"echo", opts(8)},
+                                                                        {"broken", opts(1)},
+                                                                        {"echo", opts(1, "engine-0")},
+                                                                        {"echo", opts(1, "engine-1")}});
   ASSERT_EQ(r.size(), 5u);
   ASSERT_TRUE(r[0].ok()) << r[0].status();
   EXPECT_TRUE(absl::IsResourceExhausted(r[1].status())) << r[1].status();
@@ -93,7 +93,8 @@ TEST(ClientCreateActorsTest, EachItemIsCreatedOrExplainedOnItsOwn) {
       Client::Connect(loopback.address(), "not-the-cluster-token-0123456789");
   ASSERT_TRUE(stranger.ok());
   size_t before = h.actors.List().size();
-  std::vector<absl::StatusOr<ActorHandle>> refused = (*stranger)->CreateActors({{"echo", opts(0)}, {"echo", opts(0)}});
+  std::vector<absl::StatusOr<ActorHandle>> refused =
+      (*stranger)->CreateActors({{"echo", opts(0)}, {"echo", opts(0)}});
   ASSERT_EQ(refused.size(), 2u);
   for (const auto& x : refused) EXPECT_TRUE(absl::IsUnauthenticated(x.status())) << x.status();
   EXPECT_EQ(h.actors.List().size(), before);
@@ -105,8 +106,9 @@ TEST(ClientCreateActorsTest, EachItemIsCreatedOrExplainedOnItsOwn) {
 // answers every held call with "late" when it gets "release".
 class HoldingActor final : public v1::ActorService::Service {
  public:
-  grpc::Status CallStream(grpc::ServerContext*,
-                          grpc::ServerReaderWriter<v1::ActorResultBatch, v1::ActorCallBatch>* stream) override {
+  grpc::Status CallStream(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<v1::ActorResultBatch, v1::ActorCallBatch>* stream) override {
     std::vector<uint64_t> held;
     for (v1::ActorCallBatch in; stream->Read(&in);) {
       v1::ActorResultBatch out;
@@ -162,7 +164,8 @@ TEST(ClientCallDeadlineTest, EachStreamedCallFailsAtItsOwnDeadlineAndTheOthersGo
                                                 absl::Milliseconds(2700)};
   std::vector<CallFuture> held;
   // Enqueued latest deadline first: each is a new earliest deadline of the stream.
-  for (auto t = timeouts.rbegin(); t != timeouts.rend(); ++t) held.push_back((*client)->CallAsync(*actor, "hold", "", *t));
+  for (auto t = timeouts.rbegin(); t != timeouts.rend(); ++t)
+    held.push_back((*client)->CallAsync(*actor, "hold", "", *t));
   std::reverse(held.begin(), held.end());
   EXPECT_EQ(*(*client)->Call(*actor, "now", ""), "now") << "a call after held ones is answered";
   for (size_t i = 0; i < held.size(); ++i) {

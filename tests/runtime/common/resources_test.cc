@@ -50,18 +50,26 @@ TEST(ResourceSetTest, RejectsBadInputNamingTheField) {
     const char* text;
     const char* needle;
   } cases[] = {
-      {"CPU=-1", "CPU"},           {"GPU=nan", "GPU"},         {"GPU=inf", "GPU"},
-      {"memory=4Gb", "unit"},      {"memory=x", "memory"},     {"CPU", "NAME=VALUE"},
-      {"=3", "NAME=VALUE"},        {"CPU=1,CPU=2", "twice"},   {"cpu=4", "did you mean"},
-      {"CPU=abc", "CPU"},          {"9lives=1", "start with"}, {"a b=1", "outside"},
-      {"GPU=0.00001", "granularity"}, {"CPU=1e300", "too large"},
+      {"CPU=-1", "CPU"},
+      {"GPU=nan", "GPU"},
+      {"GPU=inf", "GPU"},
+      {"memory=4Gb", "unit"},
+      {"memory=x", "memory"},
+      {"CPU", "NAME=VALUE"},
+      {"=3", "NAME=VALUE"},
+      {"CPU=1,CPU=2", "twice"},
+      {"cpu=4", "did you mean"},
+      {"CPU=abc", "CPU"},
+      {"9lives=1", "start with"},
+      {"a b=1", "outside"},
+      {"GPU=0.00001", "granularity"},
+      {"CPU=1e300", "too large"},
   };
   for (const auto& c : cases) {
     auto r = ResourceSet::Parse(c.text);
     ASSERT_FALSE(r.ok()) << c.text;
     EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << c.text;
-    EXPECT_NE(r.status().message().find(c.needle), std::string::npos)
-        << c.text << " -> " << r.status();
+    EXPECT_NE(r.status().message().find(c.needle), std::string::npos) << c.text << " -> " << r.status();
   }
   EXPECT_TRUE(ResourceSet::Parse("").ok());
   EXPECT_FALSE(ResourceSet::FromMap({{"GPU", std::nan("")}}).ok());

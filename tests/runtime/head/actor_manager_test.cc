@@ -28,12 +28,12 @@ TEST(ActorManagerTest, BatchSettlesEachItemOnItsOwn) {
   auto head = OpenTestHead(store, clock, workers);
   AddGpuNode(*head, 3000, 4);
   std::vector<absl::StatusOr<v1::ActorInfo>> r =
-      CreateBatch(head->actors(), {Spec("echo", 1, "a"),    // fits
-                                Spec("", 1),             // invalid: no class
-                                Spec("echo", 16),        // can never fit this cluster
-                                Spec("echo", 1, "a"),    // name taken by the first item
-                                Spec("broken", 1),       // placed, but its constructor fails
-                                Spec("echo", 2)});       // fits beside the first
+      CreateBatch(head->actors(), {Spec("echo", 1, "a"),  // fits
+                                   Spec("", 1),           // invalid: no class
+                                   Spec("echo", 16),      // can never fit this cluster
+                                   Spec("echo", 1, "a"),  // name taken by the first item
+                                   Spec("broken", 1),     // placed, but its constructor fails
+                                   Spec("echo", 2)});     // fits beside the first
   ASSERT_EQ(r.size(), 6u);
   ASSERT_TRUE(r[0].ok()) << r[0].status();
   EXPECT_EQ(r[0]->state(), v1::ACTOR_ALIVE);
@@ -67,7 +67,8 @@ TEST(ActorManagerTest, CreateWaitsForTheWorkerWithoutHoldingTheCaller) {
   AddGpuNode(*head, 3001, 2);
   std::optional<absl::StatusOr<v1::ActorInfo>> first, second;
   head->actors().CreateAsync(Spec("echo", 1), [&](absl::StatusOr<v1::ActorInfo> a) { first = std::move(a); });
-  head->actors().CreateAsync(Spec("echo", 1), [&](absl::StatusOr<v1::ActorInfo> a) { second = std::move(a); });
+  head->actors().CreateAsync(Spec("echo", 1),
+                             [&](absl::StatusOr<v1::ActorInfo> a) { second = std::move(a); });
   // Both returned at once, both PENDING with their GPUs booked, waiting for the worker.
   EXPECT_FALSE(first.has_value());
   EXPECT_FALSE(second.has_value());
@@ -124,7 +125,8 @@ TEST(ActorManagerTest, ActorNamesAreUniqueAmongLiveActorsThroughRestartsDeathsAn
   crash.set_description("exit code 1");
   head->actors().OnActorExit(*NodeId::Parse(first->node_id()), crash);
   EXPECT_TRUE(absl::IsAlreadyExists(head->actors().Create(engine).status()));
-  absl::StatusOr<v1::ActorInfo> restarted = AwaitActorState(head->actors(), first->actor_id(), v1::ACTOR_ALIVE);
+  absl::StatusOr<v1::ActorInfo> restarted =
+      AwaitActorState(head->actors(), first->actor_id(), v1::ACTOR_ALIVE);
   ASSERT_TRUE(restarted.ok()) << restarted.status();
   EXPECT_EQ(restarted->restarts(), 1);
   EXPECT_TRUE(absl::IsAlreadyExists(head->actors().Create(engine).status()));

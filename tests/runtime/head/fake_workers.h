@@ -17,7 +17,8 @@ namespace skyrl::testing {
 
 class FakeWorkers final : public head::WorkerClient {
  public:
-  absl::StatusOr<v1::StartActorReply> StartActor(const std::string& address, const v1::StartActorRequest& req) override {
+  absl::StatusOr<v1::StartActorReply> StartActor(const std::string& address,
+                                                 const v1::StartActorRequest& req) override {
     return Reply(address, req);
   }
   absl::Status KillActor(const std::string&, const std::string& id) override {
@@ -25,7 +26,8 @@ class FakeWorkers final : public head::WorkerClient {
     killed_.push_back(id);
     return absl::OkStatus();
   }
-  void StartActorAsync(const std::string& address, const v1::StartActorRequest& req, StartDone done) override {
+  void StartActorAsync(const std::string& address, const v1::StartActorRequest& req,
+                       StartDone done) override {
     if (!hold.load()) return done(Reply(address, req));
     absl::MutexLock lock(&mu_);
     parked_.push_back([this, address, req, done = std::move(done)] { done(Reply(address, req)); });
@@ -53,8 +55,10 @@ class FakeWorkers final : public head::WorkerClient {
   std::string actor_address;
 
  private:
-  absl::StatusOr<v1::StartActorReply> Reply(const std::string& address, const v1::StartActorRequest& req) const {
-    if (req.class_name() == "broken") return absl::FailedPreconditionError("constructor of broken failed: no config");
+  absl::StatusOr<v1::StartActorReply> Reply(const std::string& address,
+                                            const v1::StartActorRequest& req) const {
+    if (req.class_name() == "broken")
+      return absl::FailedPreconditionError("constructor of broken failed: no config");
     v1::StartActorReply r;
     r.set_address(actor_address.empty() ? absl::StrCat(address, "/", req.actor_id()) : actor_address);
     return r;

@@ -45,19 +45,26 @@ inline absl::Status Check(Head& h) {
   for (const v1::ActorInfo& a : h.actors().List()) {
     if (a.state() != v1::ACTOR_PENDING && a.state() != v1::ACTOR_ALIVE) continue;
     bool grouped = !a.spec().placement_group_id().empty();
-    recorded.push_back({a.actor_id(), a.node_id(), ToResources(a.spec().resources()),
-                        {a.gpu_ids().begin(), a.gpu_ids().end()}, a.spec().placement_group_id(),
+    recorded.push_back({a.actor_id(),
+                        a.node_id(),
+                        ToResources(a.spec().resources()),
+                        {a.gpu_ids().begin(), a.gpu_ids().end()},
+                        a.spec().placement_group_id(),
                         grouped ? a.bundle_index() : -1});
   }
   for (const v1::PlacementGroupInfo& g : h.groups().List()) {
     if (g.state() != v1::PG_CREATED && g.state() != v1::PG_RESCHEDULING) continue;
     for (int i = 0; i < g.bundles_size(); ++i)
       if (!g.bundles(i).node_id().empty())
-        recorded.push_back({absl::StrCat(g.placement_group_id(), "#", i), g.bundles(i).node_id(),
+        recorded.push_back({absl::StrCat(g.placement_group_id(), "#", i),
+                            g.bundles(i).node_id(),
                             ToResources(g.spec().bundles(i).resources()),
-                            {g.bundles(i).gpu_ids().begin(), g.bundles(i).gpu_ids().end()}, g.placement_group_id(), i});
+                            {g.bundles(i).gpu_ids().begin(), g.bundles(i).gpu_ids().end()},
+                            g.placement_group_id(),
+                            i});
   }
-  return h.resources().With([&](const scheduler::Cluster& c) { return scheduler::CheckInvariants(specs, recorded, &c); });
+  return h.resources().With(
+      [&](const scheduler::Cluster& c) { return scheduler::CheckInvariants(specs, recorded, &c); });
 }
 
 // Keys of a store table, sorted.
@@ -113,8 +120,8 @@ inline v1::ActorSpec Spec(const std::string& cls, double gpus, const std::string
 }
 
 // PlacementGroupManager::WaitAsync, blocking the test until it is settled.
-inline absl::StatusOr<v1::PlacementGroupInfo> WaitFor(PlacementGroupManager& groups, const PlacementGroupId& id,
-                                               absl::Duration timeout) {
+inline absl::StatusOr<v1::PlacementGroupInfo> WaitFor(PlacementGroupManager& groups,
+                                                      const PlacementGroupId& id, absl::Duration timeout) {
   absl::StatusOr<v1::PlacementGroupInfo> out = absl::UnknownError("WaitAsync never settled");
   absl::Notification done;
   groups.WaitAsync(id, timeout, [&](absl::StatusOr<v1::PlacementGroupInfo> g) {
@@ -125,7 +132,8 @@ inline absl::StatusOr<v1::PlacementGroupInfo> WaitFor(PlacementGroupManager& gro
   return out;
 }
 
-inline std::vector<absl::StatusOr<v1::ActorInfo>> CreateBatch(ActorManager& actors, std::vector<v1::ActorSpec> specs) {
+inline std::vector<absl::StatusOr<v1::ActorInfo>> CreateBatch(ActorManager& actors,
+                                                              std::vector<v1::ActorSpec> specs) {
   std::vector<absl::StatusOr<v1::ActorInfo>> out;
   absl::Notification done;
   actors.CreateBatchAsync(std::move(specs), [&](std::vector<absl::StatusOr<v1::ActorInfo>> r) {
@@ -137,14 +145,17 @@ inline std::vector<absl::StatusOr<v1::ActorInfo>> CreateBatch(ActorManager& acto
 }
 
 // The actor that `id` names once it is `state`, polled: restarts run on threads of their own.
-inline absl::StatusOr<v1::ActorInfo> AwaitActorState(ActorManager& actors, const std::string& id, v1::ActorState state) {
+inline absl::StatusOr<v1::ActorInfo> AwaitActorState(ActorManager& actors, const std::string& id,
+                                                     v1::ActorState state) {
   absl::StatusOr<v1::ActorInfo> a;
-  for (absl::Time end = absl::Now() + absl::Seconds(10); absl::Now() < end; absl::SleepFor(absl::Milliseconds(5))) {
+  for (absl::Time end = absl::Now() + absl::Seconds(10); absl::Now() < end;
+       absl::SleepFor(absl::Milliseconds(5))) {
     a = actors.Get(*ActorId::Parse(id));
     if (a.ok() && a->state() == state) return a;
   }
-  return absl::DeadlineExceededError(absl::StrCat("actor ", id, " never became ", v1::ActorState_Name(state), ": ",
-                                                  a.ok() ? v1::ActorState_Name(a->state()) : a.status().ToString()));
+  return absl::DeadlineExceededError(
+      absl::StrCat("actor ", id, " never became ", v1::ActorState_Name(state), ": ",
+                   a.ok() ? v1::ActorState_Name(a->state()) : a.status().ToString()));
 }
 
 }  // namespace skyrl::head

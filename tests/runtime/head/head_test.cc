@@ -80,7 +80,9 @@ TEST_P(HeadTest, TablesAndSchedulerAgreeThroughRandomOperationsAndRestarts) {
     } else if (op < 46) {
       std::vector<v1::PlacementGroupInfo> groups = head->groups().List();
       if (!groups.empty()) {
-        ASSERT_TRUE(head->groups().Remove(*PlacementGroupId::Parse(groups[rng() % groups.size()].placement_group_id())).ok());
+        ASSERT_TRUE(head->groups()
+                        .Remove(*PlacementGroupId::Parse(groups[rng() % groups.size()].placement_group_id()))
+                        .ok());
       }
     } else if (op < 76) {
       v1::ActorSpec spec;
@@ -97,7 +99,8 @@ TEST_P(HeadTest, TablesAndSchedulerAgreeThroughRandomOperationsAndRestarts) {
       if (a.ok()) {
         ++created_actors;
       } else {
-        ASSERT_TRUE(absl::IsResourceExhausted(a.status()) || absl::IsFailedPrecondition(a.status())) << a.status();
+        ASSERT_TRUE(absl::IsResourceExhausted(a.status()) || absl::IsFailedPrecondition(a.status()))
+            << a.status();
       }
     } else if (op < 92) {
       std::vector<v1::ActorInfo> live;
@@ -123,9 +126,11 @@ TEST_P(HeadTest, TablesAndSchedulerAgreeThroughRandomOperationsAndRestarts) {
     head->groups().RetryPending();
     clock.Advance(absl::Milliseconds(1 + rng() % 3));
     absl::Status ok = Check(*head);
-    ASSERT_TRUE(ok.ok()) << "seed " << seed << " keep " << keep << " step " << step << " op " << op << ": " << ok;
+    ASSERT_TRUE(ok.ok()) << "seed " << seed << " keep " << keep << " step " << step << " op " << op << ": "
+                         << ok;
     ok = CheckRetention(*head, store, keep);
-    ASSERT_TRUE(ok.ok()) << "seed " << seed << " keep " << keep << " step " << step << " op " << op << ": " << ok;
+    ASSERT_TRUE(ok.ok()) << "seed " << seed << " keep " << keep << " step " << step << " op " << op << ": "
+                         << ok;
   }
   EXPECT_GT(created_groups, 3);
   EXPECT_GT(created_actors, 3);
@@ -133,7 +138,8 @@ TEST_P(HeadTest, TablesAndSchedulerAgreeThroughRandomOperationsAndRestarts) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, HeadTest,
-                         ::testing::Combine(::testing::Range(1, 7), ::testing::Values(size_t(kDefaultKeepTerminal))));
+                         ::testing::Combine(::testing::Range(1, 7),
+                                            ::testing::Values(size_t(kDefaultKeepTerminal))));
 // The same with eviction on nearly every death and removal (0 keeps none).
 INSTANTIATE_TEST_SUITE_P(SmallRetention, HeadTest,
                          ::testing::Combine(::testing::Range(1, 4), ::testing::Values(size_t(0), size_t(2))));

@@ -95,7 +95,8 @@ TEST_F(NodeManagerTest, RejectsBadDescriptionsNamingTheField) {
 TEST(NodeManagerStallTest, AHeadThatStalledGivesNodesAFreshWindow) {
   store::MemoryStore store;
   FakeClock clock;
-  NodeManager nodes(store, clock, {absl::Seconds(1), 5, /*stall_grace=*/absl::Seconds(2), /*isolation_guard=*/false});
+  NodeManager nodes(store, clock,
+                    {absl::Seconds(1), 5, /*stall_grace=*/absl::Seconds(2), /*isolation_guard=*/false});
   NodeId id = *nodes.Register(Node());
   EXPECT_TRUE(nodes.CheckLiveness().empty());
   clock.Advance(absl::Seconds(30));  // the head was blocked: no check, no heartbeat

@@ -34,7 +34,8 @@ TEST(PlacementGroupManagerTest, GroupNamesAreUniqueAmongLiveGroupsAndSurviveARes
   ASSERT_TRUE(first.ok()) << first.status();
   absl::StatusOr<v1::PlacementGroupInfo> again = head->groups().Create(named);
   EXPECT_TRUE(absl::IsAlreadyExists(again.status())) << again.status();
-  EXPECT_NE(again.status().message().find(first->placement_group_id()), absl::string_view::npos) << again.status();
+  EXPECT_NE(again.status().message().find(first->placement_group_id()), absl::string_view::npos)
+      << again.status();
   v1::PlacementGroupSpec other_ns = named;
   other_ns.set_namespace_("eval");
   EXPECT_TRUE(head->groups().Create(other_ns).ok()) << "the same name in another namespace is another group";
@@ -66,7 +67,7 @@ TEST(PlacementGroupManagerTest, WaitAsyncIsSettledByChangeTimeoutOrStop) {
   // Already placed: answered inline.
   std::optional<absl::StatusOr<v1::PlacementGroupInfo>> now;
   head->groups().WaitAsync(*PlacementGroupId::Parse(holder->placement_group_id()), absl::Seconds(5),
-                        [&](absl::StatusOr<v1::PlacementGroupInfo> g) { now = std::move(g); });
+                           [&](absl::StatusOr<v1::PlacementGroupInfo> g) { now = std::move(g); });
   ASSERT_TRUE(now.has_value() && now->ok());
   // Pending: a short wait times out with the reason, from the wait thread.
   absl::Notification timed_out;
@@ -96,15 +97,16 @@ TEST(PlacementGroupManagerTest, WaitAsyncIsSettledByChangeTimeoutOrStop) {
   absl::Notification stopped;
   absl::Status stop_status;
   head->groups().WaitAsync(*PlacementGroupId::Parse(third->placement_group_id()), absl::Seconds(600),
-                        [&](absl::StatusOr<v1::PlacementGroupInfo> g) {
-                          stop_status = g.status();
-                          stopped.Notify();
-                        });
+                           [&](absl::StatusOr<v1::PlacementGroupInfo> g) {
+                             stop_status = g.status();
+                             stopped.Notify();
+                           });
   head->groups().StopWaits();
   ASSERT_TRUE(stopped.WaitForNotificationWithTimeout(absl::Seconds(5)));
   EXPECT_TRUE(absl::IsUnavailable(stop_status)) << stop_status;
   std::optional<absl::StatusOr<v1::PlacementGroupInfo>> late;
-  head->groups().WaitAsync(wid, absl::Seconds(5), [&](absl::StatusOr<v1::PlacementGroupInfo> g) { late = std::move(g); });
+  head->groups().WaitAsync(wid, absl::Seconds(5),
+                           [&](absl::StatusOr<v1::PlacementGroupInfo> g) { late = std::move(g); });
   ASSERT_TRUE(late.has_value());
   EXPECT_TRUE(absl::IsUnavailable(late->status())) << late->status();
 }

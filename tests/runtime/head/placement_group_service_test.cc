@@ -42,12 +42,12 @@ TEST(PlacementGroupServiceTest, CreatePlacementGroupsOverGrpcAnswersPerItem) {
     return spec;
   };
   v1::CreatePlacementGroupsRequest req;
-  *req.add_specs() = group(2, "trainer");  // fits
+  *req.add_specs() = group(2, "trainer");       // fits
   *req.add_specs() = v1::PlacementGroupSpec();  // invalid: no bundles
-  *req.add_specs() = group(16, "huge");  // can never fit a 4-GPU cluster
-  *req.add_specs() = group(1, "trainer");  // name taken by the first item
-  *req.add_specs() = group(2, "engines");  // fits beside the first
-  *req.add_specs() = group(1, "late");  // fits later: PENDING, with the reason
+  *req.add_specs() = group(16, "huge");         // can never fit a 4-GPU cluster
+  *req.add_specs() = group(1, "trainer");       // name taken by the first item
+  *req.add_specs() = group(2, "engines");       // fits beside the first
+  *req.add_specs() = group(1, "late");          // fits later: PENDING, with the reason
   v1::CreatePlacementGroupsReply reply;
   grpc::ClientContext ctx;
   rpc::PrepareCall(&ctx, token, absl::Seconds(10));

@@ -44,7 +44,8 @@ std::vector<std::string> IdsIn(const std::vector<v1::ActorInfo>& actors, v1::Act
   return out;
 }
 
-std::vector<std::string> IdsIn(const std::vector<v1::PlacementGroupInfo>& groups, v1::PlacementGroupState state) {
+std::vector<std::string> IdsIn(const std::vector<v1::PlacementGroupInfo>& groups,
+                               v1::PlacementGroupState state) {
   std::vector<std::string> out;
   for (const auto& g : groups)
     if (g.state() == state) out.push_back(g.placement_group_id());
@@ -156,7 +157,8 @@ TEST(RetentionTest, KeepsTheMostRecentTerminalRecordsInMemoryAndStoreAcrossResta
     if (a.state() == v1::ACTOR_DEAD) EXPECT_GT(a.died_unix_ms(), 0) << a.actor_id();
   }
   for (const v1::PlacementGroupInfo& g : head->groups().List()) {
-    if (g.state() == v1::PG_REMOVED) EXPECT_GE(g.removed_unix_ms(), g.created_unix_ms()) << g.placement_group_id();
+    if (g.state() == v1::PG_REMOVED)
+      EXPECT_GE(g.removed_unix_ms(), g.created_unix_ms()) << g.placement_group_id();
   }
 
   // What callers see: an evicted record is NotFound; a kept one still answers as before.
@@ -170,7 +172,8 @@ TEST(RetentionTest, KeepsTheMostRecentTerminalRecordsInMemoryAndStoreAcrossResta
   absl::StatusOr<v1::ActorInfo> kept = head->actors().Get(*ActorId::Parse(dead.back()));
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_EQ(kept->state(), v1::ACTOR_DEAD);
-  EXPECT_TRUE(head->actors().Kill(*ActorId::Parse(dead.back())).ok()) << "killing a kept DEAD actor is a no-op";
+  EXPECT_TRUE(head->actors().Kill(*ActorId::Parse(dead.back())).ok())
+      << "killing a kept DEAD actor is a no-op";
   EXPECT_TRUE(absl::IsFailedPrecondition(
       WaitFor(head->groups(), *PlacementGroupId::Parse(removed.back()), absl::ZeroDuration()).status()));
 
@@ -205,7 +208,8 @@ TEST(RetentionTest, KeepsTheMostRecentTerminalRecordsInMemoryAndStoreAcrossResta
   *old_group.mutable_spec() = CpuGroup();
   old_group.set_state(v1::PG_REMOVED);
   old_group.set_created_unix_ms(absl::ToUnixMillis(clock.Now()) + 1000);
-  ASSERT_TRUE(store.Put(kPlacementGroupsTable, old_group.placement_group_id(), old_group.SerializeAsString()).ok());
+  ASSERT_TRUE(
+      store.Put(kPlacementGroupsTable, old_group.placement_group_id(), old_group.SerializeAsString()).ok());
   head = OpenTestHead(store, clock, workers, keep3);
   removed.push_back(old_group.placement_group_id());
   expect_tables(*head, Last(removed, 3), Last(dead, 3), "old records");
@@ -214,7 +218,7 @@ TEST(RetentionTest, KeepsTheMostRecentTerminalRecordsInMemoryAndStoreAcrossResta
   head.reset();
   head = OpenTestHead(store, clock, workers, RetentionOptions{1});
   expect_tables(*head, Last(removed, 1), Last(dead, 1), "restarted with --keep-terminal 1");
-  EXPECT_EQ(StoredKeys(store, kActorsTable).size(), 2u + 1u + 1u);       // ALIVE, RESTARTING, DEAD
+  EXPECT_EQ(StoredKeys(store, kActorsTable).size(), 2u + 1u + 1u);      // ALIVE, RESTARTING, DEAD
   EXPECT_EQ(StoredKeys(store, kPlacementGroupsTable).size(), 2u + 1u);  // CREATED, REMOVED
 }
 
@@ -228,7 +232,8 @@ TEST(RetentionTest, KeepNoneForgetsEachAtOnceEvenWhileItsStartIsInFlight) {
   // Killed while its start is in flight: evicted at once, so the late start finds no actor,
   // answers NotFound, and the process it started is killed.
   std::optional<absl::StatusOr<v1::ActorInfo>> created;
-  head->actors().CreateAsync(Spec("echo", 1), [&](absl::StatusOr<v1::ActorInfo> a) { created = std::move(a); });
+  head->actors().CreateAsync(Spec("echo", 1),
+                             [&](absl::StatusOr<v1::ActorInfo> a) { created = std::move(a); });
   std::vector<v1::ActorInfo> listed = head->actors().List();
   ASSERT_EQ(listed.size(), 1u);
   ActorId id = *ActorId::Parse(listed[0].actor_id());
@@ -239,7 +244,8 @@ TEST(RetentionTest, KeepNoneForgetsEachAtOnceEvenWhileItsStartIsInFlight) {
   ASSERT_TRUE(created.has_value());
   EXPECT_TRUE(absl::IsNotFound(created->status())) << created->status();
   std::vector<std::string> killed = workers.Killed();
-  EXPECT_EQ(std::count(killed.begin(), killed.end(), id.ToString()), 2) << "the kill, and the late start's process";
+  EXPECT_EQ(std::count(killed.begin(), killed.end(), id.ToString()), 2)
+      << "the kill, and the late start's process";
   // A constructor error: the creator still gets the DEAD actor with the reason, then it is gone.
   workers.hold = false;
   absl::StatusOr<v1::ActorInfo> broken = head->actors().Create(Spec("broken", 1));

@@ -57,8 +57,7 @@ TEST_F(LoadTokenTest, BadTokensAreRejectedNamingTheSource) {
   auto s = LoadToken(file, false).status();
   EXPECT_TRUE(absl::IsInvalidArgument(s));
   EXPECT_NE(s.message().find("--token-file"), std::string::npos) << s;
-  EXPECT_NE(LoadToken(home_ + "/missing", false).status().message().find("--token-file"),
-            std::string::npos);
+  EXPECT_NE(LoadToken(home_ + "/missing", false).status().message().find("--token-file"), std::string::npos);
   setenv("SKYRL_TOKEN", "has a space in it, too long", 1);
   EXPECT_NE(LoadToken("", false).status().message().find("$SKYRL_TOKEN"), std::string::npos);
 }

@@ -115,8 +115,7 @@ TEST(RedisStoreTest, KilledAndRestartedServerLosesNothingAcknowledged) {
   absl::SleepFor(absl::Milliseconds(300));  // writes stall while the server is down
   ASSERT_TRUE((*server)->Restart().ok());
   absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (acknowledged.load() < at_kill + 300 && absl::Now() < deadline)
-    absl::SleepFor(absl::Milliseconds(5));
+  while (acknowledged.load() < at_kill + 300 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
   stop = true;
   writer.join();
   ASSERT_TRUE(failures.empty()) << failures[0];
@@ -132,8 +131,7 @@ TEST(RedisStoreTest, KilledAndRestartedServerLosesNothingAcknowledged) {
     ASSERT_TRUE(keys.contains(key)) << "acknowledged write " << key << " was lost";
   }
   EXPECT_EQ(*store.Get("jobs", "job-0"), "value-0");
-  EXPECT_EQ(*store.Get("jobs", "job-" + std::to_string(at_kill - 1)),
-            "value-" + std::to_string(at_kill - 1));
+  EXPECT_EQ(*store.Get("jobs", "job-" + std::to_string(at_kill - 1)), "value-" + std::to_string(at_kill - 1));
 }
 
 }  // namespace

@@ -136,8 +136,9 @@ TEST_P(StoreContractTest, ConcurrentCompareAndSetIncrementsLoseNothing) {
 
 TEST_P(StoreContractTest, BatchAppliesPutsAndDeletes) {
   ASSERT_TRUE(store_->Put("b", "gone", "x").ok());
-  ASSERT_TRUE(store_->Apply({Write::Put("b", "k1", "1"), Write::Put("b2", "k2", "2"),
-                             Write::Delete("b", "gone"), Write::Put("b", "k1", "1b")})
+  ASSERT_TRUE(store_
+                  ->Apply({Write::Put("b", "k1", "1"), Write::Put("b2", "k2", "2"),
+                           Write::Delete("b", "gone"), Write::Put("b", "k1", "1b")})
                   .ok());
   EXPECT_EQ(*store_->Get("b", "k1"), "1b");
   EXPECT_EQ(*store_->Get("b2", "k2"), "2");

@@ -35,7 +35,8 @@ class FlakyStore final : public Store {
     if (Down()) return absl::UnavailableError("backend down");
     return real_.Scan(t, p);
   }
-  absl::StatusOr<bool> CompareAndSet(absl::string_view t, absl::string_view k, std::optional<absl::string_view> e,
+  absl::StatusOr<bool> CompareAndSet(absl::string_view t, absl::string_view k,
+                                     std::optional<absl::string_view> e,
                                      std::optional<absl::string_view> d) override {
     if (Down()) return absl::UnavailableError("backend down");
     return real_.CompareAndSet(t, k, e, d);

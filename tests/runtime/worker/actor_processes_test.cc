@@ -16,12 +16,13 @@ class ActorProcessesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = testing::MakeTempDir("actors");
-    procs_ = std::make_unique<ActorProcesses>(ActorProcessesOptions{
-        .log_dir = dir_, .tail_lines = 20, .poll_period = absl::Milliseconds(5),
-        .on_exit = [this](const ActorExit& e) {
-          absl::MutexLock lock(&mu_);
-          exits_.push_back(e);
-        }});
+    procs_ = std::make_unique<ActorProcesses>(ActorProcessesOptions{.log_dir = dir_,
+                                                                    .tail_lines = 20,
+                                                                    .poll_period = absl::Milliseconds(5),
+                                                                    .on_exit = [this](const ActorExit& e) {
+                                                                      absl::MutexLock lock(&mu_);
+                                                                      exits_.push_back(e);
+                                                                    }});
   }
   void TearDown() override {
     procs_.reset();
@@ -53,8 +54,10 @@ class ActorProcessesTest : public ::testing::Test {
 };
 
 TEST_F(ActorProcessesTest, ActorSeesExactlyItsGpusAndItsExitCodeIsReported) {
-  ActorLaunch l = Shell("echo gpus=$CUDA_VISIBLE_DEVICES id=$SKYRL_ACTOR_ID env=$SKYRL_TEST; "
-                        "echo failing >&2; exit 3", {3, 5});
+  ActorLaunch l = Shell(
+      "echo gpus=$CUDA_VISIBLE_DEVICES id=$SKYRL_ACTOR_ID env=$SKYRL_TEST; "
+      "echo failing >&2; exit 3",
+      {3, 5});
   ASSERT_TRUE(procs_->Launch(l).ok());
   auto e = WaitExit(l.actor_id);
   ASSERT_TRUE(e.has_value());

@@ -11,7 +11,8 @@ namespace {
 
 class FakeHead final : public HeadApi {
  public:
-  absl::StatusOr<v1::RegisterNodeReply> RegisterNode(const v1::RegisterNodeRequest& req, absl::Duration) override {
+  absl::StatusOr<v1::RegisterNodeReply> RegisterNode(const v1::RegisterNodeRequest& req,
+                                                     absl::Duration) override {
     ++registers;
     registered_with = req.node();
     if (!down.ok()) return down;
@@ -22,7 +23,8 @@ class FakeHead final : public HeadApi {
     r.set_was_dead(was_dead);
     return r;
   }
-  absl::StatusOr<v1::HeartbeatReply> Heartbeat(const v1::HeartbeatRequest& req, absl::Duration timeout) override {
+  absl::StatusOr<v1::HeartbeatReply> Heartbeat(const v1::HeartbeatRequest& req,
+                                               absl::Duration timeout) override {
     ++heartbeats;
     last_timeout = timeout;
     last_peers_version = req.peers_version();
@@ -40,11 +42,11 @@ class FakeHead final : public HeadApi {
     ++reconnects;
     if (fresh_connection_works) down = absl::OkStatus();
   }
-  absl::Status down;  // what every call answers while not OK
+  absl::Status down;                    // what every call answers while not OK
   bool fresh_connection_works = false;  // Reconnect() ends `down` (a connection in backoff)
   int reconnects = 0;
   bool forget = false, was_dead = false;
-  int misses = 4;     // dead after 2 s; fencing after 1 s
+  int misses = 4;  // dead after 2 s; fencing after 1 s
   std::vector<std::string> peers = {"peer-a:1", "peer-b:1"};
   int registers = 0, heartbeats = 0;
   uint64_t last_peers_version = 0;
@@ -54,7 +56,8 @@ class FakeHead final : public HeadApi {
 
 class FakePeers final : public PeerApi {
  public:
-  absl::StatusOr<v1::HeadContactReply> HeadContact(const std::string& address, absl::Duration timeout) override {
+  absl::StatusOr<v1::HeadContactReply> HeadContact(const std::string& address,
+                                                   absl::Duration timeout) override {
     absl::MutexLock lock(&mu);  // asked from several threads at once
     ++asked;
     last_timeout = timeout;
@@ -73,7 +76,9 @@ class FakePeers final : public PeerApi {
 class FakeActors final : public LocalActors {
  public:
   std::vector<ActorId> Running() const override { return running; }
-  void Stop(const std::vector<ActorId>& ids) override { stopped.insert(stopped.end(), ids.begin(), ids.end()); }
+  void Stop(const std::vector<ActorId>& ids) override {
+    stopped.insert(stopped.end(), ids.begin(), ids.end());
+  }
   // Records the fences that killed something (calls with nothing running kill nothing).
   int Fence(const std::string& reason) override {
     int killed = int(running.size());
@@ -94,7 +99,8 @@ class HeadLinkTest : public ::testing::Test {
   }
   HeadLink& Link() {
     if (!link_)
-      link_.emplace(node_, head_, probe_, peers_, actors_, clock_, HeadLinkOptions{"head:7420", absl::Seconds(300)});
+      link_.emplace(node_, head_, probe_, peers_, actors_, clock_,
+                    HeadLinkOptions{"head:7420", absl::Seconds(300)});
     return *link_;
   }
   // Registers, then one heartbeat (which brings the peer list).
@@ -160,14 +166,16 @@ TEST_F(HeadLinkTest, ARegistrationRetriedAfterALostReplyStopsOnlyTheActorsFromBe
   head_.forget = false;
   head_.was_dead = true;  // the head says so again (no heartbeat since)
   Link().Round();
-  EXPECT_EQ(actors_.stopped, old_actors) << "the actor started after the head said it did not know the node stays";
+  EXPECT_EQ(actors_.stopped, old_actors)
+      << "the actor started after the head said it did not know the node stays";
 }
 
 TEST_F(HeadLinkTest, ARefusedNodeExitsAndAnUnreachableHeadEndsTheWorkerAfterTheRetryWindow) {
   head_.down = absl::UnauthenticatedError("bad token");
   EXPECT_EQ(Link().Round().exit_code, 2);
 
-  HeadLink patient(node_, head_, probe_, peers_, actors_, clock_, HeadLinkOptions{"head:7420", absl::Seconds(300)});
+  HeadLink patient(node_, head_, probe_, peers_, actors_, clock_,
+                   HeadLinkOptions{"head:7420", absl::Seconds(300)});
   head_.down = absl::UnavailableError("connection refused");
   clock_.Advance(absl::Seconds(299));
   EXPECT_FALSE(patient.Round().exit_code);
@@ -193,7 +201,8 @@ TEST_F(HeadLinkTest, FencesWhenAPeerReachesTheHead) {
   EXPECT_TRUE(Link().fenced());
   EXPECT_EQ(head_.reconnects, 1) << "the head was tried once more on a fresh connection first";
   EXPECT_EQ(head_.last_timeout, absl::Milliseconds(200)) << "requests to the head take at most T/10";
-  EXPECT_EQ(peers_.last_timeout, absl::Milliseconds(400)) << "a peer's answer (its own heartbeat) at most T/5";
+  EXPECT_EQ(peers_.last_timeout, absl::Milliseconds(400))
+      << "a peer's answer (its own heartbeat) at most T/5";
   Down(absl::Seconds(5));
   EXPECT_EQ(actors_.fences.size(), 1u) << "nothing more to fence";
   actors_.running.push_back(ActorId::Random());  // a start that was on its way
@@ -218,8 +227,9 @@ TEST_F(HeadLinkTest, APeersWordIsCheckedOnAFreshConnectionBeforeFencing) {
 TEST_F(HeadLinkTest, WithoutTheHeadRoundsComeEveryTenthOfTheThreshold) {
   Connect();
   head_.down = absl::UnavailableError("connection refused");
-  EXPECT_EQ(Link().Round().wait, absl::Milliseconds(200)) << "not the 500 ms period: the fencing decision must "
-                                                             "not slip past the threshold";
+  EXPECT_EQ(Link().Round().wait, absl::Milliseconds(200))
+      << "not the 500 ms period: the fencing decision must "
+         "not slip past the threshold";
 }
 
 TEST_F(HeadLinkTest, KeepsItsActorsWhileNoPeerReachesTheHeadAndFencesWhenOneDoes) {
@@ -268,7 +278,8 @@ TEST_F(HeadLinkTest, ALoneNodeOrAHeadWithoutTheGuardNeverFences) {
   head_.down = absl::OkStatus();
   head_.misses = 0;  // a head that predates fencing
   head_.peers = {"peer-a:1"};
-  HeadLink old(node_, head_, probe_, peers_, actors_, clock_, HeadLinkOptions{"head:7420", absl::ZeroDuration()});
+  HeadLink old(node_, head_, probe_, peers_, actors_, clock_,
+               HeadLinkOptions{"head:7420", absl::ZeroDuration()});
   old.Round();
   old.Round();
   Down(absl::Seconds(60));
