@@ -18,15 +18,15 @@
 # Either way it runs the NCCL tests and writes under $OUT (at most 8 files come back):
 #   env.log      GPUs, driver, toolkit, the NCCL library used and its version
 #   build.log    configure and build (or why the carried binaries were used)
-#   nccl_test.log, nccl_contract_test.log          gtest output (NCCL_DEBUG=WARN)
-#   nccl_test.xml, nccl_contract_test.xml          gtest XML
+#   nccl_transport_test.log, nccl_contract_test.log  gtest output (NCCL_DEBUG=WARN)
+#   nccl_transport_test.xml, nccl_contract_test.xml  gtest XML
 #   summary.txt  passed / failed / skipped per binary, and the exit status
 # Exit status: 0 when every test passed or skipped, 1 when one failed, 2 when nothing could run.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 pack_dir="$root/.nccl_check"
-tests=(weight_sync_nccl_test weight_sync_nccl_contract_test)
+tests=(weight_sync_nccl_transport_test weight_sync_nccl_contract_test)
 
 pack() {
   set -e
