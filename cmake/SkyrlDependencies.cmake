@@ -39,3 +39,13 @@ if(NOT SKYRL_WITH_NCCL STREQUAL "OFF")
     message(FATAL_ERROR "SKYRL_WITH_NCCL=ON but the CUDA toolkit or NCCL was not found")
   endif()
 endif()
+
+# The Python package (python/): Debian's python3 (3.11, the one with python3-torch) and
+# pybind11. Without them the rest builds and the package is skipped, saying so.
+set(Python3_EXECUTABLE /usr/bin/python3 CACHE FILEPATH "the Python the skyrl_runtime package is built for")
+find_package(Python3 COMPONENTS Interpreter Development.Module)
+find_package(pybind11 CONFIG QUIET)
+set(SKYRL_HAVE_PYTHON OFF)
+if(Python3_FOUND AND pybind11_FOUND)
+  set(SKYRL_HAVE_PYTHON ON)
+endif()

@@ -1,0 +1,255 @@
+// skyrl_runtime._native: the Python package's native part, a thin pybind11 layer over the C++
+// client (runtime/client/client.h). Calls, streams, deadlines, ordering and restarts have one
+// implementation, in C++; this file converts arguments and errors at the edge. Every call
+// that may wait releases the GIL.
+//
+// Errors: absl::Status becomes skyrl_runtime._native.Error(code, message), `code` the
+// canonical name ("UNAVAILABLE", "NOT_FOUND", ...), so Python decides on codes as C++ does.
+#include <pybind11/eval.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <future>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/client/client.h"
+#include "runtime/rpc/auth.h"
+#include "runtime/rpc/channel.h"
+#include "runtime/rpc/status.h"
+#include "skyrl/node.grpc.pb.h"
+
+namespace py = pybind11;
+
+namespace skyrl::python {
+namespace {
+
+// The Error class, created at import; never freed (Python may outlive static destructors).
+PyObject* g_error = nullptr;
+
+[[noreturn]] void Raise(const absl::Status& s) {
+  py::object e = py::reinterpret_borrow<py::object>(g_error)(absl::StatusCodeToString(s.code()),
+                                                             std::string(s.message()));
+  PyErr_SetObject(g_error, e.ptr());
+  throw py::error_already_set();
+}
+
+template <typename T>
+T Unwrap(absl::StatusOr<T> v) {
+  if (!v.ok()) Raise(v.status());
+  return std::move(*v);
+}
+
+absl::Duration Seconds(double s) { return absl::Milliseconds(static_cast<int64_t>(s * 1000)); }
+
+// A call in flight: the C++ future, resolved once and kept (result() may be asked again).
+class CallFuture {
+ public:
+  explicit CallFuture(std::future<absl::StatusOr<std::string>> f) : f_(std::move(f)) {}
+  // Whether the result is here, without waiting.
+  bool done() {
+    if (result_) return true;
+    return f_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  }
+  // The result bytes; waits at most `timeout` seconds (None: as long as the call's own
+  // deadline). A wait that runs out raises Error("DEADLINE_EXCEEDED") and leaves the call
+  // going: result() may be asked again.
+  py::bytes result(std::optional<double> timeout) {
+    if (!result_) {
+      bool ready = true;
+      {
+        py::gil_scoped_release release;
+        if (timeout) {
+          ready = f_.wait_for(std::chrono::milliseconds(static_cast<int64_t>(*timeout * 1000))) ==
+                  std::future_status::ready;
+        } else {
+          f_.wait();
+        }
+      }
+      if (!ready) Raise(absl::DeadlineExceededError(absl::StrCat("get: no result within ", *timeout, " s")));
+      result_ = f_.get();
+    }
+    if (!result_->ok()) Raise(result_->status());
+    return py::bytes(**result_);
+  }
+
+ private:
+  std::future<absl::StatusOr<std::string>> f_;
+  std::optional<absl::StatusOr<std::string>> result_;
+};
+
+ActorOptions ToOptions(const std::string& init_args, const std::map<std::string, double>& resources,
+                       const std::string& name, const std::string& ns, int max_restarts, int max_concurrency,
+                       const std::string& placement_group_id, int bundle_index, bool detached,
+                       const std::string& host) {
+  ActorOptions o;
+  o.init_args = init_args;
+  o.resources = resources;
+  o.name = name;
+  o.ns = ns;
+  o.max_restarts = max_restarts;
+  o.max_concurrency = max_concurrency;
+  o.placement_group_id = placement_group_id;
+  o.bundle_index = bundle_index;
+  o.detached = detached;
+  o.host = host;
+  return o;
+}
+
+py::dict ActorDict(const v1::ActorInfo& a) {
+  py::dict d;
+  d["actor_id"] = a.actor_id();
+  d["class_name"] = a.spec().class_name();
+  d["name"] = a.spec().name();
+  d["namespace"] = a.spec().namespace_();
+  d["state"] = v1::ActorState_Name(a.state());
+  d["node_id"] = a.node_id();
+  d["address"] = a.address();
+  d["gpu_ids"] = std::vector<int>(a.gpu_ids().begin(), a.gpu_ids().end());
+  d["restarts"] = a.restarts();
+  d["death_reason"] = a.death_reason();
+  return d;
+}
+
+// The head's node table (NodeService.ListNodes), as dicts.
+py::list ListNodes(const std::string& address, const std::string& token, double timeout) {
+  v1::ListNodesReply reply;
+  absl::Status s;
+  {
+    py::gil_scoped_release release;
+    if (s = rpc::ValidateAddress("address", address); s.ok()) {
+      auto stub = v1::NodeService::NewStub(rpc::MakeChannel(address));
+      grpc::ClientContext ctx;
+      rpc::PrepareCall(&ctx, token, Seconds(timeout));
+      s = rpc::FromGrpc(stub->ListNodes(&ctx, v1::ListNodesRequest(), &reply));
+    }
+  }
+  if (!s.ok()) Raise(s);
+  py::list out;
+  for (const v1::NodeInfo& n : reply.nodes()) {
+    py::dict d;
+    d["node_id"] = n.node_id();
+    d["alive"] = n.state() == v1::NODE_ALIVE;
+    d["hostname"] = n.hostname();
+    d["address"] = n.address();
+    d["pid"] = n.pid();
+    d["resources"] = std::map<std::string, double>(n.resources_total().begin(), n.resources_total().end());
+    d["resources_available"] =
+        std::map<std::string, double>(n.resources_available().begin(), n.resources_available().end());
+    d["labels"] = std::map<std::string, std::string>(n.labels().begin(), n.labels().end());
+    d["gpu_ids"] = std::vector<int>(n.gpu_ids().begin(), n.gpu_ids().end());
+    d["death_reason"] = n.death_reason();
+    out.append(d);
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace skyrl::python
+
+PYBIND11_MODULE(_native, m) {
+  using namespace skyrl;
+  using namespace skyrl::python;
+  m.doc() = "SkyRL Runtime's C++ client, for the skyrl_runtime package";
+  py::dict scope = m.attr("__dict__");
+  py::exec(R"(
+class Error(RuntimeError):
+    """An error from the runtime: `code` is the canonical status name (e.g. "UNAVAILABLE")."""
+    def __init__(self, code, message):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+)",
+           scope);
+  g_error = m.attr("Error").ptr();
+  Py_INCREF(g_error);
+
+  py::class_<CallFuture, std::shared_ptr<CallFuture>>(m, "CallFuture")
+      .def("done", &CallFuture::done)
+      .def("result", &CallFuture::result, py::arg("timeout") = py::none());
+
+  py::class_<Client, std::shared_ptr<Client>>(m, "Client")
+      .def_static(
+          "connect",
+          [](const std::string& address, const std::string& token, double call_timeout) {
+            ClientOptions o;
+            o.call_timeout = Seconds(call_timeout);
+            std::unique_ptr<Client> c = Unwrap(Client::Connect(address, token, o));
+            return std::shared_ptr<Client>(std::move(c));
+          },
+          py::arg("address"), py::arg("token"), py::arg("call_timeout") = 60.0)
+      .def(
+          "create_actor",
+          [](Client& c, const std::string& class_name, py::bytes init_args,
+             const std::map<std::string, double>& resources, const std::string& name, const std::string& ns,
+             int max_restarts, int max_concurrency, const std::string& placement_group_id, int bundle_index,
+             bool detached, const std::string& host) {
+            ActorOptions o = ToOptions(init_args, resources, name, ns, max_restarts, max_concurrency,
+                                       placement_group_id, bundle_index, detached, host);
+            absl::StatusOr<ActorHandle> h;
+            {
+              py::gil_scoped_release release;
+              h = c.CreateActor(class_name, o);
+            }
+            return Unwrap(std::move(h)).actor_id;
+          },
+          py::arg("class_name"), py::arg("init_args") = py::bytes(),
+          py::arg("resources") = std::map<std::string, double>{}, py::arg("name") = "",
+          py::arg("namespace") = "default", py::arg("max_restarts") = 0, py::arg("max_concurrency") = 1,
+          py::arg("placement_group_id") = "", py::arg("bundle_index") = -1, py::arg("detached") = false,
+          py::arg("host") = "")
+      .def(
+          "call_async",
+          [](Client& c, const std::string& actor_id, const std::string& method, py::bytes args,
+             std::optional<double> timeout) {
+            std::string a = args;
+            std::future<absl::StatusOr<std::string>> f;
+            {
+              py::gil_scoped_release release;
+              f = timeout ? c.CallAsync(ActorHandle{actor_id}, method, a, Seconds(*timeout))
+                          : c.CallAsync(ActorHandle{actor_id}, method, a);
+            }
+            return std::make_shared<CallFuture>(std::move(f));
+          },
+          py::arg("actor_id"), py::arg("method"), py::arg("args") = py::bytes(),
+          py::arg("timeout") = py::none())
+      .def(
+          "get_actor",
+          [](Client& c, const std::string& name, const std::string& ns) {
+            absl::StatusOr<ActorHandle> h;
+            {
+              py::gil_scoped_release release;
+              h = c.GetActor(name, ns);
+            }
+            return Unwrap(std::move(h)).actor_id;
+          },
+          py::arg("name"), py::arg("namespace") = "default")
+      .def("describe",
+           [](Client& c, const std::string& actor_id) {
+             absl::StatusOr<v1::ActorInfo> info;
+             {
+               py::gil_scoped_release release;
+               info = c.Describe(ActorHandle{actor_id});
+             }
+             return ActorDict(Unwrap(std::move(info)));
+           })
+      .def("kill", [](Client& c, const std::string& actor_id) {
+        absl::Status s;
+        {
+          py::gil_scoped_release release;
+          s = c.Kill(ActorHandle{actor_id});
+        }
+        if (!s.ok()) Raise(s);
+      });
+
+  m.def("list_nodes", &ListNodes, py::arg("address"), py::arg("token"), py::arg("timeout") = 5.0,
+        "the head's node table");
+  m.def(
+      "load_token", [](const std::string& token_file) { return Unwrap(rpc::LoadToken(token_file, false)); },
+      py::arg("token_file") = "",
+      "the cluster token as the CLI finds it: the file, $SKYRL_TOKEN, ~/.skyrl/token");
+}

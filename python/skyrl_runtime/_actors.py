@@ -1,0 +1,127 @@
+"""Actor handles and actor classes: what Ray's ActorClass/ActorHandle do, for the classes the
+actor hosts serve (C++ classes registered with SKYRL_REGISTER_ACTOR)."""
+
+from . import _api, _native
+from ._refs import ObjectRef
+from .exceptions import from_native
+
+_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "name", "namespace", "max_restarts",
+            "max_concurrency", "lifetime", "get_if_exists"}
+
+
+def _as_bytes(value, what):
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    raise TypeError(f"{what}: a C++ actor takes bytes or str, got {type(value).__name__}")
+
+
+class ActorMethod:
+    __slots__ = ("_handle", "_name")
+
+    def __init__(self, handle, name):
+        self._handle = handle
+        self._name = name
+
+    def remote(self, args=b"", *, timeout=None):
+        """Calls the method; returns an ObjectRef of the result bytes at once."""
+        payload = _as_bytes(args, f"{self._name}.remote")
+        client = _api._current().client
+        try:
+            future = client.call_async(self._handle._actor_id, self._name, payload, timeout)
+        except _native.Error as e:
+            raise from_native(e) from None
+        return ObjectRef(future, lambda b: b, f"{self._handle._class_name}.{self._name}")
+
+
+class ActorHandle:
+    """A live actor. Methods are attributes: handle.echo.remote(b"hi"). Pickles (to its id)."""
+
+    def __init__(self, actor_id, class_name):
+        self._actor_id = actor_id
+        self._class_name = class_name
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return ActorMethod(self, name)
+
+    def __repr__(self):
+        return f"Actor({self._class_name}, {self._actor_id})"
+
+    def __reduce__(self):
+        return (ActorHandle, (self._actor_id, self._class_name))
+
+    def _describe(self):
+        try:
+            return _api._current().client.describe(self._actor_id)
+        except _native.Error as e:
+            raise from_native(e) from None
+
+
+class CppActorClass:
+    """A C++ actor class by its registered name; .options(...).remote(init_args) creates one."""
+
+    def __init__(self, class_name, host="", options=None):
+        self._class_name = class_name
+        self._host = host
+        self._options = dict(options or {})
+
+    def options(self, **options):
+        unknown = sorted(set(options) - _OPTIONS)
+        if unknown:
+            raise TypeError(f"options: unknown option {unknown[0]} (known: {', '.join(sorted(_OPTIONS))})")
+        return CppActorClass(self._class_name, self._host, {**self._options, **options})
+
+    def remote(self, init_args=b""):
+        o = self._options
+        resources = dict(o.get("resources") or {})
+        for key, name in (("num_cpus", "CPU"), ("num_gpus", "GPU"), ("memory", "memory")):
+            if o.get(key) is not None:
+                resources[name] = float(o[key])
+        resources.setdefault("CPU", 1.0)
+        if o.get("lifetime") not in (None, "detached", "non_detached"):
+            raise ValueError(f"options: lifetime must be 'detached' or 'non_detached', got {o['lifetime']!r}")
+        state = _api._current()
+        namespace = o.get("namespace") or state.namespace
+        if o.get("get_if_exists") and o.get("name"):
+            try:
+                return ActorHandle(state.client.get_actor(o["name"], namespace), self._class_name)
+            except _native.Error as e:
+                if e.code != "NOT_FOUND":
+                    raise from_native(e) from None
+        try:
+            actor_id = state.client.create_actor(
+                self._class_name, _as_bytes(init_args, f"{self._class_name}.remote"), resources,
+                name=o.get("name") or "", namespace=namespace, max_restarts=int(o.get("max_restarts", 0)),
+                max_concurrency=int(o.get("max_concurrency", 1)), detached=o.get("lifetime") == "detached",
+                host=self._host)
+        except _native.Error as e:
+            raise from_native(e) from None
+        return ActorHandle(actor_id, self._class_name)
+
+
+def get_actor(name, namespace=None):
+    """The live actor named `name` in `namespace` (default: the one init() set); ValueError when
+    there is none, as in Ray."""
+    state = _api._current()
+    try:
+        actor_id = state.client.get_actor(name, namespace or state.namespace)
+    except _native.Error as e:
+        if e.code == "NOT_FOUND":
+            raise ValueError(f"get_actor: no actor named {name!r} in namespace {namespace or state.namespace!r}") from None
+        raise from_native(e) from None
+    info = state.client.describe(actor_id)
+    return ActorHandle(actor_id, info["class_name"])
+
+
+def kill(actor, *, no_restart=True):
+    """Kills the actor's process; with no_restart (the default, and the only choice today) it
+    stays dead."""
+    if not no_restart:
+        raise NotImplementedError("kill(no_restart=False): restarting a killed actor is not supported")
+    try:
+        _api._current().client.kill(actor._actor_id)
+    except _native.Error as e:
+        raise from_native(e) from None

@@ -1,0 +1,112 @@
+"""A local cluster for init() when there is none: one skyrl-head (in-memory store) and one
+skyrl-worker, in a private folder (token, logs, job files), stopped at shutdown() or exit."""
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+from . import _native
+from .exceptions import RayError
+
+
+def bin_dir():
+    """Where skyrl-head and skyrl-worker are: $SKYRL_BIN_DIR, else the build tree's bin/ beside
+    build/python (this package's parent's parent)."""
+    env = os.environ.get("SKYRL_BIN_DIR")
+    if env:
+        return os.path.abspath(env)
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.normpath(os.path.join(here, "..", "..", "bin"))
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalCluster:
+    def __init__(self, num_cpus=None, timeout=30.0):
+        binaries = bin_dir()
+        for name in ("skyrl-head", "skyrl-worker"):
+            if not os.access(os.path.join(binaries, name), os.X_OK):
+                raise RayError(f"init: no cluster to join and no {name} in {binaries} to start one "
+                               "(set SKYRL_BIN_DIR or pass an address)", "FAILED_PRECONDITION")
+        self.dir = tempfile.mkdtemp(prefix="skyrl-local-")
+        self.token_file = os.path.join(self.dir, "token")
+        # The cluster's own token, readable by this user only.
+        self.token = secrets.token_hex(32)
+        fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(self.token + "\n")
+        self.address = f"127.0.0.1:{_free_port()}"
+        self._procs = []
+        try:
+            self._start(binaries, os.path.join(binaries, "skyrl-head"),
+                        ["--port", self.address.rsplit(":", 1)[1], "--token-file", self.token_file,
+                         "--jobs-dir", os.path.join(self.dir, "jobs"), "--log-level", "warn"], "head.log")
+            deadline = time.monotonic() + timeout
+            self._wait(deadline, lambda: _native.list_nodes(self.address, self.token, 1.0))
+            cpus = num_cpus if num_cpus is not None else max(os.cpu_count() or 1, 1)
+            self._start(binaries, os.path.join(binaries, "skyrl-worker"),
+                        ["--head", self.address, "--token-file", self.token_file, "--resources", f"CPU={cpus}",
+                         "--log-dir", os.path.join(self.dir, "actors"), "--log-level", "warn"], "worker.log")
+
+            def alive():
+                if not any(n["alive"] for n in _native.list_nodes(self.address, self.token, 1.0)):
+                    raise RayError("no node alive yet", "UNAVAILABLE")
+            self._wait(deadline, alive)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, binaries, program, args, log):
+        with open(os.path.join(self.dir, log), "wb") as out:
+            # Its own session: a Ctrl-C in the driver's terminal does not reach the daemons
+            # before shutdown() stops them in order.
+            self._procs.append(subprocess.Popen([program, *args], stdout=out, stderr=subprocess.STDOUT,
+                                                start_new_session=True, cwd=self.dir))
+
+    def _wait(self, deadline, attempt):
+        last = None
+        while time.monotonic() < deadline:
+            for p in self._procs:
+                if p.poll() is not None:
+                    raise RayError(f"init: {os.path.basename(p.args[0])} exited with {p.returncode} while "
+                                   f"starting: {self._log_tail(p)}", "UNAVAILABLE")
+            try:
+                return attempt()
+            except (_native.Error, RayError) as e:
+                last = e
+                time.sleep(0.05)
+        raise RayError(f"init: the local cluster did not start in time ({last})", "DEADLINE_EXCEEDED")
+
+    def _log_tail(self, proc, lines=5):
+        """The last lines of a daemon's log (the folder is removed when init() fails)."""
+        name = "head.log" if proc is self._procs[0] else "worker.log"
+        try:
+            with open(os.path.join(self.dir, name), errors="replace") as f:
+                return " | ".join(line.strip() for line in f.readlines()[-lines:]) or "(empty log)"
+        except OSError:
+            return "(no log)"
+
+    def stop(self):
+        """Stops the worker, then the head (SIGTERM, SIGKILL after 10 s); removes the folder."""
+        for p in reversed(self._procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        self._procs = []
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def pids(self):
+        return [p.pid for p in self._procs]

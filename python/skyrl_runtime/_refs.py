@@ -1,0 +1,59 @@
+"""ObjectRef, get and wait: results of calls in flight."""
+
+import time
+
+from . import _native
+from .exceptions import GetTimeoutError, from_native
+
+
+class ObjectRef:
+    """The result of one call, on its way. Resolved by get(); `future()` is not provided."""
+
+    __slots__ = ("_future", "_decode", "_what")
+
+    def __init__(self, future, decode, what):
+        self._future = future
+        self._decode = decode
+        self._what = what
+
+    def __repr__(self):
+        return f"ObjectRef({self._what})"
+
+    def _result(self, timeout):
+        try:
+            return self._decode(self._future.result(timeout))
+        except _native.Error as e:
+            if e.code == "DEADLINE_EXCEEDED" and timeout is not None:
+                raise GetTimeoutError(f"get({self._what}): no result within {timeout} s", e.code) from None
+            raise from_native(e) from None
+
+
+def get(refs, *, timeout=None):
+    """The value of one ref, or a list of values for a list of refs, as ray.get(): waits at most
+    `timeout` seconds over all (GetTimeoutError), raises the first call's error."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    if isinstance(refs, ObjectRef):
+        return refs._result(timeout)
+    if not isinstance(refs, (list, tuple)):
+        raise TypeError(f"get: wants an ObjectRef or a list of them, got {type(refs).__name__}")
+    out = []
+    for r in refs:
+        if not isinstance(r, ObjectRef):
+            raise TypeError(f"get: wants ObjectRefs, got {type(r).__name__} in the list")
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        out.append(r._result(left))
+    return out
+
+
+def wait(refs, *, num_returns=1, timeout=None):
+    """(ready, not_ready) as ray.wait(): the first `num_returns` refs whose results are here, in
+    the order given, waiting at most `timeout` seconds for them."""
+    if num_returns < 1 or num_returns > len(refs):
+        raise ValueError(f"wait: num_returns must be in 1-{len(refs)}, got {num_returns}")
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        ready = [r for r in refs if r._future.done()]
+        if len(ready) >= num_returns or (deadline is not None and time.monotonic() >= deadline):
+            ready = ready[:num_returns]
+            return ready, [r for r in refs if r not in ready]
+        time.sleep(0.001)

@@ -1,0 +1,105 @@
+"""skyrl_runtime over the C++ client: a local cluster from init(), C++ actors, get / wait,
+errors by code, and nothing left running after shutdown()."""
+
+import os
+import pickle
+import signal
+import time
+
+import pytest
+
+import skyrl_runtime as ray
+from skyrl_runtime import exceptions
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def test_init_starts_a_local_cluster_and_shutdown_stops_it(cluster):
+    assert ray.is_initialized()
+    nodes = ray.nodes()
+    assert len(nodes) == 1 and nodes[0]["Alive"]
+    assert ray.cluster_resources()["CPU"] == 4
+    assert ray.available_resources()["CPU"] == 4
+    pids = cluster.cluster.pids()
+    assert all(alive(p) for p in pids)
+    ray.shutdown()
+    assert not ray.is_initialized()
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(p) for p in pids), "the head and the worker are gone"
+    ray.shutdown()  # twice is fine
+
+
+def test_cpp_actor_calls_sync_and_in_flight(cluster):
+    echo = ray.cross_language.cpp_actor_class("echo").options(num_cpus=0.5, name="e1")
+    h = echo.remote()
+    assert ray.get(h.echo.remote(b"hello")) == b"hello"
+    assert ray.get(h.echo.remote("text")) == b"text"
+    refs = [h.echo.remote(str(i)) for i in range(1000)]
+    assert ray.get(refs) == [str(i).encode() for i in range(1000)]
+    ready, rest = ray.wait(refs, num_returns=10, timeout=10)
+    assert len(ready) == 10 and len(rest) == 990
+    assert ray.available_resources()["CPU"] == 3.5, "the actor holds what it asked for"
+    # A handle pickles to the same actor; get_actor finds it by name.
+    again = pickle.loads(pickle.dumps(h))
+    assert ray.get(again.echo.remote(b"x")) == b"x"
+    assert ray.get(ray.get_actor("e1").echo.remote(b"y")) == b"y"
+    with pytest.raises(ValueError, match="no actor named 'nobody'"):
+        ray.get_actor("nobody")
+
+
+def test_get_timeout_leaves_the_call_going(cluster):
+    sleeper = ray.cross_language.cpp_actor_class("sleep").remote()
+    ref = sleeper.sleep.remote(b"300")  # milliseconds
+    with pytest.raises(exceptions.GetTimeoutError):
+        ray.get(ref, timeout=0.01)
+    assert ray.get(ref, timeout=10) is not None
+
+
+def test_errors_are_classed_by_code(cluster):
+    with pytest.raises(exceptions.RayError) as bad_class:
+        ray.cross_language.cpp_actor_class("no_such_class").remote()
+    assert "no_such_class" in str(bad_class.value)
+    with pytest.raises(exceptions.RayError) as bad_resource:
+        ray.cross_language.cpp_actor_class("echo").options(resources={"bad name!": 1}).remote()
+    assert bad_resource.value.code == "INVALID_ARGUMENT"
+    with pytest.raises(TypeError, match="unknown option num_gpu"):
+        ray.cross_language.cpp_actor_class("echo").options(num_gpu=1)
+    h = ray.cross_language.cpp_actor_class("echo").remote()
+    with pytest.raises(exceptions.RayError) as unknown:
+        ray.get(h.no_such_method.remote(b""))
+    assert "no_such_method" in str(unknown.value)
+    ray.kill(h)
+    with pytest.raises(exceptions.RayActorError):
+        ray.get(h.echo.remote(b"after"), timeout=30)
+    # Nothing of the failed creations stays on the cluster: only the killed actor held CPU.
+    assert ray.available_resources()["CPU"] == 4
+
+
+def test_a_restarted_actor_answers_again(cluster):
+    crash = ray.cross_language.cpp_actor_class("echo").options(max_restarts=1).remote()
+    pid = int(ray.get(crash.pid.remote()))
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            assert int(ray.get(crash.pid.remote(), timeout=30)) != pid
+            break
+        except exceptions.ActorUnavailableError:
+            assert time.monotonic() < deadline
+    assert crash._describe()["restarts"] == 1
+
+
+def test_init_twice_and_remote_say_what_to_do(cluster):
+    with pytest.raises(RuntimeError, match="already initialized"):
+        ray.init()
+    assert ray.init(ignore_reinit_error=True) is cluster
+    with pytest.raises(NotImplementedError, match="cpp_actor_class"):
+        ray.remote(object)
