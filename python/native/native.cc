@@ -17,6 +17,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/actor/actor.h"
+#include "runtime/actor/host.h"
 #include "runtime/client/client.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
@@ -148,6 +150,58 @@ py::list ListNodes(const std::string& address, const std::string& token, double 
   return out;
 }
 
+// A Python object as an actor: created and called through the Python host's functions
+// (skyrl_runtime._host), each call holding the GIL.
+class PyActor : public Actor {
+ public:
+  explicit PyActor(py::object obj) : obj_(std::move(obj)) {}
+  ~PyActor() override {
+    py::gil_scoped_acquire gil;
+    obj_ = py::object();
+  }
+  py::object& obj() { return obj_; }
+
+ private:
+  py::object obj_;
+};
+
+// The text of the Python exception being handled, for a status.
+std::string Describe(const py::error_already_set& e) { return e.what(); }
+
+// skyrl-actor-host for Python actors: registers the class "python" (created by `create`,
+// every method called through `dispatch`) and runs the C++ host with `argv`, without the GIL.
+int RunPythonHost(const std::vector<std::string>& argv, py::object create, py::object dispatch) {
+  auto create_fn = std::make_shared<py::object>(std::move(create));
+  auto dispatch_fn = std::make_shared<py::object>(std::move(dispatch));
+  ActorClass cls;
+  cls.name = "python";
+  cls.create = [create_fn](absl::string_view init) -> absl::StatusOr<std::unique_ptr<Actor>> {
+    py::gil_scoped_acquire gil;
+    try {
+      return std::unique_ptr<Actor>(new PyActor((*create_fn)(py::bytes(init.data(), init.size()))));
+    } catch (const py::error_already_set& e) {
+      return absl::FailedPreconditionError(Describe(e));
+    }
+  };
+  cls.any_method = [dispatch_fn](Actor& self, absl::string_view method,
+                                 absl::string_view args) -> absl::StatusOr<std::string> {
+    py::gil_scoped_acquire gil;
+    try {
+      py::object out = (*dispatch_fn)(static_cast<PyActor&>(self).obj(), std::string(method),
+                                      py::bytes(args.data(), args.size()));
+      return out.cast<std::string>();
+    } catch (const py::error_already_set& e) {
+      return absl::InternalError(absl::StrCat("the Python host failed: ", Describe(e)));
+    }
+  };
+  ActorRegistry::Get().Register(std::move(cls));
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  py::gil_scoped_release release;
+  return RunActorHost(static_cast<int>(argv.size()), args.data());
+}
+
 }  // namespace
 }  // namespace skyrl::python
 
@@ -248,6 +302,8 @@ class Error(RuntimeError):
 
   m.def("list_nodes", &ListNodes, py::arg("address"), py::arg("token"), py::arg("timeout") = 5.0,
         "the head's node table");
+  m.def("run_actor_host", &RunPythonHost, py::arg("argv"), py::arg("create"), py::arg("dispatch"),
+        "serves one Python actor as skyrl-actor-host does (the worker's host \"python\")");
   m.def(
       "load_token", [](const std::string& token_file) { return Unwrap(rpc::LoadToken(token_file, false)); },
       py::arg("token_file") = "",

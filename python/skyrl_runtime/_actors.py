@@ -69,37 +69,46 @@ class CppActorClass:
         self._options = dict(options or {})
 
     def options(self, **options):
-        unknown = sorted(set(options) - _OPTIONS)
-        if unknown:
-            raise TypeError(f"options: unknown option {unknown[0]} (known: {', '.join(sorted(_OPTIONS))})")
+        _check_options(options)
         return CppActorClass(self._class_name, self._host, {**self._options, **options})
 
     def remote(self, init_args=b""):
-        o = self._options
-        resources = dict(o.get("resources") or {})
-        for key, name in (("num_cpus", "CPU"), ("num_gpus", "GPU"), ("memory", "memory")):
-            if o.get(key) is not None:
-                resources[name] = float(o[key])
-        resources.setdefault("CPU", 1.0)
-        if o.get("lifetime") not in (None, "detached", "non_detached"):
-            raise ValueError(f"options: lifetime must be 'detached' or 'non_detached', got {o['lifetime']!r}")
-        state = _api._current()
-        namespace = o.get("namespace") or state.namespace
-        if o.get("get_if_exists") and o.get("name"):
-            try:
-                return ActorHandle(state.client.get_actor(o["name"], namespace), self._class_name)
-            except _native.Error as e:
-                if e.code != "NOT_FOUND":
-                    raise from_native(e) from None
+        actor_id = _create(self._class_name, _as_bytes(init_args, f"{self._class_name}.remote"), self._options,
+                           self._host)
+        return actor_id if isinstance(actor_id, ActorHandle) else ActorHandle(actor_id, self._class_name)
+
+
+def _check_options(options):
+    unknown = sorted(set(options) - _OPTIONS)
+    if unknown:
+        raise TypeError(f"options: unknown option {unknown[0]} (known: {', '.join(sorted(_OPTIONS))})")
+
+
+def _create(class_name, init_args, o, host, handle_type=None):
+    """Creates an actor of `class_name` on `host` with Ray-style options `o`; returns its id (or,
+    for get_if_exists, the live one's handle when `handle_type` makes one)."""
+    resources = dict(o.get("resources") or {})
+    for key, name in (("num_cpus", "CPU"), ("num_gpus", "GPU"), ("memory", "memory")):
+        if o.get(key) is not None:
+            resources[name] = float(o[key])
+    resources.setdefault("CPU", 1.0)
+    if o.get("lifetime") not in (None, "detached", "non_detached"):
+        raise ValueError(f"options: lifetime must be 'detached' or 'non_detached', got {o['lifetime']!r}")
+    state = _api._current()
+    namespace = o.get("namespace") or state.namespace
+    if o.get("get_if_exists") and o.get("name"):
         try:
-            actor_id = state.client.create_actor(
-                self._class_name, _as_bytes(init_args, f"{self._class_name}.remote"), resources,
-                name=o.get("name") or "", namespace=namespace, max_restarts=int(o.get("max_restarts", 0)),
-                max_concurrency=int(o.get("max_concurrency", 1)), detached=o.get("lifetime") == "detached",
-                host=self._host)
+            return state.client.get_actor(o["name"], namespace)
         except _native.Error as e:
-            raise from_native(e) from None
-        return ActorHandle(actor_id, self._class_name)
+            if e.code != "NOT_FOUND":
+                raise from_native(e) from None
+    try:
+        return state.client.create_actor(
+            class_name, init_args, resources, name=o.get("name") or "", namespace=namespace,
+            max_restarts=int(o.get("max_restarts", 0)), max_concurrency=int(o.get("max_concurrency", 1)),
+            detached=o.get("lifetime") == "detached", host=host)
+    except _native.Error as e:
+        raise from_native(e) from None
 
 
 def get_actor(name, namespace=None):
@@ -113,6 +122,9 @@ def get_actor(name, namespace=None):
             raise ValueError(f"get_actor: no actor named {name!r} in namespace {namespace or state.namespace!r}") from None
         raise from_native(e) from None
     info = state.client.describe(actor_id)
+    if info["class_name"] == "python":
+        from ._python_actors import PyActorHandle
+        return PyActorHandle(actor_id, "python")
     return ActorHandle(actor_id, info["class_name"])
 
 

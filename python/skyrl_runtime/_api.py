@@ -102,7 +102,12 @@ atexit.register(shutdown)
 
 def _current():
     if _state is None:
-        raise RuntimeError("skyrl_runtime: call init() first")
+        # In an actor's process the worker says where the cluster is: connect on first use,
+        # as Ray's workers do.
+        if os.environ.get("SKYRL_ACTOR_ID") and os.environ.get("SKYRL_ADDRESS"):
+            init(ignore_reinit_error=True)
+        else:
+            raise RuntimeError("skyrl_runtime: call init() first")
     return _state
 
 

@@ -49,6 +49,11 @@ struct ActorClass {
   std::string name;
   std::function<absl::StatusOr<std::unique_ptr<Actor>>(absl::string_view init_args)> create;
   std::map<std::string, ActorMethod> methods;
+  // For classes whose methods are known only at run time (Python actors): every method name
+  // not in `methods` is called through this, with its name; unset, such a name is
+  // Unimplemented.
+  std::function<absl::StatusOr<std::string>(Actor&, absl::string_view method, absl::string_view args)>
+      any_method;
 };
 
 // Process-wide. Registration is single-threaded (static initialization); lookups after main

@@ -312,6 +312,25 @@ ActorServiceImpl::~ActorServiceImpl() {
 const ActorMethod* ActorServiceImpl::FindMethod(absl::string_view name, grpc::Status* error) const {
   auto it = cls_.methods.find(std::string(name));
   if (it != cls_.methods.end()) return &it->second;
+  if (cls_.any_method) {
+    absl::MutexLock lock(&any_mu_);
+    // Bounded: a caller naming ever new methods must not grow the host without limit.
+    constexpr size_t kMaxAnyMethods = 4096;
+    if (any_methods_.size() >= kMaxAnyMethods && any_methods_.find(name) == any_methods_.end()) {
+      *error = grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                            absl::StrCat("actor class ", cls_.name, ": more than ", kMaxAnyMethods,
+                                         " distinct method names called"));
+      return nullptr;
+    }
+    auto [bound, added] = any_methods_.try_emplace(std::string(name));
+    if (added) {
+      bound->second = std::make_unique<ActorMethod>(
+          [any = cls_.any_method, method = std::string(name)](Actor& self, absl::string_view args) {
+            return any(self, method, args);
+          });
+    }
+    return bound->second.get();
+  }
   std::vector<std::string> names;
   for (const auto& [n, m] : cls_.methods) names.push_back(n);
   *error = grpc::Status(grpc::StatusCode::UNIMPLEMENTED,

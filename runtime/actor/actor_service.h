@@ -19,6 +19,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <deque>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -98,6 +100,10 @@ class ActorServiceImpl final : public v1::ActorService::CallbackService {
 
   const std::string actor_id_;
   const ActorClass& cls_;
+  // Methods met at run time through ActorClass::any_method, each bound to its name once.
+  mutable absl::Mutex any_mu_;
+  mutable std::map<std::string, std::unique_ptr<ActorMethod>, std::less<>> any_methods_
+      ABSL_GUARDED_BY(any_mu_);
   Actor& actor_;
   const rpc::TokenAuth& auth_;
   static constexpr absl::Duration kOrderWait = absl::Seconds(10);

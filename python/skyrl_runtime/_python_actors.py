@@ -1,0 +1,116 @@
+"""@remote classes: Python actors, each in its own process (skyrl-actor-host-python on a worker,
+served by the C++ actor host; _host.py is that side). Arguments, results and the class itself
+travel as cloudpickle, so classes defined in the driver's __main__ work, as in Ray."""
+
+import base64
+
+import cloudpickle
+
+from . import _api, _native
+from ._actors import _check_options, _create
+from ._refs import ObjectRef, get
+from .exceptions import RayError, from_native
+
+
+class RemoteError(RayError):
+    """A remote exception that could not be re-created in this process (its class does not
+    unpickle here): its type name, message and the remote traceback."""
+
+
+def _decode(payload):
+    if payload[:1] == b"\x00":
+        return cloudpickle.loads(payload[1:])
+    blob, type_name, message, remote_tb = cloudpickle.loads(payload[1:])
+    exc = None
+    if blob is not None:
+        try:
+            exc = cloudpickle.loads(blob)
+        except Exception:
+            exc = None
+    if isinstance(exc, BaseException):
+        exc.add_note(f"(raised in the actor)\n{remote_tb}")
+        raise exc
+    raise RemoteError(f"{type_name}: {message}\n(raised in the actor)\n{remote_tb}", "INTERNAL")
+
+
+class PyActorMethod:
+    __slots__ = ("_handle", "_name")
+
+    def __init__(self, handle, name):
+        self._handle = handle
+        self._name = name
+
+    def remote(self, *args, **kwargs):
+        """Calls the method with these arguments; an ObjectRef of its return value, at once.
+        ObjectRefs among the top-level arguments are resolved first, as in Ray."""
+        args = tuple(get(a) if isinstance(a, ObjectRef) else a for a in args)
+        kwargs = {k: get(v) if isinstance(v, ObjectRef) else v for k, v in kwargs.items()}
+        try:
+            payload = cloudpickle.dumps((args, kwargs))
+        except Exception as e:
+            raise TypeError(f"{self._handle._class_name}.{self._name}.remote: an argument does not pickle: {e}") from None
+        try:
+            future = _api._current().client.call_async(self._handle._actor_id, self._name, payload, None)
+        except _native.Error as e:
+            raise from_native(e) from None
+        return ObjectRef(future, _decode, f"{self._handle._class_name}.{self._name}")
+
+
+class PyActorHandle:
+    """A live Python actor: handle.method.remote(...). Pickles (to its id), so it can be passed to
+    other actors."""
+
+    def __init__(self, actor_id, class_name):
+        self._actor_id = actor_id
+        self._class_name = class_name
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return PyActorMethod(self, name)
+
+    def __repr__(self):
+        return f"Actor({self._class_name}, {self._actor_id})"
+
+    def __reduce__(self):
+        return (PyActorHandle, (self._actor_id, self._class_name))
+
+
+class PyActorClass:
+    """What @remote makes of a class: .remote(*args, **kwargs) starts one actor of it;
+    .options(...) as in Ray."""
+
+    def __init__(self, cls, options):
+        self._cls = cls
+        self._options = dict(options)
+
+    def options(self, **options):
+        _check_options(options)
+        return PyActorClass(self._cls, {**self._options, **options})
+
+    def remote(self, *args, **kwargs):
+        try:
+            init = base64.b64encode(cloudpickle.dumps((self._cls, args, kwargs)))
+        except Exception as e:
+            raise TypeError(f"{self._cls.__name__}.remote: the class or an argument does not pickle: {e}") from None
+        made = _create("python", init, self._options, "python")
+        return PyActorHandle(made, self._cls.__name__)
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"{self._cls.__name__} is a remote class: create it with {self._cls.__name__}.remote(...)")
+
+
+def remote(*args, **options):
+    """@remote or @remote(num_cpus=..., ...) on a class: a Python actor class. Functions (tasks)
+    are not supported yet."""
+    def make(obj):
+        if isinstance(obj, type):
+            _check_options(options)
+            return PyActorClass(obj, options)
+        raise NotImplementedError(f"remote: {getattr(obj, '__name__', obj)} is a function; remote functions "
+                                  "(tasks) are not supported yet, only classes")
+    if len(args) == 1 and not options and callable(args[0]):
+        return make(args[0])
+    if args:
+        raise TypeError("remote: use @remote or @remote(option=value, ...)")
+    return make

@@ -1,0 +1,92 @@
+"""@remote classes: Python actors in their own processes on a worker, served by the C++ actor
+host (skyrl-actor-host-python), with Ray's semantics for arguments, results and exceptions."""
+
+import os
+
+import numpy as np
+import pytest
+
+import skyrl_runtime as ray
+from skyrl_runtime import exceptions
+
+
+@ray.remote
+class Counter:
+    def __init__(self, start):
+        self.n = start
+
+    def add(self, k=1):
+        self.n += k
+        return self.n
+
+    def fail(self):
+        raise ValueError("bad value 7")
+
+    def pid(self):
+        return os.getpid()
+
+    def env(self, name):
+        return os.environ.get(name)
+
+    def double(self, array):
+        return array * 2
+
+
+@ray.remote(num_cpus=0.5)
+class Relay:
+    """Calls another actor from inside an actor: handles pickle, and the actor's process joins
+    the cluster on its own."""
+
+    def add_via(self, counter, k):
+        return ray.get(counter.add.remote(k))
+
+
+def test_a_python_actor_runs_in_its_own_process_and_keeps_state(cluster):
+    c = Counter.options(num_cpus=0.5, name="counter").remote(10)
+    assert ray.get(c.add.remote()) == 11
+    assert ray.get([c.add.remote(k=2) for _ in range(100)])[-1] == 211, "calls of one caller run in order"
+    assert ray.get(c.pid.remote()) != os.getpid()
+    assert ray.get(c.env.remote("SKYRL_ACTOR_ID")) == c._actor_id
+    assert np.array_equal(ray.get(c.double.remote(np.arange(1000))), np.arange(1000) * 2)
+    assert ray.get(ray.get_actor("counter").add.remote(0)) == 211
+    assert ray.available_resources()["CPU"] == 3.5
+
+
+def test_remote_exceptions_come_back_as_themselves(cluster):
+    c = Counter.remote(0)
+    with pytest.raises(ValueError, match="bad value 7") as e:
+        ray.get(c.fail.remote())
+    assert "raised in the actor" in "".join(e.value.__notes__)
+    assert 'in fail\n    raise ValueError("bad value 7")' in "".join(e.value.__notes__), "the remote traceback"
+    with pytest.raises(AttributeError, match="no_such"):
+        ray.get(c.no_such.remote())
+    assert ray.get(c.add.remote()) == 1, "the actor goes on after an exception"
+
+
+def test_a_constructor_error_is_the_creation_error_with_its_traceback(cluster):
+    @ray.remote
+    class Broken:
+        def __init__(self):
+            raise KeyError("no config given")
+
+    with pytest.raises(exceptions.RayError) as e:
+        Broken.remote()
+    assert "no config given" in str(e.value)
+    assert "KeyError" in str(e.value)
+    assert ray.available_resources()["CPU"] == 4, "nothing left behind"
+
+
+def test_handles_travel_to_other_actors(cluster):
+    c = Counter.remote(100)
+    r = Relay.remote()
+    assert ray.get(r.add_via.remote(c, 5)) == 105
+    assert ray.get(c.add.remote(0)) == 105
+
+
+def test_arguments_that_do_not_pickle_are_named(cluster):
+    c = Counter.remote(0)
+    import threading
+    with pytest.raises(TypeError, match="does not pickle"):
+        c.add.remote(threading.Lock())
+    with pytest.raises(TypeError, match="remote class"):
+        Counter(1)
