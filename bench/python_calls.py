@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Python actor calls through skyrl_runtime, beside the C++ client's figures in the same run.
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/python_calls.py [--calls 2000] [--nn 2]
+
+Starts a local cluster (skyrl_runtime.init()), creates Python actors and measures: 1:1 sync
+calls (one at a time), 1:1 async (1,000 in flight), n:n async (n caller actors each keeping
+calls in flight to n callee actors), and actor creations per second. Then runs
+bench/actor_calls (the C++ client against C++ actors) in the same run for the ratio. Prints
+a table and RESULT lines. Tasks are not measured: the package has no tasks yet.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+
+import skyrl_runtime as ray
+
+
+@ray.remote(num_cpus=0)
+class Echo:
+    def echo(self, x):
+        return x
+
+
+@ray.remote(num_cpus=0)
+class Caller:
+    def run(self, targets, calls, window):
+        done, refs = 0, []
+        start = time.monotonic()
+        i = 0
+        while done < calls:
+            while len(refs) < window and i < calls:
+                refs.append(targets[i % len(targets)].echo.remote(i))
+                i += 1
+            ray.get(refs[0])
+            refs.pop(0)
+            done += 1
+        return calls / (time.monotonic() - start)
+
+
+def rate(n, fn):
+    start = time.monotonic()
+    fn()
+    return n / (time.monotonic() - start)
+
+
+def cpp_sync_rate(bin_dir, calls):
+    out = subprocess.run([os.path.join(bin_dir, "actor_calls"), "--calls", str(calls), "--nn", "2"],
+                         capture_output=True, text=True, timeout=600).stdout
+    m = re.search(r"^RESULT sync_calls_per_s (\d+)", out, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--calls", type=int, default=2000)
+    p.add_argument("--nn", type=int, default=2)
+    p.add_argument("--creates", type=int, default=20)
+    a = p.parse_args()
+    ray.init(address="local")
+    bin_dir = os.path.abspath(os.environ.get("SKYRL_BIN_DIR") or os.path.join(os.path.dirname(ray.__file__), "..", "..", "bin"))
+    e = Echo.remote()
+    ray.get(e.echo.remote(0))
+    sync = rate(a.calls, lambda: [ray.get(e.echo.remote(i)) for i in range(a.calls)])
+    async_ = rate(a.calls * 5, lambda: ray.get([e.echo.remote(i) for i in range(a.calls * 5)]))
+    callees = [Echo.remote() for _ in range(a.nn)]
+    callers = [Caller.remote() for _ in range(a.nn)]
+    start = time.monotonic()
+    ray.get([c.run.remote(callees, a.calls, 250) for c in callers])
+    nn = a.nn * a.calls / (time.monotonic() - start)
+    creates = rate(a.creates, lambda: [Echo.remote() for _ in range(a.creates)])
+    ray.shutdown()
+    cpp_sync = cpp_sync_rate(bin_dir, max(a.calls, 2000))
+    rows = [("Python actor calls, 1:1 sync", sync, 2012), ("Python actor calls, 1:1 async", async_, 8664),
+            (f"Python actor calls, n:n async, n={a.nn}", nn, 27376), ("Python actor creations", creates, None),
+            ("C++ actor calls, 1:1 sync (bench/actor_calls)", cpp_sync, None)]
+    print(f"{'figure':48} {'per s':>10} {'vs Ray (64 cores)':>18}")
+    for name, value, ray_rate in rows:
+        print(f"{name:48} {value:10.0f} {value / ray_rate if ray_rate else float('nan'):18.2f}")
+    print(f"RESULT py_sync_calls_per_s {sync:.0f}")
+    print(f"RESULT py_async_calls_per_s {async_:.0f}")
+    print(f"RESULT py_nn_async_calls_per_s {nn:.0f}")
+    print(f"RESULT py_actor_creates_per_s {creates:.1f}")
+    print(f"RESULT py_sync_ratio_to_cpp {sync / cpp_sync if cpp_sync else 0:.3f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
