@@ -4,10 +4,11 @@
     PYTHONPATH=build/python /usr/bin/python3 bench/python_calls.py [--calls 2000] [--nn 2]
 
 Starts a local cluster (skyrl_runtime.init()), creates Python actors and measures: 1:1 sync
-calls (one at a time), 1:1 async (1,000 in flight), n:n async (n caller actors each keeping
-calls in flight to n callee actors), and actor creations per second. Then runs
+calls (one at a time), 1:1 async (all in flight), n:n async (n caller actors each keeping
+calls in flight to n callee actors), tasks (num_cpus=0.5 on the pooled executors, all in
+flight) and actor creations per second. Then runs
 bench/actor_calls (the C++ client against C++ actors) in the same run for the ratio. Prints
-a table and RESULT lines. Tasks are not measured: the package has no tasks yet.
+a table and RESULT lines.
 """
 
 import argparse
@@ -24,6 +25,11 @@ import skyrl_runtime as ray
 class Echo:
     def echo(self, x):
         return x
+
+
+@ray.remote(num_cpus=0.5)
+def noop(x):
+    return x
 
 
 @ray.remote(num_cpus=0)
@@ -73,10 +79,13 @@ def main():
     ray.get([c.run.remote(callees, a.calls, 250) for c in callers])
     nn = a.nn * a.calls / (time.monotonic() - start)
     creates = rate(a.creates, lambda: [Echo.remote() for _ in range(a.creates)])
+    ray.get([noop.remote(i) for i in range(50)])  # the task pool's processes start here
+    tasks = rate(a.calls * 2, lambda: ray.get([noop.remote(i) for i in range(a.calls * 2)]))
     ray.shutdown()
     cpp_sync = cpp_sync_rate(bin_dir, max(a.calls, 2000))
     rows = [("Python actor calls, 1:1 sync", sync, 2012), ("Python actor calls, 1:1 async", async_, 8664),
-            (f"Python actor calls, n:n async, n={a.nn}", nn, 27376), ("Python actor creations", creates, None),
+            (f"Python actor calls, n:n async, n={a.nn}", nn, 27376), ("Python tasks, async", tasks, 7931),
+            ("Python actor creations", creates, None),
             ("C++ actor calls, 1:1 sync (bench/actor_calls)", cpp_sync, None)]
     print(f"{'figure':48} {'per s':>10} {'vs Ray (64 cores)':>18}")
     for name, value, ray_rate in rows:
@@ -84,6 +93,7 @@ def main():
     print(f"RESULT py_sync_calls_per_s {sync:.0f}")
     print(f"RESULT py_async_calls_per_s {async_:.0f}")
     print(f"RESULT py_nn_async_calls_per_s {nn:.0f}")
+    print(f"RESULT py_tasks_per_s {tasks:.0f}")
     print(f"RESULT py_actor_creates_per_s {creates:.1f}")
     print(f"RESULT py_sync_ratio_to_cpp {sync / cpp_sync if cpp_sync else 0:.3f}")
 

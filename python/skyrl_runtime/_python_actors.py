@@ -101,14 +101,16 @@ class PyActorClass:
 
 
 def remote(*args, **options):
-    """@remote or @remote(num_cpus=..., ...) on a class: a Python actor class. Functions (tasks)
-    are not supported yet."""
+    """@remote or @remote(num_cpus=..., ...) on a class (a Python actor class) or a function (a
+    task, run by pooled worker processes: _tasks.py)."""
     def make(obj):
         if isinstance(obj, type):
             _check_options(options)
             return PyActorClass(obj, options)
-        raise NotImplementedError(f"remote: {getattr(obj, '__name__', obj)} is a function; remote functions "
-                                  "(tasks) are not supported yet, only classes")
+        if callable(obj):
+            from ._tasks import RemoteFunction
+            return RemoteFunction(obj, options)
+        raise TypeError(f"remote: wants a class or a function, got {type(obj).__name__}")
     if len(args) == 1 and not options and callable(args[0]):
         return make(args[0])
     if args:

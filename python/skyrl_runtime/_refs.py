@@ -28,6 +28,25 @@ class ObjectRef:
             raise from_native(e) from None
 
 
+class _Ready:
+    """A future already resolved (put)."""
+
+    def __init__(self, value):
+        self._value = value
+
+    def done(self):
+        return True
+
+    def result(self, timeout=None):
+        return self._value
+
+
+def put(value):
+    """A ref to `value`, for passing to calls and get(). It stays in this process: a call
+    that takes it as an argument receives the value (serialized with that call)."""
+    return ObjectRef(_Ready(value), lambda v: v, "put")
+
+
 def get(refs, *, timeout=None):
     """The value of one ref, or a list of values for a list of refs, as ray.get(): waits at most
     `timeout` seconds over all (GetTimeoutError), raises the first call's error."""

@@ -101,5 +101,5 @@ def test_init_twice_and_remote_say_what_to_do(cluster):
     with pytest.raises(RuntimeError, match="already initialized"):
         ray.init()
     assert ray.init(ignore_reinit_error=True) is cluster
-    with pytest.raises(NotImplementedError, match="tasks"):
-        ray.remote(lambda: 1)
+    with pytest.raises(TypeError, match="use @remote"):
+        ray.remote(3)

@@ -1,0 +1,39 @@
+"""Where the calling code runs: get_gpu_ids() and get_runtime_context(), as in Ray."""
+
+import os
+
+from . import _api
+
+
+def get_gpu_ids():
+    """The GPU ids this actor or task was given (the worker sets CUDA_VISIBLE_DEVICES to exactly
+    them); [] in a driver or without GPUs."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    if not os.environ.get("SKYRL_ACTOR_ID") or not visible:
+        return []
+    return [int(g) for g in visible.split(",") if g.strip().isdigit()]
+
+
+class RuntimeContext:
+    def get_actor_id(self):
+        """This actor's id; None in a driver."""
+        return os.environ.get("SKYRL_ACTOR_ID") or None
+
+    def get_job_id(self):
+        """The job this code runs for ($SKYRL_JOB_ID, set for a job's driver and passed on); None
+        outside a job."""
+        return os.environ.get("SKYRL_JOB_ID") or None
+
+    def get_node_id(self):
+        """The node this actor runs on; None in a driver."""
+        actor = self.get_actor_id()
+        if actor is None:
+            return None
+        return _api._current().client.describe(actor)["node_id"]
+
+    def get_namespace(self):
+        return _api._current().namespace
+
+
+def get_runtime_context():
+    return RuntimeContext()

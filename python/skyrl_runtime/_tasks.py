@@ -1,0 +1,151 @@
+"""Remote functions (tasks), run by pooled Python worker processes, not in the driver.
+
+As Ray leases workers, a task goes to an executor actor of its resource shape (num_cpus,
+num_gpus, resources, memory), created on a worker the first time the shape is needed and
+kept for the next tasks: one process start per executor, not per task. A shape's pool grows
+while every executor has a task in flight, up to as many as the cluster could hold at once
+(at most 64); after that tasks queue on the executors in turn."""
+
+import threading
+
+import cloudpickle
+
+from . import _api
+from ._actors import kill
+from ._python_actors import PyActorClass
+from ._refs import ObjectRef, get
+from .exceptions import RayError
+
+_MAX_POOL = 64
+_TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory"}
+
+
+class _Executor:
+    """One pooled worker process: runs the pickled function it is given."""
+
+    def run(self, fn_blob, args, kwargs):
+        return cloudpickle.loads(fn_blob)(*args, **kwargs)
+
+
+class _Pool:
+    def __init__(self, shape):
+        self._shape = shape
+        self._class = PyActorClass(_Executor, {**shape, "max_restarts": -1})
+        # [handle, the last ref submitted to it]: an executor runs its calls in order, so it is
+        # idle once its last one is done.
+        self._slots = []
+        self._lock = threading.Lock()
+        self._turn = 0
+        self._max = None
+
+    def _limit(self):
+        # Asked once per pool (a head round trip), not once per task.
+        if self._max is None:
+            self._max = self._compute_limit()
+        return self._max
+
+    def _compute_limit(self):
+        resources = _api.cluster_resources()
+        need = {"CPU": float(self._shape.get("num_cpus", 1)), "GPU": float(self._shape.get("num_gpus", 0) or 0),
+                "memory": float(self._shape.get("memory", 0) or 0),
+                **{k: float(v) for k, v in (self._shape.get("resources") or {}).items()}}
+        fits = [resources.get(k, 0) / v for k, v in need.items() if v > 0]
+        return max(1, min(_MAX_POOL, int(min(fits)) if fits else _MAX_POOL))
+
+    def _grow(self):
+        """A new executor, or None when the cluster has no room and this pool has some. Room
+        taken by idle executors of other shapes is given back first (kill), as Ray returns
+        idle leased workers."""
+        for attempt in (0, 1):
+            try:
+                slot = [self._class.remote(), None]
+                self._slots.append(slot)
+                return slot
+            except RayError as e:
+                if e.code != "RESOURCE_EXHAUSTED":
+                    raise
+                if attempt == 0 and _release_idle(self):
+                    continue
+                if self._slots:
+                    return None
+                raise
+
+    def release_idle(self):
+        """Kills this pool's executors with nothing in flight; returns how many. Skips a pool
+        busy submitting (another thread holds its lock): two pools growing at once must not
+        wait for each other."""
+        if not self._lock.acquire(blocking=False):
+            return 0
+        try:
+            idle = [s for s in self._slots if s[1] is None or s[1]._future.done()]
+            for s in idle:
+                self._slots.remove(s)
+        finally:
+            self._lock.release()
+        for s in idle:
+            try:
+                kill(s[0])
+            except RayError:
+                pass
+        return len(idle)
+
+    def submit(self, fn_blob, args, kwargs):
+        with self._lock:
+            slot = next((s for s in self._slots if s[1] is None or s[1]._future.done()), None)
+            if slot is None and len(self._slots) < self._limit():
+                slot = self._grow()
+            if slot is None:
+                slot = self._slots[self._turn % len(self._slots)]
+                self._turn += 1
+            ref = slot[0].run.remote(fn_blob, args, kwargs)
+            slot[1] = ref
+        return ref
+
+
+class RemoteFunction:
+    """What @remote makes of a function: f.remote(*args, **kwargs) runs it in a pooled worker
+    process and returns an ObjectRef of its return value (its exception re-raises from get)."""
+
+    def __init__(self, fn, options):
+        unknown = sorted(set(options) - _TASK_OPTIONS)
+        if unknown:
+            raise TypeError(f"options: unknown task option {unknown[0]} (known: {', '.join(sorted(_TASK_OPTIONS))})")
+        self._fn = fn
+        self._options = dict(options)
+        self._blob = None
+
+    def options(self, **options):
+        return RemoteFunction(self._fn, {**self._options, **options})
+
+    def remote(self, *args, **kwargs):
+        state = _api._current()
+        if self._blob is None:
+            try:
+                self._blob = cloudpickle.dumps(self._fn)
+            except Exception as e:
+                raise TypeError(f"{self._fn.__name__}.remote: the function does not pickle: {e}") from None
+        args = tuple(get(a) if isinstance(a, ObjectRef) else a for a in args)
+        kwargs = {k: get(v) if isinstance(v, ObjectRef) else v for k, v in kwargs.items()}
+        shape = {"num_cpus": 1, **self._options}
+        pools = _pools(state)
+        key = repr(sorted(shape.items()))
+        with _LOCK:
+            pool = pools.get(key) or pools.setdefault(key, _Pool(shape))
+        return pool.submit(self._blob, args, kwargs)
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"{self._fn.__name__} is a remote function: call it with {self._fn.__name__}.remote(...)")
+
+
+_LOCK = threading.Lock()
+
+
+def _pools(state):
+    return state.__dict__.setdefault("task_pools", {})
+
+
+def _release_idle(asking):
+    """Gives back the idle executors of every pool but `asking`; whether any went."""
+    with _LOCK:
+        others = [p for p in _pools(_api._current()).values() if p is not asking]
+    return sum(p.release_idle() for p in others) > 0
