@@ -5,7 +5,7 @@ from . import _api, _native
 from ._refs import ObjectRef
 from .exceptions import from_native
 
-_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "name", "namespace", "max_restarts",
+_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "name", "namespace", "max_restarts", "runtime_env",
             "max_concurrency", "lifetime", "get_if_exists"}
 
 
@@ -82,6 +82,22 @@ def _check_options(options):
     unknown = sorted(set(options) - _OPTIONS)
     if unknown:
         raise TypeError(f"options: unknown option {unknown[0]} (known: {', '.join(sorted(_OPTIONS))})")
+    if "runtime_env" in options:
+        check_runtime_env(options["runtime_env"], "options: runtime_env")
+
+
+def check_runtime_env(env, what):
+    """Validates a runtime_env: only env_vars (str to str) today."""
+    if env is None:
+        return
+    if not isinstance(env, dict):
+        raise TypeError(f"{what}: a dict, got {type(env).__name__}")
+    unknown = sorted(set(env) - {"env_vars"})
+    if unknown:
+        raise NotImplementedError(f"{what}: {unknown[0]} is not supported yet (env_vars is)")
+    env_vars = env.get("env_vars") or {}
+    if not isinstance(env_vars, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env_vars.items()):
+        raise TypeError(f"{what}: env_vars must map str to str")
 
 
 def _create(class_name, init_args, o, host, handle_type=None):

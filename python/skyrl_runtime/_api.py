@@ -13,7 +13,8 @@ _state = None  # _State while initialized
 
 
 class _State:
-    def __init__(self, address, token, namespace, cluster):
+    def __init__(self, address, token, namespace, cluster, runtime_env=None):
+        self.runtime_env = runtime_env  # the default of every actor and task this driver starts
         self.address = address
         self.token = token
         self.namespace = namespace
@@ -41,8 +42,8 @@ def init(address=None, *, namespace=None, num_cpus=None, ignore_reinit_error=Fal
     the process stops.
     """
     global _state
-    if runtime_env:
-        raise NotImplementedError("init(runtime_env=...): runtime environments are not supported yet")
+    from ._actors import check_runtime_env
+    check_runtime_env(runtime_env, "init: runtime_env")
     with _lock:
         if _state is not None:
             if ignore_reinit_error:
@@ -73,7 +74,7 @@ def init(address=None, *, namespace=None, num_cpus=None, ignore_reinit_error=Fal
                 cluster = LocalCluster(num_cpus=num_cpus)
                 target, token = cluster.address, cluster.token
         try:
-            _state = _State(target, token, namespace or "default", cluster)
+            _state = _State(target, token, namespace or "default", cluster, runtime_env)
         except _native.Error as e:
             if cluster:
                 cluster.stop()

@@ -3,10 +3,11 @@ skyrl-worker through skyrl-actor-host-python. The C++ actor host serves it (toke
 deadlines, exit reports); this module only makes the object and calls its methods.
 
 Wire (the driver's side is _python_actors.py): init args are base64 of cloudpickle((cls, args,
-kwargs)); a call's args are cloudpickle((args, kwargs)); its result is b"\\x00" + the pickled
+kwargs, env_vars)); a call's args are cloudpickle((args, kwargs)); its result is b"\\x00" + the pickled
 value, or b"\\x01" + the pickled (exception or None, type name, message, traceback)."""
 
 import base64
+import os
 import sys
 import traceback
 
@@ -17,7 +18,9 @@ from . import _native
 
 def _create(init_args):
     try:
-        cls, args, kwargs = cloudpickle.loads(base64.b64decode(init_args))
+        cls, args, kwargs, env_vars = cloudpickle.loads(base64.b64decode(init_args))
+        # runtime_env env_vars: set before the class is unpickled, so module-level code sees them.
+        os.environ.update(env_vars)
         return cls(*args, **kwargs)
     except BaseException:
         # The constructor's error, with its traceback, is the actor's death reason.

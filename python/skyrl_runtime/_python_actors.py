@@ -90,7 +90,9 @@ class PyActorClass:
 
     def remote(self, *args, **kwargs):
         try:
-            init = base64.b64encode(cloudpickle.dumps((self._cls, args, kwargs)))
+            env_vars = dict((_api._current().runtime_env or {}).get("env_vars") or {})
+            env_vars.update((self._options.get("runtime_env") or {}).get("env_vars") or {})
+            init = base64.b64encode(cloudpickle.dumps((self._cls, args, kwargs, env_vars)))
         except Exception as e:
             raise TypeError(f"{self._cls.__name__}.remote: the class or an argument does not pickle: {e}") from None
         made = _create("python", init, self._options, "python")

@@ -11,13 +11,13 @@ import threading
 import cloudpickle
 
 from . import _api
-from ._actors import kill
+from ._actors import check_runtime_env, kill
 from ._python_actors import PyActorClass
 from ._refs import ObjectRef, get
 from .exceptions import RayError
 
 _MAX_POOL = 64
-_TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory"}
+_TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "runtime_env"}
 
 
 class _Executor:
@@ -110,6 +110,8 @@ class RemoteFunction:
         unknown = sorted(set(options) - _TASK_OPTIONS)
         if unknown:
             raise TypeError(f"options: unknown task option {unknown[0]} (known: {', '.join(sorted(_TASK_OPTIONS))})")
+        if "runtime_env" in options:
+            check_runtime_env(options["runtime_env"], "options: runtime_env")
         self._fn = fn
         self._options = dict(options)
         self._blob = None

@@ -90,3 +90,19 @@ def test_arguments_that_do_not_pickle_are_named(cluster):
         c.add.remote(threading.Lock())
     with pytest.raises(TypeError, match="remote class"):
         Counter(1)
+
+
+def test_runtime_env_vars_reach_actors_and_tasks(cluster):
+    c = Counter.options(runtime_env={"env_vars": {"SKYRL_TEST_FLAVOUR": "mint"}}).remote(0)
+    assert ray.get(c.env.remote("SKYRL_TEST_FLAVOUR")) == "mint"
+    assert ray.get(Counter.remote(0).env.remote("SKYRL_TEST_FLAVOUR")) is None, "only where asked"
+
+    @ray.remote(runtime_env={"env_vars": {"SKYRL_TEST_FLAVOUR": "lime"}})
+    def flavour():
+        return os.environ.get("SKYRL_TEST_FLAVOUR")
+
+    assert ray.get(flavour.remote()) == "lime"
+    with pytest.raises(NotImplementedError, match="working_dir is not supported yet"):
+        Counter.options(runtime_env={"working_dir": "."})
+    with pytest.raises(TypeError, match="env_vars must map str to str"):
+        Counter.options(runtime_env={"env_vars": {"N": 1}})
