@@ -24,6 +24,7 @@
 #include "runtime/rpc/channel.h"
 #include "runtime/rpc/status.h"
 #include "skyrl/node.grpc.pb.h"
+#include "skyrl/placement_group.grpc.pb.h"
 
 namespace py = pybind11;
 
@@ -117,6 +118,30 @@ py::dict ActorDict(const v1::ActorInfo& a) {
   return d;
 }
 
+py::dict GroupDict(const v1::PlacementGroupInfo& g) {
+  py::dict d;
+  d["placement_group_id"] = g.placement_group_id();
+  d["name"] = g.spec().name();
+  d["namespace"] = g.spec().namespace_();
+  d["strategy"] = v1::PlacementStrategy_Name(g.spec().strategy());
+  std::string state = v1::PlacementGroupState_Name(g.state());
+  d["state"] = state.rfind("PG_", 0) == 0 ? state.substr(3) : state;
+  d["pending_reason"] = g.pending_reason();
+  py::list bundles;
+  for (int i = 0; i < g.spec().bundles_size(); ++i) {
+    py::dict b;
+    b["resources"] = std::map<std::string, double>(g.spec().bundles(i).resources().begin(),
+                                                   g.spec().bundles(i).resources().end());
+    b["node_id"] = i < g.bundles_size() ? g.bundles(i).node_id() : std::string();
+    b["gpu_ids"] = i < g.bundles_size()
+                       ? std::vector<int>(g.bundles(i).gpu_ids().begin(), g.bundles(i).gpu_ids().end())
+                       : std::vector<int>();
+    bundles.append(b);
+  }
+  d["bundles"] = bundles;
+  return d;
+}
+
 // The head's node table (NodeService.ListNodes), as dicts.
 py::list ListNodes(const std::string& address, const std::string& token, double timeout) {
   v1::ListNodesReply reply;
@@ -148,6 +173,23 @@ py::list ListNodes(const std::string& address, const std::string& token, double 
     out.append(d);
   }
   return out;
+}
+
+// One placement group by id (PlacementGroupService.GetPlacementGroup), as a dict.
+py::dict GetPlacementGroup(const std::string& address, const std::string& token, const std::string& id) {
+  v1::GetPlacementGroupReply reply;
+  absl::Status s;
+  {
+    py::gil_scoped_release release;
+    auto stub = v1::PlacementGroupService::NewStub(rpc::MakeChannel(address));
+    grpc::ClientContext ctx;
+    rpc::PrepareCall(&ctx, token, absl::Seconds(10));
+    v1::GetPlacementGroupRequest req;
+    req.set_placement_group_id(id);
+    s = rpc::FromGrpc(stub->GetPlacementGroup(&ctx, req, &reply));
+  }
+  if (!s.ok()) Raise(s);
+  return GroupDict(reply.group());
 }
 
 // A Python object as an actor: created and called through the Python host's functions
@@ -291,6 +333,49 @@ class Error(RuntimeError):
              }
              return ActorDict(Unwrap(std::move(info)));
            })
+      .def(
+          "create_placement_group",
+          [](Client& c, const std::vector<std::map<std::string, double>>& bundles,
+             const std::string& strategy, const std::string& name, const std::string& ns, bool wait_for_nodes,
+             bool detached) {
+            PlacementGroupOptions o;
+            for (const auto& b : bundles) o.bundles.push_back(Bundle{b, {}});
+            if (!v1::PlacementStrategy_Parse(strategy, &o.strategy))
+              Raise(absl::InvalidArgumentError(absl::StrCat(
+                  "strategy: \"", strategy, "\" is not PACK, SPREAD, STRICT_PACK or STRICT_SPREAD")));
+            o.name = name;
+            o.ns = ns;
+            o.wait_for_nodes = wait_for_nodes;
+            o.detached = detached;
+            absl::StatusOr<v1::PlacementGroupInfo> g;
+            {
+              py::gil_scoped_release release;
+              g = c.CreatePlacementGroup(o);
+            }
+            return GroupDict(Unwrap(std::move(g)));
+          },
+          py::arg("bundles"), py::arg("strategy") = "PACK", py::arg("name") = "",
+          py::arg("namespace") = "default", py::arg("wait_for_nodes") = false, py::arg("detached") = false)
+      .def(
+          "wait_placement_group",
+          [](Client& c, const std::string& id, double timeout) {
+            absl::StatusOr<v1::PlacementGroupInfo> g;
+            {
+              py::gil_scoped_release release;
+              g = c.WaitPlacementGroup(id, Seconds(timeout));
+            }
+            return GroupDict(Unwrap(std::move(g)));
+          },
+          py::arg("placement_group_id"), py::arg("timeout"))
+      .def("remove_placement_group",
+           [](Client& c, const std::string& id) {
+             absl::Status s;
+             {
+               py::gil_scoped_release release;
+               s = c.RemovePlacementGroup(id);
+             }
+             if (!s.ok()) Raise(s);
+           })
       .def("kill", [](Client& c, const std::string& actor_id) {
         absl::Status s;
         {
@@ -302,6 +387,8 @@ class Error(RuntimeError):
 
   m.def("list_nodes", &ListNodes, py::arg("address"), py::arg("token"), py::arg("timeout") = 5.0,
         "the head's node table");
+  m.def("get_placement_group", &GetPlacementGroup, py::arg("address"), py::arg("token"),
+        py::arg("placement_group_id"), "one placement group, as the head has it");
   m.def("run_actor_host", &RunPythonHost, py::arg("argv"), py::arg("create"), py::arg("dispatch"),
         "serves one Python actor as skyrl-actor-host does (the worker's host \"python\")");
   m.def(

@@ -8,7 +8,7 @@ get_runtime_context, nodes() and the cluster's resources. Everything goes throug
 client (skyrl_runtime._native). docs/python.md says what is and is not here.
 """
 
-from . import cross_language, exceptions
+from . import cross_language, exceptions, util
 from ._actors import ActorHandle, get_actor, kill
 from ._api import available_resources, cluster_resources, init, is_initialized, nodes, shutdown
 from ._python_actors import remote
@@ -18,4 +18,4 @@ from ._refs import ObjectRef, get, put, wait
 
 __all__ = ["ActorHandle", "ObjectRef", "available_resources", "cluster_resources", "cross_language", "exceptions",
            "get", "get_actor", "get_gpu_ids", "get_runtime_context", "init", "is_initialized", "kill", "nodes",
-           "put", "remote", "shutdown", "wait"]
+           "put", "remote", "shutdown", "util", "wait"]

@@ -5,7 +5,7 @@ from . import _api, _native
 from ._refs import ObjectRef
 from .exceptions import from_native
 
-_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "name", "namespace", "max_restarts", "runtime_env",
+_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "name", "namespace", "max_restarts", "runtime_env", "scheduling_strategy",
             "max_concurrency", "lifetime", "get_if_exists"}
 
 
@@ -112,6 +112,14 @@ def _create(class_name, init_args, o, host, handle_type=None):
         raise ValueError(f"options: lifetime must be 'detached' or 'non_detached', got {o['lifetime']!r}")
     state = _api._current()
     namespace = o.get("namespace") or state.namespace
+    group_id, bundle = "", -1
+    strategy = o.get("scheduling_strategy")
+    if strategy is not None:
+        from ._placement import PlacementGroupSchedulingStrategy
+        if not isinstance(strategy, PlacementGroupSchedulingStrategy):
+            raise NotImplementedError(f"options: scheduling_strategy {type(strategy).__name__} is not supported yet "
+                                      "(PlacementGroupSchedulingStrategy is)")
+        group_id, bundle = strategy.placement_group.id, int(strategy.placement_group_bundle_index)
     if o.get("get_if_exists") and o.get("name"):
         try:
             return state.client.get_actor(o["name"], namespace)
@@ -122,7 +130,7 @@ def _create(class_name, init_args, o, host, handle_type=None):
         return state.client.create_actor(
             class_name, init_args, resources, name=o.get("name") or "", namespace=namespace,
             max_restarts=int(o.get("max_restarts", 0)), max_concurrency=int(o.get("max_concurrency", 1)),
-            detached=o.get("lifetime") == "detached", host=host)
+            placement_group_id=group_id, bundle_index=bundle, detached=o.get("lifetime") == "detached", host=host)
     except _native.Error as e:
         raise from_native(e) from None
 

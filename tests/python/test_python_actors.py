@@ -106,3 +106,52 @@ def test_runtime_env_vars_reach_actors_and_tasks(cluster):
         Counter.options(runtime_env={"working_dir": "."})
     with pytest.raises(TypeError, match="env_vars must map str to str"):
         Counter.options(runtime_env={"env_vars": {"N": 1}})
+
+
+def test_placement_group_bundles_in_order_with_gpu_ids(monkeypatch, tmp_path):
+    """A worker declaring GPUs (--gpu-ids): bundles keep their order and the table says each
+    bundle's node and device, which CUDA_VISIBLE_DEVICES and get_gpu_ids() show in the actor."""
+    from skyrl_runtime.util.placement_group import placement_group, placement_group_table, remove_placement_group
+    from skyrl_runtime.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+    import subprocess
+    monkeypatch.delenv("SKYRL_ADDRESS", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    ray.init(num_cpus=4)
+    try:
+        state = ray._api._current()
+        cluster = state.cluster
+        worker = subprocess.Popen([os.path.join(os.environ["SKYRL_BIN_DIR"], "skyrl-worker"), "--head", cluster.address,
+                                   "--token-file", cluster.token_file, "--resources", "CPU=4,GPU=4",
+                                   "--gpu-ids", "0,1,2,3", "--log-dir", str(tmp_path / "gpu-actors")],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            for _ in range(200):
+                if ray.cluster_resources().get("GPU", 0) == 4:
+                    break
+                import time
+                time.sleep(0.05)
+            pg = placement_group([{"CPU": 0.5, "GPU": 1}, {"CPU": 0.5, "GPU": 1}], strategy="PACK")
+            assert ray.get(pg.ready(), timeout=30) is pg
+            table = placement_group_table(pg)
+            assert table["state"] == "CREATED"
+            assert [b["gpu_ids"] for b in table["bundles"]] == [[0], [1]]
+            assert len(set(table["bundles_to_node_id"].values())) == 1
+
+            @ray.remote
+            class Gpu:
+                def ids(self):
+                    return ray.get_gpu_ids(), os.environ["CUDA_VISIBLE_DEVICES"]
+
+            second = Gpu.options(num_cpus=0.5, num_gpus=1, scheduling_strategy=PlacementGroupSchedulingStrategy(
+                pg, placement_group_bundle_index=1)).remote()
+            assert ray.get(second.ids.remote()) == ([1], "1")
+            with pytest.raises(exceptions.RayError) as never:
+                placement_group([{"GPU": 8}], strategy="STRICT_PACK")
+            assert never.value.code == "RESOURCE_EXHAUSTED" and "GPU" in str(never.value)
+            remove_placement_group(pg)
+            assert placement_group_table(pg)["state"] == "REMOVED"
+        finally:
+            worker.terminate()
+            worker.wait(10)
+    finally:
+        ray.shutdown()

@@ -1,0 +1,109 @@
+"""Placement groups from Python, at Ray's names (ray.util.placement_group and
+ray.util.scheduling_strategies). Bundles keep their order, and the table says each bundle's
+node and GPU ids, so nobody needs probe actors to learn where a bundle landed."""
+
+import concurrent.futures
+
+from . import _api, _native
+from ._refs import ObjectRef
+from .exceptions import from_native
+
+
+class _Waiting:
+    """A future of a placement group's readiness, for ready()."""
+
+    def __init__(self, pg):
+        self._f = concurrent.futures.ThreadPoolExecutor(max_workers=1).submit(pg.wait, 3600)
+
+    def done(self):
+        return self._f.done()
+
+    def result(self, timeout=None):
+        try:
+            return self._f.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise _native.Error("DEADLINE_EXCEEDED", "placement group not ready yet") from None
+
+
+class PlacementGroup:
+    def __init__(self, info):
+        self.id = info["placement_group_id"]
+        self.bundle_specs = [dict(b["resources"]) for b in info["bundles"]]
+        self._strategy = info["strategy"]
+
+    @property
+    def bundle_count(self):
+        return len(self.bundle_specs)
+
+    def wait(self, timeout_seconds=30):
+        """True once every bundle is placed; False when `timeout_seconds` pass first."""
+        try:
+            _api._current().client.wait_placement_group(self.id, float(timeout_seconds))
+            return True
+        except _native.Error as e:
+            if e.code == "DEADLINE_EXCEEDED":
+                return False
+            raise from_native(e) from None
+
+    def ready(self):
+        """An ObjectRef that resolves (to this group) once it is placed."""
+        return ObjectRef(_Waiting(self), lambda ok: self, f"placement_group({self.id}).ready()")
+
+    def __reduce__(self):
+        return (_rebuild, (self.id, self.bundle_specs, self._strategy))
+
+    def __repr__(self):
+        return f"PlacementGroup({self.id})"
+
+
+def _rebuild(pg_id, specs, strategy):
+    return PlacementGroup({"placement_group_id": pg_id, "strategy": strategy,
+                           "bundles": [{"resources": r} for r in specs]})
+
+
+def placement_group(bundles, strategy="PACK", name="", lifetime=None, _wait_for_nodes=False):
+    """Reserves `bundles` (dicts of resources, e.g. {"CPU": 1, "GPU": 1}) with `strategy` (PACK,
+    SPREAD, STRICT_PACK, STRICT_SPREAD). Returns at once; ready()/wait() say when it is placed.
+    A group this cluster can never hold fails here, saying what is missing and where."""
+    if not bundles or not all(isinstance(b, dict) and b for b in bundles):
+        raise ValueError("placement_group: bundles must be a non-empty list of non-empty dicts")
+    if lifetime not in (None, "detached"):
+        raise ValueError(f"placement_group: lifetime must be None or 'detached', got {lifetime!r}")
+    state = _api._current()
+    try:
+        info = state.client.create_placement_group([{k: float(v) for k, v in b.items()} for b in bundles],
+                                                   strategy, name, state.namespace, _wait_for_nodes,
+                                                   lifetime == "detached")
+    except _native.Error as e:
+        raise from_native(e) from None
+    return PlacementGroup(info)
+
+
+def placement_group_table(pg):
+    """The group as the head has it: state, strategy, bundles (resources, node and GPU ids in
+    bundle order), and Ray's bundles_to_node_id."""
+    state = _api._current()
+    try:
+        info = _native.get_placement_group(state.address, state.token, pg.id)
+    except _native.Error as e:
+        raise from_native(e) from None
+    info["bundles_to_node_id"] = {i: b["node_id"] for i, b in enumerate(info["bundles"])}
+    info["bundles_to_gpu_ids"] = {i: b["gpu_ids"] for i, b in enumerate(info["bundles"])}
+    return info
+
+
+def remove_placement_group(pg):
+    """Frees the bundles; the actors in them are killed."""
+    try:
+        _api._current().client.remove_placement_group(pg.id)
+    except _native.Error as e:
+        raise from_native(e) from None
+
+
+class PlacementGroupSchedulingStrategy:
+    """options(scheduling_strategy=...): place the actor in this group's bundle (-1: any)."""
+
+    def __init__(self, placement_group, placement_group_bundle_index=-1,
+                 placement_group_capture_child_tasks=None):
+        self.placement_group = placement_group
+        self.placement_group_bundle_index = placement_group_bundle_index
