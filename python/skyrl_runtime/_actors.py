@@ -36,7 +36,11 @@ class ActorMethod:
 
 
 class ActorHandle:
-    """A live actor. Methods are attributes: handle.echo.remote(b"hi"). Pickles (to its id)."""
+    """A live actor. Methods are attributes: handle.echo.remote(b"hi"). Pickles (to its id), so
+    it can be passed to other actors and tasks. This class calls C++ actors (bytes in and out);
+    Python actors' handles (_python_actors.PyActorHandle) differ only in their methods."""
+
+    _method_type = ActorMethod
 
     def __init__(self, actor_id, class_name):
         self._actor_id = actor_id
@@ -45,13 +49,13 @@ class ActorHandle:
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
-        return ActorMethod(self, name)
+        return self._method_type(self, name)
 
     def __repr__(self):
         return f"Actor({self._class_name}, {self._actor_id})"
 
     def __reduce__(self):
-        return (ActorHandle, (self._actor_id, self._class_name))
+        return (type(self), (self._actor_id, self._class_name))
 
     def _describe(self):
         try:

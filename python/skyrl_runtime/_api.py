@@ -127,21 +127,20 @@ def nodes():
     return out
 
 
-def cluster_resources():
-    """Resources of the alive nodes, summed."""
+def _summed(field):
     total = {}
     for n in nodes():
         if n["alive"]:
-            for k, v in n["resources"].items():
+            for k, v in n[field].items():
                 total[k] = total.get(k, 0) + v
     return total
+
+
+def cluster_resources():
+    """Resources of the alive nodes, summed."""
+    return _summed("resources")
 
 
 def available_resources():
     """Resources not held by actors or placement groups, summed over the alive nodes."""
-    total = {}
-    for n in nodes():
-        if n["alive"]:
-            for k, v in n["resources_available"].items():
-                total[k] = total.get(k, 0) + v
-    return total
+    return _summed("resources_available")

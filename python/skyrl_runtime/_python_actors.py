@@ -7,7 +7,7 @@ import base64
 import cloudpickle
 
 from . import _api, _native
-from ._actors import _check_options, _create
+from ._actors import ActorHandle, _check_options, _create
 from ._refs import ObjectRef, get
 from .exceptions import RayError, from_native
 
@@ -56,24 +56,10 @@ class PyActorMethod:
         return ObjectRef(future, _decode, f"{self._handle._class_name}.{self._name}")
 
 
-class PyActorHandle:
-    """A live Python actor: handle.method.remote(...). Pickles (to its id), so it can be passed to
-    other actors."""
+class PyActorHandle(ActorHandle):
+    """A live Python actor: handle.method.remote(...) with any arguments."""
 
-    def __init__(self, actor_id, class_name):
-        self._actor_id = actor_id
-        self._class_name = class_name
-
-    def __getattr__(self, name):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return PyActorMethod(self, name)
-
-    def __repr__(self):
-        return f"Actor({self._class_name}, {self._actor_id})"
-
-    def __reduce__(self):
-        return (PyActorHandle, (self._actor_id, self._class_name))
+    _method_type = PyActorMethod
 
 
 class PyActorClass:
