@@ -155,3 +155,39 @@ def test_placement_group_bundles_in_order_with_gpu_ids(monkeypatch, tmp_path):
             worker.wait(10)
     finally:
         ray.shutdown()
+
+
+def test_a_python_actor_that_exits_is_restarted_with_max_restarts(cluster):
+    @ray.remote(max_restarts=1, num_cpus=0)
+    class Fragile:
+        def __init__(self):
+            self.calls = 0
+
+        def call(self):
+            self.calls += 1
+            return os.getpid(), self.calls
+
+        def die(self):
+            os._exit(7)
+
+    f = Fragile.remote()
+    pid, calls = ray.get(f.call.remote())
+    assert calls == 1
+    with pytest.raises(exceptions.RayActorError):
+        ray.get(f.die.remote(), timeout=30)
+    import time
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            new_pid, calls = ray.get(f.call.remote(), timeout=30)
+            break
+        except exceptions.ActorUnavailableError:
+            assert time.monotonic() < deadline
+    assert new_pid != pid and calls == 1, "a fresh process and a fresh object"
+    assert f._describe()["restarts"] == 1
+    f.die.remote()
+    deadline = time.monotonic() + 30
+    while f._describe()["state"] != "ACTOR_DEAD":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert "exit code 7" in f._describe()["death_reason"]
