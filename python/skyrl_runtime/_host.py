@@ -6,14 +6,33 @@ Wire (the driver's side is _python_actors.py): init args are base64 of cloudpick
 kwargs, env_vars)); a call's args are cloudpickle((args, kwargs)); its result is b"\\x00" + the pickled
 value, or b"\\x01" + the pickled (exception or None, type name, message, traceback)."""
 
+import asyncio
 import base64
+import inspect
 import os
 import sys
+import threading
 import traceback
 
 import cloudpickle
 
 from . import _native
+
+
+_loop = None
+_loop_lock = threading.Lock()
+
+
+def _event_loop():
+    """The process's event loop for `async def` methods, on a thread of its own (started on the
+    first coroutine). With max_concurrency > 1 the host's threads wait here for their calls
+    while the loop runs the coroutines together."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            _loop = asyncio.new_event_loop()
+            threading.Thread(target=_loop.run_forever, name="skyrl-actor-loop", daemon=True).start()
+        return _loop
 
 
 def _create(init_args):
@@ -32,7 +51,10 @@ def _dispatch(obj, method, payload):
         if method.startswith("_"):
             raise AttributeError(f"{type(obj).__name__}.{method}: private methods cannot be called remotely")
         args, kwargs = cloudpickle.loads(payload)
-        return b"\x00" + cloudpickle.dumps(getattr(obj, method)(*args, **kwargs))
+        result = getattr(obj, method)(*args, **kwargs)
+        if inspect.iscoroutine(result):
+            result = asyncio.run_coroutine_threadsafe(result, _event_loop()).result()
+        return b"\x00" + cloudpickle.dumps(result)
     except BaseException as e:  # the caller gets it, as Ray re-raises it in get()
         tb = traceback.format_exc()
         try:

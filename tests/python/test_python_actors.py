@@ -191,3 +191,26 @@ def test_a_python_actor_that_exits_is_restarted_with_max_restarts(cluster):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert "exit code 7" in f._describe()["death_reason"]
+
+
+def test_async_methods_overlap_with_max_concurrency(cluster):
+    """Four coroutines wait for each other: they finish only if they run at once."""
+
+    @ray.remote(max_concurrency=4, num_cpus=0)
+    class Gather:
+        def __init__(self):
+            self.arrived = 0
+            self.all_here = None
+
+        async def meet(self, n):
+            import asyncio
+            if self.all_here is None:
+                self.all_here = asyncio.Event()
+            self.arrived += 1
+            if self.arrived == n:
+                self.all_here.set()
+            await asyncio.wait_for(self.all_here.wait(), timeout=20)
+            return self.arrived
+
+    g = Gather.remote()
+    assert ray.get([g.meet.remote(4) for _ in range(4)], timeout=60) == [4, 4, 4, 4]
