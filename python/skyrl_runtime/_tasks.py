@@ -10,14 +10,15 @@ import threading
 
 import cloudpickle
 
-from . import _api
+from . import _api, _native
 from ._actors import check_runtime_env, kill
 from ._python_actors import PyActorClass
 from ._refs import ObjectRef, get
 from .exceptions import RayError
 
 _MAX_POOL = 64
-_TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "runtime_env"}
+_TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "runtime_env", "max_retries"}
+_DEFAULT_RETRIES = 3  # Ray's default for tasks
 
 
 class _Executor:
@@ -102,6 +103,29 @@ class _Pool:
         return ref
 
 
+class _Retrying:
+    """A task's result, submitted again (up to `retries` times) when its executor died under
+    it (UNAVAILABLE); the task's own exceptions are results and are not retried."""
+
+    def __init__(self, submit, retries):
+        self._submit = submit
+        self._left = retries
+        self._f = submit()
+
+    def done(self):
+        return self._f.done()
+
+    def result(self, timeout=None):
+        while True:
+            try:
+                return self._f.result(timeout)
+            except _native.Error as e:
+                if e.code != "UNAVAILABLE" or self._left <= 0:
+                    raise
+                self._left -= 1
+                self._f = self._submit()
+
+
 class RemoteFunction:
     """What @remote makes of a function: f.remote(*args, **kwargs) runs it in a pooled worker
     process and returns an ObjectRef of its return value (its exception re-raises from get)."""
@@ -128,12 +152,20 @@ class RemoteFunction:
                 raise TypeError(f"{self._fn.__name__}.remote: the function does not pickle: {e}") from None
         args = tuple(get(a) if isinstance(a, ObjectRef) else a for a in args)
         kwargs = {k: get(v) if isinstance(v, ObjectRef) else v for k, v in kwargs.items()}
-        shape = {"num_cpus": 1, **self._options}
+        shape = {"num_cpus": 1, **{k: v for k, v in self._options.items() if k != "max_retries"}}
+        retries = int(self._options.get("max_retries", _DEFAULT_RETRIES))
+        if retries < 0:
+            raise ValueError(f"{self._fn.__name__}.options: max_retries must be 0 or more, got {retries}")
         pools = _pools(state)
         key = repr(sorted(shape.items()))
         with _LOCK:
             pool = pools.get(key) or pools.setdefault(key, _Pool(shape))
-        return pool.submit(self._blob, args, kwargs)
+        first = pool.submit(self._blob, args, kwargs)
+        if retries == 0:
+            return first
+        futures = iter([first._future])
+        submit = lambda: next(futures, None) or pool.submit(self._blob, args, kwargs)._future  # noqa: E731
+        return ObjectRef(_Retrying(submit, retries), first._decode, first._what)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"{self._fn.__name__} is a remote function: call it with {self._fn.__name__}.remote(...)")

@@ -62,3 +62,19 @@ def test_a_task_creates_actors_and_calls_them(cluster):
     assert ray.get(spawn_and_call.remote(), timeout=60) == 5
     assert ray.get_runtime_context().get_actor_id() is None
     assert ray.get_gpu_ids() == []
+
+
+def test_a_task_whose_process_dies_is_retried(cluster, tmp_path):
+    marker = str(tmp_path / "died-once")
+
+    @ray.remote(num_cpus=0.5)
+    def dies_once(path):
+        if not os.path.exists(path):
+            open(path, "w").close()
+            os._exit(1)
+        return "second try"
+
+    assert ray.get(dies_once.remote(marker), timeout=60) == "second try"
+    os.unlink(marker)
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(dies_once.options(max_retries=0).remote(marker), timeout=60)
