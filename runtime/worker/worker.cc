@@ -39,23 +39,21 @@ absl::Status Call(const std::string& token, const std::function<grpc::Status(grp
 
 }  // namespace
 
-absl::Status ValidateWorkerOptions(const WorkerOptions& o) {
+absl::StatusOr<NodeDescription> DescribeNode(const WorkerOptions& o) {
   if (absl::Status s = rpc::ValidateAddress("--head", o.head); !s.ok()) return s;
-  if (absl::StatusOr<NodeOffer> offer = BuildOffer(o.resources, o.gpu_ids); !offer.ok())
-    return offer.status();
-  return ParseLabels(o.labels).status();
+  absl::StatusOr<NodeOffer> offer = BuildOffer(o.resources, o.gpu_ids);
+  if (!offer.ok()) return offer.status();
+  absl::StatusOr<std::map<std::string, std::string>> labels = ParseLabels(o.labels);
+  if (!labels.ok()) return labels.status();
+  return NodeDescription{std::move(*offer), std::move(*labels)};
 }
 
-int RunWorker(WorkerOptions o) {
-  if (absl::Status s = ValidateWorkerOptions(o); !s.ok()) return Fail(s);
-  absl::StatusOr<NodeOffer> offer = BuildOffer(o.resources, o.gpu_ids);
-  if (!offer.ok()) return Fail(offer.status());
-  absl::StatusOr<std::map<std::string, std::string>> labels = ParseLabels(o.labels);
-  if (!labels.ok()) return Fail(labels.status());
+int RunWorker(WorkerOptions o, const NodeDescription& node) {
   if (!o.gpu_ids.empty()) {
     spdlog::info("GPU ids declared by --gpu-ids: {}", o.gpu_ids);
-  } else if (GpuDetection gpus = DetectGpus(); gpus.ids.empty()) {
-    spdlog::info("{}; offering GPU=0", gpus.note);
+  } else if (node.offer.gpu_ids.empty()) {
+    // Asked again only for the reason (the CUDA error) to log; a node with GPUs is not.
+    spdlog::info("{}; offering GPU=0", DetectGpus().note);
   }
   std::error_code ec;
   if (o.actor_host.empty())
@@ -104,9 +102,9 @@ int RunWorker(WorkerOptions o) {
   gethostname(host, sizeof(host) - 1);
   info.set_hostname(host);
   info.set_pid(getpid());
-  for (const auto& [k, v] : offer->resources.ToMap()) (*info.mutable_resources_total())[k] = v;
-  for (const auto& [k, v] : *labels) (*info.mutable_labels())[k] = v;
-  for (int g : offer->gpu_ids) info.add_gpu_ids(g);
+  for (const auto& [k, v] : node.offer.resources.ToMap()) (*info.mutable_resources_total())[k] = v;
+  for (const auto& [k, v] : node.labels) (*info.mutable_labels())[k] = v;
+  for (int g : node.offer.gpu_ids) info.add_gpu_ids(g);
   std::unique_ptr<HeadApi> head_api = MakeGrpcHeadApi(o.head, o.token);
   std::unique_ptr<HeadApi> probe_api = MakeGrpcHeadApi(o.head, o.token);
   std::unique_ptr<PeerApi> peer_api = MakeGrpcPeerApi(o.token);

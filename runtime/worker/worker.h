@@ -8,8 +8,9 @@
 #include <map>
 #include <string>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "runtime/worker/node_resources.h"
 
 namespace skyrl::worker {
 
@@ -27,12 +28,20 @@ struct WorkerOptions {
   std::string actor_host;  // actor host binary (empty: skyrl-actor-host beside this one)
 };
 
-// Checks the head address, resources, labels and GPU ids; InvalidArgument naming the flag.
-absl::Status ValidateWorkerOptions(const WorkerOptions& options);
+// What this node offers the head: its resources and GPU ids (detected, or as the flags say)
+// and its labels.
+struct NodeDescription {
+  NodeOffer offer;
+  std::map<std::string, std::string> labels;
+};
 
-// Returns the process exit code: 2 for bad options (the error on stderr, naming the flag),
-// 0 after leaving on a signal. Exits the process (HeadLink's code) when the head stays away
-// past the retry window.
-int RunWorker(WorkerOptions options);
+// Checks the head address and reads the node's resources, GPU ids and labels (detecting the
+// GPUs once); InvalidArgument naming the flag.
+absl::StatusOr<NodeDescription> DescribeNode(const WorkerOptions& options);
+
+// Serves `node` (from DescribeNode). Returns the process exit code: 2 when the log folder
+// cannot be made or the port not bound (the error on stderr), 0 after leaving on a signal. Exits the process
+// (HeadLink's code) when the head stays away past the retry window.
+int RunWorker(WorkerOptions options, const NodeDescription& node);
 
 }  // namespace skyrl::worker

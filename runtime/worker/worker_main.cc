@@ -42,7 +42,9 @@ int main(int argc, char** argv) {
   if (absl::Status s = skyrl::rpc::ConfigureTls(tls); !s.ok()) return fail(s);
   if (absl::Status s = skyrl::InitLogging("worker", log_level); !s.ok()) return fail(s);
   o.head_retry_window = absl::Seconds(head_retry_window_s);
-  if (absl::Status s = skyrl::worker::ValidateWorkerOptions(o); !s.ok()) return fail(s);
+  // Bad flags fail before the wait for a token below.
+  absl::StatusOr<skyrl::worker::NodeDescription> node = skyrl::worker::DescribeNode(o);
+  if (!node.ok()) return fail(node.status());
   // A worker started beside a head that is still starting waits briefly for the head to
   // write ~/.skyrl/token, as it waits for the head itself.
   absl::StatusOr<std::string> token = skyrl::rpc::LoadToken(token_file, false);
@@ -53,5 +55,5 @@ int main(int argc, char** argv) {
   }
   if (!token.ok()) return fail(token.status());
   o.token = *token;
-  return skyrl::worker::RunWorker(o);
+  return skyrl::worker::RunWorker(o, *node);
 }
