@@ -1,9 +1,9 @@
 """Actor handles and actor classes: what Ray's ActorClass/ActorHandle do, for the classes the
 actor hosts serve (C++ classes registered with SKYRL_REGISTER_ACTOR)."""
 
-from . import _api, _native
+from . import _api
 from ._refs import ObjectRef
-from .exceptions import from_native
+from .exceptions import RayError
 
 _OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "name", "namespace", "max_restarts", "runtime_env", "scheduling_strategy",
             "max_concurrency", "lifetime", "get_if_exists"}
@@ -27,11 +27,7 @@ class ActorMethod:
     def remote(self, args=b"", *, timeout=None):
         """Calls the method; returns an ObjectRef of the result bytes at once."""
         payload = _as_bytes(args, f"{self._name}.remote")
-        client = _api._current().client
-        try:
-            future = client.call_async(self._handle._actor_id, self._name, payload, timeout)
-        except _native.Error as e:
-            raise from_native(e) from None
+        future = _api._current().client.call_async(self._handle._actor_id, self._name, payload, timeout)
         return ObjectRef(future, lambda b: b, f"{self._handle._class_name}.{self._name}")
 
 
@@ -58,10 +54,7 @@ class ActorHandle:
         return (type(self), (self._actor_id, self._class_name))
 
     def _describe(self):
-        try:
-            return _api._current().client.describe(self._actor_id)
-        except _native.Error as e:
-            raise from_native(e) from None
+        return _api._current().client.describe(self._actor_id)
 
 
 class CppActorClass:
@@ -127,16 +120,13 @@ def _create(class_name, init_args, o, host, handle_type=None):
     if o.get("get_if_exists") and o.get("name"):
         try:
             return state.client.get_actor(o["name"], namespace)
-        except _native.Error as e:
+        except RayError as e:
             if e.code != "NOT_FOUND":
-                raise from_native(e) from None
-    try:
-        return state.client.create_actor(
-            class_name, init_args, resources, name=o.get("name") or "", namespace=namespace,
-            max_restarts=int(o.get("max_restarts", 0)), max_concurrency=int(o.get("max_concurrency", 1)),
-            placement_group_id=group_id, bundle_index=bundle, detached=o.get("lifetime") == "detached", host=host)
-    except _native.Error as e:
-        raise from_native(e) from None
+                raise
+    return state.client.create_actor(
+        class_name, init_args, resources, name=o.get("name") or "", namespace=namespace,
+        max_restarts=int(o.get("max_restarts", 0)), max_concurrency=int(o.get("max_concurrency", 1)),
+        placement_group_id=group_id, bundle_index=bundle, detached=o.get("lifetime") == "detached", host=host)
 
 
 def get_actor(name, namespace=None):
@@ -145,10 +135,10 @@ def get_actor(name, namespace=None):
     state = _api._current()
     try:
         actor_id = state.client.get_actor(name, namespace or state.namespace)
-    except _native.Error as e:
+    except RayError as e:
         if e.code == "NOT_FOUND":
             raise ValueError(f"get_actor: no actor named {name!r} in namespace {namespace or state.namespace!r}") from None
-        raise from_native(e) from None
+        raise
     info = state.client.describe(actor_id)
     if info["class_name"] == "python":
         from ._python_actors import PyActorHandle
@@ -161,7 +151,4 @@ def kill(actor, *, no_restart=True):
     stays dead."""
     if not no_restart:
         raise NotImplementedError("kill(no_restart=False): restarting a killed actor is not supported")
-    try:
-        _api._current().client.kill(actor._actor_id)
-    except _native.Error as e:
-        raise from_native(e) from None
+    _api._current().client.kill(actor._actor_id)

@@ -4,9 +4,9 @@ import atexit
 import os
 import threading
 
-from . import _native
+from . import _edge
 from ._cluster import LocalCluster
-from .exceptions import RayError, from_native
+from .exceptions import RayError
 
 _lock = threading.Lock()
 _state = None  # _State while initialized
@@ -19,17 +19,17 @@ class _State:
         self.token = token
         self.namespace = namespace
         self.cluster = cluster  # the LocalCluster init() started, or None
-        self.client = _native.Client.connect(address, token)
+        self.client = _edge.Client(address, token)
 
 
 def _reachable(address, token):
     try:
-        _native.list_nodes(address, token, 2.0)
+        _edge.list_nodes(address, token, 2.0)
         return True
-    except _native.Error as e:
+    except RayError as e:
         if e.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
             return False
-        raise from_native(e) from None
+        raise
 
 
 def init(address=None, *, namespace=None, num_cpus=None, ignore_reinit_error=False, runtime_env=None):
@@ -54,10 +54,7 @@ def init(address=None, *, namespace=None, num_cpus=None, ignore_reinit_error=Fal
             explicit = None
         cluster = None
         if explicit:
-            try:
-                token = _native.load_token()
-            except _native.Error as e:
-                raise from_native(e) from None
+            token = _edge.load_token()
             if not _reachable(explicit, token):
                 raise RayError(f"init: no head answers at {explicit}", "UNAVAILABLE")
             target = explicit
@@ -65,20 +62,20 @@ def init(address=None, *, namespace=None, num_cpus=None, ignore_reinit_error=Fal
             target, token = None, None
             if address != "local":
                 try:
-                    token = _native.load_token()
+                    token = _edge.load_token()
                     if _reachable("127.0.0.1:7420", token):
                         target = "127.0.0.1:7420"
-                except _native.Error:
+                except RayError:
                     pass
             if target is None:
                 cluster = LocalCluster(num_cpus=num_cpus)
                 target, token = cluster.address, cluster.token
         try:
             _state = _State(target, token, namespace or "default", cluster, runtime_env)
-        except _native.Error as e:
+        except RayError:
             if cluster:
                 cluster.stop()
-            raise from_native(e) from None
+            raise
         return _state
 
 
@@ -116,10 +113,7 @@ def nodes():
     """Every node the head knows, as dicts (NodeID, Alive, Resources, ... as Ray names them, and
     this runtime's own fields: gpu_ids, labels, resources_available)."""
     s = _current()
-    try:
-        listed = _native.list_nodes(s.address, s.token)
-    except _native.Error as e:
-        raise from_native(e) from None
+    listed = _edge.list_nodes(s.address, s.token)
     out = []
     for n in listed:
         out.append({"NodeID": n["node_id"], "Alive": n["alive"], "NodeManagerHostname": n["hostname"],

@@ -4,9 +4,9 @@ node and GPU ids, so nobody needs probe actors to learn where a bundle landed.""
 
 import concurrent.futures
 
-from . import _api, _native
+from . import _api, _edge, _native
 from ._refs import ObjectRef
-from .exceptions import from_native
+from .exceptions import RayError
 
 
 class _Waiting:
@@ -40,10 +40,10 @@ class PlacementGroup:
         try:
             _api._current().client.wait_placement_group(self.id, float(timeout_seconds))
             return True
-        except _native.Error as e:
+        except RayError as e:
             if e.code == "DEADLINE_EXCEEDED":
                 return False
-            raise from_native(e) from None
+            raise
 
     def ready(self):
         """An ObjectRef that resolves (to this group) once it is placed."""
@@ -70,12 +70,8 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None, _wait_for_
     if lifetime not in (None, "detached"):
         raise ValueError(f"placement_group: lifetime must be None or 'detached', got {lifetime!r}")
     state = _api._current()
-    try:
-        info = state.client.create_placement_group([{k: float(v) for k, v in b.items()} for b in bundles],
-                                                   strategy, name, state.namespace, _wait_for_nodes,
-                                                   lifetime == "detached")
-    except _native.Error as e:
-        raise from_native(e) from None
+    info = state.client.create_placement_group([{k: float(v) for k, v in b.items()} for b in bundles], strategy,
+                                               name, state.namespace, _wait_for_nodes, lifetime == "detached")
     return PlacementGroup(info)
 
 
@@ -83,10 +79,7 @@ def placement_group_table(pg):
     """The group as the head has it: state, strategy, bundles (resources, node and GPU ids in
     bundle order), and Ray's bundles_to_node_id."""
     state = _api._current()
-    try:
-        info = _native.get_placement_group(state.address, state.token, pg.id)
-    except _native.Error as e:
-        raise from_native(e) from None
+    info = _edge.get_placement_group(state.address, state.token, pg.id)
     info["bundles_to_node_id"] = {i: b["node_id"] for i, b in enumerate(info["bundles"])}
     info["bundles_to_gpu_ids"] = {i: b["gpu_ids"] for i, b in enumerate(info["bundles"])}
     return info
@@ -94,10 +87,7 @@ def placement_group_table(pg):
 
 def remove_placement_group(pg):
     """Frees the bundles; the actors in them are killed."""
-    try:
-        _api._current().client.remove_placement_group(pg.id)
-    except _native.Error as e:
-        raise from_native(e) from None
+    _api._current().client.remove_placement_group(pg.id)
 
 
 class PlacementGroupSchedulingStrategy:

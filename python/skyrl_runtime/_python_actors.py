@@ -6,10 +6,10 @@ import base64
 
 import cloudpickle
 
-from . import _api, _native
+from . import _api
 from ._actors import ActorHandle, _check_options, _create
 from ._refs import ObjectRef, get
-from .exceptions import RayError, from_native
+from .exceptions import RayError
 
 
 class RemoteError(RayError):
@@ -49,10 +49,7 @@ class PyActorMethod:
             payload = cloudpickle.dumps((args, kwargs))
         except Exception as e:
             raise TypeError(f"{self._handle._class_name}.{self._name}.remote: an argument does not pickle: {e}") from None
-        try:
-            future = _api._current().client.call_async(self._handle._actor_id, self._name, payload, None)
-        except _native.Error as e:
-            raise from_native(e) from None
+        future = _api._current().client.call_async(self._handle._actor_id, self._name, payload, None)
         return ObjectRef(future, _decode, f"{self._handle._class_name}.{self._name}")
 
 
