@@ -9,6 +9,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstring>
 #include <future>
 #include <map>
 #include <memory>
@@ -49,6 +50,48 @@ T Unwrap(absl::StatusOr<T> v) {
 
 absl::Duration Seconds(double s) { return absl::Milliseconds(static_cast<int64_t>(s * 1000)); }
 
+// Bytes owned by C++ and lent to Python through the buffer protocol, writable: a call's
+// result (or a Python actor's args) read by pickle with out-of-band buffers and by
+// torch.frombuffer without a copy. memoryview(blob) keeps it alive.
+struct Blob {
+  std::string data;
+};
+
+// The bytes of `payload`: a bytes-like object, or a list or tuple of them (a header and
+// pickle protocol 5 buffers), joined into one string. Large copies run without the GIL.
+std::string Join(const py::handle& payload) {
+  if (PyBytes_Check(payload.ptr()))
+    return std::string(PyBytes_AS_STRING(payload.ptr()), PyBytes_GET_SIZE(payload.ptr()));
+  std::vector<py::buffer_info> parts;
+  if (py::isinstance<py::list>(payload) || py::isinstance<py::tuple>(payload)) {
+    for (py::handle item : payload) parts.push_back(py::reinterpret_borrow<py::buffer>(item).request());
+  } else {
+    parts.push_back(py::reinterpret_borrow<py::buffer>(payload).request());
+  }
+  size_t total = 0;
+  for (const py::buffer_info& b : parts) {
+    if (b.ndim > 1 && b.strides.back() != b.itemsize)
+      throw py::value_error("a buffer of a call's payload is not contiguous");
+    total += size_t(b.size * b.itemsize);
+  }
+  std::string out;
+  out.resize(total);
+  auto copy = [&] {
+    size_t at = 0;
+    for (const py::buffer_info& b : parts) {
+      std::memcpy(out.data() + at, b.ptr, size_t(b.size * b.itemsize));
+      at += size_t(b.size * b.itemsize);
+    }
+  };
+  if (total >= (1 << 20)) {
+    py::gil_scoped_release release;
+    copy();
+  } else {
+    copy();
+  }
+  return out;
+}
+
 // A call in flight: the C++ future, resolved once and kept (result() may be asked again).
 class CallFuture {
  public:
@@ -62,6 +105,17 @@ class CallFuture {
   // deadline). A wait that runs out raises Error("DEADLINE_EXCEEDED") and leaves the call
   // going: result() may be asked again.
   py::bytes result(std::optional<double> timeout) {
+    Wait(timeout);
+    return py::bytes((**result_)->data);
+  }
+  // The result as a Blob, without a copy (the same one each time).
+  std::shared_ptr<Blob> view(std::optional<double> timeout) {
+    Wait(timeout);
+    return **result_;
+  }
+
+ private:
+  void Wait(std::optional<double> timeout) {
     if (!result_) {
       bool ready = true;
       {
@@ -74,15 +128,18 @@ class CallFuture {
         }
       }
       if (!ready) Raise(absl::DeadlineExceededError(absl::StrCat("get: no result within ", *timeout, " s")));
-      result_ = f_.get();
+      absl::StatusOr<std::string> r = f_.get();
+      if (r.ok()) {
+        result_ = std::make_shared<Blob>(Blob{std::move(*r)});
+      } else {
+        result_ = r.status();
+      }
     }
     if (!result_->ok()) Raise(result_->status());
-    return py::bytes(**result_);
   }
 
- private:
   std::future<absl::StatusOr<std::string>> f_;
-  std::optional<absl::StatusOr<std::string>> result_;
+  std::optional<absl::StatusOr<std::shared_ptr<Blob>>> result_;
 };
 
 ActorOptions ToOptions(const std::string& init_args, const std::map<std::string, double>& resources,
@@ -229,9 +286,9 @@ int RunPythonHost(const std::vector<std::string>& argv, py::object create, py::o
                                  absl::string_view args) -> absl::StatusOr<std::string> {
     py::gil_scoped_acquire gil;
     try {
-      py::object out = (*dispatch_fn)(static_cast<PyActor&>(self).obj(), std::string(method),
-                                      py::bytes(args.data(), args.size()));
-      return out.cast<std::string>();
+      auto blob = std::make_shared<Blob>(Blob{std::string(args)});
+      py::object out = (*dispatch_fn)(static_cast<PyActor&>(self).obj(), std::string(method), blob);
+      return Join(out);
     } catch (const py::error_already_set& e) {
       return absl::InternalError(absl::StrCat("the Python host failed: ", Describe(e)));
     }
@@ -264,9 +321,18 @@ class Error(RuntimeError):
   g_error = m.attr("Error").ptr();
   Py_INCREF(g_error);
 
+  py::class_<Blob, std::shared_ptr<Blob>>(m, "Blob", py::buffer_protocol())
+      .def_buffer([](Blob& b) {
+        return py::buffer_info(b.data.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {py::ssize_t(b.data.size())}, {py::ssize_t(1)}, /*readonly=*/false);
+      })
+      .def("__len__", [](const Blob& b) { return b.data.size(); });
+
   py::class_<CallFuture, std::shared_ptr<CallFuture>>(m, "CallFuture")
       .def("done", &CallFuture::done)
-      .def("result", &CallFuture::result, py::arg("timeout") = py::none());
+      .def("result", &CallFuture::result, py::arg("timeout") = py::none(), "the result as bytes (a copy)")
+      .def("view", &CallFuture::view, py::arg("timeout") = py::none(),
+           "the result as a writable Blob (memoryview(blob)), without a copy");
 
   py::class_<Client, std::shared_ptr<Client>>(m, "Client")
       .def_static(
@@ -300,9 +366,9 @@ class Error(RuntimeError):
           py::arg("host") = "")
       .def(
           "call_async",
-          [](Client& c, const std::string& actor_id, const std::string& method, py::bytes args,
+          [](Client& c, const std::string& actor_id, const std::string& method, py::object args,
              std::optional<double> timeout) {
-            std::string a = args;
+            std::string a = Join(args);
             std::future<absl::StatusOr<std::string>> f;
             {
               py::gil_scoped_release release;

@@ -28,7 +28,7 @@ class ActorMethod:
         """Calls the method; returns an ObjectRef of the result bytes at once."""
         payload = _as_bytes(args, f"{self._name}.remote")
         future = _api._current().client.call_async(self._handle._actor_id, self._name, payload, timeout)
-        return ObjectRef(future, lambda b: b, f"{self._handle._class_name}.{self._name}")
+        return ObjectRef(future, bytes, f"{self._handle._class_name}.{self._name}")
 
 
 class ActorHandle:

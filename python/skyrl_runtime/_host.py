@@ -2,21 +2,23 @@
 skyrl-worker through skyrl-actor-host-python. The C++ actor host serves it (token, ordering,
 deadlines, exit reports); this module only makes the object and calls its methods.
 
-Wire (the driver's side is _python_actors.py): init args are base64 of cloudpickle((cls, args,
-kwargs, env_vars)); a call's args are cloudpickle((args, kwargs)); its result is b"\\x00" + the pickled
-value, or b"\\x01" + the pickled (exception or None, type name, message, traceback)."""
+Wire (the driver's side is _python_actors.py): init args are pickle(env_vars) followed by
+cloudpickle((cls, args, kwargs)); a call's args are the _wire payload of (args, kwargs); its result is the _wire payload
+of the value, or an ERROR payload of (pickled exception or None, type name, message,
+traceback)."""
 
 import asyncio
-import base64
 import inspect
+import io
 import os
+import pickle
 import sys
 import threading
 import traceback
 
 import cloudpickle
 
-from . import _native
+from . import _native, _wire
 
 
 _loop = None
@@ -37,9 +39,11 @@ def _event_loop():
 
 def _create(init_args):
     try:
-        cls, args, kwargs, env_vars = cloudpickle.loads(base64.b64decode(init_args))
-        # runtime_env env_vars: set before the class is unpickled, so module-level code sees them.
-        os.environ.update(env_vars)
+        # Two pickles: runtime_env env_vars first, set before the class is unpickled so that
+        # module-level code sees them.
+        stream = io.BytesIO(init_args)
+        os.environ.update(pickle.load(stream))
+        cls, args, kwargs = pickle.load(stream)
         return cls(*args, **kwargs)
     except BaseException:
         # The constructor's error, with its traceback, is the actor's death reason.
@@ -50,18 +54,18 @@ def _dispatch(obj, method, payload):
     try:
         if method.startswith("_"):
             raise AttributeError(f"{type(obj).__name__}.{method}: private methods cannot be called remotely")
-        args, kwargs = cloudpickle.loads(payload)
+        _, (args, kwargs) = _wire.decode(payload)
         result = getattr(obj, method)(*args, **kwargs)
         if inspect.iscoroutine(result):
             result = asyncio.run_coroutine_threadsafe(result, _event_loop()).result()
-        return b"\x00" + cloudpickle.dumps(result)
+        return _wire.encode(result)
     except BaseException as e:  # the caller gets it, as Ray re-raises it in get()
         tb = traceback.format_exc()
         try:
             blob = cloudpickle.dumps(e)
         except Exception:
             blob = None
-        return b"\x01" + cloudpickle.dumps((blob, type(e).__name__, str(e), tb))
+        return _wire.encode_error((blob, type(e).__name__, str(e), tb))
 
 
 def main():

@@ -24,6 +24,8 @@ class _Waiting:
         except concurrent.futures.TimeoutError:
             raise _native.Error("DEADLINE_EXCEEDED", "placement group not ready yet") from None
 
+    view = result
+
 
 class PlacementGroup:
     def __init__(self, info):

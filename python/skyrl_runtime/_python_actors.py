@@ -1,12 +1,13 @@
 """@remote classes: Python actors, each in its own process (skyrl-actor-host-python on a worker,
 served by the C++ actor host; _host.py is that side). Arguments, results and the class itself
-travel as cloudpickle, so classes defined in the driver's __main__ work, as in Ray."""
+travel as cloudpickle (_wire.py: arrays and tensors out of band), so classes defined in the
+driver's __main__ work, as in Ray."""
 
-import base64
+import pickle
 
 import cloudpickle
 
-from . import _api
+from . import _api, _wire
 from ._actors import ActorHandle, _check_options, _create
 from ._refs import ObjectRef, get
 from .exceptions import RayError
@@ -18,9 +19,10 @@ class RemoteError(RayError):
 
 
 def _decode(payload):
-    if payload[:1] == b"\x00":
-        return cloudpickle.loads(payload[1:])
-    blob, type_name, message, remote_tb = cloudpickle.loads(payload[1:])
+    tag, value = _wire.decode(payload)
+    if tag != _wire.ERROR:
+        return value
+    blob, type_name, message, remote_tb = value
     exc = None
     if blob is not None:
         try:
@@ -46,7 +48,7 @@ class PyActorMethod:
         args = tuple(get(a) if isinstance(a, ObjectRef) else a for a in args)
         kwargs = {k: get(v) if isinstance(v, ObjectRef) else v for k, v in kwargs.items()}
         try:
-            payload = cloudpickle.dumps((args, kwargs))
+            payload = _wire.encode((args, kwargs))
         except Exception as e:
             raise TypeError(f"{self._handle._class_name}.{self._name}.remote: an argument does not pickle: {e}") from None
         future = _api._current().client.call_async(self._handle._actor_id, self._name, payload, None)
@@ -75,7 +77,7 @@ class PyActorClass:
         try:
             env_vars = dict((_api._current().runtime_env or {}).get("env_vars") or {})
             env_vars.update((self._options.get("runtime_env") or {}).get("env_vars") or {})
-            init = base64.b64encode(cloudpickle.dumps((self._cls, args, kwargs, env_vars)))
+            init = pickle.dumps(env_vars) + cloudpickle.dumps((self._cls, args, kwargs))
         except Exception as e:
             raise TypeError(f"{self._cls.__name__}.remote: the class or an argument does not pickle: {e}") from None
         made = _create("python", init, self._options, "python")

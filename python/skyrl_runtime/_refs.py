@@ -21,7 +21,8 @@ class ObjectRef:
 
     def _result(self, timeout):
         try:
-            return self._decode(self._future.result(timeout))
+            # view(): the native future's result without a copy; other futures alias result.
+            return self._decode(self._future.view(timeout))
         except _native.Error as e:
             if e.code == "DEADLINE_EXCEEDED" and timeout is not None:
                 raise GetTimeoutError(f"get({self._what}): no result within {timeout} s", e.code) from None
@@ -39,6 +40,8 @@ class _Ready:
 
     def result(self, timeout=None):
         return self._value
+
+    view = result
 
 
 def put(value):

@@ -115,10 +115,10 @@ class _Retrying:
     def done(self):
         return self._f.done()
 
-    def result(self, timeout=None):
+    def view(self, timeout=None):
         while True:
             try:
-                return self._f.result(timeout)
+                return self._f.view(timeout)
             except _native.Error as e:
                 if e.code != "UNAVAILABLE" or self._left <= 0:
                     raise

@@ -18,14 +18,18 @@ constexpr size_t kMaxCallerIdBytes = 128;
 
 absl::string_view View(const grpc::string_ref& s) { return absl::string_view(s.data(), s.size()); }
 
-// RESOURCE_EXHAUSTED for a result that, with its error message, cannot fit in one message
-// (gRPC would fail the whole RPC, or the whole stream, with a less helpful error); else OK.
-absl::Status CheckResultSize(size_t result_bytes, size_t message_bytes) {
-  if (result_bytes + message_bytes + kResultOverhead <= size_t(rpc::kMaxMessageBytes))
-    return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat("the result of ", result_bytes,
-                                                   " bytes does not fit in one message (limit ",
-                                                   rpc::kMaxMessageBytes, " bytes)"));
+// Error messages longer than this are cut: they travel in one message, with no parts.
+constexpr size_t kMaxErrorMessageBytes = 64 << 10;
+// Calls whose args are still arriving in parts, per stream: more is refused.
+constexpr size_t kMaxPartialCalls = 16;
+
+// RESOURCE_EXHAUSTED for a unary result that cannot fit in one message (gRPC would fail the
+// RPC with a less helpful error); else OK. Streamed results go in parts instead.
+absl::Status CheckUnaryResultSize(size_t result_bytes) {
+  if (result_bytes + kResultOverhead <= size_t(rpc::kMaxMessageBytes)) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat("the result of ", result_bytes, " bytes does not fit in one message (limit ",
+                   rpc::kMaxMessageBytes, " bytes; a CallStream takes larger ones)"));
 }
 
 }  // namespace
@@ -88,6 +92,7 @@ class ActorServiceImpl::Stream final
       absl::Time now = absl::Now();
       for (v1::StreamedCall& call : *in_.mutable_calls()) {
         if (cancelled_ || stopping_) break;
+        if (!TakePartLocked(call)) continue;  // more parts of it to come
         grpc::Status refusal;
         Work& w = works_.emplace_back();
         if (!svc_->AdmitCall(call.method(), caller_id_, call.seq(), now, w, &refusal)) {
@@ -97,6 +102,14 @@ class ActorServiceImpl::Stream final
         }
         w.stream = this;
         w.call_id = call.call_id();
+        if (call.args().size() > svc_->limits_.max_call_bytes && w.method != nullptr) {
+          // Still takes its turn in its caller's sequence, as an unknown method does.
+          w.method = nullptr;
+          w.refusal = absl::ResourceExhaustedError(absl::StrCat(
+              "call ", call.call_id(), " to \"", call.method().substr(0, 128), "\": args of more than ",
+              svc_->limits_.max_call_bytes, " bytes, this actor's limit"));
+          call.clear_args();
+        }
         w.args = std::move(*call.mutable_args());
         if (call.timeout_ms() > 0)
           w.deadline = now + absl::Milliseconds(std::min<uint64_t>(call.timeout_ms(), uint64_t{1} << 40));
@@ -204,6 +217,30 @@ class ActorServiceImpl::Stream final
  private:
   enum class Step { kNone, kWrite, kFinish };
 
+  // Under mu_, for the reader: takes one StreamedCall. True when `call` is now a whole call
+  // (it was one, or it was the last part and now holds every part's args); false when it was
+  // a part kept until the rest arrives. A call's args stop growing past max_call_bytes (it
+  // is refused when whole); parts beyond kMaxPartialCalls open calls are refused at once.
+  bool TakePartLocked(v1::StreamedCall& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = partial_.find(call.call_id());
+    if (it == partial_.end()) {
+      if (!call.more()) return true;
+      if (partial_.size() >= kMaxPartialCalls) {
+        AddResultLocked(call.call_id(), int(absl::StatusCode::kResourceExhausted),
+                        absl::StrCat("more than ", kMaxPartialCalls, " calls arriving in parts at once"), {});
+        return false;
+      }
+      partial_.emplace(call.call_id(), std::move(call));
+      return false;
+    }
+    v1::StreamedCall& first = it->second;
+    if (first.args().size() <= svc_->limits_.max_call_bytes) first.mutable_args()->append(call.args());
+    if (call.more()) return false;
+    call = std::move(first);
+    partial_.erase(it);
+    return true;
+  }
+
   // Decides the next operation under mu_; Run starts it after mu_ is released.
   Step NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_ || writing_) return Step::kNone;
@@ -240,17 +277,33 @@ class ActorServiceImpl::Stream final
     if (step == Step::kFinish) Finish(finish_status_);
   }
 
+  // Queues the outcome of call `call_id` for writing: one StreamedResult, or several parts
+  // (each in a message of its own when it fills one) for a result larger than a message.
   void AddResultLocked(uint64_t call_id, int code, absl::string_view message, std::string result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::string too_big;
-    if (absl::Status s = CheckResultSize(result.size(), message.size()); !s.ok()) {
-      too_big = std::string(s.message());
-      code = int(s.code());
+    if (result.size() > svc_->limits_.max_call_bytes) {
+      too_big = absl::StrCat("the result of ", result.size(), " bytes is over this actor's limit of ",
+                             svc_->limits_.max_call_bytes, " bytes");
+      code = int(absl::StatusCode::kResourceExhausted);
       message = too_big;
       result.clear();
     }
+    if (message.size() > kMaxErrorMessageBytes) message = message.substr(0, kMaxErrorMessageBytes);
+    const size_t limit = svc_->limits_.message_bytes;
+    const size_t part = limit - kResultOverhead;
+    if (result.size() <= part) {
+      AddPartLocked(call_id, code, message, std::move(result), false);
+      return;
+    }
+    for (size_t offset = 0; offset < result.size(); offset += part)
+      AddPartLocked(call_id, code, message, result.substr(offset, part), offset + part < result.size());
+  }
+
+  void AddPartLocked(uint64_t call_id, int code, absl::string_view message, std::string result, bool more)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     size_t bytes = result.size() + message.size() + kResultOverhead;
-    if (pending_.empty() || pending_.back().bytes + bytes > size_t(rpc::kMaxMessageBytes))
+    if (pending_.empty() || pending_.back().bytes + bytes > svc_->limits_.message_bytes)
       pending_.emplace_back();
     PendingBatch& batch = pending_.back();
     v1::StreamedResult* r = batch.msg.add_results();
@@ -258,6 +311,7 @@ class ActorServiceImpl::Stream final
     r->set_code(code);
     if (code != 0) r->set_message(std::string(message));
     r->set_result(std::move(result));
+    r->set_more(more);
     batch.bytes += bytes;
   }
 
@@ -271,6 +325,8 @@ class ActorServiceImpl::Stream final
   v1::ActorCallBatch in_;     // the reader's (one read in flight at a time)
   v1::ActorResultBatch out_;  // the writer's (one write in flight at a time)
   std::vector<Work> works_;   // the reader's scratch
+  // Calls whose args arrive in parts, by call id: the first part, holding the args so far.
+  absl::flat_hash_map<uint64_t, v1::StreamedCall> partial_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> dropping_{false};
   grpc::Status finish_status_;  // set once, with finished_
   absl::Mutex mu_;
@@ -286,8 +342,13 @@ class ActorServiceImpl::Stream final
 };
 
 ActorServiceImpl::ActorServiceImpl(std::string actor_id, const ActorClass& cls, Actor& actor,
-                                   const rpc::TokenAuth& auth, int max_concurrency)
-    : actor_id_(std::move(actor_id)), cls_(cls), actor_(actor), auth_(auth), limit_(max_concurrency) {
+                                   const rpc::TokenAuth& auth, int max_concurrency, CallLimits limits)
+    : actor_id_(std::move(actor_id)),
+      cls_(cls),
+      actor_(actor),
+      auth_(auth),
+      limit_(max_concurrency),
+      limits_{std::clamp<size_t>(limits.message_bytes, 4096, rpc::kMaxMessageBytes), limits.max_call_bytes} {
   for (int i = 0; i < limit_; ++i) executors_.emplace_back([this] { Execute(); });
 }
 
@@ -494,7 +555,7 @@ void ActorServiceImpl::Execute() {
     if (w.unary != nullptr) {
       // The stream path checks its results as it batches them (AddResultLocked).
       if (result.ok())
-        if (absl::Status s = CheckResultSize(result->size(), 0); !s.ok()) result = s;
+        if (absl::Status s = CheckUnaryResultSize(result->size()); !s.ok()) result = s;
       if (result.ok()) {
         w.reply->set_result(std::move(*result));
         w.unary->Finish(grpc::Status::OK);

@@ -32,15 +32,26 @@
 #include "absl/time/time.h"
 #include "runtime/actor/actor.h"
 #include "runtime/rpc/auth.h"
+#include "runtime/rpc/channel.h"
 #include "skyrl/actor.grpc.pb.h"
 
 namespace skyrl {
 
+// How large a streamed call may be. Args and results larger than one message travel as parts
+// (protos/skyrl/actor.proto, StreamedCall.more): `message_bytes` bounds each message this side
+// writes, `max_call_bytes` one call's args and one result (RESOURCE_EXHAUSTED beyond). Unary
+// calls stay within one message.
+struct CallLimits {
+  size_t message_bytes = rpc::kMaxMessageBytes;
+  size_t max_call_bytes = rpc::kDefaultMaxCallBytes;
+};
+
 class ActorServiceImpl final : public v1::ActorService::CallbackService {
  public:
-  // `cls`, `actor` and `auth` must outlive this. `max_concurrency` >= 1.
+  // `cls`, `actor` and `auth` must outlive this. `max_concurrency` >= 1; `limits.message_bytes`
+  // at least 4 KiB.
   ActorServiceImpl(std::string actor_id, const ActorClass& cls, Actor& actor, const rpc::TokenAuth& auth,
-                   int max_concurrency);
+                   int max_concurrency, CallLimits limits = {});
   ~ActorServiceImpl() override;
 
   grpc::ServerUnaryReactor* Call(grpc::CallbackServerContext* ctx, const v1::ActorCallRequest* req,
@@ -108,6 +119,7 @@ class ActorServiceImpl final : public v1::ActorService::CallbackService {
   const rpc::TokenAuth& auth_;
   static constexpr absl::Duration kOrderWait = absl::Seconds(10);
   const int limit_;
+  const CallLimits limits_;
   absl::Mutex mu_;
   std::deque<Work> queue_ ABSL_GUARDED_BY(mu_);
   absl::CondVar cv_;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "CLI/CLI.hpp"
@@ -26,6 +27,20 @@
 #include "skyrl/actor.grpc.pb.h"
 
 namespace skyrl {
+namespace {
+
+// The constructor's bytes from `path` (--init-args-file), which is then removed: the worker
+// writes one per start.
+absl::StatusOr<std::string> ReadInitArgs(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("--init-args-file: cannot open ", path));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return absl::DataLossError(absl::StrCat("--init-args-file: cannot read ", path));
+  std::remove(path.c_str());
+  return bytes;
+}
+
+}  // namespace
 
 int RunActorHost(int argc, char** argv) {
   if (const char* worker = std::getenv("SKYRL_WORKER_PID")) {
@@ -42,11 +57,16 @@ int RunActorHost(int argc, char** argv) {
   }
   BlockTerminationSignals();
   CLI::App app{"skyrl-actor-host: runs one actor and serves calls to it"};
-  std::string class_name, init_args, actor_id, bind = "127.0.0.1", port_file, token_file, log_level = "info";
+  std::string class_name, init_args, init_args_file, actor_id, bind = "127.0.0.1", port_file, token_file,
+                                                               log_level = "info";
   int port = 0, max_concurrency = 1;
+  CallLimits limits;
   if (const char* env = std::getenv("SKYRL_ACTOR_ID")) actor_id = env;
   app.add_option("--class", class_name, "registered actor class")->required();
-  app.add_option("--init-args", init_args, "bytes passed to the constructor");
+  auto* inline_args = app.add_option("--init-args", init_args, "bytes passed to the constructor");
+  app.add_option("--init-args-file", init_args_file,
+                 "read the constructor's bytes from this file (any size, any bytes), then delete it")
+      ->excludes(inline_args);
   app.add_option("--actor-id", actor_id, "the actor's id (default $SKYRL_ACTOR_ID, else random)");
   app.add_option("--port", port, "port to serve on (0: any free port)")->check(CLI::Range(0, 65535));
   app.add_option("--bind", bind, "address to listen on");
@@ -54,6 +74,11 @@ int RunActorHost(int argc, char** argv) {
   app.add_option("--token-file", token_file, "cluster token file (else $SKYRL_TOKEN, else ~/.skyrl/token)");
   app.add_option("--max-concurrency", max_concurrency, "calls that may run at once")
       ->check(CLI::Range(1, 10000));
+  app.add_option("--message-bytes", limits.message_bytes,
+                 "largest message this host writes; larger results go as parts")
+      ->check(CLI::Range(size_t{4096}, size_t(rpc::kMaxMessageBytes)));
+  app.add_option("--max-call-bytes", limits.max_call_bytes, "largest args of one call, and largest result")
+      ->check(CLI::Range(size_t{4096}, size_t{1} << 40));
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
   CLI11_PARSE(app, argc, argv);
   auto fail = [](const absl::Status& s, int code) {
@@ -63,6 +88,11 @@ int RunActorHost(int argc, char** argv) {
   if (absl::Status s = InitLogging("actor", log_level); !s.ok()) return fail(s, 2);
   if (actor_id.empty()) actor_id = ActorId::Random().ToString();
   if (auto id = ActorId::Parse(actor_id); !id.ok()) return fail(id.status(), 2);
+  if (!init_args_file.empty()) {
+    absl::StatusOr<std::string> bytes = ReadInitArgs(init_args_file);
+    if (!bytes.ok()) return fail(bytes.status(), 2);
+    init_args = std::move(*bytes);
+  }
   absl::StatusOr<std::string> token = rpc::LoadToken(token_file, false);
   if (!token.ok()) return fail(token.status(), 2);
   const ActorClass* cls = ActorRegistry::Get().Find(class_name);
@@ -78,7 +108,7 @@ int RunActorHost(int argc, char** argv) {
     return 3;
   }
   rpc::TokenAuth auth(*token);
-  ActorServiceImpl service(actor_id, *cls, **actor, auth, max_concurrency);
+  ActorServiceImpl service(actor_id, *cls, **actor, auth, max_concurrency, limits);
   grpc::ServerBuilder builder;
   int bound = 0;
   builder.AddListeningPort(absl::StrCat(bind, ":", port), rpc::ServerCredentials(), &bound);

@@ -48,7 +48,6 @@ void CallStream::Start() {
 
 bool CallStream::Enqueue(absl::string_view method, absl::string_view args, absl::Duration timeout,
                          std::promise<CallResult>& done) {
-  const size_t bytes = method.size() + args.size() + kCallOverhead;
   bool write, earliest = false;
   const absl::Time deadline = absl::Now() + timeout;
   {
@@ -64,19 +63,31 @@ bool CallStream::Enqueue(absl::string_view method, absl::string_view args, absl:
     slot.done = std::move(done);
     slot.timeout = timeout;
     slot.method.assign(method.data(), method.size());
-    if (queued_.back().msg.calls_size() > 0 && queued_.back().bytes + bytes > options_.max_message_bytes)
-      queued_.emplace_back();
-    OutBatch& batch = queued_.back();
-    v1::StreamedCall* call = batch.msg.add_calls();  // reuses a cleared element when there is one
-    call->set_call_id(id);
-    call->mutable_method()->assign(method.data(), method.size());
-    call->mutable_args()->assign(args.data(), args.size());
-    // Assigned under mu_, so the sequence is the order calls go out on this stream.
-    call->set_seq(next_seq_->fetch_add(1));
-    call->set_timeout_ms(timeout == absl::InfiniteDuration()
-                             ? 0
-                             : uint64_t(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout))));
-    batch.bytes += bytes;
+    // Parts, when the args do not fit in one message: consecutive in the queue (under mu_),
+    // so they go out in order; the first carries the method, sequence and timeout.
+    const size_t part = options_.max_message_bytes - kCallOverhead - method.size();
+    size_t offset = 0;
+    do {
+      const size_t n = std::min(part, args.size() - offset);
+      const size_t bytes = n + kCallOverhead + (offset == 0 ? method.size() : 0);
+      if (queued_.back().msg.calls_size() > 0 && queued_.back().bytes + bytes > options_.max_message_bytes)
+        queued_.emplace_back();
+      OutBatch& batch = queued_.back();
+      v1::StreamedCall* call = batch.msg.add_calls();  // reuses a cleared element when there is one
+      call->set_call_id(id);
+      call->mutable_args()->assign(args.data() + offset, n);
+      if (offset == 0) {
+        call->mutable_method()->assign(method.data(), method.size());
+        // Assigned under mu_, so the sequence is the order calls go out on this stream.
+        call->set_seq(next_seq_->fetch_add(1));
+        call->set_timeout_ms(timeout == absl::InfiniteDuration()
+                                 ? 0
+                                 : uint64_t(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout))));
+      }
+      offset += n;
+      call->set_more(offset < args.size());
+      batch.bytes += bytes;
+    } while (offset < args.size());
     write = TakeBatchLocked();
   }
   if (write) StartWrite(&out_);
@@ -151,8 +162,18 @@ void CallStream::OnReadDone(bool ok) {
       if (id < first_id_ || id - first_id_ >= slots_.size()) continue;
       Slot& slot = slots_[id - first_id_];
       if (slot.answered) continue;
+      if (r.more()) {  // a part of a larger result
+        slot.parts.append(r.result());
+        continue;
+      }
       slot.answered = true;
-      completions_.emplace_back(std::move(slot.done), ToResult(r));
+      CallResult result = ToResult(r);
+      if (!slot.parts.empty() && result.ok()) {
+        slot.parts.append(*result);
+        result = std::move(slot.parts);
+      }
+      slot.parts = std::string();
+      completions_.emplace_back(std::move(slot.done), std::move(result));
     }
     PopAnsweredLocked();
   }

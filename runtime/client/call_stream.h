@@ -3,7 +3,8 @@
 //
 // Calls are queued and written in batches: whatever was queued while the previous write was
 // on the wire goes out as one message (natural batching: no timer, and a call made while the
-// stream is idle is written at once). Each batch stays under `max_message_bytes`. Results come
+// stream is idle is written at once). Each batch stays under `max_message_bytes`; a call
+// larger than that goes as parts, as does a result larger than the host's messages. Results come
 // back in batches and complete the callers' futures by call id, on gRPC's callback threads.
 // Every call has a deadline; Expire() fails those past it with DEADLINE_EXCEEDED while the
 // stream lives on. Pending deadlines are kept in a min-heap of (deadline, call id), so Expire
@@ -85,8 +86,9 @@ class CallStream final : public grpc::ClientBidiReactor<v1::ActorCallBatch, v1::
   void Start();
 
   // Queues one call and takes `done` (moved from) on success. False when the stream has
-  // ended: `done` is untouched and the caller opens a new stream. Precondition: method and
-  // args fit in one message (method.size() + args.size() + kCallOverhead <= max_message_bytes).
+  // ended: `done` is untouched and the caller opens a new stream. Args that do not fit in one
+  // message go as consecutive parts (StreamedCall.more). Precondition: the method name leaves
+  // room for args (method.size() + kCallOverhead < max_message_bytes).
   bool Enqueue(absl::string_view method, absl::string_view args, absl::Duration timeout,
                std::promise<CallResult>& done);
 
@@ -118,6 +120,7 @@ class CallStream final : public grpc::ClientBidiReactor<v1::ActorCallBatch, v1::
     std::promise<CallResult> done;
     absl::Duration timeout;  // for the error; the deadline is in deadlines_
     std::string method;
+    std::string parts;  // a result arriving in parts: those so far
     bool answered = false;
   };
   struct OutBatch {

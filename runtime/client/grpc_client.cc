@@ -47,6 +47,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& head,
     return absl::InvalidArgumentError(
         absl::StrCat("ClientOptions.max_message_bytes: ", options.max_message_bytes, " is not in 4096-",
                      rpc::kMaxMessageBytes));
+  if (options.max_call_bytes < options.max_message_bytes)
+    return absl::InvalidArgumentError(absl::StrCat("ClientOptions.max_call_bytes: ", options.max_call_bytes,
+                                                   " is below max_message_bytes (", options.max_message_bytes,
+                                                   ")"));
   if (options.keepalive_time < absl::Seconds(5) || options.keepalive_time > absl::Hours(24))
     return absl::InvalidArgumentError(
         absl::StrCat("ClientOptions.keepalive_time: ", absl::FormatDuration(options.keepalive_time),
@@ -295,11 +299,14 @@ absl::Status GrpcClient::Explain(const std::string& actor_id, const std::string&
 
 absl::Status GrpcClient::CheckSize(const ActorHandle& actor, const std::string& method,
                                    const std::string& args) const {
-  if (method.size() + args.size() + client_internal::kCallOverhead <= options_.max_message_bytes)
-    return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("actor ", actor.actor_id, " method ", method.substr(0, 128), ": args of ", args.size(),
-                   " bytes do not fit in one message (limit ", options_.max_message_bytes, " bytes)"));
+  // Args larger than a message go as parts; the method name goes once, in the first.
+  if (method.size() + client_internal::kCallOverhead + 1024 > options_.max_message_bytes)
+    return absl::InvalidArgumentError(absl::StrCat("actor ", actor.actor_id, ": a method name of ",
+                                                   method.size(), " bytes does not fit in one message"));
+  if (args.size() <= options_.max_call_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "actor ", actor.actor_id, " method ", method.substr(0, 128), ": args of ", args.size(),
+      " bytes are over the limit of ", options_.max_call_bytes, " bytes (ClientOptions.max_call_bytes)"));
 }
 
 std::future<absl::StatusOr<std::string>> GrpcClient::CallAsync(const ActorHandle& actor,

@@ -11,6 +11,9 @@
 namespace skyrl::rpc {
 
 inline constexpr int kMaxMessageBytes = 256 << 20;
+// The largest call (its args) or result an actor takes or gives by default, sent as parts of
+// at most one message each (protos/skyrl/actor.proto, StreamedCall.more).
+inline constexpr size_t kDefaultMaxCallBytes = size_t{4} << 30;
 
 // Metadata of an ActorService.CallStream, sent by the client and read by the actor host once
 // per stream (see protos/skyrl/actor.proto).

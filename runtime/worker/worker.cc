@@ -88,6 +88,7 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
                                     .bind_host = o.bind == "0.0.0.0" ? o.node_ip : o.bind,
                                     .token = o.token,
                                     .head_address = o.head,
+                                    .python = o.python,
                                     .on_exit = [&](const v1::ActorExitInfo& e) { exits.Add(e); },
                                     .head_contact = [&]() -> absl::StatusOr<v1::HeadContactReply> {
                                       HeadLink* l = link.load();

@@ -26,6 +26,7 @@ struct WorkerOptions {
   absl::Duration head_retry_window = absl::Seconds(300);  // zero: never give up on the head
   std::string log_dir;                                    // actor logs (empty: $TMPDIR/skyrl-worker-<pid>)
   std::string actor_host;  // actor host binary (empty: skyrl-actor-host beside this one)
+  std::string python;      // interpreter for Python actors and tasks (empty: the one built for)
 };
 
 // What this node offers the head: its resources and GPU ids (detected, or as the flags say)

@@ -31,6 +31,10 @@ int main(int argc, char** argv) {
   app.add_option("--log-dir", o.log_dir, "actor logs (default $TMPDIR/skyrl-worker-<pid>)");
   app.add_option("--actor-host", o.actor_host,
                  "actor host binary (default: skyrl-actor-host beside this one)");
+  app.add_option("--python", o.python,
+                 "Python interpreter for Python actors and tasks, e.g. a virtualenv's bin/python3 "
+                 "(default: the one skyrl_runtime was built for)")
+      ->check(CLI::ExistingFile);
   app.add_option("--token-file", token_file, "cluster token file (else $SKYRL_TOKEN, else ~/.skyrl/token)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
   skyrl::rpc::AddTlsFlags(app, tls);

@@ -1,7 +1,10 @@
 #include "runtime/worker/worker_service.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -11,6 +14,28 @@
 #include "runtime/common/resources.h"
 
 namespace skyrl::worker {
+namespace {
+
+// Writes `bytes` to `path`, readable by this user only.
+absl::Status WritePrivateFile(const std::string& path, const std::string& bytes) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = errno;
+      close(fd);
+      return absl::InternalError(absl::StrCat("cannot write ", path, ": ", std::strerror(err)));
+    }
+    done += size_t(n);
+  }
+  close(fd);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 WorkerServiceImpl::WorkerServiceImpl(WorkerServiceOptions options, const rpc::TokenAuth& auth)
     : options_(std::move(options)),
@@ -72,19 +97,27 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
   }
   std::string port_file = absl::StrCat(options_.log_dir, "/", id->ToString(), ".port");
   std::remove(port_file.c_str());
-  ActorLaunch launch{*id,
-                     {host_binary, "--class", req->class_name(), "--init-args", req->init_args(), "--bind",
-                      options_.bind_host, "--port-file", port_file, "--max-concurrency",
-                      std::to_string(std::max(1, req->max_concurrency()))},
-                     {req->gpu_ids().begin(), req->gpu_ids().end()},
-                     {{"SKYRL_TOKEN", options_.token}, {"SKYRL_ADDRESS", options_.head_address}}};
+  // The constructor's bytes go through a file (the host removes it): any size, any bytes,
+  // and not in `ps` output.
+  std::string init_file = absl::StrCat(options_.log_dir, "/", id->ToString(), ".init");
+  if (absl::Status s = WritePrivateFile(init_file, req->init_args()); !s.ok())
+    return grpc::Status(grpc::StatusCode::INTERNAL, std::string(s.message()));
+  ActorLaunch launch{
+      *id,
+      {host_binary, "--class", req->class_name(), "--init-args-file", init_file, "--bind", options_.bind_host,
+       "--port-file", port_file, "--max-concurrency", std::to_string(std::max(1, req->max_concurrency()))},
+      {req->gpu_ids().begin(), req->gpu_ids().end()},
+      {{"SKYRL_TOKEN", options_.token}, {"SKYRL_ADDRESS", options_.head_address}}};
+  if (!options_.python.empty()) launch.env["SKYRL_PYTHON"] = options_.python;
   uint64_t launched_after;
   {
     absl::MutexLock lock(&mu_);
     launched_after = exit_seq_;
   }
-  if (absl::Status s = processes_.Launch(launch); !s.ok())
+  if (absl::Status s = processes_.Launch(launch); !s.ok()) {
+    std::remove(init_file.c_str());
     return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+  }
   absl::Time deadline = absl::Now() + options_.start_timeout;
   while (absl::Now() < deadline) {
     int port = 0;

@@ -18,6 +18,7 @@ struct WorkerServiceOptions {
   std::string bind_host;     // what actors listen on and report in their address
   std::string token;         // passed to actors as SKYRL_TOKEN
   std::string head_address;  // passed to actors as SKYRL_ADDRESS, so they can reach the cluster
+  std::string python;        // interpreter of Python actors (SKYRL_PYTHON); empty: the build's
   absl::Duration start_timeout = absl::Seconds(30);
   // Called (from the reaper thread) for every exit; the worker forwards it to the head.
   std::function<void(const v1::ActorExitInfo&)> on_exit;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <future>
 #include <optional>
+#include <atomic>
 #include <thread>
 
 #include "absl/strings/str_split.h"
@@ -305,22 +306,35 @@ TEST_F(ActorStreamTest, AFrozenActorFailsCallsInFlightWithoutWaitingForTheirDead
       Client::Connect(address_, Token(), {.keepalive_time = absl::Seconds(1)}).status()));
 }
 
-TEST_F(ActorStreamTest, OversizedArgsAreRefusedAndBigBatchesAreSplit) {
+TEST_F(ActorStreamTest, LargeArgsGoInPartsAndBigBatchesAreSplit) {
   ClientOptions options;
   options.max_message_bytes = 1 << 20;
+  options.max_call_bytes = 8 << 20;
   auto client = Connect(options);
   auto echo = client->CreateActor("echo", {});
   ASSERT_TRUE(echo.ok()) << echo.status();
-  std::string two_mib(2 << 20, 'a');
-  Future refused = client->CallAsync(*echo, "echo", two_mib);
-  auto async = Get(refused);
-  EXPECT_TRUE(absl::IsInvalidArgument(async.status())) << async.status();
-  EXPECT_NE(
-      async.status().message().find("args of 2097152 bytes do not fit in one message (limit 1048576 bytes)"),
-      std::string::npos)
-      << async.status();
-  auto sync = client->Call(*echo, "echo", two_mib);
-  EXPECT_TRUE(absl::IsInvalidArgument(sync.status())) << sync.status();
+  // Args of 2.5 MiB, over a channel that refuses any message above 1 MiB: three parts each,
+  // from four threads at once with small calls between; every result equals its args.
+  std::vector<std::thread> threads;
+  std::atomic<int> equal{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::string big((5 << 20) / 2, char('a' + t));
+      big[t] = '!';
+      Future large = client->CallAsync(*echo, "echo", big);
+      Future small = client->CallAsync(*echo, "echo", std::to_string(t));
+      auto l = Get(large);
+      auto s = Get(small);
+      if (l.ok() && *l == big && s.ok() && *s == std::to_string(t)) ++equal;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(equal.load(), 4);
+  // Over max_call_bytes: refused before anything is sent, naming the limit.
+  auto over = client->Call(*echo, "echo", std::string((8 << 20) + 1, 'a'));
+  EXPECT_TRUE(absl::IsResourceExhausted(over.status())) << over.status();
+  EXPECT_NE(over.status().message().find("ClientOptions.max_call_bytes"), std::string::npos) << over.status();
+  EXPECT_TRUE(absl::IsInvalidArgument(client->Call(*echo, std::string(1 << 20, 'm'), "").status()));
 
   // Eight calls of 400 KB in flight: the channel refuses any message over 1 MiB, so they
   // only arrive if the stream splits them into batches below it.
@@ -334,6 +348,8 @@ TEST_F(ActorStreamTest, OversizedArgsAreRefusedAndBigBatchesAreSplit) {
   }
   EXPECT_TRUE(
       absl::IsInvalidArgument(Client::Connect(address_, Token(), {.max_message_bytes = 100}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      Client::Connect(address_, Token(), {.max_message_bytes = 1 << 20, .max_call_bytes = 1000}).status()));
 }
 
 }  // namespace

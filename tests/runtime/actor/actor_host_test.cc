@@ -351,6 +351,77 @@ TEST_F(ActorHostTest, CallStreamSkipsCallsThatWaitedPastTheirTimeout) {
   EXPECT_EQ(results[4].result(), "2") << "calls after a skipped or refused one still run, in order";
 }
 
+// Args in parts, results in parts: a host writing messages of at most 64 KiB echoes 200 KiB
+// sent as three parts, with whole calls between the parts; over --max-call-bytes is refused
+// (RESOURCE_EXHAUSTED) and the calls after it still run, in order.
+TEST_F(ActorHostTest, LargeArgsAndResultsTravelInParts) {
+  ActorId id = ActorId::Random();
+  int port = Start(id, "echo", "", {"--message-bytes", "65536", "--max-call-bytes", "262144"});
+  ASSERT_GT(port, 0);
+  std::string big(200 << 10, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = char(i * 7 % 251);
+  auto s = OpenStream(port, id.ToString());
+  v1::ActorCallBatch batch;
+  auto part = [&](uint64_t call, size_t from, size_t n, bool more, bool first) {
+    v1::StreamedCall* c = batch.add_calls();
+    c->set_call_id(call);
+    if (first) {
+      c->set_method("echo");
+      c->set_seq(call);
+    }
+    c->set_args(big.substr(from, n));
+    c->set_more(more);
+  };
+  part(1, 0, 80 << 10, true, true);
+  ASSERT_TRUE(s->rw->Write(batch));
+  batch.Clear();
+  AddCall(&batch, 2, "echo", "small");  // ordered after call 1: waits for its last part
+  part(1, 80 << 10, 80 << 10, true, false);
+  ASSERT_TRUE(s->rw->Write(batch));
+  batch.Clear();
+  part(1, 160 << 10, 40 << 10, false, false);
+  // Call 3: 300 KiB in two parts, over the 256 KiB limit.
+  v1::StreamedCall* over = batch.add_calls();
+  over->set_call_id(3);
+  over->set_method("echo");
+  over->set_seq(3);
+  over->set_args(std::string(150 << 10, 'x'));
+  over->set_more(true);
+  ASSERT_TRUE(s->rw->Write(batch));
+  batch.Clear();
+  v1::StreamedCall* rest = batch.add_calls();
+  rest->set_call_id(3);
+  rest->set_args(std::string(150 << 10, 'x'));
+  AddCall(&batch, 4, "echo", "after");
+  ASSERT_TRUE(s->rw->Write(batch));
+  s->rw->WritesDone();
+
+  std::map<uint64_t, std::string> whole;
+  std::map<uint64_t, int> parts, codes;
+  std::vector<uint64_t> order;
+  v1::ActorResultBatch in;
+  while (s->rw->Read(&in)) {
+    size_t bytes = in.ByteSizeLong();
+    EXPECT_LE(bytes, size_t{65536}) << "a message larger than --message-bytes";
+    for (const auto& r : in.results()) {
+      whole[r.call_id()] += r.result();
+      ++parts[r.call_id()];
+      if (!r.more()) {
+        codes[r.call_id()] = r.code();
+        order.push_back(r.call_id());
+      }
+    }
+  }
+  EXPECT_TRUE(s->rw->Finish().ok());
+  EXPECT_EQ(order, (std::vector<uint64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(codes[1], 0);
+  EXPECT_TRUE(whole[1] == big) << "the echoed 200 KiB differ";
+  EXPECT_EQ(parts[1], 4) << "200 KiB in parts of under 64 KiB";
+  EXPECT_EQ(whole[2], "small");
+  EXPECT_EQ(codes[3], int(grpc::StatusCode::RESOURCE_EXHAUSTED));
+  EXPECT_EQ(whole[4], "after");
+}
+
 TEST_F(ActorHostTest, SigtermEndsOpenStreamsAfterTheRunningCall) {
   ActorId id = ActorId::Random();
   int port = Start(id, "sleep");

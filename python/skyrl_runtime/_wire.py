@@ -1,0 +1,97 @@
+"""How Python values travel in calls: cloudpickle, with pickle protocol 5 out-of-band buffers
+for numpy arrays and CPU torch tensors, so their bytes are copied once into the call (in C++)
+and read in place on the other side, never element by element in Python.
+
+A payload is one tag byte, then:
+  VALUE, ERROR: the pickle.
+  BUFFERS:      u32 n, u64 pickle length, n u64 buffer lengths, the pickle, then the n buffers,
+                each starting at a multiple of 64 bytes from the payload's start.
+encode() returns the payload as a list of parts (the C++ side joins them); decode() reads a
+bytes-like object, and the arrays and tensors it makes share its memory (a writable Blob from
+the native module, so tensors come back writable)."""
+
+import io
+import pickle
+import struct
+import sys
+
+import cloudpickle
+
+VALUE, ERROR, BUFFERS = 0, 1, 2
+_ALIGN = 64
+_PAD = bytes(_ALIGN)
+
+
+def _tensor_from(buffer, dtype, shape, requires_grad, parameter):
+    import torch
+    if len(buffer) == 0:
+        t = torch.empty(shape, dtype=dtype)
+    else:
+        t = torch.frombuffer(buffer, dtype=dtype).reshape(shape)
+    if parameter:
+        return torch.nn.Parameter(t, requires_grad=requires_grad)
+    return t.requires_grad_(requires_grad) if requires_grad else t
+
+
+class _Pickler(cloudpickle.CloudPickler):
+    """cloudpickle, with dense CPU tensors reduced to a raw buffer of their bytes (what numpy
+    arrays do by themselves under protocol 5)."""
+
+    def reducer_override(self, obj):
+        torch = sys.modules.get("torch")
+        if (torch is not None and type(obj) in (torch.Tensor, torch.nn.Parameter) and obj.device.type == "cpu"
+                and obj.layout == torch.strided and not obj.is_quantized):
+            t = obj.detach().contiguous()
+            raw = t.view(-1).view(torch.int16) if t.dtype == torch.bfloat16 else t.view(-1)
+            try:
+                array = raw.numpy()
+            except (TypeError, RuntimeError):  # a dtype numpy lacks: pickled as torch does
+                return super().reducer_override(obj)
+            return _tensor_from, (pickle.PickleBuffer(array), t.dtype, tuple(t.shape), obj.requires_grad,
+                                  type(obj) is torch.nn.Parameter)
+        return super().reducer_override(obj)
+
+
+def encode(obj):
+    """The payload of value `obj`: bytes, or a list of bytes-like parts to be joined."""
+    buffers = []
+    out = io.BytesIO()
+    _Pickler(out, protocol=5, buffer_callback=buffers.append).dump(obj)
+    body = out.getbuffer()
+    if not buffers:
+        return b"\x00" + body
+    views = [b.raw() for b in buffers]
+    header = struct.pack(f"<BIQ{len(views)}Q", BUFFERS, len(views), len(body), *(v.nbytes for v in views))
+    parts = [header, body]
+    at = len(header) + len(body)
+    for v in views:
+        pad = -at % _ALIGN
+        if pad:
+            parts.append(_PAD[:pad])
+        parts.append(v)
+        at += pad + v.nbytes
+    return parts
+
+
+def encode_error(obj):
+    """The payload of an error report (pickled in-band)."""
+    return b"\x01" + cloudpickle.dumps(obj)
+
+
+def decode(payload):
+    """(tag, object) from a payload (bytes, a memoryview or a Blob)."""
+    view = memoryview(payload)
+    tag = view[0]
+    if tag != BUFFERS:
+        return tag, pickle.loads(view[1:])
+    n, body_len = struct.unpack_from("<IQ", view, 1)
+    lengths = struct.unpack_from(f"<{n}Q", view, 13)
+    at = 13 + 8 * n
+    body = view[at:at + body_len]
+    at += body_len
+    buffers = []
+    for length in lengths:
+        at += -at % _ALIGN
+        buffers.append(view[at:at + length])
+        at += length
+    return VALUE, pickle.loads(body, buffers=buffers)
