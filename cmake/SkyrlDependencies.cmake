@@ -1,5 +1,6 @@
 # Finds every third-party dependency once, for the whole tree. Debian 12 packages only.
 find_package(Threads REQUIRED)
+find_package(OpenSSL REQUIRED)  # SHA-256 of working directories
 find_package(absl CONFIG REQUIRED)
 # Debian ships no protobuf-config.cmake: use CMake's FindProtobuf module.
 find_package(Protobuf REQUIRED)

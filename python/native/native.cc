@@ -145,7 +145,7 @@ class CallFuture {
 ActorOptions ToOptions(const std::string& init_args, const std::map<std::string, double>& resources,
                        const std::string& name, const std::string& ns, int max_restarts, int max_concurrency,
                        const std::string& placement_group_id, int bundle_index, bool detached,
-                       const std::string& host) {
+                       const std::string& host, const std::string& working_dir) {
   ActorOptions o;
   o.init_args = init_args;
   o.resources = resources;
@@ -157,6 +157,7 @@ ActorOptions ToOptions(const std::string& init_args, const std::map<std::string,
   o.bundle_index = bundle_index;
   o.detached = detached;
   o.host = host;
+  o.working_dir = working_dir;
   return o;
 }
 
@@ -349,9 +350,9 @@ class Error(RuntimeError):
           [](Client& c, const std::string& class_name, py::bytes init_args,
              const std::map<std::string, double>& resources, const std::string& name, const std::string& ns,
              int max_restarts, int max_concurrency, const std::string& placement_group_id, int bundle_index,
-             bool detached, const std::string& host) {
+             bool detached, const std::string& host, const std::string& working_dir) {
             ActorOptions o = ToOptions(init_args, resources, name, ns, max_restarts, max_concurrency,
-                                       placement_group_id, bundle_index, detached, host);
+                                       placement_group_id, bundle_index, detached, host, working_dir);
             absl::StatusOr<ActorHandle> h;
             {
               py::gil_scoped_release release;
@@ -363,7 +364,18 @@ class Error(RuntimeError):
           py::arg("resources") = std::map<std::string, double>{}, py::arg("name") = "",
           py::arg("namespace") = "default", py::arg("max_restarts") = 0, py::arg("max_concurrency") = 1,
           py::arg("placement_group_id") = "", py::arg("bundle_index") = -1, py::arg("detached") = false,
-          py::arg("host") = "")
+          py::arg("host") = "", py::arg("working_dir") = "")
+      .def(
+          "upload_working_dir",
+          [](Client& c, const std::string& dir) {
+            absl::StatusOr<std::string> digest;
+            {
+              py::gil_scoped_release release;
+              digest = c.UploadWorkingDir(dir);
+            }
+            return Unwrap(std::move(digest));
+          },
+          py::arg("dir"), "packs a folder and stores it on the head once; its digest for create_actor")
       .def(
           "call_async",
           [](Client& c, const std::string& actor_id, const std::string& method, py::object args,

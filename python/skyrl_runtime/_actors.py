@@ -1,6 +1,8 @@
 """Actor handles and actor classes: what Ray's ActorClass/ActorHandle do, for the classes the
 actor hosts serve (C++ classes registered with SKYRL_REGISTER_ACTOR)."""
 
+import os
+
 from . import _api
 from ._refs import ObjectRef
 from .exceptions import RayError
@@ -83,18 +85,49 @@ def _check_options(options):
         check_runtime_env(options["runtime_env"], "options: runtime_env")
 
 
+_RUNTIME_ENV_KEYS = ("env_vars", "working_dir")
+
+
 def check_runtime_env(env, what):
-    """Validates a runtime_env: only env_vars (str to str) today."""
+    """Validates a runtime_env: env_vars (str to str) and working_dir (a local folder)."""
     if env is None:
         return
     if not isinstance(env, dict):
         raise TypeError(f"{what}: a dict, got {type(env).__name__}")
-    unknown = sorted(set(env) - {"env_vars"})
+    unknown = sorted(set(env) - set(_RUNTIME_ENV_KEYS))
     if unknown:
-        raise NotImplementedError(f"{what}: {unknown[0]} is not supported yet (env_vars is)")
+        raise NotImplementedError(f"{what}: {unknown[0]} is not supported ({' and '.join(_RUNTIME_ENV_KEYS)} are; "
+                                  "install packages into the worker's interpreter, skyrl-worker --python)")
     env_vars = env.get("env_vars") or {}
     if not isinstance(env_vars, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env_vars.items()):
         raise TypeError(f"{what}: env_vars must map str to str")
+    working_dir = env.get("working_dir")
+    if working_dir is not None:
+        if not isinstance(working_dir, (str, os.PathLike)):
+            raise TypeError(f"{what}: working_dir must be a path, got {type(working_dir).__name__}")
+        if not os.path.isdir(working_dir):
+            raise ValueError(f"{what}: working_dir {os.fspath(working_dir)!r} is not a folder")
+
+
+def merged_runtime_env(*envs):
+    """Runtime envs merged as Ray does: env_vars key by key, a later working_dir replacing."""
+    out = {"env_vars": {}}
+    for env in envs:
+        if env:
+            out["env_vars"].update(env.get("env_vars") or {})
+            if env.get("working_dir") is not None:
+                out["working_dir"] = os.path.abspath(os.fspath(env["working_dir"]))
+    return out
+
+
+def working_dir_digest(state, path):
+    """The digest of folder `path` on the head, uploaded the first time this driver uses it
+    (packed by the C++ client; the head keeps one copy per content)."""
+    cache = state.__dict__.setdefault("working_dirs", {})
+    digest = cache.get(path)
+    if digest is None:
+        digest = cache[path] = state.client.upload_working_dir(path)
+    return digest
 
 
 def _create(class_name, init_args, o, host, handle_type=None):
@@ -117,6 +150,8 @@ def _create(class_name, init_args, o, host, handle_type=None):
             raise NotImplementedError(f"options: scheduling_strategy {type(strategy).__name__} is not supported yet "
                                       "(PlacementGroupSchedulingStrategy is)")
         group_id, bundle = strategy.placement_group.id, int(strategy.placement_group_bundle_index)
+    env = merged_runtime_env(state.runtime_env, o.get("runtime_env"))
+    working_dir = working_dir_digest(state, env["working_dir"]) if env.get("working_dir") else ""
     if o.get("get_if_exists") and o.get("name"):
         try:
             return state.client.get_actor(o["name"], namespace)
@@ -126,7 +161,8 @@ def _create(class_name, init_args, o, host, handle_type=None):
     return state.client.create_actor(
         class_name, init_args, resources, name=o.get("name") or "", namespace=namespace,
         max_restarts=int(o.get("max_restarts", 0)), max_concurrency=int(o.get("max_concurrency", 1)),
-        placement_group_id=group_id, bundle_index=bundle, detached=o.get("lifetime") == "detached", host=host)
+        placement_group_id=group_id, bundle_index=bundle, detached=o.get("lifetime") == "detached", host=host,
+        working_dir=working_dir)
 
 
 def get_actor(name, namespace=None):

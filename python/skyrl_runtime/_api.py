@@ -70,8 +70,15 @@ def init(address=None, *, namespace=None, num_cpus=None, ignore_reinit_error=Fal
             if target is None:
                 cluster = LocalCluster(num_cpus=num_cpus)
                 target, token = cluster.address, cluster.token
+        # A job's driver (submitted with --working-dir) and an actor started in a working_dir
+        # pass that folder on to what they create, as Ray does.
+        inherited = os.environ.get("SKYRL_WORKING_DIR")
+        if inherited and not (runtime_env or {}).get("working_dir"):
+            runtime_env = {**(runtime_env or {}), "working_dir": inherited}
         try:
             _state = _State(target, token, namespace or "default", cluster, runtime_env)
+            if inherited and os.environ.get("SKYRL_WORKING_DIR_DIGEST"):
+                _state.working_dirs = {os.path.abspath(inherited): os.environ["SKYRL_WORKING_DIR_DIGEST"]}
         except RayError:
             if cluster:
                 cluster.stop()

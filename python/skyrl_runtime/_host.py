@@ -69,6 +69,10 @@ def _dispatch(obj, method, payload):
 
 
 def main():
+    # runtime_env working_dir: the worker started this process in it; its modules import first.
+    working_dir = os.environ.get("SKYRL_WORKING_DIR")
+    if working_dir:
+        sys.path.insert(0, working_dir)
     sys.exit(_native.run_actor_host(sys.argv, _create, _dispatch))
 
 

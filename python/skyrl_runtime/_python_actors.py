@@ -8,7 +8,7 @@ import pickle
 import cloudpickle
 
 from . import _api, _wire
-from ._actors import ActorHandle, _check_options, _create
+from ._actors import ActorHandle, _check_options, _create, merged_runtime_env
 from ._refs import ObjectRef, get
 from .exceptions import RayError
 
@@ -75,8 +75,7 @@ class PyActorClass:
 
     def remote(self, *args, **kwargs):
         try:
-            env_vars = dict((_api._current().runtime_env or {}).get("env_vars") or {})
-            env_vars.update((self._options.get("runtime_env") or {}).get("env_vars") or {})
+            env_vars = merged_runtime_env(_api._current().runtime_env, self._options.get("runtime_env"))["env_vars"]
             init = pickle.dumps(env_vars) + cloudpickle.dumps((self._cls, args, kwargs))
         except Exception as e:
             raise TypeError(f"{self._cls.__name__}.remote: the class or an argument does not pickle: {e}") from None

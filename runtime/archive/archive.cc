@@ -3,6 +3,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -165,10 +166,11 @@ absl::Status CheckEntryPath(const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> PackDirectory(const std::string& dir, int64_t max_bytes) {
+absl::StatusOr<std::string> PackDirectory(const std::string& dir, int64_t max_bytes,
+                                          absl::string_view field) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    return absl::InvalidArgumentError(absl::StrCat("--working-dir: ", dir, " is not a directory"));
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", dir, " is not a directory"));
   std::string out;
   Sink sink{&out, max_bytes};
   ArchivePtr a(archive_write_new(), archive_write_free);
@@ -180,7 +182,7 @@ absl::StatusOr<std::string> PackDirectory(const std::string& dir, int64_t max_by
   auto fail = [&](absl::string_view what) -> absl::Status {
     if (sink.over)
       return absl::FailedPreconditionError(
-          absl::StrCat("--working-dir: ", dir, " packs to more than ", max_bytes, " bytes"));
+          absl::StrCat(field, ": ", dir, " packs to more than ", max_bytes, " bytes (compressed)"));
     return ArchiveError(a.get(), what);
   };
   for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::none, ec);
@@ -238,6 +240,19 @@ absl::Status UnpackTarGz(const std::string& data, const std::string& dest, const
   }
   if (!s.ok()) fs::remove_all(dest, ec);
   return s;
+}
+
+std::string Sha256Digest(const std::string& bytes) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(bytes.data(), bytes.size(), md, &n, EVP_sha256(), nullptr);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "sha256:";
+  for (unsigned int i = 0; i < n; ++i) {
+    out.push_back(kHex[md[i] >> 4]);
+    out.push_back(kHex[md[i] & 15]);
+  }
+  return out;
 }
 
 }  // namespace skyrl::archive

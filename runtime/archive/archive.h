@@ -1,5 +1,6 @@
-// Working-directory archives for job submission: a folder packed into a tar.gz on the
-// submitting side, and unpacked on the head with every entry checked first.
+// Working-directory archives: a folder packed into a tar.gz on the submitting side, and
+// unpacked with every entry checked first (by the head for a job, by a worker for an actor's
+// runtime_env working_dir).
 //
 // Unpacking refuses, naming the entry: absolute paths, ".." components, symlinks whose target
 // is absolute or leaves the folder, hard links, device files, FIFOs and sockets, and archives
@@ -13,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace skyrl::archive {
 
@@ -23,9 +25,11 @@ struct Limits {
 };
 
 // Packs the regular files, folders and symlinks under `dir` (paths relative to it) into a
-// gzip-compressed tar in memory. FailedPrecondition when the result would pass `max_bytes`.
+// gzip-compressed tar in memory. FailedPrecondition when the result would pass `max_bytes`;
+// errors name `field` (where the folder came from).
 absl::StatusOr<std::string> PackDirectory(const std::string& dir,
-                                          int64_t max_bytes = Limits{}.max_archive_bytes);
+                                          int64_t max_bytes = Limits{}.max_archive_bytes,
+                                          absl::string_view field = "--working-dir");
 
 // Unpacks `data` into `dest` (created; must not exist yet). InvalidArgument naming the entry
 // for anything refused above; ResourceExhausted past a limit.
@@ -33,5 +37,8 @@ absl::Status UnpackTarGz(const std::string& data, const std::string& dest, const
 
 // Checks one entry path (as stored in an archive) without touching the disk.
 absl::Status CheckEntryPath(const std::string& path);
+
+// "sha256:" and the lowercase hex SHA-256 of `bytes`: how working directories are named.
+std::string Sha256Digest(const std::string& bytes);
 
 }  // namespace skyrl::archive

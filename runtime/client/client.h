@@ -43,6 +43,9 @@
 
 namespace skyrl {
 
+// The largest working directory (compressed) UploadWorkingDir takes: what one head KV value holds.
+inline constexpr int64_t kMaxWorkingDirBytes = (64 << 20) - 4096;
+
 struct ActorOptions {
   std::string init_args;
   std::map<std::string, double> resources = {{"CPU", 1}};
@@ -55,6 +58,9 @@ struct ActorOptions {
   int bundle_index = -1;                              // in this one (-1: any bundle of the group)
   bool detached = false;                              // outlives the job whose driver created it
   std::string host;  // actor host flavour: "" built-in classes, "rl" the LibTorch roles
+  // "sha256:<hex>" of a working directory uploaded with UploadWorkingDir: the actor starts in
+  // it (unpacked by its worker). Empty: none.
+  std::string working_dir;
 };
 
 struct Bundle {
@@ -129,6 +135,12 @@ class Client {
   virtual absl::StatusOr<v1::PlacementGroupInfo> WaitPlacementGroup(const std::string& id,
                                                                     absl::Duration timeout) = 0;
   virtual absl::Status RemovePlacementGroup(const std::string& id) = 0;
+
+  // Runtime environments: packs folder `dir` (regular files, folders and symlinks inside it;
+  // at most kMaxWorkingDirBytes compressed, else FailedPrecondition naming the limit) and
+  // stores it on the head once, named by its content; returns that name ("sha256:<hex>") for
+  // ActorOptions.working_dir. Uploading the same content again stores nothing new.
+  virtual absl::StatusOr<std::string> UploadWorkingDir(const std::string& dir) = 0;
 
   // One call, waiting for its result: CallAsync(...).get(), on the actor's CallStream (the
   // actor service's unary Call RPC stays for other clients). `timeout` defaults to

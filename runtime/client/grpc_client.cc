@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/rpc/actor_state.h"
 #include "absl/time/clock.h"
+#include "runtime/archive/archive.h"
 #include "runtime/common/ids.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
@@ -72,6 +73,7 @@ GrpcClient::GrpcClient(const std::string& head, std::string token, ClientOptions
       options_(options),
       head_(v1::ActorDirectory::NewStub(rpc::MakeChannel(head))),
       groups_(v1::PlacementGroupService::NewStub(rpc::MakeChannel(head))),
+      kv_(v1::KvService::NewStub(rpc::MakeChannel(head))),
       expirer_([this] { ExpireLoop(); }),
       explainer_([this] { FailureLoop(); }) {}
 
@@ -107,6 +109,7 @@ void GrpcClient::FillSpec(const std::string& class_name, const ActorOptions& o, 
   spec->set_job_id(job_id_);
   spec->set_detached(o.detached);
   spec->set_host(o.host);
+  spec->set_working_dir(o.working_dir);
 }
 
 absl::StatusOr<ActorHandle> GrpcClient::CreateActor(const std::string& class_name, const ActorOptions& o) {
@@ -199,6 +202,21 @@ absl::Status GrpcClient::RemovePlacementGroup(const std::string& id) {
   rpc::PrepareCall(&ctx, token_, options_.call_timeout);
   v1::RemovePlacementGroupReply reply;
   return rpc::FromGrpc(groups_->RemovePlacementGroup(&ctx, req, &reply));
+}
+
+absl::StatusOr<std::string> GrpcClient::UploadWorkingDir(const std::string& dir) {
+  absl::StatusOr<std::string> packed = archive::PackDirectory(dir, kMaxWorkingDirBytes, "working_dir");
+  if (!packed.ok()) return packed.status();
+  v1::KvPutRequest req;
+  const std::string digest = archive::Sha256Digest(*packed);
+  req.set_key(absl::StrCat(kWorkingDirKeyPrefix, digest));
+  req.set_value(std::move(*packed));
+  grpc::ClientContext ctx;
+  rpc::PrepareCall(&ctx, token_, std::max(options_.call_timeout, absl::Seconds(60)));
+  v1::KvPutReply reply;
+  absl::Status s = rpc::FromGrpc(kv_->Put(&ctx, req, &reply));
+  if (!s.ok() && !absl::IsAlreadyExists(s)) return s;  // already there: the same content
+  return digest;
 }
 
 absl::StatusOr<v1::ActorInfo> GrpcClient::Lookup(const v1::GetActorRequest& req, absl::Duration timeout) {

@@ -21,6 +21,7 @@
 #include "runtime/client/client.h"
 #include "skyrl/actor.grpc.pb.h"
 #include "skyrl/actor_directory.grpc.pb.h"
+#include "skyrl/kv.grpc.pb.h"
 #include "skyrl/placement_group.grpc.pb.h"
 
 namespace skyrl {
@@ -41,6 +42,7 @@ class GrpcClient final : public Client {
   absl::StatusOr<v1::PlacementGroupInfo> WaitPlacementGroup(const std::string& id,
                                                             absl::Duration timeout) override;
   absl::Status RemovePlacementGroup(const std::string& id) override;
+  absl::StatusOr<std::string> UploadWorkingDir(const std::string& dir) override;
   std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor, const std::string& method,
                                                      const std::string& args) override;
   std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor, const std::string& method,
@@ -89,6 +91,7 @@ class GrpcClient final : public Client {
   const ClientOptions options_;
   std::unique_ptr<v1::ActorDirectory::Stub> head_;
   std::unique_ptr<v1::PlacementGroupService::Stub> groups_;
+  std::unique_ptr<v1::KvService::Stub> kv_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Route> routes_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -3,6 +3,7 @@
 #include <mutex>
 #include <random>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace skyrl::internal {
@@ -82,6 +83,16 @@ absl::Status ValidateHostFlavour(absl::string_view field, absl::string_view name
       return absl::InvalidArgumentError(
           absl::StrCat(field, ": \"", name, "\" has a character outside [a-z0-9-]"));
   return absl::OkStatus();
+}
+
+absl::Status ValidateWorkingDirDigest(absl::string_view field, absl::string_view digest) {
+  constexpr absl::string_view kScheme = "sha256:";
+  bool ok = digest.size() == kScheme.size() + 64 && absl::StartsWith(digest, kScheme);
+  for (size_t i = kScheme.size(); ok && i < digest.size(); ++i)
+    ok = (digest[i] >= '0' && digest[i] <= '9') || (digest[i] >= 'a' && digest[i] <= 'f');
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": \"", digest.substr(0, 80), "\" is not sha256: and 64 lowercase hex digits"));
 }
 
 }  // namespace skyrl

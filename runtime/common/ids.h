@@ -93,6 +93,12 @@ absl::Status ValidateName(absl::string_view field, absl::string_view name);
 // runs skyrl-actor-host-<flavour> from its own folder, so the name can never be a path.
 absl::Status ValidateHostFlavour(absl::string_view field, absl::string_view name);
 
+// A working directory's content digest: "sha256:" and 64 lowercase hex digits (so it can name
+// a folder and a KV key).
+absl::Status ValidateWorkingDirDigest(absl::string_view field, absl::string_view digest);
+// The head KV key a working directory's archive is stored under.
+inline constexpr absl::string_view kWorkingDirKeyPrefix = "skyrl/working_dir/";
+
 }  // namespace skyrl
 
 template <typename Tag>

@@ -44,6 +44,8 @@ absl::Status ValidateSpec(v1::ActorSpec& spec) {
   if (!spec.job_id().empty())
     if (absl::Status s = ValidateName("spec.job_id", spec.job_id()); !s.ok()) return s;
   if (absl::Status s = ValidateHostFlavour("spec.host", spec.host()); !s.ok()) return s;
+  if (!spec.working_dir().empty())
+    if (absl::Status s = ValidateWorkingDirDigest("spec.working_dir", spec.working_dir()); !s.ok()) return s;
   if (spec.has_bundle_index() && spec.placement_group_id().empty())
     return absl::InvalidArgumentError("spec.bundle_index: needs spec.placement_group_id");
   if (spec.has_bundle_index() && spec.bundle_index() < 0)
@@ -231,6 +233,7 @@ ActorManager::StartTicket ActorManager::MarkPending(const ActorId& id, v1::Actor
   *req.mutable_gpu_ids() = a.gpu_ids();
   req.set_max_concurrency(a.spec().max_concurrency());
   req.set_host(a.spec().host());
+  req.set_working_dir(a.spec().working_dir());
   return t;
 }
 

@@ -77,6 +77,11 @@ Head::Head(const HeadOptions& options, store::Store& store, WorkerClient& worker
   jobs.head_address = absl::StrCat(
       options.bind == "0.0.0.0" || options.bind == "::" ? "127.0.0.1" : options.bind, ":", options.port);
   jobs.token = options.token;
+  // The Python package beside this build's or install's binaries (bin/../python).
+  std::error_code ec;
+  std::filesystem::path python =
+      std::filesystem::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "python";
+  if (!ec && std::filesystem::is_directory(python / "skyrl_runtime", ec)) jobs.python_path = python.string();
   jobs_ = std::make_unique<JobManager>(store_, *actors_, *groups_, clock_, jobs);
 }
 

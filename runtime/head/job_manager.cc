@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -225,6 +226,15 @@ absl::StatusOr<v1::JobInfo> JobManager::Submit(v1::JobSpec spec, const std::stri
   o.env_set["SKYRL_ADDRESS"] = options_.head_address;
   o.env_set["SKYRL_TOKEN"] = options_.token;
   o.env_set["SKYRL_JOB_ID"] = id;
+  if (!options_.python_path.empty()) {
+    auto user = o.env_set.find("PYTHONPATH");
+    const char* inherited = std::getenv("PYTHONPATH");
+    std::string rest = user != o.env_set.end() ? user->second : (inherited ? inherited : "");
+    o.env_set["PYTHONPATH"] =
+        rest.empty() ? options_.python_path : absl::StrCat(options_.python_path, ":", rest);
+  }
+  // The SDK gives the driver's actors and tasks this folder as their default working_dir.
+  if (spec.has_working_dir()) o.env_set["SKYRL_WORKING_DIR"] = cwd.string();
   o.log_path = info.log_path();
   o.working_dir = cwd.string();
   o.new_process_group = true;

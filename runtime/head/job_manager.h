@@ -36,6 +36,9 @@ struct JobManagerOptions {
   std::string jobs_dir;      // <jobs_dir>/<job id>/{driver.log, working_dir/}
   std::string head_address;  // SKYRL_ADDRESS for drivers
   std::string token;         // SKYRL_TOKEN for drivers
+  // Put first on drivers' PYTHONPATH, so that a Python driver imports skyrl_runtime (the
+  // build's or the install's python/ folder); empty: PYTHONPATH as the job's env says.
+  std::string python_path;
   absl::Duration default_stop_grace = absl::Seconds(10);
   archive::Limits limits;
 };

@@ -1,12 +1,23 @@
 #include "runtime/head/kv_service.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/archive/archive.h"
+#include "runtime/common/ids.h"
 #include "runtime/rpc/status.h"
 
 namespace skyrl::head {
 
 grpc::Status KvServiceImpl::Put(grpc::ServerContext* ctx, const v1::KvPutRequest* req, v1::KvPutReply*) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
+  if (absl::StartsWith(req->key(), kWorkingDirKeyPrefix)) {
+    // Working directories are named by their content: what a key says is what workers get.
+    absl::string_view digest = absl::string_view(req->key()).substr(kWorkingDirKeyPrefix.size());
+    if (absl::Status s = ValidateWorkingDirDigest("key", digest); !s.ok()) return rpc::ToGrpc(s);
+    if (std::string got = archive::Sha256Digest(req->value()); got != digest)
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("key: a working directory stored as ", digest, " has digest ", got));
+  }
   if (req->overwrite()) return rpc::ToGrpc(store_.Put(kKvTable, req->key(), req->value()));
   absl::StatusOr<bool> created = store_.CompareAndSet(kKvTable, req->key(), std::nullopt, req->value());
   if (!created.ok()) return rpc::ToGrpc(created.status());

@@ -100,6 +100,7 @@ absl::Status ActorProcesses::Launch(const ActorLaunch& launch) {
   // SIGKILL leaves no orphaned actors holding GPUs.
   o.env_set["SKYRL_WORKER_PID"] = std::to_string(getpid());
   o.log_path = LogPath(launch.actor_id);
+  o.working_dir = launch.working_dir;
   absl::MutexLock lock(&mu_);
   if (children_.contains(launch.actor_id))
     return absl::AlreadyExistsError(

@@ -27,6 +27,7 @@ struct ActorLaunch {
   std::vector<std::string> argv;           // the actor host and its arguments
   std::vector<int> gpu_ids;                // physical ids; CUDA_VISIBLE_DEVICES is exactly these
   std::map<std::string, std::string> env;  // extra environment
+  std::string working_dir;                 // the process starts here (empty: the worker's)
 };
 
 struct ActorExit {

@@ -21,6 +21,7 @@
 #include "runtime/worker/node_resources.h"
 #include "runtime/worker/worker_service.h"
 #include "skyrl/actor_directory.grpc.pb.h"
+#include "skyrl/kv.grpc.pb.h"
 #include "skyrl/node.grpc.pb.h"
 
 namespace skyrl::worker {
@@ -31,9 +32,10 @@ int Fail(const absl::Status& s) {
   return 2;
 }
 
-absl::Status Call(const std::string& token, const std::function<grpc::Status(grpc::ClientContext*)>& fn) {
+absl::Status Call(const std::string& token, const std::function<grpc::Status(grpc::ClientContext*)>& fn,
+                  absl::Duration timeout = absl::Seconds(5)) {
   grpc::ClientContext ctx;
-  rpc::PrepareCall(&ctx, token, absl::Seconds(5));
+  rpc::PrepareCall(&ctx, token, timeout);
   return rpc::FromGrpc(fn(&ctx));
 }
 
@@ -76,6 +78,7 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
     return l == nullptr ? std::string() : l->node_id();
   };
   auto directory = v1::ActorDirectory::NewStub(rpc::MakeChannel(o.head));
+  auto kv = v1::KvService::NewStub(rpc::MakeChannel(o.head));
   ExitReporter exits(
       [&](const v1::ReportActorExitRequest& req) {
         v1::ReportActorExitReply reply;
@@ -83,20 +86,29 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
                     [&](grpc::ClientContext* c) { return directory->ReportActorExit(c, req, &reply); });
       },
       node_id);
-  WorkerServiceImpl worker_service({.actor_host = o.actor_host,
-                                    .log_dir = o.log_dir,
-                                    .bind_host = o.bind == "0.0.0.0" ? o.node_ip : o.bind,
-                                    .token = o.token,
-                                    .head_address = o.head,
-                                    .python = o.python,
-                                    .on_exit = [&](const v1::ActorExitInfo& e) { exits.Add(e); },
-                                    .head_contact = [&]() -> absl::StatusOr<v1::HeadContactReply> {
-                                      HeadLink* l = link.load();
-                                      if (l == nullptr)
-                                        return absl::UnavailableError("this worker is still starting");
-                                      return l->Contact();
-                                    }},
-                                   auth);
+  WorkerServiceImpl worker_service(
+      {.actor_host = o.actor_host,
+       .log_dir = o.log_dir,
+       .bind_host = o.bind == "0.0.0.0" ? o.node_ip : o.bind,
+       .token = o.token,
+       .head_address = o.head,
+       .python = o.python,
+       .fetch_working_dir = [&](const std::string& key) -> absl::StatusOr<std::string> {
+         v1::KvGetRequest req;
+         req.set_key(key);
+         v1::KvGetReply reply;
+         absl::Status s = Call(
+             o.token, [&](grpc::ClientContext* c) { return kv->Get(c, req, &reply); }, absl::Seconds(60));
+         if (!s.ok()) return s;
+         return std::move(*reply.mutable_value());
+       },
+       .on_exit = [&](const v1::ActorExitInfo& e) { exits.Add(e); },
+       .head_contact = [&]() -> absl::StatusOr<v1::HeadContactReply> {
+         HeadLink* l = link.load();
+         if (l == nullptr) return absl::UnavailableError("this worker is still starting");
+         return l->Contact();
+       }},
+      auth);
 
   v1::NodeInfo info;
   char host[256] = {};

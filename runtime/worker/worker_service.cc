@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/resources.h"
+#include "runtime/rpc/status.h"
 
 namespace skyrl::worker {
 namespace {
@@ -40,6 +41,12 @@ absl::Status WritePrivateFile(const std::string& path, const std::string& bytes)
 WorkerServiceImpl::WorkerServiceImpl(WorkerServiceOptions options, const rpc::TokenAuth& auth)
     : options_(std::move(options)),
       auth_(auth),
+      working_dirs_(absl::StrCat(options_.log_dir, "/working_dirs"),
+                    [this](const std::string& key) -> absl::StatusOr<std::string> {
+                      if (!options_.fetch_working_dir)
+                        return absl::FailedPreconditionError("this worker cannot reach the head's KV");
+                      return options_.fetch_working_dir(key);
+                    }),
       processes_(ActorProcessesOptions{.log_dir = options_.log_dir,
                                        .on_exit = [this](const ActorExit& e) { OnExit(e); }}) {}
 
@@ -95,6 +102,12 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
                           absl::StrCat("this node has no actor host \"", req->host(), "\" (", host_binary,
                                        " is missing or not executable)"));
   }
+  std::string working_dir;
+  if (!req->working_dir().empty()) {
+    absl::StatusOr<std::string> dir = working_dirs_.Get(req->working_dir());
+    if (!dir.ok()) return rpc::ToGrpc(dir.status());
+    working_dir = *dir;
+  }
   std::string port_file = absl::StrCat(options_.log_dir, "/", id->ToString(), ".port");
   std::remove(port_file.c_str());
   // The constructor's bytes go through a file (the host removes it): any size, any bytes,
@@ -109,6 +122,11 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
       {req->gpu_ids().begin(), req->gpu_ids().end()},
       {{"SKYRL_TOKEN", options_.token}, {"SKYRL_ADDRESS", options_.head_address}}};
   if (!options_.python.empty()) launch.env["SKYRL_PYTHON"] = options_.python;
+  if (!working_dir.empty()) {
+    launch.working_dir = working_dir;
+    launch.env["SKYRL_WORKING_DIR"] = working_dir;
+    launch.env["SKYRL_WORKING_DIR_DIGEST"] = req->working_dir();
+  }
   uint64_t launched_after;
   {
     absl::MutexLock lock(&mu_);

@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/worker/actor_processes.h"
+#include "runtime/worker/working_dirs.h"
 #include "skyrl/worker.grpc.pb.h"
 
 namespace skyrl::worker {
@@ -19,6 +20,8 @@ struct WorkerServiceOptions {
   std::string token;         // passed to actors as SKYRL_TOKEN
   std::string head_address;  // passed to actors as SKYRL_ADDRESS, so they can reach the cluster
   std::string python;        // interpreter of Python actors (SKYRL_PYTHON); empty: the build's
+  // Fetches a head KV value (working directories); unset: actors with one fail to start.
+  WorkingDirs::Fetch fetch_working_dir;
   absl::Duration start_timeout = absl::Seconds(30);
   // Called (from the reaper thread) for every exit; the worker forwards it to the head.
   std::function<void(const v1::ActorExitInfo&)> on_exit;
@@ -53,6 +56,7 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   // actor restarted here keeps its id).
   std::deque<std::pair<uint64_t, v1::ActorExitInfo>> exits_ ABSL_GUARDED_BY(mu_);
   uint64_t exit_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  WorkingDirs working_dirs_;  // under log_dir/working_dirs
   // Declared last: its reaper thread calls OnExit, so it must stop before the rest goes.
   ActorProcesses processes_;
 };

@@ -1,6 +1,8 @@
 // Actors through the head: placement, restarts, deaths and their reasons, the client.
 #include "tests/cluster/cluster_fixture.h"
 
+#include <filesystem>
+
 #include "runtime/store/store.h"
 
 namespace skyrl::testing {
@@ -246,6 +248,49 @@ TEST_F(ActorLifecycleTest, RedisRestartUnderARunningHeadLosesNothing) {
   Subprocess restarted = StartHead((*redis)->url());
   v1::ActorInfo back = WaitActor(a.actor_id(), [](const auto& x) { return x.state() == v1::ACTOR_ALIVE; });
   EXPECT_EQ(back.address(), a.address());
+}
+
+// Working directories: stored on the head by content (the KV refuses a key that lies about
+// it), named in the spec; a malformed name is refused by the head, one never uploaded fails
+// the actor's start saying so.
+TEST_F(ActorLifecycleTest, WorkingDirsAreStoredByContentAndCheckedAtEveryStep) {
+  Subprocess head = StartHead();
+  Subprocess w1 = StartWorker("w1", "CPU=2");
+  ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
+  auto client = Client::Connect(address_, Token());
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::string src = MakeTempDir("wd-src");
+  std::ofstream(src + "/data.txt") << "payload";
+  absl::StatusOr<std::string> digest = (*client)->UploadWorkingDir(src);
+  ASSERT_TRUE(digest.ok()) << digest.status();
+  EXPECT_TRUE(ValidateWorkingDirDigest("digest", *digest).ok()) << *digest;
+  absl::StatusOr<std::string> again = (*client)->UploadWorkingDir(src);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, *digest) << "the same content, stored once";
+  EXPECT_TRUE(absl::IsInvalidArgument((*client)->UploadWorkingDir(src + "/data.txt").status()));
+
+  auto kv = v1::KvService::NewStub(rpc::MakeChannel(address_));
+  v1::KvPutRequest lie;
+  lie.set_key(std::string(kWorkingDirKeyPrefix) + "sha256:" + std::string(64, 'a'));
+  lie.set_value("not that");
+  v1::KvPutReply reply;
+  grpc::Status refused = Authed([&](grpc::ClientContext* c) { return kv->Put(c, lie, &reply); });
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << refused.error_message();
+
+  ActorOptions o;
+  o.working_dir = *digest;
+  auto ok = (*client)->CreateActor("echo", o);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  o.working_dir = "sha256:nope";
+  auto bad = (*client)->CreateActor("echo", o);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  EXPECT_NE(bad.status().message().find("spec.working_dir"), std::string::npos) << bad.status();
+  o.working_dir = "sha256:" + std::string(64, 'b');
+  auto missing = (*client)->CreateActor("echo", o);
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("the head has no such archive"), std::string::npos)
+      << missing.status();
+  std::filesystem::remove_all(src);
 }
 
 }  // namespace

@@ -102,8 +102,8 @@ def test_runtime_env_vars_reach_actors_and_tasks(cluster):
         return os.environ.get("SKYRL_TEST_FLAVOUR")
 
     assert ray.get(flavour.remote()) == "lime"
-    with pytest.raises(NotImplementedError, match="working_dir is not supported yet"):
-        Counter.options(runtime_env={"working_dir": "."})
+    with pytest.raises(NotImplementedError, match="conda is not supported"):
+        Counter.options(runtime_env={"conda": "env"})
     with pytest.raises(TypeError, match="env_vars must map str to str"):
         Counter.options(runtime_env={"env_vars": {"N": 1}})
 
