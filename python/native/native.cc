@@ -145,7 +145,8 @@ class CallFuture {
 ActorOptions ToOptions(const std::string& init_args, const std::map<std::string, double>& resources,
                        const std::string& name, const std::string& ns, int max_restarts, int max_concurrency,
                        const std::string& placement_group_id, int bundle_index, bool detached,
-                       const std::string& host, const std::string& working_dir) {
+                       const std::string& host, const std::string& working_dir,
+                       const std::map<std::string, std::string>& label_selector, bool return_pending) {
   ActorOptions o;
   o.init_args = init_args;
   o.resources = resources;
@@ -158,6 +159,8 @@ ActorOptions ToOptions(const std::string& init_args, const std::map<std::string,
   o.detached = detached;
   o.host = host;
   o.working_dir = working_dir;
+  o.label_selector = label_selector;
+  o.return_pending = return_pending;
   return o;
 }
 
@@ -167,12 +170,14 @@ py::dict ActorDict(const v1::ActorInfo& a) {
   d["class_name"] = a.spec().class_name();
   d["name"] = a.spec().name();
   d["namespace"] = a.spec().namespace_();
-  d["state"] = v1::ActorState_Name(a.state());
+  std::string state = v1::ActorState_Name(a.state());
+  d["state"] = state.rfind("ACTOR_", 0) == 0 ? state.substr(6) : state;
   d["node_id"] = a.node_id();
   d["address"] = a.address();
   d["gpu_ids"] = std::vector<int>(a.gpu_ids().begin(), a.gpu_ids().end());
   d["restarts"] = a.restarts();
   d["death_reason"] = a.death_reason();
+  d["pending_reason"] = a.pending_reason();
   return d;
 }
 
@@ -350,9 +355,11 @@ class Error(RuntimeError):
           [](Client& c, const std::string& class_name, py::bytes init_args,
              const std::map<std::string, double>& resources, const std::string& name, const std::string& ns,
              int max_restarts, int max_concurrency, const std::string& placement_group_id, int bundle_index,
-             bool detached, const std::string& host, const std::string& working_dir) {
-            ActorOptions o = ToOptions(init_args, resources, name, ns, max_restarts, max_concurrency,
-                                       placement_group_id, bundle_index, detached, host, working_dir);
+             bool detached, const std::string& host, const std::string& working_dir,
+             const std::map<std::string, std::string>& label_selector, bool return_pending) {
+            ActorOptions o =
+                ToOptions(init_args, resources, name, ns, max_restarts, max_concurrency, placement_group_id,
+                          bundle_index, detached, host, working_dir, label_selector, return_pending);
             absl::StatusOr<ActorHandle> h;
             {
               py::gil_scoped_release release;
@@ -364,7 +371,8 @@ class Error(RuntimeError):
           py::arg("resources") = std::map<std::string, double>{}, py::arg("name") = "",
           py::arg("namespace") = "default", py::arg("max_restarts") = 0, py::arg("max_concurrency") = 1,
           py::arg("placement_group_id") = "", py::arg("bundle_index") = -1, py::arg("detached") = false,
-          py::arg("host") = "", py::arg("working_dir") = "")
+          py::arg("host") = "", py::arg("working_dir") = "",
+          py::arg("label_selector") = std::map<std::string, std::string>{}, py::arg("return_pending") = false)
       .def(
           "upload_working_dir",
           [](Client& c, const std::string& dir) {

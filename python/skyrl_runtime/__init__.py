@@ -9,6 +9,7 @@ client (skyrl_runtime._native). docs/python.md says what is and is not here.
 """
 
 from . import cross_language, exceptions, util
+from ._missing import module_getattr
 from ._actors import ActorHandle, get_actor, kill
 from ._api import available_resources, cluster_resources, init, is_initialized, nodes, shutdown
 from ._python_actors import remote
@@ -19,3 +20,5 @@ from ._refs import ObjectRef, get, put, wait
 __all__ = ["ActorHandle", "ObjectRef", "available_resources", "cluster_resources", "cross_language", "exceptions",
            "get", "get_actor", "get_gpu_ids", "get_runtime_context", "init", "is_initialized", "kill", "nodes",
            "put", "remote", "shutdown", "util", "wait"]
+
+__getattr__ = module_getattr("")

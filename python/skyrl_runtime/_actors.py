@@ -2,13 +2,15 @@
 actor hosts serve (C++ classes registered with SKYRL_REGISTER_ACTOR)."""
 
 import os
+import threading
+import time
 
-from . import _api
+from . import _api, _native
 from ._refs import ObjectRef
 from .exceptions import RayError
 
-_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "name", "namespace", "max_restarts", "runtime_env", "scheduling_strategy",
-            "max_concurrency", "lifetime", "get_if_exists"}
+_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "name", "namespace", "max_restarts", "runtime_env",
+            "scheduling_strategy", "max_concurrency", "lifetime", "get_if_exists", "max_task_retries"}
 
 
 def _as_bytes(value, what):
@@ -29,20 +31,132 @@ class ActorMethod:
     def remote(self, args=b"", *, timeout=None):
         """Calls the method; returns an ObjectRef of the result bytes at once."""
         payload = _as_bytes(args, f"{self._name}.remote")
-        future = _api._current().client.call_async(self._handle._actor_id, self._name, payload, timeout)
-        return ObjectRef(future, bytes, f"{self._handle._class_name}.{self._name}")
+        return self._handle._call(self._name, payload, bytes, timeout)
+
+
+class _Failed:
+    """A future that holds an error from the start (calls on an actor that could not be made)."""
+
+    def __init__(self, error):
+        self._error = error
+
+    def done(self):
+        return True
+
+    def view(self, timeout=None):
+        raise self._error
+
+
+class _Retrying:
+    """A call's result, made again (up to `retries` times; -1: without end) when the actor
+    died under it (UNAVAILABLE: it may be restarting); the method's own errors are results
+    and are not retried. As Ray's max_task_retries and tasks' max_retries."""
+
+    def __init__(self, submit, retries, first=None):
+        self._submit = submit
+        self._left = retries
+        self._f = first if first is not None else submit()
+
+    def done(self):
+        return self._f.done()
+
+    def view(self, timeout=None):
+        while True:
+            try:
+                return self._f.view(timeout)
+            except _native.Error as e:
+                if e.code != "UNAVAILABLE" or self._left == 0:
+                    raise
+                self._left -= 1
+                self._f = self._submit()
+
+
+class _Deferred:
+    """A call queued behind the actor's start: the native future once the call is sent."""
+
+    def __init__(self):
+        self._sent = threading.Event()
+        self._f = None
+
+    def send(self, future):
+        self._f = future
+        self._sent.set()
+
+    def done(self):
+        return self._sent.is_set() and self._f.done()
+
+    def view(self, timeout=None):
+        start = time.monotonic()
+        if not self._sent.wait(timeout):
+            raise _native.Error("DEADLINE_EXCEEDED", f"no result within {timeout} s (the actor is still starting)")
+        return self._f.view(None if timeout is None else max(0.0, timeout - (time.monotonic() - start)))
+
+
+class _Starting:
+    """Calls on an actor whose start goes on in the background: sent in order by one thread
+    (the first send waits while the client looks the actor up), so .remote() returns at once
+    as in Ray. Once every queued call is sent, the handle calls directly."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.queue = []
+        self.thread = None
+
+    def submit(self, handle, method, payload, timeout):
+        """The call's future, or None when the handle calls directly by now."""
+        d = _Deferred()
+        with self.lock:
+            if handle._starting is not self:
+                return None
+            self.queue.append((method, payload, timeout, d))
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._drain, args=(handle,), daemon=True,
+                                               name=f"skyrl-start-{handle._actor_id}")
+                self.thread.start()
+        return d
+
+    def _drain(self, handle):
+        while True:
+            with self.lock:
+                if not self.queue:
+                    handle._starting = None  # from now on, calls go straight out
+                    return
+                method, payload, timeout, d = self.queue.pop(0)
+            try:
+                d.send(_api._current().client.call_async(handle._actor_id, method, payload, timeout))
+            except BaseException as e:  # noqa: BLE001 - the caller's get() raises it
+                d.send(_Failed(e))
 
 
 class ActorHandle:
-    """A live actor. Methods are attributes: handle.echo.remote(b"hi"). Pickles (to its id), so
+    """An actor. Methods are attributes: handle.echo.remote(b"hi"). Pickles (to its id), so
     it can be passed to other actors and tasks. This class calls C++ actors (bytes in and out);
-    Python actors' handles (_python_actors.PyActorHandle) differ only in their methods."""
+    Python actors' handles (_python_actors.PyActorHandle) differ only in their methods.
+
+    `retries` is max_task_retries; `error`, set when the actor could never be made, fails every
+    call's get() with it (Ray reports an infeasible actor at get, not at .remote())."""
 
     _method_type = ActorMethod
 
-    def __init__(self, actor_id, class_name):
+    def __init__(self, actor_id, class_name, retries=0, error=None, starting=False):
         self._actor_id = actor_id
         self._class_name = class_name
+        self._retries = retries
+        self._error = error
+        self._starting = _Starting() if starting else None
+
+    def _call(self, method, payload, decode, timeout=None):
+        what = f"{self._class_name}.{method}"
+        if self._error is not None:
+            return ObjectRef(_Failed(self._error), decode, what)
+        starting = self._starting
+        first = starting.submit(self, method, payload, timeout) if starting is not None else None
+        submit = lambda: _api._current().client.call_async(self._actor_id, method, payload, timeout)  # noqa: E731
+        if first is None:
+            first = submit()
+        if self._retries == 0:
+            return ObjectRef(first, decode, what)
+        return ObjectRef(_Retrying(submit, self._retries, first), decode, what)
 
     def __getattr__(self, name):
         if name.startswith("_"):
@@ -53,7 +167,7 @@ class ActorHandle:
         return f"Actor({self._class_name}, {self._actor_id})"
 
     def __reduce__(self):
-        return (type(self), (self._actor_id, self._class_name))
+        return (type(self), (self._actor_id, self._class_name, self._retries, self._error, self._starting is not None))
 
     def _describe(self):
         return _api._current().client.describe(self._actor_id)
@@ -72,9 +186,9 @@ class CppActorClass:
         return CppActorClass(self._class_name, self._host, {**self._options, **options})
 
     def remote(self, init_args=b""):
-        actor_id = _create(self._class_name, _as_bytes(init_args, f"{self._class_name}.remote"), self._options,
-                           self._host)
-        return actor_id if isinstance(actor_id, ActorHandle) else ActorHandle(actor_id, self._class_name)
+        """Starts one actor; returns its handle at once (the start goes on in the background)."""
+        return _create(self._class_name, _as_bytes(init_args, f"{self._class_name}.remote"), self._options,
+                       self._host, ActorHandle, self._class_name)
 
 
 def _check_options(options):
@@ -130,9 +244,13 @@ def working_dir_digest(state, path):
     return digest
 
 
-def _create(class_name, init_args, o, host, handle_type=None):
-    """Creates an actor of `class_name` on `host` with Ray-style options `o`; returns its id (or,
-    for get_if_exists, the live one's handle when `handle_type` makes one)."""
+def _create(class_name, init_args, o, host, handle_type, handle_name, wait=False):
+    """Creates an actor of `class_name` on `host` with Ray-style options `o` and returns a
+    `handle_type` for it named `handle_name` (for get_if_exists, the live one's). Returns once
+    the head has recorded it, its start going on in the background (as Ray does), unless
+    `wait`: then once it is ALIVE, and RESOURCE_EXHAUSTED at once when there is no room now.
+    An actor the cluster can never hold makes a handle whose calls fail with the scheduler's
+    explanation."""
     resources = dict(o.get("resources") or {})
     for key, name in (("num_cpus", "CPU"), ("num_gpus", "GPU"), ("memory", "memory")):
         if o.get(key) is not None:
@@ -142,27 +260,32 @@ def _create(class_name, init_args, o, host, handle_type=None):
         raise ValueError(f"options: lifetime must be 'detached' or 'non_detached', got {o['lifetime']!r}")
     state = _api._current()
     namespace = o.get("namespace") or state.namespace
-    group_id, bundle = "", -1
-    strategy = o.get("scheduling_strategy")
-    if strategy is not None:
-        from ._placement import PlacementGroupSchedulingStrategy
-        if not isinstance(strategy, PlacementGroupSchedulingStrategy):
-            raise NotImplementedError(f"options: scheduling_strategy {type(strategy).__name__} is not supported yet "
-                                      "(PlacementGroupSchedulingStrategy is)")
-        group_id, bundle = strategy.placement_group.id, int(strategy.placement_group_bundle_index)
+    from ._placement import placement_of
+    group_id, bundle, selector = placement_of(o.get("scheduling_strategy"), resources)
+    retries = int(o.get("max_task_retries", 0))
+    if retries < -1:
+        raise ValueError(f"options: max_task_retries must be -1 (without end) or more, got {retries}")
     env = merged_runtime_env(state.runtime_env, o.get("runtime_env"))
     working_dir = working_dir_digest(state, env["working_dir"]) if env.get("working_dir") else ""
     if o.get("get_if_exists") and o.get("name"):
         try:
-            return state.client.get_actor(o["name"], namespace)
+            return handle_type(state.client.get_actor(o["name"], namespace), handle_name, retries)
         except RayError as e:
             if e.code != "NOT_FOUND":
                 raise
-    return state.client.create_actor(
-        class_name, init_args, resources, name=o.get("name") or "", namespace=namespace,
-        max_restarts=int(o.get("max_restarts", 0)), max_concurrency=int(o.get("max_concurrency", 1)),
-        placement_group_id=group_id, bundle_index=bundle, detached=o.get("lifetime") == "detached", host=host,
-        working_dir=working_dir)
+    try:
+        actor_id = state.client.create_actor(
+            class_name, init_args, resources, name=o.get("name") or "", namespace=namespace,
+            max_restarts=int(o.get("max_restarts", 0)), max_concurrency=int(o.get("max_concurrency", 1)),
+            placement_group_id=group_id, bundle_index=bundle, detached=o.get("lifetime") == "detached", host=host,
+            working_dir=working_dir, label_selector=selector, return_pending=not wait)
+    except RayError as e:
+        if wait or e.code != "RESOURCE_EXHAUSTED":
+            raise
+        if o.get("get_if_exists") and o.get("name"):
+            raise
+        return handle_type("", handle_name, retries, error=e)
+    return handle_type(actor_id, handle_name, retries, starting=not wait)
 
 
 def get_actor(name, namespace=None):

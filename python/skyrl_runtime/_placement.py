@@ -99,3 +99,46 @@ class PlacementGroupSchedulingStrategy:
                  placement_group_capture_child_tasks=None):
         self.placement_group = placement_group
         self.placement_group_bundle_index = placement_group_bundle_index
+
+    def __repr__(self):
+        return f"PlacementGroupSchedulingStrategy({self.placement_group.id}, {self.placement_group_bundle_index})"
+
+
+class NodeAffinitySchedulingStrategy:
+    """options(scheduling_strategy=...): run on node `node_id` (an id from nodes()). With
+    soft=False the actor waits for room there (and fails, saying why, when that node is gone
+    or could never hold it); with soft=True it goes there when the node is alive with room
+    now, else anywhere."""
+
+    def __init__(self, node_id, soft, _spill_on_unavailable=False, _fail_on_unavailable=False):
+        if not isinstance(node_id, str) or not node_id:
+            raise TypeError(f"NodeAffinitySchedulingStrategy: node_id must be a node id string, got {node_id!r}")
+        self.node_id = node_id
+        self.soft = bool(soft)
+
+    def __repr__(self):
+        return f"NodeAffinitySchedulingStrategy({self.node_id}, soft={self.soft})"
+
+
+NODE_ID_LABEL = "skyrl.node-id"  # the label the head gives every node (runtime/common/ids.h)
+
+
+def placement_of(strategy, resources):
+    """(placement group id, bundle index, label selector) for a scheduling_strategy option
+    and the resources asked for."""
+    if strategy is None or strategy == "DEFAULT":
+        return "", -1, {}
+    if isinstance(strategy, PlacementGroupSchedulingStrategy):
+        return strategy.placement_group.id, int(strategy.placement_group_bundle_index), {}
+    if isinstance(strategy, NodeAffinitySchedulingStrategy):
+        if strategy.soft:
+            node = next((n for n in _api.nodes() if n["NodeID"] == strategy.node_id and n["Alive"]), None)
+            free = node["resources_available"] if node else {}
+            if node is None or any(free.get(k, 0.0) < v for k, v in resources.items() if v > 0):
+                return "", -1, {}
+        return "", -1, {NODE_ID_LABEL: strategy.node_id}
+    if strategy == "SPREAD":
+        raise NotImplementedError("options: scheduling_strategy 'SPREAD' is not supported; spread actors with a "
+                                  "placement group (strategy='SPREAD') and PlacementGroupSchedulingStrategy")
+    raise TypeError(f"options: scheduling_strategy must be 'DEFAULT', a PlacementGroupSchedulingStrategy or a "
+                    f"NodeAffinitySchedulingStrategy, got {strategy!r}")

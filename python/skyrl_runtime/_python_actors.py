@@ -51,8 +51,7 @@ class PyActorMethod:
             payload = _wire.encode((args, kwargs))
         except Exception as e:
             raise TypeError(f"{self._handle._class_name}.{self._name}.remote: an argument does not pickle: {e}") from None
-        future = _api._current().client.call_async(self._handle._actor_id, self._name, payload, None)
-        return ObjectRef(future, _decode, f"{self._handle._class_name}.{self._name}")
+        return self._handle._call(self._name, payload, _decode)
 
 
 class PyActorHandle(ActorHandle):
@@ -79,8 +78,8 @@ class PyActorClass:
             init = pickle.dumps(env_vars) + cloudpickle.dumps((self._cls, args, kwargs))
         except Exception as e:
             raise TypeError(f"{self._cls.__name__}.remote: the class or an argument does not pickle: {e}") from None
-        made = _create("python", init, self._options, "python")
-        return PyActorHandle(made, self._cls.__name__)
+        return _create("python", init, self._options, "python", PyActorHandle, self._cls.__name__,
+                       wait=self._options.get("_wait", False))
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"{self._cls.__name__} is a remote class: create it with {self._cls.__name__}.remote(...)")

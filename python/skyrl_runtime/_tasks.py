@@ -11,13 +11,13 @@ import threading
 import cloudpickle
 
 from . import _api, _native
-from ._actors import check_runtime_env, kill
+from ._actors import _Retrying, check_runtime_env, kill
 from ._python_actors import PyActorClass
 from ._refs import ObjectRef, get
 from .exceptions import RayError
 
 _MAX_POOL = 64
-_TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "runtime_env", "max_retries"}
+_TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "runtime_env", "max_retries", "scheduling_strategy"}
 _DEFAULT_RETRIES = 3  # Ray's default for tasks
 
 
@@ -31,7 +31,8 @@ class _Executor:
 class _Pool:
     def __init__(self, shape):
         self._shape = shape
-        self._class = PyActorClass(_Executor, {**shape, "max_restarts": -1})
+        # Created waiting until ALIVE: a pool grows only while the cluster has room now.
+        self._class = PyActorClass(_Executor, {**shape, "max_restarts": -1, "_wait": True})
         # [handle, the last ref submitted to it]: an executor runs its calls in order, so it is
         # idle once its last one is done.
         self._slots = []
@@ -103,29 +104,6 @@ class _Pool:
         return ref
 
 
-class _Retrying:
-    """A task's result, submitted again (up to `retries` times) when its executor died under
-    it (UNAVAILABLE); the task's own exceptions are results and are not retried."""
-
-    def __init__(self, submit, retries):
-        self._submit = submit
-        self._left = retries
-        self._f = submit()
-
-    def done(self):
-        return self._f.done()
-
-    def view(self, timeout=None):
-        while True:
-            try:
-                return self._f.view(timeout)
-            except _native.Error as e:
-                if e.code != "UNAVAILABLE" or self._left <= 0:
-                    raise
-                self._left -= 1
-                self._f = self._submit()
-
-
 class RemoteFunction:
     """What @remote makes of a function: f.remote(*args, **kwargs) runs it in a pooled worker
     process and returns an ObjectRef of its return value (its exception re-raises from get)."""
@@ -154,8 +132,8 @@ class RemoteFunction:
         kwargs = {k: get(v) if isinstance(v, ObjectRef) else v for k, v in kwargs.items()}
         shape = {"num_cpus": 1, **{k: v for k, v in self._options.items() if k != "max_retries"}}
         retries = int(self._options.get("max_retries", _DEFAULT_RETRIES))
-        if retries < 0:
-            raise ValueError(f"{self._fn.__name__}.options: max_retries must be 0 or more, got {retries}")
+        if retries < -1:
+            raise ValueError(f"{self._fn.__name__}.options: max_retries must be -1 (without end) or more, got {retries}")
         pools = _pools(state)
         key = repr(sorted(shape.items()))
         with _LOCK:

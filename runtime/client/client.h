@@ -61,6 +61,12 @@ struct ActorOptions {
   // "sha256:<hex>" of a working directory uploaded with UploadWorkingDir: the actor starts in
   // it (unpacked by its worker). Empty: none.
   std::string working_dir;
+  // CreateActor returns once the head has recorded the actor (PENDING), not once it is
+  // ALIVE: calls made meanwhile wait for it (up to ClientOptions.restart_wait), and a
+  // constructor error is the actor's death reason. A cluster with no room now but room
+  // enough in principle keeps it PENDING until room comes; one that can never hold it is
+  // still ResourceExhausted at once. (Ray's semantics.)
+  bool return_pending = false;
 };
 
 struct Bundle {

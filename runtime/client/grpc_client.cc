@@ -115,6 +115,7 @@ void GrpcClient::FillSpec(const std::string& class_name, const ActorOptions& o, 
 absl::StatusOr<ActorHandle> GrpcClient::CreateActor(const std::string& class_name, const ActorOptions& o) {
   v1::CreateActorRequest req;
   FillSpec(class_name, o, req.mutable_spec());
+  req.set_return_pending(o.return_pending);
   grpc::ClientContext ctx;
   rpc::PrepareCall(&ctx, token_, options_.call_timeout);
   v1::CreateActorReply reply;
@@ -277,9 +278,10 @@ absl::StatusOr<GrpcClient::Route> GrpcClient::Resolve(const std::string& actor_i
       return it->second;
     }
     if (absl::Now() > deadline)
-      return absl::UnavailableError(absl::StrCat("actor ", actor_id, " is still ",
-                                                 rpc::ActorStateName(info->state()), " after ",
-                                                 absl::FormatDuration(options_.restart_wait)));
+      return absl::UnavailableError(
+          absl::StrCat("actor ", actor_id, " is still ", rpc::ActorStateName(info->state()), " after ",
+                       absl::FormatDuration(options_.restart_wait),
+                       info->pending_reason().empty() ? "" : absl::StrCat(": ", info->pending_reason())));
     absl::SleepFor(absl::Milliseconds(20));
   }
 }

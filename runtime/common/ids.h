@@ -93,6 +93,11 @@ absl::Status ValidateName(absl::string_view field, absl::string_view name);
 // runs skyrl-actor-host-<flavour> from its own folder, so the name can never be a path.
 absl::Status ValidateHostFlavour(absl::string_view field, absl::string_view name);
 
+// The label the head gives every node: its node id, so that a label selector can pin an actor
+// to one node (NodeAffinitySchedulingStrategy). Label keys starting "skyrl." are the head's.
+inline constexpr char kNodeIdLabel[] = "skyrl.node-id";
+inline constexpr absl::string_view kReservedLabelPrefix = "skyrl.";
+
 // A working directory's content digest: "sha256:" and 64 lowercase hex digits (so it can name
 // a folder and a KV key).
 absl::Status ValidateWorkingDirDigest(absl::string_view field, absl::string_view digest);

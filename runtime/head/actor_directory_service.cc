@@ -9,11 +9,14 @@ grpc::ServerUnaryReactor* ActorDirectoryImpl::CreateActor(grpc::CallbackServerCo
                                                           v1::CreateActorReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  actors_.CreateAsync(req->spec(), [reactor, reply](absl::StatusOr<v1::ActorInfo> a) {
-    if (!a.ok()) return reactor->Finish(rpc::ToGrpc(a.status()));
-    *reply->mutable_actor() = std::move(*a);
-    reactor->Finish(grpc::Status::OK);
-  });
+  actors_.CreateAsync(
+      req->spec(),
+      [reactor, reply](absl::StatusOr<v1::ActorInfo> a) {
+        if (!a.ok()) return reactor->Finish(rpc::ToGrpc(a.status()));
+        *reply->mutable_actor() = std::move(*a);
+        reactor->Finish(grpc::Status::OK);
+      },
+      req->return_pending());
   return reactor;
 }
 

@@ -238,7 +238,7 @@ ActorManager::StartTicket ActorManager::MarkPending(const ActorId& id, v1::Actor
 }
 
 absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorManager::Admit(
-    v1::ActorSpec& spec, ActorId& id) {
+    v1::ActorSpec& spec, ActorId& id, bool wait_for_room) {
   if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
   id = ActorId::Random();
   TrimmingLock lock(this);
@@ -250,6 +250,21 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
   // Placed (planned and allocated) before anything is recorded, so an actor that cannot be
   // placed leaves nothing behind; one plan and one store write for the common case.
   absl::StatusOr<scheduler::Slot> p = Place(id, spec);
+  if (!p.ok() && absl::IsUnavailable(p.status()) && wait_for_room && !stopping_) {
+    // Room may come (actors end, nodes join): recorded PENDING, placed by a restart thread.
+    v1::ActorInfo info;
+    info.set_actor_id(id.ToString());
+    *info.mutable_spec() = spec;
+    info.set_state(v1::ACTOR_PENDING);
+    info.set_pending_reason(std::string(p.status().message()));
+    if (absl::Status s = Persist(info); !s.ok()) return s;
+    if (!spec.placement_group_id().empty()) by_group_[spec.placement_group_id()].insert(id);
+    if (!name_key.empty()) live_names_[name_key] = id;
+    actors_[id] = info;
+    spdlog::info("actor {} waits for room: {}", id.ToString(), info.pending_reason());
+    StartRestart(id, "");
+    return info;
+  }
   if (!p.ok()) {
     // Unavailable would read as "the head is down, retry" to gRPC clients.
     if (absl::IsUnavailable(p.status())) return absl::ResourceExhaustedError(p.status().message());
@@ -294,19 +309,26 @@ absl::StatusOr<v1::ActorInfo> ActorManager::Create(v1::ActorSpec spec) {
   return FinishStart(id, ticket, workers_.StartActor(ticket.worker_address, ticket.request));
 }
 
-void ActorManager::CreateAsync(v1::ActorSpec spec, CreateDone done) {
+void ActorManager::CreateAsync(v1::ActorSpec spec, CreateDone done, bool return_pending) {
   ActorId id;
-  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> placed = Admit(spec, id);
+  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> placed = Admit(spec, id, return_pending);
   if (!placed.ok()) return done(placed.status());
   if (auto* final_state = std::get_if<v1::ActorInfo>(&*placed)) return done(std::move(*final_state));
   auto ticket = std::make_shared<StartTicket>(std::move(std::get<StartTicket>(*placed)));
+  if (return_pending) {
+    absl::StatusOr<v1::ActorInfo> now = Get(id);
+    done(std::move(now));
+    done = nullptr;
+  }
   {
     absl::MutexLock lock(&mu_);
     ++async_in_flight_;
   }
   workers_.StartActorAsync(ticket->worker_address, ticket->request,
                            [this, id, ticket, done = std::move(done)](absl::StatusOr<v1::StartActorReply> r) {
-                             done(FinishStart(id, *ticket, std::move(r)));
+                             absl::StatusOr<v1::ActorInfo> final_state =
+                                 FinishStart(id, *ticket, std::move(r));
+                             if (done) done(std::move(final_state));
                              absl::MutexLock lock(&mu_);
                              --async_in_flight_;
                            });

@@ -66,7 +66,11 @@ class ActorManager {
   // Create without holding the caller's thread while the worker starts the process: `done`
   // runs once with what Create would return, inline when the outcome is known at once (an
   // invalid spec, nothing fits), else on the worker client's completion thread.
-  void CreateAsync(v1::ActorSpec spec, CreateDone done);
+  // With `return_pending`, `done` runs as soon as the actor is recorded PENDING, and its
+  // start goes on in the background (ending ALIVE, or DEAD with the reason); when no node has
+  // room now but one could, the actor stays PENDING with its pending_reason until one has
+  // (as a restart waits), instead of ResourceExhausted.
+  void CreateAsync(v1::ActorSpec spec, CreateDone done, bool return_pending = false);
   // Many creates at once: each spec is validated, placed and started on its own, all or
   // nothing per item, never per batch (a failed item leaves nothing behind and the others go
   // on). `done` gets one result per spec, in order, once every item is settled. Items are
@@ -112,8 +116,11 @@ class ActorManager {
   };
   // A new actor: validates the spec, checks the name, places it and records it PENDING (or
   // DEAD when its node has no worker address); sets `id`. Returns the start to make, or its
-  // final state. Nothing is recorded on error.
-  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> Admit(v1::ActorSpec& spec, ActorId& id);
+  // final state. Nothing is recorded on error. With `wait_for_room`, an actor no node has
+  // room for now (but one could) is recorded PENDING with no node, its placement waiting on a
+  // restart thread, and returned so.
+  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> Admit(v1::ActorSpec& spec, ActorId& id,
+                                                                 bool wait_for_room = false);
   // Sets `a` PENDING at `slot` (not persisted) and returns the start that goes with it.
   StartTicket MarkPending(const ActorId& id, v1::ActorInfo& a, const scheduler::Slot& slot,
                           const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

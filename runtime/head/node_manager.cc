@@ -1,6 +1,7 @@
 #include "runtime/head/node_manager.h"
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/common/resources.h"
 #include "runtime/common/logging.h"
@@ -17,6 +18,9 @@ absl::Status ValidateNodeInfo(const v1::NodeInfo& info) {
     return absl::InvalidArgumentError(absl::StrCat("node.resources_total: ", resources.status().message()));
   for (const auto& [k, v] : info.labels()) {
     if (absl::Status s = ValidateName("node.labels key", k); !s.ok()) return s;
+    if (absl::StartsWith(k, kReservedLabelPrefix) && k != kNodeIdLabel)
+      return absl::InvalidArgumentError(absl::StrCat("node.labels key ", k, ": keys starting \"",
+                                                     kReservedLabelPrefix, "\" are the head's"));
     if (v.size() > 256)
       return absl::InvalidArgumentError(absl::StrCat("node.labels[", k, "]: longer than 256"));
   }
@@ -71,6 +75,7 @@ absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead) 
   NodeId id = info.node_id().empty() ? NodeId::Random() : *NodeId::Parse(info.node_id());
   int64_t now_ms = absl::ToUnixMillis(clock_.Now());
   info.set_node_id(id.ToString());
+  (*info.mutable_labels())[kNodeIdLabel] = id.ToString();
   info.set_state(v1::NODE_ALIVE);
   info.set_registered_unix_ms(now_ms);
   info.set_last_heartbeat_unix_ms(now_ms);

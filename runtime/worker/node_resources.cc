@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -87,6 +88,9 @@ absl::StatusOr<std::map<std::string, std::string>> ParseLabels(absl::string_view
     if (kv.size() != 2)
       return absl::InvalidArgumentError(absl::StrCat("--labels: \"", entry, "\" is not KEY=VALUE"));
     if (absl::Status s = ValidateName("--labels key", kv[0]); !s.ok()) return s;
+    if (absl::StartsWith(kv[0], kReservedLabelPrefix))
+      return absl::InvalidArgumentError(
+          absl::StrCat("--labels: keys starting \"", kReservedLabelPrefix, "\" are set by the head"));
     if (!kv[1].empty())
       if (absl::Status s = ValidateName(absl::StrCat("--labels value of ", kv[0]), kv[1]); !s.ok()) return s;
     if (!labels.emplace(std::string(kv[0]), std::string(kv[1])).second)

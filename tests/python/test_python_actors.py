@@ -69,10 +69,16 @@ def test_a_constructor_error_is_the_creation_error_with_its_traceback(cluster):
         def __init__(self):
             raise KeyError("no config given")
 
-    with pytest.raises(exceptions.RayError) as e:
-        Broken.remote()
+        def ping(self):
+            return 1
+
+    b = Broken.remote()  # returns at once, as in Ray; the error comes with the first get
+    with pytest.raises(exceptions.ActorDiedError) as e:
+        ray.get(b.ping.remote())
     assert "no config given" in str(e.value)
     assert "KeyError" in str(e.value)
+    assert 'raise KeyError("no config given")' in str(e.value), "with its traceback"
+    assert "no config given" in b._describe()["death_reason"], "and it is the actor's death reason"
     assert ray.available_resources()["CPU"] == 4, "nothing left behind"
 
 
@@ -187,7 +193,7 @@ def test_a_python_actor_that_exits_is_restarted_with_max_restarts(cluster):
     assert f._describe()["restarts"] == 1
     f.die.remote()
     deadline = time.monotonic() + 30
-    while f._describe()["state"] != "ACTOR_DEAD":
+    while f._describe()["state"] != "DEAD":
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert "exit code 7" in f._describe()["death_reason"]

@@ -64,8 +64,9 @@ def test_get_timeout_leaves_the_call_going(cluster):
 
 
 def test_errors_are_classed_by_code(cluster):
-    with pytest.raises(exceptions.RayError) as bad_class:
-        ray.cross_language.cpp_actor_class("no_such_class").remote()
+    missing = ray.cross_language.cpp_actor_class("no_such_class").remote()  # returns at once, as in Ray
+    with pytest.raises(exceptions.ActorDiedError) as bad_class:
+        ray.get(missing.echo.remote(b""))
     assert "no_such_class" in str(bad_class.value)
     with pytest.raises(exceptions.RayError) as bad_resource:
         ray.cross_language.cpp_actor_class("echo").options(resources={"bad name!": 1}).remote()
@@ -103,3 +104,14 @@ def test_init_twice_and_remote_say_what_to_do(cluster):
     assert ray.init(ignore_reinit_error=True) is cluster
     with pytest.raises(TypeError, match="use @remote"):
         ray.remote(3)
+
+
+def test_what_ray_has_and_this_does_not_says_what_to_use_instead():
+    with pytest.raises(NotImplementedError, match="torch.distributed"):
+        import skyrl_runtime.util.collective  # noqa: F401
+    with pytest.raises(NotImplementedError, match="ray.data is not supported"):
+        ray.data
+    with pytest.raises(NotImplementedError, match="ActorPool"):
+        ray.util.ActorPool
+    with pytest.raises(AttributeError):
+        ray.no_such_name

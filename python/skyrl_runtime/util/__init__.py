@@ -4,6 +4,9 @@ _placement.py), and get_node_ip_address."""
 import socket
 
 from . import placement_group, scheduling_strategies  # noqa: F401
+from .._missing import module_getattr
+
+__getattr__ = module_getattr("util.")
 
 
 def get_node_ip_address():

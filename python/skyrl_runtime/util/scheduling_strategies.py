@@ -1,3 +1,3 @@
 """ray.util.scheduling_strategies' names."""
 
-from .._placement import PlacementGroupSchedulingStrategy  # noqa: F401
+from .._placement import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy  # noqa: F401

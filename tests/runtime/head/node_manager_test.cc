@@ -34,6 +34,7 @@ TEST_F(NodeManagerTest, RegisterPersistsTheNode) {
   ASSERT_TRUE(info.ParseFromString(*stored));
   EXPECT_EQ(info.state(), v1::NODE_ALIVE);
   EXPECT_EQ(info.hostname(), "host-a");
+  EXPECT_EQ(info.labels().at(kNodeIdLabel), id->ToString()) << "every node is labelled with its id";
   ASSERT_EQ(nodes_.List().size(), 1u);
 }
 
@@ -88,6 +89,9 @@ TEST_F(NodeManagerTest, RejectsBadDescriptionsNamingTheField) {
   bad = Node();
   (*bad.mutable_labels())["bad key"] = "x";
   EXPECT_NE(nodes_.Register(bad).status().message().find("labels"), std::string::npos);
+  bad = Node();
+  (*bad.mutable_labels())["skyrl.zone"] = "x";
+  EXPECT_NE(nodes_.Register(bad).status().message().find("are the head's"), std::string::npos);
   EXPECT_TRUE(nodes_.List().empty()) << "nothing is stored for a rejected node";
   EXPECT_TRUE(store_.Scan(kNodesTable, "")->empty());
 }

@@ -43,6 +43,7 @@ TEST(ParseLabelsTest, ParsesAndValidates) {
   EXPECT_TRUE(ParseLabels("")->empty());
   EXPECT_NE(ParseLabels("novalue").status().message().find("--labels"), std::string::npos);
   EXPECT_FALSE(ParseLabels("a=1,a=2").ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseLabels("skyrl.node-id=n").status())) << "the head's key";
   EXPECT_FALSE(ParseLabels("bad key=1").ok());
 }
 

@@ -1,0 +1,36 @@
+"""What Ray has and skyrl_runtime does not: reaching for it raises NotImplementedError that
+names what to use instead (docs/python.md keeps the same list)."""
+
+MISSING = {
+    # top-level names of ray
+    "data": "read data in your actors or tasks (torch DataLoader, datasets); no distributed datasets here",
+    "train": "start trainer actors in a placement group yourself (examples/python/grpo)",
+    "tune": "run trials as tasks or actors; no tuner here",
+    "serve": "serve from actors (an engine actor per replica); no HTTP serving layer here",
+    "dag": "call actors directly; compiled graphs are not supported",
+    "cancel": "no task cancellation yet: give get() a timeout, kill() the actor",
+    "method": "no per-method options yet (num_returns): return a tuple",
+    "timeline": "no timeline yet",
+    "get_runtime_env": "no runtime_env query yet: pass what the code needs as arguments",
+    # ray.util names
+    "util.collective": "torch.distributed (gloo, NCCL) across actors, rank 0's address passed to the others",
+    "util.queue": "an actor holding a collections.deque",
+    "util.ActorPool": "a list of handles and wait()",
+    "util.state": "nodes(), the actor's _describe(), `skyrl status` and `skyrl list`",
+    "util.metrics": "no user metrics yet",
+}
+
+
+def missing(qualified):
+    """The NotImplementedError for `qualified` (e.g. "util.collective")."""
+    return NotImplementedError(f"ray.{qualified} is not supported by skyrl_runtime: {MISSING[qualified]}")
+
+
+def module_getattr(prefix):
+    """A module __getattr__ raising missing() for the names of MISSING under `prefix`."""
+    def getattr_(name):
+        key = f"{prefix}{name}"
+        if key in MISSING:
+            raise missing(key)
+        raise AttributeError(f"module 'skyrl_runtime{'.' + prefix.rstrip('.') if prefix else ''}' has no attribute {name!r}")
+    return getattr_
