@@ -9,7 +9,7 @@ import cloudpickle
 
 from . import _api, _wire
 from ._actors import ActorHandle, _check_options, _create, merged_runtime_env
-from ._refs import ObjectRef, get
+from ._refs import resolve_argument
 from .exceptions import RayError
 
 
@@ -45,8 +45,8 @@ class PyActorMethod:
     def remote(self, *args, **kwargs):
         """Calls the method with these arguments; an ObjectRef of its return value, at once.
         ObjectRefs among the top-level arguments are resolved first, as in Ray."""
-        args = tuple(get(a) if isinstance(a, ObjectRef) else a for a in args)
-        kwargs = {k: get(v) if isinstance(v, ObjectRef) else v for k, v in kwargs.items()}
+        args = tuple(resolve_argument(a) for a in args)
+        kwargs = {k: resolve_argument(v) for k, v in kwargs.items()}
         try:
             payload = _wire.encode((args, kwargs))
         except Exception as e:

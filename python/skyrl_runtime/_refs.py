@@ -1,8 +1,10 @@
 """ObjectRef, get and wait: results of calls in flight."""
 
+import pickle
+import threading
 import time
 
-from . import _native
+from . import _native, _wire
 from .exceptions import GetTimeoutError, from_native
 
 
@@ -44,10 +46,50 @@ class _Ready:
     view = result
 
 
+class _Put(_Ready):
+    """A put value: kept here for get(), and serialized once, the first time a call takes
+    it; every call after that sends the same bytes (out of band: copied into the call in C++)."""
+
+    def __init__(self, value):
+        super().__init__(value)
+        self._payload = None
+        self._lock = threading.Lock()
+
+    def as_argument(self):
+        with self._lock:
+            if self._payload is None:
+                parts = _wire.encode(self._value)
+                self._payload = parts if isinstance(parts, bytes) else b"".join(parts)
+        return _PutArgument(self._payload)
+
+
+class _PutArgument:
+    """Stands for a put value in a call's arguments: unpickles to the value on the other side."""
+
+    __slots__ = ("payload",)
+
+    def __init__(self, payload):
+        self.payload = payload
+
+    def __reduce_ex__(self, protocol):
+        return _wire.decode_value, (pickle.PickleBuffer(self.payload),)
+
+
 def put(value):
     """A ref to `value`, for passing to calls and get(). It stays in this process: a call
-    that takes it as an argument receives the value (serialized with that call)."""
-    return ObjectRef(_Ready(value), lambda v: v, "put")
+    that takes it as an argument receives the value, serialized once however many calls
+    take it."""
+    return ObjectRef(_Put(value), lambda v: v, "put")
+
+
+def resolve_argument(a):
+    """A top-level call argument as sent: a put ref stands for its serialized value, another
+    ref is resolved first (as in Ray), anything else is itself."""
+    if not isinstance(a, ObjectRef):
+        return a
+    if isinstance(a._future, _Put):
+        return a._future.as_argument()
+    return get(a)
 
 
 def get(refs, *, timeout=None):

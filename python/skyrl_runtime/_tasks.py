@@ -13,7 +13,7 @@ import cloudpickle
 from . import _api, _native
 from ._actors import _Retrying, check_runtime_env, kill
 from ._python_actors import PyActorClass
-from ._refs import ObjectRef, get
+from ._refs import ObjectRef, resolve_argument
 from .exceptions import RayError
 
 _MAX_POOL = 64
@@ -128,8 +128,8 @@ class RemoteFunction:
                 self._blob = cloudpickle.dumps(self._fn)
             except Exception as e:
                 raise TypeError(f"{self._fn.__name__}.remote: the function does not pickle: {e}") from None
-        args = tuple(get(a) if isinstance(a, ObjectRef) else a for a in args)
-        kwargs = {k: get(v) if isinstance(v, ObjectRef) else v for k, v in kwargs.items()}
+        args = tuple(resolve_argument(a) for a in args)
+        kwargs = {k: resolve_argument(v) for k, v in kwargs.items()}
         shape = {"num_cpus": 1, **{k: v for k, v in self._options.items() if k != "max_retries"}}
         retries = int(self._options.get("max_retries", _DEFAULT_RETRIES))
         if retries < -1:

@@ -73,6 +73,14 @@ def encode(obj):
     return parts
 
 
+def decode_value(payload):
+    """The value of a VALUE or BUFFERS payload (a put value inside a call's arguments)."""
+    tag, value = decode(payload)
+    if tag == ERROR:
+        raise ValueError("decode_value: an error payload")
+    return value
+
+
 def encode_error(obj):
     """The payload of an error report (pickled in-band)."""
     return b"\x01" + cloudpickle.dumps(obj)

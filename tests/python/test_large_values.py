@@ -88,3 +88,21 @@ def test_a_worker_runs_python_actors_with_the_interpreter_it_was_given(cluster, 
     assert ray.get(s.python.remote())[1] == "yes"
     plain = Store.remote()
     assert ray.get(plain.python.remote())[1] is None
+
+
+def test_a_put_value_is_serialized_once_for_every_call_that_takes_it(cluster):
+    s = Store.remote()
+    t = torch.arange(16 << 20, dtype=torch.int32)  # 64 MiB
+    ref = ray.put(t)
+    assert ray.get(ref) is t, "get() of a put gives the value itself"
+    sums = ray.get([s.checksum.remote(ref) for _ in range(3)])
+    assert sums == [(int(t.sum()), torch.int32, (16 << 20,))] * 3
+    payload = ref._future._payload
+    assert payload is not None and ray.get(s.checksum.remote(ref)) == sums[0]
+    assert ref._future._payload is payload, "the same bytes for every call"
+
+    @ray.remote
+    def total(x, k):
+        return int(x.sum()) * k
+
+    assert ray.get(total.remote(ref, 2)) == int(t.sum()) * 2, "and for tasks"
