@@ -92,21 +92,28 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_concurrency must be in 0-10000");
   if (absl::Status s = ValidateHostFlavour("host", req->host()); !s.ok())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message()));
-  std::string host_binary = options_.actor_host;
-  if (!req->host().empty()) {
-    host_binary = (std::filesystem::path(options_.actor_host).parent_path() /
-                   absl::StrCat("skyrl-actor-host-", req->host()))
-                      .string();
-    if (access(host_binary.c_str(), X_OK) != 0)
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          absl::StrCat("this node has no actor host \"", req->host(), "\" (", host_binary,
-                                       " is missing or not executable)"));
-  }
   std::string working_dir;
   if (!req->working_dir().empty()) {
     absl::StatusOr<std::string> dir = working_dirs_.Get(req->working_dir());
     if (!dir.ok()) return rpc::ToGrpc(dir.status());
     working_dir = *dir;
+  }
+  // A host flavour is skyrl-actor-host-<flavour> from the actor's working directory (a user's
+  // own actor classes, shipped with it), else from beside the built-in host.
+  std::string host_binary = options_.actor_host;
+  if (!req->host().empty()) {
+    const std::string name = absl::StrCat("skyrl-actor-host-", req->host());
+    const std::string shipped =
+        working_dir.empty() ? "" : (std::filesystem::path(working_dir) / name).string();
+    host_binary = !shipped.empty() && access(shipped.c_str(), X_OK) == 0
+                      ? shipped
+                      : (std::filesystem::path(options_.actor_host).parent_path() / name).string();
+    if (access(host_binary.c_str(), X_OK) != 0)
+      return grpc::Status(
+          grpc::StatusCode::FAILED_PRECONDITION,
+          absl::StrCat("this node has no actor host \"", req->host(), "\" (", host_binary,
+                       " is missing or not executable",
+                       working_dir.empty() ? "" : ", nor is it in the actor's working_dir", ")"));
   }
   std::string port_file = absl::StrCat(options_.log_dir, "/", id->ToString(), ".port");
   std::remove(port_file.c_str());
