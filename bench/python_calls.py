@@ -72,13 +72,19 @@ def main():
     e = Echo.remote()
     ray.get(e.echo.remote(0))
     sync = rate(a.calls, lambda: [ray.get(e.echo.remote(i)) for i in range(a.calls)])
-    async_ = rate(a.calls * 5, lambda: ray.get([e.echo.remote(i) for i in range(a.calls * 5)]))
+    # As Ray's benchmark: windows of 1,000 calls in flight, each window collected.
+    window = min(1000, a.calls)
+    async_ = rate(window * max(1, a.calls * 5 // window),
+                  lambda: [ray.get([e.echo.remote(i) for i in range(window)]) for _ in range(max(1, a.calls * 5 // window))])
     callees = [Echo.remote() for _ in range(a.nn)]
     callers = [Caller.remote() for _ in range(a.nn)]
+    # Started and connected first (remote() returns before the processes are up).
+    ray.get([c.run.remote(callees, 2 * a.nn, 2) for c in callers])
     start = time.monotonic()
     ray.get([c.run.remote(callees, a.calls, 250) for c in callers])
     nn = a.nn * a.calls / (time.monotonic() - start)
-    creates = rate(a.creates, lambda: [Echo.remote() for _ in range(a.creates)])
+    # Created and answering: remote() itself returns before the process is up.
+    creates = rate(a.creates, lambda: ray.get([h.echo.remote(0) for h in [Echo.remote() for _ in range(a.creates)]]))
     ray.get([noop.remote(i) for i in range(50)])  # the task pool's processes start here
     tasks = rate(a.calls * 2, lambda: ray.get([noop.remote(i) for i in range(a.calls * 2)]))
     ray.shutdown()

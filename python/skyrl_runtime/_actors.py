@@ -151,11 +151,11 @@ class ActorHandle:
             return ObjectRef(_Failed(self._error), decode, what)
         starting = self._starting
         first = starting.submit(self, method, payload, timeout) if starting is not None else None
-        submit = lambda: _api._current().client.call_async(self._actor_id, method, payload, timeout)  # noqa: E731
         if first is None:
-            first = submit()
+            first = _api._current().client.call_async(self._actor_id, method, payload, timeout)
         if self._retries == 0:
             return ObjectRef(first, decode, what)
+        submit = lambda: _api._current().client.call_async(self._actor_id, method, payload, timeout)  # noqa: E731
         return ObjectRef(_Retrying(submit, self._retries, first), decode, what)
 
     def __getattr__(self, name):
