@@ -146,7 +146,8 @@ ActorOptions ToOptions(const std::string& init_args, const std::map<std::string,
                        const std::string& name, const std::string& ns, int max_restarts, int max_concurrency,
                        const std::string& placement_group_id, int bundle_index, bool detached,
                        const std::string& host, const std::string& working_dir,
-                       const std::map<std::string, std::string>& label_selector, bool return_pending) {
+                       const std::map<std::string, std::string>& label_selector, bool return_pending,
+                       const std::map<std::string, std::string>& env) {
   ActorOptions o;
   o.init_args = init_args;
   o.resources = resources;
@@ -161,6 +162,7 @@ ActorOptions ToOptions(const std::string& init_args, const std::map<std::string,
   o.working_dir = working_dir;
   o.label_selector = label_selector;
   o.return_pending = return_pending;
+  o.env = env;
   return o;
 }
 
@@ -356,10 +358,11 @@ class Error(RuntimeError):
              const std::map<std::string, double>& resources, const std::string& name, const std::string& ns,
              int max_restarts, int max_concurrency, const std::string& placement_group_id, int bundle_index,
              bool detached, const std::string& host, const std::string& working_dir,
-             const std::map<std::string, std::string>& label_selector, bool return_pending) {
+             const std::map<std::string, std::string>& label_selector, bool return_pending,
+             const std::map<std::string, std::string>& env) {
             ActorOptions o =
                 ToOptions(init_args, resources, name, ns, max_restarts, max_concurrency, placement_group_id,
-                          bundle_index, detached, host, working_dir, label_selector, return_pending);
+                          bundle_index, detached, host, working_dir, label_selector, return_pending, env);
             absl::StatusOr<ActorHandle> h;
             {
               py::gil_scoped_release release;
@@ -372,7 +375,8 @@ class Error(RuntimeError):
           py::arg("namespace") = "default", py::arg("max_restarts") = 0, py::arg("max_concurrency") = 1,
           py::arg("placement_group_id") = "", py::arg("bundle_index") = -1, py::arg("detached") = false,
           py::arg("host") = "", py::arg("working_dir") = "",
-          py::arg("label_selector") = std::map<std::string, std::string>{}, py::arg("return_pending") = false)
+          py::arg("label_selector") = std::map<std::string, std::string>{}, py::arg("return_pending") = false,
+          py::arg("env") = std::map<std::string, std::string>{})
       .def(
           "upload_working_dir",
           [](Client& c, const std::string& dir) {

@@ -278,7 +278,7 @@ def _create(class_name, init_args, o, host, handle_type, handle_name, wait=False
             class_name, init_args, resources, name=o.get("name") or "", namespace=namespace,
             max_restarts=int(o.get("max_restarts", 0)), max_concurrency=int(o.get("max_concurrency", 1)),
             placement_group_id=group_id, bundle_index=bundle, detached=o.get("lifetime") == "detached", host=host,
-            working_dir=working_dir, label_selector=selector, return_pending=not wait)
+            working_dir=working_dir, label_selector=selector, return_pending=not wait, env=env["env_vars"])
     except RayError as e:
         if wait or e.code != "RESOURCE_EXHAUSTED":
             raise

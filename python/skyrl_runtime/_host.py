@@ -2,14 +2,13 @@
 skyrl-worker through skyrl-actor-host-python. The C++ actor host serves it (token, ordering,
 deadlines, exit reports); this module only makes the object and calls its methods.
 
-Wire (the driver's side is _python_actors.py): init args are pickle(env_vars) followed by
-cloudpickle((cls, args, kwargs)); a call's args are the _wire payload of (args, kwargs); its result is the _wire payload
+Wire (the driver's side is _python_actors.py): init args are cloudpickle((cls, args, kwargs))
+(runtime_env env_vars are in the process's environment from its start: the worker sets them); a call's args are the _wire payload of (args, kwargs); its result is the _wire payload
 of the value, or an ERROR payload of (pickled exception or None, type name, message,
 traceback)."""
 
 import asyncio
 import inspect
-import io
 import os
 import pickle
 import sys
@@ -39,11 +38,7 @@ def _event_loop():
 
 def _create(init_args):
     try:
-        # Two pickles: runtime_env env_vars first, set before the class is unpickled so that
-        # module-level code sees them.
-        stream = io.BytesIO(init_args)
-        os.environ.update(pickle.load(stream))
-        cls, args, kwargs = pickle.load(stream)
+        cls, args, kwargs = pickle.loads(init_args)
         return cls(*args, **kwargs)
     except BaseException:
         # The constructor's error, with its traceback, is the actor's death reason.

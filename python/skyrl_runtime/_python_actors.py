@@ -3,12 +3,10 @@ served by the C++ actor host; _host.py is that side). Arguments, results and the
 travel as cloudpickle (_wire.py: arrays and tensors out of band), so classes defined in the
 driver's __main__ work, as in Ray."""
 
-import pickle
-
 import cloudpickle
 
-from . import _api, _wire
-from ._actors import ActorHandle, _check_options, _create, merged_runtime_env
+from . import _wire
+from ._actors import ActorHandle, _check_options, _create
 from ._refs import ObjectRef, resolve_argument
 from .exceptions import RayError
 
@@ -77,8 +75,7 @@ class PyActorClass:
 
     def remote(self, *args, **kwargs):
         try:
-            env_vars = merged_runtime_env(_api._current().runtime_env, self._options.get("runtime_env"))["env_vars"]
-            init = pickle.dumps(env_vars) + cloudpickle.dumps((self._cls, args, kwargs))
+            init = cloudpickle.dumps((self._cls, args, kwargs))
         except Exception as e:
             raise TypeError(f"{self._cls.__name__}.remote: the class or an argument does not pickle: {e}") from None
         return _create("python", init, self._options, "python", PyActorHandle, self._cls.__name__,

@@ -67,6 +67,7 @@ struct ActorOptions {
   // enough in principle keeps it PENDING until room comes; one that can never hold it is
   // still ResourceExhausted at once. (Ray's semantics.)
   bool return_pending = false;
+  std::map<std::string, std::string> env;  // set in the actor's process (runtime_env env_vars)
 };
 
 struct Bundle {

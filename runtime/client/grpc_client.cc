@@ -110,6 +110,7 @@ void GrpcClient::FillSpec(const std::string& class_name, const ActorOptions& o, 
   spec->set_detached(o.detached);
   spec->set_host(o.host);
   spec->set_working_dir(o.working_dir);
+  for (const auto& [k, v] : o.env) (*spec->mutable_env())[k] = v;
 }
 
 absl::StatusOr<ActorHandle> GrpcClient::CreateActor(const std::string& class_name, const ActorOptions& o) {

@@ -85,6 +85,20 @@ absl::Status ValidateHostFlavour(absl::string_view field, absl::string_view name
   return absl::OkStatus();
 }
 
+absl::Status ValidateActorEnvVar(absl::string_view field, absl::string_view name, absl::string_view value) {
+  bool ok = !name.empty() && name.size() <= 256 && !(name[0] >= '0' && name[0] <= '9');
+  for (char c : name)
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
+  if (!ok)
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": \"", name.substr(0, 64), "\" is not a variable name"));
+  if (absl::StartsWith(name, "SKYRL_") || name == "CUDA_VISIBLE_DEVICES")
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", name, " is set by the worker"));
+  if (value.size() > (64 << 10) || value.find('\0') != absl::string_view::npos)
+    return absl::InvalidArgumentError(absl::StrCat(field, "[", name, "]: longer than 64 KiB or holds NUL"));
+  return absl::OkStatus();
+}
+
 absl::Status ValidateWorkingDirDigest(absl::string_view field, absl::string_view digest) {
   constexpr absl::string_view kScheme = "sha256:";
   bool ok = digest.size() == kScheme.size() + 64 && absl::StartsWith(digest, kScheme);

@@ -44,6 +44,9 @@ absl::Status ValidateSpec(v1::ActorSpec& spec) {
   if (!spec.job_id().empty())
     if (absl::Status s = ValidateName("spec.job_id", spec.job_id()); !s.ok()) return s;
   if (absl::Status s = ValidateHostFlavour("spec.host", spec.host()); !s.ok()) return s;
+  if (spec.env_size() > 256) return absl::InvalidArgumentError("spec.env: at most 256 variables");
+  for (const auto& [k, v] : spec.env())
+    if (absl::Status s = ValidateActorEnvVar("spec.env", k, v); !s.ok()) return s;
   if (!spec.working_dir().empty())
     if (absl::Status s = ValidateWorkingDirDigest("spec.working_dir", spec.working_dir()); !s.ok()) return s;
   if (spec.has_bundle_index() && spec.placement_group_id().empty())
@@ -234,6 +237,7 @@ ActorManager::StartTicket ActorManager::MarkPending(const ActorId& id, v1::Actor
   req.set_max_concurrency(a.spec().max_concurrency());
   req.set_host(a.spec().host());
   req.set_working_dir(a.spec().working_dir());
+  *req.mutable_env() = a.spec().env();
   return t;
 }
 

@@ -128,6 +128,10 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
        "--port-file", port_file, "--max-concurrency", std::to_string(std::max(1, req->max_concurrency()))},
       {req->gpu_ids().begin(), req->gpu_ids().end()},
       {{"SKYRL_TOKEN", options_.token}, {"SKYRL_ADDRESS", options_.head_address}}};
+  for (const auto& [k, v] : req->env()) {
+    if (absl::Status s = ValidateActorEnvVar("env", k, v); !s.ok()) return rpc::ToGrpc(s);
+    launch.env[k] = v;
+  }
   if (!options_.python.empty()) launch.env["SKYRL_PYTHON"] = options_.python;
   if (!working_dir.empty()) {
     launch.working_dir = working_dir;

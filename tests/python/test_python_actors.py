@@ -99,15 +99,20 @@ def test_arguments_that_do_not_pickle_are_named(cluster):
 
 
 def test_runtime_env_vars_reach_actors_and_tasks(cluster):
-    c = Counter.options(runtime_env={"env_vars": {"SKYRL_TEST_FLAVOUR": "mint"}}).remote(0)
-    assert ray.get(c.env.remote("SKYRL_TEST_FLAVOUR")) == "mint"
-    assert ray.get(Counter.remote(0).env.remote("SKYRL_TEST_FLAVOUR")) is None, "only where asked"
+    c = Counter.options(runtime_env={"env_vars": {"TEST_FLAVOUR": "mint"}}).remote(0)
+    assert ray.get(c.env.remote("TEST_FLAVOUR")) == "mint"
+    assert ray.get(Counter.remote(0).env.remote("TEST_FLAVOUR")) is None, "only where asked"
 
-    @ray.remote(runtime_env={"env_vars": {"SKYRL_TEST_FLAVOUR": "lime"}})
+    @ray.remote(runtime_env={"env_vars": {"TEST_FLAVOUR": "lime"}})
     def flavour():
-        return os.environ.get("SKYRL_TEST_FLAVOUR")
+        return os.environ.get("TEST_FLAVOUR")
 
     assert ray.get(flavour.remote()) == "lime"
+    echo = ray.cross_language.cpp_actor_class("echo").options(runtime_env={"env_vars": {"TEST_FLAVOUR": "pear"}})
+    assert ray.get(echo.remote().getenv.remote(b"TEST_FLAVOUR")) == b"pear", "C++ actors too"
+    with pytest.raises(exceptions.RayError, match="spec.env: SKYRL_TOKEN is set by the worker") as e:
+        Counter.options(runtime_env={"env_vars": {"SKYRL_TOKEN": "x"}}).remote(0)
+    assert e.value.code == "INVALID_ARGUMENT"
     with pytest.raises(NotImplementedError, match="conda is not supported"):
         Counter.options(runtime_env={"conda": "env"})
     with pytest.raises(TypeError, match="env_vars must map str to str"):
