@@ -161,7 +161,9 @@ class ActorHandle:
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
-        return self._method_type(self, name)
+        method = self._method_type(self, name)
+        self.__dict__[name] = method  # kept: the next handle.name is a plain attribute
+        return method
 
     def __repr__(self):
         return f"Actor({self._class_name}, {self._actor_id})"

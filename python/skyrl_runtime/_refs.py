@@ -21,6 +21,13 @@ class ObjectRef:
     def __repr__(self):
         return f"ObjectRef({self._what})"
 
+    def __reduce__(self):
+        # A ref inside another call's arguments (in a list, say) travels by value: resolved
+        # here, it arrives as a ref already resolved, so get() works on the other side.
+        if isinstance(self._future, _Put):
+            return _resolved, (self._future.as_argument(), self._what)
+        return _resolved, (self._result(None), self._what)
+
     def _result(self, timeout):
         try:
             # view(): the native future's result without a copy; other futures alias result.
@@ -75,11 +82,19 @@ class _PutArgument:
         return _wire.decode_value, (pickle.PickleBuffer(self.payload),)
 
 
+def _same(value):
+    return value
+
+
+def _resolved(value, what):
+    return ObjectRef(_Ready(value), _same, what)
+
+
 def put(value):
     """A ref to `value`, for passing to calls and get(). It stays in this process: a call
     that takes it as an argument receives the value, serialized once however many calls
     take it."""
-    return ObjectRef(_Put(value), lambda v: v, "put")
+    return ObjectRef(_Put(value), _same, "put")
 
 
 def resolve_argument(a):

@@ -215,9 +215,10 @@ std::string RenderStatus(const std::string& head, const std::vector<v1::NodeInfo
       pending.push_back(
           absl::StrCat(" ", g.placement_group_id(), " (", StateName(g.state()), "): ", g.pending_reason()));
   for (const auto& a : actors)
-    if (a.state() == v1::ACTOR_RESTARTING && !a.pending_reason().empty())
-      pending.push_back(absl::StrCat(" ", a.actor_id(), " (", a.spec().class_name(),
-                                     ", RESTARTING): waits for room: ", a.pending_reason()));
+    if ((a.state() == v1::ACTOR_RESTARTING || a.state() == v1::ACTOR_PENDING) && !a.pending_reason().empty())
+      pending.push_back(absl::StrCat(" ", a.actor_id(), " (", a.spec().class_name(), ", ",
+                                     rpc::ActorStateName(a.state()),
+                                     "): waits for room: ", a.pending_reason()));
   absl::StrAppend(
       &out, "Pending demands: ",
       pending.empty() ? "none\n" : absl::StrCat(pending.size(), "\n", absl::StrJoin(pending, "\n"), "\n"));

@@ -78,3 +78,16 @@ def test_a_task_whose_process_dies_is_retried(cluster, tmp_path):
     os.unlink(marker)
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(dies_once.options(max_retries=0).remote(marker), timeout=60)
+
+
+def test_refs_inside_arguments_travel_resolved(cluster):
+    @ray.remote
+    def add_all(refs):
+        return sum(ray.get(refs))
+
+    @ray.remote
+    def seven():
+        return 7
+
+    refs = [seven.remote(), ray.put(5), seven.remote()]
+    assert ray.get(add_all.remote(refs)) == 19, "refs nested in a list: get() works in the task"

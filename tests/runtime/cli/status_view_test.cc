@@ -105,17 +105,20 @@ TEST(StatusViewTest, StatusSaysWhatIsPendingAndWhatFailed) {
   std::vector<v1::NodeInfo> nodes = {Node("n1", true, 8, 4), Node("n2", false, 4, 0)};
   v1::ActorInfo waiting = Actor("a9", v1::ACTOR_RESTARTING, "", 8);
   waiting.set_pending_reason("needs GPU=8, largest free node has GPU=4");
+  v1::ActorInfo created = Actor("a8", v1::ACTOR_PENDING, "", 1);  // created while the cluster is full
+  created.set_pending_reason("needs CPU=1, best match n1 has CPU=0");
   v1::ActorInfo dead = Actor("a7", v1::ACTOR_DEAD, "n2", 1);
   dead.set_death_reason("node lost: n2");
   v1::PlacementGroupInfo pending = Group("pg-3", v1::PG_PENDING, "");
   pending.set_pending_reason("bundle 0 needs GPU=2");
-  std::string out = RenderStatus("127.0.0.1:7420", nodes, {waiting, dead}, {pending}, kNow);
+  std::string out = RenderStatus("127.0.0.1:7420", nodes, {waiting, created, dead}, {pending}, kNow);
   EXPECT_NE(out.find("(head 127.0.0.1:7420)"), std::string::npos) << out;
   EXPECT_NE(out.find("Nodes: 1 alive, 1 dead"), std::string::npos) << out;
   EXPECT_NE(out.find("Resources (alive nodes): CPU=8,GPU=4"), std::string::npos) << "dead nodes add nothing\n"
                                                                                  << out;
-  EXPECT_NE(out.find("Actors: 2 (DEAD 1, RESTARTING 1)"), std::string::npos) << out;
-  EXPECT_NE(out.find("Pending demands: 2"), std::string::npos) << out;
+  EXPECT_NE(out.find("Actors: 3 (DEAD 1, PENDING 1, RESTARTING 1)"), std::string::npos) << out;
+  EXPECT_NE(out.find("Pending demands: 3"), std::string::npos) << out;
+  EXPECT_NE(out.find("a8 (trainer, PENDING): waits for room: needs CPU=1"), std::string::npos) << out;
   EXPECT_NE(out.find("pg-3 (PENDING): bundle 0 needs GPU=2"), std::string::npos) << out;
   EXPECT_NE(out.find("a9 (trainer, RESTARTING): waits for room: needs GPU=8"), std::string::npos) << out;
   EXPECT_NE(out.find("n2: no heartbeat for 5s"), std::string::npos) << out;
