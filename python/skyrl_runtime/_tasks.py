@@ -10,7 +10,7 @@ import threading
 
 import cloudpickle
 
-from . import _api, _native
+from . import _api
 from ._actors import _Retrying, check_runtime_env, kill
 from ._python_actors import PyActorClass
 from ._refs import ObjectRef, resolve_argument

@@ -5,7 +5,6 @@ size, and the interpreter a worker runs Python actors with."""
 import os
 
 import numpy as np
-import pytest
 import torch
 
 import skyrl_runtime as ray
@@ -81,7 +80,7 @@ def test_constructor_arguments_of_any_size(cluster):
 
 def test_a_worker_runs_python_actors_with_the_interpreter_it_was_given(cluster, add_worker, tmp_path):
     wrapper = tmp_path / "python-wrapper"
-    wrapper.write_text(f"#!/bin/sh\nSKYRL_TEST_WRAPPER=yes exec /usr/bin/python3 \"$@\"\n")
+    wrapper.write_text("#!/bin/sh\nSKYRL_TEST_WRAPPER=yes exec /usr/bin/python3 \"$@\"\n")
     wrapper.chmod(0o755)
     add_worker("--python", str(wrapper), "--resources", "CPU=1,wrapped=1")
     s = Store.options(resources={"wrapped": 1}, num_cpus=0).remote()

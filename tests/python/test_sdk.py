@@ -1,6 +1,7 @@
 """skyrl_runtime over the C++ client: a local cluster from init(), C++ actors, get / wait,
 errors by code, and nothing left running after shutdown()."""
 
+import importlib
 import os
 import pickle
 import signal
@@ -108,7 +109,7 @@ def test_init_twice_and_remote_say_what_to_do(cluster):
 
 def test_what_ray_has_and_this_does_not_says_what_to_use_instead():
     with pytest.raises(NotImplementedError, match="torch.distributed"):
-        import skyrl_runtime.util.collective  # noqa: F401
+        importlib.import_module("skyrl_runtime.util.collective")
     with pytest.raises(NotImplementedError, match="ray.data is not supported"):
         ray.data
     with pytest.raises(NotImplementedError, match="ActorPool"):

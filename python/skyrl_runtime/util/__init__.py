@@ -3,8 +3,10 @@ _placement.py), and get_node_ip_address."""
 
 import socket
 
-from . import placement_group, scheduling_strategies  # noqa: F401
+from . import placement_group, scheduling_strategies
 from .._missing import module_getattr
+
+__all__ = ["get_node_ip_address", "placement_group", "scheduling_strategies"]
 
 __getattr__ = module_getattr("util.")
 

@@ -1,3 +1,5 @@
 """ray.util.placement_group's names."""
 
-from .._placement import PlacementGroup, placement_group, placement_group_table, remove_placement_group  # noqa: F401
+from .._placement import PlacementGroup, placement_group, placement_group_table, remove_placement_group
+
+__all__ = ["PlacementGroup", "placement_group", "placement_group_table", "remove_placement_group"]

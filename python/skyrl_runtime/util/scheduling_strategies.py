@@ -1,3 +1,5 @@
 """ray.util.scheduling_strategies' names."""
 
-from .._placement import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy  # noqa: F401
+from .._placement import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
+
+__all__ = ["NodeAffinitySchedulingStrategy", "PlacementGroupSchedulingStrategy"]
