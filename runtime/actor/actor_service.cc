@@ -20,8 +20,11 @@ absl::string_view View(const grpc::string_ref& s) { return absl::string_view(s.d
 
 // Error messages longer than this are cut: they travel in one message, with no parts.
 constexpr size_t kMaxErrorMessageBytes = 64 << 10;
-// Calls whose args are still arriving in parts, per stream: more is refused.
+// Calls whose args are still arriving in parts, per stream: more are refused (each answered
+// once, when its last part is in), and past kMaxPartEntries their parts are dropped unanswered
+// (the caller's deadline fails them): a caller cannot grow a host without bound.
 constexpr size_t kMaxPartialCalls = 16;
+constexpr size_t kMaxPartEntries = 1024;
 
 // RESOURCE_EXHAUSTED for a unary result that cannot fit in one message (gRPC would fail the
 // RPC with a less helpful error); else OK. Streamed results go in parts instead.
@@ -92,7 +95,8 @@ class ActorServiceImpl::Stream final
       absl::Time now = absl::Now();
       for (v1::StreamedCall& call : *in_.mutable_calls()) {
         if (cancelled_ || stopping_) break;
-        if (!TakePartLocked(call)) continue;  // more parts of it to come
+        bool too_many = false;
+        if (!TakePartLocked(call, &too_many)) continue;  // more parts of it to come
         grpc::Status refusal;
         Work& w = works_.emplace_back();
         if (!svc_->AdmitCall(call.method(), caller_id_, call.seq(), now, w, &refusal)) {
@@ -102,12 +106,15 @@ class ActorServiceImpl::Stream final
         }
         w.stream = this;
         w.call_id = call.call_id();
-        if (call.args().size() > svc_->limits_.max_call_bytes && w.method != nullptr) {
+        if ((too_many || call.args().size() > svc_->limits_.max_call_bytes) && w.method != nullptr) {
           // Still takes its turn in its caller's sequence, as an unknown method does.
           w.method = nullptr;
-          w.refusal = absl::ResourceExhaustedError(absl::StrCat(
-              "call ", call.call_id(), " to \"", call.method().substr(0, 128), "\": args of more than ",
-              svc_->limits_.max_call_bytes, " bytes, this actor's limit"));
+          w.refusal = absl::ResourceExhaustedError(
+              too_many ? absl::StrCat("call ", call.call_id(), ": more than ", kMaxPartialCalls,
+                                      " calls arriving in parts at once")
+                       : absl::StrCat("call ", call.call_id(), " to \"", call.method().substr(0, 128),
+                                      "\": args of more than ", svc_->limits_.max_call_bytes,
+                                      " bytes, this actor's limit"));
           call.clear_args();
         }
         w.args = std::move(*call.mutable_args());
@@ -220,23 +227,30 @@ class ActorServiceImpl::Stream final
   // Under mu_, for the reader: takes one StreamedCall. True when `call` is now a whole call
   // (it was one, or it was the last part and now holds every part's args); false when it was
   // a part kept until the rest arrives. A call's args stop growing past max_call_bytes (it
-  // is refused when whole); parts beyond kMaxPartialCalls open calls are refused at once.
-  bool TakePartLocked(v1::StreamedCall& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // is refused when whole). A call that opens while kMaxPartialCalls others are arriving
+  // keeps no args and is refused when whole (`too_many`).
+  bool TakePartLocked(v1::StreamedCall& call, bool* too_many) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = partial_.find(call.call_id());
     if (it == partial_.end()) {
       if (!call.more()) return true;
-      if (partial_.size() >= kMaxPartialCalls) {
-        AddResultLocked(call.call_id(), int(absl::StatusCode::kResourceExhausted),
-                        absl::StrCat("more than ", kMaxPartialCalls, " calls arriving in parts at once"), {});
-        return false;
+      if (partial_.size() >= kMaxPartEntries) return false;
+      Partial& p = partial_[call.call_id()];
+      p.refused = open_partials_ >= kMaxPartialCalls;
+      if (p.refused) {
+        call.clear_args();
+      } else {
+        ++open_partials_;
       }
-      partial_.emplace(call.call_id(), std::move(call));
+      p.first = std::move(call);
       return false;
     }
-    v1::StreamedCall& first = it->second;
-    if (first.args().size() <= svc_->limits_.max_call_bytes) first.mutable_args()->append(call.args());
+    Partial& p = it->second;
+    if (!p.refused && p.first.args().size() <= svc_->limits_.max_call_bytes)
+      p.first.mutable_args()->append(call.args());
     if (call.more()) return false;
-    call = std::move(first);
+    *too_many = p.refused;
+    if (!p.refused) --open_partials_;
+    call = std::move(p.first);
     partial_.erase(it);
     return true;
   }
@@ -325,8 +339,14 @@ class ActorServiceImpl::Stream final
   v1::ActorCallBatch in_;     // the reader's (one read in flight at a time)
   v1::ActorResultBatch out_;  // the writer's (one write in flight at a time)
   std::vector<Work> works_;   // the reader's scratch
-  // Calls whose args arrive in parts, by call id: the first part, holding the args so far.
-  absl::flat_hash_map<uint64_t, v1::StreamedCall> partial_ ABSL_GUARDED_BY(mu_);
+  // Calls whose args arrive in parts, by call id: the first part, holding the args so far
+  // (none when refused for too many at once).
+  struct Partial {
+    v1::StreamedCall first;
+    bool refused = false;
+  };
+  absl::flat_hash_map<uint64_t, Partial> partial_ ABSL_GUARDED_BY(mu_);
+  size_t open_partials_ ABSL_GUARDED_BY(mu_) = 0;  // entries of partial_ not refused
   std::atomic<bool> dropping_{false};
   grpc::Status finish_status_;  // set once, with finished_
   absl::Mutex mu_;

@@ -422,6 +422,50 @@ TEST_F(ActorHostTest, LargeArgsAndResultsTravelInParts) {
   EXPECT_EQ(whole[4], "after");
 }
 
+// Seventeen calls open in parts at once: the seventeenth keeps nothing and is refused once its
+// last part is in; every call gets exactly one answer, and the others run with all their args.
+TEST_F(ActorHostTest, CallsOpenInPartsAreBoundedAndEachAnsweredOnce) {
+  ActorId id = ActorId::Random();
+  int port = Start(id, "echo");
+  ASSERT_GT(port, 0);
+  auto s = OpenStream(port, id.ToString());
+  v1::ActorCallBatch batch;
+  for (uint64_t c = 1; c <= 17; ++c) {
+    v1::StreamedCall* first = batch.add_calls();
+    first->set_call_id(c);
+    first->set_method("echo");
+    first->set_args("a" + std::to_string(c));
+    first->set_more(true);
+  }
+  ASSERT_TRUE(s->rw->Write(batch));
+  batch.Clear();
+  for (uint64_t c = 1; c <= 17; ++c) {
+    v1::StreamedCall* last = batch.add_calls();
+    last->set_call_id(c);
+    last->set_args("b");
+  }
+  ASSERT_TRUE(s->rw->Write(batch));
+  s->rw->WritesDone();
+  std::map<uint64_t, int> answers;
+  std::map<uint64_t, v1::StreamedResult> last;
+  v1::ActorResultBatch in;
+  while (s->rw->Read(&in))
+    for (const auto& r : in.results()) {
+      ++answers[r.call_id()];
+      last[r.call_id()] = r;
+    }
+  EXPECT_TRUE(s->rw->Finish().ok());
+  ASSERT_EQ(answers.size(), 17u);
+  for (uint64_t c = 1; c <= 16; ++c) {
+    EXPECT_EQ(answers[c], 1) << c;
+    EXPECT_EQ(last[c].result(), "a" + std::to_string(c) + "b") << c;
+  }
+  EXPECT_EQ(answers[17], 1);
+  EXPECT_EQ(last[17].code(), int(grpc::StatusCode::RESOURCE_EXHAUSTED)) << last[17].message();
+  EXPECT_NE(last[17].message().find("more than 16 calls arriving in parts"), std::string::npos)
+      << last[17].message();
+}
+
 TEST_F(ActorHostTest, SigtermEndsOpenStreamsAfterTheRunningCall) {
   ActorId id = ActorId::Random();
   int port = Start(id, "sleep");
