@@ -21,8 +21,8 @@ absl::string_view View(const grpc::string_ref& s) { return absl::string_view(s.d
 // Error messages longer than this are cut: they travel in one message, with no parts.
 constexpr size_t kMaxErrorMessageBytes = 64 << 10;
 // Calls whose args are still arriving in parts, per stream: more are refused (each answered
-// once, when its last part is in), and past kMaxPartEntries their parts are dropped unanswered
-// (the caller's deadline fails them): a caller cannot grow a host without bound.
+// once, when its last part is in), and past kMaxPartEntries a call's parts are dropped and it
+// is answered RESOURCE_EXHAUSTED at its last: a caller cannot grow a host without bound.
 constexpr size_t kMaxPartialCalls = 16;
 constexpr size_t kMaxPartEntries = 1024;
 
@@ -232,8 +232,20 @@ class ActorServiceImpl::Stream final
   bool TakePartLocked(v1::StreamedCall& call, bool* too_many) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = partial_.find(call.call_id());
     if (it == partial_.end()) {
+      if (dropped_parts_ && call.method().empty()) {
+        // A later part of a call whose first part was dropped: answered once, at its last.
+        if (!call.more())
+          AddResultLocked(call.call_id(), int(absl::StatusCode::kResourceExhausted),
+                          absl::StrCat("call ", call.call_id(), ": its first part was dropped (more than ",
+                                       kMaxPartEntries, " calls arriving in parts)"),
+                          {});
+        return false;
+      }
       if (!call.more()) return true;
-      if (partial_.size() >= kMaxPartEntries) return false;
+      if (partial_.size() >= kMaxPartEntries) {
+        dropped_parts_ = true;
+        return false;
+      }
       Partial& p = partial_[call.call_id()];
       p.refused = open_partials_ >= kMaxPartialCalls;
       if (p.refused) {
@@ -346,7 +358,8 @@ class ActorServiceImpl::Stream final
     bool refused = false;
   };
   absl::flat_hash_map<uint64_t, Partial> partial_ ABSL_GUARDED_BY(mu_);
-  size_t open_partials_ ABSL_GUARDED_BY(mu_) = 0;  // entries of partial_ not refused
+  size_t open_partials_ ABSL_GUARDED_BY(mu_) = 0;    // entries of partial_ not refused
+  bool dropped_parts_ ABSL_GUARDED_BY(mu_) = false;  // a first part was dropped (kMaxPartEntries)
   std::atomic<bool> dropping_{false};
   grpc::Status finish_status_;  // set once, with finished_
   absl::Mutex mu_;

@@ -194,6 +194,7 @@ absl::Time CallStream::Expire(absl::Time now, bool* expired_any) {
       if (SettledLocked(id)) continue;  // answered before its deadline
       Slot& slot = slots_[id - first_id_];
       slot.answered = true;
+      slot.parts = std::string();  // a result arriving in parts is not wanted any more
       expired.emplace_back(std::move(slot.done),
                            absl::DeadlineExceededError(
                                absl::StrCat("actor ", options_.actor_id, ": call to \"", slot.method,

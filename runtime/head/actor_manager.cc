@@ -14,6 +14,8 @@
 namespace skyrl::head {
 namespace {
 
+constexpr size_t kMaxWaitingForRoom = 1024;
+
 bool Holds(v1::ActorState s) { return s == v1::ACTOR_PENDING || s == v1::ACTOR_ALIVE; }
 
 // The live-name index key of a named actor ("" for an unnamed one). The namespace is set by
@@ -254,7 +256,10 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
   // Placed (planned and allocated) before anything is recorded, so an actor that cannot be
   // placed leaves nothing behind; one plan and one store write for the common case.
   absl::StatusOr<scheduler::Slot> p = Place(id, spec);
-  if (!p.ok() && absl::IsUnavailable(p.status()) && wait_for_room && !stopping_) {
+  // Each waiting actor has a placement thread (as a restart does): past kMaxWaitingForRoom at
+  // once, a creation is refused as without wait_for_room.
+  if (!p.ok() && absl::IsUnavailable(p.status()) && wait_for_room && !stopping_ &&
+      restarts_.size() < kMaxWaitingForRoom) {
     // Room may come (actors end, nodes join): recorded PENDING, placed by a restart thread.
     v1::ActorInfo info;
     info.set_actor_id(id.ToString());

@@ -92,6 +92,8 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_concurrency must be in 0-10000");
   if (absl::Status s = ValidateHostFlavour("host", req->host()); !s.ok())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message()));
+  // The start timeout covers fetching the working directory too.
+  const absl::Time deadline = absl::Now() + options_.start_timeout;
   std::string working_dir;
   if (!req->working_dir().empty()) {
     absl::StatusOr<std::string> dir = working_dirs_.Get(req->working_dir());
@@ -119,7 +121,9 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
   std::remove(port_file.c_str());
   // The constructor's bytes go through a file (the host removes it): any size, any bytes,
   // and not in `ps` output.
-  std::string init_file = absl::StrCat(options_.log_dir, "/", id->ToString(), ".init");
+  // Named per start: a stale or repeated start of the same actor cannot overwrite it.
+  std::string init_file =
+      absl::StrCat(options_.log_dir, "/", id->ToString(), ".", ActorId::Random().ToString(), ".init");
   if (absl::Status s = WritePrivateFile(init_file, req->init_args()); !s.ok())
     return grpc::Status(grpc::StatusCode::INTERNAL, std::string(s.message()));
   ActorLaunch launch{
@@ -143,11 +147,22 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
     absl::MutexLock lock(&mu_);
     launched_after = exit_seq_;
   }
+  // The head gave up waiting (a slow working directory fetch, say) and will place the actor
+  // again: starting it now would leave a second, orphaned incarnation.
+  if (ctx->IsCancelled() || absl::Now() >= deadline) {
+    std::remove(init_file.c_str());
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        absl::StrCat("actor ", id->ToString(), ": the start was abandoned before launch"));
+  }
   if (absl::Status s = processes_.Launch(launch); !s.ok()) {
     std::remove(init_file.c_str());
     return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
   }
-  absl::Time deadline = absl::Now() + options_.start_timeout;
+  // Removed on every way out: the host deletes it once read, but may die before.
+  struct RemoveFile {
+    std::string path;
+    ~RemoveFile() { std::remove(path.c_str()); }
+  } cleanup{init_file};
   while (absl::Now() < deadline) {
     int port = 0;
     std::ifstream(port_file) >> port;
