@@ -25,6 +25,14 @@ class EchoActor : public Actor {
     t.Add("history", &EchoActor::History);
     t.Add("getenv", &EchoActor::GetEnv);
     t.Add("pid", &EchoActor::Pid);
+    t.Add("fill", &EchoActor::Fill);
+  }
+  // N bytes of 'x' (a result larger than its args, for tests of result parts and limits).
+  absl::StatusOr<std::string> Fill(absl::string_view n) {
+    uint64_t bytes = 0;
+    if (!absl::SimpleAtoi(n, &bytes) || bytes > (uint64_t{1} << 30))
+      return absl::InvalidArgumentError("fill: give a byte count of at most 1 GiB");
+    return std::string(bytes, 'x');
   }
   // This process's id: which incarnation of the actor answered (partition tests).
   absl::StatusOr<std::string> Pid(absl::string_view) { return std::to_string(getpid()); }

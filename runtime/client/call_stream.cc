@@ -162,6 +162,18 @@ void CallStream::OnReadDone(bool ok) {
       if (id < first_id_ || id - first_id_ >= slots_.size()) continue;
       Slot& slot = slots_[id - first_id_];
       if (slot.answered) continue;
+      if (options_.max_result_bytes > 0 &&
+          slot.parts.size() + r.result().size() > options_.max_result_bytes) {
+        // Not assembled: over this client's limit (ClientOptions.max_call_bytes).
+        slot.answered = true;
+        slot.parts = std::string();
+        completions_.emplace_back(std::move(slot.done),
+                                  absl::ResourceExhaustedError(absl::StrCat(
+                                      "actor ", options_.actor_id, ": the result of \"", slot.method,
+                                      "\" is over this client's limit of ", options_.max_result_bytes,
+                                      " bytes (ClientOptions.max_call_bytes)")));
+        continue;
+      }
       if (r.more()) {  // a part of a larger result
         slot.parts.append(r.result());
         continue;

@@ -69,6 +69,9 @@ struct CallStreamOptions {
   // Called by Enqueue, on the caller's thread and outside the stream's lock, with the new
   // call's deadline when it is earlier than every deadline the stream had pending. Optional.
   std::function<void(absl::Time)> on_earlier_deadline;
+  // The largest result this stream assembles from parts; a larger one fails its call with
+  // RESOURCE_EXHAUSTED and its further parts are dropped. 0: no limit.
+  size_t max_result_bytes = 0;
 };
 
 class CallStream final : public grpc::ClientBidiReactor<v1::ActorCallBatch, v1::ActorResultBatch>,

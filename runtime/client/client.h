@@ -96,8 +96,9 @@ struct ClientOptions {
   // The largest message this client sends to an actor (one call, or one batch of streamed
   // calls): 4 KiB to rpc::kMaxMessageBytes, the actor hosts' receive limit.
   size_t max_message_bytes = rpc::kMaxMessageBytes;
-  // The largest args one call may have: larger than a message, they go as several parts
-  // (an actor host takes up to rpc::kDefaultMaxCallBytes). At least max_message_bytes.
+  // The largest args one call may have, and the largest result it takes: larger than a
+  // message, they go as several parts (an actor host takes and gives up to
+  // rpc::kDefaultMaxCallBytes). At least max_message_bytes.
   size_t max_call_bytes = rpc::kDefaultMaxCallBytes;
   // While calls to an actor are in flight, its connection is pinged after keepalive_time
   // without news and closed when no answer comes within keepalive_timeout: the calls then

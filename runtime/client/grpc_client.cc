@@ -389,6 +389,7 @@ absl::StatusOr<std::shared_ptr<CallStream>> GrpcClient::StreamFor(const std::str
                                        options_.max_message_bytes,
                                        [this](StreamEnd end) { OnStreamEnd(std::move(end)); },
                                        [this](absl::Time deadline) { OnEarlierDeadline(deadline); }};
+  o.max_result_bytes = options_.max_call_bytes;
   r.stream = CallStream::Create(r.stub, r.next_seq, std::move(o));
   {
     // Recorded before it starts: a stream that fails at once reaches OnStreamEnd (which

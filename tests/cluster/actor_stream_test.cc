@@ -335,6 +335,17 @@ TEST_F(ActorStreamTest, LargeArgsGoInPartsAndBigBatchesAreSplit) {
   EXPECT_TRUE(absl::IsResourceExhausted(over.status())) << over.status();
   EXPECT_NE(over.status().message().find("ClientOptions.max_call_bytes"), std::string::npos) << over.status();
   EXPECT_TRUE(absl::IsInvalidArgument(client->Call(*echo, std::string(1 << 20, 'm'), "").status()));
+  // Results: 6 MiB comes back whole (one message from the host), 9 MiB is over this client's
+  // limit and fails alone; the stream goes on.
+  auto six = client->Call(*echo, "fill", std::to_string(6 << 20));
+  ASSERT_TRUE(six.ok()) << six.status();
+  EXPECT_EQ(six->size(), size_t{6} << 20);
+  auto nine = client->Call(*echo, "fill", std::to_string(9 << 20));
+  EXPECT_TRUE(absl::IsResourceExhausted(nine.status())) << nine.status();
+  EXPECT_NE(nine.status().message().find("over this client's limit"), std::string::npos) << nine.status();
+  auto after = client->Call(*echo, "echo", "after");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(*after, "after");
 
   // Eight calls of 400 KB in flight: the channel refuses any message over 1 MiB, so they
   // only arrive if the stream splits them into batches below it.
