@@ -85,11 +85,16 @@ absl::Status ValidateHostFlavour(absl::string_view field, absl::string_view name
   return absl::OkStatus();
 }
 
-absl::Status ValidateActorEnvVar(absl::string_view field, absl::string_view name, absl::string_view value) {
-  bool ok = !name.empty() && name.size() <= 256 && !(name[0] >= '0' && name[0] <= '9');
+bool IsEnvVarName(absl::string_view name) {
+  if (name.empty() || name.size() > 256 || (name[0] >= '0' && name[0] <= '9')) return false;
   for (char c : name)
-    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
-  if (!ok)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'))
+      return false;
+  return true;
+}
+
+absl::Status ValidateActorEnvVar(absl::string_view field, absl::string_view name, absl::string_view value) {
+  if (!IsEnvVarName(name))
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": \"", name.substr(0, 64), "\" is not a variable name"));
   if (absl::StartsWith(name, "SKYRL_") || name == "CUDA_VISIBLE_DEVICES")

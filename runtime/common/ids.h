@@ -93,6 +93,9 @@ absl::Status ValidateName(absl::string_view field, absl::string_view name);
 // runs skyrl-actor-host-<flavour> from its own folder, so the name can never be a path.
 absl::Status ValidateHostFlavour(absl::string_view field, absl::string_view name);
 
+// An environment variable's name: 1-256 characters of [A-Za-z0-9_], not starting with a digit.
+bool IsEnvVarName(absl::string_view name);
+
 // One environment variable an actor asks for (runtime_env env_vars): a name of
 // [A-Za-z_][A-Za-z0-9_]*, not SKYRL_* nor CUDA_VISIBLE_DEVICES (the worker sets those), and a
 // value of at most 64 KiB without NUL. `field` names the map in the error.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
+#include "runtime/common/ids.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/subprocess.h"
 
@@ -20,13 +21,6 @@ namespace {
 constexpr int kMaxArgs = 256;
 constexpr size_t kMaxArgBytes = 64 * 1024;
 constexpr size_t kMaxEnv = 256;
-
-bool EnvName(const std::string& k) {
-  if (k.empty() || k.size() > 256 || std::isdigit(static_cast<unsigned char>(k[0]))) return false;
-  for (char c : k)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
-  return true;
-}
 
 // True when `pid` is a process started for `job_id` (its environment says so): a pid from
 // the store may have been reused by an unrelated process since.
@@ -71,7 +65,7 @@ absl::Status ValidateJobSpec(v1::JobSpec& spec) {
   if (spec.env_size() > int(kMaxEnv))
     return absl::InvalidArgumentError(absl::StrCat("spec.env: at most ", kMaxEnv, " variables"));
   for (const auto& [k, v] : spec.env()) {
-    if (!EnvName(k))
+    if (!IsEnvVarName(k))
       return absl::InvalidArgumentError(
           absl::StrCat("spec.env: \"", k.substr(0, 64), "\" is not a variable name"));
     if (k == "SKYRL_TOKEN" || k == "SKYRL_ADDRESS" || k == "SKYRL_JOB_ID")

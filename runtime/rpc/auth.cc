@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
@@ -39,12 +40,8 @@ absl::StatusOr<std::string> GenerateToken(const std::string& path) {
   std::ifstream urandom("/dev/urandom", std::ios::binary);
   if (!urandom.read(reinterpret_cast<char*>(bytes), sizeof(bytes)))
     return absl::InternalError("cannot read /dev/urandom");
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string token;
-  for (unsigned char b : bytes) {
-    token.push_back(kHex[b >> 4]);
-    token.push_back(kHex[b & 15]);
-  }
+  std::string token =
+      absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(bytes), sizeof(bytes)));
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     if (errno == EEXIST) return ReadTokenFile(path, "token file");  // another head won the race

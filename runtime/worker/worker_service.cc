@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "runtime/common/logging.h"
@@ -159,10 +160,7 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
     return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
   }
   // Removed on every way out: the host deletes it once read, but may die before.
-  struct RemoveFile {
-    std::string path;
-    ~RemoveFile() { std::remove(path.c_str()); }
-  } cleanup{init_file};
+  absl::Cleanup remove_init_file = [&init_file] { std::remove(init_file.c_str()); };
   while (absl::Now() < deadline) {
     int port = 0;
     std::ifstream(port_file) >> port;
