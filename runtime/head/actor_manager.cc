@@ -256,25 +256,12 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
   // Placed (planned and allocated) before anything is recorded, so an actor that cannot be
   // placed leaves nothing behind; one plan and one store write for the common case.
   absl::StatusOr<scheduler::Slot> p = Place(id, spec);
-  // Each waiting actor has a placement thread (as a restart does): past kMaxWaitingForRoom at
-  // once, a creation is refused as without wait_for_room.
-  if (!p.ok() && absl::IsUnavailable(p.status()) && wait_for_room && !stopping_ &&
-      restarts_.size() < kMaxWaitingForRoom) {
-    // Room may come (actors end, nodes join): recorded PENDING, placed by a restart thread.
-    v1::ActorInfo info;
-    info.set_actor_id(id.ToString());
-    *info.mutable_spec() = spec;
-    info.set_state(v1::ACTOR_PENDING);
-    info.set_pending_reason(std::string(p.status().message()));
-    if (absl::Status s = Persist(info); !s.ok()) return s;
-    if (!spec.placement_group_id().empty()) by_group_[spec.placement_group_id()].insert(id);
-    if (!name_key.empty()) live_names_[name_key] = id;
-    actors_[id] = info;
-    spdlog::info("actor {} waits for room: {}", id.ToString(), info.pending_reason());
-    StartRestart(id, "");
-    return info;
-  }
-  if (!p.ok()) {
+  // Room may come (actors end, nodes join): with wait_for_room the actor is recorded PENDING
+  // with no node and placed by a placement thread, as a restart is; past kMaxWaitingForRoom
+  // threads at once, a creation is refused as without wait_for_room.
+  const bool wait = !p.ok() && absl::IsUnavailable(p.status()) && wait_for_room && !stopping_ &&
+                    restarts_.size() < kMaxWaitingForRoom;
+  if (!p.ok() && !wait) {
     // Unavailable would read as "the head is down, retry" to gRPC clients.
     if (absl::IsUnavailable(p.status())) return absl::ResourceExhaustedError(p.status().message());
     return p.status();
@@ -282,9 +269,14 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
   v1::ActorInfo info;
   info.set_actor_id(id.ToString());
   *info.mutable_spec() = spec;
-  std::string address = WorkerAddress(p->node_id);
+  std::string address = wait ? "" : WorkerAddress(p->node_id);
   std::variant<v1::ActorInfo, StartTicket> out;
-  if (address.empty()) {
+  if (wait) {
+    info.set_state(v1::ACTOR_PENDING);
+    info.set_pending_reason(std::string(p.status().message()));
+    if (absl::Status s = Persist(info); !s.ok()) return s;
+    out = info;
+  } else if (address.empty()) {
     Release(id);
     info.set_state(v1::ACTOR_DEAD);
     info.set_died_unix_ms(absl::ToUnixMillis(clock_.Now()));
@@ -306,6 +298,10 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
     live_names_[name_key] = id;
   }
   actors_[id] = std::move(info);
+  if (wait) {
+    spdlog::info("actor {} waits for room: {}", id.ToString(), p.status().message());
+    StartRestart(id, "");
+  }
   return out;
 }
 
