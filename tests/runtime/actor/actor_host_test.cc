@@ -104,6 +104,17 @@ class ActorHostTest : public ::testing::Test {
     c->set_seq(id);
     c->set_timeout_ms(timeout_ms);
   }
+  // One part of a call sent in parts: the first carries the method and the sequence number
+  // (0: unordered); later parts pass an empty method and carry only the call id and args.
+  static void AddPart(v1::ActorCallBatch* batch, uint64_t id, const std::string& method, uint64_t seq,
+                      const std::string& args, bool more) {
+    v1::StreamedCall* c = batch->add_calls();
+    c->set_call_id(id);
+    c->set_method(method);
+    c->set_seq(seq);
+    c->set_args(args);
+    c->set_more(more);
+  }
   // Reads every result until the stream ends, keyed by call id.
   static std::map<uint64_t, v1::StreamedResult> ReadAll(RawStream& s) {
     std::map<uint64_t, v1::StreamedResult> results;
@@ -362,36 +373,19 @@ TEST_F(ActorHostTest, LargeArgsAndResultsTravelInParts) {
   for (size_t i = 0; i < big.size(); ++i) big[i] = char(i * 7 % 251);
   auto s = OpenStream(port, id.ToString());
   v1::ActorCallBatch batch;
-  auto part = [&](uint64_t call, size_t from, size_t n, bool more, bool first) {
-    v1::StreamedCall* c = batch.add_calls();
-    c->set_call_id(call);
-    if (first) {
-      c->set_method("echo");
-      c->set_seq(call);
-    }
-    c->set_args(big.substr(from, n));
-    c->set_more(more);
-  };
-  part(1, 0, 80 << 10, true, true);
+  AddPart(&batch, 1, "echo", 1, big.substr(0, 80 << 10), true);
   ASSERT_TRUE(s->rw->Write(batch));
   batch.Clear();
   AddCall(&batch, 2, "echo", "small");  // ordered after call 1: waits for its last part
-  part(1, 80 << 10, 80 << 10, true, false);
+  AddPart(&batch, 1, "", 0, big.substr(80 << 10, 80 << 10), true);
   ASSERT_TRUE(s->rw->Write(batch));
   batch.Clear();
-  part(1, 160 << 10, 40 << 10, false, false);
+  AddPart(&batch, 1, "", 0, big.substr(160 << 10, 40 << 10), false);
   // Call 3: 300 KiB in two parts, over the 256 KiB limit.
-  v1::StreamedCall* over = batch.add_calls();
-  over->set_call_id(3);
-  over->set_method("echo");
-  over->set_seq(3);
-  over->set_args(std::string(150 << 10, 'x'));
-  over->set_more(true);
+  AddPart(&batch, 3, "echo", 3, std::string(150 << 10, 'x'), true);
   ASSERT_TRUE(s->rw->Write(batch));
   batch.Clear();
-  v1::StreamedCall* rest = batch.add_calls();
-  rest->set_call_id(3);
-  rest->set_args(std::string(150 << 10, 'x'));
+  AddPart(&batch, 3, "", 0, std::string(150 << 10, 'x'), false);
   AddCall(&batch, 4, "echo", "after");
   ASSERT_TRUE(s->rw->Write(batch));
   s->rw->WritesDone();
@@ -430,20 +424,10 @@ TEST_F(ActorHostTest, CallsOpenInPartsAreBoundedAndEachAnsweredOnce) {
   ASSERT_GT(port, 0);
   auto s = OpenStream(port, id.ToString());
   v1::ActorCallBatch batch;
-  for (uint64_t c = 1; c <= 17; ++c) {
-    v1::StreamedCall* first = batch.add_calls();
-    first->set_call_id(c);
-    first->set_method("echo");
-    first->set_args("a" + std::to_string(c));
-    first->set_more(true);
-  }
+  for (uint64_t c = 1; c <= 17; ++c) AddPart(&batch, c, "echo", 0, "a" + std::to_string(c), true);
   ASSERT_TRUE(s->rw->Write(batch));
   batch.Clear();
-  for (uint64_t c = 1; c <= 17; ++c) {
-    v1::StreamedCall* last = batch.add_calls();
-    last->set_call_id(c);
-    last->set_args("b");
-  }
+  for (uint64_t c = 1; c <= 17; ++c) AddPart(&batch, c, "", 0, "b", false);
   ASSERT_TRUE(s->rw->Write(batch));
   s->rw->WritesDone();
   std::map<uint64_t, int> answers;
