@@ -26,6 +26,7 @@
 #include "runtime/rpc/status.h"
 #include "skyrl/node.grpc.pb.h"
 #include "skyrl/placement_group.grpc.pb.h"
+#include "python/native/weight_sync.h"
 
 namespace py = pybind11;
 
@@ -328,6 +329,7 @@ class Error(RuntimeError):
            scope);
   g_error = m.attr("Error").ptr();
   Py_INCREF(g_error);
+  BindWeightSync(m, g_error);
 
   py::class_<Blob, std::shared_ptr<Blob>>(m, "Blob", py::buffer_protocol())
       .def_buffer([](Blob& b) {

@@ -29,6 +29,11 @@ class ActorUnavailableError(RayActorError):
     """The actor cannot be reached now (its process died and may be restarting)."""
 
 
+class WeightSyncError(RayError):
+    """A weight sync (skyrl_runtime.weight_sync) failed; `code` is the transport's status code.
+    On a receiver the previous version stays live, as the message says."""
+
+
 _BY_CODE = {
     "DEADLINE_EXCEEDED": GetTimeoutError,
     "FAILED_PRECONDITION": ActorDiedError,

@@ -132,7 +132,10 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
       {host_binary, "--class", req->class_name(), "--init-args-file", init_file, "--bind", options_.bind_host,
        "--port-file", port_file, "--max-concurrency", std::to_string(std::max(1, req->max_concurrency()))},
       {req->gpu_ids().begin(), req->gpu_ids().end()},
-      {{"SKYRL_TOKEN", options_.token}, {"SKYRL_ADDRESS", options_.head_address}}};
+      // SKYRL_NODE_HOST: where this node's actors listen (weight-sync receivers bind there).
+      {{"SKYRL_TOKEN", options_.token},
+       {"SKYRL_ADDRESS", options_.head_address},
+       {"SKYRL_NODE_HOST", options_.bind_host}}};
   for (const auto& [k, v] : req->env()) {
     if (absl::Status s = ValidateActorEnvVar("env", k, v); !s.ok()) return rpc::ToGrpc(s);
     launch.env[k] = v;

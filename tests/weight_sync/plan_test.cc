@@ -58,6 +58,18 @@ TEST(DTypeTest, ElementSizes) {
   EXPECT_EQ(Matrix("w", 3, 5, -1, DType::kFP8E4M3).NumBytes(), 15);
 }
 
+TEST(DTypeTest, NamesParseBack) {
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kFP8E4M3, DType::kFP8E5M2, DType::kI64,
+                  DType::kI32, DType::kU8}) {
+    auto parsed = ParseDType(DTypeName(d));
+    ASSERT_TRUE(parsed.ok()) << DTypeName(d);
+    EXPECT_EQ(*parsed, d);
+  }
+  auto bad = ParseDType("float32");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("'float32'"));
+}
+
 TEST(BoxTest, RunsMatchBruteForce) {
   std::mt19937 rng(7);
   for (int iter = 0; iter < 300; ++iter) {

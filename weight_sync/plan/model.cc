@@ -50,6 +50,14 @@ absl::string_view DTypeName(DType d) {
   return "?";
 }
 
+absl::StatusOr<DType> ParseDType(absl::string_view name) {
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kFP8E4M3, DType::kFP8E5M2, DType::kI64,
+                  DType::kI32, DType::kU8})
+    if (DTypeName(d) == name) return d;
+  return absl::InvalidArgumentError(
+      absl::StrCat("dtype '", name, "' is not one of f32, f16, bf16, fp8_e4m3, fp8_e5m2, i64, i32, u8"));
+}
+
 int64_t Param::NumElements() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace skyrl::weight_sync {
@@ -25,6 +26,8 @@ enum class DType { kF32, kF16, kBF16, kFP8E4M3, kFP8E5M2, kI64, kI32, kU8 };
 // Bytes per element: 4, 2, 2, 1, 1, 8, 4, 1.
 int ElementSize(DType d);
 absl::string_view DTypeName(DType d);
+// The inverse of DTypeName; InvalidArgument listing the names for any other string.
+absl::StatusOr<DType> ParseDType(absl::string_view name);
 
 // Layer index values for parameters outside the transformer layers.
 inline constexpr int kPreLayers = -1;   // embeddings: the first pipeline stage

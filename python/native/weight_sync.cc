@@ -1,0 +1,445 @@
+// skyrl_runtime._native.weight_sync: weight sync for Python, a thin pybind11 layer over weight_sync/
+// (the planner, PreparedSync, the TCP transport, VersionedShard, fp8 conversion, the head-KV
+// and file rendezvous). Python describes the model and the layouts and hands over tensor memory
+// as addresses; planning, transfers, checksums, versions and conversion run here, without the
+// GIL. skyrl_runtime/weight_sync.py is the public API over it.
+//
+// Errors: absl::Status becomes skyrl_runtime._native.Error(code, message), as in _native.
+#include "python/native/weight_sync.h"
+
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "weight_sync/convert/fp8_model.h"
+#include "weight_sync/kv_rendezvous.h"
+#include "weight_sync/plan/prepared_sync.h"
+#include "weight_sync/rendezvous.h"
+#include "weight_sync/shard_bytes.h"
+#include "weight_sync/tcp/tcp_transport.h"
+#include "weight_sync/versioned_shard.h"
+
+namespace py = pybind11;
+namespace ws = skyrl::weight_sync;
+
+namespace skyrl::python {
+namespace {
+
+PyObject* g_error = nullptr;  // skyrl_runtime._native.Error (BindWeightSync)
+
+[[noreturn]] void Raise(const absl::Status& s) {
+  py::object e = py::reinterpret_borrow<py::object>(g_error)(absl::StatusCodeToString(s.code()),
+                                                             std::string(s.message()));
+  PyErr_SetObject(g_error, e.ptr());
+  throw py::error_already_set();
+}
+void Check(const absl::Status& s) {
+  if (!s.ok()) Raise(s);
+}
+template <typename T>
+T Unwrap(absl::StatusOr<T> v) {
+  if (!v.ok()) Raise(v.status());
+  return std::move(*v);
+}
+
+absl::Duration Seconds(double s) { return absl::Milliseconds(static_cast<int64_t>(s * 1000)); }
+
+// A shard's bytes lent to Python through the buffer protocol (writable): torch.frombuffer views
+// into it keep it alive.
+struct Buffer {
+  std::shared_ptr<ws::ShardBytes> bytes;
+  uint64_t version = 0;
+};
+
+// Copies between a buffer and tensors' memory given as addresses (the caller's tensors, which
+// it keeps alive and checked for size and contiguity). Every range of the buffer is checked
+// here; OutOfRange names the copy. Runs without the GIL.
+void CopyRuns(Buffer& b, const std::vector<int64_t>& offsets, const std::vector<uintptr_t>& addresses,
+              const std::vector<int64_t>& sizes, bool into_buffer) {
+  if (offsets.size() != addresses.size() || offsets.size() != sizes.size())
+    Raise(absl::InvalidArgumentError("offsets, addresses and sizes differ in length"));
+  const int64_t limit = static_cast<int64_t>(b.bytes->size());
+  for (size_t i = 0; i < offsets.size(); ++i)
+    if (offsets[i] < 0 || sizes[i] < 0 || offsets[i] > limit - sizes[i] ||
+        (sizes[i] > 0 && addresses[i] == 0))
+      Raise(absl::OutOfRangeError(absl::StrCat("copy #", i, ": [", offsets[i], ", +", sizes[i],
+                                               ") is outside the shard of ", limit, " bytes")));
+  py::gil_scoped_release release;
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    void* mem = reinterpret_cast<void*>(addresses[i]);
+    uint8_t* at = b.bytes->data() + offsets[i];
+    if (into_buffer)
+      std::memcpy(at, mem, static_cast<size_t>(sizes[i]));
+    else
+      std::memcpy(mem, at, static_cast<size_t>(sizes[i]));
+  }
+}
+
+// ---- the plan ----
+
+ws::Model ModelFrom(const py::list& params, int num_layers, int num_experts) {
+  ws::Model m;
+  m.num_layers = num_layers;
+  m.num_experts = num_experts;
+  for (py::handle h : params) {
+    py::dict d = py::reinterpret_borrow<py::dict>(h);
+    ws::Param p;
+    p.name = d["name"].cast<std::string>();
+    p.shape = d["shape"].cast<std::vector<int64_t>>();
+    auto dtype = ws::ParseDType(d["dtype"].cast<std::string>());
+    if (!dtype.ok())
+      Raise(absl::InvalidArgumentError(absl::StrCat("param '", p.name, "': ", dtype.status().message())));
+    p.dtype = *dtype;
+    p.split_dim = d["split_dim"].cast<int>();
+    p.fused = d["fused"].cast<std::vector<int64_t>>();
+    p.head_rows = d["head_rows"].cast<std::vector<int64_t>>();
+    p.layer = d["layer"].cast<int>();
+    p.expert = d["expert"].cast<int>();
+    m.params.push_back(std::move(p));
+  }
+  return m;
+}
+
+ws::Layout LayoutFrom(const py::list& groups, const char* side) {
+  ws::Layout l;
+  for (py::handle h : groups) {
+    py::dict d = py::reinterpret_borrow<py::dict>(h);
+    const std::string kind = d["kind"].cast<std::string>();
+    if (kind == "fsdp") {
+      l.groups.push_back(ws::Fsdp{d["shards"].cast<int>(), d["replicas"].cast<int>()});
+    } else if (kind == "model_parallel") {
+      ws::ModelParallel mp;
+      mp.tp = d["tp"].cast<int>();
+      mp.pp = d["pp"].cast<int>();
+      mp.ep = d["ep"].cast<int>();
+      mp.replicas = d["replicas"].cast<int>();
+      mp.experts = d["experts_whole"].cast<bool>() ? ws::ExpertSharding::kWholeOverAllRanks
+                                                   : ws::ExpertSharding::kEpThenTp;
+      mp.stage_first_layer = d["stage_first_layer"].cast<std::vector<int>>();
+      l.groups.push_back(mp);
+    } else {
+      Raise(absl::InvalidArgumentError(
+          absl::StrCat(side, " layout: group kind '", kind, "' is not model_parallel or fsdp")));
+    }
+  }
+  return l;
+}
+
+// What Python needs of one rank's shard buffer: per parameter it holds, where its bytes sit and
+// the local tensor's shape (the boxes stacked on dim 0 when they agree on the other dims, as a
+// TP rank holds a fused [q_t; k_t; v_t]; else flat, as an FSDP piece is).
+py::list Entries(const ws::Model& model, const ws::ShardLayout& layout) {
+  py::list out;
+  for (const ws::ShardLayout::Entry& e : layout.entries()) {
+    const ws::Param& p = model.params[e.param];
+    const int esize = ws::ElementSize(p.dtype);
+    int64_t bytes = 0;
+    for (const ws::Box& b : e.boxes) bytes += b.Volume();
+    std::vector<int64_t> shape;
+    const ws::Box& first = e.boxes.front();
+    bool stack = !p.shape.empty();
+    for (const ws::Box& b : e.boxes)
+      for (int d = 1; d < b.ndim && stack; ++d) stack = b.hi[d] - b.lo[d] == first.hi[d] - first.lo[d];
+    if (p.shape.empty()) {
+      // A scalar: [element size] in byte space, [] as a tensor.
+    } else if (stack) {
+      int64_t rows = 0;
+      for (const ws::Box& b : e.boxes) rows += b.hi[0] - b.lo[0];
+      shape.push_back(rows);
+      for (int d = 1; d < first.ndim; ++d) shape.push_back(first.hi[d] - first.lo[d]);
+      shape.back() /= esize;  // the last dimension is in bytes
+    } else {
+      shape.push_back(bytes / esize);
+    }
+    py::dict d;
+    d["name"] = p.name;
+    d["param"] = e.param;
+    d["offset"] = e.offsets.front();
+    d["nbytes"] = bytes;
+    d["shape"] = shape;
+    d["dtype"] = std::string(ws::DTypeName(p.dtype));
+    out.append(d);
+  }
+  return out;
+}
+
+class SyncPlan {
+ public:
+  SyncPlan(const py::list& params, int num_layers, int num_experts, const py::list& senders,
+           const py::list& receivers, std::vector<std::string> exclude, bool lora_only,
+           std::optional<std::vector<std::string>> keep, std::optional<std::vector<std::string>> fp8) {
+    trainer_ = ModelFrom(params, num_layers, num_experts);
+    Check(ws::ValidateModel(trainer_));
+    senders_ = LayoutFrom(senders, "trainer");
+    receivers_ = LayoutFrom(receivers, "engine");
+    ws::Model synced = trainer_;
+    if (fp8) {
+      absl::flat_hash_set<std::string> names(fp8->begin(), fp8->end());
+      fp8_ = Unwrap(
+          ws::MakeFp8Conversion(trainer_, [names](const ws::Param& p) { return names.contains(p.name); }));
+      synced = fp8_->model;
+    }
+    ws::PlanOptions o;
+    std::optional<absl::flat_hash_set<std::string>> kept;
+    if (keep) kept.emplace(keep->begin(), keep->end());
+    o.filter = [drop = ws::ExcludeNames(std::move(exclude)), lora_only, kept](const ws::Param& p) {
+      if (!drop(p)) return false;
+      if (lora_only && !ws::LoraOnly()(p)) return false;
+      return !kept || kept->contains(p.name);
+    };
+    prepared_ = Unwrap(ws::PreparedSync::Make(std::move(synced), senders_, receivers_, std::move(o)));
+    if (fp8_) {
+      trainer_map_ = std::make_unique<ws::ShardMap>(Unwrap(ws::ShardMap::Build(trainer_, senders_)));
+    }
+  }
+
+  // The trainer-side layout of sender `rank` (the trainer model's, before any conversion).
+  ws::ShardLayout TrainerLayout(int rank) const {
+    if (rank < 0 || rank >= prepared_->num_senders())
+      Raise(absl::OutOfRangeError(
+          absl::StrCat("sender rank ", rank, " is outside 0..", prepared_->num_senders() - 1)));
+    if (fp8_) return ws::ShardLayout::Of(trainer_, *trainer_map_, rank);
+    return Unwrap(prepared_->SenderLayout(rank));
+  }
+  py::list SenderEntries(int rank) const { return Entries(trainer_, TrainerLayout(rank)); }
+  py::list ReceiverEntries(int rank) const {
+    return Entries(prepared_->model(), Unwrap(prepared_->ReceiverLayout(rank)));
+  }
+  py::dict Summary() const {
+    const ws::Plan& p = prepared_->plan();
+    py::dict d;
+    d["senders"] = p.num_senders;
+    d["receivers"] = p.num_receivers;
+    d["transfers"] = p.transfers.size();
+    d["bytes"] = p.total_bytes;
+    d["predicted_s"] = p.predicted_s;
+    d["lower_bound_s"] = p.lower_bound_s;
+    absl::flat_hash_set<int> moved;
+    for (const ws::Transfer& t : p.transfers) moved.insert(t.param);
+    std::vector<std::string> names;
+    for (int i = 0; i < static_cast<int>(prepared_->model().params.size()); ++i)
+      if (moved.contains(i)) names.push_back(prepared_->model().params[i].name);
+    d["synced"] = names;
+    return d;
+  }
+
+  const ws::Model& trainer() const { return trainer_; }
+  const std::optional<ws::Fp8Conversion>& fp8() const { return fp8_; }
+  const ws::PreparedSync& prepared() const { return *prepared_; }
+
+ private:
+  ws::Model trainer_;
+  ws::Layout senders_, receivers_;
+  std::optional<ws::Fp8Conversion> fp8_;
+  std::unique_ptr<ws::ShardMap> trainer_map_;  // fp8 only: the trainer model's shards
+  std::unique_ptr<ws::PreparedSync> prepared_;
+};
+
+// "kv" with the head's address and token, or "dir" with a directory (ranks on one machine).
+std::unique_ptr<ws::Rendezvous> MakeRendezvous(const std::string& kind, const std::string& where,
+                                               const std::string& token) {
+  if (kind == "kv") return Unwrap(ws::KvRendezvous::Connect(where, token));
+  if (kind == "dir") return std::make_unique<ws::FileRendezvous>(where);
+  Raise(absl::InvalidArgumentError(absl::StrCat("rendezvous kind '", kind, "' is not kv or dir")));
+}
+
+ws::TcpOptions TcpFor(ws::Rendezvous* r, const std::string& prefix, double io_timeout_s, bool checksums) {
+  if (!(io_timeout_s > 0)) Raise(absl::InvalidArgumentError("io_timeout must be positive"));
+  ws::TcpOptions o;
+  o.rendezvous = r;
+  o.key_prefix = prefix;
+  o.transfer.io_timeout = Seconds(io_timeout_s);
+  o.transfer.sync_timeout = Seconds(io_timeout_s * 3);
+  o.transfer.checksums = checksums;
+  return o;
+}
+
+class Sender {
+ public:
+  Sender(std::shared_ptr<SyncPlan> plan, int rank, const std::string& kind, const std::string& where,
+         const std::string& token, const std::string& prefix, double io_timeout_s, bool checksums)
+      : plan_(std::move(plan)), layout_(plan_->TrainerLayout(rank)) {
+    schedule_ = Unwrap(plan_->prepared().SenderSchedule(rank));
+    rendezvous_ = MakeRendezvous(kind, where, token);
+    transport_ = Unwrap(ws::CreateTcpTransport(TcpFor(rendezvous_.get(), prefix, io_timeout_s, checksums)));
+    shard_ = std::make_shared<Buffer>(Buffer{ws::ShardBytes::Make(static_cast<size_t>(layout_.Bytes()))});
+    if (plan_->fp8()) {
+      converted_layout_ = Unwrap(plan_->prepared().SenderLayout(rank));
+      converted_ = ws::ShardBytes::Make(static_cast<size_t>(schedule_.shard_bytes));
+    }
+  }
+  std::shared_ptr<Buffer> shard() const { return shard_; }
+  // Sends the shard as `version` (converted to fp8 first when the plan says so). Returns the
+  // seconds spent converting.
+  double Send(uint64_t version) {
+    py::gil_scoped_release release;
+    double convert_s = 0;
+    absl::Span<const uint8_t> bytes = shard_->bytes->span();
+    if (plan_->fp8()) {
+      const absl::Time t0 = absl::Now();
+      absl::Status s = ws::ConvertShard(plan_->trainer(), *plan_->fp8(), layout_, converted_layout_, bytes,
+                                        converted_->span());
+      if (!s.ok()) {
+        py::gil_scoped_acquire gil;
+        Raise(s);
+      }
+      convert_s = absl::ToDoubleSeconds(absl::Now() - t0);
+      bytes = converted_->span();
+    }
+    absl::Status s = transport_->Send(version, schedule_, bytes);
+    if (!s.ok()) {
+      py::gil_scoped_acquire gil;
+      Raise(s);
+    }
+    return convert_s;
+  }
+  int64_t wire_bytes() const {
+    int64_t n = 0;
+    for (const ws::PeerStream& p : schedule_.peers) n += p.bytes;
+    return n;
+  }
+
+ private:
+  std::shared_ptr<SyncPlan> plan_;
+  ws::ShardLayout layout_;
+  ws::RankSchedule schedule_;
+  std::unique_ptr<ws::Rendezvous> rendezvous_;  // outlives the transport (declared before it)
+  std::unique_ptr<ws::Transport> transport_;
+  std::shared_ptr<Buffer> shard_;
+  ws::ShardLayout converted_layout_;  // fp8 only: the rollout model's layout of this rank
+  std::shared_ptr<ws::ShardBytes> converted_;
+};
+
+class Receiver {
+ public:
+  Receiver(std::shared_ptr<SyncPlan> plan, int rank, const std::string& kind, const std::string& where,
+           const std::string& token, const std::string& prefix, double io_timeout_s, bool checksums,
+           const std::string& bind_host, const std::string& advertise_host, bool in_place)
+      : plan_(std::move(plan)) {
+    schedule_ = Unwrap(plan_->prepared().ReceiverSchedule(rank));
+    rendezvous_ = MakeRendezvous(kind, where, token);
+    ws::TcpOptions o = TcpFor(rendezvous_.get(), prefix, io_timeout_s, checksums);
+    o.receiver_rank = rank;
+    o.bind_host = bind_host;
+    o.advertise_host = advertise_host;
+    o.transfer.defer_commit = true;
+    o.transfer.staging = in_place ? ws::Staging::kInPlace : ws::Staging::kCopy;
+    transport_ = Unwrap(ws::CreateTcpTransport(o));
+    shard_ = std::make_unique<ws::VersionedShard>(schedule_.shard_bytes);
+  }
+  // Receives `version` into staging and leaves it prepared (every sender's bytes in, verified);
+  // the caller commits or aborts. On failure the staging is already dropped.
+  void Receive(uint64_t version) {
+    py::gil_scoped_release release;
+    absl::Status s = transport_->Receive(version, schedule_, *shard_);
+    if (!s.ok()) {
+      py::gil_scoped_acquire gil;
+      Raise(s);
+    }
+  }
+  // The prepared bytes (for copying into an engine's own tensors before Commit).
+  std::shared_ptr<Buffer> Staged() const {
+    std::shared_ptr<ws::ShardBytes> b = shard_->StagingBuffer();
+    if (!b) Raise(absl::FailedPreconditionError("no version is staged"));
+    return std::make_shared<Buffer>(Buffer{std::move(b), shard_->PendingVersion()});
+  }
+  void Commit() { Check(shard_->Commit()); }
+  void Abort() { shard_->Abort(); }
+  // The live version's bytes, or None while nothing is served (a torn in-place shard).
+  py::object Current() const {
+    ws::VersionedShard::Snapshot s = shard_->Current();
+    if (!s.bytes) return py::none();
+    // Lent writable: the engine owns its weights (its kernels may transform them in place).
+    auto bytes = std::const_pointer_cast<ws::ShardBytes>(s.bytes);
+    return py::cast(std::make_shared<Buffer>(Buffer{std::move(bytes), s.version}));
+  }
+  uint64_t version() const { return shard_->Current().version; }
+  // Replaces the live version with a fresh buffer the caller fills (initial weights).
+  std::shared_ptr<Buffer> NewBuffer() const {
+    return std::make_shared<Buffer>(
+        Buffer{ws::ShardBytes::Make(static_cast<size_t>(shard_->Bytes()), false)});
+  }
+  void Load(uint64_t version, const Buffer& b) { Check(shard_->Load(version, b.bytes->ToVector())); }
+  std::string Aftermath() const { return ws::Aftermath(*shard_); }
+
+ private:
+  std::shared_ptr<SyncPlan> plan_;
+  ws::RankSchedule schedule_;
+  std::unique_ptr<ws::Rendezvous> rendezvous_;
+  std::unique_ptr<ws::Transport> transport_;
+  std::unique_ptr<ws::VersionedShard> shard_;
+};
+
+}  // namespace
+}  // namespace skyrl::python
+
+namespace skyrl::python {
+
+void BindWeightSync(py::module_& parent, PyObject* error) {
+  g_error = error;
+  py::module_ m =
+      parent.def_submodule("weight_sync", "SkyRL Runtime's weight sync, for skyrl_runtime.weight_sync");
+#ifdef SKYRL_HAVE_NCCL
+  m.attr("has_nccl") = true;
+#else
+  m.attr("has_nccl") = false;
+#endif
+
+  py::class_<Buffer, std::shared_ptr<Buffer>>(m, "Buffer", py::buffer_protocol())
+      .def_buffer([](Buffer& b) {
+        return py::buffer_info(b.bytes->data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {py::ssize_t(b.bytes->size())}, {py::ssize_t(1)}, /*readonly=*/false);
+      })
+      .def("__len__", [](const Buffer& b) { return b.bytes->size(); })
+      .def_property_readonly("version", [](const Buffer& b) { return b.version; })
+      .def("pack", [](Buffer& b, const std::vector<int64_t>& offsets, const std::vector<uintptr_t>& addresses,
+                      const std::vector<int64_t>& sizes) { CopyRuns(b, offsets, addresses, sizes, true); })
+      .def("unpack",
+           [](Buffer& b, const std::vector<int64_t>& offsets, const std::vector<uintptr_t>& addresses,
+              const std::vector<int64_t>& sizes) { CopyRuns(b, offsets, addresses, sizes, false); });
+
+  py::class_<SyncPlan, std::shared_ptr<SyncPlan>>(m, "SyncPlan")
+      .def(py::init<const py::list&, int, int, const py::list&, const py::list&, std::vector<std::string>,
+                    bool, std::optional<std::vector<std::string>>, std::optional<std::vector<std::string>>>(),
+           py::arg("params"), py::arg("num_layers"), py::arg("num_experts"), py::arg("senders"),
+           py::arg("receivers"), py::arg("exclude"), py::arg("lora_only"), py::arg("keep"), py::arg("fp8"))
+      .def("sender_entries", &SyncPlan::SenderEntries)
+      .def("receiver_entries", &SyncPlan::ReceiverEntries)
+      .def("summary", &SyncPlan::Summary);
+
+  py::class_<Sender, std::shared_ptr<Sender>>(m, "Sender")
+      .def(py::init<std::shared_ptr<SyncPlan>, int, const std::string&, const std::string&,
+                    const std::string&, const std::string&, double, bool>(),
+           py::arg("plan"), py::arg("rank"), py::arg("kind"), py::arg("where"), py::arg("token"),
+           py::arg("prefix"), py::arg("io_timeout"), py::arg("checksums"))
+      .def("shard", &Sender::shard)
+      .def("send", &Sender::Send, py::arg("version"))
+      .def_property_readonly("wire_bytes", &Sender::wire_bytes);
+
+  py::class_<Receiver, std::shared_ptr<Receiver>>(m, "Receiver")
+      .def(
+          py::init<std::shared_ptr<SyncPlan>, int, const std::string&, const std::string&, const std::string&,
+                   const std::string&, double, bool, const std::string&, const std::string&, bool>(),
+          py::arg("plan"), py::arg("rank"), py::arg("kind"), py::arg("where"), py::arg("token"),
+          py::arg("prefix"), py::arg("io_timeout"), py::arg("checksums"), py::arg("bind_host"),
+          py::arg("advertise_host"), py::arg("in_place"))
+      .def("receive", &Receiver::Receive, py::arg("version"))
+      .def("staged", &Receiver::Staged)
+      .def("commit", &Receiver::Commit)
+      .def("abort", &Receiver::Abort)
+      .def("current", &Receiver::Current)
+      .def("new_buffer", &Receiver::NewBuffer)
+      .def("load", &Receiver::Load, py::arg("version"), py::arg("buffer"))
+      .def("aftermath", &Receiver::Aftermath)
+      .def_property_readonly("version", &Receiver::version);
+}
+
+}  // namespace skyrl::python
