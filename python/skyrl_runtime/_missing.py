@@ -13,7 +13,8 @@ MISSING = {
     "timeline": "no timeline yet",
     "get_runtime_env": "no runtime_env query yet: pass what the code needs as arguments",
     # ray.util names
-    "util.collective": "torch.distributed (gloo, NCCL) across actors, rank 0's address passed to the others",
+    "util.collective": "skyrl_runtime.weight_sync for weights from trainers to engines; torch.distributed "
+                       "(gloo, NCCL) across actors for other collectives, rank 0's address passed to the others",
     "util.queue": "an actor holding a collections.deque",
     "util.ActorPool": "a list of handles and wait()",
     "util.state": "nodes(), the actor's _describe(), `skyrl status` and `skyrl list`",

@@ -406,6 +406,7 @@ class WeightReceiver:
                              checksums=bool(checksums), in_place=staging == "in_place",
                              host=host or os.environ.get("SKYRL_NODE_HOST") or "127.0.0.1")
         self._native = None
+        self._prepared = 0  # the version prepare() left staged, or 0
         self._lock = threading.Lock()
 
     def init(self):
@@ -435,12 +436,32 @@ class WeightReceiver:
 
     def update(self, version):
         """Receives `version` from every trainer rank the plan names and makes it live (SkyRL's
-        update_named_weights). On failure raises WeightSyncError naming the sender and what
-        failed; the previous version stays live and the engine's tensors are untouched."""
+        update_named_weights): prepare(version), then commit(). On failure raises
+        WeightSyncError naming the sender and what failed; the previous version stays live and
+        the engine's tensors are untouched."""
+        self.prepare(version)
+        self.commit()
+
+    def prepare(self, version):
+        """The first half of update(): receives `version` and verifies it, without making it
+        live. An engine of several ranks prepares on every rank, then commits every rank if all
+        succeeded and aborts every rank otherwise, so that its ranks never serve two versions."""
         self.init()
         with self._lock:
+            if self._prepared:
+                raise WeightSyncError(f"version {self._prepared} is prepared: commit() or abort() it first",
+                                      "FAILED_PRECONDITION")
+            _checked(self._native.receive, int(version))
+            self._prepared = int(version)
+
+    def commit(self):
+        """Makes the prepared version live (copying it into the engine's tensors, or
+        re-pointing them with bind). FAILED_PRECONDITION when nothing is prepared."""
+        with self._lock:
+            if not self._prepared:
+                raise WeightSyncError("no version is prepared", "FAILED_PRECONDITION")
             native = self._native
-            _checked(native.receive, int(version))
+            self._prepared = 0
             try:
                 if self._tensors is not None and not self._bind:
                     native.staged().unpack(*_copy_plan(self._moved, self._tensors))
@@ -450,6 +471,13 @@ class WeightReceiver:
                 raise
             if self._bind:
                 self._rebind(native)
+
+    def abort(self):
+        """Drops a prepared version; the live one stays."""
+        with self._lock:
+            if self._native is not None:
+                self._native.abort()
+            self._prepared = 0
 
     def views(self):
         """The live version's tensors (name -> tensor), sharing the receiver's memory; {} before

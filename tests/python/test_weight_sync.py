@@ -276,6 +276,35 @@ def test_lora_only_moves_the_adapters_and_bind_repoints_the_engine(tmp_path):
             assert torch.all(t == 7.0), f"{name}: a base weight changed in a LoRA-only sync"
 
 
+def test_an_engine_of_two_ranks_commits_both_or_neither(tmp_path):
+    spec = spec_of()
+    plan = ws.SyncPlan(spec, trainer=ws.ModelParallel(tp=1), engines=[ws.ModelParallel(tp=2)])
+    engine = [{lp.name: torch.full(lp.shape, 7.0) for lp in plan.receiver_params(r)} for r in range(2)]
+    rxs = [ws.WeightReceiver(plan, r, engine[r], rendezvous=str(tmp_path), group="two-ranks") for r in range(2)]
+    for v in (1, 2):
+        sender = ws.WeightSender(plan, 0, {n: t.clone() for n, t in full_model(v).items()}, rendezvous=str(tmp_path),
+                                 group="two-ranks")
+        run_in_threads(*[lambda rx=rx, v=v: rx.prepare(v) for rx in rxs], lambda v=v: sender.send(v))
+        with pytest.raises(ws.WeightSyncError) as e:
+            rxs[0].prepare(v + 1)
+        assert e.value.code == "FAILED_PRECONDITION"
+        if v == 1:  # one rank's peer failed, say: the engine aborts both, and both keep serving what they had
+            for rx in rxs:
+                rx.abort()
+            assert [rx.version for rx in rxs] == [0, 0]
+            assert all(torch.all(t == 7.0) for ranks in engine for t in ranks.values())
+        else:
+            for rx in rxs:
+                rx.commit()
+            assert [rx.version for rx in rxs] == [2, 2]
+            for r in range(2):
+                for name, t in engine[r].items():
+                    assert same_bytes(t, tp_slice(spec, name, full_model(2)[name], 2, r)), name
+    with pytest.raises(ws.WeightSyncError) as e:
+        rxs[1].commit()
+    assert e.value.code == "FAILED_PRECONDITION"
+
+
 E4M3 = None
 
 
