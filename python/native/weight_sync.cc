@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -133,10 +134,21 @@ ws::Layout LayoutFrom(const py::list& groups, const char* side) {
   return l;
 }
 
+// Whether `rank` of `layout` is in an FSDP group (its pieces are flat ranges).
+bool IsFsdpRank(const ws::Layout& layout, int rank) {
+  for (const ws::LayoutGroup& g : layout.groups) {
+    const int n = std::visit([](const auto& v) { return v.Ranks(); }, g);
+    if (rank < n) return std::holds_alternative<ws::Fsdp>(g);
+    rank -= n;
+  }
+  return false;
+}
+
 // What Python needs of one rank's shard buffer: per parameter it holds, where its bytes sit and
-// the local tensor's shape (the boxes stacked on dim 0 when they agree on the other dims, as a
-// TP rank holds a fused [q_t; k_t; v_t]; else flat, as an FSDP piece is).
-py::list Entries(const ws::Model& model, const ws::ShardLayout& layout) {
+// the local tensor's shape: flat for an FSDP rank (a piece of the flat parameter); else the
+// boxes stacked on dim 0 (a TP rank holds a fused [q_t; k_t; v_t] as one tensor), or flat when
+// they do not stack.
+py::list Entries(const ws::Model& model, const ws::ShardLayout& layout, bool flat) {
   py::list out;
   for (const ws::ShardLayout::Entry& e : layout.entries()) {
     const ws::Param& p = model.params[e.param];
@@ -145,10 +157,10 @@ py::list Entries(const ws::Model& model, const ws::ShardLayout& layout) {
     for (const ws::Box& b : e.boxes) bytes += b.Volume();
     std::vector<int64_t> shape;
     const ws::Box& first = e.boxes.front();
-    bool stack = !p.shape.empty();
+    bool stack = !p.shape.empty() && !flat;
     for (const ws::Box& b : e.boxes)
       for (int d = 1; d < b.ndim && stack; ++d) stack = b.hi[d] - b.lo[d] == first.hi[d] - first.lo[d];
-    if (p.shape.empty()) {
+    if (p.shape.empty() && !flat) {
       // A scalar: [element size] in byte space, [] as a tensor.
     } else if (stack) {
       int64_t rows = 0;
@@ -209,9 +221,11 @@ class SyncPlan {
     if (fp8_) return ws::ShardLayout::Of(trainer_, *trainer_map_, rank);
     return Unwrap(prepared_->SenderLayout(rank));
   }
-  py::list SenderEntries(int rank) const { return Entries(trainer_, TrainerLayout(rank)); }
+  py::list SenderEntries(int rank) const {
+    return Entries(trainer_, TrainerLayout(rank), IsFsdpRank(senders_, rank));
+  }
   py::list ReceiverEntries(int rank) const {
-    return Entries(prepared_->model(), Unwrap(prepared_->ReceiverLayout(rank)));
+    return Entries(prepared_->model(), Unwrap(prepared_->ReceiverLayout(rank)), IsFsdpRank(receivers_, rank));
   }
   py::dict Summary() const {
     const ws::Plan& p = prepared_->plan();

@@ -376,3 +376,81 @@ def test_the_plan_travels_to_actors_and_names_bad_layouts(tmp_path):
     with pytest.raises(ws.WeightSyncError) as e:
         plan.sender_params(5)
     assert e.value.code == "OUT_OF_RANGE"
+
+
+def sync_in_threads(plan, senders_tensors, tmp_path, group):
+    """Every rank a thread of this process (ranks in processes are covered above); returns each
+    engine rank's live tensors."""
+    senders = [ws.WeightSender(plan, r, t, rendezvous=str(tmp_path), group=group)
+               for r, t in enumerate(senders_tensors)]
+    rxs = [ws.WeightReceiver(plan, r, rendezvous=str(tmp_path), group=group) for r in range(plan.num_receivers)]
+    run_in_threads(*[lambda rx=rx: rx.update(1) for rx in rxs], *[lambda s=s: s.send(1) for s in senders])
+    return [rx.views() for rx in rxs]
+
+
+def check_engine_ranks(spec, full, engine_tps, got):
+    rank = 0
+    for tp in engine_tps:
+        for r in range(tp):
+            for name, t in got[rank].items():
+                assert same_bytes(t, tp_slice(spec, name, full[name], tp, r)), f"engine rank {rank}: {name}"
+            rank += 1
+
+
+def test_fsdp_flat_shards_to_tp_engines(tmp_path):
+    spec = spec_of()
+    full = full_model(1)
+    plan = ws.SyncPlan(spec, trainer=ws.Fsdp(shards=2), engines=[ws.ModelParallel(tp=1), ws.ModelParallel(tp=2)])
+    # The reference cut: every parameter's bytes in model order, padded to a multiple of the
+    # shard count and cut into equal ranges; a rank holds each parameter's part of its range, flat.
+    flat = torch.cat([full[n].reshape(-1).view(torch.uint8) for n in spec.names()])
+    size = -(-flat.numel() // 2)
+    pieces = [{}, {}]
+    start = 0
+    for name in spec.names():
+        nbytes = full[name].numel() * 4
+        for r in range(2):
+            lo, hi = max(start, r * size), min(start + nbytes, (r + 1) * size)
+            if lo < hi:
+                pieces[r][name] = flat[lo:hi].clone().view(torch.float32)
+        start += nbytes
+    for r in range(2):
+        assert [lp.name for lp in plan.sender_params(r)] == list(pieces[r])
+        assert all(len(lp.shape) == 1 for lp in plan.sender_params(r))
+    got = sync_in_threads(plan, pieces, tmp_path, "fsdp")
+    check_engine_ranks(spec, full, [1, 2], got)
+
+
+def test_pipeline_stages_to_a_tp_engine(tmp_path):
+    spec = spec_of()
+    full = full_model(1)
+    plan = ws.SyncPlan(spec, trainer=ws.ModelParallel(pp=2), engines=[ws.ModelParallel(tp=2)])
+    stages = [[lp.name for lp in plan.sender_params(r)] for r in range(2)]
+    assert stages[0] == [n for n in spec.names() if n.startswith(("model.embed", "model.layers.0."))]
+    assert stages[1] == [n for n in spec.names() if n not in stages[0]]
+    got = sync_in_threads(plan, [{n: full[n].clone() for n in names} for names in stages], tmp_path, "pp")
+    check_engine_ranks(spec, full, [2], got)
+
+
+def test_expert_parallel_trainer_to_a_tp_engine(tmp_path):
+    experts, inter = 4, 32
+    shapes = [("model.embed_tokens.weight", (VOCAB, H))]
+    for layer in range(2):
+        p = f"model.layers.{layer}.mlp"
+        shapes.append((f"{p}.gate.weight", (experts, H)))
+        for e in range(experts):
+            shapes += [(f"{p}.experts.{e}.gate_up_proj.weight", (2 * inter, H)),
+                       (f"{p}.experts.{e}.down_proj.weight", (H, inter))]
+    shapes.append(("lm_head.weight", (VOCAB, H)))
+    rules = [ws.Rule("*.gate_up_proj.weight", "column", fused=[inter, inter]), ws.Rule("*.down_proj.weight", "row"),
+             ws.Rule("*embed_tokens.weight", "column"), ws.Rule("lm_head.weight", "column")]
+    spec = ws.ModelSpec.from_named_parameters([(n, torch.empty(s)) for n, s in shapes], rules)
+    assert spec.num_experts == experts and spec.num_layers == 2
+    full = {n: torch.randn(s, generator=torch.Generator().manual_seed(i)) for i, (n, s) in enumerate(shapes)}
+    plan = ws.SyncPlan(spec, trainer=ws.ModelParallel(ep=2), engines=[ws.ModelParallel(tp=2)])
+    held = [[lp.name for lp in plan.sender_params(r)] for r in range(2)]
+    for r in range(2):  # EP rank r: experts 2r and 2r + 1 whole, every dense parameter
+        mine = {f".experts.{e}." for e in (2 * r, 2 * r + 1)}
+        assert held[r] == [n for n in spec.names() if ".experts." not in n or any(m in n for m in mine)]
+    got = sync_in_threads(plan, [{n: full[n].clone() for n in names} for names in held], tmp_path, "ep")
+    check_engine_ranks(spec, full, [2], got)
