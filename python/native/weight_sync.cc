@@ -9,6 +9,7 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -22,6 +23,9 @@
 #include "absl/time/time.h"
 #include "weight_sync/convert/fp8_model.h"
 #include "weight_sync/kv_rendezvous.h"
+#ifdef SKYRL_HAVE_NCCL
+#include "weight_sync/nccl/nccl_transport.h"
+#endif
 #include "weight_sync/plan/prepared_sync.h"
 #include "weight_sync/rendezvous.h"
 #include "weight_sync/shard_bytes.h"
@@ -257,63 +261,171 @@ class SyncPlan {
   std::unique_ptr<ws::PreparedSync> prepared_;
 };
 
-// "kv" with the head's address and token, or "dir" with a directory (ranks on one machine).
-std::unique_ptr<ws::Rendezvous> MakeRendezvous(const std::string& kind, const std::string& where,
-                                               const std::string& token) {
-  if (kind == "kv") return Unwrap(ws::KvRendezvous::Connect(where, token));
-  if (kind == "dir") return std::make_unique<ws::FileRendezvous>(where);
-  Raise(absl::InvalidArgumentError(absl::StrCat("rendezvous kind '", kind, "' is not kv or dir")));
-}
+// How a rank reaches its peers, from Python's options dict: rendezvous ("kv" with the head's
+// address and token, or "dir" with a directory), the key prefix, the transport ("tcp", or
+// "nccl" in builds with NCCL, on CUDA device `device`), timeouts and checksums; receivers also
+// bind_host, advertise_host and in_place.
+struct Endpoint {
+  std::string rendezvous, where, token, prefix, transport, bind_host, advertise_host;
+  double io_timeout_s = 30;
+  bool checksums = false, in_place = false;
+  int device = 0;
 
-ws::TcpOptions TcpFor(ws::Rendezvous* r, const std::string& prefix, double io_timeout_s, bool checksums) {
-  if (!(io_timeout_s > 0)) Raise(absl::InvalidArgumentError("io_timeout must be positive"));
-  ws::TcpOptions o;
-  o.rendezvous = r;
-  o.key_prefix = prefix;
-  o.transfer.io_timeout = Seconds(io_timeout_s);
-  o.transfer.sync_timeout = Seconds(io_timeout_s * 3);
-  o.transfer.checksums = checksums;
-  return o;
-}
+  static Endpoint From(const py::dict& d) {
+    Endpoint e;
+    e.rendezvous = d["rendezvous"].cast<std::string>();
+    e.where = d["where"].cast<std::string>();
+    e.token = d["token"].cast<std::string>();
+    e.prefix = d["prefix"].cast<std::string>();
+    e.transport = d["transport"].cast<std::string>();
+    e.io_timeout_s = d["io_timeout"].cast<double>();
+    e.checksums = d["checksums"].cast<bool>();
+    e.device = d["device"].cast<int>();
+    if (d.contains("bind_host")) e.bind_host = d["bind_host"].cast<std::string>();
+    if (d.contains("advertise_host")) e.advertise_host = d["advertise_host"].cast<std::string>();
+    if (d.contains("in_place")) e.in_place = d["in_place"].cast<bool>();
+    if (!(e.io_timeout_s > 0)) Raise(absl::InvalidArgumentError("io_timeout must be positive"));
+    if (e.transport != "tcp" && e.transport != "nccl")
+      Raise(absl::InvalidArgumentError(absl::StrCat("transport '", e.transport, "' is not tcp or nccl")));
+#ifndef SKYRL_HAVE_NCCL
+    if (e.transport == "nccl")
+      Raise(absl::FailedPreconditionError(
+          "transport nccl: this build has no NCCL (configure with CUDA and NCCL)"));
+#endif
+    return e;
+  }
+
+  std::unique_ptr<ws::Rendezvous> MakeRendezvous() const {
+    if (rendezvous == "kv") return Unwrap(ws::KvRendezvous::Connect(where, token));
+    if (rendezvous == "dir") return std::make_unique<ws::FileRendezvous>(where);
+    Raise(absl::InvalidArgumentError(absl::StrCat("rendezvous kind '", rendezvous, "' is not kv or dir")));
+  }
+
+  ws::TransferOptions Transfer() const {
+    ws::TransferOptions t;
+    t.io_timeout = Seconds(io_timeout_s);
+    t.sync_timeout = Seconds(io_timeout_s * 3);
+    t.checksums = checksums;
+    return t;
+  }
+};
+
+// One rank's transport. TCP is made at once (a receiver listens and publishes its address from
+// then on). NCCL's creation is collective, so it is made at the first sync, when every rank is
+// in one; after a failed sync it is dropped and made again, under a new generation, at the next
+// (NCCL's shared fate: every rank of the sync fails and does the same).
+class Link {
+ public:
+  Link(const Endpoint& e, const ws::Plan& plan, bool sender, int rank, ws::TransferOptions transfer)
+      : e_(e),
+        sender_(sender),
+        rank_(rank),
+        senders_(plan.num_senders),
+        receivers_(plan.num_receivers),
+        transfer_(transfer) {
+    rendezvous_ = e_.MakeRendezvous();
+    if (e_.transport == "tcp") {
+      ws::TcpOptions o;
+      o.rendezvous = rendezvous_.get();
+      o.key_prefix = e_.prefix;
+      o.transfer = transfer_;
+      if (!sender_) {
+        o.receiver_rank = rank_;
+        o.bind_host = e_.bind_host;
+        o.advertise_host = e_.advertise_host;
+      }
+      transport_ = Unwrap(ws::CreateTcpTransport(o));
+    }
+  }
+  // Runs `fn(transport)` with the GIL released; raises its failure.
+  template <typename Fn>
+  void Run(Fn&& fn) {
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = Ensure();
+      if (s.ok()) s = fn(*transport_);
+      if (!s.ok() && e_.transport == "nccl") {
+        transport_.reset();
+        ++generation_;
+      }
+    }
+    if (!s.ok()) Raise(s);
+  }
+
+ private:
+  absl::Status Ensure() {
+    if (transport_) return absl::OkStatus();
+#ifdef SKYRL_HAVE_NCCL
+    ws::NcclOptions o;
+    o.rendezvous = rendezvous_.get();
+    o.key_prefix = e_.prefix;
+    o.num_senders = senders_;
+    o.num_receivers = receivers_;
+    o.is_sender = sender_;
+    o.rank = rank_;
+    o.device = e_.device;
+    o.generation = generation_;
+    o.init_timeout = Seconds(std::max(e_.io_timeout_s, 60.0));
+    o.transfer = transfer_;
+    absl::StatusOr<std::unique_ptr<ws::Transport>> t = ws::CreateNcclTransport(o);
+    if (!t.ok()) return t.status();
+    transport_ = std::move(*t);
+    return absl::OkStatus();
+#else
+    return absl::FailedPreconditionError("transport nccl: this build has no NCCL");
+#endif
+  }
+
+  const Endpoint e_;
+  const bool sender_;
+  const int rank_, senders_, receivers_;
+  const ws::TransferOptions transfer_;
+  uint64_t generation_ = 0;
+  std::unique_ptr<ws::Rendezvous> rendezvous_;  // outlives the transport (declared before it)
+  std::unique_ptr<ws::Transport> transport_;
+};
 
 class Sender {
  public:
-  Sender(std::shared_ptr<SyncPlan> plan, int rank, const std::string& kind, const std::string& where,
-         const std::string& token, const std::string& prefix, double io_timeout_s, bool checksums)
+  Sender(std::shared_ptr<SyncPlan> plan, int rank, const py::dict& endpoint)
       : plan_(std::move(plan)), layout_(plan_->TrainerLayout(rank)) {
+    const Endpoint e = Endpoint::From(endpoint);
     schedule_ = Unwrap(plan_->prepared().SenderSchedule(rank));
-    rendezvous_ = MakeRendezvous(kind, where, token);
-    transport_ = Unwrap(ws::CreateTcpTransport(TcpFor(rendezvous_.get(), prefix, io_timeout_s, checksums)));
-    shard_ = std::make_shared<Buffer>(Buffer{ws::ShardBytes::Make(static_cast<size_t>(layout_.Bytes()))});
+    link_ = std::make_unique<Link>(e, plan_->prepared().plan(), /*sender=*/true, rank, e.Transfer());
+    if (e.transport == "tcp")  // a CUDA sender's shard is a device tensor Python owns
+      shard_ = std::make_shared<Buffer>(Buffer{ws::ShardBytes::Make(static_cast<size_t>(layout_.Bytes()))});
     if (plan_->fp8()) {
+      if (e.transport != "tcp")
+        Raise(absl::InvalidArgumentError(
+            "fp8 conversion runs on the CPU: it needs CPU tensors (transport tcp)"));
       converted_layout_ = Unwrap(plan_->prepared().SenderLayout(rank));
       converted_ = ws::ShardBytes::Make(static_cast<size_t>(schedule_.shard_bytes));
     }
   }
-  std::shared_ptr<Buffer> shard() const { return shard_; }
-  // Sends the shard as `version` (converted to fp8 first when the plan says so). Returns the
-  // seconds spent converting.
-  double Send(uint64_t version) {
-    py::gil_scoped_release release;
-    double convert_s = 0;
-    absl::Span<const uint8_t> bytes = shard_->bytes->span();
-    if (plan_->fp8()) {
-      const absl::Time t0 = absl::Now();
-      absl::Status s = ws::ConvertShard(plan_->trainer(), *plan_->fp8(), layout_, converted_layout_, bytes,
-                                        converted_->span());
-      if (!s.ok()) {
-        py::gil_scoped_acquire gil;
-        Raise(s);
+  // The host shard (TCP), or None.
+  py::object shard() const { return shard_ ? py::cast(shard_) : py::none(); }
+  int64_t shard_bytes() const { return layout_.Bytes(); }
+  // Sends the shard as `version` (converted to fp8 first when the plan says so): this object's
+  // host shard, or `address` (device memory of shard_bytes() bytes, NCCL) when not 0.
+  void Send(uint64_t version, uintptr_t address) {
+    absl::Span<const uint8_t> bytes;
+    if (address != 0)
+      bytes = {reinterpret_cast<const uint8_t*>(address), static_cast<size_t>(layout_.Bytes())};
+    else if (shard_)
+      bytes = shard_->bytes->span();
+    else
+      Raise(absl::InvalidArgumentError("send: a device shard's address is needed"));
+    link_->Run([&](ws::Transport& t) -> absl::Status {
+      if (plan_->fp8()) {
+        if (absl::Status s = ws::ConvertShard(plan_->trainer(), *plan_->fp8(), layout_, converted_layout_,
+                                              bytes, converted_->span());
+            !s.ok())
+          return s;
+        bytes = converted_->span();
       }
-      convert_s = absl::ToDoubleSeconds(absl::Now() - t0);
-      bytes = converted_->span();
-    }
-    absl::Status s = transport_->Send(version, schedule_, bytes);
-    if (!s.ok()) {
-      py::gil_scoped_acquire gil;
-      Raise(s);
-    }
-    return convert_s;
+      return t.Send(version, schedule_, bytes);
+    });
   }
   int64_t wire_bytes() const {
     int64_t n = 0;
@@ -325,8 +437,7 @@ class Sender {
   std::shared_ptr<SyncPlan> plan_;
   ws::ShardLayout layout_;
   ws::RankSchedule schedule_;
-  std::unique_ptr<ws::Rendezvous> rendezvous_;  // outlives the transport (declared before it)
-  std::unique_ptr<ws::Transport> transport_;
+  std::unique_ptr<Link> link_;
   std::shared_ptr<Buffer> shard_;
   ws::ShardLayout converted_layout_;  // fp8 only: the rollout model's layout of this rank
   std::shared_ptr<ws::ShardBytes> converted_;
@@ -334,30 +445,19 @@ class Sender {
 
 class Receiver {
  public:
-  Receiver(std::shared_ptr<SyncPlan> plan, int rank, const std::string& kind, const std::string& where,
-           const std::string& token, const std::string& prefix, double io_timeout_s, bool checksums,
-           const std::string& bind_host, const std::string& advertise_host, bool in_place)
-      : plan_(std::move(plan)) {
+  Receiver(std::shared_ptr<SyncPlan> plan, int rank, const py::dict& endpoint) : plan_(std::move(plan)) {
+    const Endpoint e = Endpoint::From(endpoint);
     schedule_ = Unwrap(plan_->prepared().ReceiverSchedule(rank));
-    rendezvous_ = MakeRendezvous(kind, where, token);
-    ws::TcpOptions o = TcpFor(rendezvous_.get(), prefix, io_timeout_s, checksums);
-    o.receiver_rank = rank;
-    o.bind_host = bind_host;
-    o.advertise_host = advertise_host;
-    o.transfer.defer_commit = true;
-    o.transfer.staging = in_place ? ws::Staging::kInPlace : ws::Staging::kCopy;
-    transport_ = Unwrap(ws::CreateTcpTransport(o));
+    ws::TransferOptions t = e.Transfer();
+    t.defer_commit = true;
+    t.staging = e.in_place ? ws::Staging::kInPlace : ws::Staging::kCopy;
+    link_ = std::make_unique<Link>(e, plan_->prepared().plan(), /*sender=*/false, rank, t);
     shard_ = std::make_unique<ws::VersionedShard>(schedule_.shard_bytes);
   }
   // Receives `version` into staging and leaves it prepared (every sender's bytes in, verified);
   // the caller commits or aborts. On failure the staging is already dropped.
   void Receive(uint64_t version) {
-    py::gil_scoped_release release;
-    absl::Status s = transport_->Receive(version, schedule_, *shard_);
-    if (!s.ok()) {
-      py::gil_scoped_acquire gil;
-      Raise(s);
-    }
+    link_->Run([&](ws::Transport& t) { return t.Receive(version, schedule_, *shard_); });
   }
   // The prepared bytes (for copying into an engine's own tensors before Commit).
   std::shared_ptr<Buffer> Staged() const {
@@ -387,8 +487,7 @@ class Receiver {
  private:
   std::shared_ptr<SyncPlan> plan_;
   ws::RankSchedule schedule_;
-  std::unique_ptr<ws::Rendezvous> rendezvous_;
-  std::unique_ptr<ws::Transport> transport_;
+  std::unique_ptr<Link> link_;
   std::unique_ptr<ws::VersionedShard> shard_;
 };
 
@@ -430,21 +529,16 @@ void BindWeightSync(py::module_& parent, PyObject* error) {
       .def("summary", &SyncPlan::Summary);
 
   py::class_<Sender, std::shared_ptr<Sender>>(m, "Sender")
-      .def(py::init<std::shared_ptr<SyncPlan>, int, const std::string&, const std::string&,
-                    const std::string&, const std::string&, double, bool>(),
-           py::arg("plan"), py::arg("rank"), py::arg("kind"), py::arg("where"), py::arg("token"),
-           py::arg("prefix"), py::arg("io_timeout"), py::arg("checksums"))
+      .def(py::init<std::shared_ptr<SyncPlan>, int, const py::dict&>(), py::arg("plan"), py::arg("rank"),
+           py::arg("endpoint"))
       .def("shard", &Sender::shard)
-      .def("send", &Sender::Send, py::arg("version"))
+      .def_property_readonly("shard_bytes", &Sender::shard_bytes)
+      .def("send", &Sender::Send, py::arg("version"), py::arg("address") = 0)
       .def_property_readonly("wire_bytes", &Sender::wire_bytes);
 
   py::class_<Receiver, std::shared_ptr<Receiver>>(m, "Receiver")
-      .def(
-          py::init<std::shared_ptr<SyncPlan>, int, const std::string&, const std::string&, const std::string&,
-                   const std::string&, double, bool, const std::string&, const std::string&, bool>(),
-          py::arg("plan"), py::arg("rank"), py::arg("kind"), py::arg("where"), py::arg("token"),
-          py::arg("prefix"), py::arg("io_timeout"), py::arg("checksums"), py::arg("bind_host"),
-          py::arg("advertise_host"), py::arg("in_place"))
+      .def(py::init<std::shared_ptr<SyncPlan>, int, const py::dict&>(), py::arg("plan"), py::arg("rank"),
+           py::arg("endpoint"))
       .def("receive", &Receiver::Receive, py::arg("version"))
       .def("staged", &Receiver::Staged)
       .def("commit", &Receiver::Commit)

@@ -261,9 +261,8 @@ def _named(tensors):
 
 
 def _check_tensors(tensors, expected, who):
-    """The caller's tensors against the plan's local params: every name there, the same shape,
-    dtype (by element size for fp8 held as bytes), on the CPU and contiguous. ValueError naming
-    the first that is not."""
+    """The caller's tensors against the plan's local params: every name there, the same shape and
+    dtype, contiguous. ValueError naming the first that is not."""
     names = {lp.name for lp in expected}
     extra = sorted(set(tensors) - names)
     if extra:
@@ -277,9 +276,6 @@ def _check_tensors(tensors, expected, who):
             raise ValueError(f"{who}: {lp.name!r} has shape {tuple(t.shape)}, the plan says {lp.shape}")
         if t.dtype != lp.dtype:
             raise ValueError(f"{who}: {lp.name!r} is {t.dtype}, the plan says {lp.dtype}")
-        if t.device.type != "cpu":
-            raise ValueError(f"{who}: {lp.name!r} is on {t.device}; this build moves CPU tensors "
-                             f"(CUDA tensors need the NCCL transport, which the Python API does not drive yet)")
         if not t.is_contiguous():
             raise ValueError(f"{who}: {lp.name!r} is not contiguous")
 
@@ -293,6 +289,62 @@ def _views(buffer, params):
             torch.empty(0, dtype=lp.dtype)
         out[lp.name] = t.view(lp.shape)
     return out
+
+
+def _device_views(flat, params):
+    """Tensors over `flat` (a uint8 torch tensor, any device), one per local param."""
+    out = {}
+    for lp in params:
+        piece = flat.narrow(0, lp.offset, lp.nbytes)
+        try:
+            out[lp.name] = piece.view(lp.dtype).view(lp.shape)
+        except RuntimeError:
+            raise ValueError(f"{lp.name!r} starts at byte {lp.offset} of the rank's shard, not aligned for "
+                             f"{lp.dtype} on this device: keep its tensors where they are (pack=False)") from None
+    return out
+
+
+def _device_of(tensors, transport, who):
+    """(device, transport) for a rank's tensors: one device; "tcp" for CPU tensors and "nccl"
+    (in builds with NCCL) for CUDA ones unless `transport` says otherwise."""
+    devices = sorted({str(t.device) for t in (tensors or {}).values()})
+    if len(devices) > 1:
+        raise ValueError(f"{who}: tensors on {', '.join(devices)}; a rank's tensors are on one device")
+    device = torch.device(devices[0] if devices else "cpu")
+    transport = transport or ("nccl" if device.type == "cuda" else "tcp")
+    if transport not in ("tcp", "nccl"):
+        raise ValueError(f"{who}: transport must be tcp or nccl, not {transport!r}")
+    if transport == "tcp" and device.type != "cpu":
+        raise ValueError(f"{who}: transport tcp moves CPU tensors; these are on {device} (transport nccl)")
+    if transport == "nccl" and not _ws_native.has_nccl:
+        raise ValueError(f"{who}: transport nccl: this build has no NCCL (configure with CUDA and NCCL)")
+    return device, transport
+
+
+def _endpoint(rendezvous, group, io_timeout, checksums, transport, device, **extra):
+    kind, where, token = _rendezvous(rendezvous)
+    return {"rendezvous": kind, "where": where, "token": token, "prefix": f"weight_sync/{group}",
+            "transport": transport, "io_timeout": float(io_timeout), "checksums": bool(checksums),
+            "device": (device.index or 0) if device.type == "cuda" else 0, **extra}
+
+
+def _copy_in(buffer, params, tensors):
+    """Each tensor's bytes into its place in a native Buffer: one memcpy each in C++ for CPU
+    tensors, a torch copy from the device otherwise."""
+    if all(tensors[lp.name].device.type == "cpu" for lp in params):
+        buffer.pack(*_copy_plan(params, tensors))
+        return
+    for name, view in _views(buffer, params).items():
+        view.copy_(tensors[name])
+
+
+def _copy_out(buffer, params, tensors):
+    if all(tensors[lp.name].device.type == "cpu" for lp in params):
+        buffer.unpack(*_copy_plan(params, tensors))
+        return
+    with torch.no_grad():
+        for name, view in _views(buffer, params).items():
+            tensors[name].copy_(view)
 
 
 def _rebind(t, view):
@@ -326,30 +378,35 @@ class WeightSender:
     """Trainer rank `rank`'s end of a sync.
 
     `params`: the rank's local tensors (a module, or a dict name -> tensor), each its shard of
-    the parameter as the plan cuts it (sender_params(rank) lists them), on the CPU. With pack
-    (the default), the tensors are moved once, here, into one shard buffer in the plan's order
-    and keep using it (their values and identities stay, so optimizers and modules keep
+    the parameter as the plan cuts it (sender_params(rank) lists them), all on one device. With
+    pack (the default), the tensors are moved once, here, into one shard buffer in the plan's
+    order and keep using it (their values and identities stay, so optimizers and modules keep
     working); every send then reads them in place. pack=False leaves them where they are and
     copies them into the buffer at each send.
 
-    group: names the sync, so several can run in one cluster; senders and receivers of one
-    sync use the same. rendezvous: a directory for processes on one machine without a cluster;
-    default, the cluster's KV store."""
+    CPU tensors go over the TCP transport, CUDA tensors over NCCL (builds with NCCL; the
+    communicator is formed at the first send, which every rank of the sync joins). group: names
+    the sync, so several can run in one cluster; senders and receivers of one sync use the same,
+    and a new run takes a new name. rendezvous: a directory for processes on one machine without
+    a cluster; default, the cluster's KV store."""
 
     def __init__(self, plan, rank, params, *, group="weights", pack=True, rendezvous=None, io_timeout=30.0,
-                 checksums=False):
+                 checksums=False, transport=None):
         self.plan, self.rank = plan, int(rank)
+        who = f"WeightSender rank {self.rank}"
         self._params = plan.sender_params(self.rank)
         tensors = _named(params)
-        _check_tensors(tensors, self._params, f"WeightSender rank {self.rank}")
-        kind, where, token = _rendezvous(rendezvous)
-        self._native = _checked(_ws_native.Sender, plan._native, self.rank, kind, where, token,
-                                f"weight_sync/{group}", float(io_timeout), bool(checksums))
-        self._buffer = self._native.shard()
-        self._source = tensors
+        _check_tensors(tensors, self._params, who)
+        self.device, self.transport = _device_of(tensors, transport, who)
+        self._native = _checked(_ws_native.Sender, plan._native, self.rank,
+                                _endpoint(rendezvous, group, io_timeout, checksums, self.transport, self.device))
+        buffer = self._native.shard()  # host memory (TCP); else a torch tensor on the device
+        self._flat = None if buffer is not None else torch.empty(self._native.shard_bytes, dtype=torch.uint8,
+                                                                  device=self.device)
+        views = _views(buffer, self._params) if buffer is not None else _device_views(self._flat, self._params)
+        self._source, self._views, self._buffer = tensors, views, buffer
         self.packed = bool(pack)
         if pack:
-            views = _views(self._buffer, self._params)
             with torch.no_grad():
                 for name, view in views.items():
                     view.copy_(tensors[name])
@@ -368,8 +425,15 @@ class WeightSender:
         has them all, verified. WeightSyncError names the engine rank and what failed."""
         with self._lock:
             if self._source is not None:
-                self._buffer.pack(*_copy_plan(self._params, self._source))
-            _checked(self._native.send, int(version))
+                if self._buffer is not None:
+                    _copy_in(self._buffer, self._params, self._source)
+                else:
+                    with torch.no_grad():
+                        for name, view in self._views.items():
+                            view.copy_(self._source[name])
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)  # the optimizer's kernels have written the weights
+            _checked(self._native.send, int(version), 0 if self._flat is None else self._flat.data_ptr())
 
 
 class WeightReceiver:
@@ -386,21 +450,27 @@ class WeightReceiver:
     The live version changes only inside update(), so an engine that calls it between its own
     steps never serves a mix of two. staging="in_place" receives into the live memory itself
     (half the memory; the engine must not serve during the update, and a failure leaves the
-    weights torn until a later update succeeds)."""
+    weights torn until a later update succeeds).
+
+    CUDA tensors are received over NCCL (builds with NCCL; formed at the first update, which
+    every rank of the sync joins) into a staging buffer in host memory, then copied to the
+    device at the commit (bind needs CPU tensors)."""
 
     def __init__(self, plan, rank, tensors=None, *, group="weights", bind=False, rendezvous=None, host=None,
-                 io_timeout=30.0, checksums=False, staging="copy"):
+                 io_timeout=30.0, checksums=False, staging="copy", transport=None):
         if staging not in ("copy", "in_place"):
             raise ValueError(f"WeightReceiver: staging must be copy or in_place, not {staging!r}")
         self.plan, self.rank = plan, int(rank)
+        who = f"WeightReceiver rank {self.rank}"
         self._params = plan.receiver_params(self.rank)
         synced = set(plan.summary()["synced"])
         self._moved = [lp for lp in self._params if lp.name in synced]  # what an update changes
         self._tensors = _named(tensors)
         if self._tensors is not None:
-            _check_tensors(self._tensors, self._params, f"WeightReceiver rank {self.rank}")
-        if bind and self._tensors is None:
-            raise ValueError("WeightReceiver: bind=True needs the engine's tensors")
+            _check_tensors(self._tensors, self._params, who)
+        self.device, self.transport = _device_of(self._tensors, transport, who)
+        if bind and (self._tensors is None or self.device.type != "cpu"):
+            raise ValueError(f"{who}: bind=True needs the engine's tensors, on the CPU")
         self._bind = bool(bind)
         self._options = dict(group=group, rendezvous=rendezvous, io_timeout=float(io_timeout),
                              checksums=bool(checksums), in_place=staging == "in_place",
@@ -417,13 +487,12 @@ class WeightReceiver:
             if self._native is not None:
                 return
             o = self._options
-            kind, where, token = _rendezvous(o["rendezvous"])
-            native = _checked(_ws_native.Receiver, self.plan._native, self.rank, kind, where, token,
-                              f"weight_sync/{o['group']}", o["io_timeout"], o["checksums"], o["host"], "",
-                              o["in_place"])
+            endpoint = _endpoint(o["rendezvous"], o["group"], o["io_timeout"], o["checksums"], self.transport,
+                                 self.device, bind_host=o["host"], in_place=o["in_place"])
+            native = _checked(_ws_native.Receiver, self.plan._native, self.rank, endpoint)
             if self._tensors is not None:
                 initial = native.new_buffer()
-                initial.pack(*_copy_plan(self._params, self._tensors))
+                _copy_in(initial, self._params, self._tensors)
                 _checked(native.load, 0, initial)
                 if self._bind:
                     self._rebind(native)
@@ -464,7 +533,7 @@ class WeightReceiver:
             self._prepared = 0
             try:
                 if self._tensors is not None and not self._bind:
-                    native.staged().unpack(*_copy_plan(self._moved, self._tensors))
+                    _copy_out(native.staged(), self._moved, self._tensors)
                 _checked(native.commit)
             except BaseException:
                 native.abort()

@@ -454,3 +454,47 @@ def test_expert_parallel_trainer_to_a_tp_engine(tmp_path):
         assert held[r] == [n for n in spec.names() if ".experts." not in n or any(m in n for m in mine)]
     got = sync_in_threads(plan, [{n: full[n].clone() for n in names} for names in held], tmp_path, "ep")
     check_engine_ranks(spec, full, [2], got)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with CUDA runs the NCCL sync below instead")
+def test_nccl_without_a_device_fails_the_sync_at_once_naming_cuda(tmp_path):
+    spec = spec_of()
+    plan = ws.SyncPlan(spec, trainer=ws.ModelParallel(), engines=[ws.ModelParallel()])
+    tensors = {n: t.clone() for n, t in full_model(1).items()}
+    if not ws._ws_native.has_nccl:
+        with pytest.raises(ValueError, match="this build has no NCCL"):
+            ws.WeightSender(plan, 0, tensors, rendezvous=str(tmp_path), transport="nccl")
+        return
+    sender = ws.WeightSender(plan, 0, tensors, rendezvous=str(tmp_path), group="nccl", transport="nccl")
+    rx = ws.WeightReceiver(plan, 0, rendezvous=str(tmp_path), group="nccl", transport="nccl")
+    for end in (lambda: sender.send(1), lambda: rx.update(1)):
+        with pytest.raises(ws.WeightSyncError) as e:
+            end()
+        assert e.value.code == "FAILED_PRECONDITION" and "CUDA device 0 not available" in str(e.value), e.value
+    assert rx.version == 0
+    with pytest.raises(ValueError, match="transport tcp moves CPU tensors"):
+        ws.WeightSender(plan, 0, {n: t.to("meta") for n, t in tensors.items()}, rendezvous=str(tmp_path))
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2 or not ws._ws_native.has_nccl,
+                    reason="needs 2 CUDA devices and a build with NCCL (this machine has "
+                           f"{torch.cuda.device_count()} devices)")
+def test_cuda_tensors_go_over_nccl_between_two_devices(tmp_path):
+    # One rank per device (NCCL allows no two ranks of a communicator on one GPU).
+    spec = spec_of()
+    plan = ws.SyncPlan(spec, trainer=ws.ModelParallel(), engines=[ws.ModelParallel()], exclude=["mtp."])
+    trainer = {lp.name: torch.zeros(lp.shape, device="cuda:0") for lp in plan.sender_params(0)}
+    engine = {lp.name: torch.full(lp.shape, 7.0, device="cuda:1") for lp in plan.receiver_params(0)}
+    sender = ws.WeightSender(plan, 0, trainer, rendezvous=str(tmp_path), group="cuda")
+    rx = ws.WeightReceiver(plan, 0, engine, rendezvous=str(tmp_path), group="cuda")
+    assert sender.transport == rx.transport == "nccl"
+    for version in (1, 2):
+        full = full_model(version)
+        with torch.no_grad():
+            for name, t in trainer.items():
+                t.copy_(full[name])
+        run_in_threads(lambda v=version: rx.update(v), lambda v=version: sender.send(v))
+        assert rx.version == version
+        for name, t in engine.items():
+            want = torch.full(t.shape, 7.0) if name.startswith("mtp.") else full[name]
+            assert same_bytes(t.cpu(), want), f"{name} at version {version}"
