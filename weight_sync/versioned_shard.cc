@@ -21,9 +21,16 @@ absl::Status VersionedShard::Load(uint64_t version, std::vector<uint8_t> bytes) 
   if (static_cast<int64_t>(bytes.size()) != bytes_)
     return absl::InvalidArgumentError(
         absl::StrCat("shard: loading ", bytes.size(), " bytes into a shard of ", bytes_));
+  return Load(version, ShardBytes::CopyOf(bytes));
+}
+
+absl::Status VersionedShard::Load(uint64_t version, std::shared_ptr<ShardBytes> bytes) {
+  if (bytes == nullptr || static_cast<int64_t>(bytes->size()) != bytes_)
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard: loading ", bytes ? bytes->size() : 0, " bytes into a shard of ", bytes_));
   absl::MutexLock lock(&mu_);
   live_.version = version;
-  live_.bytes = ShardBytes::CopyOf(bytes);
+  live_.bytes = std::move(bytes);
   return absl::OkStatus();
 }
 

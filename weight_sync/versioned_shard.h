@@ -46,6 +46,9 @@ class VersionedShard {
   // Replaces the live bytes (initial load). InvalidArgument when the size differs from the
   // shard's. REQUIRES no sync in progress.
   absl::Status Load(uint64_t version, std::vector<uint8_t> bytes);
+  // The same without a copy: `bytes` becomes the live buffer (the caller must not write it
+  // afterwards). InvalidArgument when null or of another size.
+  absl::Status Load(uint64_t version, std::shared_ptr<ShardBytes> bytes);
 
   // Starts a sync to `version` and returns the staging buffer. With `keep_live_bytes` it starts
   // as a copy of the live bytes (for syncs that overwrite only part of the shard, e.g. LoRA);

@@ -26,30 +26,13 @@
 #include "runtime/rpc/status.h"
 #include "skyrl/node.grpc.pb.h"
 #include "skyrl/placement_group.grpc.pb.h"
+#include "python/native/edge.h"
 #include "python/native/weight_sync.h"
 
 namespace py = pybind11;
 
 namespace skyrl::python {
 namespace {
-
-// The Error class, created at import; never freed (Python may outlive static destructors).
-PyObject* g_error = nullptr;
-
-[[noreturn]] void Raise(const absl::Status& s) {
-  py::object e = py::reinterpret_borrow<py::object>(g_error)(absl::StatusCodeToString(s.code()),
-                                                             std::string(s.message()));
-  PyErr_SetObject(g_error, e.ptr());
-  throw py::error_already_set();
-}
-
-template <typename T>
-T Unwrap(absl::StatusOr<T> v) {
-  if (!v.ok()) Raise(v.status());
-  return std::move(*v);
-}
-
-absl::Duration Seconds(double s) { return absl::Milliseconds(static_cast<int64_t>(s * 1000)); }
 
 // Bytes owned by C++ and lent to Python through the buffer protocol, writable: a call's
 // result (or a Python actor's args) read by pickle with out-of-band buffers and by
@@ -329,7 +312,7 @@ class Error(RuntimeError):
            scope);
   g_error = m.attr("Error").ptr();
   Py_INCREF(g_error);
-  BindWeightSync(m, g_error);
+  BindWeightSync(m);
 
   py::class_<Blob, std::shared_ptr<Blob>>(m, "Blob", py::buffer_protocol())
       .def_buffer([](Blob& b) {

@@ -19,11 +19,15 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "python/native/edge.h"
 #include "weight_sync/convert/fp8_model.h"
 #include "weight_sync/kv_rendezvous.h"
 #ifdef SKYRL_HAVE_NCCL
+#include <cuda_runtime_api.h>
+
 #include "weight_sync/nccl/nccl_transport.h"
 #endif
 #include "weight_sync/plan/prepared_sync.h"
@@ -37,25 +41,6 @@ namespace ws = skyrl::weight_sync;
 
 namespace skyrl::python {
 namespace {
-
-PyObject* g_error = nullptr;  // skyrl_runtime._native.Error (BindWeightSync)
-
-[[noreturn]] void Raise(const absl::Status& s) {
-  py::object e = py::reinterpret_borrow<py::object>(g_error)(absl::StatusCodeToString(s.code()),
-                                                             std::string(s.message()));
-  PyErr_SetObject(g_error, e.ptr());
-  throw py::error_already_set();
-}
-void Check(const absl::Status& s) {
-  if (!s.ok()) Raise(s);
-}
-template <typename T>
-T Unwrap(absl::StatusOr<T> v) {
-  if (!v.ok()) Raise(v.status());
-  return std::move(*v);
-}
-
-absl::Duration Seconds(double s) { return absl::Milliseconds(static_cast<int64_t>(s * 1000)); }
 
 // A shard's bytes lent to Python through the buffer protocol (writable): torch.frombuffer views
 // into it keep it alive.
@@ -175,13 +160,28 @@ py::list Entries(const ws::Model& model, const ws::ShardLayout& layout, bool fla
     } else {
       shape.push_back(bytes / esize);
     }
+    ws::DType dtype = p.dtype;
+    if (flat) {
+      // An FSDP cut falls on bytes, not elements: a piece that starts or ends inside an element
+      // is lent as its bytes (u8).
+      const ws::ByteShape full = ws::ByteShape::Of(p);
+      int64_t start = 0, stride = 1;
+      for (int d = full.ndim - 1; d >= 0; --d) {
+        start += first.lo[d] * stride;
+        stride *= full.dims[d];
+      }
+      if (start % esize != 0 || bytes % esize != 0) {
+        dtype = ws::DType::kU8;
+        shape = {bytes};
+      }
+    }
     py::dict d;
     d["name"] = p.name;
     d["param"] = e.param;
     d["offset"] = e.offsets.front();
     d["nbytes"] = bytes;
     d["shape"] = shape;
-    d["dtype"] = std::string(ws::DTypeName(p.dtype));
+    d["dtype"] = std::string(ws::DTypeName(dtype));
     out.append(d);
   }
   return out;
@@ -303,17 +303,22 @@ struct Endpoint {
 
   ws::TransferOptions Transfer() const {
     ws::TransferOptions t;
-    t.io_timeout = Seconds(io_timeout_s);
-    t.sync_timeout = Seconds(io_timeout_s * 3);
+    t.io_timeout = Seconds(io_timeout_s);  // sync_timeout stays the transports' (10 minutes)
     t.checksums = checksums;
     return t;
   }
 };
 
 // One rank's transport. TCP is made at once (a receiver listens and publishes its address from
-// then on). NCCL's creation is collective, so it is made at the first sync, when every rank is
-// in one; after a failed sync it is dropped and made again, under a new generation, at the next
-// (NCCL's shared fate: every rank of the sync fails and does the same).
+// then on); Python senders copy into sockets rather than splice (zero_copy_send off), since
+// their shard is live parameters that the next optimizer step rewrites even after a failed send.
+//
+// NCCL's creation is collective, so it is made at the first sync, when every rank is in one.
+// After a failure every rank must make a new communicator, under a generation all of them agree
+// on: a rank whose sync of version v fails publishes "<prefix>/nccl_generation" = v + 1 (every
+// failing rank writes the same value), and each rank reads it at the start of every sync and
+// makes its communicator again when it is newer than its own. The CUDA device of the calling
+// thread is restored after each call (the transport sets its own).
 class Link {
  public:
   Link(const Endpoint& e, const ws::Plan& plan, bool sender, int rank, ws::TransferOptions transfer)
@@ -329,6 +334,7 @@ class Link {
       o.rendezvous = rendezvous_.get();
       o.key_prefix = e_.prefix;
       o.transfer = transfer_;
+      o.zero_copy_send = false;
       if (!sender_) {
         o.receiver_rank = rank_;
         o.bind_host = e_.bind_host;
@@ -337,26 +343,46 @@ class Link {
       transport_ = Unwrap(ws::CreateTcpTransport(o));
     }
   }
-  // Runs `fn(transport)` with the GIL released; raises its failure.
+  bool nccl() const { return e_.transport == "nccl"; }
+  // Runs `fn(transport)` for the sync of `version` with the GIL released; raises its failure.
   template <typename Fn>
-  void Run(Fn&& fn) {
+  void Run(uint64_t version, Fn&& fn) {
     absl::Status s;
     {
       py::gil_scoped_release release;
-      s = Ensure();
-      if (s.ok()) s = fn(*transport_);
-      if (!s.ok() && e_.transport == "nccl") {
-        transport_.reset();
-        ++generation_;
+      if (nccl()) {
+#ifdef SKYRL_HAVE_NCCL
+        int device = -1;
+        const bool had_device = cudaGetDevice(&device) == cudaSuccess;
+        s = Ensure();
+        if (s.ok()) s = fn(*transport_);
+        if (!s.ok()) {
+          transport_.reset();
+          // Best effort: a peer that misses it fails its next sync and publishes it too.
+          (void)rendezvous_->Put(GenerationKey(), absl::StrCat(version + 1));
+        }
+        if (had_device) cudaSetDevice(device);
+#else
+        s = absl::FailedPreconditionError("transport nccl: this build has no NCCL");
+#endif
+      } else {
+        s = fn(*transport_);
       }
     }
     if (!s.ok()) Raise(s);
   }
 
  private:
-  absl::Status Ensure() {
-    if (transport_) return absl::OkStatus();
+  std::string GenerationKey() const { return absl::StrCat(e_.prefix, "/nccl_generation"); }
+
 #ifdef SKYRL_HAVE_NCCL
+  absl::Status Ensure() {
+    uint64_t generation = 0;
+    absl::StatusOr<std::string> published = rendezvous_->Get(GenerationKey(), absl::ZeroDuration());
+    if (published.ok() && !absl::SimpleAtoi(*published, &generation))
+      return absl::DataLossError(absl::StrCat(GenerationKey(), " holds '", *published, "', not a number"));
+    if (transport_ && generation == generation_) return absl::OkStatus();
+    transport_.reset();
     ws::NcclOptions o;
     o.rendezvous = rendezvous_.get();
     o.key_prefix = e_.prefix;
@@ -365,17 +391,16 @@ class Link {
     o.is_sender = sender_;
     o.rank = rank_;
     o.device = e_.device;
-    o.generation = generation_;
+    o.generation = generation;
     o.init_timeout = Seconds(std::max(e_.io_timeout_s, 60.0));
     o.transfer = transfer_;
     absl::StatusOr<std::unique_ptr<ws::Transport>> t = ws::CreateNcclTransport(o);
     if (!t.ok()) return t.status();
     transport_ = std::move(*t);
+    generation_ = generation;
     return absl::OkStatus();
-#else
-    return absl::FailedPreconditionError("transport nccl: this build has no NCCL");
-#endif
   }
+#endif
 
   const Endpoint e_;
   const bool sender_;
@@ -410,13 +435,13 @@ class Sender {
   // host shard, or `address` (device memory of shard_bytes() bytes, NCCL) when not 0.
   void Send(uint64_t version, uintptr_t address) {
     absl::Span<const uint8_t> bytes;
+    if (link_->nccl() != (address != 0))
+      Raise(absl::InvalidArgumentError("send: a shard address goes with transport nccl, and only with it"));
     if (address != 0)
       bytes = {reinterpret_cast<const uint8_t*>(address), static_cast<size_t>(layout_.Bytes())};
-    else if (shard_)
-      bytes = shard_->bytes->span();
     else
-      Raise(absl::InvalidArgumentError("send: a device shard's address is needed"));
-    link_->Run([&](ws::Transport& t) -> absl::Status {
+      bytes = shard_->bytes->span();
+    link_->Run(version, [&](ws::Transport& t) -> absl::Status {
       if (plan_->fp8()) {
         if (absl::Status s = ws::ConvertShard(plan_->trainer(), *plan_->fp8(), layout_, converted_layout_,
                                               bytes, converted_->span());
@@ -457,7 +482,7 @@ class Receiver {
   // Receives `version` into staging and leaves it prepared (every sender's bytes in, verified);
   // the caller commits or aborts. On failure the staging is already dropped.
   void Receive(uint64_t version) {
-    link_->Run([&](ws::Transport& t) { return t.Receive(version, schedule_, *shard_); });
+    link_->Run(version, [&](ws::Transport& t) { return t.Receive(version, schedule_, *shard_); });
   }
   // The prepared bytes (for copying into an engine's own tensors before Commit).
   std::shared_ptr<Buffer> Staged() const {
@@ -478,17 +503,18 @@ class Receiver {
   uint64_t version() const { return shard_->Current().version; }
   // Replaces the live version with a fresh buffer the caller fills (initial weights).
   std::shared_ptr<Buffer> NewBuffer() const {
-    return std::make_shared<Buffer>(
-        Buffer{ws::ShardBytes::Make(static_cast<size_t>(shard_->Bytes()), false)});
+    return std::make_shared<Buffer>(Buffer{ws::ShardBytes::Make(static_cast<size_t>(shard_->Bytes()))});
   }
-  void Load(uint64_t version, const Buffer& b) { Check(shard_->Load(version, b.bytes->ToVector())); }
+  // Makes `b` (from new_buffer, filled by the caller) the live version, without a copy; the
+  // caller keeps no other use of it.
+  void Load(uint64_t version, const Buffer& b) { Check(shard_->Load(version, b.bytes)); }
   std::string Aftermath() const { return ws::Aftermath(*shard_); }
 
  private:
   std::shared_ptr<SyncPlan> plan_;
   ws::RankSchedule schedule_;
+  std::unique_ptr<ws::VersionedShard> shard_;  // outlives the transport (declared before it)
   std::unique_ptr<Link> link_;
-  std::unique_ptr<ws::VersionedShard> shard_;
 };
 
 }  // namespace
@@ -496,8 +522,7 @@ class Receiver {
 
 namespace skyrl::python {
 
-void BindWeightSync(py::module_& parent, PyObject* error) {
-  g_error = error;
+void BindWeightSync(py::module_& parent) {
   py::module_ m =
       parent.def_submodule("weight_sync", "SkyRL Runtime's weight sync, for skyrl_runtime.weight_sync");
 #ifdef SKYRL_HAVE_NCCL

@@ -5,8 +5,7 @@
 
 namespace skyrl::python {
 
-// Adds the submodule "weight_sync" to `parent`; `error` is _native.Error (borrowed, kept for the
-// process's life), raised for every absl::Status that is not OK.
-void BindWeightSync(pybind11::module_& parent, PyObject* error);
+// Adds the submodule "weight_sync" to `parent` (after g_error is set, python/native/edge.h).
+void BindWeightSync(pybind11::module_& parent);
 
 }  // namespace skyrl::python

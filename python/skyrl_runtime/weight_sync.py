@@ -276,8 +276,17 @@ def _check_tensors(tensors, expected, who):
             raise ValueError(f"{who}: {lp.name!r} has shape {tuple(t.shape)}, the plan says {lp.shape}")
         if t.dtype != lp.dtype:
             raise ValueError(f"{who}: {lp.name!r} is {t.dtype}, the plan says {lp.dtype}")
+        if t.numel() * t.element_size() != lp.nbytes:
+            raise ValueError(f"{who}: {lp.name!r} holds {t.numel() * t.element_size()} bytes, the plan "
+                             f"{lp.nbytes}")
         if not t.is_contiguous():
             raise ValueError(f"{who}: {lp.name!r} is not contiguous")
+    seen = {}
+    for name, t in tensors.items():
+        if t.numel() and t.data_ptr() and t.data_ptr() in seen:
+            raise ValueError(f"{who}: {name!r} and {seen[t.data_ptr()]!r} share memory; give each parameter "
+                             f"its own tensor (tied weights are one parameter)")
+        seen[t.data_ptr()] = name
 
 
 def _views(buffer, params):
@@ -406,13 +415,23 @@ class WeightSender:
         views = _views(buffer, self._params) if buffer is not None else _device_views(self._flat, self._params)
         self._source, self._views, self._buffer = tensors, views, buffer
         self.packed = bool(pack)
+        self._packed = None
         if pack:
             with torch.no_grad():
                 for name, view in views.items():
                     view.copy_(tensors[name])
                     _rebind(tensors[name], view)
-            self._source = None
+            self._source, self._packed = None, tensors
         self._lock = threading.Lock()
+
+    def _check_packed(self):
+        # A packed tensor moved out of the buffer (.to(), .half(), a re-assigned .data) would
+        # leave the sync sending stale bytes: refuse instead.
+        for name, t in self._packed.items():
+            if t.data_ptr() != self._views[name].data_ptr():
+                raise WeightSyncError(f"WeightSender rank {self.rank}: {name!r} no longer lives in the sync's "
+                                      f"buffer (moved or re-assigned after packing); create the WeightSender "
+                                      f"again", "FAILED_PRECONDITION")
 
     @property
     def wire_bytes(self):
@@ -424,6 +443,8 @@ class WeightSender:
         current one) to every engine rank the plan gives bytes from this rank; returns once each
         has them all, verified. WeightSyncError names the engine rank and what failed."""
         with self._lock:
+            if self._packed is not None:
+                self._check_packed()
             if self._source is not None:
                 if self._buffer is not None:
                     _copy_in(self._buffer, self._params, self._source)
@@ -449,8 +470,9 @@ class WeightReceiver:
 
     The live version changes only inside update(), so an engine that calls it between its own
     steps never serves a mix of two. staging="in_place" receives into the live memory itself
-    (half the memory; the engine must not serve during the update, and a failure leaves the
-    weights torn until a later update succeeds).
+    (one shard of memory less; no views() of the live version may be held during the update, so
+    not with bind; a failure leaves the receiver's shard torn until a later update succeeds,
+    while the engine's own tensors keep the previous version).
 
     CUDA tensors are received over NCCL (builds with NCCL; formed at the first update, which
     every rank of the sync joins) into a staging buffer in host memory, then copied to the
@@ -471,6 +493,9 @@ class WeightReceiver:
         self.device, self.transport = _device_of(self._tensors, transport, who)
         if bind and (self._tensors is None or self.device.type != "cpu"):
             raise ValueError(f"{who}: bind=True needs the engine's tensors, on the CPU")
+        if bind and staging == "in_place":
+            raise ValueError(f"{who}: bind=True keeps the live version in use, which in-place staging "
+                             f"must overwrite: use staging='copy'")
         self._bind = bool(bind)
         self._options = dict(group=group, rendezvous=rendezvous, io_timeout=float(io_timeout),
                              checksums=bool(checksums), in_place=staging == "in_place",
@@ -525,7 +550,9 @@ class WeightReceiver:
 
     def commit(self):
         """Makes the prepared version live (copying it into the engine's tensors, or
-        re-pointing them with bind). FAILED_PRECONDITION when nothing is prepared."""
+        re-pointing them with bind). FAILED_PRECONDITION when nothing is prepared. The copy is
+        the only step that can fail after the bytes arrived (a torch error): the version is then
+        aborted and the engine's tensors may hold part of it until the next update."""
         with self._lock:
             if not self._prepared:
                 raise WeightSyncError("no version is prepared", "FAILED_PRECONDITION")

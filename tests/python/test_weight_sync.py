@@ -238,8 +238,13 @@ def test_pack_keeps_the_trainers_tensors_and_sends_them_in_place(tmp_path):
     model = torch.nn.ParameterDict({n.replace(".", "/"): torch.nn.Parameter(t) for n, t in full_model(1).items()})
     params = {n.replace("/", "."): p for n, p in model.items()}
     identities = {n: id(p) for n, p in params.items()}
+    before = {n: p.data_ptr() for n, p in params.items()}
     sender = ws.WeightSender(plan, 0, params, rendezvous=str(tmp_path), group="pack")
-    assert all(id(p) == identities[n] for n, p in params.items())
+    assert all(id(p) == identities[n] for n, p in model.items() for n in [n.replace("/", ".")])
+    moved = [n for n, p in params.items() if p.data_ptr() != before[n]]
+    assert moved == list(params), "packing moves every parameter into the sync's buffer"
+    ends = sorted((p.data_ptr(), p.data_ptr() + p.numel() * 4) for p in params.values())
+    assert all(a[1] == b[0] for a, b in zip(ends, ends[1:])), "one buffer, in the plan's order, no gaps"
     assert all(same_bytes(params[n], t) for n, t in full_model(1).items())
     # An optimizer step changes the parameters in place; the next send carries the new values.
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
@@ -258,22 +263,56 @@ def test_lora_only_moves_the_adapters_and_bind_repoints_the_engine(tmp_path):
     spec = spec_of(lora=True)
     plan = ws.SyncPlan(spec, trainer=ws.ModelParallel(tp=2), engines=[ws.ModelParallel(tp=1)], lora_only=True)
     assert plan.summary()["synced"] == [n for n, _ in full_shapes(lora=True) if "lora_" in n]
-    full = full_model(1, lora=True)
-    senders = [ws.WeightSender(plan, r, {lp.name: tp_slice(spec, lp.name, full[lp.name], 2, r).clone()
-                                         for lp in plan.sender_params(r)},
-                               rendezvous=str(tmp_path), group="lora") for r in range(2)]
+    shards = [{lp.name: torch.zeros(lp.shape) for lp in plan.sender_params(r)} for r in range(2)]
+    senders = [ws.WeightSender(plan, r, shards[r], rendezvous=str(tmp_path), group="lora") for r in range(2)]
     engine = {lp.name: torch.full(lp.shape, 7.0) for lp in plan.receiver_params(0)}
-    before = {n: t for n, t in engine.items()}
     rx = ws.WeightReceiver(plan, 0, engine, bind=True, rendezvous=str(tmp_path), group="lora")
     rx.init()
-    run_in_threads(lambda: rx.update(1), *[lambda s=s: s.send(1) for s in senders])
-    assert rx.version == 1
-    for name, t in engine.items():
-        assert t is before[name]  # the engine's own tensor objects, re-pointed
-        if "lora_" in name:
-            assert same_bytes(t, full[name]), name
-        else:
-            assert torch.all(t == 7.0), f"{name}: a base weight changed in a LoRA-only sync"
+    for version in (1, 2, 3):  # the retired buffer is reused from the third version on
+        full = full_model(version, lora=True)
+        with torch.no_grad():
+            for r in range(2):
+                for name, t in shards[r].items():
+                    t.copy_(tp_slice(spec, name, full[name], 2, r))
+        run_in_threads(lambda v=version: rx.update(v), *[lambda s=s, v=version: s.send(v) for s in senders])
+        assert rx.version == version
+        live = rx.views()
+        for name, t in engine.items():
+            assert t.data_ptr() == live[name].data_ptr(), f"{name} does not use the live version's memory"
+            if "lora_" in name:
+                assert same_bytes(t, full[name]), name
+            else:
+                assert torch.all(t == 7.0), f"{name}: a base weight changed in a LoRA-only sync"
+    with pytest.raises(ValueError, match="in-place staging"):
+        ws.WeightReceiver(plan, 0, engine, bind=True, staging="in_place", rendezvous=str(tmp_path))
+
+
+def test_unpacked_senders_copy_at_each_send_and_packed_ones_refuse_moved_tensors(tmp_path):
+    spec = spec_of()
+    plan = ws.SyncPlan(spec, trainer=ws.ModelParallel(), engines=[ws.ModelParallel()])
+    mine = {n: t.clone() for n, t in full_model(1).items()}
+    where = {n: t.data_ptr() for n, t in mine.items()}
+    sender = ws.WeightSender(plan, 0, mine, pack=False, rendezvous=str(tmp_path), group="unpacked")
+    assert all(t.data_ptr() == where[n] for n, t in mine.items())  # left where they were
+    rx = ws.WeightReceiver(plan, 0, rendezvous=str(tmp_path), group="unpacked", staging="in_place")
+    for version in (1, 2):
+        with torch.no_grad():
+            for name, t in full_model(version).items():
+                mine[name].copy_(t)
+        run_in_threads(lambda v=version: rx.update(v), lambda v=version: sender.send(v))
+        got = rx.views()
+        assert all(same_bytes(got[n], t) for n, t in full_model(version).items())
+        del got  # in-place staging needs the live version free
+    packed = {n: torch.nn.Parameter(t.clone()) for n, t in full_model(1).items()}
+    sender = ws.WeightSender(plan, 0, packed, rendezvous=str(tmp_path), group="unpacked")
+    packed["lm_head.weight"].data = packed["lm_head.weight"].data.clone()  # moved out of the buffer
+    with pytest.raises(ws.WeightSyncError, match="'lm_head.weight' no longer lives in the sync's buffer") as e:
+        sender.send(3)
+    assert e.value.code == "FAILED_PRECONDITION"
+    shared = {n: t.clone() for n, t in full_model(1).items()}
+    shared["model.norm.weight"] = shared["model.layers.0.input_layernorm.weight"]
+    with pytest.raises(ValueError, match="share memory"):
+        ws.WeightSender(plan, 0, shared, rendezvous=str(tmp_path))
 
 
 def test_an_engine_of_two_ranks_commits_both_or_neither(tmp_path):
@@ -397,26 +436,34 @@ def check_engine_ranks(spec, full, engine_tps, got):
             rank += 1
 
 
-def test_fsdp_flat_shards_to_tp_engines(tmp_path):
+@pytest.mark.parametrize("shards", [2, 3])
+def test_fsdp_flat_shards_to_tp_engines(tmp_path, shards):
     spec = spec_of()
     full = full_model(1)
-    plan = ws.SyncPlan(spec, trainer=ws.Fsdp(shards=2), engines=[ws.ModelParallel(tp=1), ws.ModelParallel(tp=2)])
+    plan = ws.SyncPlan(spec, trainer=ws.Fsdp(shards=shards),
+                       engines=[ws.ModelParallel(tp=1), ws.ModelParallel(tp=2)])
     # The reference cut: every parameter's bytes in model order, padded to a multiple of the
     # shard count and cut into equal ranges; a rank holds each parameter's part of its range, flat.
     flat = torch.cat([full[n].reshape(-1).view(torch.uint8) for n in spec.names()])
-    size = -(-flat.numel() // 2)
-    pieces = [{}, {}]
+    size = -(-flat.numel() // shards)
+    pieces = [{} for _ in range(shards)]
     start = 0
     for name in spec.names():
         nbytes = full[name].numel() * 4
-        for r in range(2):
+        for r in range(shards):
             lo, hi = max(start, r * size), min(start + nbytes, (r + 1) * size)
             if lo < hi:
-                pieces[r][name] = flat[lo:hi].clone().view(torch.float32)
+                piece = flat[lo:hi].clone()
+                # A cut inside an element: the piece is lent as its bytes.
+                whole = (lo - start) % 4 == 0 and (hi - lo) % 4 == 0
+                pieces[r][name] = piece.view(torch.float32) if whole else piece
         start += nbytes
-    for r in range(2):
+    cut_inside = 0
+    for r in range(shards):
         assert [lp.name for lp in plan.sender_params(r)] == list(pieces[r])
         assert all(len(lp.shape) == 1 for lp in plan.sender_params(r))
+        cut_inside += sum(lp.dtype == torch.uint8 for lp in plan.sender_params(r))
+    assert cut_inside == (0 if shards == 2 else 2), "3 shards cut one element of this model in two"
     got = sync_in_threads(plan, pieces, tmp_path, "fsdp")
     check_engine_ranks(spec, full, [1, 2], got)
 
