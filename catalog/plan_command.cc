@@ -1,5 +1,7 @@
 #include "catalog/plan_command.h"
 
+#include "catalog/verify_sync.h"
+
 #include "absl/strings/str_cat.h"
 #include "catalog/capacity_planner.h"
 #include "catalog/catalog.h"
@@ -16,6 +18,10 @@ void AddPlanFlags(CLI::App* cmd, PlanCommandOptions* o) {
   cmd->add_flag("--colocate", o->colocate, "trainer and generator share every GPU (default: separate pools)");
   cmd->add_flag("--json", o->json, "machine-readable output");
   cmd->add_flag("--list", o->list, "list the catalog's models");
+  cmd->add_flag(
+      "--verify", o->verify,
+      "also sync a scaled-down copy of the model from the plan's trainer layout to its engines over TCP, "
+      "every rank its own process, and check every engine byte");
   cmd->add_flag("--mtp", o->mtp, "train and serve the MTP layers (trainer.mtp.enabled=true)");
   cmd->add_option("--backend", o->backend,
                   "fsdp | megatron (default: megatron for MoE and >40B where offered)")
@@ -59,6 +65,16 @@ int RunPlanCommand(const PlanCommandOptions& o, std::ostream& out, std::ostream&
   absl::StatusOr<Catalog> catalog =
       Catalog::LoadDir(o.models_dir.empty() ? DefaultModelsDir() : o.models_dir);
   if (!catalog.ok()) return fail(catalog.status(), 2);
+  if (o.list && o.verify) {
+    std::vector<RowCheck> rows;
+    bool all = true;
+    for (const Row& r : catalog->rows()) {
+      rows.push_back(CheckRow(*catalog, r));
+      all = all && rows.back().plans_at_minimum && rows.back().refused_below && rows.back().weights_verified;
+    }
+    out << RenderRowChecks(rows);
+    return all ? 0 : 3;
+  }
   if (o.list) {
     out << (o.json ? RenderCatalogJson(*catalog) + "\n" : RenderCatalogText(*catalog));
     return 0;
@@ -90,7 +106,11 @@ int RunPlanCommand(const PlanCommandOptions& o, std::ostream& out, std::ostream&
     return fail(plan.status(), refusal ? 1 : absl::IsInternal(plan.status()) ? 3 : 2);
   }
   out << (o.json ? RenderPlanJson(*plan) + "\n" : RenderPlanText(*plan));
-  return 0;
+  if (!o.verify) return 0;
+  absl::StatusOr<VerifyResult> v = VerifyWeightSync(*plan);
+  if (!v.ok()) return fail(v.status(), 3);
+  out << FormatVerifyResult(*v) << "\n";
+  return v->verified ? 0 : 3;
 }
 
 }  // namespace skyrl::catalog

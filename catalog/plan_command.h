@@ -25,6 +25,7 @@ struct PlanCommandOptions {
   bool json = false;
   bool list = false;
   bool mtp = false;
+  bool verify = false;  // also run the row's weight check (catalog/verify_sync.h)
   std::string backend;
   std::string rollout_precision;
   std::string training_precision;  // "": bf16, or the row's reference recipe at its stated minimum

@@ -268,20 +268,17 @@ absl::StatusOr<SyncModel> BuildSyncModel(const Architecture& a, const SyncModelO
   return out;
 }
 
-absl::StatusOr<SyncPlanSummary> PlanWeightSync(const Plan& plan) {
-  const auto start = std::chrono::steady_clock::now();
-  const Architecture& arch = plan.model->arch;
+absl::StatusOr<SyncSetup> MakeSyncSetup(const Plan& plan, const Architecture& arch) {
   const TrainerShape& t = plan.trainer.shape;
   const GeneratorPlan& g = plan.generator;
   const bool fsdp = t.backend == "fsdp";
   const bool lora = plan.mode == Mode::kLora;
 
   const int experts = arch.moe.layers > 0 ? arch.moe.experts : 0;
-  SyncPlanSummary s;
-  ws::Layout senders;
+  SyncSetup s;
   int sender_spread = 1;  // ranks the trainer spreads whole experts (or expert blocks) over
   if (fsdp) {
-    senders = ws::Layout::Of(ws::Fsdp{t.gpus, 1});
+    s.senders = ws::Layout::Of(ws::Fsdp{t.gpus, 1});
     s.sender_layout = absl::StrCat("fsdp ", t.gpus, " shards");
   } else {
     // The catalog's EP divides TP*DP (Megatron folds expert parallelism over the data- and
@@ -303,17 +300,15 @@ absl::StatusOr<SyncPlanSummary> PlanWeightSync(const Plan& plan) {
       mp.ep = 1;
       mp.replicas = t.dp;
     }
-    senders = ws::Layout::Of(mp);
+    s.senders = ws::Layout::Of(mp);
     s.sender_layout = Describe(mp, "megatron");
   }
-  ws::ModelParallel engine;
-  engine.tp = g.tp;
+  s.engine.tp = g.tp;
   const bool whole = experts > 0 && experts % g.tp == 0;
-  engine.experts = whole ? ws::ExpertSharding::kWholeOverAllRanks : ws::ExpertSharding::kEpThenTp;
-  ws::Layout receivers = ws::Layout::Engines(g.engines, engine);
+  s.engine.experts = whole ? ws::ExpertSharding::kWholeOverAllRanks : ws::ExpertSharding::kEpThenTp;
+  s.engines = g.engines;
+  s.receivers = ws::Layout::Engines(g.engines, s.engine);
   s.receiver_layout = absl::StrCat(g.engines, g.engines == 1 ? " engine" : " engines", " x TP", g.tp);
-  s.senders = senders.Ranks();
-  s.receivers = receivers.Ranks();
 
   SyncModelOptions mo;
   mo.lora_rank = lora ? plan.assumptions.lora_rank : 0;
@@ -324,22 +319,17 @@ absl::StatusOr<SyncPlanSummary> PlanWeightSync(const Plan& plan) {
   if (experts > 0) mo.expert_groups = std::lcm(sender_spread, whole ? g.tp : 1);
   absl::StatusOr<SyncModel> sm = BuildSyncModel(arch, mo);
   if (!sm.ok()) return sm.status();
-  const ws::Model& model = sm->model;
+  s.model = std::move(sm->model);
   s.replicated_for_tp = sm->replicated_for_tp;
 
-  ws::PlanOptions po;
-  po.cost.nvlink_bytes_per_s = plan.cluster.gpu.nvlink_gb_s * 1e9 / 2;  // vendor figure is both directions
-  po.cost.nic_bytes_per_s = plan.cluster.gpu.nic_gb_s * 1e9;
-  po.cost.gpus_per_node = plan.cluster.shape.gpus_per_node;
-  po.cost.receiver_first_gpu = plan.placement == Placement::kColocated ? 0 : t.gpus;
   std::vector<std::string> dropped;
   if (!plan.assumptions.enable_mtp && arch.mtp_layers > 0) dropped.push_back("mtp.");
   if (!plan.row->vision_trainable && arch.vision.layers > 0) dropped.push_back("visual.");
   if (lora) {
-    po.filter = ws::LoraOnly();
+    s.filter = ws::LoraOnly();
     s.synced = "LoRA adapters only";
   } else {
-    po.filter = ws::ExcludeNames(dropped);
+    s.filter = ws::ExcludeNames(dropped);
     s.synced = "all trained weights";
     if (!dropped.empty())
       absl::StrAppend(&s.synced, " (without ",
@@ -348,9 +338,31 @@ absl::StatusOr<SyncPlanSummary> PlanWeightSync(const Plan& plan) {
                                              : "the frozen vision tower",
                       ")");
   }
+  return s;
+}
+
+absl::StatusOr<SyncPlanSummary> PlanWeightSync(const Plan& plan) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<SyncSetup> setup = MakeSyncSetup(plan, plan.model->arch);
+  if (!setup.ok()) return setup.status();
+  const ws::Model& model = setup->model;
+  SyncPlanSummary s;
+  s.sender_layout = setup->sender_layout;
+  s.receiver_layout = setup->receiver_layout;
+  s.synced = setup->synced;
+  s.senders = setup->senders.Ranks();
+  s.receivers = setup->receivers.Ranks();
+  s.replicated_for_tp = setup->replicated_for_tp;
+
+  ws::PlanOptions po;
+  po.cost.nvlink_bytes_per_s = plan.cluster.gpu.nvlink_gb_s * 1e9 / 2;  // vendor figure is both directions
+  po.cost.nic_bytes_per_s = plan.cluster.gpu.nic_gb_s * 1e9;
+  po.cost.gpus_per_node = plan.cluster.shape.gpus_per_node;
+  po.cost.receiver_first_gpu = plan.placement == Placement::kColocated ? 0 : plan.trainer.shape.gpus;
+  po.filter = setup->filter;
   for (const ws::Param& p : model.params)
     if (po.filter(p)) ++s.params;
-  absl::StatusOr<ws::Plan> wp = ws::MakePlan(model, senders, receivers, po);
+  absl::StatusOr<ws::Plan> wp = ws::MakePlan(model, setup->senders, setup->receivers, po);
   if (!wp.ok())
     return absl::InvalidArgumentError(absl::StrCat("weight-sync layouts: ", wp.status().message()));
   s.bytes = wp->total_bytes;

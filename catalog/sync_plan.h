@@ -66,6 +66,22 @@ struct SyncPlanSummary {
   int replicated_for_tp = 0;
 };
 
+// What a sync of a capacity plan moves, between which layouts (PlanWeightSync's inputs to the
+// planner, and the weight check's, catalog/verify_sync.h).
+struct SyncSetup {
+  weight_sync::Model model;
+  weight_sync::Layout senders, receivers;
+  weight_sync::ModelParallel engine;  // each engine's layout (receivers = `engines` of these)
+  int engines = 0;
+  weight_sync::ParamFilter filter;  // MTP dropped unless enabled, a frozen vision tower, LoRA only
+  std::string sender_layout, receiver_layout, synced;  // as SyncPlanSummary says them
+  int replicated_for_tp = 0;
+};
+
+// The sync of `plan` for `arch`: the plan's own architecture, or a scaled-down one of the same
+// structure (catalog/verify_sync.h). InvalidArgument when a layout cannot be expressed.
+absl::StatusOr<SyncSetup> MakeSyncSetup(const Plan& plan, const Architecture& arch);
+
 // Plans one weight sync for a finished capacity plan: senders are the trainer's GPUs (first in
 // the cluster), receivers the engines (after the trainer, or on the same GPUs when colocated);
 // NVLink per direction = half the vendor's bidirectional figure, the NIC per GPU as listed.
