@@ -13,6 +13,7 @@
 #include <fstream>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -23,6 +24,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "catalog/sync_plan.h"
+#include "weight_sync/convert/fp8_model.h"
+#include "weight_sync/convert/mxfp8.h"
 #include "weight_sync/plan/prepared_sync.h"
 #include "weight_sync/rendezvous.h"
 #include "weight_sync/tcp/tcp_transport.h"
@@ -40,16 +43,23 @@ int Scaled(int count, int layers, int total) {
   return std::max(1, static_cast<int>(static_cast<int64_t>(count) * layers / std::max(1, total)));
 }
 
-// Bytes of parameter `p` at `version`: splitmix64 of (version, parameter, word), cheap enough to
-// make again in every process that needs them.
-std::string Weights(const ws::Param& p, int index, uint64_t version) {
+// Bytes of parameter `p` (index `index` of the trainer's model) at `version`: splitmix64 of
+// (version, parameter, word), cheap enough to make again in every process that needs them; with
+// `numbers`, finite normal bf16 values instead of raw bits (weights that get converted to fp8).
+std::string Weights(const ws::Param& p, int index, uint64_t version, bool numbers) {
   std::string out(static_cast<size_t>(p.NumBytes()), '\0');
   uint64_t x = version * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(index) << 20);
-  for (size_t i = 0; i < out.size(); i += 8) {
+  auto next = [&x] {
     uint64_t z = (x += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
+    return z ^ (z >> 31);
+  };
+  for (size_t i = 0; i < out.size(); i += 8) {
+    uint64_t z = next();
+    // Four bf16 numbers: random sign and mantissa, exponent 120..127 (magnitudes 2^-7..2):
+    // finite, normal, spread over several fp8 scales.
+    if (numbers) z = (z & 0x807F807F807F807Full) | 0x3C003C003C003C00ull | ((z >> 7) & 0x0380038003800380ull);
     std::memcpy(out.data() + i, &z, std::min<size_t>(8, out.size() - i));
   }
   return out;
@@ -111,11 +121,62 @@ void WriteFile(const std::string& path, const std::string& text) {
   f << text;
 }
 
+// Everything the ranks' processes share (built before the fork).
+struct Check {
+  SyncSetup setup;    // the catalog's model (canonical), layouts and filter
+  ws::Model trainer;  // what the trainer holds and the sync runs on (a test may corrupt it)
+  // fp8 rollouts: the synced conversion of `trainer`, and the canonical one of setup.model (what
+  // engines must hold, truth.params[i] made from setup.model.params[truth_conv->source[i]]).
+  std::optional<ws::Fp8Conversion> conv, truth_conv;
+  std::unique_ptr<ws::ShardMap> trainer_map;  // fp8: the trainer's bf16 shards
+  std::unique_ptr<ws::PreparedSync> sync;     // over the engines' model (converted or not)
+  std::vector<bool> converted;                // per trainer parameter
+  VerifyOptions options;
+
+  const ws::Model& Truth() const { return truth_conv ? truth_conv->model : setup.model; }
+  std::string TrainerWeights(int p, uint64_t v) const {
+    return Weights(trainer.params[p], p, v, converted[p]);
+  }
+  // What engine TP rank `t` must hold of truth parameter `p` at version `v`: its piece of the
+  // trainer's weights (ExpectedPiece), or for a converted weight the fp8 data or scales of its
+  // bf16 piece. Blocks of 32 never cross a shard boundary, so that equals the slice of the whole
+  // tensor converted at once; `cache` keeps the last conversion (data and scales come from one).
+  struct Converted {
+    int source = -1;
+    uint64_t version = 0;
+    std::string data, scales;
+  };
+  std::string Expected(int p, int t, uint64_t v, Converted& cache) const {
+    const ws::Model& truth = Truth();
+    const ws::Param& param = truth.params[p];
+    const int src = truth_conv ? truth_conv->source[p] : p;
+    const bool quantized = truth_conv && truth_conv->kind[p] != ws::Fp8Conversion::Kind::kCopy;
+    if (!quantized)
+      return ExpectedPiece(param, truth.num_experts, setup.engine, t,
+                           Weights(setup.model.params[src], src, v, false));
+    if (cache.source != src || cache.version != v) {
+      const ws::Param& bf16_param = setup.model.params[src];
+      const std::string piece =
+          ExpectedPiece(bf16_param, truth.num_experts, setup.engine, t, Weights(bf16_param, src, v, true));
+      const size_t n = piece.size() / 2;
+      std::vector<uint16_t> bf16(n);
+      std::memcpy(bf16.data(), piece.data(), piece.size());
+      cache.data.assign(n, '\0');
+      cache.scales.assign((n + ws::kMxBlock - 1) / ws::kMxBlock, '\0');
+      (void)ws::QuantizeMxfp8(
+          bf16, absl::MakeSpan(reinterpret_cast<uint8_t*>(cache.data.data()), cache.data.size()),
+          absl::MakeSpan(reinterpret_cast<uint8_t*>(cache.scales.data()), cache.scales.size()));
+      cache.source = src;
+      cache.version = v;
+    }
+    return truth_conv->kind[p] == ws::Fp8Conversion::Kind::kData ? cache.data : cache.scales;
+  }
+};
+
 // One sender's whole life in its process: its shard of each version, cut from the full weights
-// by the plan's own layout (what a trainer holds), sent. Exit status 0, or 1 with the error in
-// `report`.
-[[noreturn]] void SenderProcess(const ws::PreparedSync& sync, int rank, const std::string& dir,
-                                const std::string& report, const VerifyOptions& o) {
+// by the plan's own layout (what a trainer holds), converted to fp8 where the rollouts are, sent.
+// Exit status 0, or 1 with the error in `report`.
+[[noreturn]] void SenderProcess(const Check& c, int rank, const std::string& dir, const std::string& report) {
   auto fail = [&](const absl::Status& s) {
     WriteFile(report, absl::StrCat("trainer rank ", rank, ": ", s.message()));
     _exit(1);
@@ -123,34 +184,42 @@ void WriteFile(const std::string& path, const std::string& text) {
   ws::FileRendezvous rendezvous(dir);
   ws::TcpOptions to;
   to.rendezvous = &rendezvous;
-  to.transfer.io_timeout = o.io_timeout;
-  to.transfer.sync_timeout = o.io_timeout * 2;
+  to.transfer.io_timeout = c.options.io_timeout;
+  to.transfer.sync_timeout = c.options.io_timeout * 2;
   auto transport = ws::CreateTcpTransport(to);
   if (!transport.ok()) fail(transport.status());
-  auto layout = sync.SenderLayout(rank);
-  auto schedule = sync.SenderSchedule(rank);
+  auto layout = c.sync->SenderLayout(rank);  // of the engines' model
+  auto schedule = c.sync->SenderSchedule(rank);
   if (!layout.ok()) fail(layout.status());
   if (!schedule.ok()) fail(schedule.status());
-  const ws::Model& m = sync.model();
-  std::vector<uint8_t> shard(layout->Bytes());
-  for (int v = 1; v <= o.versions; ++v) {
-    std::vector<std::string> full(m.params.size());
-    std::vector<absl::Span<const uint8_t>> spans(m.params.size());
-    for (const ws::ShardLayout::Entry& e : layout->entries()) {
-      full[e.param] = Weights(m.params[e.param], e.param, v);
+  const ws::ShardLayout held = c.conv ? ws::ShardLayout::Of(c.trainer, *c.trainer_map, rank) : *layout;
+  std::vector<uint8_t> shard(held.Bytes()), converted(c.conv ? layout->Bytes() : 0);
+  for (int v = 1; v <= c.options.versions; ++v) {
+    std::vector<std::string> full(c.trainer.params.size());
+    std::vector<absl::Span<const uint8_t>> spans(c.trainer.params.size());
+    for (const ws::ShardLayout::Entry& e : held.entries()) {
+      full[e.param] = c.TrainerWeights(e.param, v);
       spans[e.param] = {reinterpret_cast<const uint8_t*>(full[e.param].data()), full[e.param].size()};
     }
-    ws::CutShard(m, *layout, spans, absl::MakeSpan(shard));
-    if (absl::Status s = (*transport)->Send(v, *schedule, shard); !s.ok()) fail(s);
+    ws::CutShard(c.trainer, held, spans, absl::MakeSpan(shard));
+    absl::Span<const uint8_t> out = shard;
+    if (c.conv) {
+      if (absl::Status s =
+              ws::ConvertShard(c.trainer, *c.conv, held, *layout, shard, absl::MakeSpan(converted));
+          !s.ok())
+        fail(s);
+      out = converted;
+    }
+    if (absl::Status s = (*transport)->Send(v, *schedule, out); !s.ok()) fail(s);
   }
   _exit(0);
 }
 
 // One engine rank's life: receive each version, then check every byte against ExpectedPiece of
-// `truth` (the model as the catalog describes it). Exit status 0, or 1 with what differs.
-[[noreturn]] void ReceiverProcess(const ws::PreparedSync& sync, const ws::Model& truth,
-                                  const SyncSetup& setup, int rank, const std::string& dir,
-                                  const std::string& report, const VerifyOptions& o) {
+// the truth (the model as the catalog describes it, converted where the rollouts are fp8). Exit
+// status 0, or 1 with what differs.
+[[noreturn]] void ReceiverProcess(const Check& c, int rank, const std::string& dir,
+                                  const std::string& report) {
   auto fail = [&](const std::string& why) {
     WriteFile(report, why);
     _exit(1);
@@ -159,33 +228,38 @@ void WriteFile(const std::string& path, const std::string& text) {
   ws::TcpOptions to;
   to.rendezvous = &rendezvous;
   to.receiver_rank = rank;
-  to.transfer.io_timeout = o.io_timeout;
-  to.transfer.sync_timeout = o.io_timeout * 2;
+  to.transfer.io_timeout = c.options.io_timeout;
+  to.transfer.sync_timeout = c.options.io_timeout * 2;
   auto transport = ws::CreateTcpTransport(to);
   if (!transport.ok()) fail(std::string(transport.status().message()));
-  auto schedule = sync.ReceiverSchedule(rank);
+  auto schedule = c.sync->ReceiverSchedule(rank);
   if (!schedule.ok()) fail(std::string(schedule.status().message()));
   ws::VersionedShard shard(schedule->shard_bytes);
   if (absl::Status s = shard.Load(0, std::vector<uint8_t>(schedule->shard_bytes, kSentinel)); !s.ok())
     fail(std::string(s.message()));
-  const int t = rank % setup.engine.tp;
-  for (int v = 1; v <= o.versions; ++v) {
+  const ws::Model& truth = c.Truth();
+  const int t = rank % c.setup.engine.tp;
+  for (int v = 1; v <= c.options.versions; ++v) {
     if (absl::Status s = (*transport)->Receive(v, *schedule, shard); !s.ok())
       fail(absl::StrCat("engine rank ", rank, ", version ", v, ": ", s.message()));
     const ws::VersionedShard::Snapshot got = shard.Current();
     const absl::Span<const uint8_t> bytes = got.bytes->span();
     int64_t at = 0;
+    Check::Converted cache;
     for (size_t p = 0; p < truth.params.size(); ++p) {
       const ws::Param& param = truth.params[p];
-      std::string want =
-          ExpectedPiece(param, truth.num_experts, setup.engine, t, Weights(param, static_cast<int>(p), v));
+      if (param.expert >= 0 && c.setup.engine.experts == ws::ExpertSharding::kWholeOverAllRanks &&
+          param.expert / (truth.num_experts / c.setup.engine.tp) != t)
+        continue;  // another rank's experts: no need to make their weights
+      std::string want = c.Expected(static_cast<int>(p), t, v, cache);
       if (want.empty()) continue;
-      if (!setup.filter(param)) want.assign(want.size(), static_cast<char>(kSentinel));
+      if (!c.setup.filter(param)) want.assign(want.size(), static_cast<char>(kSentinel));
       const bool fits = at + static_cast<int64_t>(want.size()) <= static_cast<int64_t>(bytes.size());
       if (!fits || std::memcmp(bytes.data() + at, want.data(), want.size()) != 0) {
         fail(absl::StrCat("engine rank ", rank, ", version ", v, ": ", param.name, "\n",
-                          setup.filter(param) ? "its bytes differ from the engines' layout of the full model"
-                                              : "it arrived although the sync leaves it out"));
+                          c.setup.filter(param)
+                              ? "its bytes differ from the engines' layout of the full model"
+                              : "it arrived although the sync leaves it out"));
       }
       at += static_cast<int64_t>(want.size());
     }
@@ -194,6 +268,18 @@ void WriteFile(const std::string& path, const std::string& text) {
                         at));
   }
   _exit(0);
+}
+
+// The weights vLLM quantizes for fp8 rollouts: bf16 matrices of the mixers, FFNs and experts
+// (last dimension a multiple of 32), not embeddings, the LM head, norms, routers, adapters, MTP
+// or vision.
+bool QuantizedForFp8Rollouts(const ws::Param& p) {
+  const std::string& n = p.name;
+  auto has = [&n](const char* s) { return n.find(s) != std::string::npos; };
+  return p.dtype == ws::DType::kBF16 && p.shape.size() >= 2 && p.shape.back() % ws::kMxBlock == 0 &&
+         n.size() > 7 && n.compare(n.size() - 7, 7, ".weight") == 0 && !has("embed") && !has("lm_head") &&
+         !has("norm") && !has(".gate.weight") && !has("lora_") && n.rfind("mtp.", 0) != 0 &&
+         n.rfind("visual.", 0) != 0;
 }
 
 }  // namespace
@@ -265,23 +351,49 @@ absl::StatusOr<VerifyResult> VerifyWeightSync(const Plan& plan, const VerifyOpti
   const Architecture arch = ScaleDown(plan.model->arch, plan);
   absl::StatusOr<SyncSetup> setup = MakeSyncSetup(plan, arch);
   if (!setup.ok()) return setup.status();
-  ws::Model synced = setup->model;
-  if (o.corrupt) o.corrupt(synced);
+  Check c;
+  c.options = o;
+  c.setup = std::move(*setup);
+  c.trainer = c.setup.model;
+  if (o.corrupt) o.corrupt(c.trainer);
+  ws::Model engines_model = c.trainer;
+  // fp8 rollouts convert on the trainer side; an FSDP trainer's flat shards cut the 32-element
+  // blocks (weight_sync refuses them), so its bf16 goes and the engines quantize on arrival.
+  const bool fp8 = plan.generator.precision.name == "fp8" && plan.trainer.shape.backend != "fsdp";
+  c.converted.assign(c.trainer.params.size(), false);
+  if (fp8) {
+    absl::StatusOr<ws::Fp8Conversion> conv = ws::MakeFp8Conversion(c.trainer, QuantizedForFp8Rollouts);
+    absl::StatusOr<ws::Fp8Conversion> truth = ws::MakeFp8Conversion(c.setup.model, QuantizedForFp8Rollouts);
+    if (!conv.ok()) return conv.status();
+    if (!truth.ok()) return truth.status();
+    for (size_t i = 0; i < conv->source.size(); ++i)
+      if (conv->kind[i] != ws::Fp8Conversion::Kind::kCopy) c.converted[conv->source[i]] = true;
+    engines_model = conv->model;
+    c.conv = std::move(*conv);
+    c.truth_conv = std::move(*truth);
+    absl::StatusOr<ws::ShardMap> map = ws::ShardMap::Build(c.trainer, c.setup.senders);
+    if (!map.ok()) return map.status();
+    c.trainer_map = std::make_unique<ws::ShardMap>(std::move(*map));
+  }
   ws::PlanOptions po;
-  po.filter = setup->filter;
+  po.filter = c.setup.filter;
   absl::StatusOr<std::unique_ptr<ws::PreparedSync>> sync =
-      ws::PreparedSync::Make(synced, setup->senders, setup->receivers, po);
+      ws::PreparedSync::Make(engines_model, c.setup.senders, c.setup.receivers, po);
   if (!sync.ok())
     return absl::InvalidArgumentError(
         absl::StrCat("weight-sync layouts of the scaled model: ", sync.status().message()));
+  c.sync = std::move(*sync);
 
   VerifyResult r;
-  r.senders = (*sync)->num_senders();
-  r.receivers = (*sync)->num_receivers();
-  r.scaled = Describe(arch, setup->model.TotalBytes());
-  r.params = static_cast<int>(setup->model.params.size());
-  for (const ws::Param& p : setup->model.params) r.synced_params += setup->filter(p) ? 1 : 0;
-  r.synced_bytes = (*sync)->plan().total_bytes;
+  r.senders = c.sync->num_senders();
+  r.receivers = c.sync->num_receivers();
+  r.scaled = Describe(arch, c.setup.model.TotalBytes());
+  if (fp8) absl::StrAppend(&r.scaled, ", fp8 rollouts");
+  if (!fp8 && plan.generator.precision.name == "fp8")
+    absl::StrAppend(&r.scaled, ", bf16 to fp8 engines (FSDP)");
+  r.params = static_cast<int>(c.Truth().params.size());
+  for (const ws::Param& p : c.Truth().params) r.synced_params += c.setup.filter(p) ? 1 : 0;
+  r.synced_bytes = c.sync->plan().total_bytes;
   r.versions = o.versions;
 
   char tmpl[] = "/tmp/skyrl-verify-XXXXXX";
@@ -295,15 +407,17 @@ absl::StatusOr<VerifyResult> VerifyWeightSync(const Plan& plan, const VerifyOpti
     std::fflush(nullptr);
     const pid_t pid = fork();
     if (pid == 0) {
-      if (sender) SenderProcess(**sync, rank, dir, report, o);
-      ReceiverProcess(**sync, setup->model, *setup, rank, dir, report, o);
+      if (sender) SenderProcess(c, rank, dir, report);
+      ReceiverProcess(c, rank, dir, report);
     }
     kids.push_back(pid);
     reports.push_back(report);
     who.push_back(absl::StrCat(sender ? "trainer rank " : "engine rank ", rank));
   };
-  for (int i = 0; i < r.receivers; ++i) spawn(false, i);
+  // Trainer ranks first: when one fails, its report (the cause) comes before the engines'
+  // timeouts waiting for it.
   for (int i = 0; i < r.senders; ++i) spawn(true, i);
+  for (int i = 0; i < r.receivers; ++i) spawn(false, i);
 
   // Every rank's status, within 4 I/O timeouts; stragglers are killed and reported.
   const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoSeconds(o.io_timeout * 4);

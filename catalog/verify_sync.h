@@ -7,8 +7,11 @@
 // rules give it of the full model (cut here from the parameter's split dimension, fused blocks,
 // head rows and expert index, without weight_sync's boxes); filtered parameters must not arrive.
 //
-// Not yet: fp8 rollouts. The catalog's sync sends bf16 (FP8 engines quantize on arrival,
-// docs/catalog.md), so rows that list FP8 rollouts are checked in bf16.
+// Where the plan's rollouts are fp8 and the trainer is Megatron, each trainer rank converts its
+// own shard to fp8 with 32-element E8M0 scales (weight_sync/convert/fp8_model.h) and engines must
+// hold the fp8 data and scales of their bf16 piece, byte for byte (the same as the slice of the
+// whole tensor converted at once). An FSDP trainer's flat shards cut the blocks, so there bf16
+// goes, as the catalog's sync assumes (engines quantize on arrival).
 //
 // Forks one process per rank: call it from a process with no other threads running.
 #pragma once

@@ -73,6 +73,32 @@ TEST(VerifySyncTest, AWrongSplitRuleFailsTheCheckNamingTheParameter) {
   EXPECT_THAT(FormatVerifyResult(*r), HasSubstr("weights NOT verified"));
 }
 
+TEST(VerifySyncTest, FpEightRolloutsArriveConvertedAndAWrongRuleIsNamed) {
+  absl::StatusOr<Plan> plan = PlanAtRowMinimum("GLM-5.3-753B");  // the row lists FP8 rollouts
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->generator.precision.name, "fp8");
+  absl::StatusOr<VerifyResult> clean = VerifyWeightSync(*plan);
+  ASSERT_TRUE(clean.ok()) << clean.status();
+  EXPECT_TRUE(clean->verified) << clean->failure;
+  EXPECT_THAT(clean->scaled, HasSubstr("fp8 rollouts"));
+  VerifyOptions o;
+  std::string name;
+  o.corrupt = [&](weight_sync::Model& m) {
+    for (weight_sync::Param& p : m.params)
+      if (name.empty() && p.split_dim == 1 && p.name.size() > 14 &&
+          p.name.compare(p.name.size() - 14, 14, ".o_proj.weight") == 0) {
+        name = p.name;
+        p.split_dim = 0;
+        p.head_rows.clear();
+      }
+  };
+  absl::StatusOr<VerifyResult> r = VerifyWeightSync(*plan, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_FALSE(name.empty());
+  EXPECT_FALSE(r->verified);
+  EXPECT_EQ(r->failed_param, name) << r->failure;
+}
+
 TEST(VerifySyncTest, AParameterTheSyncShouldLeaveOutIsCaughtArriving) {
   absl::StatusOr<Plan> plan = PlanAtRowMinimum("MiMo-7B-RL");  // MTP layers, dropped by default
   ASSERT_TRUE(plan.ok()) << plan.status();

@@ -80,6 +80,27 @@ TEST(Mxfp8Test, RoundTripErrorIsBoundedPerBlock) {
   }
 }
 
+// QuantizeMxfp8 looks most elements up by bit pattern; every bf16 value under scales from 2^-126
+// to 2^127 must give what the arithmetic conversion of the scaled value gives.
+TEST(Mxfp8Test, EveryBf16ValueUnderEveryKindOfScaleMatchesTheArithmeticPath) {
+  for (float amax : {448.0f, 1.0f, 0x1p-100f, 0x1p100f, 3.0e38f}) {
+    std::vector<uint16_t> in;
+    for (uint32_t b = 0; b < 65536; ++b) {
+      if (in.size() % kMxBlock == 0) in.push_back(FloatToBf16(amax));  // each block's largest element
+      const float f = Bf16ToFloat(static_cast<uint16_t>(b));
+      in.push_back(std::isfinite(f) && std::fabs(f) <= amax ? static_cast<uint16_t>(b) : 0);
+    }
+    while (in.size() % kMxBlock != 0) in.push_back(0);
+    std::vector<uint8_t> fp8(in.size()), scales(in.size() / kMxBlock);
+    ASSERT_TRUE(QuantizeMxfp8(in, absl::MakeSpan(fp8), absl::MakeSpan(scales)).ok());
+    for (size_t i = 0; i < in.size(); ++i) {
+      const int exp = static_cast<int>(scales[i / kMxBlock]) - 127;
+      ASSERT_EQ(fp8[i], FloatToE4M3(std::ldexp(Bf16ToFloat(in[i]), -exp)))
+          << "bf16 0x" << std::hex << in[i] << " under 2^" << std::dec << exp;
+    }
+  }
+}
+
 TEST(Mxfp8Test, ZerosExactValuesAndBadSizes) {
   std::vector<uint16_t> in(64, FloatToBf16(0.0f));
   in[40] = FloatToBf16(3.0f);

@@ -29,6 +29,10 @@ absl::StatusOr<Fp8Conversion> MakeFp8Conversion(const Model& trainer, const Para
     scales.name = src.name + ".mx_scale";
     scales.dtype = DType::kU8;
     scales.shape.back() /= kMxBlock;
+    // Split along the last dimension (row-parallel), a head's columns shrink with it: one scale
+    // per 32 of them (0, splitting by rows, when a head is not whole blocks).
+    if (scales.split_dim == static_cast<int>(scales.shape.size()) - 1)
+      for (int64_t& h : scales.head_rows) h = h % kMxBlock == 0 ? h / kMxBlock : 0;
     c.model.params.push_back(data);
     c.source.push_back(p);
     c.kind.push_back(Fp8Conversion::Kind::kData);

@@ -51,8 +51,24 @@ float E4M3ToFloat(uint8_t v) {
   return sign * std::ldexp(1.0f + m / 8.0f, exp - 7);
 }
 
+namespace {
+
+// FloatToE4M3 of every bf16 value, by bit pattern (built once). Scaling a normal bf16 by a power
+// of two only moves its exponent field, so a scaled element that stays normal is a lookup.
+const uint8_t* E4M3OfBf16() {
+  static const uint8_t* table = [] {
+    auto* t = new uint8_t[65536];
+    for (uint32_t b = 0; b < 65536; ++b) t[b] = FloatToE4M3(Bf16ToFloat(static_cast<uint16_t>(b)));
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
 absl::Status QuantizeMxfp8(absl::Span<const uint16_t> bf16, absl::Span<uint8_t> fp8,
                            absl::Span<uint8_t> scales) {
+  const uint8_t* table = E4M3OfBf16();
   const size_t n = bf16.size(), blocks = (n + kMxBlock - 1) / kMxBlock;
   if (fp8.size() != n || scales.size() != blocks)
     return absl::InvalidArgumentError(absl::StrCat("mxfp8: ", n, " elements need ", n, " fp8 bytes and ",
@@ -70,7 +86,14 @@ absl::Status QuantizeMxfp8(absl::Span<const uint16_t> bf16, absl::Span<uint8_t> 
     if (amax > 0 && std::ldexp(448.0f, exp - 1) >= amax) --exp;  // log2 rounding guard
     exp = std::max(-127, std::min(127, exp));
     scales[b] = static_cast<uint8_t>(exp + 127);
-    for (size_t i = lo; i < hi; ++i) fp8[i] = FloatToE4M3(std::ldexp(Bf16ToFloat(bf16[i]), -exp));
+    for (size_t i = lo; i < hi; ++i) {
+      const uint16_t b = bf16[i];
+      const int e = (b >> 7) & 0xFF, scaled = e - exp;
+      if (e != 0 && e != 0xFF && scaled > 0 && scaled < 0xFF)
+        fp8[i] = table[(b & 0x807Fu) | (static_cast<uint32_t>(scaled) << 7)];
+      else  // zero, subnormal, inf or NaN, or leaving the normal range: the arithmetic path
+        fp8[i] = FloatToE4M3(std::ldexp(Bf16ToFloat(b), -exp));
+    }
   }
   return absl::OkStatus();
 }
