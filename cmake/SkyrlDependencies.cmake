@@ -13,6 +13,7 @@ pkg_check_modules(LIBARCHIVE REQUIRED IMPORTED_TARGET libarchive)
 find_package(spdlog CONFIG REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
+find_package(prometheus-cpp CONFIG REQUIRED)  # daemons' /metrics (Debian: prometheus-cpp-dev)
 find_package(GTest CONFIG REQUIRED)
 
 # CUDA runtime and NCCL are optional: a machine without the toolkit builds everything else.

@@ -1,5 +1,7 @@
 #include "runtime/head/head.h"
 
+#include "runtime/head/head_metrics.h"
+
 #include <grpcpp/grpcpp.h>
 
 #include <filesystem>
@@ -122,6 +124,18 @@ absl::Status Head::Start() {
   if (!listening.ok()) return listening.status();
   server_ = std::move(listening->server);
   port_ = listening->port;
+  if (options_.metrics_port >= 0) {
+    absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> m =
+        metrics::MetricsServer::Start(options_.bind, options_.metrics_port);
+    if (!m.ok()) {
+      server_->Shutdown();
+      server_.reset();
+      return m.status();
+    }
+    metrics_server_ = std::move(*m);
+    metrics_ = std::make_shared<HeadMetrics>(*this);
+    metrics_server_->Add(metrics_);
+  }
   liveness_ = std::thread([this] {
     const absl::Duration tick = std::max(absl::Milliseconds(5), options_.heartbeat_period / 4);
     while (!stopping_.load()) {
@@ -133,9 +147,12 @@ absl::Status Head::Start() {
   return absl::OkStatus();
 }
 
+int Head::metrics_port() const { return metrics_server_ ? metrics_server_->port() : -1; }
+
 void Head::Shutdown() {
   if (stopping_.exchange(true)) return;
-  groups_->StopWaits();  // open WaitPlacementGroup calls answer now instead of holding Shutdown
+  metrics_server_.reset();  // no scrape reads the tables once shutdown starts
+  groups_->StopWaits();     // open WaitPlacementGroup calls answer now instead of holding Shutdown
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
   if (liveness_.joinable()) liveness_.join();
 }
@@ -163,6 +180,8 @@ int RunHead(const HeadOptions& options) {
   }
   spdlog::info("skyrl-head listening on {}:{} ({}), store {}", options.bind, (*head)->port(),
                rpc::TlsDescription(), (*head)->store().Describe());
+  if ((*head)->metrics_port() >= 0)
+    spdlog::info("skyrl-head metrics on http://{}:{}/metrics", options.bind, (*head)->metrics_port());
   int sig = WaitForTerminationSignal();
   spdlog::info("received signal {}, shutting down", sig);
   (*head)->Shutdown();

@@ -21,6 +21,7 @@
 #include "runtime/head/resource_tracker.h"
 #include "runtime/head/retention.h"
 #include "runtime/head/worker_client.h"
+#include "runtime/metrics/metrics_server.h"
 #include "runtime/store/store.h"
 
 namespace grpc {
@@ -42,10 +43,13 @@ struct HeadOptions {
   absl::Duration heartbeat_period = absl::Seconds(1);
   int heartbeat_misses = 5;
   RetentionOptions retention;
+  // Prometheus /metrics on bind:metrics_port (head_metrics.h); -1: off, 0: a free port.
+  int metrics_port = -1;
 };
 
 class Head;
 class HeadServices;
+class HeadMetrics;
 
 // Opens a head: the store, then recovery in dependency order (nodes, the alive nodes into
 // the resource tracker, placement groups and their bundles, actors in them, jobs). Errors
@@ -70,6 +74,7 @@ class Head {
   // Answers open waits, stops serving (3 s grace) and the liveness loop. Idempotent.
   void Shutdown();
   int port() const { return port_; }  // the bound port, after Start
+  int metrics_port() const;           // the metrics port after Start, or -1 when off
 
   store::Store& store() { return store_; }
   NodeManager& nodes() { return *nodes_; }
@@ -97,6 +102,8 @@ class Head {
   std::unique_ptr<NodeListener> listener_;
   std::unique_ptr<HeadServices> services_;
   std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<HeadMetrics> metrics_;
+  std::unique_ptr<metrics::MetricsServer> metrics_server_;
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::thread liveness_;

@@ -25,6 +25,9 @@ int main(int argc, char** argv) {
   int64_t keep_terminal = skyrl::head::kDefaultKeepTerminal;
   skyrl::rpc::TlsFiles tls;
   app.add_option("--port", o.port, "gRPC port")->check(CLI::Range(1, 65535));
+  app.add_option("--metrics-port", o.metrics_port,
+                 "serve Prometheus metrics on http://<bind>:<port>/metrics (0: a free port; default: off)")
+      ->check(CLI::Range(0, 65535));
   app.add_option("--bind", o.bind, "address to listen on (127.0.0.1 unless told otherwise)");
   app.add_option("--store", o.store, "metadata store: memory | redis://[:password@]host:port[/db]");
   app.add_option("--store-retry-window-s", store_retry_window_s,

@@ -1,0 +1,30 @@
+// The head's metrics, read from its tables at each scrape (docs/operations.md "Metrics"):
+//   skyrl_nodes{state}                    nodes by state (alive, dead)
+//   skyrl_node_resources{node,resource,kind}  per alive node: total and used (kind="total"|"used")
+//   skyrl_actors{state,class}             actors by state and class
+//   skyrl_placement_groups{state}         placement groups by state
+//   skyrl_jobs{state}                     jobs by state
+// Every state is reported, 0 when none is in it, so a series never disappears.
+//
+// Thread-safe (the managers are); keeps a reference to `head`, which must outlive it.
+#pragma once
+
+#include <vector>
+
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
+
+namespace skyrl::head {
+
+class Head;
+
+class HeadMetrics : public prometheus::Collectable {
+ public:
+  explicit HeadMetrics(Head& head) : head_(head) {}
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  Head& head_;
+};
+
+}  // namespace skyrl::head
