@@ -150,6 +150,14 @@ std::vector<ActorId> ActorProcesses::Running() const {
   return out;
 }
 
+std::vector<std::pair<ActorId, pid_t>> ActorProcesses::RunningPids() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::pair<ActorId, pid_t>> out;
+  for (const auto& [id, child] : children_) out.emplace_back(id, child.process.pid());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 void ActorProcesses::ReapLoop() {
   while (true) {
     std::vector<ActorExit> exits;

@@ -63,6 +63,8 @@ class ActorProcesses {
   // request, so the head restarts the actor elsewhere. Returns how many it killed.
   int Fence(const std::string& reason);
   std::vector<ActorId> Running() const;
+  // The same with each process's pid (for the worker's metrics).
+  std::vector<std::pair<ActorId, pid_t>> RunningPids() const;
   std::string LogPath(const ActorId& id) const;
 
  private:

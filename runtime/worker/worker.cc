@@ -1,5 +1,8 @@
 #include "runtime/worker/worker.h"
 
+#include "runtime/metrics/metrics_server.h"
+#include "runtime/worker/worker_metrics.h"
+
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -79,6 +82,16 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
   };
   auto directory = v1::ActorDirectory::NewStub(rpc::MakeChannel(o.head));
   auto kv = v1::KvService::NewStub(rpc::MakeChannel(o.head));
+  // The metrics read the service's processes, which exist only below: asked through a pointer.
+  std::atomic<WorkerServiceImpl*> service{nullptr};
+  auto metrics = std::make_shared<WorkerMetrics>(
+      [&] {
+        std::vector<std::pair<std::string, pid_t>> out;
+        if (WorkerServiceImpl* s = service.load())
+          for (const auto& [id, pid] : s->RunningPids()) out.emplace_back(id.ToString(), pid);
+        return out;
+      },
+      static_cast<int>(node.offer.gpu_ids.size()));
   ExitReporter exits(
       [&](const v1::ReportActorExitRequest& req) {
         v1::ReportActorExitReply reply;
@@ -102,7 +115,11 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
          if (!s.ok()) return s;
          return std::move(*reply.mutable_value());
        },
-       .on_exit = [&](const v1::ActorExitInfo& e) { exits.Add(e); },
+       .on_exit =
+           [&](const v1::ActorExitInfo& e) {
+             metrics->RecordExit(e);
+             exits.Add(e);
+           },
        .head_contact = [&]() -> absl::StatusOr<v1::HeadContactReply> {
          HeadLink* l = link.load();
          if (l == nullptr) return absl::UnavailableError("this worker is still starting");
@@ -124,8 +141,18 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
   ServiceActors local_actors(worker_service);
   std::optional<HeadLink> head_link;
 
+  service.store(&worker_service);
   absl::StatusOr<rpc::ListeningServer> server = rpc::StartServer(o.bind, o.port, {&worker_service});
   if (!server.ok()) return Fail(server.status());
+  std::unique_ptr<metrics::MetricsServer> metrics_server;
+  if (o.metrics_port >= 0) {
+    absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> m =
+        metrics::MetricsServer::Start(o.bind, o.metrics_port);
+    if (!m.ok()) return Fail(m.status());
+    metrics_server = std::move(*m);
+    metrics_server->Add(metrics);
+    spdlog::info("worker metrics on http://{}:{}/metrics", o.bind, metrics_server->port());
+  }
   spdlog::info("worker service on {}:{}, actor logs in {}", o.bind, server->port, o.log_dir);
   info.set_address(absl::StrCat(o.node_ip, ":", server->port));
   head_link.emplace(info, *head_api, *probe_api, *peer_api, local_actors, RealClock::Get(),
@@ -146,6 +173,7 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
   spdlog::info("received signal {}, leaving the cluster", sig);
   stopping = true;
   heartbeat.join();
+  metrics_server.reset();
   exits.Stop();
   server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (std::string id = head_link->node_id(); !id.empty()) {

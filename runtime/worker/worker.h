@@ -27,6 +27,7 @@ struct WorkerOptions {
   std::string log_dir;                                    // actor logs (empty: $TMPDIR/skyrl-worker-<pid>)
   std::string actor_host;  // actor host binary (empty: skyrl-actor-host beside this one)
   std::string python;      // interpreter for Python actors and tasks (empty: the one built for)
+  int metrics_port = -1;   // Prometheus /metrics on bind:port (worker_metrics.h); -1 off, 0 any
 };
 
 // What this node offers the head: its resources and GPU ids (detected, or as the flags say)

@@ -25,6 +25,9 @@ int main(int argc, char** argv) {
   app.add_option("--head-retry-window-s", head_retry_window_s,
                  "exit (stopping this node's actors) after the head is unreachable this long; 0: never")
       ->check(CLI::Range(0.0, 86400.0));
+  app.add_option("--metrics-port", o.metrics_port,
+                 "serve Prometheus metrics on http://<bind>:<port>/metrics (0: a free port; default: off)")
+      ->check(CLI::Range(0, 65535));
   app.add_option("--port", o.port, "port of this worker's service (0: any free port)")
       ->check(CLI::Range(0, 65535));
   app.add_option("--bind", o.bind, "address this worker and its actors listen on");

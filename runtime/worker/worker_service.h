@@ -38,6 +38,7 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   grpc::Status KillActor(grpc::ServerContext*, const v1::KillActorRequest*, v1::KillActorReply*) override;
   // The actors running now, and a way to stop some (the head declared this node dead).
   std::vector<ActorId> Running() const { return processes_.Running(); }
+  std::vector<std::pair<ActorId, pid_t>> RunningPids() const { return processes_.RunningPids(); }
   void Stop(const std::vector<ActorId>& ids);
   // The node lost the head: every actor SIGKILLed now, saying why (ActorProcesses::Fence).
   int Fence(const std::string& reason) { return processes_.Fence(reason); }
