@@ -173,6 +173,17 @@ struct Check {
   }
 };
 
+// A rank's TCP transport options: loopback defaults, the check's timeouts; `receiver_rank` -1 for
+// a sender.
+ws::TcpOptions TcpFor(const Check& c, ws::Rendezvous& rendezvous, int receiver_rank) {
+  ws::TcpOptions to;
+  to.rendezvous = &rendezvous;
+  to.receiver_rank = receiver_rank;
+  to.transfer.io_timeout = c.options.io_timeout;
+  to.transfer.sync_timeout = c.options.io_timeout * 2;
+  return to;
+}
+
 // One sender's whole life in its process: its shard of each version, cut from the full weights
 // by the plan's own layout (what a trainer holds), converted to fp8 where the rollouts are, sent.
 // Exit status 0, or 1 with the error in `report`.
@@ -182,11 +193,7 @@ struct Check {
     _exit(1);
   };
   ws::FileRendezvous rendezvous(dir);
-  ws::TcpOptions to;
-  to.rendezvous = &rendezvous;
-  to.transfer.io_timeout = c.options.io_timeout;
-  to.transfer.sync_timeout = c.options.io_timeout * 2;
-  auto transport = ws::CreateTcpTransport(to);
+  auto transport = ws::CreateTcpTransport(TcpFor(c, rendezvous, /*receiver_rank=*/-1));
   if (!transport.ok()) fail(transport.status());
   auto layout = c.sync->SenderLayout(rank);  // of the engines' model
   auto schedule = c.sync->SenderSchedule(rank);
@@ -225,12 +232,7 @@ struct Check {
     _exit(1);
   };
   ws::FileRendezvous rendezvous(dir);
-  ws::TcpOptions to;
-  to.rendezvous = &rendezvous;
-  to.receiver_rank = rank;
-  to.transfer.io_timeout = c.options.io_timeout;
-  to.transfer.sync_timeout = c.options.io_timeout * 2;
-  auto transport = ws::CreateTcpTransport(to);
+  auto transport = ws::CreateTcpTransport(TcpFor(c, rendezvous, rank));
   if (!transport.ok()) fail(std::string(transport.status().message()));
   auto schedule = c.sync->ReceiverSchedule(rank);
   if (!schedule.ok()) fail(std::string(schedule.status().message()));

@@ -9,6 +9,7 @@
 #include "runtime/store/memory/memory_store.h"
 #include "tests/runtime/head/fake_workers.h"
 #include "tests/runtime/head/head_fixture.h"
+#include "tests/runtime/metrics/flatten.h"
 #include "tests/runtime/metrics/http_get.h"
 
 namespace skyrl::head {
@@ -17,17 +18,7 @@ namespace {
 using ::testing::HasSubstr;
 
 // name{label=value,...} -> value, over every family.
-std::map<std::string, double> Flatten(const std::vector<prometheus::MetricFamily>& families) {
-  std::map<std::string, double> out;
-  for (const auto& f : families)
-    for (const auto& m : f.metric) {
-      std::string key = f.name + "{";
-      for (size_t i = 0; i < m.label.size(); ++i)
-        key += (i ? "," : "") + m.label[i].name + "=" + m.label[i].value;
-      out[key + "}"] = m.gauge.value;
-    }
-  return out;
-}
+using ::skyrl::testing::Flatten;
 
 v1::NodeInfo Node(int i, int gpus) {
   v1::NodeInfo n;

@@ -9,20 +9,12 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/runtime/metrics/flatten.h"
 
 namespace skyrl::worker {
 namespace {
 
-std::map<std::string, double> Flatten(const std::vector<prometheus::MetricFamily>& families) {
-  std::map<std::string, double> out;
-  for (const auto& f : families)
-    for (const auto& m : f.metric) {
-      std::string key = f.name;
-      for (const auto& l : m.label) key += "{" + l.name + "=" + l.value + "}";
-      out[key] = f.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
-    }
-  return out;
-}
+using ::skyrl::testing::Flatten;
 
 TEST(WorkerMetricsTest, ReportsEachRunningActorsCpuAndMemoryAndCountsExitsByCause) {
   const pid_t child = fork();
