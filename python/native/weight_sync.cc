@@ -46,7 +46,6 @@ namespace {
 // into it keep it alive.
 struct Buffer {
   std::shared_ptr<ws::ShardBytes> bytes;
-  uint64_t version = 0;
 };
 
 // Copies between a buffer and tensors' memory given as addresses (the caller's tensors, which
@@ -488,7 +487,7 @@ class Receiver {
   std::shared_ptr<Buffer> Staged() const {
     std::shared_ptr<ws::ShardBytes> b = shard_->StagingBuffer();
     if (!b) Raise(absl::FailedPreconditionError("no version is staged"));
-    return std::make_shared<Buffer>(Buffer{std::move(b), shard_->PendingVersion()});
+    return std::make_shared<Buffer>(Buffer{std::move(b)});
   }
   void Commit() { Check(shard_->Commit()); }
   void Abort() { shard_->Abort(); }
@@ -498,7 +497,7 @@ class Receiver {
     if (!s.bytes) return py::none();
     // Lent writable: the engine owns its weights (its kernels may transform them in place).
     auto bytes = std::const_pointer_cast<ws::ShardBytes>(s.bytes);
-    return py::cast(std::make_shared<Buffer>(Buffer{std::move(bytes), s.version}));
+    return py::cast(std::make_shared<Buffer>(Buffer{std::move(bytes)}));
   }
   uint64_t version() const { return shard_->Current().version; }
   // Replaces the live version with a fresh buffer the caller fills (initial weights).
@@ -508,7 +507,6 @@ class Receiver {
   // Makes `b` (from new_buffer, filled by the caller) the live version, without a copy; the
   // caller keeps no other use of it.
   void Load(uint64_t version, const Buffer& b) { Check(shard_->Load(version, b.bytes)); }
-  std::string Aftermath() const { return ws::Aftermath(*shard_); }
 
  private:
   std::shared_ptr<SyncPlan> plan_;
@@ -537,7 +535,6 @@ void BindWeightSync(py::module_& parent) {
                                {py::ssize_t(b.bytes->size())}, {py::ssize_t(1)}, /*readonly=*/false);
       })
       .def("__len__", [](const Buffer& b) { return b.bytes->size(); })
-      .def_property_readonly("version", [](const Buffer& b) { return b.version; })
       .def("pack", [](Buffer& b, const std::vector<int64_t>& offsets, const std::vector<uintptr_t>& addresses,
                       const std::vector<int64_t>& sizes) { CopyRuns(b, offsets, addresses, sizes, true); })
       .def("unpack",
@@ -571,7 +568,6 @@ void BindWeightSync(py::module_& parent) {
       .def("current", &Receiver::Current)
       .def("new_buffer", &Receiver::NewBuffer)
       .def("load", &Receiver::Load, py::arg("version"), py::arg("buffer"))
-      .def("aftermath", &Receiver::Aftermath)
       .def_property_readonly("version", &Receiver::version);
 }
 
