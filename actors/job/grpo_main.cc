@@ -13,6 +13,7 @@
 #include "actors/job/grpo_driver.h"
 #include "actors/train/job_config.h"
 #include "actors/train/metrics.h"
+#include "runtime/common/job_metrics_keys.h"
 #include "runtime/rpc/auth.h"
 
 namespace {
@@ -104,10 +105,22 @@ int Run(const Options& opts) {
               config->generator.num_engines, config->environment.task.c_str(), config->trainer.steps);
   std::fflush(stdout);
   const auto t0 = std::chrono::steady_clock::now();
+  // Run as a job: each step's metrics also go to the head's KV store, for the dashboard's plots.
+  const char* job_env = std::getenv("SKYRL_JOB_ID");
+  const std::string job_id = job_env ? job_env : "";
+  bool publish_failed = false;
   auto run = skyrl::actors::RunDistributedGrpo(
       **client, yaml, *config, dopts,
-      [](const skyrl::actors::StepMetrics& m) {
+      [&](const skyrl::actors::StepMetrics& m) {
         std::printf("%s\n", skyrl::actors::FormatStep(m).c_str());
+        if (!job_id.empty() && !publish_failed) {
+          absl::Status s = (*client)->KvPut(skyrl::JobMetricsKey(job_id, m.step), skyrl::actors::StepJson(m));
+          if (!s.ok()) {  // the run goes on; only the dashboard's plots miss the steps
+            publish_failed = true;
+            std::printf("skyrl-grpo: cannot publish step metrics to the head (%s); not trying again\n",
+                        std::string(s.message()).c_str());
+          }
+        }
         std::fflush(stdout);
       },
       [](const skyrl::actors::JobActors& a) {

@@ -29,30 +29,32 @@ std::string FormatStep(const StepMetrics& m) {
   return extra.empty() ? Line(m) : Line(m) + extra;
 }
 
+std::string StepJson(const StepMetrics& m) {
+  nlohmann::json j = {{"step", m.step},
+                      {"mean_reward", m.mean_reward},
+                      {"exact_fraction", m.exact_fraction},
+                      {"loss", m.loss},
+                      {"policy_loss", m.policy_loss},
+                      {"kl", m.kl},
+                      {"clip_fraction", m.clip_fraction},
+                      {"grad_norm", m.grad_norm},
+                      {"response_tokens", m.response_tokens},
+                      {"tokens_per_s", m.tokens_per_s},
+                      {"generate_s", m.generate_s},
+                      {"reward_s", m.reward_s},
+                      {"train_s", m.train_s},
+                      {"sync_s", m.sync_s},
+                      {"wait_s", m.wait_s},
+                      {"staleness", m.staleness},
+                      {"dropped_samples", m.dropped_samples},
+                      {"step_s", m.step_s},
+                      {"elapsed_s", m.elapsed_s}};
+  return j.dump();
+}
+
 std::string MetricsJsonl(const std::vector<StepMetrics>& history) {
   std::string out;
-  for (const StepMetrics& m : history) {
-    nlohmann::json j = {{"step", m.step},
-                        {"mean_reward", m.mean_reward},
-                        {"exact_fraction", m.exact_fraction},
-                        {"loss", m.loss},
-                        {"policy_loss", m.policy_loss},
-                        {"kl", m.kl},
-                        {"clip_fraction", m.clip_fraction},
-                        {"grad_norm", m.grad_norm},
-                        {"response_tokens", m.response_tokens},
-                        {"tokens_per_s", m.tokens_per_s},
-                        {"generate_s", m.generate_s},
-                        {"reward_s", m.reward_s},
-                        {"train_s", m.train_s},
-                        {"sync_s", m.sync_s},
-                        {"wait_s", m.wait_s},
-                        {"staleness", m.staleness},
-                        {"dropped_samples", m.dropped_samples},
-                        {"step_s", m.step_s},
-                        {"elapsed_s", m.elapsed_s}};
-    absl::StrAppend(&out, j.dump(), "\n");
-  }
+  for (const StepMetrics& m : history) absl::StrAppend(&out, StepJson(m), "\n");
   return out;
 }
 

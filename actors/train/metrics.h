@@ -31,6 +31,9 @@ struct StepMetrics {
 //  gen 0.12s  train 0.20s  sync 0.00s  elapsed 3.4s"
 std::string FormatStep(const StepMetrics& m);
 
+// One step's fields as one JSON object (what the dashboard plots; job_metrics_keys.h).
+std::string StepJson(const StepMetrics& m);
+
 // One JSON object per line with every field above, in step order.
 std::string MetricsJsonl(const std::vector<StepMetrics>& history);
 

@@ -1,4 +1,4 @@
-// `skyrl status` and `skyrl list ...`: the head's tables, rendered by status_view.
+// `skyrl status` and `skyrl list ...`: the head's tables, rendered by status_view; `skyrl logs`.
 #include <grpcpp/grpcpp.h>
 
 #include <iostream>
@@ -11,7 +11,9 @@
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
 #include "runtime/rpc/status.h"
+#include "runtime/common/ids.h"
 #include "skyrl/actor_directory.grpc.pb.h"
+#include "skyrl/logs.grpc.pb.h"
 #include "skyrl/node.grpc.pb.h"
 #include "skyrl/placement_group.grpc.pb.h"
 
@@ -86,11 +88,42 @@ int RunList(const GlobalOptions& global, const ListOptions& o) {
   absl::StatusOr<Tables> t = FetchAll(global, &code);
   if (!t.ok()) return Fail(t.status(), code);
   if (o.what == "nodes")
-    std::cout << (o.json ? RenderNodesJson(t->nodes)
+    std::cout << (o.json ? RenderNodesJson(t->nodes, t->actors, t->groups)
                          : RenderNodesTable(t->nodes, absl::Now(), t->actors, t->groups));
   if (o.what == "placement-groups" || o.what == "pgs")
     std::cout << (o.json ? RenderGroupsJson(t->groups) : RenderGroupsTable(t->groups));
   if (o.what == "actors") std::cout << (o.json ? RenderActorsJson(t->actors) : RenderActorsTable(t->actors));
+  return 0;
+}
+
+struct LogsOptions {
+  std::string actor;  // an actor id, or a name
+  std::string ns;
+  int tail = 0;
+  bool follow = false;
+};
+
+// `skyrl logs`: the actor's log through the head, written to stdout as it arrives.
+int RunLogs(const GlobalOptions& global, const LogsOptions& o) {
+  absl::StatusOr<std::string> token = HeadToken(global);
+  if (!token.ok()) return Fail(token.status(), 2);
+  v1::ActorLogRequest req;
+  if (ActorId::Parse(o.actor).ok()) {
+    req.set_actor_id(o.actor);
+  } else {
+    req.set_name(o.actor);
+    req.set_namespace_(o.ns);
+  }
+  req.set_tail_lines(o.tail);
+  req.set_follow(o.follow);
+  auto stub = v1::ActorLogService::NewStub(rpc::MakeChannel(global.address));
+  grpc::ClientContext ctx;
+  rpc::PrepareCall(&ctx, *token, o.follow ? absl::Hours(24 * 365) : absl::Seconds(60));
+  std::unique_ptr<grpc::ClientReader<v1::ActorLogChunk>> reader = stub->ActorLog(&ctx, req);
+  v1::ActorLogChunk chunk;
+  while (reader->Read(&chunk)) std::cout << chunk.data() << std::flush;
+  absl::Status s = rpc::FromGrpc(reader->Finish());
+  if (!s.ok()) return Fail(s, s.code() == absl::StatusCode::kInvalidArgument ? 2 : 1);
   return 0;
 }
 
@@ -104,6 +137,13 @@ std::vector<Command> AddClusterCommands(CLI::App& app, const GlobalOptions& glob
       ->required()
       ->check(CLI::IsMember({"nodes", "actors", "placement-groups", "pgs"}));
   list->add_flag("--json", list_opts->json, "machine-readable output");
+  CLI::App* logs = app.add_subcommand("logs", "an actor's log, from its worker through the head");
+  auto logs_opts = std::make_shared<LogsOptions>();
+  logs->add_option("actor", logs_opts->actor, "the actor's id, or its name")->required();
+  logs->add_option("--namespace", logs_opts->ns, "the name's namespace (default: \"default\")");
+  logs->add_option("--tail", logs_opts->tail, "start at the last N lines (default: the whole log)")
+      ->check(CLI::Range(0, 100000));
+  logs->add_flag("-f,--follow", logs_opts->follow, "keep printing what the actor writes until it ends");
   return {{status,
            [&global] {
              int code = 0;
@@ -112,7 +152,8 @@ std::vector<Command> AddClusterCommands(CLI::App& app, const GlobalOptions& glob
              std::cout << RenderStatus(global.address, t->nodes, t->actors, t->groups, absl::Now());
              return 0;
            }},
-          {list, [&global, list_opts] { return RunList(global, *list_opts); }}};
+          {list, [&global, list_opts] { return RunList(global, *list_opts); }},
+          {logs, [&global, logs_opts] { return RunLogs(global, *logs_opts); }}};
 }
 
 }  // namespace skyrl::cli

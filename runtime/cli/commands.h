@@ -30,7 +30,7 @@ struct Command {
   std::function<int()> run;
 };
 
-// `status` and `list nodes|actors|placement-groups [--json]`.
+// `status`, `list nodes|actors|placement-groups [--json]` and `logs ACTOR [--follow] [--tail N]`.
 std::vector<Command> AddClusterCommands(CLI::App& app, const GlobalOptions& global);
 // `start [--head]` and `stop`.
 std::vector<Command> AddDaemonCommands(CLI::App& app, const GlobalOptions& global);

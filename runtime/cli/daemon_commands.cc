@@ -17,6 +17,7 @@ namespace {
 struct StartOptions {
   bool head = false;
   int port = 7420;
+  int dashboard_port = -1;  // off
   std::string bind = "127.0.0.1", store = "memory", ns = "default", resources, labels, node_ip;
 };
 
@@ -29,6 +30,7 @@ int StartHead(const GlobalOptions& global, const StartOptions& o) {
   std::string head_address = absl::StrCat(o.bind == "0.0.0.0" ? "127.0.0.1" : o.bind, ":", o.port);
   std::vector<std::string> args = {"--port", std::to_string(o.port), "--bind", o.bind, "--store",
                                    o.store,  "--namespace",          o.ns};
+  if (o.dashboard_port >= 0) args.insert(args.end(), {"--dashboard-port", std::to_string(o.dashboard_port)});
   for (std::string& a : TokenArgs(global)) args.push_back(std::move(a));
   auto d = StartDaemon("skyrl-head", "head", args, [&](int) {
     absl::StatusOr<std::string> token = rpc::LoadToken(global.token_file, false);
@@ -38,6 +40,9 @@ int StartHead(const GlobalOptions& global, const StartOptions& o) {
   std::cout << "skyrl-head started at " << head_address << " (pid " << d->pid << ", log " << d->log_path
             << ")\n"
             << "join workers with: skyrl start --address " << head_address << "\n";
+  if (o.dashboard_port > 0)
+    std::cout << "dashboard: http://" << head_address.substr(0, head_address.rfind(':')) << ":"
+              << o.dashboard_port << "/ (sign in with the cluster token)\n";
   return 0;
 }
 
@@ -73,6 +78,10 @@ std::vector<Command> AddDaemonCommands(CLI::App& app, const GlobalOptions& globa
   start->add_flag("--head", o->head, "start skyrl-head on this machine");
   start->add_option("--port", o->port, "head port")->check(CLI::Range(1, 65535));
   start->add_option("--bind", o->bind, "head listen address");
+  start
+      ->add_option("--dashboard-port", o->dashboard_port,
+                   "serve the head's dashboard on this port (default: off)")
+      ->check(CLI::Range(1, 65535));
   start->add_option("--store", o->store, "head metadata store: memory | redis://...");
   start->add_option("--namespace", o->ns, "cluster name in the store");
   start->add_option("--resources", o->resources, "worker resources, e.g. CPU=8,GPU=4");

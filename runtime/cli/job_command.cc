@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "nlohmann/json.hpp"
 #include "runtime/archive/archive.h"
 #include "runtime/cli/commands.h"
+#include "runtime/cli/status_view.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
 #include "runtime/rpc/status.h"
@@ -26,11 +26,6 @@ std::unique_ptr<v1::JobService::Stub> Stub(const std::string& address) {
   return v1::JobService::NewStub(rpc::MakeChannel(address));
 }
 
-std::string StateName(v1::JobState s) {
-  std::string n = v1::JobState_Name(s);
-  return n.rfind("JOB_", 0) == 0 ? n.substr(4) : n;
-}
-
 bool JobManagerEnded(v1::JobState s) {
   return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED || s == v1::JOB_STOPPED;
 }
@@ -40,22 +35,6 @@ std::string Submitter() {
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   return absl::StrCat(user && *user ? user : "unknown", "@", host);
-}
-
-nlohmann::json ToJson(const v1::JobInfo& j) {
-  nlohmann::json o;
-  o["job_id"] = j.job_id();
-  o["state"] = StateName(j.state());
-  o["entrypoint"] = std::vector<std::string>(j.spec().entrypoint().begin(), j.spec().entrypoint().end());
-  o["exit_code"] = j.exit_code();
-  o["signal"] = j.signal();
-  o["message"] = j.message();
-  o["submitted_unix_ms"] = j.submitted_unix_ms();
-  o["started_unix_ms"] = j.started_unix_ms();
-  o["ended_unix_ms"] = j.ended_unix_ms();
-  o["log_path"] = j.log_path();
-  o["submitter"] = j.spec().submitter();
-  return o;
 }
 
 absl::StatusOr<v1::JobInfo> Get(const std::string& address, const std::string& token, const std::string& id) {
@@ -123,8 +102,8 @@ int JobSubmit(const std::string& address, const std::string& token, const JobSub
   writer->WritesDone();
   if (absl::Status s = rpc::FromGrpc(writer->Finish()); !s.ok()) return Fail(s);
   const v1::JobInfo& job = reply.job();
-  std::cerr << "job " << job.job_id() << " " << StateName(job.state()) << (job.message().empty() ? "" : ": ")
-            << job.message() << "\n";
+  std::cerr << "job " << job.job_id() << " " << JobStateName(job.state())
+            << (job.message().empty() ? "" : ": ") << job.message() << "\n";
   if (args.no_wait) {
     std::cout << job.job_id() << "\n";
     return job.state() == v1::JOB_FAILED ? 1 : 0;
@@ -134,7 +113,7 @@ int JobSubmit(const std::string& address, const std::string& token, const JobSub
   if (!last.ok()) return Fail(last.status());
   absl::StatusOr<v1::JobInfo> final_info = Get(address, token, job.job_id());
   if (!final_info.ok()) return Fail(final_info.status());
-  std::cerr << "job " << final_info->job_id() << " " << StateName(final_info->state()) << ": "
+  std::cerr << "job " << final_info->job_id() << " " << JobStateName(final_info->state()) << ": "
             << final_info->message() << "\n";
   return final_info->state() == v1::JOB_SUCCEEDED ? 0 : 1;
 }
@@ -143,9 +122,9 @@ int JobStatus(const std::string& address, const std::string& token, const std::s
   absl::StatusOr<v1::JobInfo> j = Get(address, token, id);
   if (!j.ok()) return Fail(j.status());
   if (json) {
-    std::cout << ToJson(*j).dump(2) << "\n";
+    std::cout << RenderJobJson(*j);
   } else {
-    std::cout << j->job_id() << " " << StateName(j->state()) << (j->message().empty() ? "" : ": ")
+    std::cout << j->job_id() << " " << JobStateName(j->state()) << (j->message().empty() ? "" : ": ")
               << j->message() << "\n  command: " << absl::StrJoin(j->spec().entrypoint(), " ")
               << "\n  log: " << j->log_path() << "\n";
   }
@@ -165,8 +144,8 @@ int JobStop(const std::string& address, const std::string& token, const std::str
   req.set_grace_ms(int64_t(grace_s * 1000));
   v1::StopJobReply reply;
   if (absl::Status s = rpc::FromGrpc(Stub(address)->StopJob(&ctx, req, &reply)); !s.ok()) return Fail(s);
-  std::cout << reply.job().job_id() << " " << StateName(reply.job().state()) << ": " << reply.job().message()
-            << "\n";
+  std::cout << reply.job().job_id() << " " << JobStateName(reply.job().state()) << ": "
+            << reply.job().message() << "\n";
   return 0;
 }
 
@@ -176,16 +155,14 @@ int JobList(const std::string& address, const std::string& token, bool json) {
   v1::ListJobsReply reply;
   if (absl::Status s = rpc::FromGrpc(Stub(address)->ListJobs(&ctx, {}, &reply)); !s.ok()) return Fail(s);
   if (json) {
-    nlohmann::json arr = nlohmann::json::array();
-    for (const auto& j : reply.jobs()) arr.push_back(ToJson(j));
-    std::cout << arr.dump(2) << "\n";
+    std::cout << RenderJobsJson({reply.jobs().begin(), reply.jobs().end()});
     return 0;
   }
   std::printf("%-32s %-10s %-30s %s\n", "JOB", "STATE", "COMMAND", "MESSAGE");
   for (const auto& j : reply.jobs()) {
     std::string cmd = absl::StrJoin(j.spec().entrypoint(), " ");
     if (cmd.size() > 30) cmd = cmd.substr(0, 27) + "...";
-    std::printf("%-32s %-10s %-30s %s\n", j.job_id().c_str(), StateName(j.state()).c_str(), cmd.c_str(),
+    std::printf("%-32s %-10s %-30s %s\n", j.job_id().c_str(), JobStateName(j.state()).c_str(), cmd.c_str(),
                 j.message().c_str());
   }
   return 0;

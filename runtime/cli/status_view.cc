@@ -28,15 +28,9 @@ std::string Ago(int64_t unix_ms, absl::Time now) {
   return absl::StrFormat("%.1fs ago", std::max(0.0, absl::ToDoubleSeconds(d)));
 }
 
-}  // namespace
-
-namespace {
-std::string Table(const std::vector<std::vector<std::string>>& rows);
-}  // namespace
-
-std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes, absl::Time now,
-                             const std::vector<v1::ActorInfo>& actors,
-                             const std::vector<v1::PlacementGroupInfo>& groups) {
+// What each node's placed bundles and its PENDING and ALIVE actors outside placement groups hold.
+std::map<std::string, ResourceSet> UsedByNode(const std::vector<v1::ActorInfo>& actors,
+                                              const std::vector<v1::PlacementGroupInfo>& groups) {
   std::map<std::string, ResourceSet> used;
   for (const auto& a : actors) {
     if (a.state() != v1::ACTOR_ALIVE && a.state() != v1::ACTOR_PENDING) continue;
@@ -54,6 +48,19 @@ std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes, absl::Time 
       if (r.ok()) used[g.bundles(i).node_id()] += *r;
     }
   }
+  return used;
+}
+
+}  // namespace
+
+namespace {
+std::string Table(const std::vector<std::vector<std::string>>& rows);
+}  // namespace
+
+std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes, absl::Time now,
+                             const std::vector<v1::ActorInfo>& actors,
+                             const std::vector<v1::PlacementGroupInfo>& groups) {
+  const std::map<std::string, ResourceSet> used = UsedByNode(actors, groups);
   std::vector<std::vector<std::string>> rows = {
       {"NODE", "STATE", "HOST", "RESOURCES", "USED", "GPU IDS", "LABELS", "HEARTBEAT"}};
   for (const auto& n : nodes) {
@@ -234,7 +241,9 @@ std::string RenderStatus(const std::string& head, const std::vector<v1::NodeInfo
   return out;
 }
 
-std::string RenderNodesJson(const std::vector<v1::NodeInfo>& nodes) {
+std::string RenderNodesJson(const std::vector<v1::NodeInfo>& nodes, const std::vector<v1::ActorInfo>& actors,
+                            const std::vector<v1::PlacementGroupInfo>& groups) {
+  const std::map<std::string, ResourceSet> used = UsedByNode(actors, groups);
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& n : nodes) {
     nlohmann::json j;
@@ -244,12 +253,43 @@ std::string RenderNodesJson(const std::vector<v1::NodeInfo>& nodes) {
     j["address"] = n.address();
     j["resources"] = Resources(n).ToMap();
     j["resources_text"] = Resources(n).ToString();
+    auto u = used.find(n.node_id());
+    j["used"] = u == used.end() ? std::map<std::string, double>{} : u->second.ToMap();
     j["gpu_ids"] = std::vector<int>(n.gpu_ids().begin(), n.gpu_ids().end());
     j["labels"] = std::map<std::string, std::string>(n.labels().begin(), n.labels().end());
     j["last_heartbeat_unix_ms"] = n.last_heartbeat_unix_ms();
     j["death_reason"] = n.death_reason();
     arr.push_back(std::move(j));
   }
+  return arr.dump(2) + "\n";
+}
+
+std::string JobStateName(v1::JobState s) {
+  std::string n = v1::JobState_Name(s);
+  return n.rfind("JOB_", 0) == 0 ? n.substr(4) : n;
+}
+
+nlohmann::json JobJson(const v1::JobInfo& j) {
+  nlohmann::json o;
+  o["job_id"] = j.job_id();
+  o["state"] = JobStateName(j.state());
+  o["entrypoint"] = std::vector<std::string>(j.spec().entrypoint().begin(), j.spec().entrypoint().end());
+  o["exit_code"] = j.exit_code();
+  o["signal"] = j.signal();
+  o["message"] = j.message();
+  o["submitted_unix_ms"] = j.submitted_unix_ms();
+  o["started_unix_ms"] = j.started_unix_ms();
+  o["ended_unix_ms"] = j.ended_unix_ms();
+  o["log_path"] = j.log_path();
+  o["submitter"] = j.spec().submitter();
+  return o;
+}
+
+std::string RenderJobJson(const v1::JobInfo& job) { return JobJson(job).dump(2) + "\n"; }
+
+std::string RenderJobsJson(const std::vector<v1::JobInfo>& jobs) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& j : jobs) arr.push_back(JobJson(j));
   return arr.dump(2) + "\n";
 }
 

@@ -1,4 +1,5 @@
-// Renders the cluster for people (`skyrl status`) and for programs (`skyrl list --json`).
+// Renders the cluster for people (`skyrl status`) and for programs (`skyrl list --json`,
+// `skyrl job list --json`, and the head's dashboard, which serves the same JSON).
 #pragma once
 
 #include <string>
@@ -6,6 +7,7 @@
 
 #include "absl/time/time.h"
 #include "skyrl/actor_directory.pb.h"
+#include "skyrl/job.pb.h"
 #include "skyrl/node.pb.h"
 #include "skyrl/placement_group.pb.h"
 
@@ -25,6 +27,13 @@ std::string RenderActorsJson(const std::vector<v1::ActorInfo>& actors);
 std::string RenderNodesTable(const std::vector<v1::NodeInfo>& nodes, absl::Time now,
                              const std::vector<v1::ActorInfo>& actors = {},
                              const std::vector<v1::PlacementGroupInfo>& groups = {});
-std::string RenderNodesJson(const std::vector<v1::NodeInfo>& nodes);
+// "used" per node as in the table.
+std::string RenderNodesJson(const std::vector<v1::NodeInfo>& nodes,
+                            const std::vector<v1::ActorInfo>& actors = {},
+                            const std::vector<v1::PlacementGroupInfo>& groups = {});
+// "SUCCEEDED" for JOB_SUCCEEDED.
+std::string JobStateName(v1::JobState s);
+std::string RenderJobJson(const v1::JobInfo& job);
+std::string RenderJobsJson(const std::vector<v1::JobInfo>& jobs);
 
 }  // namespace skyrl::cli

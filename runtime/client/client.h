@@ -150,6 +150,9 @@ class Client {
   // ActorOptions.working_dir. Uploading the same content again stores nothing new.
   virtual absl::StatusOr<std::string> UploadWorkingDir(const std::string& dir) = 0;
 
+  // The head's KV store: sets `key` to `value`, replacing what is there.
+  virtual absl::Status KvPut(const std::string& key, const std::string& value) = 0;
+
   // One call, waiting for its result: CallAsync(...).get(), on the actor's CallStream (the
   // actor service's unary Call RPC stays for other clients). `timeout` defaults to
   // call_timeout.

@@ -221,6 +221,17 @@ absl::StatusOr<std::string> GrpcClient::UploadWorkingDir(const std::string& dir)
   return digest;
 }
 
+absl::Status GrpcClient::KvPut(const std::string& key, const std::string& value) {
+  v1::KvPutRequest req;
+  req.set_key(key);
+  req.set_value(value);
+  req.set_overwrite(true);
+  grpc::ClientContext ctx;
+  rpc::PrepareCall(&ctx, token_, options_.call_timeout);
+  v1::KvPutReply reply;
+  return rpc::FromGrpc(kv_->Put(&ctx, req, &reply));
+}
+
 absl::StatusOr<v1::ActorInfo> GrpcClient::Lookup(const v1::GetActorRequest& req, absl::Duration timeout) {
   grpc::ClientContext ctx;
   rpc::PrepareCall(&ctx, token_, timeout);

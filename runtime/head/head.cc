@@ -1,6 +1,7 @@
 #include "runtime/head/head.h"
 
 #include "runtime/head/head_metrics.h"
+#include "runtime/head/dashboard.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -10,6 +11,7 @@
 #include "runtime/common/logging.h"
 #include "runtime/common/signals.h"
 #include "runtime/head/actor_directory_service.h"
+#include "runtime/head/actor_log_service.h"
 #include "runtime/head/job_service.h"
 #include "runtime/head/kv_service.h"
 #include "runtime/head/node_events.h"
@@ -27,15 +29,17 @@ class HeadServices {
  public:
   HeadServices(Head& head, const std::string& token, const archive::Limits& job_limits)
       : auth_(token),
+        logs_(head.logs(), auth_),
         nodes_(head.nodes(), head.resources(), auth_),
         kv_(head.store(), auth_),
         actors_(head.actors(), auth_),
         groups_(head.groups(), auth_),
         jobs_(head.jobs(), auth_, job_limits) {}
-  std::vector<grpc::Service*> All() { return {&nodes_, &kv_, &actors_, &groups_, &jobs_}; }
+  std::vector<grpc::Service*> All() { return {&nodes_, &kv_, &actors_, &groups_, &jobs_, &logs_}; }
 
  private:
   rpc::TokenAuth auth_;
+  ActorLogServiceImpl logs_;
   NodeServiceImpl nodes_;
   KvServiceImpl kv_;
   ActorDirectoryImpl actors_;
@@ -85,6 +89,7 @@ Head::Head(const HeadOptions& options, store::Store& store, WorkerClient& worker
       std::filesystem::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "python";
   if (!ec && std::filesystem::is_directory(python / "skyrl_runtime", ec)) jobs.python_path = python.string();
   jobs_ = std::make_unique<JobManager>(store_, *actors_, *groups_, clock_, jobs);
+  logs_ = std::make_unique<ActorLogRelay>(*actors_, *nodes_, options.token);
 }
 
 Head::~Head() { Shutdown(); }
@@ -136,6 +141,19 @@ absl::Status Head::Start() {
     metrics_ = std::make_shared<HeadMetrics>(*this);
     metrics_server_->Add(metrics_);
   }
+  if (options_.dashboard_port >= 0) {
+    dashboard_ = std::make_unique<Dashboard>(*this, options_.token, clock_);
+    absl::StatusOr<std::unique_ptr<http::HttpServer>> d =
+        http::HttpServer::Start(options_.bind, options_.dashboard_port,
+                                [this](const http::Request& r) { return dashboard_->Handle(r); });
+    if (!d.ok()) {
+      metrics_server_.reset();
+      server_->Shutdown();
+      server_.reset();
+      return absl::UnavailableError(absl::StrCat("dashboard: ", d.status().message()));
+    }
+    dashboard_server_ = std::move(*d);
+  }
   liveness_ = std::thread([this] {
     const absl::Duration tick = std::max(absl::Milliseconds(5), options_.heartbeat_period / 4);
     while (!stopping_.load()) {
@@ -148,11 +166,13 @@ absl::Status Head::Start() {
 }
 
 int Head::metrics_port() const { return metrics_server_ ? metrics_server_->port() : -1; }
+int Head::dashboard_port() const { return dashboard_server_ ? dashboard_server_->port() : -1; }
 
 void Head::Shutdown() {
   if (stopping_.exchange(true)) return;
-  metrics_server_.reset();  // no scrape reads the tables once shutdown starts
-  groups_->StopWaits();     // open WaitPlacementGroup calls answer now instead of holding Shutdown
+  metrics_server_.reset();  // no scrape or page reads the tables once shutdown starts
+  if (dashboard_server_) dashboard_server_->Stop();
+  groups_->StopWaits();  // open WaitPlacementGroup calls answer now instead of holding Shutdown
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
   if (liveness_.joinable()) liveness_.join();
 }
@@ -182,6 +202,8 @@ int RunHead(const HeadOptions& options) {
                rpc::TlsDescription(), (*head)->store().Describe());
   if ((*head)->metrics_port() >= 0)
     spdlog::info("skyrl-head metrics on http://{}:{}/metrics", options.bind, (*head)->metrics_port());
+  if ((*head)->dashboard_port() >= 0)
+    spdlog::info("skyrl-head dashboard on http://{}:{}/", options.bind, (*head)->dashboard_port());
   int sig = WaitForTerminationSignal();
   spdlog::info("received signal {}, shutting down", sig);
   (*head)->Shutdown();

@@ -14,11 +14,13 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "runtime/common/clock.h"
+#include "runtime/head/actor_log_service.h"
 #include "runtime/head/actor_manager.h"
 #include "runtime/head/job_manager.h"
 #include "runtime/head/node_manager.h"
 #include "runtime/head/placement_group_manager.h"
 #include "runtime/head/resource_tracker.h"
+#include "runtime/http/http_server.h"
 #include "runtime/head/retention.h"
 #include "runtime/head/worker_client.h"
 #include "runtime/metrics/metrics_server.h"
@@ -45,11 +47,14 @@ struct HeadOptions {
   RetentionOptions retention;
   // Prometheus /metrics on bind:metrics_port (head_metrics.h); -1: off, 0: a free port.
   int metrics_port = -1;
+  // The dashboard (dashboard.h) on bind:dashboard_port; -1: off, 0: a free port.
+  int dashboard_port = -1;
 };
 
 class Head;
 class HeadServices;
 class HeadMetrics;
+class Dashboard;
 
 // Opens a head: the store, then recovery in dependency order (nodes, the alive nodes into
 // the resource tracker, placement groups and their bundles, actors in them, jobs). Errors
@@ -75,6 +80,7 @@ class Head {
   void Shutdown();
   int port() const { return port_; }  // the bound port, after Start
   int metrics_port() const;           // the metrics port after Start, or -1 when off
+  int dashboard_port() const;         // the dashboard's port after Start, or -1 when off
 
   store::Store& store() { return store_; }
   NodeManager& nodes() { return *nodes_; }
@@ -82,6 +88,7 @@ class Head {
   ActorManager& actors() { return *actors_; }
   PlacementGroupManager& groups() { return *groups_; }
   JobManager& jobs() { return *jobs_; }
+  const ActorLogRelay& logs() const { return *logs_; }
 
  private:
   friend absl::StatusOr<std::unique_ptr<Head>> OpenHead(const HeadOptions& options);
@@ -99,11 +106,14 @@ class Head {
   std::unique_ptr<ActorManager> actors_;
   std::unique_ptr<PlacementGroupManager> groups_;
   std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<ActorLogRelay> logs_;
   std::unique_ptr<NodeListener> listener_;
   std::unique_ptr<HeadServices> services_;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<HeadMetrics> metrics_;
   std::unique_ptr<metrics::MetricsServer> metrics_server_;
+  std::unique_ptr<Dashboard> dashboard_;
+  std::unique_ptr<http::HttpServer> dashboard_server_;
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::thread liveness_;

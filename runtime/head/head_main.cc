@@ -28,6 +28,10 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-port", o.metrics_port,
                  "serve Prometheus metrics on http://<bind>:<port>/metrics (0: a free port; default: off)")
       ->check(CLI::Range(0, 65535));
+  app.add_option("--dashboard-port", o.dashboard_port,
+                 "serve the dashboard on http://<bind>:<port>/, behind the cluster token (0: a free port; "
+                 "default: off)")
+      ->check(CLI::Range(0, 65535));
   app.add_option("--bind", o.bind, "address to listen on (127.0.0.1 unless told otherwise)");
   app.add_option("--store", o.store, "metadata store: memory | redis://[:password@]host:port[/db]");
   app.add_option("--store-retry-window-s", store_retry_window_s,

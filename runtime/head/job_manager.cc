@@ -11,6 +11,8 @@
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 #include "runtime/common/ids.h"
+#include "runtime/common/job_metrics_keys.h"
+#include "runtime/head/kv_service.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/subprocess.h"
 
@@ -357,6 +359,10 @@ absl::Status JobManager::Delete(const std::string& job_id) {
   if (watcher.joinable()) watcher.join();
   std::error_code ec;
   fs::remove_all(fs::path(options_.jobs_dir) / job_id, ec);
+  // The job's step metrics (job_metrics_keys.h) go with it; what cannot be read now stays.
+  if (absl::StatusOr<std::vector<store::Entry>> metrics = store_.Scan(kKvTable, JobMetricsPrefix(job_id));
+      metrics.ok())
+    for (const store::Entry& e : *metrics) (void)store_.Delete(kKvTable, e.key);
   return absl::OkStatus();
 }
 

@@ -29,6 +29,10 @@ absl::StatusOr<std::string> LoadToken(const std::string& token_file, bool create
 // Checks a token's form: 16-512 printable ASCII characters without spaces.
 absl::Status ValidateToken(absl::string_view token);
 
+// Whether `given` is `token`, compared in constant time: the time taken says nothing about how
+// much of a guess was right. For every place a token is checked (RPCs, the dashboard).
+bool TokenMatches(absl::string_view given, absl::string_view token);
+
 // Server side. Safe for concurrent use.
 class TokenAuth {
  public:

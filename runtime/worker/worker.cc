@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "runtime/rpc/channel.h"
 #include "runtime/rpc/server.h"
 #include "runtime/rpc/status.h"
+#include "runtime/worker/actor_logs.h"
 #include "runtime/worker/exit_reporter.h"
 #include "runtime/worker/head_link_grpc.h"
 #include "runtime/worker/node_resources.h"
@@ -141,8 +143,18 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
   ServiceActors local_actors(worker_service);
   std::optional<HeadLink> head_link;
 
+  ActorLogServiceImpl log_service({.log_dir = o.log_dir,
+                                   .running =
+                                       [&](const ActorId& id) {
+                                         std::vector<ActorId> running = worker_service.Running();
+                                         return std::find(running.begin(), running.end(), id) !=
+                                                running.end();
+                                       }},
+                                  auth);
+
   service.store(&worker_service);
-  absl::StatusOr<rpc::ListeningServer> server = rpc::StartServer(o.bind, o.port, {&worker_service});
+  absl::StatusOr<rpc::ListeningServer> server =
+      rpc::StartServer(o.bind, o.port, {&worker_service, &log_service});
   if (!server.ok()) return Fail(server.status());
   std::unique_ptr<metrics::MetricsServer> metrics_server;
   if (o.metrics_port >= 0) {
