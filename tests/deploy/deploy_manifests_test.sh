@@ -93,15 +93,20 @@ if [[ $mode == pods ]]; then
 fi
 "${render[@]}" "$work/k8s/examples/job-submit" >"$work/job.yaml" 2>"$work/job.err" ||
   fail "rendering examples/job-submit: $(cat "$work/job.err")"
+# The gpu overlay with the Prometheus Operator's ServiceMonitor (its secrets are gpu's).
+"${render[@]}" "$work/k8s/overlays/gpu-monitoring" >"$work/gpu-monitoring.yaml" 2>"$work/gpu-monitoring.err" ||
+  fail "rendering overlay gpu-monitoring: $(cat "$work/gpu-monitoring.err")"
+grep -q "kind: ServiceMonitor" "$work/gpu-monitoring.yaml" || fail "overlay gpu-monitoring has no ServiceMonitor"
 
 validate=(node "$src/tests/deploy/k8s_validate.mjs" --models "$models" --bin-dir "$bin")
 status=0
-"${validate[@]}" --render "gpu:gpu-cluster:$work/gpu.yaml" --render "cpu-dev:cpu-cluster:$work/cpu-dev.yaml" || status=1
+"${validate[@]}" --render "gpu:gpu-cluster:$work/gpu.yaml" --render "cpu-dev:cpu-cluster:$work/cpu-dev.yaml" \
+  --render "gpu-monitoring:gpu-cluster:$work/gpu-monitoring.yaml" || status=1
 # The example job mounts the cluster's Secret, which an overlay creates.
 "${validate[@]}" --external-secret skyrl-token --render "job-submit:job:$work/job.yaml" || status=1
 rejects=()
 for f in "$src"/tests/deploy/reject/*.yaml; do rejects+=(--expect-reject "$f"); done
 "${validate[@]}" "${rejects[@]}" || status=1
 ((status == 0)) || fail "see the lines above"
-echo "PASS: overlays gpu and cpu-dev and the example job render and validate;" \
+echo "PASS: overlays gpu, gpu-monitoring and cpu-dev and the example job render and validate;" \
   "$((${#rejects[@]} / 2)) bad manifests rejected"

@@ -83,7 +83,46 @@ function track(obj, where, seen) {
   });
 }
 
-async function schemaErrors(obj) {
+// The Prometheus Operator's ServiceMonitor is a custom resource kubernetes-models has no schema
+// for: its fields are checked here instead (the ones deploy/ uses; an unknown one is an error).
+function serviceMonitorErrors(obj, all) {
+  const errors = [];
+  const known = (o, keys, where) => {
+    for (const k of Object.keys(o ?? {})) if (!keys.includes(k)) errors.push(`schema: unknown field ${where}${k}`);
+  };
+  known(obj, ["apiVersion", "kind", "metadata", "spec"], "");
+  const spec = obj.spec ?? {};
+  known(spec, ["selector", "namespaceSelector", "endpoints", "jobLabel"], "spec.");
+  const eps = spec.endpoints ?? [];
+  if (!Array.isArray(eps) || eps.length === 0) errors.push("spec.endpoints: at least one endpoint");
+  const services = all.filter((o) => o.kind === "Service" && labelsSelect(spec.selector, o.metadata?.labels ?? {}));
+  if (services.length === 0) errors.push("spec.selector selects no Service of the render");
+  for (const [i, ep] of (Array.isArray(eps) ? eps : []).entries()) {
+    known(ep, ["port", "path", "interval", "scrapeTimeout", "scheme"], `spec.endpoints[${i}].`);
+    if (typeof ep.port !== "string") errors.push(`spec.endpoints[${i}].port must name a Service port`);
+    for (const svc of services)
+      if (!(svc.spec?.ports ?? []).some((p) => p.name === ep.port))
+        errors.push(`spec.endpoints[${i}].port "${ep.port}" is not a port of Service ${svc.metadata?.name}`);
+  }
+  return errors;
+}
+
+// matchLabels and In/NotIn/Exists matchExpressions, as a label selector reads them.
+function labelsSelect(selector, labels) {
+  if (!selector) return false;
+  for (const [k, v] of Object.entries(selector.matchLabels ?? {})) if (labels[k] !== v) return false;
+  for (const e of selector.matchExpressions ?? []) {
+    const has = Object.prototype.hasOwnProperty.call(labels, e.key);
+    if (e.operator === "In" && !(has && (e.values ?? []).includes(labels[e.key]))) return false;
+    if (e.operator === "NotIn" && has && (e.values ?? []).includes(labels[e.key])) return false;
+    if (e.operator === "Exists" && !has) return false;
+    if (e.operator === "DoesNotExist" && has) return false;
+  }
+  return true;
+}
+
+async function schemaErrors(obj, all) {
+  if (obj.apiVersion === "monitoring.coreos.com/v1" && obj.kind === "ServiceMonitor") return serviceMonitorErrors(obj, all);
   const Model = await modelClass(obj.apiVersion, obj.kind);
   if (!Model) return [`no schema for apiVersion "${obj.apiVersion}" kind "${obj.kind}" in kubernetes-models`];
   const seen = [];
@@ -309,6 +348,21 @@ function checkProfile(all, profile, text) {
     for (const p of ["readinessProbe", "livenessProbe"]) need(c[p]?.grpc?.port === 7420, `skyrl-head ${p} must be a grpc probe on 7420`);
   }
   need(find(all, "Service", "skyrl-head"), "no Service skyrl-head");
+  // Each daemon serves /metrics on the named port its --metrics-port says, and its pods say so
+  // to a Prometheus that discovers them by annotation.
+  const worker0 = find(all, "StatefulSet", "skyrl-worker") ?? find(all, "DaemonSet", "skyrl-worker");
+  for (const [what, wl] of [["skyrl-head", head], ["skyrl-worker", worker0]]) {
+    if (!wl) continue;
+    const c = wl.spec.template.spec.containers[0];
+    const argv = c.args ?? [];
+    const port = Number(argv[argv.indexOf("--metrics-port") + 1]);
+    need(argv.includes("--metrics-port") && port > 0, `${what} must serve --metrics-port on a fixed port`);
+    need((c.ports ?? []).some((p) => p.name === "metrics" && p.containerPort === port),
+      `${what}: no container port "metrics" equal to its --metrics-port`);
+    const ann = wl.spec.template.metadata?.annotations ?? {};
+    need(ann["prometheus.io/scrape"] === "true" && Number(ann["prometheus.io/port"]) === port,
+      `${what}: pod annotations prometheus.io/scrape and prometheus.io/port must name its metrics port`);
+  }
   const redis = find(all, "StatefulSet", "skyrl-redis");
   need(redis, "no StatefulSet skyrl-redis");
   if (redis) {
@@ -346,7 +400,7 @@ async function validateText(text) {
     const id = `${o?.kind ?? "?"} ${o?.metadata?.namespace ? o.metadata.namespace + "/" : ""}${o?.metadata?.name ?? "?"}`;
     const add = (list) => list.forEach((e) => errors.push(`${id}: ${e}`));
     if (typeof o !== "object" || Array.isArray(o)) { errors.push(`not an object: ${JSON.stringify(o).slice(0, 80)}`); continue; }
-    add(await schemaErrors(o));
+    add(await schemaErrors(o, all));
     if (!o.metadata?.name) add(["metadata.name is missing"]);
     if (o.kind !== "Namespace" && !o.metadata?.namespace) add(["metadata.namespace is missing (kustomize sets it)"]);
     add(podRules(o, all));

@@ -124,7 +124,7 @@ async function localArgv(p) {
   for (let i = 0; i < words.length; ++i) {
     let w = p.remapPath(words[i]);
     // Ports and Service names: the manifest's fixed ports become free local ones.
-    if (/^--port$/.test(words[i - 1] ?? "")) w = String(await portFor(Number(w)));
+    if (/^--(port|metrics-port|dashboard-port)$/.test(words[i - 1] ?? "")) w = String(await portFor(Number(w)));
     w = w.replace(/(skyrl-redis|skyrl-head):([0-9]+)/, (m, host, port) => `127.0.0.1:${localPort.get(Number(port))}`);
     out.push(w);
   }
@@ -270,6 +270,15 @@ try {
     fail(`worker offers memory=${offered.memory}, limit is ${wantMem} bytes`);
   if (offered.memory === undefined) fail(`worker offers no memory: ${line[2]}`);
   console.log("ok   skyrl-worker: offers CPU, memory and GPU equal to its container limits");
+
+  // Both serve Prometheus metrics on their named "metrics" ports.
+  for (const [label, wl, want] of [["skyrl-head", headW, "skyrl_nodes"], ["skyrl-worker", workerW, "skyrl_worker_actor_processes"]]) {
+    const port = localPort.get(wl.spec.template.spec.containers[0].ports.find((p) => p.name === "metrics").containerPort);
+    const res = await fetch(`http://127.0.0.1:${port}/metrics`);
+    const body = await res.text();
+    if (res.status !== 200 || !body.includes(want)) fail(`${label}: GET /metrics answered ${res.status}: ${body.slice(0, 200)}`);
+    console.log(`ok   ${label}: serves /metrics on its metrics port`);
+  }
 
   // The node is in Redis: the head wrote through the password-protected URL.
   const nodes = spawnSync("redis-cli", ["-p", String(redisPort), "--no-auth-warning", "hkeys", "skyrl:default:nodes"],
