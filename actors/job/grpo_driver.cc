@@ -96,6 +96,8 @@ class Job {
     int64_t tcp = 0, local = 0, direct_bytes = 0;
   };
   const std::vector<SyncPaths>& shard_paths() const { return shard_paths_; }
+  // Bytes the trainer shards sent in the last weight sync (0 when it went the push way).
+  int64_t last_sync_bytes() const { return last_sync_bytes_; }
 
  private:
   absl::StatusOr<double> SyncTcp(int64_t version, int* recoveries, int* fallbacks);
@@ -117,6 +119,7 @@ class Job {
   std::optional<ReferenceStub> reference_;
   int epoch_ = 0, hosts_epoch_ = -1;
   std::vector<SyncPaths> shard_paths_;
+  int64_t last_sync_bytes_ = 0;
   std::vector<std::string> engine_hosts_;
   bool gpu_ = false;  // colocate_all on GPU bundles
   int aux_bundle_ = 0;
@@ -278,7 +281,9 @@ absl::StatusOr<double> Job::SyncTcp(int64_t version, int* recoveries, int* fallb
   std::vector<Pending<role::WsSendReply>> send;
   for (const TrainerStub& t : trainers_) send.push_back(t.WsSend(request));
   double encode_s = 0;
+  int64_t bytes = 0;
   std::string error;
+  last_sync_bytes_ = 0;
   for (size_t r = 0; r < send.size(); ++r) {
     absl::StatusOr<role::WsSendReply> sent = send[r].Get();
     if (!sent.ok()) {
@@ -286,6 +291,7 @@ absl::StatusOr<double> Job::SyncTcp(int64_t version, int* recoveries, int* fallb
       continue;
     }
     encode_s = std::max(encode_s, sent->encode_s);
+    bytes += sent->bytes;
     // Cumulative per shard (a shard's transport lives as long as the shard).
     if (r >= shard_paths_.size()) shard_paths_.resize(r + 1);
     shard_paths_[r] = {sent->tcp_connections, sent->local_connections, sent->direct_write_bytes};
@@ -294,7 +300,10 @@ absl::StatusOr<double> Job::SyncTcp(int64_t version, int* recoveries, int* fallb
     absl::StatusOr<role::WsReceiveReply> got = pending.Get();
     if (!got.ok() && error.empty()) error = got.status().ToString();
   }
-  if (error.empty()) return encode_s;
+  if (error.empty()) {
+    last_sync_bytes_ = bytes;
+    return encode_s;
+  }
   std::fprintf(stderr, "skyrl-grpo: TCP weight sync of version %lld failed (%s); pushing it instead\n",
                static_cast<long long>(version), error.c_str());
   ++*fallbacks;
@@ -618,6 +627,7 @@ absl::StatusOr<bool> Loop::Step(int step, std::function<void(const StepMetrics&)
   m.kl = trained->rank0.kl;
   m.clip_fraction = trained->rank0.clip_fraction;
   m.grad_norm = trained->rank0.grad_norm;
+  m.sync_bytes = job_.last_sync_bytes();
   timer.Finish(&m);
   // Model compute on the critical path: the slowest engine, then reward/reference (run
   // together), then the slowest shard. Everything else (RPC, serialization, scheduling,

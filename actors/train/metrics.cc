@@ -44,11 +44,18 @@ std::string StepJson(const StepMetrics& m) {
                       {"reward_s", m.reward_s},
                       {"train_s", m.train_s},
                       {"sync_s", m.sync_s},
+                      {"sync_bytes", m.sync_bytes},
                       {"wait_s", m.wait_s},
                       {"staleness", m.staleness},
                       {"dropped_samples", m.dropped_samples},
                       {"step_s", m.step_s},
-                      {"elapsed_s", m.elapsed_s}};
+                      {"elapsed_s", m.elapsed_s},
+                      {"start_unix_us", m.start_unix_us}};
+  nlohmann::json phases = nlohmann::json::array();
+  for (const PhaseSpan& p : m.phases)
+    phases.push_back(
+        {{"phase", p.phase}, {"start_unix_us", p.start_unix_us}, {"end_unix_us", p.end_unix_us}});
+  j["phases"] = std::move(phases);
   return j.dump();
 }
 

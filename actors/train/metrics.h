@@ -11,6 +11,12 @@
 
 namespace skyrl::actors {
 
+// One phase of a step on the wall clock (microseconds since the Unix epoch), for timelines.
+struct PhaseSpan {
+  std::string phase;  // generate, reward, train, wait, sync
+  int64_t start_unix_us = 0, end_unix_us = 0;
+};
+
 struct StepMetrics {
   int step = 0;               // 1-based
   double mean_reward = 0;     // over this step's samples, before its update
@@ -20,11 +26,14 @@ struct StepMetrics {
   double tokens_per_s = 0;  // response tokens / step seconds
   double generate_s = 0, reward_s = 0, train_s = 0;
   double sync_s = 0;            // weight sync (a copy in the single-process run)
+  int64_t sync_bytes = 0;       // sent by the trainer shards in the sync (0: not measured)
   double wait_s = 0;            // async: waiting for the next step's generation after training
   int64_t staleness = 0;        // trainer version minus the version the samples were generated with
   int64_t dropped_samples = 0;  // samples too stale to train on
   double step_s = 0;
-  double elapsed_s = 0;  // since the first step started (excludes set-up)
+  double elapsed_s = 0;           // since the first step started (excludes set-up)
+  int64_t start_unix_us = 0;      // when the step started, on the wall clock
+  std::vector<PhaseSpan> phases;  // its phases in the order they ran
 };
 
 // "step   12  reward 0.453  exact 0.20  kl 0.0012  loss -0.0100  grad 0.512  tok/s 8123

@@ -375,13 +375,15 @@ class ActorServiceImpl::Stream final
 };
 
 ActorServiceImpl::ActorServiceImpl(std::string actor_id, const ActorClass& cls, Actor& actor,
-                                   const rpc::TokenAuth& auth, int max_concurrency, CallLimits limits)
+                                   const rpc::TokenAuth& auth, int max_concurrency, CallLimits limits,
+                                   TelemetryOptions telemetry)
     : actor_id_(std::move(actor_id)),
       cls_(cls),
       actor_(actor),
       auth_(auth),
       limit_(max_concurrency),
-      limits_{std::clamp<size_t>(limits.message_bytes, 4096, rpc::kMaxMessageBytes), limits.max_call_bytes} {
+      limits_{std::clamp<size_t>(limits.message_bytes, 4096, rpc::kMaxMessageBytes), limits.max_call_bytes},
+      telemetry_(telemetry.ring, telemetry.enabled) {
   for (int i = 0; i < limit_; ++i) executors_.emplace_back([this] { Execute(); });
 }
 
@@ -452,12 +454,17 @@ grpc::Status ActorServiceImpl::AdmitCaller(grpc::CallbackServerContext* ctx, abs
 }
 
 bool ActorServiceImpl::AdmitCall(absl::string_view method_name, absl::string_view caller, uint64_t seq,
-                                 absl::Time now, Work& w, grpc::Status* refusal) const {
+                                 absl::Time now, Work& w, grpc::Status* refusal) {
   const ActorMethod* method = FindMethod(method_name, refusal);
   const bool ordered = limit_ == 1 && seq > 0 && !caller.empty();
+  // Unknown names are counted too (under their name, up to the telemetry's limit).
+  w.slot = telemetry_.Slot(method_name);
   // An unknown method still takes its turn in its caller's sequence, or its successors would
   // wait for it; unordered, it is answered at once.
-  if (method == nullptr && !ordered) return false;
+  if (method == nullptr && !ordered) {
+    telemetry_.Record(w.slot, now, absl::InfinitePast(), now, refusal->error_code());
+    return false;
+  }
   w.method = method;
   if (method == nullptr) w.refusal = rpc::FromGrpc(*refusal);
   w.caller = caller;
@@ -495,6 +502,27 @@ grpc::ServerUnaryReactor* ActorServiceImpl::Call(grpc::CallbackServerContext* ct
 grpc::ServerBidiReactor<v1::ActorCallBatch, v1::ActorResultBatch>* ActorServiceImpl::CallStream(
     grpc::CallbackServerContext* ctx) {
   return new Stream(this, ctx);
+}
+
+v1::ActorTelemetryReply ActorServiceImpl::TelemetrySnapshot(bool with_records) {
+  v1::ActorTelemetryReply out = telemetry_.Snapshot(with_records);
+  out.set_class_name(cls_.name);
+  out.set_running(running_.load(std::memory_order_relaxed));
+  absl::MutexLock lock(&mu_);
+  out.set_queued(static_cast<int64_t>(queue_.size()));
+  return out;
+}
+
+grpc::ServerUnaryReactor* ActorServiceImpl::Telemetry(grpc::CallbackServerContext* ctx,
+                                                      const v1::ActorTelemetryRequest* req,
+                                                      v1::ActorTelemetryReply* reply) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  std::optional<absl::string_view> actor_id;
+  if (!req->actor_id().empty()) actor_id = req->actor_id();
+  grpc::Status s = AdmitCaller(ctx, "ActorTelemetryRequest.actor_id", actor_id, "", "");
+  if (s.ok()) *reply = TelemetrySnapshot(req->with_records());
+  reactor->Finish(s);
+  return reactor;
 }
 
 void ActorServiceImpl::StopStreams() {
@@ -564,18 +592,23 @@ void ActorServiceImpl::Execute() {
     }
     absl::StatusOr<std::string> result;
     bool dropped = w.stream != nullptr && w.stream->Dropping();
+    absl::Time started = absl::InfinitePast();
     if (dropped) {
       // Nobody will read the result.
     } else if (w.method == nullptr) {
       result = w.refusal;
-    } else if (w.deadline < absl::Now()) {
+    } else if (started = absl::Now(); w.deadline < started) {
       result = absl::DeadlineExceededError(
-          absl::StrCat("call ", w.call_id, " waited ", absl::FormatDuration(absl::Now() - w.arrived),
+          absl::StrCat("call ", w.call_id, " waited ", absl::FormatDuration(started - w.arrived),
                        " in actor ", actor_id_, "'s queue, past its timeout; not started"));
+      started = absl::InfinitePast();
     } else {
+      running_.fetch_add(1, std::memory_order_relaxed);
       result = (*w.method)(actor_,
                            w.unary != nullptr ? absl::string_view(w.req->args()) : absl::string_view(w.args));
+      running_.fetch_sub(1, std::memory_order_relaxed);
     }
+    if (!dropped) telemetry_.Record(w.slot, w.arrived, started, absl::Now(), int(result.status().code()));
     if (w.ordered) {
       {
         absl::MutexLock lock(&mu_);

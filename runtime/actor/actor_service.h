@@ -11,6 +11,9 @@
 // callers and calls through the same checks (AdmitCaller, AdmitCall): the token, the actor id,
 // the caller id's size, the method.
 //
+// Every answered call is counted and timed in a CallTelemetry (call_telemetry.h), served by
+// Telemetry to the worker's metrics and to `skyrl timeline`.
+//
 // Lifecycle: construct, register with a grpc::ServerBuilder, serve; on shutdown call
 // StopStreams(), then Server::Shutdown(), then destroy this (joins the executors, so after the
 // server). Safe for concurrent use by gRPC's threads.
@@ -18,6 +21,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <memory>
@@ -31,6 +35,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "runtime/actor/actor.h"
+#include "runtime/actor/call_telemetry.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
 #include "skyrl/actor.grpc.pb.h"
@@ -46,18 +51,28 @@ struct CallLimits {
   size_t max_call_bytes = rpc::kDefaultMaxCallBytes;
 };
 
+struct TelemetryOptions {
+  bool enabled = true;
+  size_t ring = CallTelemetry::kDefaultRing;  // recent calls kept for timelines
+};
+
 class ActorServiceImpl final : public v1::ActorService::CallbackService {
  public:
   // `cls`, `actor` and `auth` must outlive this. `max_concurrency` >= 1; `limits.message_bytes`
   // at least 4 KiB.
   ActorServiceImpl(std::string actor_id, const ActorClass& cls, Actor& actor, const rpc::TokenAuth& auth,
-                   int max_concurrency, CallLimits limits = {});
+                   int max_concurrency, CallLimits limits = {}, TelemetryOptions telemetry = {});
   ~ActorServiceImpl() override;
 
   grpc::ServerUnaryReactor* Call(grpc::CallbackServerContext* ctx, const v1::ActorCallRequest* req,
                                  v1::ActorCallReply* reply) override;
   grpc::ServerBidiReactor<v1::ActorCallBatch, v1::ActorResultBatch>* CallStream(
       grpc::CallbackServerContext* ctx) override;
+  grpc::ServerUnaryReactor* Telemetry(grpc::CallbackServerContext* ctx, const v1::ActorTelemetryRequest* req,
+                                      v1::ActorTelemetryReply* reply) override;
+
+  // What Telemetry answers (also written to --call-records-file as the host stops).
+  v1::ActorTelemetryReply TelemetrySnapshot(bool with_records);
 
   // Ends every CallStream for a host that is stopping: no new stream or call is taken, calls
   // not yet started are dropped, results of running calls are still sent, then each stream
@@ -88,6 +103,7 @@ class ActorServiceImpl final : public v1::ActorService::CallbackService {
     uint64_t seq = 0;
     bool ordered = false;
     absl::Time arrived;
+    int slot = -1;  // its method's CallTelemetry slot
   };
 
   // The method, or UNIMPLEMENTED listing the class's methods.
@@ -104,7 +120,7 @@ class ActorServiceImpl final : public v1::ActorService::CallbackService {
   // queued and is answered `refusal` at once (no such method, and no place in a sequence to
   // take). `caller` must outlive `w`.
   bool AdmitCall(absl::string_view method, absl::string_view caller, uint64_t seq, absl::Time now, Work& w,
-                 grpc::Status* refusal) const;
+                 grpc::Status* refusal);
   void Enqueue(std::vector<Work>& works);
   bool Runnable(const Work& w, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Execute();
@@ -120,6 +136,8 @@ class ActorServiceImpl final : public v1::ActorService::CallbackService {
   static constexpr absl::Duration kOrderWait = absl::Seconds(10);
   const int limit_;
   const CallLimits limits_;
+  CallTelemetry telemetry_;
+  std::atomic<int64_t> running_{0};
   absl::Mutex mu_;
   std::deque<Work> queue_ ABSL_GUARDED_BY(mu_);
   absl::CondVar cv_;

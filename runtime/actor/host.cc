@@ -40,6 +40,20 @@ absl::StatusOr<std::string> ReadInitArgs(const std::string& path) {
   return bytes;
 }
 
+// The call records, for the worker to serve once this process is gone: written aside, then
+// renamed, so a reader never sees half a file.
+absl::Status WriteCallRecords(const std::string& path, const v1::ActorTelemetryReply& records) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out || !records.SerializeToOstream(&out) || !out.flush())
+      return absl::InternalError(absl::StrCat("--call-records-file: cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return absl::InternalError(absl::StrCat("--call-records-file: cannot rename ", tmp, " to ", path));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int RunActorHost(int argc, char** argv) {
@@ -61,6 +75,8 @@ int RunActorHost(int argc, char** argv) {
                                                                log_level = "info";
   int port = 0, max_concurrency = 1;
   CallLimits limits;
+  TelemetryOptions telemetry{.enabled = CallTelemetry::EnabledByEnvironment()};
+  std::string call_records_file;
   if (const char* env = std::getenv("SKYRL_ACTOR_ID")) actor_id = env;
   app.add_option("--class", class_name, "registered actor class")->required();
   auto* inline_args = app.add_option("--init-args", init_args, "bytes passed to the constructor");
@@ -79,6 +95,11 @@ int RunActorHost(int argc, char** argv) {
       ->check(CLI::Range(size_t{4096}, size_t(rpc::kMaxMessageBytes)));
   app.add_option("--max-call-bytes", limits.max_call_bytes, "largest args of one call, and largest result")
       ->check(CLI::Range(size_t{4096}, size_t{1} << 40));
+  app.add_option("--call-records", telemetry.ring,
+                 "recent calls whose timestamps are kept for timelines (0: none; counts are kept anyway)")
+      ->check(CLI::Range(size_t{0}, size_t{1} << 20));
+  app.add_option("--call-records-file", call_records_file,
+                 "write the kept call records here when stopped by a signal (for `skyrl timeline`)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
   CLI11_PARSE(app, argc, argv);
   auto fail = [](const absl::Status& s, int code) {
@@ -108,7 +129,7 @@ int RunActorHost(int argc, char** argv) {
     return 3;
   }
   rpc::TokenAuth auth(*token);
-  ActorServiceImpl service(actor_id, *cls, **actor, auth, max_concurrency, limits);
+  ActorServiceImpl service(actor_id, *cls, **actor, auth, max_concurrency, limits, telemetry);
   grpc::ServerBuilder builder;
   int bound = 0;
   builder.AddListeningPort(absl::StrCat(bind, ":", port), rpc::ServerCredentials(), &bound);
@@ -133,6 +154,10 @@ int RunActorHost(int argc, char** argv) {
   // Streams are long-lived: end them first, or Shutdown would wait its whole grace for them.
   service.StopStreams();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (!call_records_file.empty() && telemetry.enabled) {
+    if (absl::Status s = WriteCallRecords(call_records_file, service.TelemetrySnapshot(true)); !s.ok())
+      spdlog::warn("{}", s.message());
+  }
   return 0;
 }
 

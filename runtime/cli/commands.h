@@ -32,6 +32,8 @@ struct Command {
 
 // `status`, `list nodes|actors|placement-groups [--json]` and `logs ACTOR [--follow] [--tail N]`.
 std::vector<Command> AddClusterCommands(CLI::App& app, const GlobalOptions& global);
+// `timeline --job ID [-o FILE]` and `metrics targets [--json]`.
+std::vector<Command> AddTelemetryCommands(CLI::App& app, const GlobalOptions& global);
 // `start [--head]` and `stop`.
 std::vector<Command> AddDaemonCommands(CLI::App& app, const GlobalOptions& global);
 // `job submit|status|logs|stop|list|delete`; `entrypoint` is what followed "--" on the command

@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
     }
   std::vector<skyrl::cli::Command> commands;
   for (std::vector<skyrl::cli::Command> more :
-       {skyrl::cli::AddClusterCommands(app, global), skyrl::cli::AddDaemonCommands(app, global),
+       {skyrl::cli::AddClusterCommands(app, global), skyrl::cli::AddTelemetryCommands(app, global),
+        skyrl::cli::AddDaemonCommands(app, global),
         skyrl::cli::AddJobCommands(app, global, std::move(entrypoint))})
     commands.insert(commands.end(), more.begin(), more.end());
   CLI::App* plan = app.add_subcommand(

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "runtime/head/actor_manager.h"
 #include "runtime/head/node_manager.h"
 #include "runtime/rpc/auth.h"
@@ -26,8 +27,19 @@ class ActorLogRelay {
   // Unavailable (the worker cannot be reached).
   absl::Status Stream(const v1::ActorLogRequest& req, const std::function<bool(const std::string&)>& write,
                       const std::function<bool()>& cancelled) const;
+  // The actor's call records from its worker (logs.proto, ActorCalls); the same errors.
+  absl::StatusOr<v1::ActorCallsReply> Calls(const v1::ActorCallsRequest& req) const;
 
  private:
+  struct Located {
+    v1::ActorInfo actor;
+    v1::NodeInfo node;
+  };
+  // The actor named by id or (namespace, name), and its ALIVE node; `what` says what is
+  // wanted of it, for the errors.
+  absl::StatusOr<Located> Locate(const std::string& actor_id, const std::string& name, const std::string& ns,
+                                 const char* what) const;
+
   const ActorManager& actors_;
   const NodeManager& nodes_;
   const std::string token_;
@@ -38,6 +50,8 @@ class ActorLogServiceImpl final : public v1::ActorLogService::Service {
   ActorLogServiceImpl(const ActorLogRelay& relay, const rpc::TokenAuth& auth) : relay_(relay), auth_(auth) {}
   grpc::Status ActorLog(grpc::ServerContext* ctx, const v1::ActorLogRequest* req,
                         grpc::ServerWriter<v1::ActorLogChunk>* writer) override;
+  grpc::Status ActorCalls(grpc::ServerContext* ctx, const v1::ActorCallsRequest* req,
+                          v1::ActorCallsReply* reply) override;
 
  private:
   const ActorLogRelay& relay_;

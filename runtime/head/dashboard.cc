@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "runtime/cli/status_view.h"
+#include "runtime/cli/telemetry_view.h"
 #include "runtime/common/job_metrics_keys.h"
 #include "runtime/head/head.h"
 #include "runtime/head/kv_service.h"
@@ -225,6 +226,31 @@ Response Dashboard::Job(const std::string& job_id, const std::string& what, cons
       if (step.is_object()) steps.push_back(std::move(step));  // a job's own bytes: skip what is not JSON
     }
     return Response::Json(200, steps.dump() + "\n");
+  }
+  if (what == "timeline") {
+    absl::StatusOr<std::vector<store::Entry>> entries =
+        head_.store().Scan(kKvTable, JobMetricsPrefix(job_id));
+    if (!entries.ok()) return JsonError(503, std::string(entries.status().message()));
+    std::vector<std::string> steps;
+    for (store::Entry& e : *entries) steps.push_back(std::move(e.value));
+    std::vector<cli::ActorCalls> calls;
+    for (v1::ActorInfo& a : head_.actors().List()) {
+      if (a.spec().job_id() != job_id) continue;
+      v1::ActorCallsRequest creq;
+      creq.set_actor_id(a.actor_id());
+      absl::StatusOr<v1::ActorCallsReply> r = head_.logs().Calls(creq);
+      cli::ActorCalls& c = calls.emplace_back();
+      c.actor = std::move(a);
+      if (r.ok()) {
+        c.telemetry = std::move(*r->mutable_telemetry());
+      } else {
+        c.error = std::string(r.status().message());
+      }
+    }
+    Response out = Response::Json(200, cli::RenderTimeline(job_id, steps, calls));
+    out.headers.emplace_back("Content-Disposition",
+                             absl::StrCat("attachment; filename=\"timeline-", job_id, ".json\""));
+    return out;
   }
   return JsonError(404, absl::StrCat("no API ", req.path));
 }

@@ -5,9 +5,13 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/cli/telemetry_view.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/signals.h"
 #include "runtime/head/actor_directory_service.h"
@@ -30,7 +34,7 @@ class HeadServices {
   HeadServices(Head& head, const std::string& token, const archive::Limits& job_limits)
       : auth_(token),
         logs_(head.logs(), auth_),
-        nodes_(head.nodes(), head.resources(), auth_),
+        nodes_(head.nodes(), head.resources(), auth_, [&head] { return head.metrics_port(); }),
         kv_(head.store(), auth_),
         actors_(head.actors(), auth_),
         groups_(head.groups(), auth_),
@@ -123,24 +127,26 @@ absl::Status Head::Recover() {
 
 absl::Status Head::Start() {
   if (server_) return absl::FailedPreconditionError("head: already started");
-  services_ = std::make_unique<HeadServices>(*this, options_.token, JobManagerOptions{}.limits);
-  absl::StatusOr<rpc::ListeningServer> listening =
-      rpc::StartServer(options_.bind, options_.port, services_->All());
-  if (!listening.ok()) return listening.status();
-  server_ = std::move(listening->server);
-  port_ = listening->port;
+  // Metrics first: ListNodes tells the head's metrics port, so it is known before any RPC.
   if (options_.metrics_port >= 0) {
     absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> m =
         metrics::MetricsServer::Start(options_.bind, options_.metrics_port);
-    if (!m.ok()) {
-      server_->Shutdown();
-      server_.reset();
-      return m.status();
-    }
+    if (!m.ok()) return m.status();
     metrics_server_ = std::move(*m);
     metrics_ = std::make_shared<HeadMetrics>(*this);
     metrics_server_->Add(metrics_);
+    metrics_server_->AddPage("/metrics/targets",
+                             [this](const http::Request& r) { return MetricsTargets(r); });
   }
+  services_ = std::make_unique<HeadServices>(*this, options_.token, JobManagerOptions{}.limits);
+  absl::StatusOr<rpc::ListeningServer> listening =
+      rpc::StartServer(options_.bind, options_.port, services_->All());
+  if (!listening.ok()) {
+    metrics_server_.reset();
+    return listening.status();
+  }
+  server_ = std::move(listening->server);
+  port_ = listening->port;
   if (options_.dashboard_port >= 0) {
     dashboard_ = std::make_unique<Dashboard>(*this, options_.token, clock_);
     absl::StatusOr<std::unique_ptr<http::HttpServer>> d =
@@ -163,6 +169,21 @@ absl::Status Head::Start() {
     }
   });
   return absl::OkStatus();
+}
+
+http::Response Head::MetricsTargets(const http::Request& req) const {
+  // The head as the scraper reached it (the Host header), else as it is bound.
+  std::string host = cli::HostOf(req.Header("host"));
+  if (host.empty()) host = options_.bind;
+  if (host == "0.0.0.0" || host == "::" || host == "[::]") {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    host = name;
+  }
+  v1::ListNodesReply nodes;
+  for (v1::NodeInfo& n : nodes_->List()) *nodes.add_nodes() = std::move(n);
+  nodes.set_head_metrics_port(std::max(0, metrics_port()));
+  return http::Response::Json(200, cli::RenderTargetsJson(cli::MetricsTargets(host, nodes)));
 }
 
 int Head::metrics_port() const { return metrics_server_ ? metrics_server_->port() : -1; }

@@ -80,7 +80,9 @@ class Head {
   void Shutdown();
   int port() const { return port_; }  // the bound port, after Start
   int metrics_port() const;           // the metrics port after Start, or -1 when off
-  int dashboard_port() const;         // the dashboard's port after Start, or -1 when off
+  // /metrics/targets: every /metrics of the cluster, as Prometheus HTTP service discovery.
+  http::Response MetricsTargets(const http::Request& req) const;
+  int dashboard_port() const;  // the dashboard's port after Start, or -1 when off
 
   store::Store& store() { return store_; }
   NodeManager& nodes() { return *nodes_; }

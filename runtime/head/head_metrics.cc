@@ -5,7 +5,11 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/time/clock.h"
+#include "nlohmann/json.hpp"
+#include "runtime/common/job_metrics_keys.h"
 #include "runtime/head/head.h"
+#include "runtime/head/kv_service.h"
 
 namespace skyrl::head {
 namespace {
@@ -36,6 +40,77 @@ std::map<Labels, double> AllStates(int first, int last, NameFn name, const std::
   std::map<Labels, double> out;
   for (int s = first; s <= last; ++s) out[{{"state", StateName(name(s), prefix)}}] = 0;
   return out;
+}
+
+// How long an ended job's last step stays exported, so a scrape after a short job still sees it.
+constexpr absl::Duration kEndedJobsKept = absl::Minutes(5);
+
+// The jobs' own step records (job_metrics_keys.h): the last step's figures per job, and the
+// samples dropped over all steps. Records that are not JSON objects are a job's own bytes:
+// skipped.
+void AddJobSteps(Head& head, std::vector<MetricFamily>& out) {
+  std::map<std::string, std::map<Labels, double>> g;
+  std::map<Labels, double> dropped;
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  for (const v1::JobInfo& j : head.jobs().List()) {
+    const bool running = j.state() == v1::JOB_RUNNING;
+    if (!running &&
+        (j.ended_unix_ms() == 0 || now_ms - j.ended_unix_ms() > absl::ToInt64Milliseconds(kEndedJobsKept)))
+      continue;
+    absl::StatusOr<std::vector<store::Entry>> steps =
+        head.store().Scan(kKvTable, JobMetricsPrefix(j.job_id()));
+    if (!steps.ok() || steps->empty()) continue;
+    const Labels job = {{"job", j.job_id()}};
+    double drops = 0;
+    nlohmann::json last;
+    for (const store::Entry& e : *steps) {
+      nlohmann::json step = nlohmann::json::parse(e.value, nullptr, /*allow_exceptions=*/false);
+      if (!step.is_object()) continue;
+      if (step.contains("dropped_samples") && step["dropped_samples"].is_number())
+        drops += step["dropped_samples"].get<double>();
+      last = std::move(step);
+    }
+    if (!last.is_object()) continue;
+    dropped[job] = drops;
+    auto number = [&](const char* key) {
+      return last.contains(key) && last[key].is_number() ? last[key].get<double>() : 0.0;
+    };
+    g["skyrl_job_step"][job] = number("step");
+    g["skyrl_job_mean_reward"][job] = number("mean_reward");
+    g["skyrl_job_kl"][job] = number("kl");
+    g["skyrl_job_tokens_per_second"][job] = number("tokens_per_s");
+    g["skyrl_job_staleness"][job] = number("staleness");
+    g["skyrl_job_step_seconds"][job] = number("step_s");
+    for (const char* phase : {"generate", "reward", "train", "wait", "sync"})
+      g["skyrl_job_phase_seconds"][{{"job", j.job_id()}, {"phase", phase}}] =
+          number((std::string(phase) + "_s").c_str());
+    g["skyrl_job_weight_sync_bytes"][job] = number("sync_bytes");
+    const double sync_s = number("sync_s");
+    g["skyrl_job_weight_sync_gigabytes_per_second"][job] =
+        sync_s > 0 ? number("sync_bytes") / sync_s / 1e9 : 0;
+  }
+  static const std::map<std::string, std::string> kHelp = {
+      {"skyrl_job_step", "The job's last recorded step"},
+      {"skyrl_job_mean_reward", "Mean reward of the last step's samples"},
+      {"skyrl_job_kl", "KL to the reference policy, last step"},
+      {"skyrl_job_tokens_per_second", "Response tokens per second, last step"},
+      {"skyrl_job_staleness", "Trainer version minus the samples' version, last step (async)"},
+      {"skyrl_job_step_seconds", "Seconds of the last step"},
+      {"skyrl_job_phase_seconds", "Seconds of the last step by phase"},
+      {"skyrl_job_weight_sync_bytes", "Bytes the trainer shards sent in the last weight sync"},
+      {"skyrl_job_weight_sync_gigabytes_per_second", "Rate of the last weight sync, GB/s (10^9 bytes)"}};
+  for (const auto& [name, help] : kHelp) out.push_back(Gauges(name, help, g[name]));
+  MetricFamily d{"skyrl_job_dropped_samples_total",
+                 "Samples dropped as too stale, over the job's steps",
+                 prometheus::MetricType::Counter,
+                 {}};
+  for (const auto& [labels, v] : dropped) {
+    ClientMetric m;
+    m.label = labels;
+    m.counter.value = v;
+    d.metric.push_back(std::move(m));
+  }
+  out.push_back(std::move(d));
 }
 
 }  // namespace
@@ -94,6 +169,7 @@ std::vector<MetricFamily> HeadMetrics::Collect() const {
   for (const v1::JobInfo& j : head_.jobs().List())
     jobs[{{"state", StateName(v1::JobState_Name(j.state()), "JOB_")}}] += 1;
   out.push_back(Gauges("skyrl_jobs", "Jobs by state", jobs));
+  AddJobSteps(head_, out);
   return out;
 }
 

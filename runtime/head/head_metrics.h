@@ -4,6 +4,12 @@
 //   skyrl_actors{state,class}             actors by state and class
 //   skyrl_placement_groups{state}         placement groups by state
 //   skyrl_jobs{state}                     jobs by state
+// and from the step records jobs write (job_metrics_keys.h), for each job running or ended in
+// the last 5 minutes, its last step's figures:
+//   skyrl_job_step{job}, skyrl_job_mean_reward{job}, skyrl_job_kl{job},
+//   skyrl_job_tokens_per_second{job}, skyrl_job_staleness{job}, skyrl_job_step_seconds{job},
+//   skyrl_job_phase_seconds{job,phase}, skyrl_job_weight_sync_bytes{job},
+//   skyrl_job_weight_sync_gigabytes_per_second{job}; and skyrl_job_dropped_samples_total{job}.
 // Every state is reported, 0 when none is in it, so a series never disappears.
 //
 // Thread-safe (the managers are); keeps a reference to `head`, which must outlive it.

@@ -1,5 +1,7 @@
 #include "runtime/head/node_service.h"
 
+#include <algorithm>
+
 #include "runtime/rpc/status.h"
 
 namespace skyrl::head {
@@ -48,6 +50,7 @@ grpc::ServerUnaryReactor* NodeServiceImpl::ListNodes(grpc::CallbackServerContext
                                                      const v1::ListNodesRequest*, v1::ListNodesReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   for (auto& n : nodes_.List()) *reply->add_nodes() = std::move(n);
+  if (metrics_port_) reply->set_head_metrics_port(std::max(0, metrics_port_()));
   resources_.With([&](const scheduler::Cluster& cluster) {
     for (v1::NodeInfo& n : *reply->mutable_nodes()) {
       const scheduler::Pool* pool = n.state() == v1::NODE_ALIVE ? cluster.NodePool(n.node_id()) : nullptr;

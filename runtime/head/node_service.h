@@ -3,6 +3,8 @@
 // workers cost no server-thread hand-offs.
 #pragma once
 
+#include <functional>
+
 #include "runtime/head/node_manager.h"
 #include "runtime/head/resource_tracker.h"
 #include "runtime/rpc/auth.h"
@@ -13,8 +15,10 @@ namespace skyrl::head {
 class NodeServiceImpl final : public v1::NodeService::CallbackService {
  public:
   // ListNodes reports each alive node's free resources from `resources`.
-  NodeServiceImpl(NodeManager& nodes, const ResourceTracker& resources, const rpc::TokenAuth& auth)
-      : nodes_(nodes), resources_(resources), auth_(auth) {}
+  // `metrics_port`: the head's own /metrics port for ListNodes (-1 or null: none).
+  NodeServiceImpl(NodeManager& nodes, const ResourceTracker& resources, const rpc::TokenAuth& auth,
+                  std::function<int()> metrics_port = nullptr)
+      : nodes_(nodes), resources_(resources), auth_(auth), metrics_port_(std::move(metrics_port)) {}
 
   grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext*, const v1::RegisterNodeRequest* req,
                                          v1::RegisterNodeReply* reply) override;
@@ -29,6 +33,7 @@ class NodeServiceImpl final : public v1::NodeService::CallbackService {
   NodeManager& nodes_;
   const ResourceTracker& resources_;
   const rpc::TokenAuth& auth_;
+  const std::function<int()> metrics_port_;
 };
 
 }  // namespace skyrl::head

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "runtime/rpc/status.h"
 
 namespace skyrl::worker {
 
@@ -118,6 +119,30 @@ grpc::Status ActorLogServiceImpl::ActorLog(grpc::ServerContext* ctx, const v1::A
     }
     absl::SleepFor(options_.poll);
   }
+}
+
+grpc::Status ActorLogServiceImpl::ActorCalls(grpc::ServerContext* ctx, const v1::ActorCallsRequest* req,
+                                             v1::ActorCallsReply* reply) {
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
+  if (options_.telemetry == nullptr)
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this worker keeps no call records");
+  absl::StatusOr<ActorId> id = ActorId::Parse(req->actor_id());
+  if (!id.ok())
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("actor_id: ", id.status().message()));
+  absl::StatusOr<v1::ActorTelemetryReply> t = absl::NotFoundError("");
+  if (options_.running(*id)) {
+    t = options_.telemetry->Live(*id, /*with_records=*/true);
+    reply->set_live(t.ok());
+  }
+  // Not running, or it stopped between the check and the call: what it left.
+  if (!t.ok() && !reply->live()) {
+    absl::StatusOr<v1::ActorTelemetryReply> left = options_.telemetry->Left(*id);
+    if (left.ok() || t.status().message().empty()) t = std::move(left);
+  }
+  if (!t.ok()) return rpc::ToGrpc(t.status());
+  *reply->mutable_telemetry() = std::move(*t);
+  return grpc::Status::OK;
 }
 
 }  // namespace skyrl::worker

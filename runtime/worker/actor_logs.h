@@ -1,5 +1,6 @@
 // Actor logs as a stream (logs.proto): a worker's ActorLogService over its log folder, and the
-// reader under it. `skyrl logs` reaches it through the head (head/actor_log_service.h).
+// reader under it; and the call records of its actors (ActorCalls). `skyrl logs` reaches it through the head
+// (head/actor_log_service.h).
 #pragma once
 
 #include <functional>
@@ -11,6 +12,7 @@
 #include "absl/time/time.h"
 #include "runtime/common/ids.h"
 #include "runtime/rpc/auth.h"
+#include "runtime/worker/host_telemetry.h"
 #include "skyrl/logs.grpc.pb.h"
 
 namespace skyrl::worker {
@@ -47,6 +49,7 @@ struct ActorLogServiceOptions {
   std::function<bool(const ActorId&)> running;    // whether its process runs here now
   absl::Duration poll = absl::Milliseconds(100);  // how often a follow looks for more
   int max_tail_lines = 100000;
+  const HostTelemetry* telemetry = nullptr;  // for ActorCalls (null: UNIMPLEMENTED)
 };
 
 class ActorLogServiceImpl final : public v1::ActorLogService::Service {
@@ -54,6 +57,8 @@ class ActorLogServiceImpl final : public v1::ActorLogService::Service {
   ActorLogServiceImpl(ActorLogServiceOptions options, const rpc::TokenAuth& auth);
   grpc::Status ActorLog(grpc::ServerContext* ctx, const v1::ActorLogRequest* req,
                         grpc::ServerWriter<v1::ActorLogChunk>* writer) override;
+  grpc::Status ActorCalls(grpc::ServerContext* ctx, const v1::ActorCallsRequest* req,
+                          v1::ActorCallsReply* reply) override;
 
  private:
   const ActorLogServiceOptions options_;

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <deque>
 #include <future>
+#include <set>
 
 #include <signal.h>
 #include <unistd.h>
@@ -111,7 +112,9 @@ absl::Status ActorProcesses::Launch(const ActorLaunch& launch) {
                         absl::StrCat("actor ", launch.actor_id.ToString(), ": ", p.status().message()));
   spdlog::info("actor {} started as pid {} with CUDA_VISIBLE_DEVICES={}", launch.actor_id.ToString(),
                p->pid(), o.env_set["CUDA_VISIBLE_DEVICES"]);
-  children_.emplace(launch.actor_id, Child{std::move(*p)});
+  Child child{std::move(*p)};
+  child.gpu_ids = launch.gpu_ids;
+  children_.emplace(launch.actor_id, std::move(child));
   return absl::OkStatus();
 }
 
@@ -156,6 +159,13 @@ std::vector<std::pair<ActorId, pid_t>> ActorProcesses::RunningPids() const {
   for (const auto& [id, child] : children_) out.emplace_back(id, child.process.pid());
   std::sort(out.begin(), out.end());
   return out;
+}
+
+int ActorProcesses::GpusInUse() const {
+  absl::MutexLock lock(&mu_);
+  std::set<int> used;
+  for (const auto& [id, child] : children_) used.insert(child.gpu_ids.begin(), child.gpu_ids.end());
+  return static_cast<int>(used.size());
 }
 
 void ActorProcesses::ReapLoop() {

@@ -65,6 +65,8 @@ class ActorProcesses {
   std::vector<ActorId> Running() const;
   // The same with each process's pid (for the worker's metrics).
   std::vector<std::pair<ActorId, pid_t>> RunningPids() const;
+  // Distinct GPUs given to running actors (fractional ones share a device).
+  int GpusInUse() const;
   std::string LogPath(const ActorId& id) const;
 
  private:
@@ -73,6 +75,7 @@ class ActorProcesses {
     bool kill_requested = false;
     absl::Time kill_deadline = absl::InfiniteFuture();
     std::string fenced;
+    std::vector<int> gpu_ids;
   };
   void ReapLoop();
 

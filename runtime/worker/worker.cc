@@ -1,6 +1,7 @@
 #include "runtime/worker/worker.h"
 
 #include "runtime/metrics/metrics_server.h"
+#include "runtime/worker/host_telemetry.h"
 #include "runtime/worker/worker_metrics.h"
 
 #include <grpcpp/grpcpp.h>
@@ -86,6 +87,8 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
   auto kv = v1::KvService::NewStub(rpc::MakeChannel(o.head));
   // The metrics read the service's processes, which exist only below: asked through a pointer.
   std::atomic<WorkerServiceImpl*> service{nullptr};
+  const std::string bind_host = o.bind == "0.0.0.0" ? o.node_ip : o.bind;
+  HostTelemetry host_telemetry(o.log_dir, bind_host, o.token);
   auto metrics = std::make_shared<WorkerMetrics>(
       [&] {
         std::vector<std::pair<std::string, pid_t>> out;
@@ -93,7 +96,19 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
           for (const auto& [id, pid] : s->RunningPids()) out.emplace_back(id.ToString(), pid);
         return out;
       },
-      static_cast<int>(node.offer.gpu_ids.size()));
+      static_cast<int>(node.offer.gpu_ids.size()), "/proc",
+      WorkerMetrics::Hosts{
+          .gpus_in_use =
+              [&] {
+                WorkerServiceImpl* s = service.load();
+                return s == nullptr ? 0 : s->GpusInUse();
+              },
+          .telemetry = [&](const std::string& actor) -> absl::StatusOr<v1::ActorTelemetryReply> {
+            absl::StatusOr<ActorId> id = ActorId::Parse(actor);
+            if (!id.ok()) return id.status();
+            // Short: a frozen host must not hold the scrape for long.
+            return host_telemetry.Live(*id, /*with_records=*/false, absl::Milliseconds(500));
+          }});
   ExitReporter exits(
       [&](const v1::ReportActorExitRequest& req) {
         v1::ReportActorExitReply reply;
@@ -104,7 +119,7 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
   WorkerServiceImpl worker_service(
       {.actor_host = o.actor_host,
        .log_dir = o.log_dir,
-       .bind_host = o.bind == "0.0.0.0" ? o.node_ip : o.bind,
+       .bind_host = bind_host,
        .token = o.token,
        .head_address = o.head,
        .python = o.python,
@@ -126,7 +141,8 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
          HeadLink* l = link.load();
          if (l == nullptr) return absl::UnavailableError("this worker is still starting");
          return l->Contact();
-       }},
+       },
+       .on_started = [&](absl::Duration d) { metrics->RecordStart(d); }},
       auth);
 
   v1::NodeInfo info;
@@ -149,7 +165,8 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
                                          std::vector<ActorId> running = worker_service.Running();
                                          return std::find(running.begin(), running.end(), id) !=
                                                 running.end();
-                                       }},
+                                       },
+                                   .telemetry = &host_telemetry},
                                   auth);
 
   service.store(&worker_service);
@@ -167,6 +184,7 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
   }
   spdlog::info("worker service on {}:{}, actor logs in {}", o.bind, server->port, o.log_dir);
   info.set_address(absl::StrCat(o.node_ip, ":", server->port));
+  if (metrics_server) info.set_metrics_port(metrics_server->port());
   head_link.emplace(info, *head_api, *probe_api, *peer_api, local_actors, RealClock::Get(),
                     HeadLinkOptions{o.head, o.head_retry_window});
   link.store(&*head_link);

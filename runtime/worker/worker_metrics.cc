@@ -2,8 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
+
+#include "absl/status/status.h"
+#include "runtime/metrics/families.h"
 
 namespace skyrl::worker {
 namespace {
@@ -41,7 +45,26 @@ ClientMetric Value(double v, std::vector<ClientMetric::Label> labels = {}, bool 
   return m;
 }
 
+const std::vector<double>& StartBounds() {
+  static const std::vector<double> b = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+  return b;
+}
+
+std::string CodeName(int32_t code) {
+  std::string name = absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+  return name.empty() ? std::to_string(code) : name;
+}
+
 }  // namespace
+
+void WorkerMetrics::RecordStart(absl::Duration launch_to_serving) {
+  const double s = absl::ToDoubleSeconds(launch_to_serving);
+  const auto& bounds = StartBounds();
+  absl::MutexLock lock(&mu_);
+  if (start_buckets_.empty()) start_buckets_.assign(bounds.size() + 1, 0);
+  ++start_buckets_[std::lower_bound(bounds.begin(), bounds.end(), s) - bounds.begin()];
+  start_sum_s_ += s;
+}
 
 void WorkerMetrics::RecordExit(const v1::ActorExitInfo& e) {
   const char* cause = e.killed_by_request() ? "killed"
@@ -88,7 +111,57 @@ std::vector<MetricFamily> WorkerMetrics::Collect() const {
                     "GPUs this node offers",
                     prometheus::MetricType::Gauge,
                     {Value(static_cast<double>(gpus_))}};
-  return {processes, cpu, rss, exits, gpus};
+  MetricFamily gpus_used{"skyrl_worker_gpus_in_use",
+                         "GPUs of this node held by running actors",
+                         prometheus::MetricType::Gauge,
+                         {Value(hosts_.gpus_in_use ? hosts_.gpus_in_use() : 0)}};
+  MetricFamily starts{"skyrl_worker_actor_start_seconds",
+                      "Seconds from launching an actor process to its serving calls",
+                      prometheus::MetricType::Histogram,
+                      {}};
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<uint64_t> counts = start_buckets_;
+    if (counts.empty()) counts.assign(StartBounds().size() + 1, 0);
+    starts.metric.push_back(metrics::HistogramSample(StartBounds(), counts, start_sum_s_, {}));
+  }
+  std::vector<MetricFamily> out = {processes, cpu, rss, exits, gpus, gpus_used, starts};
+  if (!hosts_.telemetry) return out;
+  MetricFamily calls{"skyrl_actor_calls_total",
+                     "Calls an actor answered, by method and status code",
+                     prometheus::MetricType::Counter,
+                     {}};
+  MetricFamily latency{"skyrl_actor_call_seconds",
+                       "Seconds from a call's arrival at its actor to its answer (queue wait included)",
+                       prometheus::MetricType::Histogram,
+                       {}};
+  MetricFamily queued{
+      "skyrl_actor_queued_calls", "Calls waiting in an actor's queue", prometheus::MetricType::Gauge, {}};
+  MetricFamily in_run{
+      "skyrl_actor_running_calls", "Calls an actor is running", prometheus::MetricType::Gauge, {}};
+  for (const auto& [actor, pid] : running) {
+    absl::StatusOr<v1::ActorTelemetryReply> t = hosts_.telemetry(actor);
+    if (!t.ok() || !t->enabled()) continue;
+    const std::vector<double> bounds(t->latency_bounds_s().begin(), t->latency_bounds_s().end());
+    const std::string& cls = t->class_name();
+    for (const v1::MethodCallStats& m : t->methods()) {
+      std::vector<std::pair<int32_t, uint64_t>> codes(m.calls_by_code().begin(), m.calls_by_code().end());
+      std::sort(codes.begin(), codes.end());
+      for (const auto& [code, n] : codes)
+        calls.metric.push_back(
+            Value(static_cast<double>(n),
+                  {{"actor", actor}, {"class", cls}, {"code", CodeName(code)}, {"method", m.method()}},
+                  /*counter=*/true));
+      const std::vector<uint64_t> counts(m.latency_counts().begin(), m.latency_counts().end());
+      if (counts.size() == bounds.size() + 1)
+        latency.metric.push_back(metrics::HistogramSample(
+            bounds, counts, m.latency_sum_s(), {{"actor", actor}, {"class", cls}, {"method", m.method()}}));
+    }
+    queued.metric.push_back(Value(static_cast<double>(t->queued()), {{"actor", actor}, {"class", cls}}));
+    in_run.metric.push_back(Value(static_cast<double>(t->running()), {{"actor", actor}, {"class", cls}}));
+  }
+  for (MetricFamily* f : {&calls, &latency, &queued, &in_run}) out.push_back(std::move(*f));
+  return out;
 }
 
 }  // namespace skyrl::worker

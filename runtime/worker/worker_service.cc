@@ -14,6 +14,7 @@
 #include "runtime/common/logging.h"
 #include "runtime/common/resources.h"
 #include "runtime/rpc/status.h"
+#include "runtime/worker/host_telemetry.h"
 
 namespace skyrl::worker {
 namespace {
@@ -130,7 +131,8 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
   ActorLaunch launch{
       *id,
       {host_binary, "--class", req->class_name(), "--init-args-file", init_file, "--bind", options_.bind_host,
-       "--port-file", port_file, "--max-concurrency", std::to_string(std::max(1, req->max_concurrency()))},
+       "--port-file", port_file, "--max-concurrency", std::to_string(std::max(1, req->max_concurrency())),
+       "--call-records-file", HostTelemetry::RecordsPath(options_.log_dir, *id)},
       {req->gpu_ids().begin(), req->gpu_ids().end()},
       // SKYRL_NODE_HOST: where this node's actors listen (weight-sync receivers bind there).
       {{"SKYRL_TOKEN", options_.token},
@@ -158,6 +160,9 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                         absl::StrCat("actor ", id->ToString(), ": the start was abandoned before launch"));
   }
+  // A previous incarnation's records are not this one's.
+  std::remove(HostTelemetry::RecordsPath(options_.log_dir, *id).c_str());
+  const absl::Time launched = absl::Now();
   if (absl::Status s = processes_.Launch(launch); !s.ok()) {
     std::remove(init_file.c_str());
     return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
@@ -168,6 +173,7 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
     int port = 0;
     std::ifstream(port_file) >> port;
     if (port > 0) {
+      if (options_.on_started) options_.on_started(absl::Now() - launched);
       reply->set_address(absl::StrCat(options_.bind_host, ":", port));
       reply->set_log_path(processes_.LogPath(*id));
       return grpc::Status::OK;

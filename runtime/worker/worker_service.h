@@ -28,6 +28,8 @@ struct WorkerServiceOptions {
   // Answers HeadContact (another worker asking whether this one reaches the head); unset:
   // UNIMPLEMENTED.
   std::function<absl::StatusOr<v1::HeadContactReply>()> head_contact;
+  // Each actor that started serving, with how long it took from launch (may be null).
+  std::function<void(absl::Duration)> on_started;
 };
 
 class WorkerServiceImpl final : public v1::WorkerService::Service {
@@ -39,6 +41,7 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   // The actors running now, and a way to stop some (the head declared this node dead).
   std::vector<ActorId> Running() const { return processes_.Running(); }
   std::vector<std::pair<ActorId, pid_t>> RunningPids() const { return processes_.RunningPids(); }
+  int GpusInUse() const { return processes_.GpusInUse(); }
   void Stop(const std::vector<ActorId>& ids);
   // The node lost the head: every actor SIGKILLed now, saying why (ActorProcesses::Fence).
   int Fence(const std::string& reason) { return processes_.Fence(reason); }

@@ -191,7 +191,10 @@ async function job(id) {
   return `<h2>Job <span class="mono">${esc(info.job_id)}</span> ${state(info.state)}</h2>` +
     `<p><span class="mono">${esc(info.entrypoint.join(" "))}</span><br>${esc(info.message)}` +
     `${last ? `<br><span id="job-summary">step ${last.step}: reward ${num(last.mean_reward, 3)}, ` +
-              `KL ${num(last.kl, 4)}, ${num(last.tokens_per_s, 0)} tokens/s</span>` : ""}</p>` +
+              `KL ${num(last.kl, 4)}, ${num(last.tokens_per_s, 0)} tokens/s</span>` : ""}` +
+    `<br><a id="timeline-link" href="/api/jobs/${enc}/timeline" download="timeline-${esc(info.job_id)}.json">` +
+    `Timeline</a> <span class="muted">(every call of the job's actors, per step: open it in ` +
+    `ui.perfetto.dev or chrome://tracing)</span></p>` +
     `<div class="plots">` +
     lineChart("reward-plot", "Reward", [{name: "mean reward", color: "#2f6fde", points: pts("mean_reward")},
                                         {name: "exact", color: "#1d8a4e", points: pts("exact_fraction")}]) +
@@ -206,6 +209,7 @@ async function job(id) {
 
 const PAGES = {cluster, actors, groups, jobs};
 let drawing = false;
+let drawn = "";  // the page's last HTML: redrawn only when it changes (selections and links stay)
 
 async function draw() {
   if (drawing) return;
@@ -220,7 +224,7 @@ async function draw() {
     const html = name === "job" ? await job(arg) : name === "actor" ? await actor(arg) : await (PAGES[name] || cluster)();
     const log = document.getElementById("job-log") || document.getElementById("actor-log");
     const atBottom = !log || log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
-    main.innerHTML = html;
+    if (html !== drawn) main.innerHTML = drawn = html;
     const newLog = document.getElementById("job-log") || document.getElementById("actor-log");
     if (newLog && atBottom) newLog.scrollTop = newLog.scrollHeight;
     document.getElementById("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
@@ -233,6 +237,6 @@ async function draw() {
   }
 }
 
-window.addEventListener("hashchange", () => { document.getElementById("page").dataset.ready = ""; draw(); });
+window.addEventListener("hashchange", () => { document.getElementById("page").dataset.ready = ""; drawn = ""; draw(); });
 draw();
 setInterval(draw, POLL_MS);

@@ -14,6 +14,7 @@
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
 #include "runtime/worker/actor_processes.h"
+#include "runtime/worker/host_telemetry.h"
 #include "skyrl/actor.grpc.pb.h"
 #include "tests/util/paths.h"
 
@@ -484,6 +485,87 @@ TEST_F(ActorHostTest, SigtermStopsTheHostCleanly) {
   ASSERT_TRUE(e.has_value());
   EXPECT_TRUE(e->exit.ok()) << e->Describe();
   EXPECT_TRUE(e->killed_by_request);
+}
+
+// Telemetry: every call counted and timed, served by the host itself (through the worker's
+// HostTelemetry), and left in the records file when the host is stopped.
+TEST_F(ActorHostTest, TelemetryCountsCallsAndItsRecordsOutliveTheHost) {
+  ActorId id = ActorId::Random();
+  const int port =
+      Start(id, "echo", "", {"--call-records-file", worker::HostTelemetry::RecordsPath(dir_, id)});
+  ASSERT_GT(port, 0);
+  const absl::Time before = absl::Now();
+  std::string result;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Call(port, id, "echo", "x", &result).ok());
+  EXPECT_EQ(Call(port, id, "nope", "", &result).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  const absl::Time after = absl::Now();
+
+  worker::HostTelemetry hosts(dir_, "127.0.0.1", kToken);
+  absl::StatusOr<v1::ActorTelemetryReply> live = hosts.Live(id, /*with_records=*/true);
+  ASSERT_TRUE(live.ok()) << live.status();
+  EXPECT_TRUE(live->enabled());
+  EXPECT_EQ(live->class_name(), "echo");
+  std::map<std::string, std::map<int, uint64_t>> by_method;
+  for (const auto& m : live->methods())
+    by_method[m.method()] = {m.calls_by_code().begin(), m.calls_by_code().end()};
+  EXPECT_EQ(by_method["echo"][0], 3u);
+  EXPECT_EQ(by_method["nope"][static_cast<int>(grpc::StatusCode::UNIMPLEMENTED)], 1u);
+  ASSERT_EQ(live->records_size(), 4);
+  int64_t last_arrival = 0;
+  for (const v1::CallRecord& c : live->records()) {
+    EXPECT_GE(c.arrived_unix_us(), absl::ToUnixMicros(before));
+    EXPECT_LE(c.end_unix_us(), absl::ToUnixMicros(after));
+    EXPECT_GE(c.arrived_unix_us(), last_arrival) << "oldest first";
+    last_arrival = c.arrived_unix_us();
+    if (c.method() == "echo") {
+      EXPECT_GE(c.start_unix_us(), c.arrived_unix_us());
+      EXPECT_GE(c.end_unix_us(), c.start_unix_us());
+    } else {
+      EXPECT_EQ(c.start_unix_us(), 0) << "an unknown method never runs";
+    }
+  }
+  // Asked without the token, or for another actor: refused like a call.
+  worker::HostTelemetry wrong_token(dir_, "127.0.0.1", "wrong-token-0123456789");
+  EXPECT_TRUE(absl::IsUnauthenticated(wrong_token.Live(id, false).status()));
+  const ActorId other = ActorId::Random();
+  EXPECT_TRUE(absl::IsNotFound(hosts.Live(other, false).status())) << "no port: not serving";
+  std::ofstream(absl::StrCat(dir_, "/", other.ToString(), ".port")) << port << "\n";
+  absl::Status misdirected = hosts.Live(other, false).status();
+  EXPECT_TRUE(absl::IsNotFound(misdirected)) << misdirected;
+  EXPECT_NE(misdirected.message().find("hosts actor " + id.ToString()), std::string::npos) << misdirected;
+
+  EXPECT_TRUE(absl::IsNotFound(hosts.Left(id).status())) << "nothing left while it runs";
+  ASSERT_TRUE(procs_->Kill(id, absl::Seconds(5)).ok());
+  ASSERT_TRUE(WaitExit(id).has_value());
+  absl::StatusOr<v1::ActorTelemetryReply> left = hosts.Left(id);
+  ASSERT_TRUE(left.ok()) << left.status();
+  ASSERT_EQ(left->records_size(), 4);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(left->records(i).SerializeAsString(), live->records(i).SerializeAsString());
+}
+
+TEST_F(ActorHostTest, TelemetryOffInTheEnvironmentKeepsNothing) {
+  ActorId id = ActorId::Random();
+  std::string port_file = absl::StrCat(dir_, "/", id.ToString(), ".port");
+  worker::ActorLaunch l{
+      id,
+      {testing::BinDir() + "/skyrl-actor-host", "--class", "echo", "--port-file", port_file},
+      {},
+      {{"SKYRL_TOKEN", kToken}, {"SKYRL_CALL_TELEMETRY", "0"}}};
+  ASSERT_TRUE(procs_->Launch(l).ok());
+  int port = 0;
+  for (int i = 0; i < 400 && port == 0; ++i) {
+    std::ifstream(port_file) >> port;
+    if (port == 0) absl::SleepFor(absl::Milliseconds(25));
+  }
+  ASSERT_GT(port, 0);
+  std::string result;
+  ASSERT_TRUE(Call(port, id, "echo", "x", &result).ok());
+  absl::StatusOr<v1::ActorTelemetryReply> t = worker::HostTelemetry(dir_, "127.0.0.1", kToken).Live(id, true);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_FALSE(t->enabled());
+  EXPECT_EQ(t->methods_size(), 0);
+  EXPECT_EQ(t->records_size(), 0);
 }
 
 }  // namespace

@@ -11,22 +11,15 @@ Skips, saying why, only when Chromium, chromedriver or selenium is missing (scri
 installs them: chromium, chromium-driver, python3-selenium).
 """
 
-import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
 
 import pytest
 
-BIN = os.environ.get("SKYRL_BIN_DIR", "")
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+from cluster_fixture import BIN, ROOT, Cluster, wait_for
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 STEPS = 4
@@ -39,88 +32,6 @@ try:
 except ImportError as e:  # pragma: no cover - the skip says why
     webdriver = None
     SELENIUM_ERROR = str(e)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(what, check, timeout=60.0, period=0.1):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-            if value:
-                return value
-        except Exception as e:  # noqa: BLE001 - retried until the deadline, then reported
-            last = e
-        time.sleep(period)
-    raise AssertionError(f"timed out waiting for {what} (last error: {last})")
-
-
-class Cluster:
-    """skyrl-head with its dashboard and two skyrl-workers, in a private folder."""
-
-    def __init__(self, base):
-        self.dir = base
-        self.token = "dashboard-browser-test-" + os.urandom(12).hex()
-        self.token_file = os.path.join(base, "token")
-        with open(self.token_file, "w") as f:
-            f.write(self.token + "\n")
-        os.chmod(self.token_file, 0o600)
-        self.port, self.dashboard_port = free_port(), free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self.url = f"http://127.0.0.1:{self.dashboard_port}"
-        self.env = {**os.environ, "SKYRL_ADDRESS": self.address, "SKYRL_TOKEN": self.token, "HOME": base}
-        self.procs = []
-        self.start("head", "skyrl-head", "--port", str(self.port), "--dashboard-port", str(self.dashboard_port),
-                   "--token-file", self.token_file, "--jobs-dir", os.path.join(base, "jobs"))
-        wait_for("the dashboard", lambda: self.status("/login") == 200, timeout=30)
-        for i in (1, 2):
-            self.start(f"worker-{i}", "skyrl-worker", "--head", self.address, "--token-file", self.token_file,
-                       "--resources", "CPU=4,memory=8Gi", "--labels", f"name=worker-{i}",
-                       "--log-dir", os.path.join(base, f"actors-{i}"))
-        wait_for("two nodes", lambda: len([n for n in self.api("/api/nodes") if n["state"] == "ALIVE"]) == 2)
-
-    def start(self, name, program, *args):
-        log = open(os.path.join(self.dir, f"{name}.log"), "wb")
-        self.procs.append(subprocess.Popen([os.path.join(BIN, program), *args], stdout=log,
-                                           stderr=subprocess.STDOUT, start_new_session=True, env=self.env))
-
-    def status(self, path, headers=None):
-        req = urllib.request.Request(self.url + path, headers=headers or {})
-        try:
-            with urllib.request.build_opener(NoRedirect).open(req, timeout=5) as r:
-                return r.status
-        except urllib.error.HTTPError as e:
-            return e.code
-
-    def api(self, path):
-        req = urllib.request.Request(self.url + path, headers={"Authorization": f"Bearer {self.token}"})
-        with urllib.request.urlopen(req, timeout=5) as r:
-            return json.loads(r.read())
-
-    def cli(self, *args, timeout=300):
-        return subprocess.run([os.path.join(BIN, "skyrl"), *args], env=self.env, capture_output=True, text=True,
-                              timeout=timeout)
-
-    def stop(self):
-        for p in reversed(self.procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(15)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
-
-
-class NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args, **kwargs):
-        return None
 
 
 @pytest.fixture
@@ -169,6 +80,18 @@ def show(driver, page):
     driver.execute_script("location.hash = arguments[0]", page)
     WebDriverWait(driver, 20).until(
         lambda d: d.find_element(By.ID, "page").get_attribute("data-ready") == page)
+
+
+def table_rows(driver, css, key):
+    """The rows matching `css` as {row[key]: {"state": data-state, "text": ..., "cells": [...]}},
+    read in one script run: the page redraws as it polls, so elements found one call ago may be
+    gone by the next."""
+    return driver.execute_script("""
+        const out = {};
+        for (const r of document.querySelectorAll(arguments[0]))
+          out[r.getAttribute(arguments[1])] = {state: r.getAttribute("data-state"), text: r.innerText,
+                                               cells: [...r.querySelectorAll("td")].map(td => td.innerText)};
+        return out;""", css, key)
 
 
 def screenshot(driver, name):
@@ -225,9 +148,9 @@ def test_a_person_sees_the_cluster_its_actors_and_the_jobs_plots(cluster, browse
     WebDriverWait(browser, 20).until(lambda d: d.find_element(By.ID, "page").get_attribute("data-ready") == "cluster")
 
     nodes = cluster.api("/api/nodes")
-    rows = browser.find_elements(By.CSS_SELECTOR, "#nodes tr[data-node]")
-    assert sorted(r.get_attribute("data-node") for r in rows) == sorted(n["node_id"] for n in nodes)
-    assert [r.get_attribute("data-state") for r in rows] == ["ALIVE", "ALIVE"]
+    rows = table_rows(browser, "#nodes tr[data-node]", "data-node")
+    assert sorted(rows) == sorted(n["node_id"] for n in nodes)
+    assert [r["state"] for r in rows.values()] == ["ALIVE", "ALIVE"]
     text = browser.find_element(By.ID, "nodes").text
     assert "2 alive" in browser.find_element(By.TAG_NAME, "h2").text
     assert "name=worker-1" in text and "name=worker-2" in text and "CPU" in text
@@ -256,18 +179,18 @@ def test_a_person_sees_the_cluster_its_actors_and_the_jobs_plots(cluster, browse
     before = {a["actor_id"]: a["state"] for a in cluster.api("/api/actors")}
     show(browser, "actors")
     after = {a["actor_id"]: a["state"] for a in cluster.api("/api/actors")}
-    rows = {r.get_attribute("data-actor"): r for r in browser.find_elements(By.CSS_SELECTOR, "#actors tr[data-actor]")}
+    rows = table_rows(browser, "#actors tr[data-actor]", "data-actor")
     assert victim in rows, f"{victim} not among {list(rows)}"
-    assert rows[victim].get_attribute("data-state") == "DEAD"
-    assert "killed by signal 9" in rows[victim].text, rows[victim].text
-    assert "default/victim" in rows[victim].text
-    classes = {r.find_elements(By.TAG_NAME, "td")[1].text for r in rows.values()}
+    assert rows[victim]["state"] == "DEAD"
+    assert "killed by signal 9" in rows[victim]["text"], rows[victim]["text"]
+    assert "default/victim" in rows[victim]["text"]
+    classes = {r["cells"][1] for r in rows.values()}
     assert len(classes) >= 5, f"the job's trainer, engine, reward and reference, and the victim: {classes}"
     # Every actor with the state the head had while the page was drawn (ones that changed state
     # meanwhile, e.g. the job's roles being stopped, may show either).
     assert set(rows) == set(after)
     for actor, row in rows.items():
-        assert row.get_attribute("data-state") in {before.get(actor), after[actor]}, (actor, row.text)
+        assert row["state"] in {before.get(actor), after[actor]}, (actor, row["text"])
     screenshot(browser, "3-actors")
 
     # Its page: the reason again, and the end of its log, fetched from its worker.

@@ -1,0 +1,74 @@
+// What an actor host keeps about the calls it answers (actor.proto, Telemetry): per method,
+// counts by status code and a histogram of seconds from arrival to answer; and the most recent
+// calls' timestamps in a bounded ring, for timelines.
+//
+//   CallTelemetry t(/*ring=*/16384);
+//   int slot = t.Slot("train");                       // once per call, when it is queued
+//   t.Record(slot, arrived, started, ended, code);    // when it is answered
+//   v1::ActorTelemetryReply r = t.Snapshot(/*with_records=*/true);
+//
+// Method names past kMaxMethods distinct ones share one slot, "(other)", so a caller naming
+// ever new methods cannot grow the host. Disabled (CallTelemetry(0, false)), every call is a
+// no-op and a snapshot says so. Thread-safe; one short critical section per call.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "skyrl/actor.pb.h"
+
+namespace skyrl {
+
+class CallTelemetry {
+ public:
+  static constexpr size_t kMaxMethods = 256;
+  static constexpr size_t kDefaultRing = 16384;
+  static constexpr char kOtherMethod[] = "(other)";
+  // Upper bounds of the latency buckets, in seconds.
+  static const std::vector<double>& LatencyBounds();
+
+  // `ring`: how many recent calls to keep (0: none, counts only). `enabled` false: keep nothing.
+  explicit CallTelemetry(size_t ring = kDefaultRing, bool enabled = true);
+
+  // Whether telemetry is on for hosts started with this environment: SKYRL_CALL_TELEMETRY
+  // unset, or anything but "0", "off", "false".
+  static bool EnabledByEnvironment();
+
+  bool enabled() const { return enabled_; }
+  // The slot counting calls to `method` (-1 when disabled).
+  int Slot(absl::string_view method);
+  // One answered call. `started`: absl::InfinitePast() when it never ran.
+  void Record(int slot, absl::Time arrived, absl::Time started, absl::Time ended, int code);
+
+  // Everything kept so far; the records oldest first, only `with_records`. Queue depth and
+  // running calls are the caller's to fill in.
+  v1::ActorTelemetryReply Snapshot(bool with_records) const;
+
+ private:
+  struct Method {
+    std::string name;
+    absl::flat_hash_map<int32_t, uint64_t> by_code;
+    std::vector<uint64_t> buckets;
+    double sum_s = 0;
+  };
+  struct Rec {
+    int32_t slot;
+    int32_t code;
+    int64_t arrived_us, start_us, end_us;
+  };
+
+  const bool enabled_;
+  const size_t ring_size_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, int> slots_ ABSL_GUARDED_BY(mu_);
+  std::vector<Method> methods_ ABSL_GUARDED_BY(mu_);
+  std::vector<Rec> ring_ ABSL_GUARDED_BY(mu_);
+  uint64_t recorded_ ABSL_GUARDED_BY(mu_) = 0;  // records ever written to the ring
+};
+
+}  // namespace skyrl

@@ -1,0 +1,42 @@
+#include "runtime/metrics/families.h"
+
+#include <limits>
+
+namespace skyrl::metrics {
+
+prometheus::ClientMetric HistogramSample(const std::vector<double>& bounds,
+                                         const std::vector<uint64_t>& counts, double sum, Labels labels) {
+  prometheus::ClientMetric m;
+  m.label = std::move(labels);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    cumulative += counts[i];
+    m.histogram.bucket.push_back(
+        {cumulative, i < bounds.size() ? bounds[i] : std::numeric_limits<double>::infinity()});
+  }
+  m.histogram.sample_count = cumulative;
+  m.histogram.sample_sum = sum;
+  return m;
+}
+
+std::vector<prometheus::MetricFamily> LatencyFamilies(const LatencyStats& stats, const std::string& counter,
+                                                      const std::string& counter_help,
+                                                      const std::string& histogram,
+                                                      const std::string& histogram_help,
+                                                      const std::string& name_label,
+                                                      const std::string& outcome_label) {
+  prometheus::MetricFamily c{counter, counter_help, prometheus::MetricType::Counter, {}};
+  prometheus::MetricFamily h{histogram, histogram_help, prometheus::MetricType::Histogram, {}};
+  for (const LatencyStats::Series& s : stats.Snapshot()) {
+    for (const auto& [outcome, n] : s.outcomes) {
+      prometheus::ClientMetric m;
+      m.label = {{name_label, s.name}, {outcome_label, outcome}};
+      m.counter.value = static_cast<double>(n);
+      c.metric.push_back(std::move(m));
+    }
+    h.metric.push_back(HistogramSample(stats.bounds(), s.buckets, s.sum_s, {{name_label, s.name}}));
+  }
+  return {std::move(c), std::move(h)};
+}
+
+}  // namespace skyrl::metrics
