@@ -90,8 +90,33 @@ absl::Status ActorManager::Persist(const v1::ActorInfo& info) {
   return store_.Put(kActorsTable, info.actor_id(), info.SerializeAsString());
 }
 
-void ActorManager::SetDead(const ActorId& id, v1::ActorInfo& a) {
+const char* ActorManager::DeathCauseName(DeathCause cause) {
+  switch (cause) {
+    case DeathCause::kKilled:
+      return "killed";
+    case DeathCause::kExited:
+      return "exited";
+    case DeathCause::kNodeLost:
+      return "node_lost";
+    case DeathCause::kStartFailed:
+      return "start_failed";
+    case DeathCause::kUnplaceable:
+      return "unplaceable";
+  }
+  return "unknown";
+}
+
+ActorManager::LifeCounts ActorManager::Counts() const {
+  LifeCounts out;
+  absl::MutexLock lock(&mu_);
+  out.restarts = restarts_total_;
+  for (int c = 0; c < 5; ++c) out.deaths[DeathCauseName(static_cast<DeathCause>(c))] = deaths_[c];
+  return out;
+}
+
+void ActorManager::SetDead(const ActorId& id, v1::ActorInfo& a, DeathCause cause) {
   if (a.state() == v1::ACTOR_DEAD) return;
+  ++deaths_[static_cast<int>(cause)];
   a.set_state(v1::ACTOR_DEAD);
   a.set_died_unix_ms(absl::ToUnixMillis(clock_.Now()));
   if (auto name = live_names_.find(NameKey(a.spec())); name != live_names_.end() && name->second == id)
@@ -181,7 +206,8 @@ absl::Status ActorManager::Recover() {
       StartRestart(id, address);
       ++resumed;
     } else if (a.state() == v1::ACTOR_ALIVE && WorkerAddress(a.node_id()).empty()) {
-      HandleDeath(id, absl::StrCat("node lost while the head was down: ", a.node_id()));
+      HandleDeath(id, absl::StrCat("node lost while the head was down: ", a.node_id()),
+                  DeathCause::kNodeLost);
       ++resumed;
     }
   }
@@ -278,6 +304,7 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
     out = info;
   } else if (address.empty()) {
     Release(id);
+    ++deaths_[static_cast<int>(DeathCause::kUnplaceable)];  // a new actor: not in the table yet
     info.set_state(v1::ACTOR_DEAD);
     info.set_died_unix_ms(absl::ToUnixMillis(clock_.Now()));
     info.set_death_reason(absl::StrCat("cannot place: node ", p->node_id, " has no worker address"));
@@ -395,7 +422,7 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
         said_waiting = true;
         continue;
       }
-      SetDead(id, a);
+      SetDead(id, a, DeathCause::kUnplaceable);
       a.set_death_reason(absl::StrCat("cannot place: ", p.status().message()));
       a.clear_node_id();
       (void)Persist(a);
@@ -405,7 +432,7 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
     if (absl::Status s = Persist(a); !s.ok()) {
       // Not recorded: nothing may run under this placement.
       Release(id);
-      SetDead(id, a);
+      SetDead(id, a, DeathCause::kStartFailed);
       a.set_death_reason(absl::StrCat("the store refused its placement: ", s.message()));
       a.clear_node_id();
       (void)Persist(a);
@@ -440,19 +467,19 @@ absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const
       // The constructor's error (FAILED_PRECONDITION) is final; anything else counts as a death.
       std::string reason = absl::StrCat("failed to start on ", a.node_id(), ": ", started.status().message());
       if (absl::IsFailedPrecondition(started.status())) {
-        SetDead(id, a);
+        SetDead(id, a, DeathCause::kStartFailed);
         a.set_death_reason(reason);
         Release(id);
         (void)Persist(a);
       } else {
-        HandleDeath(id, reason);
+        HandleDeath(id, reason, DeathCause::kStartFailed);
       }
       return a;
     } else {
       a.set_address(started->address());
       a.set_log_path(started->log_path());
       if (exited_while_starting_.erase(id)) {
-        HandleDeath(id, "exited right after it started");
+        HandleDeath(id, "exited right after it started", DeathCause::kExited);
         return a;
       }
       a.set_state(v1::ACTOR_ALIVE);
@@ -473,12 +500,12 @@ absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const
   return out;
 }
 
-void ActorManager::HandleDeath(const ActorId& id, const std::string& reason) {
+void ActorManager::HandleDeath(const ActorId& id, const std::string& reason, DeathCause cause) {
   v1::ActorInfo& a = actors_.at(id);
   Release(id);
   int max = a.spec().max_restarts();
   if (max >= 0 && a.restarts() >= max) {
-    SetDead(id, a);
+    SetDead(id, a, cause);
     a.set_death_reason(max > 0 ? absl::StrCat(reason, " (no restarts left: ", max, " used)") : reason);
     a.set_address("");
     (void)Persist(a);
@@ -486,6 +513,7 @@ void ActorManager::HandleDeath(const ActorId& id, const std::string& reason) {
     return;
   }
   a.set_restarts(a.restarts() + 1);
+  ++restarts_total_;
   a.set_state(v1::ACTOR_RESTARTING);
   a.set_death_reason(reason);
   a.set_address("");
@@ -531,12 +559,13 @@ void ActorManager::OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit
   if (a.state() != v1::ACTOR_ALIVE) return;
   if (exit.killed_by_request()) {
     Release(*id);
-    SetDead(*id, a);
+    SetDead(*id, a, DeathCause::kKilled);
     if (a.death_reason().empty()) a.set_death_reason("killed by the user");
     (void)Persist(a);
     return;
   }
-  HandleDeath(*id, absl::StrCat("actor died on ", node.ToString(), ": ", exit.description()));
+  HandleDeath(*id, absl::StrCat("actor died on ", node.ToString(), ": ", exit.description()),
+              DeathCause::kExited);
 }
 
 void ActorManager::OnNodeDead(const NodeId& node, const std::string& reason) {
@@ -544,7 +573,8 @@ void ActorManager::OnNodeDead(const NodeId& node, const std::string& reason) {
   std::vector<ActorId> hit;
   for (const auto& [id, a] : actors_)
     if (a.node_id() == node.ToString() && Holds(a.state())) hit.push_back(id);
-  for (const ActorId& id : hit) HandleDeath(id, absl::StrCat("node lost: ", node.ToString(), ": ", reason));
+  for (const ActorId& id : hit)
+    HandleDeath(id, absl::StrCat("node lost: ", node.ToString(), ": ", reason), DeathCause::kNodeLost);
 }
 
 absl::StatusOr<v1::ActorInfo> ActorManager::Get(const ActorId& id) const {
@@ -593,7 +623,7 @@ void ActorManager::KillAsync(const ActorId& id, StatusDone done) {
     if (a.state() == v1::ACTOR_DEAD) return done(absl::OkStatus());
     node_id = a.node_id();
     Release(id);
-    SetDead(id, a);
+    SetDead(id, a, DeathCause::kKilled);
     a.set_death_reason("killed by the user");
     a.set_address("");
     if (absl::Status s = Persist(a); !s.ok()) return done(s);
@@ -621,7 +651,7 @@ void ActorManager::MarkKilled(const ActorId& id, const std::string& reason,
   v1::ActorInfo& a = it->second;
   Release(id);
   if (Holds(a.state())) kills.emplace_back(a.node_id(), id.ToString());
-  SetDead(id, a);
+  SetDead(id, a, DeathCause::kKilled);
   a.set_death_reason(reason);
   a.set_address("");
   (void)Persist(a);

@@ -21,7 +21,9 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -97,6 +99,18 @@ class ActorManager {
   // `reason`, and its process is killed.
   void KillJob(const std::string& job_id, const std::string& reason);
 
+  // Why actors died since this head started, for its metrics: "killed" (by the user, with
+  // their placement group or job), "exited" (the process ended), "node_lost",
+  // "start_failed" (the constructor or the start failed), "unplaceable" (no node could take
+  // it). A death with restarts left is a restart, counted as one, and not as a death.
+  enum class DeathCause { kKilled, kExited, kNodeLost, kStartFailed, kUnplaceable };
+  static const char* DeathCauseName(DeathCause cause);
+  struct LifeCounts {
+    uint64_t restarts = 0;
+    std::map<std::string, uint64_t> deaths;  // by DeathCauseName, every cause present
+  };
+  LifeCounts Counts() const;
+
  private:
   // Plans and takes resources for the actor (PENDING's share).
   absl::StatusOr<scheduler::Slot> Place(const ActorId& id, const v1::ActorSpec& spec)
@@ -137,7 +151,8 @@ class ActorManager {
   // restart), waits until some node can take it, it is killed, or the head stops.
   absl::StatusOr<v1::ActorInfo> PlaceAndStart(const ActorId& id, bool wait_for_room);
   // An unexpected death: restart if allowed, else DEAD.
-  void HandleDeath(const ActorId& id, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleDeath(const ActorId& id, const std::string& reason, DeathCause cause)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Places and starts it again on a thread of its own, after killing a leftover process at
   // `kill_first_at` (a worker address) when one is given.
   void StartRestart(const ActorId& id, const std::string& kill_first_at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -145,7 +160,7 @@ class ActorManager {
   // Makes `a` DEAD, stamped with the time, frees its name, and queues it for eviction (once:
   // DEAD is final). Every transition to DEAD of an actor in the table goes through here.
   // REQUIRES: `a` is actors_[id].
-  void SetDead(const ActorId& id, v1::ActorInfo& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetDead(const ActorId& id, v1::ActorInfo& a, DeathCause cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Evicts the DEAD actors over the cap, oldest first, from memory and from the store (or,
   // with `deletes`, appends the store's deletes there for the caller to apply).
   // REQUIRES: the caller holds no reference into actors_.
@@ -197,6 +212,8 @@ class ActorManager {
   // Asynchronous starts and kills whose completion has not run yet: the destructor waits
   // for them, since their completions use this manager.
   int async_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t restarts_total_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t deaths_[5] ABSL_GUARDED_BY(mu_) = {};  // by DeathCause
 };
 
 }  // namespace skyrl::head

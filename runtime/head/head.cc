@@ -24,6 +24,7 @@
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/server.h"
 #include "runtime/rpc/tls.h"
+#include "runtime/store/metered_store.h"
 #include "runtime/store/write_behind_store.h"
 
 namespace skyrl::head {
@@ -53,19 +54,34 @@ class HeadServices {
 
 namespace {
 
-// Redis is a replica of what this head holds: behind a write-behind cache the head keeps
-// serving (and queueing writes) when Redis is down longer than the retry window, and catches
-// up when Redis is back.
-absl::StatusOr<std::unique_ptr<store::Store>> OpenStore(const HeadOptions& options) {
-  absl::StatusOr<std::unique_ptr<store::Store>> store =
+// The backend, metered (its operations are the head's store metrics). Redis is a replica of
+// what this head holds: behind a write-behind cache the head keeps serving (and queueing
+// writes) when Redis is down longer than the retry window, and catches up when Redis is back.
+struct OpenedStore {
+  std::unique_ptr<store::Store> store;
+  const store::MeteredStore* metered = nullptr;
+  const store::WriteBehindStore* write_behind = nullptr;  // null for "memory"
+};
+
+absl::StatusOr<OpenedStore> OpenStore(const HeadOptions& options) {
+  absl::StatusOr<std::unique_ptr<store::Store>> backend =
       store::OpenStore(options.store, options.ns, options.store_retry_window);
-  if (!store.ok() || options.store == "memory") return store;
+  if (!backend.ok()) return backend.status();
+  OpenedStore out;
+  auto metered = std::make_unique<store::MeteredStore>(std::move(*backend), RealClock::Get());
+  out.metered = metered.get();
+  if (options.store == "memory") {
+    out.store = std::move(metered);
+    return out;
+  }
   store::WriteBehindOptions wb;
   wb.tables = {kNodesTable, kActorsTable, kPlacementGroupsTable, kJobsTable, kKvTable};
   absl::StatusOr<std::unique_ptr<store::WriteBehindStore>> wrapped =
-      store::WriteBehindStore::Open(std::move(*store), wb);
+      store::WriteBehindStore::Open(std::move(metered), wb);
   if (!wrapped.ok()) return wrapped.status();
-  return std::unique_ptr<store::Store>(std::move(*wrapped));
+  out.write_behind = wrapped->get();
+  out.store = std::move(*wrapped);
+  return out;
 }
 
 absl::Status Annotate(const absl::Status& s, absl::string_view what) {
@@ -140,7 +156,7 @@ absl::Status Head::Start() {
   }
   services_ = std::make_unique<HeadServices>(*this, options_.token, JobManagerOptions{}.limits);
   absl::StatusOr<rpc::ListeningServer> listening =
-      rpc::StartServer(options_.bind, options_.port, services_->All());
+      rpc::StartServer(options_.bind, options_.port, services_->All(), &rpc_stats_);
   if (!listening.ok()) {
     metrics_server_.reset();
     return listening.status();
@@ -199,12 +215,14 @@ void Head::Shutdown() {
 }
 
 absl::StatusOr<std::unique_ptr<Head>> OpenHead(const HeadOptions& options) {
-  absl::StatusOr<std::unique_ptr<store::Store>> store = OpenStore(options);
+  absl::StatusOr<OpenedStore> store = OpenStore(options);
   if (!store.ok()) return Annotate(store.status(), "cannot open the metadata store");
   std::unique_ptr<WorkerClient> workers = MakeGrpcWorkerClient(options.token);
-  absl::StatusOr<std::unique_ptr<Head>> head = Head::Open(options, **store, *workers, RealClock::Get());
+  absl::StatusOr<std::unique_ptr<Head>> head = Head::Open(options, *store->store, *workers, RealClock::Get());
   if (!head.ok()) return head.status();
-  (*head)->owned_store_ = std::move(*store);
+  (*head)->owned_store_ = std::move(store->store);
+  (*head)->metered_store_ = store->metered;
+  (*head)->write_behind_ = store->write_behind;
   (*head)->owned_workers_ = std::move(workers);
   return head;
 }

@@ -24,7 +24,10 @@
 #include "runtime/head/retention.h"
 #include "runtime/head/worker_client.h"
 #include "runtime/metrics/metrics_server.h"
+#include "runtime/common/latency_stats.h"
+#include "runtime/store/metered_store.h"
 #include "runtime/store/store.h"
+#include "runtime/store/write_behind_store.h"
 
 namespace grpc {
 class Server;
@@ -91,6 +94,12 @@ class Head {
   PlacementGroupManager& groups() { return *groups_; }
   JobManager& jobs() { return *jobs_; }
   const ActorLogRelay& logs() const { return *logs_; }
+  // The RPCs this head answered, by method and code.
+  const LatencyStats& rpc_stats() const { return rpc_stats_; }
+  // The store backend's operations, and the write-behind cache over it: set by OpenHead
+  // (null for a head opened over a caller's store, and write_behind for "memory").
+  const store::MeteredStore* metered_store() const { return metered_store_; }
+  const store::WriteBehindStore* write_behind() const { return write_behind_; }
 
  private:
   friend absl::StatusOr<std::unique_ptr<Head>> OpenHead(const HeadOptions& options);
@@ -101,6 +110,9 @@ class Head {
   // Set by OpenHead: what the head owns (declared first, so destroyed last).
   std::unique_ptr<store::Store> owned_store_;
   std::unique_ptr<WorkerClient> owned_workers_;
+  const store::MeteredStore* metered_store_ = nullptr;
+  const store::WriteBehindStore* write_behind_ = nullptr;
+  LatencyStats rpc_stats_{LatencyStats::RpcBounds()};
   store::Store& store_;
   const Clock& clock_;
   std::unique_ptr<NodeManager> nodes_;

@@ -1,5 +1,6 @@
 #include "runtime/head/head_metrics.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -10,6 +11,7 @@
 #include "runtime/common/job_metrics_keys.h"
 #include "runtime/head/head.h"
 #include "runtime/head/kv_service.h"
+#include "runtime/metrics/families.h"
 
 namespace skyrl::head {
 namespace {
@@ -155,13 +157,37 @@ std::vector<MetricFamily> HeadMetrics::Collect() const {
   }
   out.push_back(Gauges("skyrl_actors", "Actors by state", actors));
   out.push_back(Gauges("skyrl_actors_by_class", "Actors by class and state", by_class));
+  const ActorManager::LifeCounts life = head_.actors().Counts();
+  MetricFamily restarts{"skyrl_actor_restarts_total",
+                        "Actor restarts since the head started (a death with restarts left)",
+                        prometheus::MetricType::Counter,
+                        {}};
+  restarts.metric.emplace_back().counter.value = static_cast<double>(life.restarts);
+  out.push_back(std::move(restarts));
+  MetricFamily deaths{"skyrl_actor_deaths_total",
+                      "Actors that became DEAD since the head started, by cause",
+                      prometheus::MetricType::Counter,
+                      {}};
+  for (const auto& [cause, n] : life.deaths) {
+    ClientMetric& m = deaths.metric.emplace_back();
+    m.label = {{"cause", cause}};
+    m.counter.value = static_cast<double>(n);
+  }
+  out.push_back(std::move(deaths));
 
   auto groups = AllStates(
       v1::PG_PENDING, v1::PG_REMOVED,
       [](int s) { return v1::PlacementGroupState_Name(static_cast<v1::PlacementGroupState>(s)); }, "PG_");
-  for (const v1::PlacementGroupInfo& g : head_.groups().List())
+  std::map<Labels, double> pending;
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  for (const v1::PlacementGroupInfo& g : head_.groups().List()) {
     groups[{{"state", StateName(v1::PlacementGroupState_Name(g.state()), "PG_")}}] += 1;
+    if (g.state() == v1::PG_PENDING && g.created_unix_ms() > 0)
+      pending[{{"group", g.placement_group_id()}}] = std::max<int64_t>(0, now_ms - g.created_unix_ms()) / 1e3;
+  }
   out.push_back(Gauges("skyrl_placement_groups", "Placement groups by state", groups));
+  out.push_back(Gauges("skyrl_placement_group_pending_seconds",
+                       "Each PENDING placement group: seconds since it was created", pending));
 
   auto jobs = AllStates(
       v1::JOB_PENDING, v1::JOB_STOPPED, [](int s) { return v1::JobState_Name(static_cast<v1::JobState>(s)); },
@@ -170,6 +196,20 @@ std::vector<MetricFamily> HeadMetrics::Collect() const {
     jobs[{{"state", StateName(v1::JobState_Name(j.state()), "JOB_")}}] += 1;
   out.push_back(Gauges("skyrl_jobs", "Jobs by state", jobs));
   AddJobSteps(head_, out);
+
+  for (MetricFamily& f : metrics::RpcServerFamilies(head_.rpc_stats())) out.push_back(std::move(f));
+  if (const store::MeteredStore* metered = head_.metered_store()) {
+    for (MetricFamily& f :
+         metrics::LatencyFamilies(metered->stats(), "skyrl_store_operations_total",
+                                  "Operations of the metadata store backend, by operation and status code",
+                                  "skyrl_store_operation_seconds",
+                                  "Latency of the metadata store backend's operations", "op", "code"))
+      out.push_back(std::move(f));
+    const store::WriteBehindStore* wb = head_.write_behind();
+    out.push_back(Gauges("skyrl_store_write_behind_pending",
+                         "Writes acknowledged and waiting for the store backend (Redis down)",
+                         {{{}, wb ? static_cast<double>(wb->pending()) : 0.0}}));
+  }
   return out;
 }
 

@@ -4,6 +4,13 @@
 //   skyrl_actors{state,class}             actors by state and class
 //   skyrl_placement_groups{state}         placement groups by state
 //   skyrl_jobs{state}                     jobs by state
+//   skyrl_actor_restarts_total            restarts since the head started
+//   skyrl_actor_deaths_total{cause}       deaths since the head started (ActorManager::DeathCause)
+//   skyrl_placement_group_pending_seconds{group}  each PENDING group: seconds since created
+//   skyrl_rpc_server_handled_total{method,code}, skyrl_rpc_server_handling_seconds{method}
+//   skyrl_store_operations_total{op,code}, skyrl_store_operation_seconds{op}: the backend's
+//                                         operations (set up by OpenHead)
+//   skyrl_store_write_behind_pending      writes waiting for Redis
 // and from the step records jobs write (job_metrics_keys.h), for each job running or ended in
 // the last 5 minutes, its last step's figures:
 //   skyrl_job_step{job}, skyrl_job_mean_reward{job}, skyrl_job_kl{job},

@@ -39,4 +39,11 @@ std::vector<prometheus::MetricFamily> LatencyFamilies(const LatencyStats& stats,
   return {std::move(c), std::move(h)};
 }
 
+std::vector<prometheus::MetricFamily> RpcServerFamilies(const LatencyStats& stats) {
+  return LatencyFamilies(
+      stats, "skyrl_rpc_server_handled_total", "RPCs this daemon answered, by method and status code",
+      "skyrl_rpc_server_handling_seconds",
+      "RPC handling time in this daemon: arrival to status sent (a stream's whole life)", "method", "code");
+}
+
 }  // namespace skyrl::metrics

@@ -2,10 +2,12 @@
 // head's, the workers' and the RPC servers' collectables.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "prometheus/client_metric.h"
+#include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
 #include "runtime/common/latency_stats.h"
 
@@ -25,5 +27,20 @@ std::vector<prometheus::MetricFamily> LatencyFamilies(const LatencyStats& stats,
                                                       const std::string& histogram_help,
                                                       const std::string& name_label,
                                                       const std::string& outcome_label);
+
+// What a daemon's gRPC server answered (rpc/rpc_stats.h): skyrl_rpc_server_handled_total
+// {method,code} and skyrl_rpc_server_handling_seconds{method}.
+std::vector<prometheus::MetricFamily> RpcServerFamilies(const LatencyStats& stats);
+
+// A collectable made of a function, read at each scrape.
+class FunctionCollectable : public prometheus::Collectable {
+ public:
+  explicit FunctionCollectable(std::function<std::vector<prometheus::MetricFamily>()> fn)
+      : fn_(std::move(fn)) {}
+  std::vector<prometheus::MetricFamily> Collect() const override { return fn_(); }
+
+ private:
+  const std::function<std::vector<prometheus::MetricFamily>()> fn_;
+};
 
 }  // namespace skyrl::metrics

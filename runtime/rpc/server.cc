@@ -5,6 +5,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "runtime/rpc/channel.h"
+#include "runtime/rpc/rpc_stats.h"
 #include "runtime/rpc/tls.h"
 
 namespace skyrl::rpc {
@@ -21,7 +22,8 @@ void AddTlsFlags(CLI::App& app, TlsFiles& files) {
 absl::Status ConfigureTls(const TlsFiles& files) { return ConfigureTls(files.cert, files.key, files.ca); }
 
 absl::StatusOr<ListeningServer> StartServer(const std::string& bind, int port,
-                                            const std::vector<grpc::Service*>& services) {
+                                            const std::vector<grpc::Service*>& services,
+                                            LatencyStats* stats) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   ListeningServer out;
@@ -30,6 +32,11 @@ absl::StatusOr<ListeningServer> StartServer(const std::string& bind, int port,
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   for (grpc::Service* s : services) builder.RegisterService(s);
+  if (stats) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+    interceptors.push_back(RpcStatsInterceptorFactory(stats));
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  }
   out.server = builder.BuildAndStart();
   if (!out.server || out.port == 0)
     return absl::UnavailableError(

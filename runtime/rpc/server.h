@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/common/latency_stats.h"
 
 namespace CLI {
 class App;
@@ -35,8 +36,10 @@ struct ListeningServer {
 // message size limits and the standard health service (no token, for Kubernetes probes).
 // SO_REUSEPORT is off, which gRPC turns on by default: a second daemon on the port fails here
 // instead of silently sharing it. Unavailable naming the address when it cannot listen.
-// The services must outlive the server.
+// The services must outlive the server. With `stats`, every call answered is counted there by
+// method and status code, with its latency (rpc_stats.h); `stats` must outlive the server too.
 absl::StatusOr<ListeningServer> StartServer(const std::string& bind, int port,
-                                            const std::vector<grpc::Service*>& services);
+                                            const std::vector<grpc::Service*>& services,
+                                            LatencyStats* stats = nullptr);
 
 }  // namespace skyrl::rpc

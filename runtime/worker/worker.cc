@@ -1,5 +1,6 @@
 #include "runtime/worker/worker.h"
 
+#include "runtime/metrics/families.h"
 #include "runtime/metrics/metrics_server.h"
 #include "runtime/worker/host_telemetry.h"
 #include "runtime/worker/worker_metrics.h"
@@ -89,6 +90,10 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
   std::atomic<WorkerServiceImpl*> service{nullptr};
   const std::string bind_host = o.bind == "0.0.0.0" ? o.node_ip : o.bind;
   HostTelemetry host_telemetry(o.log_dir, bind_host, o.token);
+  LatencyStats rpc_stats(LatencyStats::RpcBounds());  // outlives the servers below
+  // The metrics server holds collectables weakly: these live as long as this function.
+  auto rpc_metrics = std::make_shared<metrics::FunctionCollectable>(
+      [&rpc_stats] { return metrics::RpcServerFamilies(rpc_stats); });
   auto metrics = std::make_shared<WorkerMetrics>(
       [&] {
         std::vector<std::pair<std::string, pid_t>> out;
@@ -171,7 +176,7 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
 
   service.store(&worker_service);
   absl::StatusOr<rpc::ListeningServer> server =
-      rpc::StartServer(o.bind, o.port, {&worker_service, &log_service});
+      rpc::StartServer(o.bind, o.port, {&worker_service, &log_service}, &rpc_stats);
   if (!server.ok()) return Fail(server.status());
   std::unique_ptr<metrics::MetricsServer> metrics_server;
   if (o.metrics_port >= 0) {
@@ -180,6 +185,7 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
     if (!m.ok()) return Fail(m.status());
     metrics_server = std::move(*m);
     metrics_server->Add(metrics);
+    metrics_server->Add(rpc_metrics);
     spdlog::info("worker metrics on http://{}:{}/metrics", o.bind, metrics_server->port());
   }
   spdlog::info("worker service on {}:{}, actor logs in {}", o.bind, server->port, o.log_dir);

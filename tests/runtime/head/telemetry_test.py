@@ -4,7 +4,8 @@ skyrl-workers, each serving /metrics.
 - Every target is listed, by `skyrl metrics targets` and by the head's /metrics/targets
   (Prometheus HTTP service discovery); each one scrapes, and its exposition parses.
 - Counters move with actions: calls to a Python actor show in its worker's
-  skyrl_actor_calls_total and latency histogram, exactly as many as were made.
+  skyrl_actor_calls_total and latency histogram, exactly as many as were made; the head's and
+  the workers' RPCs, the head's store operations, and a killed actor in the deaths by cause.
 - A short GRPO job's figures in the head's metrics, and its timeline (`skyrl timeline`), fetched after the job ended and its actors
   were stopped: a track per actor, and in every step every actor's calls lie in the driver's
   phase of the same name, in phase order.
@@ -111,6 +112,25 @@ def test_every_daemon_is_a_target_and_counters_move_with_calls(cluster, monkeypa
             value(before, "skyrl_actor_call_seconds_sum", method="ping")
         head = scrape(f"127.0.0.1:{cluster.metrics_port}")
         assert value(head, "skyrl_actors", state="alive") >= 1
+        # The head's and the workers' gRPC servers count what they answered.
+        assert value(head, "skyrl_rpc_server_handled_total", method="/skyrl.v1.NodeService/RegisterNode",
+                     code="OK") == 2
+        wait_for("a heartbeat counted", lambda: value(scrape(f"127.0.0.1:{cluster.metrics_port}"),
+                                                      "skyrl_rpc_server_handled_total",
+                                                      method="/skyrl.v1.NodeService/Heartbeat", code="OK") >= 1)
+        assert value(head, "skyrl_rpc_server_handling_seconds_count",
+                     method="/skyrl.v1.NodeService/RegisterNode") == 2
+        assert value(after, "skyrl_rpc_server_handled_total", method="/skyrl.v1.WorkerService/StartActor",
+                     code="OK") == 1
+        # Every actor recorded went through the store; nothing refused it; no Redis, no queue.
+        assert value(head, "skyrl_store_operations_total", op="put", code="OK") >= 1
+        assert value(head, "skyrl_store_operations_total", code="UNAVAILABLE") == 0
+        assert value(head, "skyrl_store_write_behind_pending") == 0
+        killed = value(head, "skyrl_actor_deaths_total", cause="killed")
+        ray.kill(p)
+        wait_for("the kill counted", lambda: value(scrape(f"127.0.0.1:{cluster.metrics_port}"),
+                                                   "skyrl_actor_deaths_total", cause="killed") == killed + 1)
+        assert value(scrape(f"127.0.0.1:{cluster.metrics_port}"), "skyrl_actor_restarts_total") == 0
     finally:
         ray.shutdown()
 

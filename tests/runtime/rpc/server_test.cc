@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "CLI/CLI.hpp"
+#include "runtime/rpc/channel.h"
 #include "skyrl/kv.grpc.pb.h"
 
 namespace skyrl::rpc {
@@ -20,6 +21,57 @@ TEST(ServerTest, ASecondServerOnAPortInUseFailsNamingTheAddress) {
   EXPECT_NE(second.status().message().find(absl::StrCat("127.0.0.1:", first->port)), absl::string_view::npos)
       << second.status();
   first->server->Shutdown();
+}
+
+// Answers Get with OK for key "here" and NOT_FOUND otherwise; Put is left unimplemented.
+class Kv : public v1::KvService::Service {
+  grpc::Status Get(grpc::ServerContext*, const v1::KvGetRequest* req, v1::KvGetReply*) override {
+    if (req->key() == "here") return grpc::Status::OK;
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such key");
+  }
+};
+
+uint64_t Count(const std::vector<LatencyStats::Series>& series, const std::string& method,
+               const std::string& code) {
+  for (const LatencyStats::Series& s : series) {
+    if (s.name != method) continue;
+    auto it = s.outcomes.find(code);
+    return it == s.outcomes.end() ? 0 : it->second;
+  }
+  return 0;
+}
+
+TEST(ServerTest, StatsCountEveryAnsweredCallByMethodAndCode) {
+  Kv service;
+  LatencyStats stats(LatencyStats::RpcBounds());
+  absl::StatusOr<ListeningServer> server = StartServer("127.0.0.1", 0, {&service}, &stats);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = v1::KvService::NewStub(MakeChannel(absl::StrCat("127.0.0.1:", server->port)));
+  for (const char* key : {"here", "here", "gone"}) {
+    grpc::ClientContext ctx;
+    v1::KvGetRequest req;
+    req.set_key(key);
+    v1::KvGetReply reply;
+    stub->Get(&ctx, req, &reply);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::KvPutReply reply;
+    EXPECT_EQ(stub->Put(&ctx, v1::KvPutRequest(), &reply).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  }
+  server->server->Shutdown();
+
+  const std::vector<LatencyStats::Series> series = stats.Snapshot();
+  EXPECT_EQ(Count(series, "/skyrl.v1.KvService/Get", "OK"), 2u);
+  EXPECT_EQ(Count(series, "/skyrl.v1.KvService/Get", "NOT_FOUND"), 1u);
+  EXPECT_EQ(Count(series, "/skyrl.v1.KvService/Put", "UNIMPLEMENTED"), 1u);
+  for (const LatencyStats::Series& s : series) {
+    if (s.name != "/skyrl.v1.KvService/Get") continue;
+    uint64_t in_buckets = 0;
+    for (uint64_t n : s.buckets) in_buckets += n;
+    EXPECT_EQ(in_buckets, 3u) << "every call lands in one latency bucket";
+    EXPECT_GT(s.sum_s, 0);
+  }
 }
 
 TEST(ServerTest, TlsFlagsAreParsedAndABadFileIsNamedByItsFlag) {

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "runtime/store/memory/memory_store.h"
+#include "runtime/store/metered_store.h"
 #include "runtime/store/write_behind_store.h"
 #include "runtime/store/redis/redis_store.h"
 #include "tests/util/redis_server.h"
@@ -19,6 +20,10 @@ class StoreContractTest : public TestWithParam<std::string> {
   void SetUp() override {
     if (GetParam() == "memory") {
       store_ = std::make_unique<MemoryStore>();
+      return;
+    }
+    if (GetParam() == "metered") {
+      store_ = std::make_unique<MeteredStore>(std::make_unique<MemoryStore>(), RealClock::Get());
       return;
     }
     if (GetParam() == "write_behind") {
@@ -168,7 +173,8 @@ TEST_P(StoreContractTest, LargeValueRoundTrips) {
   EXPECT_EQ(*store_->Get("large", "blob"), big);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, StoreContractTest, ::testing::Values("memory", "redis", "write_behind"),
+INSTANTIATE_TEST_SUITE_P(Backends, StoreContractTest,
+                         ::testing::Values("memory", "redis", "write_behind", "metered"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
