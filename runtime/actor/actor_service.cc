@@ -458,13 +458,13 @@ bool ActorServiceImpl::AdmitCall(absl::string_view method_name, absl::string_vie
   const ActorMethod* method = FindMethod(method_name, refusal);
   const bool ordered = limit_ == 1 && seq > 0 && !caller.empty();
   // Unknown names are counted too (under their name, up to the telemetry's limit).
-  w.slot = telemetry_.Slot(method_name);
   // An unknown method still takes its turn in its caller's sequence, or its successors would
   // wait for it; unordered, it is answered at once.
   if (method == nullptr && !ordered) {
-    telemetry_.Record(w.slot, now, absl::InfinitePast(), now, refusal->error_code());
+    telemetry_.Record(method_name, now, absl::InfinitePast(), now, refusal->error_code());
     return false;
   }
+  if (telemetry_.enabled()) w.method_name.assign(method_name.data(), method_name.size());
   w.method = method;
   if (method == nullptr) w.refusal = rpc::FromGrpc(*refusal);
   w.caller = caller;
@@ -608,7 +608,8 @@ void ActorServiceImpl::Execute() {
                            w.unary != nullptr ? absl::string_view(w.req->args()) : absl::string_view(w.args));
       running_.fetch_sub(1, std::memory_order_relaxed);
     }
-    if (!dropped) telemetry_.Record(w.slot, w.arrived, started, absl::Now(), int(result.status().code()));
+    if (!dropped && telemetry_.enabled())
+      telemetry_.Record(w.method_name, w.arrived, started, absl::Now(), int(result.status().code()));
     if (w.ordered) {
       {
         absl::MutexLock lock(&mu_);

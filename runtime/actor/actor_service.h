@@ -103,7 +103,7 @@ class ActorServiceImpl final : public v1::ActorService::CallbackService {
     uint64_t seq = 0;
     bool ordered = false;
     absl::Time arrived;
-    int slot = -1;  // its method's CallTelemetry slot
+    std::string method_name;  // for CallTelemetry (short names stay inline: no allocation)
   };
 
   // The method, or UNIMPLEMENTED listing the class's methods.

@@ -21,7 +21,10 @@ const std::vector<double>& CallTelemetry::LatencyBounds() {
 }
 
 CallTelemetry::CallTelemetry(size_t ring, bool enabled) : enabled_(enabled), ring_size_(enabled ? ring : 0) {
+  // Microseconds, as records are: a call's latency is bucketed by integer compares.
+  for (double b : LatencyBounds()) bounds_us_.push_back(static_cast<int64_t>(b * 1e6 + 0.5));
   ring_.reserve(ring_size_);
+  methods_.reserve(kMaxMethods);  // never moved while the lock is held
 }
 
 bool CallTelemetry::EnabledByEnvironment() {
@@ -33,8 +36,14 @@ bool CallTelemetry::EnabledByEnvironment() {
 
 int CallTelemetry::Slot(absl::string_view method) {
   if (!enabled_) return -1;
-  absl::MutexLock lock(&mu_);
-  if (auto it = slots_.find(method); it != slots_.end()) return it->second;
+  SpinLockHolder lock(&mu_);
+  return SlotLocked(method);
+}
+
+int CallTelemetry::SlotLocked(absl::string_view method) {
+  // Calls come in runs of one method (a loop of generate, of train): the last one first.
+  if (last_slot_ >= 0 && method == methods_[static_cast<size_t>(last_slot_)].name) return last_slot_;
+  if (auto it = slots_.find(method); it != slots_.end()) return last_slot_ = it->second;
   const bool full = methods_.size() >= kMaxMethods - 1;
   const std::string name = full ? std::string(kOtherMethod) : std::string(method);
   if (auto it = slots_.find(name); it != slots_.end()) return it->second;
@@ -46,17 +55,43 @@ int CallTelemetry::Slot(absl::string_view method) {
   return slot;
 }
 
+CallTelemetry::Rec CallTelemetry::MakeRec(absl::Time arrived, absl::Time started, absl::Time ended,
+                                          int code) const {
+  Rec r{-1,
+        code < 0 || code >= kCodes ? 2 : code,  // others: UNKNOWN
+        UnixMicros(arrived),
+        UnixMicros(started),
+        UnixMicros(ended),
+        0};
+  const int64_t us = std::max<int64_t>(0, r.end_us - r.arrived_us);
+  r.bucket =
+      static_cast<int32_t>(std::lower_bound(bounds_us_.begin(), bounds_us_.end(), us) - bounds_us_.begin());
+  return r;
+}
+
+void CallTelemetry::Record(absl::string_view method, absl::Time arrived, absl::Time started, absl::Time ended,
+                           int code) {
+  if (!enabled_) return;
+  Rec rec = MakeRec(arrived, started, ended, code);  // the arithmetic outside the lock
+  SpinLockHolder lock(&mu_);
+  rec.slot = SlotLocked(method);
+  RecordLocked(rec);
+}
+
 void CallTelemetry::Record(int slot, absl::Time arrived, absl::Time started, absl::Time ended, int code) {
   if (!enabled_ || slot < 0) return;
-  const double seconds = std::max(0.0, absl::ToDoubleSeconds(ended - arrived));
-  const std::vector<double>& bounds = LatencyBounds();
-  const size_t bucket = std::lower_bound(bounds.begin(), bounds.end(), seconds) - bounds.begin();
-  const Rec rec{slot, code, UnixMicros(arrived), UnixMicros(started), UnixMicros(ended)};
-  absl::MutexLock lock(&mu_);
-  Method& m = methods_[static_cast<size_t>(slot)];
-  ++m.by_code[code];
-  ++m.buckets[bucket];
-  m.sum_s += seconds;
+  Rec rec = MakeRec(arrived, started, ended, code);
+  rec.slot = slot;
+  SpinLockHolder lock(&mu_);
+  if (static_cast<size_t>(slot) >= methods_.size()) return;
+  RecordLocked(rec);
+}
+
+void CallTelemetry::RecordLocked(const Rec& rec) {
+  Method& m = methods_[static_cast<size_t>(rec.slot)];
+  ++m.by_code[rec.code];
+  ++m.buckets[static_cast<size_t>(rec.bucket)];
+  m.sum_us += std::max<int64_t>(0, rec.end_us - rec.arrived_us);
   if (ring_size_ == 0) return;
   if (ring_.size() < ring_size_) {
     ring_.push_back(rec);
@@ -67,25 +102,38 @@ void CallTelemetry::Record(int slot, absl::Time arrived, absl::Time started, abs
 }
 
 v1::ActorTelemetryReply CallTelemetry::Snapshot(bool with_records) const {
+  // Copied under the lock (the recording thread spins meanwhile), turned into the reply after.
+  std::vector<Method> methods;
+  std::vector<Rec> ring;
+  uint64_t recorded = 0;
+  {
+    SpinLockHolder lock(&mu_);
+    methods = methods_;
+    if (with_records) {
+      recorded = recorded_;
+      // Oldest first: once the ring has wrapped, the oldest is the one to be overwritten next.
+      const size_t first = ring_.size() < ring_size_ || ring_size_ == 0 ? 0 : recorded_ % ring_size_;
+      ring.reserve(ring_.size());
+      ring.insert(ring.end(), ring_.begin() + static_cast<ptrdiff_t>(first), ring_.end());
+      ring.insert(ring.end(), ring_.begin(), ring_.begin() + static_cast<ptrdiff_t>(first));
+    }
+  }
   v1::ActorTelemetryReply out;
   out.set_enabled(enabled_);
   for (double b : LatencyBounds()) out.add_latency_bounds_s(b);
-  absl::MutexLock lock(&mu_);
-  for (const Method& m : methods_) {
+  for (const Method& m : methods) {
     v1::MethodCallStats* s = out.add_methods();
     s->set_method(m.name);
-    for (const auto& [code, n] : m.by_code) (*s->mutable_calls_by_code())[code] = n;
+    for (int code = 0; code < kCodes; ++code)
+      if (m.by_code[code] > 0) (*s->mutable_calls_by_code())[code] = m.by_code[code];
     for (uint64_t n : m.buckets) s->add_latency_counts(n);
-    s->set_latency_sum_s(m.sum_s);
+    s->set_latency_sum_s(static_cast<double>(m.sum_us) * 1e-6);
   }
   if (!with_records) return out;
-  out.set_records_dropped(recorded_ - ring_.size());
-  // Oldest first: once the ring has wrapped, the oldest is the one to be overwritten next.
-  const size_t first = ring_.size() < ring_size_ || ring_size_ == 0 ? 0 : recorded_ % ring_size_;
-  for (size_t i = 0; i < ring_.size(); ++i) {
-    const Rec& r = ring_[(first + i) % ring_.size()];
+  out.set_records_dropped(recorded - ring.size());
+  for (const Rec& r : ring) {
     v1::CallRecord* c = out.add_records();
-    c->set_method(methods_[static_cast<size_t>(r.slot)].name);
+    c->set_method(methods[static_cast<size_t>(r.slot)].name);
     c->set_arrived_unix_us(r.arrived_us);
     c->set_start_unix_us(r.start_us);
     c->set_end_unix_us(r.end_us);

@@ -3,13 +3,13 @@
 // calls' timestamps in a bounded ring, for timelines.
 //
 //   CallTelemetry t(/*ring=*/16384);
-//   int slot = t.Slot("train");                       // once per call, when it is queued
-//   t.Record(slot, arrived, started, ended, code);    // when it is answered
+//   t.Record("train", arrived, started, ended, code);  // when a call is answered
 //   v1::ActorTelemetryReply r = t.Snapshot(/*with_records=*/true);
 //
 // Method names past kMaxMethods distinct ones share one slot, "(other)", so a caller naming
 // ever new methods cannot grow the host. Disabled (CallTelemetry(0, false)), every call is a
-// no-op and a snapshot says so. Thread-safe; one short critical section per call.
+// no-op and a snapshot says so. Thread-safe; one short critical section per call, taken by
+// the thread that answers it (so on a host with one executor the lock never changes cores).
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "runtime/common/spin_lock.h"
 #include "absl/time/time.h"
 #include "skyrl/actor.pb.h"
 
@@ -42,7 +42,9 @@ class CallTelemetry {
   bool enabled() const { return enabled_; }
   // The slot counting calls to `method` (-1 when disabled).
   int Slot(absl::string_view method);
-  // One answered call. `started`: absl::InfinitePast() when it never ran.
+  // One answered call. `started`: absl::InfinitePast() when it never ran. `code`: a
+  // google.rpc.Code.
+  void Record(absl::string_view method, absl::Time arrived, absl::Time started, absl::Time ended, int code);
   void Record(int slot, absl::Time arrived, absl::Time started, absl::Time ended, int code);
 
   // Everything kept so far; the records oldest first, only `with_records`. Queue depth and
@@ -50,23 +52,31 @@ class CallTelemetry {
   v1::ActorTelemetryReply Snapshot(bool with_records) const;
 
  private:
+  static constexpr int kCodes = 17;  // google.rpc.Code 0..16; others count as UNKNOWN (2)
   struct Method {
     std::string name;
-    absl::flat_hash_map<int32_t, uint64_t> by_code;
+    uint64_t by_code[kCodes] = {};
     std::vector<uint64_t> buckets;
-    double sum_s = 0;
+    int64_t sum_us = 0;
   };
   struct Rec {
     int32_t slot;
     int32_t code;
     int64_t arrived_us, start_us, end_us;
+    int32_t bucket;  // of the latency histogram
   };
+
+  int SlotLocked(absl::string_view method) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Rec MakeRec(absl::Time arrived, absl::Time started, absl::Time ended, int code) const;
+  void RecordLocked(const Rec& rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const bool enabled_;
   const size_t ring_size_;
-  mutable absl::Mutex mu_;
+  std::vector<int64_t> bounds_us_;  // LatencyBounds in microseconds
+  mutable SpinLock mu_;
   absl::flat_hash_map<std::string, int> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<Method> methods_ ABSL_GUARDED_BY(mu_);
+  int last_slot_ ABSL_GUARDED_BY(mu_) = -1;  // the slot the last lookup found
   std::vector<Rec> ring_ ABSL_GUARDED_BY(mu_);
   uint64_t recorded_ ABSL_GUARDED_BY(mu_) = 0;  // records ever written to the ring
 };

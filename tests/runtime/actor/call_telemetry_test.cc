@@ -3,7 +3,10 @@
 #include "runtime/actor/call_telemetry.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -98,6 +101,38 @@ TEST(CallTelemetryTest, DisabledKeepsNothing) {
   EXPECT_FALSE(r.enabled());
   EXPECT_EQ(r.methods_size(), 0);
   EXPECT_EQ(r.records_size(), 0);
+}
+
+TEST(CallTelemetryTest, ConcurrentRecordsAndSnapshotsLoseNothing) {
+  CallTelemetry t(/*ring=*/64);
+  constexpr int kThreads = 4, kEach = 20000;
+  std::atomic<bool> done{false};
+  std::thread reader([&] {  // scrapes while the calls are recorded
+    while (!done.load()) {
+      v1::ActorTelemetryReply r = t.Snapshot(true);
+      ASSERT_LE(r.records_size(), 64);
+      for (const v1::CallRecord& c : r.records()) ASSERT_TRUE(c.method() == "a" || c.method() == "b");
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int i = 0; i < kThreads; ++i)
+    writers.emplace_back([&t, i] {
+      for (int n = 0; n < kEach; ++n)
+        t.Record(n % 2 ? "a" : "b", kT0, kT0, kT0 + absl::Microseconds(i * 100 + 50), i % 2 ? 0 : 5);
+    });
+  for (std::thread& w : writers) w.join();
+  done = true;
+  reader.join();
+  const v1::ActorTelemetryReply r = t.Snapshot(true);
+  uint64_t ok = 0, not_found = 0;
+  for (const v1::MethodCallStats& m : r.methods()) {
+    ok += m.calls_by_code().count(0) ? m.calls_by_code().at(0) : 0;
+    not_found += m.calls_by_code().count(5) ? m.calls_by_code().at(5) : 0;
+  }
+  EXPECT_EQ(ok, uint64_t(kThreads / 2 * kEach));
+  EXPECT_EQ(not_found, uint64_t(kThreads / 2 * kEach));
+  EXPECT_EQ(r.records_size(), 64);
+  EXPECT_EQ(r.records_dropped(), uint64_t(kThreads * kEach - 64));
 }
 
 TEST(CallTelemetryTest, TheEnvironmentTurnsItOff) {
