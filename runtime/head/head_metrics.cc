@@ -62,7 +62,7 @@ void AddJobSteps(Head& head, std::vector<MetricFamily>& out) {
     absl::StatusOr<std::vector<store::Entry>> steps =
         head.store().Scan(kKvTable, JobMetricsPrefix(j.job_id()));
     if (!steps.ok() || steps->empty()) continue;
-    const Labels job = {{"job", j.job_id()}};
+    const Labels job = {{"job_id", j.job_id()}};  // not "job": Prometheus sets that one
     double drops = 0;
     nlohmann::json last;
     for (const store::Entry& e : *steps) {
@@ -84,7 +84,7 @@ void AddJobSteps(Head& head, std::vector<MetricFamily>& out) {
     g["skyrl_job_staleness"][job] = number("staleness");
     g["skyrl_job_step_seconds"][job] = number("step_s");
     for (const char* phase : {"generate", "reward", "train", "wait", "sync"})
-      g["skyrl_job_phase_seconds"][{{"job", j.job_id()}, {"phase", phase}}] =
+      g["skyrl_job_phase_seconds"][{{"job_id", j.job_id()}, {"phase", phase}}] =
           number((std::string(phase) + "_s").c_str());
     g["skyrl_job_weight_sync_bytes"][job] = number("sync_bytes");
     const double sync_s = number("sync_s");

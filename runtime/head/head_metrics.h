@@ -13,10 +13,10 @@
 //   skyrl_store_write_behind_pending      writes waiting for Redis
 // and from the step records jobs write (job_metrics_keys.h), for each job running or ended in
 // the last 5 minutes, its last step's figures:
-//   skyrl_job_step{job}, skyrl_job_mean_reward{job}, skyrl_job_kl{job},
-//   skyrl_job_tokens_per_second{job}, skyrl_job_staleness{job}, skyrl_job_step_seconds{job},
-//   skyrl_job_phase_seconds{job,phase}, skyrl_job_weight_sync_bytes{job},
-//   skyrl_job_weight_sync_gigabytes_per_second{job}; and skyrl_job_dropped_samples_total{job}.
+//   skyrl_job_step{job_id}, skyrl_job_mean_reward{job_id}, skyrl_job_kl{job_id},
+//   skyrl_job_tokens_per_second{job_id}, skyrl_job_staleness{job_id}, skyrl_job_step_seconds{job_id},
+//   skyrl_job_phase_seconds{job_id,phase}, skyrl_job_weight_sync_bytes{job_id},
+//   skyrl_job_weight_sync_gigabytes_per_second{job_id}; and skyrl_job_dropped_samples_total{job_id}.
 // Every state is reported, 0 when none is in it, so a series never disappears.
 //
 // Thread-safe (the managers are); keeps a reference to `head`, which must outlive it.

@@ -189,7 +189,7 @@ def test_a_jobs_timeline_has_every_step_in_phase_order_on_every_actor(cluster, t
 
     # The head exports the job's last step, and the samples it dropped (none: not async).
     head = scrape(f"127.0.0.1:{cluster.metrics_port}")
-    job = {"job": "timeline-grpo"}
+    job = {"job_id": "timeline-grpo"}
     assert value(head, "skyrl_job_step", **job) == STEPS
     assert 0 <= value(head, "skyrl_job_mean_reward", **job) <= 1
     assert value(head, "skyrl_job_phase_seconds", phase="train", **job) > 0
