@@ -137,7 +137,7 @@ class ActorServiceImpl final : public v1::ActorService::CallbackService {
   const int limit_;
   const CallLimits limits_;
   CallTelemetry telemetry_;
-  std::atomic<int64_t> running_{0};
+  alignas(64) std::atomic<int64_t> running_{0};  // the executors' line, not the queue's
   absl::Mutex mu_;
   std::deque<Work> queue_ ABSL_GUARDED_BY(mu_);
   absl::CondVar cv_;

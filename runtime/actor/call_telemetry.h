@@ -73,7 +73,9 @@ class CallTelemetry {
   const bool enabled_;
   const size_t ring_size_;
   std::vector<int64_t> bounds_us_;  // LatencyBounds in microseconds
-  mutable SpinLock mu_;
+  // On cache lines of its own (the class is 64-byte aligned, so its size is whole lines): the
+  // recording thread's writes must not evict what the host's gRPC threads use nearby.
+  alignas(64) mutable SpinLock mu_;
   absl::flat_hash_map<std::string, int> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<Method> methods_ ABSL_GUARDED_BY(mu_);
   int last_slot_ ABSL_GUARDED_BY(mu_) = -1;  // the slot the last lookup found
