@@ -473,7 +473,9 @@ int RunOverhead(const Options& opts, int rounds) {
   double sum_on = 0, sum_off = 0;
   for (double x : cpu_on) sum_on += x;
   for (double x : cpu_off) sum_off += x;
-  const double cpu_overhead = 100.0 * (sum_on / sum_off - 1.0);
+  if (sum_on <= 0 || sum_off <= 0)
+    std::fprintf(stderr, "actor_calls --overhead: rounds too short to count CPU time (10 ms ticks)\n");
+  const double cpu_overhead = sum_on > 0 && sum_off > 0 ? 100.0 * (sum_on / sum_off - 1.0) : 0.0;
   std::printf("%-8s %16.0f %16.0f %10.3f %14.0f %14.0f\n", "median", Median(rates_on), Median(rates_off),
               Median(ratios), Median(cpu_on), Median(cpu_off));
   std::printf("%-8s %16s %16s %10s %14.0f %14.0f\n", "mean", "", "", "", sum_on / double(cpu_on.size()),
