@@ -63,7 +63,8 @@ class Job {
   struct Scores {
     Scored scored;
     torch::Tensor reference_logprobs;
-    double compute_s = 0;  // the slower of reward and reference
+    double compute_s = 0;    // the slower of reward and reference
+    double reference_s = 0;  // the reference's own
   };
   // Reward and reference, both in flight at once (they are independent).
   absl::StatusOr<Scores> Score(const PromptSet& prompts, const Rollout& rollout);
@@ -393,7 +394,8 @@ absl::StatusOr<Job::Scores> Job::Score(const PromptSet& prompts, const Rollout& 
   absl::StatusOr<role::LogprobsReply> ref = ref_call.Get();
   if (!score.ok()) return score.status();
   if (!ref.ok()) return ref.status();
-  return Scores{std::move(score->scored), std::move(ref->ref), std::max(score->compute_s, ref->compute_s)};
+  return Scores{std::move(score->scored), std::move(ref->ref), std::max(score->compute_s, ref->compute_s),
+                ref->compute_s};
 }
 
 absl::StatusOr<Job::Trained> Job::Train(const TrainBatch& batch, int64_t version) {
@@ -595,6 +597,7 @@ absl::StatusOr<bool> Loop::Step(int step, std::function<void(const StepMetrics&)
   auto scores = job_.Score(prompts, gen.rollout);
   if (!scores.ok()) return scores.status();
   timer.Lap(Phase::kReward);
+  m.reference_s = scores->reference_s;
 
   auto batch = MakeTrainBatch(gen.rollout, scores->scored, scores->reference_logprobs, setup_.grpo);
   if (!batch.ok()) return batch.status();

@@ -42,6 +42,7 @@ std::string StepJson(const StepMetrics& m) {
                       {"tokens_per_s", m.tokens_per_s},
                       {"generate_s", m.generate_s},
                       {"reward_s", m.reward_s},
+                      {"reference_s", m.reference_s},
                       {"train_s", m.train_s},
                       {"sync_s", m.sync_s},
                       {"sync_bytes", m.sync_bytes},

@@ -25,6 +25,9 @@ struct StepMetrics {
   int64_t response_tokens = 0;
   double tokens_per_s = 0;  // response tokens / step seconds
   double generate_s = 0, reward_s = 0, train_s = 0;
+  // The reference model's own compute for its log-probs, inside reward_s (the two run at once;
+  // 0 where not measured).
+  double reference_s = 0;
   double sync_s = 0;            // weight sync (a copy in the single-process run)
   int64_t sync_bytes = 0;       // sent by the trainer shards in the sync (0: not measured)
   double wait_s = 0;            // async: waiting for the next step's generation after training

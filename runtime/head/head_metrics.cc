@@ -83,7 +83,8 @@ void AddJobSteps(Head& head, std::vector<MetricFamily>& out) {
     g["skyrl_job_tokens_per_second"][job] = number("tokens_per_s");
     g["skyrl_job_staleness"][job] = number("staleness");
     g["skyrl_job_step_seconds"][job] = number("step_s");
-    for (const char* phase : {"generate", "reward", "train", "wait", "sync"})
+    // "reference" lies inside "reward" (the reference model runs beside the reward model).
+    for (const char* phase : {"generate", "reward", "reference", "train", "wait", "sync"})
       g["skyrl_job_phase_seconds"][{{"job_id", j.job_id()}, {"phase", phase}}] =
           number((std::string(phase) + "_s").c_str());
     g["skyrl_job_weight_sync_bytes"][job] = number("sync_bytes");

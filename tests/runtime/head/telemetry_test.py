@@ -193,6 +193,8 @@ def test_a_jobs_timeline_has_every_step_in_phase_order_on_every_actor(cluster, t
     assert value(head, "skyrl_job_step", **job) == STEPS
     assert 0 <= value(head, "skyrl_job_mean_reward", **job) <= 1
     assert value(head, "skyrl_job_phase_seconds", phase="train", **job) > 0
+    assert 0 < value(head, "skyrl_job_phase_seconds", phase="reference", **job) <= \
+        value(head, "skyrl_job_phase_seconds", phase="reward", **job)
     assert value(head, "skyrl_job_step_seconds", **job) >= value(head, "skyrl_job_phase_seconds", phase="train", **job)
     assert value(head, "skyrl_job_weight_sync_bytes", **job) > 0
     assert value(head, "skyrl_job_weight_sync_gigabytes_per_second", **job) > 0
