@@ -149,6 +149,7 @@ absl::Status Head::Start() {
         metrics::MetricsServer::Start(options_.bind, options_.metrics_port);
     if (!m.ok()) return m.status();
     metrics_server_ = std::move(*m);
+    metrics_port_.store(metrics_server_->port());
     metrics_ = std::make_shared<HeadMetrics>(*this);
     metrics_server_->Add(metrics_);
     metrics_server_->AddPage("/metrics/targets",
@@ -159,6 +160,7 @@ absl::Status Head::Start() {
       rpc::StartServer(options_.bind, options_.port, services_->All(), &rpc_stats_);
   if (!listening.ok()) {
     metrics_server_.reset();
+    metrics_port_.store(-1);
     return listening.status();
   }
   server_ = std::move(listening->server);
@@ -170,6 +172,7 @@ absl::Status Head::Start() {
                                 [this](const http::Request& r) { return dashboard_->Handle(r); });
     if (!d.ok()) {
       metrics_server_.reset();
+      metrics_port_.store(-1);
       server_->Shutdown();
       server_.reset();
       return absl::UnavailableError(absl::StrCat("dashboard: ", d.status().message()));
@@ -202,11 +205,14 @@ http::Response Head::MetricsTargets(const http::Request& req) const {
   return http::Response::Json(200, cli::RenderTargetsJson(cli::MetricsTargets(host, nodes)));
 }
 
-int Head::metrics_port() const { return metrics_server_ ? metrics_server_->port() : -1; }
+// From an atomic, not metrics_server_: ListNodes reads it on gRPC threads while Shutdown resets
+// the server before gRPC stops. -1 again from the start of Shutdown.
+int Head::metrics_port() const { return metrics_port_.load(); }
 int Head::dashboard_port() const { return dashboard_server_ ? dashboard_server_->port() : -1; }
 
 void Head::Shutdown() {
   if (stopping_.exchange(true)) return;
+  metrics_port_.store(-1);
   metrics_server_.reset();  // no scrape or page reads the tables once shutdown starts
   if (dashboard_server_) dashboard_server_->Stop();
   groups_->StopWaits();  // open WaitPlacementGroup calls answer now instead of holding Shutdown

@@ -126,6 +126,7 @@ class Head {
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<HeadMetrics> metrics_;
   std::unique_ptr<metrics::MetricsServer> metrics_server_;
+  std::atomic<int> metrics_port_{-1};  // set in Start, -1 again at Shutdown; read by RPCs
   std::unique_ptr<Dashboard> dashboard_;
   std::unique_ptr<http::HttpServer> dashboard_server_;
   int port_ = 0;
