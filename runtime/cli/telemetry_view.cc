@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -79,6 +80,21 @@ struct Trace {
   }
 };
 
+// A field of a step record, or `fallback` when it is absent or of another type: the records are
+// written by jobs (any JSON), and one odd field must not cost the whole trace.
+template <typename T>
+T Field(const nlohmann::json& j, const char* key, T fallback) {
+  const auto it = j.find(key);  // end() too when j is not an object
+  if (it == j.end()) return fallback;
+  if constexpr (std::is_same_v<T, std::string>) {
+    return it->is_string() ? it->template get<std::string>() : fallback;
+  } else if constexpr (std::is_integral_v<T>) {
+    return it->is_number_integer() ? it->template get<T>() : fallback;
+  } else {
+    return it->is_number() ? it->template get<T>() : fallback;
+  }
+}
+
 std::string TrackName(const v1::ActorInfo& a) {
   const std::string& name = a.spec().name().empty() ? a.spec().class_name() : a.spec().name();
   return name.empty() ? a.actor_id() : absl::StrCat(name, " ", a.actor_id());
@@ -106,15 +122,19 @@ std::string RenderTimeline(const std::string& job_id, const std::vector<std::str
   t.Name("thread_name", 1, 1, "steps");
   for (const nlohmann::json& r : records) {
     const int64_t start = r["start_unix_us"].get<int64_t>();
-    const int step = r.value("step", 0);
-    const auto dur = static_cast<int64_t>(r.value("step_s", 0.0) * 1e6);
+    const int64_t step = Field<int64_t>(r, "step", 0);
+    const double step_s = Field<double>(r, "step_s", 0.0);
+    const auto dur = static_cast<int64_t>(std::clamp(step_s, 0.0, 1e9) * 1e6);
     t.Slice(absl::StrCat("step ", step), "step", 1, 1, start - origin, dur,
-            {{"step", step}, {"mean_reward", r.value("mean_reward", 0.0)}, {"kl", r.value("kl", 0.0)}});
-    if (!r.contains("phases") || !r["phases"].is_array()) continue;
-    for (const nlohmann::json& p : r["phases"]) {
-      const int64_t ps = p.value("start_unix_us", int64_t{0}), pe = p.value("end_unix_us", int64_t{0});
+            {{"step", step},
+             {"mean_reward", Field<double>(r, "mean_reward", 0.0)},
+             {"kl", Field<double>(r, "kl", 0.0)}});
+    const auto phases = r.find("phases");
+    if (phases == r.end() || !phases->is_array()) continue;
+    for (const nlohmann::json& p : *phases) {
+      const int64_t ps = Field<int64_t>(p, "start_unix_us", 0), pe = Field<int64_t>(p, "end_unix_us", 0);
       if (ps <= 0 || pe <= ps) continue;  // a phase that took no time (no wait, say)
-      t.Slice(p.value("phase", std::string("phase")), "phase", 1, 1, ps - origin, pe - ps, {{"step", step}});
+      t.Slice(Field<std::string>(p, "phase", "phase"), "phase", 1, 1, ps - origin, pe - ps, {{"step", step}});
     }
   }
   // One process per node, in order of appearance; actors keep their given order.
@@ -144,7 +164,9 @@ std::string RenderTimeline(const std::string& job_id, const std::vector<std::str
   nlohmann::json out = {{"traceEvents", std::move(t.events)},
                         {"displayTimeUnit", "ms"},
                         {"otherData", {{"job_id", job_id}, {"origin_unix_us", origin}}}};
-  return out.dump() + "\n";
+  // Names come from jobs and hosts; invalid UTF-8 (a message cut mid-character, say) is replaced
+  // rather than thrown.
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace skyrl::cli

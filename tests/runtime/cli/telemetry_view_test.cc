@@ -139,5 +139,38 @@ TEST(TelemetryViewTest, TimelineHasAStepTrackAndOneTrackPerActorWithASlicePerCal
   EXPECT_EQ(slices.size(), 6u);
 }
 
+TEST(TelemetryViewTest, TimelineSkipsFieldsOfTheWrongTypeAndReplacesBadUtf8) {
+  const int64_t t0 = 1'800'000'000'000'000;
+  std::vector<std::string> steps = {
+      // Every field but the start of the wrong type, and phases that are not objects.
+      nlohmann::json({{"step", "one"},
+                      {"step_s", "long"},
+                      {"mean_reward", nullptr},
+                      {"start_unix_us", t0},
+                      {"phases",
+                       {7,
+                        "generate",
+                        {{"phase", 3}, {"start_unix_us", t0}, {"end_unix_us", t0 + 10}},
+                        {{"phase", "train"}, {"start_unix_us", "soon"}, {"end_unix_us", t0 + 10}}}}})
+          .dump(),
+      nlohmann::json({{"step", 2}, {"start_unix_us", t0 + 100}, {"phases", "none"}}).dump(),
+      nlohmann::json::array({1, 2}).dump(),
+  };
+  std::vector<ActorCalls> actors(1);
+  actors[0].actor.set_actor_id("actor-x");
+  actors[0].error = std::string(199, 'e') + "\xc3\xa9 and more";  // cut inside the two-byte character
+
+  const std::string out = RenderTimeline("job-2", steps, actors);
+  nlohmann::json trace = nlohmann::json::parse(out);  // valid JSON, hence valid UTF-8
+  std::map<std::string, nlohmann::json> named;
+  for (const nlohmann::json& e : trace["traceEvents"])
+    if (e["ph"] == "X") named[e["name"]] = e;
+  ASSERT_EQ(named.size(), 3u) << out;
+  EXPECT_EQ(named["step 0"]["dur"], 0) << "a step number or length of another type reads as 0";
+  EXPECT_EQ(named["step 2"]["ts"], 100);
+  EXPECT_EQ(named["phase"]["dur"], 10) << "a phase named by a number gets the generic name";
+  EXPECT_EQ(named["phase"]["args"]["step"], 0);
+}
+
 }  // namespace
 }  // namespace skyrl::cli
