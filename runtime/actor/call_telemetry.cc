@@ -102,38 +102,54 @@ void CallTelemetry::RecordLocked(const Rec& rec) {
 }
 
 v1::ActorTelemetryReply CallTelemetry::Snapshot(bool with_records) const {
-  // Copied under the lock (the recording thread spins meanwhile), turned into the reply after.
-  std::vector<Method> methods;
-  std::vector<Rec> ring;
+  // Copied under the lock (the recording thread spins meanwhile) into space allocated before it,
+  // and turned into the reply after. Names need no copy: a method's name is set before its slot
+  // is published under the lock, never changes, and methods_ never reallocates.
+  const size_t n_buckets = LatencyBounds().size() + 1;
+  struct Counts {
+    uint64_t by_code[kCodes];
+    int64_t sum_us;
+  };
+  std::vector<Counts> counts(kMaxMethods);
+  std::vector<uint64_t> buckets(kMaxMethods * n_buckets);
+  std::vector<Rec> ring(with_records ? ring_size_ : 0);
+  size_t n_methods = 0, n_ring = 0;
   uint64_t recorded = 0;
   {
     SpinLockHolder lock(&mu_);
-    methods = methods_;
+    n_methods = std::min(methods_.size(), kMaxMethods);
+    for (size_t i = 0; i < n_methods; ++i) {
+      const Method& m = methods_[i];
+      std::copy(std::begin(m.by_code), std::end(m.by_code), counts[i].by_code);
+      counts[i].sum_us = m.sum_us;
+      std::copy(m.buckets.begin(), m.buckets.end(), buckets.begin() + static_cast<ptrdiff_t>(i * n_buckets));
+    }
     if (with_records) {
       recorded = recorded_;
+      n_ring = std::min(ring_.size(), ring.size());
       // Oldest first: once the ring has wrapped, the oldest is the one to be overwritten next.
       const size_t first = ring_.size() < ring_size_ || ring_size_ == 0 ? 0 : recorded_ % ring_size_;
-      ring.reserve(ring_.size());
-      ring.insert(ring.end(), ring_.begin() + static_cast<ptrdiff_t>(first), ring_.end());
-      ring.insert(ring.end(), ring_.begin(), ring_.begin() + static_cast<ptrdiff_t>(first));
+      const auto at = [this](size_t i) { return ring_.begin() + static_cast<ptrdiff_t>(i); };
+      std::copy(at(0), at(first), std::copy(at(first), at(n_ring), ring.begin()));
     }
   }
+  ring.resize(n_ring);
   v1::ActorTelemetryReply out;
   out.set_enabled(enabled_);
   for (double b : LatencyBounds()) out.add_latency_bounds_s(b);
-  for (const Method& m : methods) {
+  for (size_t i = 0; i < n_methods; ++i) {
     v1::MethodCallStats* s = out.add_methods();
-    s->set_method(m.name);
+    s->set_method(methods_[i].name);
     for (int code = 0; code < kCodes; ++code)
-      if (m.by_code[code] > 0) (*s->mutable_calls_by_code())[code] = m.by_code[code];
-    for (uint64_t n : m.buckets) s->add_latency_counts(n);
-    s->set_latency_sum_s(static_cast<double>(m.sum_us) * 1e-6);
+      if (counts[i].by_code[code] > 0) (*s->mutable_calls_by_code())[code] = counts[i].by_code[code];
+    for (size_t b = 0; b < n_buckets; ++b) s->add_latency_counts(buckets[i * n_buckets + b]);
+    s->set_latency_sum_s(static_cast<double>(counts[i].sum_us) * 1e-6);
   }
   if (!with_records) return out;
   out.set_records_dropped(recorded - ring.size());
   for (const Rec& r : ring) {
     v1::CallRecord* c = out.add_records();
-    c->set_method(methods[static_cast<size_t>(r.slot)].name);
+    c->set_method(methods_[static_cast<size_t>(r.slot)].name);
     c->set_arrived_unix_us(r.arrived_us);
     c->set_start_unix_us(r.start_us);
     c->set_end_unix_us(r.end_us);

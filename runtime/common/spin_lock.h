@@ -14,15 +14,21 @@ namespace skyrl {
 class ABSL_LOCKABLE SpinLock {
  public:
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
-    for (int spins = 0; held_.exchange(true, std::memory_order_acquire); ++spins) {
+    int spins = 0;  // stops counting at the limit: a long wait must not overflow it
+    while (held_.exchange(true, std::memory_order_acquire)) {
       while (held_.load(std::memory_order_relaxed)) {
-        if (++spins > 64) std::this_thread::yield();
+        if (spins < kSpinsBeforeYield) {
+          ++spins;
+        } else {
+          std::this_thread::yield();
+        }
       }
     }
   }
   void Unlock() ABSL_UNLOCK_FUNCTION() { held_.store(false, std::memory_order_release); }
 
  private:
+  static constexpr int kSpinsBeforeYield = 64;
   std::atomic<bool> held_{false};
 };
 
