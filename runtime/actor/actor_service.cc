@@ -35,6 +35,13 @@ absl::Status CheckUnaryResultSize(size_t result_bytes) {
                    rpc::kMaxMessageBytes, " bytes; a CallStream takes larger ones)"));
 }
 
+// RESOURCE_EXHAUSTED for a streamed result over the actor's limit on one call's bytes; else OK.
+absl::Status CheckStreamResultSize(size_t result_bytes, size_t limit) {
+  if (result_bytes <= limit) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat("the result of ", result_bytes, " bytes is over this actor's limit of ", limit, " bytes"));
+}
+
 }  // namespace
 
 // One CallStream. Reads batches of calls and hands them to the executors; collects their
@@ -307,14 +314,7 @@ class ActorServiceImpl::Stream final
   // (each in a message of its own when it fills one) for a result larger than a message.
   void AddResultLocked(uint64_t call_id, int code, absl::string_view message, std::string result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    std::string too_big;
-    if (result.size() > svc_->limits_.max_call_bytes) {
-      too_big = absl::StrCat("the result of ", result.size(), " bytes is over this actor's limit of ",
-                             svc_->limits_.max_call_bytes, " bytes");
-      code = int(absl::StatusCode::kResourceExhausted);
-      message = too_big;
-      result.clear();
-    }
+    // Execute has checked the result's size (CheckStreamResultSize) before counting its code.
     if (message.size() > kMaxErrorMessageBytes) message = message.substr(0, kMaxErrorMessageBytes);
     const size_t limit = svc_->limits_.message_bytes;
     const size_t part = limit - kResultOverhead;
@@ -608,6 +608,12 @@ void ActorServiceImpl::Execute() {
                            w.unary != nullptr ? absl::string_view(w.req->args()) : absl::string_view(w.args));
       running_.fetch_sub(1, std::memory_order_relaxed);
     }
+    // A result too big to send is the caller's RESOURCE_EXHAUSTED, and counted as that.
+    if (!dropped && result.ok()) {
+      absl::Status size = w.unary != nullptr ? CheckUnaryResultSize(result->size())
+                                             : CheckStreamResultSize(result->size(), limits_.max_call_bytes);
+      if (!size.ok()) result = std::move(size);
+    }
     if (!dropped && telemetry_.enabled())
       telemetry_.Record(w.method_name, w.arrived, started, absl::Now(), int(result.status().code()));
     if (w.ordered) {
@@ -620,9 +626,6 @@ void ActorServiceImpl::Execute() {
       cv_.SignalAll();  // a successor may be runnable now
     }
     if (w.unary != nullptr) {
-      // The stream path checks its results as it batches them (AddResultLocked).
-      if (result.ok())
-        if (absl::Status s = CheckUnaryResultSize(result->size()); !s.ok()) result = s;
       if (result.ok()) {
         w.reply->set_result(std::move(*result));
         w.unary->Finish(grpc::Status::OK);

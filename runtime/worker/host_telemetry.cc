@@ -18,14 +18,20 @@ absl::StatusOr<v1::ActorTelemetryReply> HostTelemetry::Live(const ActorId& id, b
   int port = 0;
   std::ifstream(absl::StrCat(log_dir_, "/", id.ToString(), ".port")) >> port;
   if (port <= 0) return absl::NotFoundError(absl::StrCat("actor ", id.ToString(), " is not serving yet"));
+  if (port > 65535)
+    return absl::NotFoundError(absl::StrCat("actor ", id.ToString(), " wrote port ", port, ", not a port"));
   const std::string address = absl::StrCat(host_, ":", port);
-  v1::ActorService::Stub* stub;
+  std::shared_ptr<v1::ActorService::Stub> stub;
   {
     absl::MutexLock lock(&mu_);
-    // One stub per address; hosts of actors gone stay few (ports are reused by new ones).
-    auto& slot = stubs_[address];
-    if (!slot) slot = v1::ActorService::NewStub(rpc::MakeChannel(address));
-    stub = slot.get();
+    // One stub per address. Actors come and go on new ports; past the bound the cache starts
+    // over (calls in flight keep their stubs), so hosts long gone do not keep channels.
+    auto it = stubs_.find(address);
+    if (it == stubs_.end()) {
+      if (stubs_.size() >= kMaxStubs) stubs_.clear();
+      it = stubs_.emplace(address, v1::ActorService::NewStub(rpc::MakeChannel(address))).first;
+    }
+    stub = it->second;
   }
   v1::ActorTelemetryRequest req;
   req.set_actor_id(id.ToString());

@@ -1,7 +1,8 @@
 // The call telemetry of this worker's actor hosts (actor.proto, Telemetry), for the worker's
 // metrics and for `skyrl timeline` (logs.proto, ActorCalls): asked of a running host at the
 // port it wrote to the log folder, or read from the records file it left there as it stopped
-// (`--call-records-file`, RecordsPath). Channels are kept per address. Thread-safe.
+// (`--call-records-file`, RecordsPath). Channels are kept per address, up to a bound.
+// Thread-safe.
 #pragma once
 
 #include <map>
@@ -33,7 +34,8 @@ class HostTelemetry {
  private:
   const std::string log_dir_, host_, token_;
   mutable absl::Mutex mu_;
-  mutable std::map<std::string, std::unique_ptr<v1::ActorService::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
+  static constexpr size_t kMaxStubs = 512;
+  mutable std::map<std::string, std::shared_ptr<v1::ActorService::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace skyrl::worker

@@ -533,6 +533,11 @@ TEST_F(ActorHostTest, TelemetryCountsCallsAndItsRecordsOutliveTheHost) {
   absl::Status misdirected = hosts.Live(other, false).status();
   EXPECT_TRUE(absl::IsNotFound(misdirected)) << misdirected;
   EXPECT_NE(misdirected.message().find("hosts actor " + id.ToString()), std::string::npos) << misdirected;
+  const ActorId garbled = ActorId::Random();
+  std::ofstream(absl::StrCat(dir_, "/", garbled.ToString(), ".port")) << 70000 << "\n";
+  absl::Status bad_port = hosts.Live(garbled, false).status();
+  EXPECT_TRUE(absl::IsNotFound(bad_port)) << bad_port;
+  EXPECT_NE(bad_port.message().find("wrote port 70000, not a port"), std::string::npos) << bad_port;
 
   EXPECT_TRUE(absl::IsNotFound(hosts.Left(id).status())) << "nothing left while it runs";
   ASSERT_TRUE(procs_->Kill(id, absl::Seconds(5)).ok());
@@ -542,6 +547,34 @@ TEST_F(ActorHostTest, TelemetryCountsCallsAndItsRecordsOutliveTheHost) {
   ASSERT_EQ(left->records_size(), 4);
   for (int i = 0; i < 4; ++i)
     EXPECT_EQ(left->records(i).SerializeAsString(), live->records(i).SerializeAsString());
+}
+
+// A result over the limit reaches the caller as RESOURCE_EXHAUSTED, and is counted as that.
+TEST_F(ActorHostTest, TelemetryCountsAnOversizedResultAsTheCallerSawIt) {
+  ActorId id = ActorId::Random();
+  const int port = Start(id, "echo", "", {"--max-call-bytes", "4096"});
+  ASSERT_GT(port, 0);
+  auto s = OpenStream(port, id.ToString());
+  v1::ActorCallBatch batch;
+  AddCall(&batch, 1, "fill", "8192");
+  AddCall(&batch, 2, "fill", "16");
+  ASSERT_TRUE(s->rw->Write(batch));
+  s->rw->WritesDone();
+  auto results = ReadAll(*s);
+  EXPECT_TRUE(s->rw->Finish().ok());
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[1].code(), int(grpc::StatusCode::RESOURCE_EXHAUSTED)) << results[1].message();
+  EXPECT_NE(results[1].message().find("over this actor's limit of 4096 bytes"), std::string::npos)
+      << results[1].message();
+  EXPECT_EQ(results[2].result(), std::string(16, 'x'));
+
+  worker::HostTelemetry hosts(dir_, "127.0.0.1", kToken);
+  absl::StatusOr<v1::ActorTelemetryReply> live = hosts.Live(id, /*with_records=*/true);
+  ASSERT_TRUE(live.ok()) << live.status();
+  std::map<int, uint64_t> fills;
+  for (const auto& m : live->methods())
+    if (m.method() == "fill") fills = {m.calls_by_code().begin(), m.calls_by_code().end()};
+  EXPECT_EQ(fills, (std::map<int, uint64_t>{{0, 1}, {int(grpc::StatusCode::RESOURCE_EXHAUSTED), 1}}));
 }
 
 TEST_F(ActorHostTest, TelemetryOffInTheEnvironmentKeepsNothing) {
