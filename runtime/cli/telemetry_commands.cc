@@ -11,6 +11,7 @@
 #include "runtime/cli/commands.h"
 #include "runtime/cli/telemetry_view.h"
 #include "runtime/common/job_metrics_keys.h"
+#include "runtime/common/parallel.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
 #include "runtime/rpc/status.h"
@@ -22,6 +23,8 @@
 
 namespace skyrl::cli {
 namespace {
+
+constexpr size_t kMaxConcurrentAsks = 16;  // actors asked for their calls at once
 
 struct TimelineOptions {
   std::string job;
@@ -80,22 +83,25 @@ int RunTimeline(const GlobalOptions& global, const TimelineOptions& o) {
   }
   auto logs = v1::ActorLogService::NewStub(rpc::MakeChannel(global.address));
   std::vector<ActorCalls> actors;
-  size_t calls = 0;
-  for (const v1::ActorInfo& a : listed.actors()) {
-    if (a.spec().job_id() != o.job) continue;
-    ActorCalls& c = actors.emplace_back();
-    c.actor = a;
+  for (const v1::ActorInfo& a : listed.actors())
+    if (a.spec().job_id() == o.job) actors.emplace_back().actor = a;
+  // Every actor at once: one on a frozen node costs its own timeout, not everyone's in turn.
+  ParallelFor(actors.size(), kMaxConcurrentAsks, [&](size_t i) {
+    ActorCalls& c = actors[i];
     v1::ActorCallsRequest req;
-    req.set_actor_id(a.actor_id());
+    req.set_actor_id(c.actor.actor_id());
     v1::ActorCallsReply reply;
     grpc::ClientContext ctx;
     rpc::PrepareCall(&ctx, *token, absl::Seconds(30));
     if (absl::Status s = rpc::FromGrpc(logs->ActorCalls(&ctx, req, &reply)); !s.ok()) {
       c.error = std::string(s.message());
-      std::cerr << "skyrl: actor " << a.actor_id() << ": " << c.error << "\n";
-      continue;
+      return;
     }
     c.telemetry = std::move(*reply.mutable_telemetry());
+  });
+  size_t calls = 0;
+  for (const ActorCalls& c : actors) {
+    if (!c.error.empty()) std::cerr << "skyrl: actor " << c.actor.actor_id() << ": " << c.error << "\n";
     calls += static_cast<size_t>(c.telemetry.records_size());
   }
   std::ofstream out(o.output, std::ios::binary | std::ios::trunc);

@@ -16,24 +16,14 @@
 namespace skyrl::head {
 namespace {
 
-using prometheus::ClientMetric;
+using metrics::Counters;
+using metrics::Gauges;
+using metrics::Labels;
 using prometheus::MetricFamily;
-using Labels = std::vector<ClientMetric::Label>;
 
 // "NODE_ALIVE" -> "alive", "PG_CREATED" -> "created": the enum name after its prefix.
 std::string StateName(const std::string& enum_name, const std::string& prefix) {
   return absl::AsciiStrToLower(enum_name.substr(prefix.size()));
-}
-
-MetricFamily Gauges(std::string name, std::string help, const std::map<Labels, double>& values) {
-  MetricFamily f{std::move(name), std::move(help), prometheus::MetricType::Gauge, {}};
-  for (const auto& [labels, value] : values) {
-    ClientMetric m;
-    m.label = labels;
-    m.gauge.value = value;
-    f.metric.push_back(std::move(m));
-  }
-  return f;
 }
 
 // Every state from `first` to `last` (named by `name`), each at 0, keyed by its label.
@@ -103,17 +93,8 @@ void AddJobSteps(Head& head, std::vector<MetricFamily>& out) {
       {"skyrl_job_weight_sync_bytes", "Bytes the trainer shards sent in the last weight sync"},
       {"skyrl_job_weight_sync_gigabytes_per_second", "Rate of the last weight sync, GB/s (10^9 bytes)"}};
   for (const auto& [name, help] : kHelp) out.push_back(Gauges(name, help, g[name]));
-  MetricFamily d{"skyrl_job_dropped_samples_total",
-                 "Samples dropped as too stale, over the job's steps",
-                 prometheus::MetricType::Counter,
-                 {}};
-  for (const auto& [labels, v] : dropped) {
-    ClientMetric m;
-    m.label = labels;
-    m.counter.value = v;
-    d.metric.push_back(std::move(m));
-  }
-  out.push_back(std::move(d));
+  out.push_back(Counters("skyrl_job_dropped_samples_total",
+                         "Samples dropped as too stale, over the job's steps", dropped));
 }
 
 }  // namespace
@@ -159,22 +140,13 @@ std::vector<MetricFamily> HeadMetrics::Collect() const {
   out.push_back(Gauges("skyrl_actors", "Actors by state", actors));
   out.push_back(Gauges("skyrl_actors_by_class", "Actors by class and state", by_class));
   const ActorManager::LifeCounts life = head_.actors().Counts();
-  MetricFamily restarts{"skyrl_actor_restarts_total",
-                        "Actor restarts since the head started (a death with restarts left)",
-                        prometheus::MetricType::Counter,
-                        {}};
-  restarts.metric.emplace_back().counter.value = static_cast<double>(life.restarts);
-  out.push_back(std::move(restarts));
-  MetricFamily deaths{"skyrl_actor_deaths_total",
-                      "Actors that became DEAD since the head started, by cause",
-                      prometheus::MetricType::Counter,
-                      {}};
-  for (const auto& [cause, n] : life.deaths) {
-    ClientMetric& m = deaths.metric.emplace_back();
-    m.label = {{"cause", cause}};
-    m.counter.value = static_cast<double>(n);
-  }
-  out.push_back(std::move(deaths));
+  out.push_back(Counters("skyrl_actor_restarts_total",
+                         "Actor restarts since the head started (a death with restarts left)",
+                         {{{}, static_cast<double>(life.restarts)}}));
+  std::map<Labels, double> deaths;
+  for (const auto& [cause, n] : life.deaths) deaths[{{"cause", cause}}] = static_cast<double>(n);
+  out.push_back(Counters("skyrl_actor_deaths_total",
+                         "Actors that became DEAD since the head started, by cause", deaths));
 
   auto groups = AllStates(
       v1::PG_PENDING, v1::PG_REMOVED,

@@ -3,6 +3,33 @@
 #include <limits>
 
 namespace skyrl::metrics {
+namespace {
+
+prometheus::MetricFamily Family(std::string name, std::string help, prometheus::MetricType type,
+                                const std::map<Labels, double>& values) {
+  prometheus::MetricFamily f{std::move(name), std::move(help), type, {}};
+  for (const auto& [labels, value] : values)
+    f.metric.push_back(Sample(value, labels, type == prometheus::MetricType::Counter));
+  return f;
+}
+
+}  // namespace
+
+prometheus::ClientMetric Sample(double value, Labels labels, bool counter) {
+  prometheus::ClientMetric m;
+  m.label = std::move(labels);
+  (counter ? m.counter.value : m.gauge.value) = value;
+  return m;
+}
+
+prometheus::MetricFamily Gauges(std::string name, std::string help, const std::map<Labels, double>& values) {
+  return Family(std::move(name), std::move(help), prometheus::MetricType::Gauge, values);
+}
+
+prometheus::MetricFamily Counters(std::string name, std::string help,
+                                  const std::map<Labels, double>& values) {
+  return Family(std::move(name), std::move(help), prometheus::MetricType::Counter, values);
+}
 
 prometheus::ClientMetric HistogramSample(const std::vector<double>& bounds,
                                          const std::vector<uint64_t>& counts, double sum, Labels labels) {
@@ -28,12 +55,9 @@ std::vector<prometheus::MetricFamily> LatencyFamilies(const LatencyStats& stats,
   prometheus::MetricFamily c{counter, counter_help, prometheus::MetricType::Counter, {}};
   prometheus::MetricFamily h{histogram, histogram_help, prometheus::MetricType::Histogram, {}};
   for (const LatencyStats::Series& s : stats.Snapshot()) {
-    for (const auto& [outcome, n] : s.outcomes) {
-      prometheus::ClientMetric m;
-      m.label = {{name_label, s.name}, {outcome_label, outcome}};
-      m.counter.value = static_cast<double>(n);
-      c.metric.push_back(std::move(m));
-    }
+    for (const auto& [outcome, n] : s.outcomes)
+      c.metric.push_back(
+          Sample(static_cast<double>(n), {{name_label, s.name}, {outcome_label, outcome}}, /*counter=*/true));
     h.metric.push_back(HistogramSample(stats.bounds(), s.buckets, s.sum_s, {{name_label, s.name}}));
   }
   return {std::move(c), std::move(h)};

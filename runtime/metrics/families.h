@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,13 @@
 namespace skyrl::metrics {
 
 using Labels = std::vector<prometheus::ClientMetric::Label>;
+
+// One sample: a gauge's value, or a counter's when `counter`.
+prometheus::ClientMetric Sample(double value, Labels labels = {}, bool counter = false);
+
+// A family of gauges (or counters) with one sample per label set of `values`.
+prometheus::MetricFamily Gauges(std::string name, std::string help, const std::map<Labels, double>& values);
+prometheus::MetricFamily Counters(std::string name, std::string help, const std::map<Labels, double>& values);
 
 // A histogram sample from non-cumulative `counts` (one per bound, then one above the last).
 prometheus::ClientMetric HistogramSample(const std::vector<double>& bounds,

@@ -7,12 +7,15 @@
 #include <sstream>
 
 #include "absl/status/status.h"
+#include "runtime/common/parallel.h"
 #include "runtime/metrics/families.h"
 
 namespace skyrl::worker {
 namespace {
 
-using prometheus::ClientMetric;
+constexpr size_t kMaxTelemetryThreads = 16;  // hosts asked at once during a scrape
+
+using metrics::Sample;
 using prometheus::MetricFamily;
 
 // CPU seconds (utime + stime) and resident bytes of `pid`; false when it is gone.
@@ -36,13 +39,6 @@ bool ReadProcess(const std::string& proc, pid_t pid, double* cpu_s, double* rss)
   *cpu_s = (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
   *rss = pages * static_cast<double>(sysconf(_SC_PAGESIZE));
   return true;
-}
-
-ClientMetric Value(double v, std::vector<ClientMetric::Label> labels = {}, bool counter = false) {
-  ClientMetric m;
-  m.label = std::move(labels);
-  (counter ? m.counter.value : m.gauge.value) = v;
-  return m;
 }
 
 const std::vector<double>& StartBounds() {
@@ -80,7 +76,7 @@ std::vector<MetricFamily> WorkerMetrics::Collect() const {
   MetricFamily processes{"skyrl_worker_actor_processes",
                          "Actor processes running on this node",
                          prometheus::MetricType::Gauge,
-                         {Value(static_cast<double>(running.size()))}};
+                         {Sample(static_cast<double>(running.size()))}};
   MetricFamily cpu{"skyrl_worker_actor_cpu_seconds_total",
                    "CPU time of each actor process (user + system)",
                    prometheus::MetricType::Counter,
@@ -92,8 +88,8 @@ std::vector<MetricFamily> WorkerMetrics::Collect() const {
   for (const auto& [actor, pid] : running) {
     double cpu_s = 0, bytes = 0;
     if (!ReadProcess(proc_, pid, &cpu_s, &bytes)) continue;
-    cpu.metric.push_back(Value(cpu_s, {{"actor", actor}}, /*counter=*/true));
-    rss.metric.push_back(Value(bytes, {{"actor", actor}}));
+    cpu.metric.push_back(Sample(cpu_s, {{"actor", actor}}, /*counter=*/true));
+    rss.metric.push_back(Sample(bytes, {{"actor", actor}}));
   }
   MetricFamily exits{"skyrl_worker_actor_exits_total",
                      "Actor process exits since this worker started, by cause",
@@ -104,17 +100,17 @@ std::vector<MetricFamily> WorkerMetrics::Collect() const {
     for (const char* cause : {"exited", "failed", "signaled", "killed"}) {
       const auto it = exits_.find(cause);
       exits.metric.push_back(
-          Value(it == exits_.end() ? 0 : it->second, {{"cause", cause}}, /*counter=*/true));
+          Sample(it == exits_.end() ? 0 : it->second, {{"cause", cause}}, /*counter=*/true));
     }
   }
   MetricFamily gpus{"skyrl_worker_gpus",
                     "GPUs this node offers",
                     prometheus::MetricType::Gauge,
-                    {Value(static_cast<double>(gpus_))}};
+                    {Sample(static_cast<double>(gpus_))}};
   MetricFamily gpus_used{"skyrl_worker_gpus_in_use",
                          "GPUs of this node held by running actors",
                          prometheus::MetricType::Gauge,
-                         {Value(hosts_.gpus_in_use ? hosts_.gpus_in_use() : 0)}};
+                         {Sample(hosts_.gpus_in_use ? hosts_.gpus_in_use() : 0)}};
   MetricFamily starts{"skyrl_worker_actor_start_seconds",
                       "Seconds from launching an actor process to its serving calls",
                       prometheus::MetricType::Histogram,
@@ -139,8 +135,13 @@ std::vector<MetricFamily> WorkerMetrics::Collect() const {
       "skyrl_actor_queued_calls", "Calls waiting in an actor's queue", prometheus::MetricType::Gauge, {}};
   MetricFamily in_run{
       "skyrl_actor_running_calls", "Calls an actor is running", prometheus::MetricType::Gauge, {}};
-  for (const auto& [actor, pid] : running) {
-    absl::StatusOr<v1::ActorTelemetryReply> t = hosts_.telemetry(actor);
+  // Asked of every host at once: a frozen one costs its own timeout, not the others' in turn.
+  std::vector<absl::StatusOr<v1::ActorTelemetryReply>> replies(running.size());
+  ParallelFor(running.size(), kMaxTelemetryThreads,
+              [&](size_t i) { replies[i] = hosts_.telemetry(running[i].first); });
+  for (size_t i = 0; i < running.size(); ++i) {
+    const std::string& actor = running[i].first;
+    const absl::StatusOr<v1::ActorTelemetryReply>& t = replies[i];
     if (!t.ok() || !t->enabled()) continue;
     const std::vector<double> bounds(t->latency_bounds_s().begin(), t->latency_bounds_s().end());
     const std::string& cls = t->class_name();
@@ -149,16 +150,16 @@ std::vector<MetricFamily> WorkerMetrics::Collect() const {
       std::sort(codes.begin(), codes.end());
       for (const auto& [code, n] : codes)
         calls.metric.push_back(
-            Value(static_cast<double>(n),
-                  {{"actor", actor}, {"class", cls}, {"code", CodeName(code)}, {"method", m.method()}},
-                  /*counter=*/true));
+            Sample(static_cast<double>(n),
+                   {{"actor", actor}, {"class", cls}, {"code", CodeName(code)}, {"method", m.method()}},
+                   /*counter=*/true));
       const std::vector<uint64_t> counts(m.latency_counts().begin(), m.latency_counts().end());
       if (counts.size() == bounds.size() + 1)
         latency.metric.push_back(metrics::HistogramSample(
             bounds, counts, m.latency_sum_s(), {{"actor", actor}, {"class", cls}, {"method", m.method()}}));
     }
-    queued.metric.push_back(Value(static_cast<double>(t->queued()), {{"actor", actor}, {"class", cls}}));
-    in_run.metric.push_back(Value(static_cast<double>(t->running()), {{"actor", actor}, {"class", cls}}));
+    queued.metric.push_back(Sample(static_cast<double>(t->queued()), {{"actor", actor}, {"class", cls}}));
+    in_run.metric.push_back(Sample(static_cast<double>(t->running()), {{"actor", actor}, {"class", cls}}));
   }
   for (MetricFamily* f : {&calls, &latency, &queued, &in_run}) out.push_back(std::move(*f));
   return out;
