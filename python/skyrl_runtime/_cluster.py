@@ -24,10 +24,23 @@ def bin_dir():
     return os.path.normpath(os.path.join(here, "..", "..", "bin"))
 
 
-def _free_port():
+def free_port():
+    """A loopback port free at the moment of asking."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def stop_processes(procs, grace_s=10.0):
+    """Stops `procs` last first: SIGTERM, then SIGKILL for any still running after `grace_s`."""
+    for p in reversed(procs):
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
 
 
 class LocalCluster:
@@ -44,7 +57,7 @@ class LocalCluster:
         fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(self.token + "\n")
-        self.address = f"127.0.0.1:{_free_port()}"
+        self.address = f"127.0.0.1:{free_port()}"
         self._procs = []
         try:
             self._start(binaries, os.path.join(binaries, "skyrl-head"),
@@ -97,14 +110,7 @@ class LocalCluster:
 
     def stop(self):
         """Stops the worker, then the head (SIGTERM, SIGKILL after 10 s); removes the folder."""
-        for p in reversed(self._procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+        stop_processes(self._procs, grace_s=10)
         self._procs = []
         shutil.rmtree(self.dir, ignore_errors=True)
 

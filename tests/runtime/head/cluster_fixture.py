@@ -4,21 +4,15 @@ in its own session so that stop() reaches what it started."""
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
 
+from skyrl_runtime._cluster import free_port, stop_processes
+
 BIN = os.environ.get("SKYRL_BIN_DIR", "")
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(what, check, timeout=60.0, period=0.1):
@@ -90,11 +84,4 @@ class Cluster:
                               timeout=timeout)
 
     def stop(self):
-        for p in reversed(self.procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(15)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+        stop_processes(self.procs, grace_s=15)
