@@ -241,6 +241,25 @@ py::dict GetPlacementGroup(const std::string& address, const std::string& token,
   return GroupDict(reply.group());
 }
 
+// The GIL, from a thread the C++ host made (an executor). For a thread without a Python thread
+// state pybind11's gil_scoped_acquire makes one and deletes it again at release, and in 3.11
+// that maps and unmaps the thread's frame stack each time: the munmaps' TLB shootdowns were
+// most of a Python call's cost. The first acquire on a thread keeps its state for the thread's
+// life (one per executor thread; the interpreter clears them at exit).
+class HostThreadGil {
+ public:
+  HostThreadGil() {
+    thread_local bool kept = false;
+    if (!kept) {
+      gil_.inc_ref();
+      kept = true;
+    }
+  }
+
+ private:
+  py::gil_scoped_acquire gil_;
+};
+
 // A Python object as an actor: created and called through the Python host's functions
 // (skyrl_runtime._host), each call holding the GIL.
 class PyActor : public Actor {
@@ -276,7 +295,7 @@ int RunPythonHost(const std::vector<std::string>& argv, py::object create, py::o
   };
   cls.any_method = [dispatch_fn](Actor& self, absl::string_view method,
                                  absl::string_view args) -> absl::StatusOr<std::string> {
-    py::gil_scoped_acquire gil;
+    HostThreadGil gil;
     try {
       auto blob = std::make_shared<Blob>(Blob{std::string(args)});
       py::object out = (*dispatch_fn)(static_cast<PyActor&>(self).obj(), std::string(method), blob);

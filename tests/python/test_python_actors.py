@@ -2,6 +2,7 @@
 host (skyrl-actor-host-python), with Ray's semantics for arguments, results and exceptions."""
 
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -39,6 +40,29 @@ class Relay:
 
     def add_via(self, counter, k):
         return ray.get(counter.add.remote(k))
+
+
+@ray.remote(num_cpus=0)
+class ThreadLocal:
+    """State in threading.local: it lives in the Python thread state of the host's thread."""
+
+    def __init__(self):
+        self.local = threading.local()
+
+    def set(self, value):
+        self.local.value = value
+        return threading.get_ident()
+
+    def get(self):
+        return getattr(self.local, "value", None), threading.get_ident()
+
+
+def test_thread_local_state_lasts_from_one_call_to_the_next(cluster):
+    # The host's thread keeps its Python thread state between calls (made once, not once per
+    # call), so what a method leaves in threading.local is there for the next call.
+    a = ThreadLocal.remote()
+    ident = ray.get(a.set.remote("kept"))
+    assert ray.get([a.get.remote() for _ in range(20)]) == [("kept", ident)] * 20
 
 
 def test_a_python_actor_runs_in_its_own_process_and_keeps_state(cluster):
