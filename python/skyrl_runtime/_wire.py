@@ -52,8 +52,30 @@ class _Pickler(cloudpickle.CloudPickler):
         return super().reducer_override(obj)
 
 
+# Values made only of these (in tuples, lists and dicts, a few levels deep) pickle the same with
+# the C pickler as with cloudpickle, without cloudpickle's per-call set-up: the common case of
+# small arguments and results (numbers, strings, bytes), about 2 us less per call on each side.
+_ATOMS = frozenset({int, float, str, bytes, bool, type(None)})
+_PLAIN_ITEMS = 64  # a container longer than this goes the general way (checking would cost more)
+
+
+def _plain(obj, depth=3):
+    t = type(obj)
+    if t in _ATOMS:
+        return True
+    if depth == 0:
+        return False
+    if t is tuple or t is list:
+        return len(obj) <= _PLAIN_ITEMS and all(_plain(x, depth - 1) for x in obj)
+    if t is dict:
+        return len(obj) <= _PLAIN_ITEMS and all(type(k) is str and _plain(v, depth - 1) for k, v in obj.items())
+    return False
+
+
 def encode(obj):
     """The payload of value `obj`: bytes, or a list of bytes-like parts to be joined."""
+    if _plain(obj):
+        return b"\x00" + pickle.dumps(obj, protocol=5)
     buffers = []
     out = io.BytesIO()
     _Pickler(out, protocol=5, buffer_callback=buffers.append).dump(obj)
