@@ -96,6 +96,20 @@ class LocalClusterTest : public ::testing::Test {
     return {reply.nodes().begin(), reply.nodes().end()};
   }
 
+  // Polls until the head answers ListNodes (it writes its token a moment before it serves).
+  bool WaitServing(absl::Duration timeout = absl::Seconds(30)) {
+    auto stub = v1::NodeService::NewStub(rpc::MakeChannel(address_));
+    for (absl::Time deadline = absl::Now() + timeout; absl::Now() < deadline;
+         absl::SleepFor(absl::Milliseconds(50))) {
+      grpc::ClientContext ctx;
+      rpc::AttachToken(&ctx, Token());
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+      v1::ListNodesReply reply;
+      if (stub->ListNodes(&ctx, {}, &reply).ok()) return true;
+    }
+    return false;
+  }
+
   // Polls until `pred` holds for the node list, up to `timeout`.
   bool WaitFor(const std::function<bool(const std::vector<v1::NodeInfo>&)>& pred,
                absl::Duration timeout = absl::Seconds(15)) {

@@ -313,6 +313,9 @@ TEST_F(LocalClusterTest, OversizedAndMalformedRequestsGetClearErrors) {
 
 TEST_F(LocalClusterTest, WorkerGivesUpOnAHeadGoneLongerThanItsWindow) {
   Subprocess head = StartHead();
+  // The worker's window is 1 s: started once the head serves (a slow start, under a sanitizer
+  // say, would otherwise use the window up before the head is killed).
+  ASSERT_TRUE(WaitServing());
   SpawnOptions o;
   o.argv = {BinDir() + "/skyrl-worker", "--head", address_, "--resources", "CPU=1",
             "--head-retry-window-s",    "1"};
