@@ -408,6 +408,17 @@ class Error(RuntimeError):
           py::arg("actor_id"), py::arg("method"), py::arg("args") = py::bytes(),
           py::arg("timeout") = py::none())
       .def(
+          "kv_put",
+          [](Client& c, const std::string& key, const std::string& value) {
+            absl::Status s;
+            {
+              py::gil_scoped_release release;
+              s = c.KvPut(key, value);
+            }
+            if (!s.ok()) Raise(s);
+          },
+          py::arg("key"), py::arg("value"), "stores value under key in the head's KV store")
+      .def(
           "get_actor",
           [](Client& c, const std::string& name, const std::string& ns) {
             absl::StatusOr<ActorHandle> h;

@@ -4,14 +4,15 @@ Today: init() / shutdown() (joining a cluster, or starting a local one), Python 
 (@remote classes, each in its own process on a worker), tasks (@remote functions, on pooled
 worker processes), actors of the C++ classes the actor hosts serve
 (cross_language.cpp_actor_class), get / wait / put / kill / get_actor, get_gpu_ids,
-get_runtime_context, nodes() and the cluster's resources. Everything goes through the C++
+get_runtime_context, nodes() and the cluster's resources, and report_step (a job's
+training steps, for the dashboard, timelines and metrics). Everything goes through the C++
 client (skyrl_runtime._native). docs/python.md says what is and is not here.
 """
 
 from . import cross_language, exceptions, util
 from ._missing import module_getattr
 from ._actors import ActorHandle, get_actor, kill
-from ._api import available_resources, cluster_resources, init, is_initialized, nodes, shutdown
+from ._api import available_resources, cluster_resources, init, is_initialized, nodes, report_step, shutdown
 from ._python_actors import remote
 from ._context import get_gpu_ids, get_runtime_context
 from ._refs import ObjectRef, get, put, wait
@@ -19,6 +20,6 @@ from ._refs import ObjectRef, get, put, wait
 
 __all__ = ["ActorHandle", "ObjectRef", "available_resources", "cluster_resources", "cross_language", "exceptions",
            "get", "get_actor", "get_gpu_ids", "get_runtime_context", "init", "is_initialized", "kill", "nodes",
-           "put", "remote", "shutdown", "util", "wait"]
+           "put", "remote", "report_step", "shutdown", "util", "wait"]
 
 __getattr__ = module_getattr("")

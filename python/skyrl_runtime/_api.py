@@ -1,6 +1,8 @@
 """The driver-side state (one connection per process) and Ray's top-level functions over it."""
 
 import atexit
+import json
+import math
 import os
 import threading
 
@@ -145,3 +147,70 @@ def cluster_resources():
 def available_resources():
     """Resources not held by actors or placement groups, summed over the alive nodes."""
     return _summed("resources_available")
+
+
+# report_step's limits: a record stays a few KiB, as the head scans every step of a running job.
+_STEP_MAX = 99_999_999  # the key has 8 digits (runtime/common/job_metrics_keys.h)
+_MAX_METRICS = 256
+_MAX_PHASES = 32
+_MAX_NAME = 64
+_RESERVED = frozenset({"step", "start_unix_us", "phases"})
+
+
+def _number(value, what):
+    if type(value) is bool or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"report_step: {what} must be a finite number, got {value!r}")
+    return value
+
+
+def _name(value, what):
+    if not isinstance(value, str) or not 0 < len(value) <= _MAX_NAME:
+        raise ValueError(f"report_step: {what} must be a str of 1-{_MAX_NAME} characters, got {value!r}")
+    return value
+
+
+def report_step(step, metrics, *, start=None, phases=None):
+    """Records one training step of this job, as the C++ GRPO job does: the dashboard's plots,
+    `skyrl timeline` (a steps track, each step with its phases) and the head's skyrl_job_*
+    metrics read these records. `metrics` maps names to numbers; the ones the head exports
+    are mean_reward, kl, step_s, tokens_per_s, staleness, sync_bytes, dropped_samples and
+    <phase>_s for generate, reward, reference, train, sync and wait. `start` is the step's
+    start (time.time() seconds), and `phases` maps a phase's name to its (start, end) in the
+    same seconds. A step reported again replaces the earlier record.
+
+    Returns True once stored; False, storing nothing, when this process is not a job's driver
+    ($SKYRL_JOB_ID unset), so a script runs the same outside a job. Bad input is a ValueError
+    naming the field."""
+    if type(step) is not int or not 0 <= step <= _STEP_MAX:
+        raise ValueError(f"report_step: step must be an int in 0-{_STEP_MAX}, got {step!r}")
+    if not isinstance(metrics, dict) or len(metrics) > _MAX_METRICS:
+        raise ValueError(f"report_step: metrics must be a dict of at most {_MAX_METRICS} numbers")
+    record = {"step": step}
+    for k, v in metrics.items():
+        _name(k, "a metric's name")
+        if k in _RESERVED:
+            if k == "step" and v == step:
+                continue  # the step itself, as the example's own records carry it
+            raise ValueError(f"report_step: metrics[{k!r}]: {k} is set by report_step itself")
+        record[k] = _number(v, f"metrics[{k!r}]")
+    if start is not None:
+        record["start_unix_us"] = int(_number(start, "start") * 1e6)
+    if phases is not None:
+        if not isinstance(phases, dict) or len(phases) > _MAX_PHASES:
+            raise ValueError(f"report_step: phases must be a dict of at most {_MAX_PHASES} (start, end) pairs")
+        spans = []
+        for name, span in phases.items():
+            _name(name, "a phase's name")
+            if not isinstance(span, (tuple, list)) or len(span) != 2:
+                raise ValueError(f"report_step: phases[{name!r}] must be a (start, end) pair")
+            begin = _number(span[0], f"phases[{name!r}] start")
+            end = _number(span[1], f"phases[{name!r}] end")
+            if end < begin:
+                raise ValueError(f"report_step: phases[{name!r}] ends before it starts")
+            spans.append({"phase": name, "start_unix_us": int(begin * 1e6), "end_unix_us": int(end * 1e6)})
+        record["phases"] = spans
+    job_id = os.environ.get("SKYRL_JOB_ID")
+    if not job_id:
+        return False
+    _current().client.kv_put(f"jobs/{job_id}/metrics/{step:08d}", json.dumps(record))
+    return True

@@ -33,13 +33,29 @@ def test_as_a_job_on_a_cluster_with_two_trainer_ranks(cluster, tmp_path):
            "SKYRL_TOKEN": local.token}
     out_dir = tmp_path / "out"
     run = subprocess.run(
-        [os.path.join(_cluster.bin_dir(), "skyrl"), "job", "submit", "--working-dir", EXAMPLE, "--",
+        [os.path.join(_cluster.bin_dir(), "skyrl"), "job", "submit", "--submission-id", "py-grpo-steps",
+         "--working-dir", EXAMPLE, "--",
          "/usr/bin/python3", "main.py", "--trainers", "2", "--no-colocate", "--output-dir", str(out_dir)],
         env=env, capture_output=True, text=True, timeout=600)
     log = run.stdout + run.stderr
     assert run.returncode == 0, log
     assert "2 trainer rank(s), 1 engine(s), apart" in log
     check_outputs(log, out_dir)
+    # Its steps reached the head (report_step): the timeline has each one with its phases in order.
+    with open(os.path.join(out_dir, "metrics.jsonl")) as f:
+        steps = len(f.readlines())
+    trace_path = tmp_path / "trace.json"
+    run = subprocess.run([os.path.join(_cluster.bin_dir(), "skyrl"), "timeline", "--job", "py-grpo-steps",
+                          "-o", str(trace_path)], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f": {steps} steps," in run.stdout, run.stdout
+    with open(trace_path) as f:
+        events = json.load(f)["traceEvents"]
+    slices = [e for e in events if e["ph"] == "X" and e["pid"] == 1]
+    assert sorted(e["args"]["step"] for e in slices if e["cat"] == "step") == list(range(1, steps + 1))
+    for step in range(1, steps + 1):
+        phases = sorted((e["ts"], e["name"]) for e in slices if e["cat"] == "phase" and e["args"]["step"] == step)
+        assert [name for _, name in phases] == ["generate", "reward", "reference", "train", "sync"], phases
 
 
 def test_as_a_script_with_no_cluster(tmp_path):

@@ -116,3 +116,22 @@ def test_what_ray_has_and_this_does_not_says_what_to_use_instead():
         ray.util.ActorPool
     with pytest.raises(AttributeError):
         ray.no_such_name
+
+
+def test_report_step_checks_its_input_and_stores_nothing_outside_a_job(monkeypatch):
+    monkeypatch.delenv("SKYRL_JOB_ID", raising=False)
+    assert ray.report_step(1, {"mean_reward": 0.5, "step": 1}, start=time.time(),
+                           phases={"train": (1.0, 2.0)}) is False, "not a job's driver: nothing stored"
+    bad = [((-1, {}), {}, "step must be an int"), ((True, {}), {}, "step must be an int"),
+           ((1, {"kl": float("nan")}), {}, r"metrics\['kl'\] must be a finite number"),
+           ((1, {"kl": "high"}), {}, r"metrics\['kl'\] must be a finite number"),
+           ((1, {"": 1}), {}, "a metric's name must be a str"),
+           ((1, {"step": 2}), {}, "step is set by report_step itself"),
+           ((1, {"phases": 2}), {}, "phases is set by report_step itself"),
+           ((1, [1]), {}, "metrics must be a dict"),
+           ((1, {}), {"start": float("inf")}, "start must be a finite number"),
+           ((1, {}), {"phases": {"train": (2.0, 1.0)}}, r"phases\['train'\] ends before it starts"),
+           ((1, {}), {"phases": {"train": 3}}, r"phases\['train'\] must be a \(start, end\) pair")]
+    for args, kwargs, message in bad:
+        with pytest.raises(ValueError, match=message):
+            ray.report_step(*args, **kwargs)

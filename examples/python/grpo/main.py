@@ -155,7 +155,7 @@ def main(argv=None):
     history, at_target, reached = [], 0, None
     start = time.monotonic()
     for step in range(1, args.steps + 1):
-        t0 = time.monotonic()
+        t0, wall0 = time.monotonic(), time.time()
         examples = make_examples(rng, args.prompts)
         per_engine = args.prompts // args.engines
         gen = []
@@ -203,6 +203,14 @@ def main(argv=None):
              "sync_gbps": sync_bytes / sync_s / 1e9 if sync_s else 0.0, "weight_version": rollouts[0]["version"],
              "step_s": t_end - t0, "elapsed_s": t_end - start}
         history.append(m)
+        # As a job, the step goes to the head too: the dashboard's plots, `skyrl timeline`, metrics.
+        def at(t):
+            return wall0 + (t - t0)
+
+        ray.report_step(step, m, start=wall0, phases={
+            "generate": (at(t0), at(t_gen)), "reward": (at(t_gen), at(t_reward)),
+            "reference": (at(t_reward), at(t_ref)), "train": (at(t_ref), at(t_train)),
+            "sync": (at(t_end - sync_s), at(t_end))})
         print(f"step {step:4d}  reward {m['mean_reward']:.3f}  exact {m['exact_fraction']:.2f}  kl {m['kl']:.4f}  "
               f"loss {m['loss']:+.4f}  grad {m['grad_norm']:.3f}  tok/s {m['tokens_per_s']:.0f}  "
               f"gen {m['generate_s']:.2f}s  train {m['train_s']:.2f}s  sync {m['sync_s']:.3f}s  "
