@@ -11,7 +11,6 @@
 #include "runtime/cli/commands.h"
 #include "runtime/cli/telemetry_view.h"
 #include "runtime/common/job_metrics_keys.h"
-#include "runtime/common/parallel.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
 #include "runtime/rpc/status.h"
@@ -23,8 +22,6 @@
 
 namespace skyrl::cli {
 namespace {
-
-constexpr size_t kMaxConcurrentAsks = 16;  // actors asked for their calls at once
 
 struct TimelineOptions {
   std::string job;
@@ -85,19 +82,12 @@ int RunTimeline(const GlobalOptions& global, const TimelineOptions& o) {
   std::vector<ActorCalls> actors;
   for (const v1::ActorInfo& a : listed.actors())
     if (a.spec().job_id() == o.job) actors.emplace_back().actor = a;
-  // Every actor at once: one on a frozen node costs its own timeout, not everyone's in turn.
-  ParallelFor(actors.size(), kMaxConcurrentAsks, [&](size_t i) {
-    ActorCalls& c = actors[i];
-    v1::ActorCallsRequest req;
-    req.set_actor_id(c.actor.actor_id());
+  CollectActorCalls(actors, [&](const v1::ActorCallsRequest& req) -> absl::StatusOr<v1::ActorCallsReply> {
     v1::ActorCallsReply reply;
     grpc::ClientContext ctx;
     rpc::PrepareCall(&ctx, *token, absl::Seconds(30));
-    if (absl::Status s = rpc::FromGrpc(logs->ActorCalls(&ctx, req, &reply)); !s.ok()) {
-      c.error = std::string(s.message());
-      return;
-    }
-    c.telemetry = std::move(*reply.mutable_telemetry());
+    if (absl::Status s = rpc::FromGrpc(logs->ActorCalls(&ctx, req, &reply)); !s.ok()) return s;
+    return reply;
   });
   size_t calls = 0;
   for (const ActorCalls& c : actors) {

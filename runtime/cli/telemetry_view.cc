@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
+#include "runtime/common/parallel.h"
 
 namespace skyrl::cli {
 
@@ -101,6 +102,21 @@ std::string TrackName(const v1::ActorInfo& a) {
 }
 
 }  // namespace
+
+void CollectActorCalls(std::vector<ActorCalls>& actors, const AskCalls& ask) {
+  constexpr size_t kMaxConcurrentAsks = 16;
+  ParallelFor(actors.size(), kMaxConcurrentAsks, [&](size_t i) {
+    ActorCalls& c = actors[i];
+    v1::ActorCallsRequest req;
+    req.set_actor_id(c.actor.actor_id());
+    absl::StatusOr<v1::ActorCallsReply> r = ask(req);
+    if (r.ok()) {
+      c.telemetry = std::move(*r->mutable_telemetry());
+    } else {
+      c.error = std::string(r.status().message());
+    }
+  });
+}
 
 std::string RenderTimeline(const std::string& job_id, const std::vector<std::string>& steps,
                            const std::vector<ActorCalls>& actors) {

@@ -3,11 +3,15 @@
 // discovery), and a job's timeline as a Chrome trace (`skyrl timeline`, the dashboard).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+
 #include "skyrl/actor.pb.h"
 #include "skyrl/actor_directory.pb.h"
+#include "skyrl/logs.pb.h"
 #include "skyrl/node.pb.h"
 
 namespace skyrl::cli {
@@ -34,6 +38,12 @@ struct ActorCalls {
   v1::ActorTelemetryReply telemetry;
   std::string error;  // non-empty: no records (the track is named, and says why)
 };
+
+// Fills each of `actors`' telemetry, or its error, with `ask` (an ActorCalls RPC, or the head's
+// relay in process), asking up to 16 actors at once: one on a frozen node costs its own
+// timeout, not everyone's in turn.
+using AskCalls = std::function<absl::StatusOr<v1::ActorCallsReply>(const v1::ActorCallsRequest&)>;
+void CollectActorCalls(std::vector<ActorCalls>& actors, const AskCalls& ask);
 
 // A job's timeline in the Chrome trace event format (Perfetto, chrome://tracing): a "job"
 // process with one track of steps and their phases, from the step records the job wrote

@@ -17,15 +17,12 @@
 #include "runtime/cli/status_view.h"
 #include "runtime/cli/telemetry_view.h"
 #include "runtime/common/job_metrics_keys.h"
-#include "runtime/common/parallel.h"
 #include "runtime/head/head.h"
 #include "runtime/head/kv_service.h"
 #include "runtime/rpc/auth.h"
 
 namespace skyrl::head {
 namespace {
-
-constexpr size_t kMaxConcurrentAsks = 16;  // actors asked for their calls at once
 
 using http::Request;
 using http::Response;
@@ -239,18 +236,7 @@ Response Dashboard::Job(const std::string& job_id, const std::string& what, cons
     std::vector<cli::ActorCalls> calls;
     for (v1::ActorInfo& a : head_.actors().List())
       if (a.spec().job_id() == job_id) calls.emplace_back().actor = std::move(a);
-    // Every actor at once: one on a frozen node costs its own timeout, not everyone's in turn.
-    ParallelFor(calls.size(), kMaxConcurrentAsks, [&](size_t i) {
-      cli::ActorCalls& c = calls[i];
-      v1::ActorCallsRequest creq;
-      creq.set_actor_id(c.actor.actor_id());
-      absl::StatusOr<v1::ActorCallsReply> r = head_.logs().Calls(creq);
-      if (r.ok()) {
-        c.telemetry = std::move(*r->mutable_telemetry());
-      } else {
-        c.error = std::string(r.status().message());
-      }
-    });
+    cli::CollectActorCalls(calls, [this](const v1::ActorCallsRequest& r) { return head_.logs().Calls(r); });
     Response out = Response::Json(200, cli::RenderTimeline(job_id, steps, calls));
     out.headers.emplace_back("Content-Disposition",
                              absl::StrCat("attachment; filename=\"timeline-", job_id, ".json\""));
