@@ -21,6 +21,7 @@
 #include "runtime/actor/actor.h"
 #include "runtime/actor/host.h"
 #include "runtime/client/client.h"
+#include "runtime/common/job_metrics_keys.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
 #include "runtime/rpc/status.h"
@@ -494,6 +495,8 @@ class Error(RuntimeError):
         "the head's node table");
   m.def("get_placement_group", &GetPlacementGroup, py::arg("address"), py::arg("token"),
         py::arg("placement_group_id"), "one placement group, as the head has it");
+  m.def("job_metrics_key", &JobMetricsKey, py::arg("job_id"), py::arg("step"),
+        "where a job's step record lives in the head's KV store (runtime/common/job_metrics_keys.h)");
   m.def("run_actor_host", &RunPythonHost, py::arg("argv"), py::arg("create"), py::arg("dispatch"),
         "serves one Python actor as skyrl-actor-host does (the worker's host \"python\")");
   m.def(

@@ -6,7 +6,7 @@ import math
 import os
 import threading
 
-from . import _edge
+from . import _edge, _native
 from ._cluster import LocalCluster
 from .exceptions import RayError
 
@@ -212,5 +212,5 @@ def report_step(step, metrics, *, start=None, phases=None):
     job_id = os.environ.get("SKYRL_JOB_ID")
     if not job_id:
         return False
-    _current().client.kv_put(f"jobs/{job_id}/metrics/{step:08d}", json.dumps(record))
+    _current().client.kv_put(_native.job_metrics_key(job_id, step), json.dumps(record))
     return True
