@@ -37,6 +37,7 @@ int StartHead(const GlobalOptions& global, const StartOptions& o) {
     return token.ok() && FetchNodes(head_address, *token).ok();
   });
   if (!d.ok()) return Fail(d.status());
+  RecordStartedHead(head_address);
   std::cout << "skyrl-head started at " << head_address << " (pid " << d->pid << ", log " << d->log_path
             << ")\n"
             << "join workers with: skyrl start --address " << head_address << "\n";

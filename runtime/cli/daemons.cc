@@ -121,8 +121,26 @@ std::vector<std::string> StopDaemons(absl::Duration grace) {
     report.push_back(absl::StrCat(name, ": stopped pid ", pid, forced ? " (SIGKILL)" : ""));
     fs::remove(f, ec);
   }
+  if (!fs::exists(run + "/head.pid", ec)) fs::remove(run + "/head.address", ec);
   if (report.empty()) report.push_back("no skyrl daemons recorded in " + run);
   return report;
+}
+
+void RecordStartedHead(const std::string& address) {
+  const std::string path = StateDir() + "/run/head.address";
+  std::ofstream(path + ".tmp", std::ios::trunc) << address << "\n";
+  std::error_code ec;
+  fs::rename(path + ".tmp", path, ec);
+}
+
+std::string StartedHeadAddress() {
+  const std::string run = StateDir() + "/run";
+  int pid = 0;
+  std::ifstream(run + "/head.pid") >> pid;
+  if (pid <= 0 || !Alive(pid) || !IsSkyrlProcess(pid)) return "";
+  std::string address;
+  std::ifstream(run + "/head.address") >> address;
+  return address;
 }
 
 }  // namespace skyrl::cli

@@ -27,4 +27,11 @@ absl::StatusOr<StartedDaemon> StartDaemon(const std::string& program, const std:
 // pid reused by another program) is removed without signalling anything.
 std::vector<std::string> StopDaemons(absl::Duration grace);
 
+// The head `skyrl start --head` runs on this machine: its address, recorded in
+// ~/.skyrl/run/head.address beside its pid file, is where `skyrl` and skyrl_runtime.init()
+// look when given no address. RecordStartedHead writes it; StartedHeadAddress returns "" when
+// no recorded head runs; StopDaemons removes it with the head's pid file.
+void RecordStartedHead(const std::string& address);
+std::string StartedHeadAddress();
+
 }  // namespace skyrl::cli

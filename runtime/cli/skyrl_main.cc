@@ -6,6 +6,7 @@
 #include "CLI/CLI.hpp"
 #include "catalog/plan_command.h"
 #include "runtime/cli/commands.h"
+#include "runtime/cli/daemons.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"skyrl: control a SkyRL Runtime cluster"};
@@ -13,8 +14,11 @@ int main(int argc, char** argv) {
   app.fallthrough();  // --address and --token-file may follow the subcommand
   skyrl::cli::GlobalOptions global;
   const char* env_address = std::getenv("SKYRL_ADDRESS");
-  global.address = env_address ? env_address : "127.0.0.1:7420";
-  app.add_option("--address", global.address, "head HOST:PORT (default $SKYRL_ADDRESS or 127.0.0.1:7420)");
+  const std::string started = skyrl::cli::StartedHeadAddress();
+  global.address = env_address ? env_address : !started.empty() ? started : "127.0.0.1:7420";
+  app.add_option("--address", global.address,
+                 "head HOST:PORT (default $SKYRL_ADDRESS, else the head `skyrl start --head` runs here, else "
+                 "127.0.0.1:7420)");
   app.add_option("--token-file", global.token_file,
                  "cluster token file (else $SKYRL_TOKEN, else ~/.skyrl/token)");
   // Everything after the first "--" is a job driver's command, taken before CLI11 sees it (its

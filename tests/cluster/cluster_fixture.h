@@ -168,9 +168,11 @@ class LocalClusterTest : public ::testing::Test {
     return n;
   }
 
-  std::string RunCli(const std::vector<std::string>& args, int* exit_code) {
+  // `skyrl ARGS` with this cluster's --address (none when `with_address` is false).
+  std::string RunCli(const std::vector<std::string>& args, int* exit_code, bool with_address = true) {
     SpawnOptions o;
-    o.argv = {testing::BinDir() + "/skyrl", "--address", address_};
+    o.argv = {testing::BinDir() + "/skyrl"};
+    if (with_address) o.argv.insert(o.argv.end(), {"--address", address_});
     o.argv.insert(o.argv.end(), args.begin(), args.end());
     std::string out = dir_ + "/cli.out";
     std::remove(out.c_str());

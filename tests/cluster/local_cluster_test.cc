@@ -1,6 +1,8 @@
 // A real local cluster: nodes, tokens, KV, the CLI, and workers running actor processes.
 #include "tests/cluster/cluster_fixture.h"
 
+#include <filesystem>
+
 namespace skyrl::testing {
 namespace {
 
@@ -193,6 +195,10 @@ TEST_F(LocalClusterTest, SkyrlStartAndStopRunDaemonsLikeRayStart) {
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("skyrl-worker joined"), std::string::npos) << out;
   EXPECT_EQ(Count(ListNodes(), v1::NODE_ALIVE), 1);
+  // Without --address, skyrl finds the head it started here, on whatever port.
+  out = RunCli({"status"}, &code, /*with_address=*/false);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("pool=a"), std::string::npos) << "the started head's node: " << out;
 
   // A second head on the same machine is refused, naming the running one.
   out = RunCli({"start", "--head", "--port", port}, &code);
@@ -206,6 +212,7 @@ TEST_F(LocalClusterTest, SkyrlStartAndStopRunDaemonsLikeRayStart) {
   out = RunCli({"status"}, &code);
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("cannot reach the head"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/.skyrl/run/head.address")) << "stop forgets its address";
   out = RunCli({"stop"}, &code);
   EXPECT_NE(out.find("no skyrl daemons"), std::string::npos) << out;
 }
