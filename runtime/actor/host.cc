@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <thread>
 
 #include "CLI/CLI.hpp"
@@ -18,6 +19,7 @@
 #include "runtime/actor/actor.h"
 #include "runtime/actor/actor_service.h"
 #include "runtime/common/ids.h"
+#include "runtime/common/lease.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/signals.h"
 #include "runtime/rpc/auth.h"
@@ -54,22 +56,53 @@ absl::Status WriteCallRecords(const std::string& path, const v1::ActorTelemetryR
   return absl::OkStatus();
 }
 
+// Watches, a few times a second, for what must end this process at once: its worker gone
+// (re-parented), or the worker's lease run out (runtime/common/lease.h). Returns at once.
+void Watch(pid_t parent, std::optional<LeaseReader> lease) {
+  std::thread([parent, lease = std::move(lease)] {
+    while (true) {
+      if (parent != 0 && getppid() != parent) kill(getpid(), SIGKILL);
+      if (lease)
+        if (std::optional<absl::Duration> late = lease->Overdue(MonotonicNowNs())) {
+          // Straight to the log: no lock, no allocation that could wait on a stopped thread.
+          std::fprintf(stderr,
+                       "skyrl-actor-host: fenced: this node's worker has not renewed its lease (it could not "
+                       "reach the head, or is frozen or stalled; %.0f ms past it); the head restarts this "
+                       "actor elsewhere, so this process stops serving now\n",
+                       absl::ToDoubleMilliseconds(*late));
+          std::fflush(stderr);
+          _exit(kLeaseRanOutExitCode);
+        }
+      std::this_thread::sleep_for(std::chrono::milliseconds(lease ? 25 : 200));
+    }
+  }).detach();
+}
+
 }  // namespace
 
 int RunActorHost(int argc, char** argv) {
+  pid_t parent = 0;
   if (const char* worker = std::getenv("SKYRL_WORKER_PID")) {
     // Die with the worker that launched us; if it is already gone, do not start at all.
     // Not PR_SET_PDEATHSIG: it fires when the parent *thread* that forked us exits, and the
     // worker forks from gRPC handler threads, which come and go (actors were SIGKILLed at
     // random under load). Watch for re-parenting instead.
     if (std::to_string(getppid()) != worker) return 1;
-    const pid_t parent = getppid();
-    std::thread([parent] {
-      while (getppid() == parent) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      kill(getpid(), SIGKILL);
-    }).detach();
+    parent = getppid();
   }
+  std::optional<LeaseReader> lease;
+  if (const char* path = std::getenv("SKYRL_ACTOR_LEASE"); path != nullptr && *path != '\0') {
+    absl::StatusOr<LeaseReader> opened = LeaseReader::Open(path);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "skyrl-actor-host: SKYRL_ACTOR_LEASE: %s\n",
+                   std::string(opened.status().message()).c_str());
+      return 1;
+    }
+    lease.emplace(std::move(*opened));
+  }
+  // Blocked first, so the watchdog thread (like every other) leaves SIGTERM to the main one.
   BlockTerminationSignals();
+  if (parent != 0 || lease) Watch(parent, std::move(lease));
   CLI::App app{"skyrl-actor-host: runs one actor and serves calls to it"};
   std::string class_name, init_args, init_args_file, actor_id, bind = "127.0.0.1", port_file, token_file,
                                                                log_level = "info";

@@ -43,6 +43,7 @@ absl::Status ValidateSpec(v1::ActorSpec& spec) {
   if (!spec.placement_group_id().empty())
     if (auto pg = PlacementGroupId::Parse(spec.placement_group_id()); !pg.ok())
       return absl::InvalidArgumentError(absl::StrCat("spec.placement_group_id: ", pg.status().message()));
+  // A job id (a submission id: a name) reaches the actor's process as SKYRL_JOB_ID.
   if (!spec.job_id().empty())
     if (absl::Status s = ValidateName("spec.job_id", spec.job_id()); !s.ok()) return s;
   if (absl::Status s = ValidateHostFlavour("spec.host", spec.host()); !s.ok()) return s;
@@ -266,6 +267,8 @@ ActorManager::StartTicket ActorManager::MarkPending(const ActorId& id, v1::Actor
   req.set_host(a.spec().host());
   req.set_working_dir(a.spec().working_dir());
   *req.mutable_env() = a.spec().env();
+  if (!a.spec().detached()) req.set_job_id(a.spec().job_id());
+  req.set_node_id(a.node_id());
   return t;
 }
 

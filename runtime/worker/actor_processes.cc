@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/common/lease.h"
 #include "runtime/common/log_tail.h"
 #include "runtime/common/logging.h"
 
@@ -100,6 +101,8 @@ absl::Status ActorProcesses::Launch(const ActorLaunch& launch) {
   // The actor host ties its life to this process (it watches for re-parenting): a worker killed with
   // SIGKILL leaves no orphaned actors holding GPUs.
   o.env_set["SKYRL_WORKER_PID"] = std::to_string(getpid());
+  // And it stops itself when the lease this worker renews on reaching the head runs out.
+  if (!options_.lease_path.empty()) o.env_set["SKYRL_ACTOR_LEASE"] = options_.lease_path;
   o.log_path = LogPath(launch.actor_id);
   o.working_dir = launch.working_dir;
   absl::MutexLock lock(&mu_);
@@ -187,6 +190,11 @@ void ActorProcesses::ReapLoop() {
           continue;
         }
         ActorExit report{it->first, *exit, child.kill_requested, LogPath(it->first), {}, child.fenced};
+        if (report.fenced.empty() && !options_.lease_path.empty() && !exit->signaled &&
+            exit->exit_code == kLeaseRanOutExitCode)
+          report.fenced =
+              "it stopped itself: this worker did not renew its lease in time (it could not reach "
+              "the head, or was frozen or stalled), and the head restarts it elsewhere";
         exits.push_back(std::move(report));
         children_.erase(it++);
       }

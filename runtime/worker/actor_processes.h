@@ -42,7 +42,8 @@ struct ActorExit {
 };
 
 struct ActorProcessesOptions {
-  std::string log_dir;  // actor-<id>.log files go here
+  std::string log_dir;     // actor-<id>.log files go here
+  std::string lease_path;  // each actor's SKYRL_ACTOR_LEASE (runtime/common/lease.h); empty: none
   size_t tail_lines = 20;
   absl::Duration poll_period = absl::Milliseconds(20);
   std::function<void(const ActorExit&)> on_exit;

@@ -64,6 +64,8 @@ v1::HeadContactReply HeadLink::Contact() {
   return r;
 }
 
+absl::Duration HeadLink::LeaseTerm() const { return death_after_ * 9 / 10; }
+
 absl::Duration HeadLink::RequestTimeout() const {
   if (death_after_ == absl::ZeroDuration()) return absl::Seconds(5);
   return std::clamp(death_after_ / 10, absl::Milliseconds(50), absl::Seconds(5));
@@ -73,6 +75,10 @@ void HeadLink::Reached(absl::Time sent) {
   last_sent_ = std::max(last_sent_, sent);
   last_answer_ = clock_.Now();
   cleared_ = false;
+  // Within [0, 0.9 T] whatever the wall clock did between the send and the answer.
+  actors_.Lease(death_after_ == absl::ZeroDuration() ? absl::InfiniteDuration()
+                                                     : std::clamp(last_sent_ + LeaseTerm() - *last_answer_,
+                                                                  absl::ZeroDuration(), LeaseTerm()));
   if (fenced_) {
     spdlog::info("the head at {} answers again; this node's actors were fenced and restart through it",
                  options_.head_address);
@@ -196,6 +202,7 @@ void HeadLink::MaybeFence(absl::Time now) {
   }
   if (peers.empty()) {  // a lone node: nobody to ask
     absl::MutexLock lock(&mu_);
+    actors_.Lease(LeaseTerm());
     if (!cleared_)
       spdlog::warn("the head at {} has not answered for {}; no peers to ask, keeping this node's actors",
                    options_.head_address, absl::FormatDuration(silent));
@@ -209,6 +216,7 @@ void HeadLink::MaybeFence(absl::Time now) {
   if (last_try.get()) return;
   absl::MutexLock lock(&mu_);
   if (why.empty()) {
+    actors_.Lease(LeaseTerm());  // the head hears no one: it declares no one dead meanwhile
     if (!cleared_)
       spdlog::warn(
           "the head at {} has not answered for {}, and none of the {} peer(s) asked reaches it: keeping this "

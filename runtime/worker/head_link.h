@@ -34,6 +34,15 @@
 // the last answer, and SIGKILL is immediate: before the head's T, whatever the period.
 // Heads with fewer than 4 misses do not ask workers to fence (RegisterNodeReply).
 //
+// The lease. The link cannot fence while its worker is frozen (SIGSTOP) or stalled, so the
+// actors also hold a lease (LocalActors::Lease) and stop themselves when it runs out. Each
+// answer from the head to a request sent at s renews it until s + 0.9 T, before the head's
+// T (counted from when it heard the node, after s). Each round that keeps the actors while
+// the head is out of reach for every peer (or for a lone node) renews it for 0.9 T: a head
+// that hears no node declares none dead, and once it hears one again it gives every node a
+// fresh T, so the lease still runs out first. Without fencing (fewer than 4 misses) there is
+// no limit.
+//
 // The head, the peers, the node's actors and the clock are injected: the daemon passes gRPC
 // and the real ones, tests fakes (Step() is one round, so nothing sleeps). Safe for
 // concurrent use (Step from one thread; node_id and Contact from any).
@@ -82,6 +91,10 @@ class LocalActors {
   virtual void Stop(const std::vector<ActorId>& ids) = 0;
   // SIGKILL every actor now, writing `reason` to its log and exit report.
   virtual int Fence(const std::string& reason) = 0;
+  // The actors may serve for `valid_for` from now (InfiniteDuration: without limit); each
+  // stops itself once that passes without another call (a frozen or stalled worker cannot
+  // fence them). runtime/common/lease.h.
+  virtual void Lease(absl::Duration /*valid_for*/) {}
 };
 
 struct HeadLinkOptions {
@@ -115,15 +128,16 @@ class HeadLink {
   bool fenced() const;
 
  private:
-  // The head answered a request sent at `sent`.
+  // The head answered a request sent at `sent`: the link is whole, and the lease renewed.
   void Reached(absl::Time sent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The head did not answer: fence when the threshold and the peers say so.
   void MaybeFence(absl::Time now);
-  // Why to fence (a peer reaches the head, or none can be asked), or nullopt.
   // Why to fence (a peer reaches the head, or none answers), or "" to keep the actors.
   std::string ReasonToFence(std::vector<std::string> peers, absl::Duration timeout);
   // One more heartbeat on a fresh connection; true when the head answered.
   bool LastTry(absl::Duration timeout);
+  // How long the actors' lease runs from an answer: 0.9 T.
+  absl::Duration LeaseTerm() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How long a request to the head or a peer may take.
   absl::Duration RequestTimeout() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

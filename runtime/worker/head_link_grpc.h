@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "runtime/common/lease.h"
 #include "runtime/worker/head_link.h"
 #include "runtime/worker/worker_service.h"
 
@@ -18,13 +19,18 @@ std::unique_ptr<PeerApi> MakeGrpcPeerApi(const std::string& token);
 // The worker service's actors as the link sees them.
 class ServiceActors final : public LocalActors {
  public:
-  explicit ServiceActors(WorkerServiceImpl& service) : service_(service) {}
+  // `lease` (may be null: no lease) is what the actors read (WorkerServiceOptions.actor_lease).
+  ServiceActors(WorkerServiceImpl& service, LeaseWriter* lease) : service_(service), lease_(lease) {}
   std::vector<ActorId> Running() const override { return service_.Running(); }
   void Stop(const std::vector<ActorId>& ids) override { service_.Stop(ids); }
   int Fence(const std::string& reason) override { return service_.Fence(reason); }
+  void Lease(absl::Duration valid_for) override {
+    if (lease_ != nullptr) lease_->ExtendFor(valid_for);
+  }
 
  private:
   WorkerServiceImpl& service_;
+  LeaseWriter* lease_;
 };
 
 }  // namespace skyrl::worker

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/common/clock.h"
+#include "runtime/common/lease.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/signals.h"
 #include "runtime/rpc/auth.h"
@@ -77,6 +78,11 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
     return Fail(
         absl::InvalidArgumentError(absl::StrCat("--log-dir: cannot create ", o.log_dir, ": ", ec.message())));
 
+  // The actors' lease (head_link.h): renewed by the link each time the head answers.
+  absl::StatusOr<std::unique_ptr<LeaseWriter>> lease =
+      LeaseWriter::Create(absl::StrCat(o.log_dir, "/actor-lease-", getpid()));
+  if (!lease.ok()) return Fail(lease.status());
+
   rpc::TokenAuth auth(o.token);
   // The link needs the service's bound port, so the service may be asked before it exists.
   std::atomic<HeadLink*> link{nullptr};
@@ -128,6 +134,7 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
        .token = o.token,
        .head_address = o.head,
        .python = o.python,
+       .actor_lease = (*lease)->path(),
        .fetch_working_dir = [&](const std::string& key) -> absl::StatusOr<std::string> {
          v1::KvGetRequest req;
          req.set_key(key);
@@ -161,7 +168,7 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
   std::unique_ptr<HeadApi> head_api = MakeGrpcHeadApi(o.head, o.token);
   std::unique_ptr<HeadApi> probe_api = MakeGrpcHeadApi(o.head, o.token);
   std::unique_ptr<PeerApi> peer_api = MakeGrpcPeerApi(o.token);
-  ServiceActors local_actors(worker_service);
+  ServiceActors local_actors(worker_service, lease->get());
   std::optional<HeadLink> head_link;
 
   ActorLogServiceImpl log_service({.log_dir = o.log_dir,
@@ -209,6 +216,8 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
   spdlog::info("received signal {}, leaving the cluster", sig);
   stopping = true;
   heartbeat.join();
+  // No more renewals from here: the actors stop with this process, not by the lease.
+  (*lease)->ExtendFor(absl::InfiniteDuration());
   metrics_server.reset();
   exits.Stop();
   server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

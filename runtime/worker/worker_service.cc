@@ -50,7 +50,16 @@ WorkerServiceImpl::WorkerServiceImpl(WorkerServiceOptions options, const rpc::To
                       return options_.fetch_working_dir(key);
                     }),
       processes_(ActorProcessesOptions{.log_dir = options_.log_dir,
-                                       .on_exit = [this](const ActorExit& e) { OnExit(e); }}) {}
+                                       .lease_path = options_.actor_lease,
+                                       .on_exit = [this](const ActorExit& e) { OnExit(e); }}) {
+  if (!options_.actor_lease.empty()) {
+    absl::StatusOr<LeaseReader> lease = LeaseReader::Open(options_.actor_lease);
+    if (lease.ok())
+      lease_.emplace(std::move(*lease));
+    else
+      spdlog::warn("actor starts will not check the lease: {}", lease.status().message());
+  }
+}
 
 void WorkerServiceImpl::OnExit(const ActorExit& e) {
   v1::ActorExitInfo info;
@@ -94,6 +103,21 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_concurrency must be in 0-10000");
   if (absl::Status s = ValidateHostFlavour("host", req->host()); !s.ok())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message()));
+  if (!req->job_id().empty())
+    if (absl::Status s = ValidateName("job_id", req->job_id()); !s.ok())
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message()));
+  if (!req->node_id().empty())
+    if (absl::Status s = NodeId::Parse(req->node_id()).status(); !s.ok())
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat("node_id: ", s.message()));
+  if (lease_ && lease_->Overdue(MonotonicNowNs())) {
+    // This node has not reached the head for a while (it was frozen or stalled, say): a new
+    // actor would stop itself at once. Reaching the head now renews the lease.
+    if (options_.head_contact) (void)options_.head_contact();
+    if (lease_->Overdue(MonotonicNowNs()))
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "this node has not reached the head in time (its actors' lease ran out): not "
+                          "starting actors until it does");
+  }
   // The start timeout covers fetching the working directory too.
   const absl::Time deadline = absl::Now() + options_.start_timeout;
   std::string working_dir;
@@ -142,6 +166,10 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
     if (absl::Status s = ValidateActorEnvVar("env", k, v); !s.ok()) return rpc::ToGrpc(s);
     launch.env[k] = v;
   }
+  // The job that owns the actor: what the actor creates is the job's too (the client sends
+  // SKYRL_JOB_ID), and get_runtime_context().get_job_id() reads it.
+  if (!req->job_id().empty()) launch.env["SKYRL_JOB_ID"] = req->job_id();
+  if (!req->node_id().empty()) launch.env["SKYRL_NODE_ID"] = req->node_id();
   if (!options_.python.empty()) launch.env["SKYRL_PYTHON"] = options_.python;
   if (!working_dir.empty()) {
     launch.working_dir = working_dir;

@@ -5,7 +5,10 @@
 #include <deque>
 #include <string>
 
+#include <optional>
+
 #include "absl/synchronization/mutex.h"
+#include "runtime/common/lease.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/worker/actor_processes.h"
 #include "runtime/worker/working_dirs.h"
@@ -20,6 +23,7 @@ struct WorkerServiceOptions {
   std::string token;         // passed to actors as SKYRL_TOKEN
   std::string head_address;  // passed to actors as SKYRL_ADDRESS, so they can reach the cluster
   std::string python;        // interpreter of Python actors (SKYRL_PYTHON); empty: the build's
+  std::string actor_lease;   // the lease file actors stop by (SKYRL_ACTOR_LEASE); empty: none
   // Fetches a head KV value (working directories); unset: actors with one fail to start.
   WorkingDirs::Fetch fetch_working_dir;
   absl::Duration start_timeout = absl::Seconds(30);
@@ -60,7 +64,8 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   // actor restarted here keeps its id).
   std::deque<std::pair<uint64_t, v1::ActorExitInfo>> exits_ ABSL_GUARDED_BY(mu_);
   uint64_t exit_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  WorkingDirs working_dirs_;  // under log_dir/working_dirs
+  WorkingDirs working_dirs_;          // under log_dir/working_dirs
+  std::optional<LeaseReader> lease_;  // the actors' lease (options_.actor_lease), read before starts
   // Declared last: its reaper thread calls OnExit, so it must stop before the rest goes.
   ActorProcesses processes_;
 };

@@ -58,6 +58,30 @@ TEST(ActorManagerTest, BatchSettlesEachItemOnItsOwn) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+TEST(ActorManagerTest, AStartNamesTheOwningJobAndTheNodeButNotForDetachedActors) {
+  store::MemoryStore store;
+  FakeClock clock;
+  testing::FakeWorkers workers;
+  auto head = OpenTestHead(store, clock, workers);
+  AddGpuNode(*head, 3000, 4);
+  const std::string job = JobId::Random().ToString();
+  v1::ActorSpec owned = Spec("echo", 1);
+  owned.set_job_id(job);
+  v1::ActorSpec detached = owned;
+  detached.set_detached(true);
+  absl::StatusOr<v1::ActorInfo> a = head->actors().Create(owned);
+  absl::StatusOr<v1::ActorInfo> b = head->actors().Create(detached);
+  absl::StatusOr<v1::ActorInfo> c = head->actors().Create(Spec("echo", 1));  // outside any job
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << a.status() << b.status() << c.status();
+  std::vector<v1::StartActorRequest> started = workers.Started();
+  ASSERT_EQ(started.size(), 3u);
+  EXPECT_EQ(started[0].actor_id(), a->actor_id());
+  EXPECT_EQ(started[0].job_id(), job);  // what it creates belongs to the job as well
+  EXPECT_EQ(started[1].job_id(), "");   // a detached actor outlives the job, and so do its own
+  EXPECT_EQ(started[2].job_id(), "");
+  for (size_t i = 0; i < started.size(); ++i) EXPECT_EQ(started[i].node_id(), a->node_id()) << i;
+}
+
 TEST(ActorManagerTest, CreateWaitsForTheWorkerWithoutHoldingTheCaller) {
   store::MemoryStore store;
   FakeClock clock;

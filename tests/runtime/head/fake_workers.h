@@ -45,6 +45,11 @@ class FakeWorkers final : public head::WorkerClient {
     absl::MutexLock lock(&mu_);
     return parked_.size();
   }
+  // Every start request answered so far, in order.
+  std::vector<v1::StartActorRequest> Started() {
+    absl::MutexLock lock(&mu_);
+    return started_;
+  }
   std::vector<std::string> Killed() {
     absl::MutexLock lock(&mu_);
     return killed_;
@@ -55,8 +60,11 @@ class FakeWorkers final : public head::WorkerClient {
   std::string actor_address;
 
  private:
-  absl::StatusOr<v1::StartActorReply> Reply(const std::string& address,
-                                            const v1::StartActorRequest& req) const {
+  absl::StatusOr<v1::StartActorReply> Reply(const std::string& address, const v1::StartActorRequest& req) {
+    {
+      absl::MutexLock lock(&mu_);
+      started_.push_back(req);
+    }
     if (req.class_name() == "broken")
       return absl::FailedPreconditionError("constructor of broken failed: no config");
     v1::StartActorReply r;
@@ -66,6 +74,7 @@ class FakeWorkers final : public head::WorkerClient {
   absl::Mutex mu_;
   std::deque<std::function<void()>> parked_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> killed_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::StartActorRequest> started_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace skyrl::testing

@@ -86,9 +86,11 @@ class FakeActors final : public LocalActors {
     running.clear();
     return killed;
   }
+  void Lease(absl::Duration valid_for) override { leases.push_back(valid_for); }
   std::vector<ActorId> running = {ActorId::Random()};
   std::vector<ActorId> stopped;
   std::vector<std::string> fences;
+  std::vector<absl::Duration> leases;  // every renewal, in order
 };
 
 class HeadLinkTest : public ::testing::Test {
@@ -181,6 +183,64 @@ TEST_F(HeadLinkTest, ARefusedNodeExitsAndAnUnreachableHeadEndsTheWorkerAfterTheR
   EXPECT_FALSE(patient.Round().exit_code);
   clock_.Advance(absl::Seconds(2));
   EXPECT_EQ(patient.Round().exit_code, 1);
+}
+
+TEST_F(HeadLinkTest, EachAnswerRenewsTheLeaseForNineTenthsOfTheDeathThreshold) {
+  Connect();
+  ASSERT_EQ(actors_.leases.size(), 2u) << "the registration and the heartbeat";
+  EXPECT_EQ(actors_.leases.back(), absl::Milliseconds(1800)) << "0.9 of 2 s: before the head's threshold";
+  clock_.Advance(absl::Milliseconds(500));
+  Link().Round();
+  EXPECT_EQ(actors_.leases.size(), 3u);
+  EXPECT_EQ(actors_.leases.back(), absl::Milliseconds(1800));
+  // A peer's question answered through the probe connection renews it too.
+  clock_.Advance(absl::Milliseconds(100));
+  Link().Contact();
+  EXPECT_EQ(actors_.leases.size(), 4u);
+  // Silent: no renewal, so the actors stop themselves 1.8 s after the last request answered,
+  // even if this worker is frozen and cannot fence them.
+  head_.down = absl::UnavailableError("connection refused");
+  peers_.reaches = {{"peer-a:1", true}};
+  clock_.Advance(absl::Milliseconds(200));
+  Link().Round();
+  EXPECT_EQ(actors_.leases.size(), 4u);
+}
+
+TEST_F(HeadLinkTest, WhileNoPeerReachesTheHeadEachRoundRenewsTheLease) {
+  Connect();
+  const size_t before = actors_.leases.size();
+  peers_.reaches = {{"peer-a:1", false}, {"peer-b:1", false}};
+  Down(absl::Milliseconds(1400));  // rounds at 1.0, 1.2 and 1.4 s ask the peers
+  EXPECT_TRUE(actors_.fences.empty());
+  ASSERT_EQ(actors_.leases.size(), before + 3);
+  EXPECT_EQ(actors_.leases.back(), absl::Milliseconds(1800));
+  // Once a peer reaches the head again the node fences, and renews nothing while fenced.
+  peers_.reaches["peer-b:1"] = true;
+  Down(absl::Milliseconds(600));
+  EXPECT_EQ(actors_.fences.size(), 1u);
+  EXPECT_EQ(actors_.leases.size(), before + 3);
+  head_.down = absl::OkStatus();
+  clock_.Advance(absl::Milliseconds(200));
+  Link().Round();
+  EXPECT_EQ(actors_.leases.size(), before + 4) << "the head answers: renewed again";
+  EXPECT_EQ(actors_.leases.back(), absl::Milliseconds(1800));
+}
+
+TEST_F(HeadLinkTest, ALoneNodeRenewsItsLeaseWhileTheHeadIsAway) {
+  head_.peers.clear();
+  Connect();
+  const size_t before = actors_.leases.size();
+  Down(absl::Milliseconds(1000));
+  EXPECT_TRUE(actors_.fences.empty());
+  EXPECT_EQ(actors_.leases.size(), before + 1) << "renewed by the round at 1 s";
+  EXPECT_EQ(actors_.leases.back(), absl::Milliseconds(1800));
+}
+
+TEST_F(HeadLinkTest, WithoutFencingTheLeaseHasNoLimit) {
+  head_.misses = 0;  // a head with fewer than 4 misses does not ask nodes to fence
+  Connect();
+  ASSERT_FALSE(actors_.leases.empty());
+  EXPECT_EQ(actors_.leases.back(), absl::InfiniteDuration());
 }
 
 TEST_F(HeadLinkTest, NoQuestionsBeforeFourTenthsOfTheDeathThreshold) {
