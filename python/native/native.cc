@@ -350,13 +350,24 @@ class Error(RuntimeError):
   py::class_<Client, std::shared_ptr<Client>>(m, "Client")
       .def_static(
           "connect",
-          [](const std::string& address, const std::string& token, double call_timeout) {
+          [](const std::string& address, const std::string& token, double call_timeout,
+             std::optional<uint64_t> max_call_bytes) {
+            if (!(call_timeout > 0 && call_timeout < 1e9))
+              throw py::value_error("connect: call_timeout must be a positive number of seconds");
             ClientOptions o;
             o.call_timeout = Seconds(call_timeout);
+            if (max_call_bytes) {
+              o.max_call_bytes = *max_call_bytes;
+              // A limit below one message's size makes the message that size.
+              o.max_message_bytes = std::min<size_t>(o.max_message_bytes, *max_call_bytes);
+            }
             std::unique_ptr<Client> c = Unwrap(Client::Connect(address, token, o));
             return std::shared_ptr<Client>(std::move(c));
           },
-          py::arg("address"), py::arg("token"), py::arg("call_timeout") = 60.0)
+          py::arg("address"), py::arg("token"), py::arg("call_timeout") = 60.0,
+          py::arg("max_call_bytes") = py::none(),
+          "call_timeout: seconds each request to the head may take; max_call_bytes: the largest "
+          "arguments (and result) of an actor call (None: ClientOptions' default)")
       .def(
           "create_actor",
           [](Client& c, const std::string& class_name, py::bytes init_args,
@@ -401,8 +412,10 @@ class Error(RuntimeError):
             std::future<absl::StatusOr<std::string>> f;
             {
               py::gil_scoped_release release;
-              f = timeout ? c.CallAsync(ActorHandle{actor_id}, method, a, Seconds(*timeout))
-                          : c.CallAsync(ActorHandle{actor_id}, method, a);
+              // As in Ray, a call without a timeout has no deadline: get(timeout=) bounds the
+              // wait, not the call, and a training step may take an hour.
+              f = c.CallAsync(ActorHandle{actor_id}, method, a,
+                              timeout ? Seconds(*timeout) : absl::InfiniteDuration());
             }
             return std::make_shared<CallFuture>(std::move(f));
           },

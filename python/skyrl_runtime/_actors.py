@@ -275,18 +275,24 @@ def _create(class_name, init_args, o, host, handle_type, handle_name, wait=False
         except RayError as e:
             if e.code != "NOT_FOUND":
                 raise
+    detached = o.get("lifetime") == "detached"
     try:
         actor_id = state.client.create_actor(
             class_name, init_args, resources, name=o.get("name") or "", namespace=namespace,
             max_restarts=int(o.get("max_restarts", 0)), max_concurrency=int(o.get("max_concurrency", 1)),
-            placement_group_id=group_id, bundle_index=bundle, detached=o.get("lifetime") == "detached", host=host,
+            placement_group_id=group_id, bundle_index=bundle, detached=detached, host=host,
             working_dir=working_dir, label_selector=selector, return_pending=not wait, env=env["env_vars"])
     except RayError as e:
+        if o.get("get_if_exists") and o.get("name") and e.code == "ALREADY_EXISTS":
+            # Another driver made it between the look-up and the create: that one is ours too.
+            return handle_type(state.client.get_actor(o["name"], namespace), handle_name, retries)
         if wait or e.code != "RESOURCE_EXHAUSTED":
             raise
         if o.get("get_if_exists") and o.get("name"):
             raise
         return handle_type("", handle_name, retries, error=e)
+    if not detached:
+        state.own("actors", actor_id)
     return handle_type(actor_id, handle_name, retries, starting=not wait)
 
 
@@ -312,4 +318,6 @@ def kill(actor, *, no_restart=True):
     stays dead."""
     if not no_restart:
         raise NotImplementedError("kill(no_restart=False): restarting a killed actor is not supported")
-    _api._current().client.kill(actor._actor_id)
+    state = _api._current()
+    state.client.kill(actor._actor_id)
+    state.disown("actors", actor._actor_id)

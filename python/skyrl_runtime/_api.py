@@ -15,13 +15,43 @@ _state = None  # _State while initialized
 
 
 class _State:
-    def __init__(self, address, token, namespace, cluster, runtime_env=None):
+    def __init__(self, address, token, namespace, cluster, runtime_env=None, max_call_bytes=None):
         self.runtime_env = runtime_env  # the default of every actor and task this driver starts
         self.address = address
         self.token = token
         self.namespace = namespace
         self.cluster = cluster  # the LocalCluster init() started, or None
-        self.client = _edge.Client(address, token)
+        self.client = _edge.Client(address, token, max_call_bytes)
+        # What this driver made that dies with it, as Ray's owned actors and groups do: its
+        # non-detached actors and placement groups, killed and removed by shutdown() (and so
+        # at exit). Only for a plain driver on a cluster it did not start: a job's head does
+        # this for the job (and so for its actors' own), and a local cluster stops whole.
+        self.owned = None
+        if cluster is None and not os.environ.get("SKYRL_JOB_ID") and not os.environ.get("SKYRL_ACTOR_ID"):
+            self.owned = {"actors": set(), "groups": set()}
+
+    def own(self, kind, ident):
+        if self.owned is not None and ident:
+            self.owned[kind].add(ident)
+
+    def disown(self, kind, ident):
+        if self.owned is not None:
+            self.owned[kind].discard(ident)
+
+    def release_owned(self):
+        """Kills this driver's non-detached actors and removes its groups (Ray's fate sharing)."""
+        if self.owned is None:
+            return
+        work = [(self.client.kill, a) for a in sorted(self.owned["actors"])]
+        work += [(self.client.remove_placement_group, g) for g in sorted(self.owned["groups"])]
+        self.owned = {"actors": set(), "groups": set()}
+        for release, ident in work:
+            try:
+                release(ident)
+            except RayError as e:
+                if e.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+                    return  # the head is gone: nothing more to do from here, and no waiting
+                # dead or removed already
 
 
 def _reachable(address, token):
@@ -34,14 +64,37 @@ def _reachable(address, token):
         raise
 
 
-def init(address=None, *, namespace=None, num_cpus=None, ignore_reinit_error=False, runtime_env=None):
+def _started_head():
+    """The address of the head `skyrl start --head` runs on this machine (recorded beside its
+    pid file, ~/.skyrl/run), or None (runtime/cli/daemons.h)."""
+    run = os.path.join(os.environ.get("HOME") or "/tmp", ".skyrl", "run")
+    try:
+        with open(os.path.join(run, "head.pid")) as f:
+            pid = int(f.read().split()[0])
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"skyrl-" not in f.read().split(b"\0")[0]:
+                return None
+        with open(os.path.join(run, "head.address")) as f:
+            return f.read().strip() or None
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def init(address=None, *, namespace=None, num_cpus=None, ignore_reinit_error=False, runtime_env=None,
+         max_call_bytes=None):
     """Connects this process to a cluster, as ray.init() does.
 
-    The address is the argument, else $SKYRL_ADDRESS, else a head on 127.0.0.1:7420 (what
-    `skyrl start --head` runs) when one answers there; the token is found as the CLI finds it
-    ($SKYRL_TOKEN, else ~/.skyrl/token). With no cluster anywhere (and no address given), starts
-    a local head and one worker (`num_cpus` CPUs, default all) that shutdown() or the end of
-    the process stops.
+    The address is the argument, else $SKYRL_ADDRESS, else the head `skyrl start --head` runs
+    on this machine (on any port), else a head on 127.0.0.1:7420 when one answers there; the
+    token is found as the CLI finds it ($SKYRL_TOKEN, else ~/.skyrl/token). With no cluster
+    anywhere (and no address given), starts a local head and one worker (`num_cpus` CPUs,
+    default all) that shutdown() or the end of the process stops.
+
+    A call has no deadline of its own (get(timeout=) bounds the wait, not the call).
+    `max_call_bytes` bounds a call's arguments and result (default 4 GiB, the actor hosts'
+    limit). Outside a job, this driver's non-detached actors and placement groups die with it:
+    shutdown(), or the end of the process, kills and removes them, as in Ray. (A driver killed
+    by a signal leaves them: submit it as a job, `skyrl job submit`, for that too.)
     """
     global _state
     from ._actors import check_runtime_env
@@ -65,8 +118,10 @@ def init(address=None, *, namespace=None, num_cpus=None, ignore_reinit_error=Fal
             if address != "local":
                 try:
                     token = _edge.load_token()
-                    if _reachable("127.0.0.1:7420", token):
-                        target = "127.0.0.1:7420"
+                    for candidate in dict.fromkeys(a for a in (_started_head(), "127.0.0.1:7420") if a):
+                        if _reachable(candidate, token):
+                            target = candidate
+                            break
                 except RayError:
                     pass
             if target is None:
@@ -78,10 +133,10 @@ def init(address=None, *, namespace=None, num_cpus=None, ignore_reinit_error=Fal
         if inherited and not (runtime_env or {}).get("working_dir"):
             runtime_env = {**(runtime_env or {}), "working_dir": inherited}
         try:
-            _state = _State(target, token, namespace or "default", cluster, runtime_env)
+            _state = _State(target, token, namespace or "default", cluster, runtime_env, max_call_bytes)
             if inherited and os.environ.get("SKYRL_WORKING_DIR_DIGEST"):
                 _state.working_dirs = {os.path.abspath(inherited): os.environ["SKYRL_WORKING_DIR_DIGEST"]}
-        except RayError:
+        except BaseException:  # a bad argument too: the cluster just started must not outlive it
             if cluster:
                 cluster.stop()
             raise
@@ -99,6 +154,7 @@ def shutdown():
         state, _state = _state, None
     if state is None:
         return
+    state.release_owned()
     state.client = None  # the C++ client fails what is still in flight, then is gone
     if state.cluster:
         state.cluster.stop()
@@ -178,9 +234,9 @@ def report_step(step, metrics, *, start=None, phases=None):
     start (time.time() seconds), and `phases` maps a phase's name to its (start, end) in the
     same seconds. A step reported again replaces the earlier record.
 
-    Returns True once stored; False, storing nothing, when this process is not a job's driver
-    ($SKYRL_JOB_ID unset), so a script runs the same outside a job. Bad input is a ValueError
-    naming the field."""
+    Returns True once stored; False, storing nothing, when this process does not run for a job
+    (its driver, or an actor or task the job created: $SKYRL_JOB_ID unset), so a script runs
+    the same outside a job. Bad input is a ValueError naming the field."""
     if type(step) is not int or not 0 <= step <= _STEP_MAX:
         raise ValueError(f"report_step: step must be an int in 0-{_STEP_MAX}, got {step!r}")
     if not isinstance(metrics, dict) or len(metrics) > _MAX_METRICS:

@@ -20,16 +20,15 @@ class RuntimeContext:
         return os.environ.get("SKYRL_ACTOR_ID") or None
 
     def get_job_id(self):
-        """The job this code runs for ($SKYRL_JOB_ID, set for a job's driver and passed on); None
-        outside a job."""
+        """The job this code runs for ($SKYRL_JOB_ID: set for a job's driver, and by the worker
+        for the job's non-detached actors and tasks); None outside a job."""
         return os.environ.get("SKYRL_JOB_ID") or None
 
     def get_node_id(self):
-        """The node this actor runs on; None in a driver."""
-        actor = self.get_actor_id()
-        if actor is None:
+        """The node this actor runs on ($SKYRL_NODE_ID, set by the worker); None in a driver."""
+        if self.get_actor_id() is None:
             return None
-        return _api._current().client.describe(actor)["node_id"]
+        return os.environ.get("SKYRL_NODE_ID") or _api._current().client.describe(self.get_actor_id())["node_id"]
 
     def get_namespace(self):
         return _api._current().namespace

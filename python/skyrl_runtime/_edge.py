@@ -26,8 +26,8 @@ class Client:
     _METHODS = ("create_actor", "get_actor", "describe", "kill", "create_placement_group",
                 "wait_placement_group", "remove_placement_group", "upload_working_dir", "kv_put")
 
-    def __init__(self, address, token):
-        native = checked(_native.Client.connect)(address, token)
+    def __init__(self, address, token, max_call_bytes=None):
+        native = checked(_native.Client.connect)(address, token, max_call_bytes=max_call_bytes)
         for name in self._METHODS:
             setattr(self, name, checked(getattr(native, name)))
         # Unwrapped, on the hot path: it never raises the runtime's errors (a call's outcome,

@@ -5,7 +5,7 @@ deadlines, exit reports); this module only makes the object and calls its method
 Wire (the driver's side is _python_actors.py): init args are cloudpickle((cls, args, kwargs))
 (runtime_env env_vars are in the process's environment from its start: the worker sets them); a call's args are the _wire payload of (args, kwargs); its result is the _wire payload
 of the value, or an ERROR payload of (pickled exception or None, type name, message,
-traceback)."""
+"raised in <where>" and the traceback)."""
 
 import asyncio
 import inspect
@@ -45,6 +45,12 @@ def _create(init_args):
         raise RuntimeError(traceback.format_exc()) from None
 
 
+def _where():
+    """Where this process runs, for remote tracebacks: the actor, its node and address."""
+    return (f"actor {os.environ.get('SKYRL_ACTOR_ID', '?')} on node {os.environ.get('SKYRL_NODE_ID', '?')} "
+            f"({os.environ.get('SKYRL_NODE_HOST', '?')}, pid {os.getpid()})")
+
+
 def _dispatch(obj, method, payload):
     try:
         if method.startswith("_"):
@@ -55,7 +61,7 @@ def _dispatch(obj, method, payload):
             result = asyncio.run_coroutine_threadsafe(result, _event_loop()).result()
         return _wire.encode(result)
     except BaseException as e:  # the caller gets it, as Ray re-raises it in get()
-        tb = traceback.format_exc()
+        tb = f"raised in {_where()}\n{traceback.format_exc()}"
         try:
             blob = cloudpickle.dumps(e)
         except Exception:

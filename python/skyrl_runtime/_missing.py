@@ -10,7 +10,8 @@ MISSING = {
     "dag": "call actors directly; compiled graphs are not supported",
     "cancel": "no task cancellation yet: give get() a timeout, kill() the actor",
     "method": "no per-method options yet (num_returns): return a tuple",
-    "timeline": "no timeline yet",
+    "timeline": "`skyrl timeline --job ID -o trace.json` writes a job's Chrome trace (every call of every "
+                "actor, and its steps from report_step), also linked from the dashboard's job page",
     "get_runtime_env": "no runtime_env query yet: pass what the code needs as arguments",
     # ray.util names
     "util.collective": "skyrl_runtime.weight_sync for weights from trainers to engines; torch.distributed "
@@ -18,7 +19,8 @@ MISSING = {
     "util.queue": "an actor holding a collections.deque",
     "util.ActorPool": "a list of handles and wait()",
     "util.state": "nodes(), the actor's _describe(), `skyrl status` and `skyrl list`",
-    "util.metrics": "no user metrics yet",
+    "util.metrics": "skyrl_runtime.report_step(step, metrics) for a job's training figures (the head "
+                    "exports them as skyrl_job_* Prometheus metrics); no user-defined counters yet",
 }
 
 

@@ -2,7 +2,7 @@
 ray.util.scheduling_strategies). Bundles keep their order, and the table says each bundle's
 node and GPU ids, so nobody needs probe actors to learn where a bundle landed."""
 
-import concurrent.futures
+import threading
 
 from . import _api, _edge, _native
 from ._refs import ObjectRef
@@ -10,19 +10,33 @@ from .exceptions import RayError
 
 
 class _Waiting:
-    """A future of a placement group's readiness, for ready()."""
+    """A future of a placement group's readiness, for ready(): resolved once the group is
+    placed (however long that takes, as in Ray), or with the error that ends the wait (the
+    group removed, say). Waits on a daemon thread, so a pending ready() never holds up exit."""
 
     def __init__(self, pg):
-        self._f = concurrent.futures.ThreadPoolExecutor(max_workers=1).submit(pg.wait, 3600)
+        self._done = threading.Event()
+        self._error = None
+        threading.Thread(target=self._wait, args=(pg,), daemon=True, name=f"skyrl-pg-ready-{pg.id}").start()
+
+    def _wait(self, pg):
+        try:
+            while not pg.wait(60):
+                pass
+        except BaseException as e:  # noqa: BLE001 - the caller's get() raises it
+            self._error = e
+        finally:
+            self._done.set()
 
     def done(self):
-        return self._f.done()
+        return self._done.is_set()
 
     def result(self, timeout=None):
-        try:
-            return self._f.result(timeout)
-        except concurrent.futures.TimeoutError:
-            raise _native.Error("DEADLINE_EXCEEDED", "placement group not ready yet") from None
+        if not self._done.wait(timeout):
+            raise _native.Error("DEADLINE_EXCEEDED", "placement group not ready yet")
+        if self._error is not None:
+            raise self._error
+        return True
 
     view = result
 
@@ -74,6 +88,8 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None, _wait_for_
     state = _api._current()
     info = state.client.create_placement_group([{k: float(v) for k, v in b.items()} for b in bundles], strategy,
                                                name, state.namespace, _wait_for_nodes, lifetime == "detached")
+    if lifetime != "detached":
+        state.own("groups", info["placement_group_id"])
     return PlacementGroup(info)
 
 
@@ -89,7 +105,9 @@ def placement_group_table(pg):
 
 def remove_placement_group(pg):
     """Frees the bundles; the actors in them are killed."""
-    _api._current().client.remove_placement_group(pg.id)
+    state = _api._current()
+    state.client.remove_placement_group(pg.id)
+    state.disown("groups", pg.id)
 
 
 class PlacementGroupSchedulingStrategy:

@@ -27,10 +27,11 @@ def _decode(payload):
             exc = cloudpickle.loads(blob)
         except Exception:
             exc = None
+    # remote_tb begins "raised in actor <id> on node <id> (<address>, pid <pid>)".
     if isinstance(exc, BaseException):
-        exc.add_note(f"(raised in the actor)\n{remote_tb}")
+        exc.add_note(remote_tb)
         raise exc
-    raise RemoteError(f"{type_name}: {message}\n(raised in the actor)\n{remote_tb}", "INTERNAL")
+    raise RemoteError(f"{type_name}: {message}\n{remote_tb}", "INTERNAL")
 
 
 class PyActorMethod:

@@ -80,7 +80,9 @@ def test_remote_exceptions_come_back_as_themselves(cluster):
     c = Counter.remote(0)
     with pytest.raises(ValueError, match="bad value 7") as e:
         ray.get(c.fail.remote())
-    assert "raised in the actor" in "".join(e.value.__notes__)
+    info = c._describe()
+    where = f"raised in actor {c._actor_id} on node {info['node_id']}"
+    assert where in "".join(e.value.__notes__), "which actor, on which node"
     assert 'in fail\n    raise ValueError("bad value 7")' in "".join(e.value.__notes__), "the remote traceback"
     with pytest.raises(AttributeError, match="no_such"):
         ray.get(c.no_such.remote())

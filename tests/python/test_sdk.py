@@ -107,6 +107,28 @@ def test_init_twice_and_remote_say_what_to_do(cluster):
         ray.remote(3)
 
 
+def test_init_finds_the_head_skyrl_start_runs_here_on_any_port(monkeypatch, tmp_path):
+    import subprocess
+
+    from skyrl_runtime import _cluster
+
+    monkeypatch.delenv("SKYRL_ADDRESS", raising=False)
+    monkeypatch.delenv("SKYRL_TOKEN", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    skyrl = os.path.join(_cluster.bin_dir(), "skyrl")
+    port = _cluster.free_port()
+    out = subprocess.run([skyrl, "start", "--head", "--port", str(port)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    try:
+        state = ray.init()
+        assert state.address == f"127.0.0.1:{port}", "the started head, not 7420 nor a private cluster"
+        assert state.cluster is None
+        ray.shutdown()
+    finally:
+        subprocess.run([skyrl, "stop", "--grace", "5"], capture_output=True, timeout=60)
+    assert not (tmp_path / ".skyrl" / "run" / "head.address").exists()
+
+
 def test_what_ray_has_and_this_does_not_says_what_to_use_instead():
     with pytest.raises(NotImplementedError, match="torch.distributed"):
         importlib.import_module("skyrl_runtime.util.collective")
