@@ -174,3 +174,56 @@ def test_ready_resolves_once_the_group_is_placed(cluster):
     ray.kill(hog)
     assert ray.get(ref, timeout=30) is pg
     assert pg.wait(timeout_seconds=1) is True
+
+
+def test_a_dead_actor_s_error_says_why(cluster):
+    @ray.remote(num_cpus=0)
+    class Leaves:
+        def leave(self):
+            print("leaving with code 3 on purpose", flush=True)
+            os._exit(3)
+
+        def ping(self):
+            return 1
+
+    a = Leaves.remote()
+    assert ray.get(a.ping.remote(), timeout=30) == 1
+    with pytest.raises(exceptions.RayActorError):
+        ray.get(a.leave.remote(), timeout=30)
+    with pytest.raises(exceptions.RayActorError) as e:
+        ray.get(a.ping.remote(), timeout=30)
+    assert "exit code 3" in str(e.value), str(e.value)
+    assert "leaving with code 3 on purpose" in str(e.value), "with the last lines of its log"
+
+
+def test_get_actor_looks_in_the_namespace_asked_for(cluster):
+    a = ray.cross_language.cpp_actor_class("echo").options(name="twin", namespace="ns1", num_cpus=0).remote()
+    b = ray.cross_language.cpp_actor_class("echo").options(name="twin", num_cpus=0).remote()
+    assert ray.get(a.echo.remote(b"a"), timeout=30) == b"a" and ray.get(b.echo.remote(b"b"), timeout=30) == b"b"
+    assert ray.get_actor("twin", namespace="ns1")._actor_id == a._actor_id
+    assert ray.get_actor("twin")._actor_id == b._actor_id, "init()'s namespace by default"
+    with pytest.raises(ValueError, match="no actor named 'twin' in namespace 'ns2'"):
+        ray.get_actor("twin", namespace="ns2")
+
+
+def test_a_local_cluster_ends_with_the_process_that_started_it(tmp_path):
+    """init() with no cluster anywhere, and the process exits without shutdown()."""
+    script = "import skyrl_runtime as ray\nray.init(address='local')\nprint('PIDS', *ray._api._state.cluster.pids())\n"
+    env = {k: v for k, v in os.environ.items() if k not in ("SKYRL_ADDRESS", "SKYRL_TOKEN")}
+    out = subprocess.run([sys.executable, "-c", script], env={**env, "HOME": str(tmp_path)}, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    pids = [int(p) for line in out.stdout.splitlines() if line.startswith("PIDS ") for p in line.split()[1:]]
+    assert len(pids) == 2, out.stdout
+
+    def running(pid):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    def gone():
+        """the head and the worker are gone"""
+        return not any(running(p) for p in pids)
+    _eventually(gone, 15)

@@ -111,7 +111,8 @@ def kill_a_python_actor(cluster):
         "        print('victim ready to be killed', flush=True)\n"
         "    def pid(self):\n"
         "        return os.getpid()\n"
-        "v = Victim.options(name='victim').remote()\n"
+        # Detached: a driver's own actors die with it, and this one must die of the SIGKILL.
+        "v = Victim.options(name='victim', lifetime='detached').remote()\n"
         "os.kill(ray.get(v.pid.remote(), timeout=60), signal.SIGKILL)\n"
         "print(v._actor_id)\n")
     run = subprocess.run(["/usr/bin/python3", "-c", code], env=cluster.env, capture_output=True, text=True,
