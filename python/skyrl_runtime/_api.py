@@ -64,22 +64,6 @@ def _reachable(address, token):
         raise
 
 
-def _started_head():
-    """The address of the head `skyrl start --head` runs on this machine (recorded beside its
-    pid file, ~/.skyrl/run), or None (runtime/cli/daemons.h)."""
-    run = os.path.join(os.environ.get("HOME") or "/tmp", ".skyrl", "run")
-    try:
-        with open(os.path.join(run, "head.pid")) as f:
-            pid = int(f.read().split()[0])
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            if b"skyrl-" not in f.read().split(b"\0")[0]:
-                return None
-        with open(os.path.join(run, "head.address")) as f:
-            return f.read().strip() or None
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def init(address=None, *, namespace=None, num_cpus=None, ignore_reinit_error=False, runtime_env=None,
          max_call_bytes=None):
     """Connects this process to a cluster, as ray.init() does.
@@ -118,7 +102,8 @@ def init(address=None, *, namespace=None, num_cpus=None, ignore_reinit_error=Fal
             if address != "local":
                 try:
                     token = _edge.load_token()
-                    for candidate in dict.fromkeys(a for a in (_started_head(), "127.0.0.1:7420") if a):
+                    started = _native.started_head_address()
+                    for candidate in dict.fromkeys(a for a in (started, "127.0.0.1:7420") if a):
                         if _reachable(candidate, token):
                             target = candidate
                             break

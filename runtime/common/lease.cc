@@ -23,6 +23,13 @@ absl::Status Errno(absl::string_view what, const std::string& path) {
   return e == ENOENT ? absl::NotFoundError(message) : absl::InternalError(message);
 }
 
+// How long past the deadline in `word` the lease is at `now_ns`.
+std::optional<absl::Duration> OverdueAt(const int64_t* word, int64_t now_ns) {
+  const int64_t deadline = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+  if (deadline == LeaseWriter::kNoDeadline || now_ns <= deadline) return std::nullopt;
+  return absl::Nanoseconds(now_ns - deadline);
+}
+
 }  // namespace
 
 int64_t MonotonicNowNs() {
@@ -87,10 +94,8 @@ LeaseReader::~LeaseReader() {
   if (word_ != nullptr) munmap(const_cast<int64_t*>(word_), kSize);
 }
 
-std::optional<absl::Duration> LeaseReader::Overdue(int64_t now_ns) const {
-  const int64_t deadline = __atomic_load_n(word_, __ATOMIC_ACQUIRE);
-  if (deadline == LeaseWriter::kNoDeadline || now_ns <= deadline) return std::nullopt;
-  return absl::Nanoseconds(now_ns - deadline);
-}
+std::optional<absl::Duration> LeaseWriter::Overdue(int64_t now_ns) const { return OverdueAt(word_, now_ns); }
+
+std::optional<absl::Duration> LeaseReader::Overdue(int64_t now_ns) const { return OverdueAt(word_, now_ns); }
 
 }  // namespace skyrl

@@ -37,6 +37,8 @@ class LeaseWriter {
 
   // The deadline becomes `valid_for` from now (InfiniteDuration: none; zero or less: passed).
   void ExtendFor(absl::Duration valid_for);
+  // As LeaseReader::Overdue.
+  std::optional<absl::Duration> Overdue(int64_t now_ns) const;
   const std::string& path() const { return path_; }
 
  private:

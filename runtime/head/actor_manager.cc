@@ -206,7 +206,9 @@ absl::Status ActorManager::Recover() {
       (void)Persist(a);
       StartRestart(id, address);
       ++resumed;
-    } else if (a.state() == v1::ACTOR_ALIVE && WorkerAddress(a.node_id()).empty()) {
+    } else if (a.state() == v1::ACTOR_ALIVE && WorkerAddress(a.node_id()).empty() &&
+               !nodes_.DeathUnconfirmed(a.node_id())) {
+      // (A node whose death is unconfirmed keeps its actors until it is: OnNodeDead.)
       HandleDeath(id, absl::StrCat("node lost while the head was down: ", a.node_id()),
                   DeathCause::kNodeLost);
       ++resumed;
@@ -475,6 +477,7 @@ absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const
         Release(id);
         (void)Persist(a);
       } else {
+        ++failed_starts_[id];
         HandleDeath(id, reason, DeathCause::kStartFailed);
       }
       return a;
@@ -486,6 +489,7 @@ absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const
         return a;
       }
       a.set_state(v1::ACTOR_ALIVE);
+      failed_starts_.erase(id);
       (void)Persist(a);
       // Routine at thousands a second: debug (deaths and restarts are logged at info/warn).
       spdlog::debug("actor {} ({}) ALIVE on {} at {}", id.ToString(), a.spec().class_name(), a.node_id(),
@@ -508,6 +512,7 @@ void ActorManager::HandleDeath(const ActorId& id, const std::string& reason, Dea
   Release(id);
   int max = a.spec().max_restarts();
   if (max >= 0 && a.restarts() >= max) {
+    failed_starts_.erase(id);
     SetDead(id, a, cause);
     a.set_death_reason(max > 0 ? absl::StrCat(reason, " (no restarts left: ", max, " used)") : reason);
     a.set_address("");
@@ -525,10 +530,15 @@ void ActorManager::HandleDeath(const ActorId& id, const std::string& reason, Dea
   spdlog::warn("actor {} died ({}); restart {} of {}", id.ToString(), reason, a.restarts(),
                max < 0 ? std::string("unlimited") : std::to_string(max));
   // A stopping head leaves it RESTARTING in the store; the next head's Recover restarts it.
-  if (!stopping_) StartRestart(id, "");
+  // Failed starts in a row: at once, then after 50 ms, doubling up to 2 s.
+  absl::Duration delay;
+  if (auto f = failed_starts_.find(id);
+      cause == DeathCause::kStartFailed && f != failed_starts_.end() && f->second > 1)
+    delay = std::min(absl::Milliseconds(50) * (1 << std::min(f->second - 2, 6)), absl::Seconds(2));
+  if (!stopping_) StartRestart(id, "", delay);
 }
 
-void ActorManager::StartRestart(const ActorId& id, const std::string& kill_first_at) {
+void ActorManager::StartRestart(const ActorId& id, const std::string& kill_first_at, absl::Duration delay) {
   for (auto it = restarts_.begin(); it != restarts_.end();) {
     if (it->done->load()) {
       it->thread.join();  // already finished: returns at once
@@ -538,7 +548,15 @@ void ActorManager::StartRestart(const ActorId& id, const std::string& kill_first
     }
   }
   auto done = std::make_shared<std::atomic<bool>>(false);
-  restarts_.push_back(Restart{std::thread([this, id, done, kill_first_at] {
+  restarts_.push_back(Restart{std::thread([this, id, done, kill_first_at, delay] {
+                                if (delay > absl::ZeroDuration()) {
+                                  absl::MutexLock lock(&mu_);
+                                  mu_.AwaitWithTimeout(absl::Condition(&stopping_), delay);
+                                  if (stopping_) {
+                                    done->store(true);
+                                    return;
+                                  }
+                                }
                                 // A process left from an interrupted start must not outlive it.
                                 if (!kill_first_at.empty())
                                   (void)workers_.KillActor(kill_first_at, id.ToString());
@@ -551,12 +569,17 @@ void ActorManager::StartRestart(const ActorId& id, const std::string& kill_first
 void ActorManager::OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit) {
   absl::StatusOr<ActorId> id = ActorId::Parse(exit.actor_id());
   if (!id.ok()) return;
+  // A node back from an unconfirmed death stops its old actors: their confirmed death (the
+  // listener's OnNodeDead) restarts them.
+  if (nodes_.DeathUnconfirmed(node.ToString())) return;
   TrimmingLock lock(this);
   auto it = actors_.find(*id);
   if (it == actors_.end() || it->second.node_id() != node.ToString()) return;  // stale report
   v1::ActorInfo& a = it->second;
   if (a.state() == v1::ACTOR_PENDING) {
-    exited_while_starting_.insert(*id);
+    // An exit that was asked for is the previous incarnation's on this node (stopped when the
+    // node came back from a death), not the one starting.
+    if (!exit.killed_by_request()) exited_while_starting_.insert(*id);
     return;
   }
   if (a.state() != v1::ACTOR_ALIVE) return;

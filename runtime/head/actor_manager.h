@@ -155,7 +155,9 @@ class ActorManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Places and starts it again on a thread of its own, after killing a leftover process at
   // `kill_first_at` (a worker address) when one is given.
-  void StartRestart(const ActorId& id, const std::string& kill_first_at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After `delay` (cut short when the manager stops).
+  void StartRestart(const ActorId& id, const std::string& kill_first_at,
+                    absl::Duration delay = absl::ZeroDuration()) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Persist(const v1::ActorInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes `a` DEAD, stamped with the time, frees its name, and queues it for eviction (once:
   // DEAD is final). Every transition to DEAD of an actor in the table goes through here.
@@ -201,6 +203,9 @@ class ActorManager {
   // Placement group id -> its actors, so removing a group does not scan every actor.
   absl::flat_hash_map<std::string, absl::flat_hash_set<ActorId>> by_group_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<ActorId> exited_while_starting_ ABSL_GUARDED_BY(mu_);
+  // Starts that failed in a row (not the constructor's error): each restart after the first
+  // waits longer, so a node that keeps refusing is not asked thousands of times a second.
+  absl::flat_hash_map<ActorId, int> failed_starts_ ABSL_GUARDED_BY(mu_);
   // Restarts in progress, each on its own thread; finished ones are joined when the next
   // restart starts, so the list stays as long as the restarts actually waiting.
   struct Restart {

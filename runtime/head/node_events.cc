@@ -10,9 +10,23 @@ void SchedulingNodeListener::OnNodeAlive(const v1::NodeInfo& node) {
   groups_.RetryPending();
 }
 
+void SchedulingNodeListener::OnNodeSilent(const NodeId& node) {
+  scheduler::Cluster::Displaced displaced =
+      resources_.With([&](scheduler::Cluster& c) { return c.RemoveNode(node.ToString()); });
+  absl::MutexLock lock(&mu_);
+  silent_[node] = std::move(displaced);
+}
+
 void SchedulingNodeListener::OnNodeDead(const NodeId& node, const std::string& reason) {
   scheduler::Cluster::Displaced displaced =
       resources_.With([&](scheduler::Cluster& c) { return c.RemoveNode(node.ToString()); });
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = silent_.find(node); it != silent_.end()) {
+      for (auto& b : it->second.bundles) displaced.bundles.push_back(std::move(b));
+      silent_.erase(it);
+    }
+  }
   actors_.OnNodeDead(node, reason);
   groups_.OnBundlesLost(displaced.bundles, reason);
 }

@@ -1,5 +1,7 @@
 #include "runtime/head/node_manager.h"
 
+#include <algorithm>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -34,6 +36,9 @@ absl::Status ValidateNodeInfo(const v1::NodeInfo& info) {
         absl::StrCat("node.gpu_ids: ", info.gpu_ids_size(), " ids for GPU=", resources->Get(kGPU)));
   if (info.hostname().size() > 256)
     return absl::InvalidArgumentError("node.hostname: longer than 256 characters");
+  if (info.head_retry_window_ms() < 0 || info.head_retry_window_ms() > int64_t{366} * 24 * 3600 * 1000)
+    return absl::InvalidArgumentError(absl::StrCat("node.head_retry_window_ms: ", info.head_retry_window_ms(),
+                                                   " is not within [0, a year]"));
   return absl::OkStatus();
 }
 
@@ -64,7 +69,29 @@ absl::Status NodeManager::Recover() {
     }
     // Heartbeat times are not persisted: give every alive node a full window to reconnect.
     if (info.state() == v1::NODE_ALIVE) info.set_last_heartbeat_unix_ms(now_ms);
+    if (info.state() == v1::NODE_ALIVE || info.death_unconfirmed()) recovered_.push_back(*id);
     nodes_[*id] = std::move(info);
+  }
+  // Deaths the previous head had not confirmed: afresh, against the nodes recovered (the
+  // lists it sent are gone), waiting out any support given meanwhile.
+  const absl::Time now = clock_.Now();
+  const absl::Duration limit = options_.heartbeat_period * options_.heartbeat_misses;
+  for (const auto& [id, info] : nodes_) {
+    if (!info.death_unconfirmed()) continue;
+    Unconfirmed u;
+    u.back = info.state() == v1::NODE_ALIVE;  // registered again, not yet heard since
+    u.version = peers_version_;
+    for (const NodeId& other : recovered_)
+      if (other != id) u.eligible.insert(other);
+    u.needed = recovered_.size() <= 1 ? 0 : (recovered_.size() + 1) / 2;
+    u.not_before = now + limit;
+    u.give_up_at = info.head_retry_window_ms() > 0
+                       ? now + absl::Milliseconds(info.head_retry_window_ms()) + limit
+                       : absl::InfiniteFuture();
+    u.reason = info.death_reason();
+    spdlog::info("node {}: its death is not confirmed yet; waiting for {} of its peers", id.ToString(),
+                 u.needed);
+    unconfirmed_[id] = std::move(u);
   }
   spdlog::info("recovered {} nodes from the store", nodes_.size());
   return absl::OkStatus();
@@ -81,8 +108,14 @@ absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead) 
   info.set_last_heartbeat_unix_ms(now_ms);
   info.clear_death_reason();
   absl::MutexLock events(&events_mu_);
+  bool announce = true;
   {
     absl::MutexLock lock(&mu_);
+    // Back from an unconfirmed death: it stops the actors it had on this reply, then
+    // heartbeats; its death is confirmed (they restart elsewhere) and it is announced ALIVE
+    // only then, in CheckLiveness. Stored so, in case the head restarts meanwhile.
+    auto u = unconfirmed_.find(id);
+    info.set_death_unconfirmed(u != unconfirmed_.end());
     auto known = nodes_.find(id);
     // Also when a registration since the death was made but not yet followed by a heartbeat:
     // its reply (with was_dead) may have been lost, and the worker is asking again.
@@ -91,33 +124,137 @@ absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead) 
     if (was_dead) *was_dead = dead;
     if (absl::Status s = Persist(info); !s.ok()) return s;
     if (dead) unacknowledged_deaths_.insert(id);
+    if (u != unconfirmed_.end()) {
+      u->second.back = true;
+      u->second.stopped = false;
+      announce = false;
+      spdlog::info(
+          "node {} is back before its death was confirmed: confirmed once it has stopped its old actors",
+          id.ToString());
+    }
+    held_[id] = HeldLists{};  // it holds no peer list yet
     spdlog::info(
         "node {} registered: {} resources {}", id.ToString(), info.hostname(),
         ResourceSet::FromMap({info.resources_total().begin(), info.resources_total().end()})->ToString());
     nodes_[id] = info;
   }
-  if (listener_) listener_->OnNodeAlive(info);
+  if (listener_ && announce) listener_->OnNodeAlive(info);
   return id;
 }
 
-absl::Status NodeManager::Heartbeat(const NodeId& id, uint64_t known_peers_version, PeerList* peers) {
+absl::Status NodeManager::Heartbeat(const NodeId& id, uint64_t known_peers_version, PeerList* peers,
+                                    const std::vector<PeerSupport>& supports) {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(id);
   if (it == nodes_.end() || it->second.state() != v1::NODE_ALIVE)
     return absl::NotFoundError(absl::StrCat(
         "node ", id.ToString(), it == nodes_.end() ? " is unknown" : " is dead", ": register again"));
-  it->second.set_last_heartbeat_unix_ms(absl::ToUnixMillis(clock_.Now()));
+  const absl::Time now = clock_.Now();
+  it->second.set_last_heartbeat_unix_ms(absl::ToUnixMillis(now));
   // A heartbeat follows a registration whose reply the worker got: it knows of the death.
   unacknowledged_deaths_.erase(id);
+  HeldLists& held = held_[id];
+  held.reported = known_peers_version;
+  held.sent = known_peers_version;
   if (peers != nullptr) {
     peers->version = peers_version_;
     peers->changed = known_peers_version != peers_version_;
     peers->addresses.clear();
+    peers->node_ids.clear();
     if (peers->changed)
       for (const auto& [other, info] : nodes_)
-        if (other != id && info.state() == v1::NODE_ALIVE) peers->addresses.push_back(info.address());
+        if (other != id && info.state() == v1::NODE_ALIVE) {
+          peers->addresses.push_back(info.address());
+          peers->node_ids.push_back(other.ToString());
+        }
+    held.sent = peers_version_;
+    RecordList();
   }
+  // Back from an unconfirmed death, it heartbeats after stopping its old actors.
+  if (auto u = unconfirmed_.find(id); u != unconfirmed_.end() && u->second.back) u->second.stopped = true;
+  // Holding a list without them, this node no longer counts the unconfirmed dead alive.
+  for (auto& [dead, u] : unconfirmed_)
+    if (known_peers_version >= u.version && u.eligible.contains(id)) u.confirmed.insert(id);
+  const absl::Duration limit = options_.heartbeat_period * options_.heartbeat_misses;
+  for (const PeerSupport& s : supports)
+    if (auto u = unconfirmed_.find(s.node); u != unconfirmed_.end())
+      u->second.not_before =
+          std::max(u->second.not_before, now - std::max(s.ago, absl::ZeroDuration()) + limit);
   return absl::OkStatus();
+}
+
+void NodeManager::RecordList() {
+  if (lists_.contains(peers_version_)) return;
+  std::vector<NodeId>& list = lists_[peers_version_];
+  for (const auto& [id, info] : nodes_)
+    if (info.state() == v1::NODE_ALIVE) list.push_back(id);
+}
+
+const std::vector<NodeId>* NodeManager::ListAt(uint64_t version) const {
+  auto it = lists_.find(version);
+  return it == lists_.end() ? nullptr : &it->second;
+}
+
+void NodeManager::PruneLists() {
+  if (lists_.size() <= 2 * held_.size() + 4) return;
+  absl::flat_hash_set<uint64_t> keep = {peers_version_};
+  for (const auto& [id, h] : held_) keep.insert({h.reported, h.sent});
+  absl::erase_if(lists_, [&](const auto& entry) { return !keep.contains(entry.first); });
+}
+
+NodeManager::Unconfirmed NodeManager::Confirmation(const NodeId& id, const v1::NodeInfo& info,
+                                                   absl::Time now) {
+  const absl::Duration limit = options_.heartbeat_period * options_.heartbeat_misses;
+  Unconfirmed u;
+  u.not_before = now;
+  u.give_up_at = info.head_retry_window_ms() > 0 ? absl::FromUnixMillis(info.last_heartbeat_unix_ms()) +
+                                                       absl::Milliseconds(info.head_retry_window_ms()) + limit
+                                                 : absl::InfiniteFuture();
+  HeldLists held;
+  if (auto h = held_.find(id); h != held_.end()) held = h->second;
+  std::vector<const std::vector<NodeId>*> views;
+  for (uint64_t v : {held.reported, held.sent}) {
+    if (v == 0) return u;  // it may hold no list
+    const std::vector<NodeId>* list = ListAt(v);
+    if (list == nullptr && !recovered_.empty()) list = &recovered_;  // a list from a previous head
+    // No list, or one of itself alone: it may count itself a lone node, which keeps its
+    // actors whatever its peers say, so they cannot confirm anything. At once, as for one.
+    if (list == nullptr || list->size() <= 1) return u;
+    views.push_back(list);
+  }
+  size_t largest = 0;
+  for (const auto* view : views) largest = std::max(largest, view->size());
+  u.needed = (largest + 1) / 2;
+  for (const NodeId& peer : *views[0]) {
+    if (peer == id) continue;
+    bool everywhere = true;
+    for (const auto* view : views)
+      everywhere = everywhere && std::find(view->begin(), view->end(), peer) != view->end();
+    if (everywhere) u.eligible.insert(peer);
+  }
+  return u;
+}
+
+bool NodeManager::Confirm(const NodeId& id) {
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return true;
+  v1::NodeInfo updated = it->second;
+  updated.set_death_unconfirmed(false);
+  if (absl::Status s = Persist(updated); !s.ok()) {
+    spdlog::warn("node {}: cannot record its confirmed death: {}", id.ToString(), s.message());
+    return false;
+  }
+  it->second = std::move(updated);
+  unconfirmed_.erase(id);
+  held_.erase(id);
+  return true;
+}
+
+bool NodeManager::DeathUnconfirmed(absl::string_view node_id) const {
+  absl::StatusOr<NodeId> id = NodeId::Parse(node_id);
+  if (!id.ok()) return false;
+  absl::MutexLock lock(&mu_);
+  return unconfirmed_.contains(*id);
 }
 
 absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason) {
@@ -127,14 +264,24 @@ absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason)
     absl::MutexLock lock(&mu_);
     auto it = nodes_.find(id);
     if (it == nodes_.end()) return absl::NotFoundError(absl::StrCat("node ", id.ToString(), " is unknown"));
-    if (it->second.state() == v1::NODE_DEAD) return absl::OkStatus();
-    v1::NodeInfo updated = it->second;
-    updated.set_state(v1::NODE_DEAD);
-    updated.set_death_reason(absl::StrCat("node left: ", reason.substr(0, 512)));
-    if (absl::Status s = Persist(updated); !s.ok()) return s;
-    why = updated.death_reason();
-    it->second = std::move(updated);
-    spdlog::info("node {} unregistered: {}", id.ToString(), reason.substr(0, 512));
+    if (it->second.state() == v1::NODE_DEAD) {
+      // Declared dead while cut off, and now leaving: it has stopped its actors.
+      auto u = unconfirmed_.find(id);
+      if (u == unconfirmed_.end()) return absl::OkStatus();
+      why = u->second.reason;
+      if (!Confirm(id))
+        return absl::UnavailableError(absl::StrCat("node ", id.ToString(), ": cannot record its death"));
+      spdlog::info("node {} unregistered: its death is confirmed", id.ToString());
+    } else {
+      v1::NodeInfo updated = it->second;
+      updated.set_state(v1::NODE_DEAD);
+      updated.set_death_reason(absl::StrCat("node left: ", reason.substr(0, 512)));
+      if (absl::Status s = Persist(updated); !s.ok()) return s;
+      why = updated.death_reason();
+      it->second = std::move(updated);
+      held_.erase(id);
+      spdlog::info("node {} unregistered: {}", id.ToString(), reason.substr(0, 512));
+    }
   }
   if (listener_) listener_->OnNodeDead(id, why);
   return absl::OkStatus();
@@ -142,17 +289,21 @@ absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason)
 
 std::vector<NodeId> NodeManager::CheckLiveness() {
   absl::MutexLock events(&events_mu_);
-  std::vector<std::pair<NodeId, std::string>> died = CheckLivenessLocked();
-  std::vector<NodeId> ids;
-  for (const auto& [id, reason] : died) {
-    if (listener_) listener_->OnNodeDead(id, reason);
-    ids.push_back(id);
+  Check check = CheckLivenessLocked();
+  if (listener_) {
+    absl::flat_hash_set<NodeId> confirmed;
+    for (const auto& [id, reason] : check.confirmed) confirmed.insert(id);
+    for (const NodeId& id : check.declared)
+      if (!confirmed.contains(id)) listener_->OnNodeSilent(id);
+    for (const auto& [id, reason] : check.confirmed) listener_->OnNodeDead(id, reason);
+    for (const v1::NodeInfo& node : check.back) listener_->OnNodeAlive(node);
   }
-  return ids;
+  return check.declared;
 }
 
-std::vector<std::pair<NodeId, std::string>> NodeManager::CheckLivenessLocked() {
-  std::vector<std::pair<NodeId, std::string>> died;
+NodeManager::Check NodeManager::CheckLivenessLocked() {
+  Check check;
+  std::vector<std::pair<NodeId, std::string>>& died = check.confirmed;
   absl::MutexLock lock(&mu_);
   absl::Time now = clock_.Now();
   absl::Duration limit = options_.heartbeat_period * options_.heartbeat_misses;
@@ -172,7 +323,7 @@ std::vector<std::pair<NodeId, std::string>> NodeManager::CheckLivenessLocked() {
             absl::FormatDuration(limit / 2));
       isolated_ = true;
       last_check_ = now;
-      return died;
+      return check;
     }
     if (isolated_) {
       // A node is heard again. The silent ones may only now learn (from their peers) that the
@@ -182,7 +333,7 @@ std::vector<std::pair<NodeId, std::string>> NodeManager::CheckLivenessLocked() {
       last_check_ = now;
       for (auto& [id, info] : nodes_)
         if (info.state() == v1::NODE_ALIVE) info.set_last_heartbeat_unix_ms(absl::ToUnixMillis(now));
-      return died;
+      return check;
     }
   }
   std::optional<absl::Time> previous = last_check_;
@@ -192,8 +343,27 @@ std::vector<std::pair<NodeId, std::string>> NodeManager::CheckLivenessLocked() {
                  absl::FormatDuration(absl::Trunc(now - *previous, absl::Milliseconds(1))));
     for (auto& [id, info] : nodes_)
       if (info.state() == v1::NODE_ALIVE) info.set_last_heartbeat_unix_ms(absl::ToUnixMillis(now));
-    return died;
+    return check;
   }
+  // Deaths confirmed since the last check (one declared in this check waits for the next).
+  std::vector<NodeId> ready;
+  for (const auto& [id, u] : unconfirmed_)
+    if (u.stopped || (u.confirmed.size() >= u.needed && now >= u.not_before) || now >= u.give_up_at)
+      ready.push_back(id);
+  for (const NodeId& id : ready) {
+    const Unconfirmed& u = unconfirmed_.at(id);
+    std::string how = u.stopped ? "it came back and stopped its old actors"
+                      : u.confirmed.size() >= u.needed && now >= u.not_before
+                          ? absl::StrCat(u.confirmed.size(), " of its peers know of it")
+                          : "its worker has given up on the head and exited by now";
+    std::string reason = u.reason;
+    const bool back = u.back;
+    if (!Confirm(id)) continue;
+    spdlog::warn("node {}: death confirmed ({}); its actors restart elsewhere", id.ToString(), how);
+    died.emplace_back(id, std::move(reason));
+    if (back) check.back.push_back(nodes_.at(id));
+  }
+  const bool confirm = options_.confirm_deaths && fencing();
   for (auto& [id, info] : nodes_) {
     if (info.state() != v1::NODE_ALIVE) continue;
     absl::Duration silent = now - absl::FromUnixMillis(info.last_heartbeat_unix_ms());
@@ -203,16 +373,37 @@ std::vector<std::pair<NodeId, std::string>> NodeManager::CheckLivenessLocked() {
     updated.set_death_reason(absl::StrCat("node lost: no heartbeat for ",
                                           absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1))),
                                           " (", options_.heartbeat_misses, " missed)"));
+    Unconfirmed u;
+    if (confirm) u = Confirmation(id, info, now);
+    updated.set_death_unconfirmed(u.needed > 0);
     // Keep the node alive in memory if the store refuses; the next check retries.
     if (absl::Status s = Persist(updated); !s.ok()) {
       spdlog::warn("node {}: cannot record death: {}", id.ToString(), s.message());
       continue;
     }
-    spdlog::warn("node {} is dead: {}", id.ToString(), updated.death_reason());
-    died.emplace_back(id, updated.death_reason());
+    check.declared.push_back(id);
+    if (u.needed == 0) {
+      spdlog::warn("node {} is dead: {}", id.ToString(), updated.death_reason());
+      died.emplace_back(id, updated.death_reason());
+      held_.erase(id);
+    } else {
+      // Lists from the version just stored on leave it out.
+      u.version = peers_version_;
+      u.reason = updated.death_reason();
+      spdlog::warn(
+          "node {} is dead: {}; its actors restart elsewhere once {} of the {} peers it knows of have heard "
+          "so{}",
+          id.ToString(), updated.death_reason(), u.needed, u.eligible.size(),
+          u.give_up_at == absl::InfiniteFuture()
+              ? ""
+              : absl::StrCat(", or at the latest after its worker's retry window, ",
+                             absl::FormatDuration(u.give_up_at - now), " from now"));
+      unconfirmed_[id] = std::move(u);
+    }
     info = std::move(updated);
   }
-  return died;
+  PruneLists();
+  return check;
 }
 
 std::optional<v1::NodeInfo> NodeManager::Find(absl::string_view node_id) const {

@@ -7,12 +7,24 @@
 // Isolation guard: with two or more nodes ALIVE, a node is declared dead only while the head
 // hears another. When none has been heard for half the death threshold, the head is more
 // likely cut off from them than they all died at once: it declares none dead until one is
-// heard again, and then gives every ALIVE node a fresh window. Workers fence on the same
-// rule (worker::HeadLink): a worker cut off from the head stops its actors unless every peer
-// it asks is cut off too, so a node is not declared dead (its actors restarted elsewhere)
-// while its own actors still serve. A lone node is declared dead by silence alone, as
-// without the guard (it has no peers to ask, and does not fence): its actors wait for room
-// elsewhere, and when it comes back its old actors are stopped.
+// heard again, and then gives every ALIVE node a fresh window.
+//
+// Confirmed deaths (with the guard and 4 misses or more, when workers fence). A worker cut
+// off from the head keeps its actors only while more than half of the nodes on its peer list
+// (itself included) are cut off too and still count it alive (worker::HeadLink). So a node
+// declared DEAD by silence is marked `death_unconfirmed`, and its actors restart elsewhere
+// (the listener's OnNodeDead) only once
+//   - at least half (rounded up) of the nodes on every peer list it may hold have heartbeated
+//     with a list that no longer has it (they will not count it alive again), and
+//   - every support such a node gave it (HeartbeatRequest.supports) is a death threshold old,
+// or, failing that, once the node's own retry window (NodeInfo.head_retry_window_ms, after
+// which its worker exits) and a threshold have passed since it was last heard. Two such
+// halves cannot both hold, so at no time do two incarnations of an actor serve, whichever
+// way the network splits; the price is that when more than half of a node's peers die with
+// it at once, its actors wait for the retry window. A lone node (its list holds no other, or
+// none yet) is confirmed at once: it cannot be told from a dead one. The confirmation state
+// lives in memory; after a head restart, an unconfirmed death is confirmed afresh against
+// the recovered ALIVE nodes.
 // Every state change is written to the store (table "nodes") before it is acknowledged;
 // heartbeat times are kept in memory only and restart from "now" after Recover().
 // Time comes from the injected Clock, so liveness is tested without sleeping.
@@ -44,6 +56,8 @@ struct NodeManagerOptions {
   // The isolation guard above. Off: a silent node is dead after the threshold, whatever else
   // is heard.
   bool isolation_guard = true;
+  // Confirmed deaths, above (only where workers fence: the guard and 4 misses or more).
+  bool confirm_deaths = true;
 };
 
 // The worker addresses of the ALIVE nodes other than the asking one, for fencing.
@@ -51,6 +65,13 @@ struct PeerList {
   bool changed = false;  // false: the caller's version is current, `addresses` is empty
   uint64_t version = 0;
   std::vector<std::string> addresses;
+  std::vector<std::string> node_ids;  // beside addresses
+};
+
+// A worker's word that it counted a cut-off peer alive (HeartbeatRequest.supports).
+struct PeerSupport {
+  NodeId node;
+  absl::Duration ago;  // when the heartbeat was sent
 };
 
 inline constexpr char kNodesTable[] = "nodes";
@@ -62,6 +83,9 @@ class NodeListener {
   virtual ~NodeListener() = default;
   virtual void OnNodeAlive(const v1::NodeInfo& node) = 0;
   virtual void OnNodeDead(const NodeId& node, const std::string& reason) = 0;
+  // Declared DEAD by silence, its death not yet confirmed: nothing new goes there, but its
+  // actors stay until OnNodeDead.
+  virtual void OnNodeSilent(const NodeId& /*node*/) {}
 };
 
 class NodeManager {
@@ -77,20 +101,60 @@ class NodeManager {
   // heartbeat from it since it registered again).
   absl::StatusOr<NodeId> Register(v1::NodeInfo info, bool* was_dead = nullptr);
   // NotFound for an unknown or dead node. With `peers`, also the other ALIVE nodes'
-  // addresses when their list changed since `known_peers_version`.
-  absl::Status Heartbeat(const NodeId& id, uint64_t known_peers_version = 0, PeerList* peers = nullptr);
+  // addresses when their list changed since `known_peers_version`. `supports`: the peers the
+  // node counted alive lately.
+  absl::Status Heartbeat(const NodeId& id, uint64_t known_peers_version = 0, PeerList* peers = nullptr,
+                         const std::vector<PeerSupport>& supports = {});
   absl::Status Unregister(const NodeId& id, absl::string_view reason);
-  // Marks every ALIVE node whose last heartbeat is older than period x misses DEAD, tells
-  // the listener, and returns those nodes.
+  // Marks every ALIVE node whose last heartbeat is older than period x misses DEAD and
+  // returns those nodes; tells the listener of every death confirmed (see above).
   std::vector<NodeId> CheckLiveness();
+  // Whether workers fence: the head then confirms deaths.
+  bool fencing() const { return options_.isolation_guard && options_.heartbeat_misses >= 4; }
+  // DEAD by silence and not yet confirmed (its actors have not restarted elsewhere).
+  bool DeathUnconfirmed(absl::string_view node_id) const;
   std::vector<v1::NodeInfo> List() const;
   // The node's row; nullopt when unknown (or not a node id).
   std::optional<v1::NodeInfo> Find(absl::string_view node_id) const;
   const NodeManagerOptions& options() const { return options_; }
 
  private:
+  // A death awaiting confirmation.
+  struct Unconfirmed {
+    uint64_t version = 0;                  // peer lists from this version on leave it out
+    absl::flat_hash_set<NodeId> eligible;  // on every list it may hold
+    size_t needed = 0;                     // confirmations it takes
+    absl::flat_hash_set<NodeId> confirmed;
+    absl::Time not_before;  // supports given to it have run out
+    absl::Time give_up_at;  // its worker has exited by then
+    std::string reason;
+    // Registered again (ALIVE, told was_dead, so stopping its old actors); once it has
+    // heartbeated since, it has: confirmed.
+    bool back = false;
+    bool stopped = false;
+  };
+  // The peer lists a node may hold: the one it last said it has, and the one last sent.
+  struct HeldLists {
+    uint64_t reported = 0;
+    uint64_t sent = 0;
+  };
+  struct Check {
+    std::vector<NodeId> declared;
+    std::vector<std::pair<NodeId, std::string>> confirmed;  // for the listener
+    std::vector<v1::NodeInfo> back;                         // confirmed and ALIVE again: after their deaths
+  };
+
   absl::Status Persist(const v1::NodeInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<std::pair<NodeId, std::string>> CheckLivenessLocked() ABSL_LOCKS_EXCLUDED(mu_);
+  Check CheckLivenessLocked() ABSL_LOCKS_EXCLUDED(mu_);
+  // What confirms the death of `id` (just declared), from the lists it may hold.
+  Unconfirmed Confirmation(const NodeId& id, const v1::NodeInfo& info, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records the confirmation of a DEAD node; false when the store refused (retried later).
+  bool Confirm(const NodeId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The ALIVE nodes at this version (recorded when first sent); nullptr when not known.
+  const std::vector<NodeId>* ListAt(uint64_t version) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordList() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PruneLists() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   store::Store& store_;
   const Clock& clock_;
@@ -108,6 +172,12 @@ class NodeManager {
   absl::flat_hash_set<NodeId> unacknowledged_deaths_ ABSL_GUARDED_BY(mu_);
   // Changes whenever the set of ALIVE nodes or an address does (PeerList::version).
   uint64_t peers_version_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<NodeId, Unconfirmed> unconfirmed_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::vector<NodeId>> lists_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<NodeId, HeldLists> held_ ABSL_GUARDED_BY(mu_);
+  // The nodes ALIVE (or unconfirmed DEAD) when the table was recovered: the list taken for
+  // one a previous head sent.
+  std::vector<NodeId> recovered_ ABSL_GUARDED_BY(mu_);
 };
 
 // Validates a node description from outside; errors name the field.

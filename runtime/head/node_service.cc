@@ -2,9 +2,15 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "runtime/rpc/status.h"
 
 namespace skyrl::head {
+namespace {
+// A worker supports at most its peers; more than any cluster has is a bad request.
+constexpr int kMaxSupports = 4096;
+}  // namespace
+
 grpc::ServerUnaryReactor* NodeServiceImpl::RegisterNode(grpc::CallbackServerContext* ctx,
                                                         const v1::RegisterNodeRequest* req,
                                                         v1::RegisterNodeReply* reply) {
@@ -17,8 +23,7 @@ grpc::ServerUnaryReactor* NodeServiceImpl::RegisterNode(grpc::CallbackServerCont
   reply->set_heartbeat_period_ms(absl::ToInt64Milliseconds(nodes_.options().heartbeat_period));
   // Workers fence only against a head that will not declare nodes dead while it hears none,
   // and only when a period leaves them the time to (worker::HeadLink: 4 misses or more).
-  if (nodes_.options().isolation_guard && nodes_.options().heartbeat_misses >= 4)
-    reply->set_heartbeat_misses(nodes_.options().heartbeat_misses);
+  if (nodes_.fencing()) reply->set_heartbeat_misses(nodes_.options().heartbeat_misses);
   return rpc::FinishNow(ctx, grpc::Status::OK);
 }
 
@@ -28,12 +33,26 @@ grpc::ServerUnaryReactor* NodeServiceImpl::Heartbeat(grpc::CallbackServerContext
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   absl::StatusOr<NodeId> id = NodeId::Parse(req->node_id());
   if (!id.ok()) return rpc::FinishNow(ctx, rpc::ToGrpc(id.status()));
+  if (req->supports_size() > kMaxSupports)
+    return rpc::FinishNow(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                            absl::StrCat("supports: more than ", kMaxSupports)));
+  std::vector<PeerSupport> supports;
+  for (const v1::PeerSupport& s : req->supports()) {
+    absl::StatusOr<NodeId> peer = NodeId::Parse(s.node_id());
+    if (!peer.ok() || s.since_ms() < 0)
+      return rpc::FinishNow(
+          ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            absl::StrCat("supports.node_id ", s.node_id().substr(0, 64), " / since_ms ",
+                                         s.since_ms(), ": not a node id, or negative")));
+    supports.push_back({*peer, absl::Milliseconds(s.since_ms())});
+  }
   PeerList peers;
-  if (absl::Status s = nodes_.Heartbeat(*id, req->peers_version(), &peers); !s.ok())
+  if (absl::Status s = nodes_.Heartbeat(*id, req->peers_version(), &peers, supports); !s.ok())
     return rpc::FinishNow(ctx, rpc::ToGrpc(s));
   reply->set_peers_changed(peers.changed);
   reply->set_peers_version(peers.version);
   for (std::string& a : peers.addresses) reply->add_peer_addresses(std::move(a));
+  for (std::string& n : peers.node_ids) reply->add_peer_node_ids(std::move(n));
   return rpc::FinishNow(ctx, grpc::Status::OK);
 }
 

@@ -106,6 +106,14 @@ absl::Status ActorProcesses::Launch(const ActorLaunch& launch) {
   o.log_path = LogPath(launch.actor_id);
   o.working_dir = launch.working_dir;
   absl::MutexLock lock(&mu_);
+  if (auto old = children_.find(launch.actor_id); old != children_.end() && old->second.kill_requested) {
+    // The previous incarnation is being stopped (the head restarts it here after this node
+    // came back from a death, or after a kill): it goes first.
+    old->second.process.Signal(SIGKILL).IgnoreError();
+    auto gone = [this, &launch]()
+                    ABSL_NO_THREAD_SAFETY_ANALYSIS { return !children_.contains(launch.actor_id); };
+    mu_.AwaitWithTimeout(absl::Condition(&gone), absl::Seconds(10));
+  }
   if (children_.contains(launch.actor_id))
     return absl::AlreadyExistsError(
         absl::StrCat("actor ", launch.actor_id.ToString(), " already runs on this node"));

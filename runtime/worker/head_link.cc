@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 #include <future>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -35,15 +34,14 @@ bool HeadLink::fenced() const {
   return fenced_;
 }
 
-v1::HeadContactReply HeadLink::Contact() {
+v1::HeadContactReply HeadLink::Contact(const std::string& asker) {
   v1::HeartbeatRequest req;
   absl::Duration timeout;
   bool registered;
   {
     absl::MutexLock lock(&mu_);
     registered = registered_;
-    req.set_node_id(node_id_);
-    req.set_peers_version(peers_version_);
+    req = HeartbeatLocked();
     timeout = RequestTimeout();
   }
   bool reaches = false;
@@ -61,7 +59,40 @@ v1::HeadContactReply HeadLink::Contact() {
   r.set_since_head_contact_ms(last_answer_ ? absl::ToInt64Milliseconds(clock_.Now() - *last_answer_) : -1);
   r.set_fenced(fenced_);
   r.set_reaches_head(reaches);
+  const bool knows = !asker.empty() && std::any_of(peers_.begin(), peers_.end(),
+                                                   [&](const Peer& p) { return p.node_id == asker; });
+  r.set_knows_asker(knows);
+  // Checked against the list under the same lock a heartbeat takes it: a support is given
+  // only while the list has the asker, and so reported by every heartbeat that says the
+  // list has moved past it.
+  if (knows && !reaches) supports_[asker] = clock_.Now();
   return r;
+}
+
+v1::HeartbeatRequest HeadLink::HeartbeatLocked() {
+  v1::HeartbeatRequest req;
+  req.set_node_id(node_id_);
+  req.set_peers_version(peers_version_);
+  const absl::Time now = clock_.Now();
+  const absl::Duration keep = std::max(death_after_, absl::Seconds(1));
+  absl::erase_if(supports_, [&](const auto& s) { return now - s.second > keep; });
+  for (const auto& [peer, when] : supports_) {
+    v1::PeerSupport* s = req.add_supports();
+    s->set_node_id(peer);
+    s->set_since_ms(std::max<int64_t>(0, absl::ToInt64Milliseconds(now - when)));
+  }
+  return req;
+}
+
+void HeadLink::AdoptPeersLocked(const v1::HeartbeatReply& reply) {
+  if (!reply.peers_changed()) return;
+  peers_.clear();
+  for (int i = 0; i < reply.peer_addresses_size(); ++i)
+    peers_.push_back({i < reply.peer_node_ids_size() ? reply.peer_node_ids(i) : "", reply.peer_addresses(i)});
+  peers_version_ = reply.peers_version();
+  spdlog::debug("peers: {} (version {})",
+                absl::StrJoin(peers_, ",", [](std::string* out, const Peer& p) { out->append(p.address); }),
+                peers_version_);
 }
 
 absl::Duration HeadLink::LeaseTerm() const { return death_after_ * 9 / 10; }
@@ -157,18 +188,13 @@ HeadLink::Step HeadLink::Round() {
   v1::HeartbeatRequest req;
   {
     absl::MutexLock lock(&mu_);
-    req.set_node_id(node_id_);
-    req.set_peers_version(peers_version_);
+    req = HeartbeatLocked();
   }
   absl::StatusOr<v1::HeartbeatReply> reply = head_.Heartbeat(req, timeout);
   if (reply.ok() || absl::IsNotFound(reply.status())) {
     absl::MutexLock lock(&mu_);
     Reached(now);
-    if (reply.ok() && reply->peers_changed()) {
-      peers_.assign(reply->peer_addresses().begin(), reply->peer_addresses().end());
-      peers_version_ = reply->peers_version();
-      spdlog::debug("peers: {} (version {})", absl::StrJoin(peers_, ","), peers_version_);
-    }
+    if (reply.ok()) AdoptPeersLocked(*reply);
     if (absl::IsNotFound(reply.status())) {
       spdlog::warn("head does not know this node ({}); registering again", reply.status().message());
       registered_ = false;
@@ -184,7 +210,7 @@ HeadLink::Step HeadLink::Round() {
 }
 
 void HeadLink::MaybeFence(absl::Time now) {
-  std::vector<std::string> peers;
+  std::vector<Peer> peers;
   absl::Duration silent, timeout;
   {
     absl::MutexLock lock(&mu_);
@@ -209,19 +235,21 @@ void HeadLink::MaybeFence(absl::Time now) {
     cleared_ = true;
     return;
   }
-  const size_t asked = std::min<size_t>(peers.size(), 8);
+  // Supports given in this round are T old no earlier than T after it began.
+  const absl::Time began = clock_.Now();
   // The last try and the question to the peers at once: together within T/5.
   std::future<bool> last_try = std::async(std::launch::async, [this, timeout] { return LastTry(timeout); });
-  std::string why = ReasonToFence(std::move(peers), timeout * 2);
+  std::string why = ReasonToFence(peers, timeout * 2);
   if (last_try.get()) return;
   absl::MutexLock lock(&mu_);
   if (why.empty()) {
-    actors_.Lease(LeaseTerm());  // the head hears no one: it declares no one dead meanwhile
+    actors_.Lease(std::clamp(began + LeaseTerm() - clock_.Now(), absl::ZeroDuration(), LeaseTerm()));
     if (!cleared_)
       spdlog::warn(
-          "the head at {} has not answered for {}, and none of the {} peer(s) asked reaches it: keeping this "
-          "node's actors (the head declares no node dead while it hears none)",
-          options_.head_address, absl::FormatDuration(silent), asked);
+          "the head at {} has not answered for {}, and a majority of the {} nodes on the peer list (this one "
+          "included) cannot reach it either and count this node alive: keeping this node's actors (the head "
+          "restarts none of them without that majority)",
+          options_.head_address, absl::FormatDuration(silent), peers.size() + 1);
     cleared_ = true;
     return;
   }
@@ -240,8 +268,7 @@ bool HeadLink::LastTry(absl::Duration timeout) {
   v1::HeartbeatRequest req;
   {
     absl::MutexLock lock(&mu_);
-    req.set_node_id(node_id_);
-    req.set_peers_version(peers_version_);
+    req = HeartbeatLocked();
   }
   head_.Reconnect();
   const absl::Time sent = clock_.Now();
@@ -250,39 +277,41 @@ bool HeadLink::LastTry(absl::Duration timeout) {
   spdlog::info("the head at {} answers on a fresh connection; not fencing", options_.head_address);
   absl::MutexLock lock(&mu_);
   Reached(sent);
-  if (reply->peers_changed()) {
-    peers_.assign(reply->peer_addresses().begin(), reply->peer_addresses().end());
-    peers_version_ = reply->peers_version();
-  }
+  AdoptPeersLocked(*reply);
   return true;
 }
 
-std::string HeadLink::ReasonToFence(std::vector<std::string> peers, absl::Duration timeout) {
-  constexpr size_t kMaxAsked = 8;
-  if (peers.size() > kMaxAsked) {
-    static thread_local std::mt19937 rng(std::random_device{}());
-    std::shuffle(peers.begin(), peers.end(), rng);
-    peers.resize(kMaxAsked);
+std::string HeadLink::ReasonToFence(const std::vector<Peer>& peers, absl::Duration timeout) {
+  std::string me;
+  {
+    absl::MutexLock lock(&mu_);
+    me = node_id_;
   }
   std::vector<std::future<absl::StatusOr<v1::HeadContactReply>>> answers;
-  for (const std::string& peer : peers)
-    answers.push_back(std::async(std::launch::async,
-                                 [this, peer, timeout] { return peers_api_.HeadContact(peer, timeout); }));
-  int answered = 0;
+  for (const Peer& peer : peers)
+    answers.push_back(std::async(std::launch::async, [this, &peer, &me, timeout] {
+      return peers_api_.HeadContact(peer.address, me, timeout);
+    }));
+  const size_t nodes = peers.size() + 1;
+  size_t support = 1;  // this node
   std::string unreachable, reached;
   for (size_t i = 0; i < peers.size(); ++i) {
     absl::StatusOr<v1::HeadContactReply> r = answers[i].get();
     if (!r.ok()) {
-      if (unreachable.empty()) unreachable = absl::StrCat(peers[i], ": ", r.status().message());
+      if (unreachable.empty()) unreachable = absl::StrCat(peers[i].address, ": ", r.status().message());
       continue;
     }
-    ++answered;
-    if (reached.empty() && r->reaches_head()) reached = absl::StrCat("peer ", peers[i], " reaches it");
+    if (reached.empty() && r->reaches_head())
+      reached = absl::StrCat("peer ", peers[i].address, " reaches it");
+    if (!r->reaches_head() && r->knows_asker()) ++support;
   }
   if (!reached.empty()) return reached;
-  // Cut off from every peer too: the head may be hearing all of them.
-  if (answered == 0) return absl::StrCat("no peer can be asked (", unreachable, ")");
-  return "";
+  // More than half: the head cannot gather the half it needs to restart this node's actors.
+  if (support > nodes / 2) return "";
+  return absl::StrCat("only ", support, " of the ", nodes,
+                      " nodes on the peer list (this one included) are cut off with it and count it alive",
+                      unreachable.empty() ? "" : absl::StrCat(" (", unreachable, ")"),
+                      ", not more than half: the head may hear the rest");
 }
 
 }  // namespace skyrl::worker

@@ -7,25 +7,28 @@
 // Fencing. The head declares a node dead after T = `period x misses` without a heartbeat and
 // restarts its actors elsewhere; a node cut off from the head but alive would go on serving
 // the old incarnations meanwhile (two trainer ranks of one index, two engines answering one
-// id). So once the head has not answered for 0.4 T, the link asks its peers (the other ALIVE
-// nodes, as the head last listed them; at most 8, picked at random each time, all at once)
-// whether they reach the head: each asked peer sends the head a heartbeat there and then and
-// says whether it was answered. At the same time it tries the head once more itself, on a
-// fresh connection (after a head restart, a connection still in its reconnect backoff is no
-// reason to fence). Then:
+// id). So once the head has not answered for 0.4 T, the link asks every peer (the other ALIVE
+// nodes, as the head last listed them, all at once) whether it reaches the head: each asked
+// peer sends the head a heartbeat there and then, says whether it was answered, and whether
+// the asker is still on its own peer list. At the same time it tries the head once more
+// itself, on a fresh connection (after a head restart, a connection still in its reconnect
+// backoff is no reason to fence). Then:
 //   - the head answered the last try: the link is whole.
-//   - a peer reaches the head, or no peer answers at all: the head is probably hearing others
-//     and will declare this node dead. Fence: SIGKILL every actor now, with the reason in its
-//     log and exit report; while fenced, actors started meanwhile are killed too.
-//   - every peer that answers cannot reach the head either (the head is down, or cut off from
-//     all; peers that cannot be asked are taken for dead): the head declares none dead while
-//     it hears none (head::NodeManager's isolation guard), so the actors keep serving. Asked
-//     again every round, and fenced as soon as a peer reaches the head again (the head then
-//     gives every node a fresh window to find out). The gap: a peer this node cannot reach
-//     but the head still hears.
-//   - no peers (a lone node): nothing to ask, no fencing. The head declares a lone node dead
-//     by silence alone; its actors then wait for room on a node that joins, so two
-//     incarnations can serve at once only if a node joins while this one is cut off.
+//   - a peer reaches the head: the head is up and will declare this node dead. Fence: SIGKILL
+//     every actor now, with the reason in its log and exit report; while fenced, actors
+//     started meanwhile are killed too.
+//   - more than half of the N nodes on the list (this one included) are cut off from the head
+//     and count this node alive ("support" it): keep the actors. A peer that supports one
+//     tells the head so in its heartbeats, and the head restarts a silent node's actors only
+//     once half (rounded up) of that node's peers hold a list without it and every support
+//     given to it is T old (head::NodeManager's confirmed deaths). Both halves cannot exist
+//     at once, so whichever way the network splits (the head down, the head cut off from all,
+//     several workers cut off together while it hears the rest), at most one side serves.
+//     Asked again every round, and fenced as soon as that majority is gone.
+//   - fewer support it: fence. The head may be hearing a majority, which will confirm.
+//   - no peers (a lone node): nothing to ask, no fencing. The head confirms a lone node's
+//     death at once; its actors then wait for room on a node that joins, so two incarnations
+//     can serve at once only if a node joins while this one is cut off.
 // The head answers again: the link is whole; fenced actors' exits reach the head through the
 // worker's exit reports and their actors restart.
 // Timing: heartbeats time out after T/10 and, while the head does not answer, come every T/10
@@ -37,11 +40,10 @@
 // The lease. The link cannot fence while its worker is frozen (SIGSTOP) or stalled, so the
 // actors also hold a lease (LocalActors::Lease) and stop themselves when it runs out. Each
 // answer from the head to a request sent at s renews it until s + 0.9 T, before the head's
-// T (counted from when it heard the node, after s). Each round that keeps the actors while
-// the head is out of reach for every peer (or for a lone node) renews it for 0.9 T: a head
-// that hears no node declares none dead, and once it hears one again it gives every node a
-// fresh T, so the lease still runs out first. Without fencing (fewer than 4 misses) there is
-// no limit.
+// T (counted from when it heard the node, after s). Each round that keeps the actors on a
+// majority's support renews it until 0.9 T after the round began, before any support given
+// in that round is T old (the head waits that long); a lone node's round, for 0.9 T. Without
+// fencing (fewer than 4 misses) there is no limit.
 //
 // The head, the peers, the node's actors and the clock are injected: the daemon passes gRPC
 // and the real ones, tests fakes (Step() is one round, so nothing sleeps). Safe for
@@ -52,6 +54,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -74,11 +77,12 @@ class HeadApi {
   virtual void Reconnect() {}
 };
 
-// Other workers: whether they reach the head (WorkerService.HeadContact).
+// Other workers: whether they reach the head (WorkerService.HeadContact), asked by `asker`.
 class PeerApi {
  public:
   virtual ~PeerApi() = default;
   virtual absl::StatusOr<v1::HeadContactReply> HeadContact(const std::string& address,
+                                                           const std::string& asker,
                                                            absl::Duration timeout) = 0;
 };
 
@@ -122,9 +126,11 @@ class HeadLink {
 
   // Empty until registered.
   std::string node_id() const;
-  // For WorkerService.HeadContact: sends the head a heartbeat now (through `probe`), and says
-  // whether it was answered, how long since the head last answered, fenced or not.
-  v1::HeadContactReply Contact();
+  // For WorkerService.HeadContact from the node `asker`: sends the head a heartbeat now
+  // (through `probe`), and says whether it was answered, how long since the head last
+  // answered, fenced or not, and whether `asker` is on this node's peer list. Not answered
+  // and on the list: a support, reported to the head for T.
+  v1::HeadContactReply Contact(const std::string& asker = "");
   bool fenced() const;
 
  private:
@@ -132,8 +138,16 @@ class HeadLink {
   void Reached(absl::Time sent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The head did not answer: fence when the threshold and the peers say so.
   void MaybeFence(absl::Time now);
-  // Why to fence (a peer reaches the head, or none answers), or "" to keep the actors.
-  std::string ReasonToFence(std::vector<std::string> peers, absl::Duration timeout);
+  struct Peer {
+    std::string node_id;
+    std::string address;
+  };
+  // Why to fence (a peer reaches the head, or too few support this node), or "" to keep the
+  // actors.
+  std::string ReasonToFence(const std::vector<Peer>& peers, absl::Duration timeout);
+  // A heartbeat: this node, its list's version, the supports it gave within T.
+  v1::HeartbeatRequest HeartbeatLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AdoptPeersLocked(const v1::HeartbeatReply& reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One more heartbeat on a fresh connection; true when the head answered.
   bool LastTry(absl::Duration timeout);
   // How long the actors' lease runs from an answer: 0.9 T.
@@ -156,13 +170,15 @@ class HeadLink {
   absl::Duration death_after_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();  // 0: the head does not guard
   absl::Time last_sent_ ABSL_GUARDED_BY(mu_);                   // send time of the last request answered
   std::optional<absl::Time> last_answer_ ABSL_GUARDED_BY(mu_);  // when that answer came
-  std::vector<std::string> peers_ ABSL_GUARDED_BY(mu_);
+  std::vector<Peer> peers_ ABSL_GUARDED_BY(mu_);
   uint64_t peers_version_ ABSL_GUARDED_BY(mu_) = 0;
+  // node id -> when this node last supported it (Contact).
+  absl::flat_hash_map<std::string, absl::Time> supports_ ABSL_GUARDED_BY(mu_);
   // Actors running when the head last said it did not know the node (see Round).
   std::optional<std::vector<ActorId>> stale_ ABSL_GUARDED_BY(mu_);
   bool fenced_ ABSL_GUARDED_BY(mu_) = false;
   std::string fence_reason_ ABSL_GUARDED_BY(mu_);
-  bool cleared_ ABSL_GUARDED_BY(mu_) = false;  // peers asked this outage: all cut off too
+  bool cleared_ ABSL_GUARDED_BY(mu_) = false;  // peers asked this outage: a majority supports
 };
 
 }  // namespace skyrl::worker

@@ -57,7 +57,7 @@ class GrpcPeerApi final : public PeerApi {
  public:
   explicit GrpcPeerApi(std::string token) : token_(std::move(token)) {}
 
-  absl::StatusOr<v1::HeadContactReply> HeadContact(const std::string& address,
+  absl::StatusOr<v1::HeadContactReply> HeadContact(const std::string& address, const std::string& asker,
                                                    absl::Duration timeout) override {
     v1::WorkerService::Stub* stub;
     {
@@ -68,8 +68,10 @@ class GrpcPeerApi final : public PeerApi {
     }
     grpc::ClientContext ctx;
     rpc::PrepareCall(&ctx, token_, timeout);
+    v1::HeadContactRequest req;
+    req.set_asker_node_id(asker);
     v1::HeadContactReply reply;
-    if (absl::Status s = rpc::FromGrpc(stub->HeadContact(&ctx, {}, &reply)); !s.ok()) return s;
+    if (absl::Status s = rpc::FromGrpc(stub->HeadContact(&ctx, req, &reply)); !s.ok()) return s;
     return reply;
   }
 

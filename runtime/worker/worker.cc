@@ -134,7 +134,7 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
        .token = o.token,
        .head_address = o.head,
        .python = o.python,
-       .actor_lease = (*lease)->path(),
+       .actor_lease = lease->get(),
        .fetch_working_dir = [&](const std::string& key) -> absl::StatusOr<std::string> {
          v1::KvGetRequest req;
          req.set_key(key);
@@ -149,10 +149,10 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
              metrics->RecordExit(e);
              exits.Add(e);
            },
-       .head_contact = [&]() -> absl::StatusOr<v1::HeadContactReply> {
+       .head_contact = [&](const std::string& asker) -> absl::StatusOr<v1::HeadContactReply> {
          HeadLink* l = link.load();
          if (l == nullptr) return absl::UnavailableError("this worker is still starting");
-         return l->Contact();
+         return l->Contact(asker);
        },
        .on_started = [&](absl::Duration d) { metrics->RecordStart(d); }},
       auth);
@@ -162,6 +162,9 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
   gethostname(host, sizeof(host) - 1);
   info.set_hostname(host);
   info.set_pid(getpid());
+  // The head waits this long (and a threshold) for a silent node it cannot otherwise confirm
+  // dead: by then the node has given up and exited (HeadLink::Round).
+  info.set_head_retry_window_ms(absl::ToInt64Milliseconds(o.head_retry_window));
   for (const auto& [k, v] : node.offer.resources.ToMap()) (*info.mutable_resources_total())[k] = v;
   for (const auto& [k, v] : node.labels) (*info.mutable_labels())[k] = v;
   for (int g : node.offer.gpu_ids) info.add_gpu_ids(g);

@@ -50,16 +50,8 @@ WorkerServiceImpl::WorkerServiceImpl(WorkerServiceOptions options, const rpc::To
                       return options_.fetch_working_dir(key);
                     }),
       processes_(ActorProcessesOptions{.log_dir = options_.log_dir,
-                                       .lease_path = options_.actor_lease,
-                                       .on_exit = [this](const ActorExit& e) { OnExit(e); }}) {
-  if (!options_.actor_lease.empty()) {
-    absl::StatusOr<LeaseReader> lease = LeaseReader::Open(options_.actor_lease);
-    if (lease.ok())
-      lease_.emplace(std::move(*lease));
-    else
-      spdlog::warn("actor starts will not check the lease: {}", lease.status().message());
-  }
-}
+                                       .lease_path = options_.actor_lease ? options_.actor_lease->path() : "",
+                                       .on_exit = [this](const ActorExit& e) { OnExit(e); }}) {}
 
 void WorkerServiceImpl::OnExit(const ActorExit& e) {
   v1::ActorExitInfo info;
@@ -77,15 +69,19 @@ void WorkerServiceImpl::OnExit(const ActorExit& e) {
 
 void WorkerServiceImpl::Stop(const std::vector<ActorId>& ids) {
   for (const ActorId& id : ids)
-    if (absl::Status s = processes_.Kill(id, absl::Seconds(5)); !s.ok() && !absl::IsNotFound(s))
+    if (absl::Status s = processes_.Kill(id, absl::ZeroDuration()); !s.ok() && !absl::IsNotFound(s))
       spdlog::warn("cannot stop actor {}: {}", id.ToString(), s.message());
 }
 
-grpc::Status WorkerServiceImpl::HeadContact(grpc::ServerContext* ctx, const v1::HeadContactRequest*,
+grpc::Status WorkerServiceImpl::HeadContact(grpc::ServerContext* ctx, const v1::HeadContactRequest* req,
                                             v1::HeadContactReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
+  if (!req->asker_node_id().empty())
+    if (absl::StatusOr<NodeId> asker = NodeId::Parse(req->asker_node_id()); !asker.ok())
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("asker_node_id: ", asker.status().message()));
   if (!options_.head_contact) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no head link");
-  absl::StatusOr<v1::HeadContactReply> contact = options_.head_contact();
+  absl::StatusOr<v1::HeadContactReply> contact = options_.head_contact(req->asker_node_id());
   if (!contact.ok())
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(contact.status().message()));
   *reply = std::move(*contact);
@@ -109,11 +105,12 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
   if (!req->node_id().empty())
     if (absl::Status s = NodeId::Parse(req->node_id()).status(); !s.ok())
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat("node_id: ", s.message()));
-  if (lease_ && lease_->Overdue(MonotonicNowNs())) {
+  const LeaseWriter* lease = options_.actor_lease;
+  if (lease != nullptr && lease->Overdue(MonotonicNowNs())) {
     // This node has not reached the head for a while (it was frozen or stalled, say): a new
     // actor would stop itself at once. Reaching the head now renews the lease.
-    if (options_.head_contact) (void)options_.head_contact();
-    if (lease_->Overdue(MonotonicNowNs()))
+    if (options_.head_contact) (void)options_.head_contact("");
+    if (lease->Overdue(MonotonicNowNs()))
       return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                           "this node has not reached the head in time (its actors' lease ran out): not "
                           "starting actors until it does");

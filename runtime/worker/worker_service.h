@@ -23,7 +23,9 @@ struct WorkerServiceOptions {
   std::string token;         // passed to actors as SKYRL_TOKEN
   std::string head_address;  // passed to actors as SKYRL_ADDRESS, so they can reach the cluster
   std::string python;        // interpreter of Python actors (SKYRL_PYTHON); empty: the build's
-  std::string actor_lease;   // the lease file actors stop by (SKYRL_ACTOR_LEASE); empty: none
+  // The lease actors stop by (its file is their SKYRL_ACTOR_LEASE); null: none. Outlives the
+  // service.
+  const LeaseWriter* actor_lease = nullptr;
   // Fetches a head KV value (working directories); unset: actors with one fail to start.
   WorkingDirs::Fetch fetch_working_dir;
   absl::Duration start_timeout = absl::Seconds(30);
@@ -31,7 +33,7 @@ struct WorkerServiceOptions {
   std::function<void(const v1::ActorExitInfo&)> on_exit;
   // Answers HeadContact (another worker asking whether this one reaches the head); unset:
   // UNIMPLEMENTED.
-  std::function<absl::StatusOr<v1::HeadContactReply>()> head_contact;
+  std::function<absl::StatusOr<v1::HeadContactReply>(const std::string& asker)> head_contact;
   // Each actor that started serving, with how long it took from launch (may be null).
   std::function<void(absl::Duration)> on_started;
 };
@@ -64,8 +66,7 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   // actor restarted here keeps its id).
   std::deque<std::pair<uint64_t, v1::ActorExitInfo>> exits_ ABSL_GUARDED_BY(mu_);
   uint64_t exit_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  WorkingDirs working_dirs_;          // under log_dir/working_dirs
-  std::optional<LeaseReader> lease_;  // the actors' lease (options_.actor_lease), read before starts
+  WorkingDirs working_dirs_;  // under log_dir/working_dirs
   // Declared last: its reaper thread calls OnExit, so it must stop before the rest goes.
   ActorProcesses processes_;
 };

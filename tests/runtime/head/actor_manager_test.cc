@@ -58,6 +58,26 @@ TEST(ActorManagerTest, BatchSettlesEachItemOnItsOwn) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+TEST(ActorManagerTest, StartsThatKeepFailingAreRetriedLessAndLessOften) {
+  store::MemoryStore store;
+  FakeClock clock;
+  testing::FakeWorkers workers;
+  auto head = OpenTestHead(store, clock, workers);
+  AddGpuNode(*head, 3000, 1);
+  v1::ActorSpec spec = Spec("refused", 1);
+  spec.set_max_restarts(-1);
+  absl::StatusOr<v1::ActorInfo> a = head->actors().Create(spec);
+  ASSERT_TRUE(a.ok()) << a.status();
+  // Retried at once, then after 50, 100, 200, 400 ms...: at most 6 tries in the first second
+  // (fewer on a slow machine), where retrying at once made thousands.
+  absl::SleepFor(absl::Seconds(1));
+  const size_t tries = workers.Started().size();
+  EXPECT_GE(tries, 2u);
+  EXPECT_LE(tries, 6u);
+  EXPECT_NE(head->actors().Get(*ActorId::Parse(a->actor_id()))->death_reason().find("cannot start it"),
+            std::string::npos);
+}
+
 TEST(ActorManagerTest, AStartNamesTheOwningJobAndTheNodeButNotForDetachedActors) {
   store::MemoryStore store;
   FakeClock clock;

@@ -1,6 +1,7 @@
 // The head's workers, faked for tests of the head's managers and services (one fake for all
 // of them). A start answers at once, or is parked until Release when `hold` is set; a class
-// named "broken" fails as a constructor error would; kills succeed and are recorded.
+// named "broken" fails as a constructor error would, one named "refused" as a worker that
+// cannot start it (UNAVAILABLE); kills succeed and are recorded.
 #pragma once
 
 #include <atomic>
@@ -67,6 +68,7 @@ class FakeWorkers final : public head::WorkerClient {
     }
     if (req.class_name() == "broken")
       return absl::FailedPreconditionError("constructor of broken failed: no config");
+    if (req.class_name() == "refused") return absl::UnavailableError("the worker cannot start it");
     v1::StartActorReply r;
     r.set_address(actor_address.empty() ? absl::StrCat(address, "/", req.actor_id()) : actor_address);
     return r;

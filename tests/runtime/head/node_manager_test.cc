@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+
 #include "runtime/store/memory/memory_store.h"
 
 namespace skyrl::head {
@@ -188,6 +191,199 @@ TEST_F(IsolationGuardTest, HeartbeatsCarryThePeerListWhenItChanged) {
   ASSERT_TRUE(nodes_.Heartbeat(a, peers.version, &again).ok());
   EXPECT_TRUE(again.changed) << "a node left";
   EXPECT_TRUE(again.addresses.empty());
+}
+
+// Confirmed deaths: a silent node's actors restart only once half its peers know it is dead.
+class RecordingListener final : public NodeListener {
+ public:
+  void OnNodeAlive(const v1::NodeInfo& node) override { events.push_back("alive " + node.node_id()); }
+  void OnNodeDead(const NodeId& node, const std::string&) override {
+    events.push_back("dead " + node.ToString());
+  }
+  void OnNodeSilent(const NodeId& node) override { events.push_back("silent " + node.ToString()); }
+  std::vector<std::string> events;
+};
+
+class ConfirmedDeathTest : public ::testing::Test {
+ protected:
+  ConfirmedDeathTest() { nodes_.SetListener(&listener_); }
+  NodeId Join(absl::Duration retry_window = absl::ZeroDuration()) {
+    v1::NodeInfo n = Node(0);
+    n.set_head_retry_window_ms(absl::ToInt64Milliseconds(retry_window));
+    NodeId id = *nodes_.Register(n);
+    Beat(id);  // gets the list
+    return id;
+  }
+  // A heartbeat naming the list the node holds; `adopt`: it takes the one sent back.
+  void Beat(const NodeId& id, bool adopt = true, std::vector<PeerSupport> supports = {}) {
+    PeerList peers;
+    ASSERT_TRUE(nodes_.Heartbeat(id, held_[id], &peers, supports).ok());
+    if (adopt) held_[id] = peers.version;
+  }
+  // Checks every 0.5 s for `d`, `beating` heartbeating (keeping the lists they hold unless
+  // `adopt`); the events the listener saw meanwhile.
+  std::vector<std::string> Run(absl::Duration d, const std::vector<NodeId>& beating, bool adopt = false) {
+    listener_.events.clear();
+    for (absl::Duration t; t < d; t += absl::Milliseconds(500)) {
+      clock_.Advance(absl::Milliseconds(500));
+      for (const NodeId& id : beating) Beat(id, adopt);
+      nodes_.CheckLiveness();
+    }
+    return listener_.events;
+  }
+  // Each holds the latest list and has said so (two heartbeats: a worker's every period).
+  void Settle(const std::vector<NodeId>& ids) {
+    for (int i = 0; i < 2; ++i)
+      for (const NodeId& id : ids) Beat(id);
+  }
+  static std::string Dead(const NodeId& id) { return "dead " + id.ToString(); }
+  static std::string Silent(const NodeId& id) { return "silent " + id.ToString(); }
+
+  store::MemoryStore store_;
+  FakeClock clock_;
+  RecordingListener listener_;
+  NodeManager nodes_{store_, clock_, {absl::Seconds(1), 4}};  // dead after 4 s of silence
+  std::map<NodeId, uint64_t> held_;
+};
+
+TEST_F(ConfirmedDeathTest, ASilentNodesActorsRestartOnceHalfItsPeersHoldAListWithoutIt) {
+  NodeId a = Join(), b = Join(), c = Join();
+  Settle({a, b, c});  // each holds the list of all three
+  EXPECT_EQ(Run(absl::Seconds(5), {b, c}), std::vector<std::string>{Silent(a)})
+      << "declared DEAD, nothing new goes there, but its actors stay";
+  EXPECT_EQ(nodes_.Find(a.ToString())->state(), v1::NODE_DEAD);
+  EXPECT_TRUE(nodes_.Find(a.ToString())->death_unconfirmed());
+  EXPECT_TRUE(nodes_.DeathUnconfirmed(a.ToString()));
+  EXPECT_TRUE(Run(absl::Minutes(10), {b, c}).empty())
+      << "b and c still hold lists with a: cut off from the head, they could be counting it alive";
+  Beat(b);  // gets the list without a
+  EXPECT_TRUE(Run(absl::Seconds(1), {b, c}).empty()) << "one of two is not enough";
+  Beat(c);  // c too: its next heartbeat says it holds it
+  EXPECT_EQ(Run(absl::Milliseconds(500), {b, c}), std::vector<std::string>{Dead(a)});
+  EXPECT_FALSE(nodes_.Find(a.ToString())->death_unconfirmed());
+  absl::StatusOr<std::vector<store::Entry>> stored = store_.Scan(kNodesTable, "");
+  ASSERT_TRUE(stored.ok());
+  for (const store::Entry& e : *stored) {
+    v1::NodeInfo n;
+    ASSERT_TRUE(n.ParseFromString(e.value));
+    EXPECT_FALSE(n.death_unconfirmed()) << "stored confirmed";
+  }
+}
+
+TEST_F(ConfirmedDeathTest, HalfOfFourPeersIsEnough) {
+  NodeId a = Join(), b = Join(), c = Join(), d = Join(), e = Join();
+  Settle({a, b, c, d, e});
+  EXPECT_EQ(Run(absl::Seconds(5), {b, c, d, e}), std::vector<std::string>{Silent(a)});
+  Beat(b), Beat(c), Beat(b), Beat(c);
+  EXPECT_TRUE(Run(absl::Seconds(1), {b, c}).empty()) << "b and c know: 2 of 5 nodes";
+  Beat(d), Beat(d);
+  EXPECT_EQ(Run(absl::Milliseconds(500), {b, c, d, e}), std::vector<std::string>{Dead(a)}) << "3 of 5";
+}
+
+TEST_F(ConfirmedDeathTest, ASupportGivenToTheSilentNodeDelaysItsRestartByAThreshold) {
+  NodeId a = Join(), b = Join(), c = Join();
+  Settle({a, b, c});
+  Run(absl::Seconds(5), {b, c});
+  // b told a, 1 s ago, that it counted it alive: a keeps its actors until 0.9 x 4 s after that.
+  Beat(b, true, {{a, absl::Seconds(1)}});
+  Beat(c);
+  Beat(b), Beat(c);
+  EXPECT_TRUE(Run(absl::Milliseconds(2500), {b, c}).empty()) << "3 s after the support";
+  EXPECT_EQ(Run(absl::Milliseconds(500), {b, c}), std::vector<std::string>{Dead(a)}) << "4 s after it";
+}
+
+TEST_F(ConfirmedDeathTest, NodesThatJoinedSinceCannotConfirmButTheRetryWindowEndsTheWait) {
+  NodeId a = Join(absl::Seconds(30)), b = Join(), c = Join();
+  Settle({a, b, c});
+  const absl::Time last_heard = clock_.Now();
+  EXPECT_EQ(Run(absl::Seconds(5), {b, c}), std::vector<std::string>{Silent(a)});
+  NodeId d = Join(), e = Join();
+  Beat(b), Beat(d), Beat(e), Beat(b), Beat(d), Beat(e);
+  // a may be cut off with c, counting on c and itself, 2 of the 3 on its list: d and e do not count.
+  std::vector<std::string> events = Run(absl::Seconds(28), {b, c, d, e});
+  EXPECT_TRUE(events.empty());
+  events = Run(absl::Seconds(2), {b, c, d, e});
+  EXPECT_EQ(events, std::vector<std::string>{Dead(a)})
+      << "its worker exits 30 s after it last reached the head: confirmed after that and a threshold";
+  EXPECT_GE(clock_.Now() - last_heard, absl::Seconds(34));
+}
+
+TEST_F(ConfirmedDeathTest, ALoneNodeOrOneThatNeverHeldAListIsConfirmedAtOnce) {
+  NodeId lone = Join();
+  EXPECT_EQ(Run(absl::Seconds(5), {}), std::vector<std::string>{Dead(lone)});
+  NodeId b = Join();
+  NodeId fresh = *nodes_.Register(Node(0));  // dies before its first heartbeat
+  EXPECT_EQ(Run(absl::Seconds(5), {b}), std::vector<std::string>{Dead(fresh)});
+}
+
+TEST_F(ConfirmedDeathTest, ANodeThatMayStillHoldAListOfItselfAloneIsConfirmedAtOnce) {
+  NodeId solo = Join();  // holds the list of itself alone
+  NodeId other = Join();
+  Beat(solo);  // says so, and is sent the list with the other: which one it got is unknown
+  EXPECT_EQ(Run(absl::Seconds(5), {other}), std::vector<std::string>{Dead(solo)})
+      << "a lone node keeps its actors whatever the others say: nothing to wait for";
+}
+
+TEST_F(ConfirmedDeathTest, ANodeThatComesBackConfirmsItsOwnDeath) {
+  NodeId a = Join(), b = Join(), c = Join();
+  Settle({a, b, c});
+  Run(absl::Seconds(5), {b, c});
+  listener_.events.clear();
+  v1::NodeInfo again = *nodes_.Find(a.ToString());
+  bool was_dead = false;
+  ASSERT_TRUE(nodes_.Register(again, &was_dead).ok());
+  EXPECT_TRUE(was_dead) << "it stops its old actors on this reply";
+  EXPECT_TRUE(listener_.events.empty()) << "not announced before it has";
+  EXPECT_TRUE(nodes_.Find(a.ToString())->death_unconfirmed()) << "stored so, for a head restarted meanwhile";
+  nodes_.CheckLiveness();
+  EXPECT_TRUE(listener_.events.empty());
+  Beat(a);  // sent once the old actors are stopped
+  nodes_.CheckLiveness();
+  EXPECT_EQ(listener_.events, (std::vector<std::string>{Dead(a), "alive " + a.ToString()}))
+      << "they restart elsewhere, then the node takes new ones";
+  EXPECT_FALSE(nodes_.DeathUnconfirmed(a.ToString()));
+  EXPECT_FALSE(nodes_.Find(a.ToString())->death_unconfirmed());
+}
+
+TEST_F(ConfirmedDeathTest, AHeadRestartedMeanwhileWaitsAgainForTheRecoveredNodes) {
+  NodeId a = Join(), b = Join(), c = Join();
+  Settle({a, b, c});
+  Run(absl::Seconds(5), {b, c});
+  NodeManager next(store_, clock_, {absl::Seconds(1), 4});
+  RecordingListener heard;
+  next.SetListener(&heard);
+  ASSERT_TRUE(next.Recover().ok());
+  EXPECT_TRUE(next.DeathUnconfirmed(a.ToString()));
+  for (NodeId id : {b, c})  // the lists of the new head, twice: the second says they hold it
+    for (int i = 0; i < 2; ++i) {
+      PeerList peers;
+      ASSERT_TRUE(next.Heartbeat(id, held_[id], &peers).ok());
+      held_[id] = peers.version;
+    }
+  next.CheckLiveness();
+  EXPECT_TRUE(heard.events.empty()) << "supports given before the restart are unknown: a threshold first";
+  for (int i = 0; i < 8 && heard.events.empty(); ++i) {
+    clock_.Advance(absl::Milliseconds(500));
+    for (NodeId id : {b, c}) ASSERT_TRUE(next.Heartbeat(id, held_[id]).ok());
+    next.CheckLiveness();
+  }
+  EXPECT_EQ(heard.events, std::vector<std::string>{Dead(a)});
+}
+
+TEST_F(ConfirmedDeathTest, AHeadThatDoesNotAskWorkersToFenceConfirmsAtOnce) {
+  NodeManager three(store_, clock_, {absl::Seconds(1), 3});  // fewer than 4 misses: no fencing
+  RecordingListener heard;
+  three.SetListener(&heard);
+  NodeId a = *three.Register(Node(0)), b = *three.Register(Node(0));
+  PeerList peers;
+  ASSERT_TRUE(three.Heartbeat(a, 0, &peers).ok());
+  ASSERT_TRUE(three.Heartbeat(a, peers.version, &peers).ok());
+  for (int i = 0; i < 8; ++i) {
+    clock_.Advance(absl::Milliseconds(500));
+    ASSERT_TRUE(three.Heartbeat(b).ok());
+    three.CheckLiveness();
+  }
+  EXPECT_NE(std::find(heard.events.begin(), heard.events.end(), Dead(a)), heard.events.end());
 }
 
 }  // namespace

@@ -5,9 +5,19 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
 
 namespace skyrl::worker {
 namespace {
+
+constexpr char kSelf[] = "node-000000000000000000000007";
+
+// The node id the fake head lists beside a peer's address: "peer-a:1" -> node-...0a.
+std::string PeerId(const std::string& address) {
+  return absl::StrCat("node-00000000000000000000000", absl::string_view(address).substr(5, 1));
+}
 
 class FakeHead final : public HeadApi {
  public:
@@ -28,13 +38,17 @@ class FakeHead final : public HeadApi {
     ++heartbeats;
     last_timeout = timeout;
     last_peers_version = req.peers_version();
+    last_request = req;
     if (!down.ok()) return down;
     if (forget) return absl::NotFoundError("node is dead: register again");
     v1::HeartbeatReply r;
     if (req.peers_version() != 42) {
       r.set_peers_changed(true);
       r.set_peers_version(42);
-      for (const std::string& p : peers) r.add_peer_addresses(p);
+      for (const std::string& p : peers) {
+        r.add_peer_addresses(p);
+        r.add_peer_node_ids(PeerId(p));
+      }
     }
     return r;
   }
@@ -50,25 +64,30 @@ class FakeHead final : public HeadApi {
   std::vector<std::string> peers = {"peer-a:1", "peer-b:1"};
   int registers = 0, heartbeats = 0;
   uint64_t last_peers_version = 0;
+  v1::HeartbeatRequest last_request;
   absl::Duration last_timeout;
   v1::NodeInfo registered_with;
 };
 
 class FakePeers final : public PeerApi {
  public:
-  absl::StatusOr<v1::HeadContactReply> HeadContact(const std::string& address,
+  absl::StatusOr<v1::HeadContactReply> HeadContact(const std::string& address, const std::string& asker,
                                                    absl::Duration timeout) override {
     absl::MutexLock lock(&mu);  // asked from several threads at once
     ++asked;
     last_timeout = timeout;
+    last_asker = asker;
     auto it = reaches.find(address);
     if (it == reaches.end()) return absl::UnavailableError("connection refused");
     v1::HeadContactReply r;
     r.set_reaches_head(it->second);
+    r.set_knows_asker(!forgot_asker.contains(address));
     return r;
   }
   absl::Mutex mu;
   std::map<std::string, bool> reaches;  // whether each peer reaches the head; absent: unreachable
+  std::set<std::string> forgot_asker;   // peers whose list no longer has the asker
+  std::string last_asker;
   int asked = 0;
   absl::Duration last_timeout;
 };
@@ -304,15 +323,67 @@ TEST_F(HeadLinkTest, KeepsItsActorsWhileNoPeerReachesTheHeadAndFencesWhenOneDoes
   EXPECT_NE(actors_.fences[0].find("peer-a:1"), std::string::npos) << actors_.fences[0];
 }
 
-TEST_F(HeadLinkTest, FencesWhenNoPeerCanBeAskedAndIgnoresDeadPeersOtherwise) {
+TEST_F(HeadLinkTest, KeepsItsActorsWithAMajorityBehindItAndFencesWithout) {
   Connect();
   peers_.reaches = {{"peer-a:1", false}};  // peer-b is unreachable (dead, or cut off)
   Down(absl::Seconds(3));
-  EXPECT_TRUE(actors_.fences.empty()) << "one peer answers, cut off from the head too";
+  EXPECT_TRUE(actors_.fences.empty()) << "2 of 3 nodes: the head cannot gather the 2 it needs";
+  EXPECT_EQ(peers_.last_asker, kSelf) << "peers are told who asks";
   peers_.reaches.clear();
   Down(absl::Milliseconds(200));
-  ASSERT_EQ(actors_.fences.size(), 1u) << "cut off from everything";
-  EXPECT_NE(actors_.fences[0].find("no peer can be asked"), std::string::npos) << actors_.fences[0];
+  ASSERT_EQ(actors_.fences.size(), 1u) << "cut off from everything: the head may hear the other two";
+  EXPECT_NE(actors_.fences[0].find("only 1 of the 3 nodes"), std::string::npos) << actors_.fences[0];
+}
+
+TEST_F(HeadLinkTest, TwoCutOffTogetherOutOfFiveFence) {
+  // Five nodes: this one and peer-a cut off from the head, which hears the three others.
+  head_.peers = {"peer-a:1", "peer-b:1", "peer-c:1", "peer-d:1"};
+  Connect();
+  peers_.reaches = {{"peer-a:1", false}};
+  Down(absl::Seconds(1));
+  ASSERT_EQ(actors_.fences.size(), 1u) << "2 of 5 is no majority: the head hears 3 and restarts them";
+  EXPECT_NE(actors_.fences[0].find("only 2 of the 5 nodes"), std::string::npos) << actors_.fences[0];
+}
+
+TEST_F(HeadLinkTest, ThreeCutOffTogetherOutOfFiveKeepTheirActors) {
+  head_.peers = {"peer-a:1", "peer-b:1", "peer-c:1", "peer-d:1"};
+  Connect();
+  peers_.reaches = {{"peer-a:1", false}, {"peer-b:1", false}};
+  Down(absl::Seconds(3));
+  EXPECT_TRUE(actors_.fences.empty()) << "3 of 5: the head, hearing 2, can confirm no death";
+}
+
+TEST_F(HeadLinkTest, APeerThatNoLongerListsThisNodeDoesNotCount) {
+  Connect();
+  // peer-a heard from the head that this node is dead: it will confirm the death, not support.
+  peers_.reaches = {{"peer-a:1", false}, {"peer-b:1", false}};
+  peers_.forgot_asker = {"peer-a:1"};
+  Down(absl::Seconds(1));
+  EXPECT_TRUE(actors_.fences.empty()) << "peer-b's support and its own: 2 of 3";
+  peers_.forgot_asker.insert("peer-b:1");
+  Down(absl::Milliseconds(200));
+  EXPECT_EQ(actors_.fences.size(), 1u) << "1 of 3";
+}
+
+TEST_F(HeadLinkTest, ACutOffNodeThatCountsTheAskerAliveSaysSoAndTellsTheHeadForAThreshold) {
+  Connect();
+  EXPECT_TRUE(Link().Contact(PeerId("peer-a:1")).knows_asker());
+  EXPECT_FALSE(Link().Contact("node-0000000000000000000000ff").knows_asker()) << "not on its list";
+  Link().Round();
+  EXPECT_EQ(head_.last_request.supports_size(), 0) << "it reached the head: no support given";
+
+  probe_.down = absl::UnavailableError("connection refused");
+  v1::HeadContactReply r = Link().Contact(PeerId("peer-a:1"));
+  EXPECT_FALSE(r.reaches_head());
+  EXPECT_TRUE(r.knows_asker());
+  clock_.Advance(absl::Milliseconds(300));
+  Link().Round();
+  ASSERT_EQ(head_.last_request.supports_size(), 1) << "the support is reported with the next heartbeat";
+  EXPECT_EQ(head_.last_request.supports(0).node_id(), PeerId("peer-a:1"));
+  EXPECT_EQ(head_.last_request.supports(0).since_ms(), 300);
+  clock_.Advance(absl::Milliseconds(1800));
+  Link().Round();
+  EXPECT_EQ(head_.last_request.supports_size(), 0) << "older than the death threshold (2 s): dropped";
 }
 
 TEST_F(HeadLinkTest, AskedByAPeerItSendsTheHeadAHeartbeatThereAndThen) {

@@ -1,0 +1,117 @@
+// worker::WorkerServiceImpl over a real gRPC server in this process: the checks a start and a
+// peer's question pass before anything is launched.
+#include "runtime/worker/worker_service.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+
+#include "runtime/common/ids.h"
+#include "runtime/rpc/auth.h"
+#include "runtime/rpc/channel.h"
+#include "runtime/rpc/server.h"
+#include "tests/util/paths.h"
+
+namespace skyrl::worker {
+namespace {
+
+constexpr char kToken[] = "worker-service-test-token";
+
+class WorkerServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("worker-service");
+    absl::StatusOr<std::unique_ptr<LeaseWriter>> lease = LeaseWriter::Create(dir_ + "/actor-lease");
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    lease_ = std::move(*lease);
+    service_ = std::make_unique<WorkerServiceImpl>(
+        WorkerServiceOptions{
+            .actor_host = dir_ + "/no-such-actor-host",
+            .log_dir = dir_,
+            .bind_host = "127.0.0.1",
+            .actor_lease = lease_.get(),
+            .head_contact = [this](const std::string& asker) -> absl::StatusOr<v1::HeadContactReply> {
+              ++contacts_;
+              {
+                absl::MutexLock lock(&mu_);
+                last_asker_ = asker;
+              }
+              if (head_renews_) lease_->ExtendFor(absl::Seconds(30));
+              return v1::HeadContactReply{};
+            }},
+        auth_);
+    absl::StatusOr<rpc::ListeningServer> server = rpc::StartServer("127.0.0.1", 0, {service_.get()});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    stub_ = v1::WorkerService::NewStub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", server_.port)));
+  }
+  void TearDown() override {
+    server_.server->Shutdown();
+    service_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  grpc::Status Start() {
+    v1::StartActorRequest req;
+    req.set_actor_id(ActorId::Random().ToString());
+    req.set_class_name("echo");
+    grpc::ClientContext ctx;
+    rpc::PrepareCall(&ctx, kToken, absl::Seconds(30));
+    v1::StartActorReply reply;
+    return stub_->StartActor(&ctx, req, &reply);
+  }
+  grpc::Status Contact(const std::string& asker) {
+    v1::HeadContactRequest req;
+    req.set_asker_node_id(asker);
+    grpc::ClientContext ctx;
+    rpc::PrepareCall(&ctx, kToken, absl::Seconds(30));
+    v1::HeadContactReply reply;
+    return stub_->HeadContact(&ctx, req, &reply);
+  }
+
+  std::string dir_;
+  rpc::TokenAuth auth_{kToken};
+  std::unique_ptr<LeaseWriter> lease_;
+  std::atomic<int> contacts_{0};
+  std::atomic<bool> head_renews_{false};
+  absl::Mutex mu_;
+  std::string last_asker_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<WorkerServiceImpl> service_;
+  rpc::ListeningServer server_;
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+};
+
+TEST_F(WorkerServiceTest, OnAnOverdueLeaseAStartReachesTheHeadFirstAndIsRefusedIfThatFails) {
+  lease_->ExtendFor(absl::ZeroDuration());  // the worker was frozen, say: the lease ran out
+  grpc::Status s = Start();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_NE(s.error_message().find("lease"), std::string::npos) << s.error_message();
+  EXPECT_EQ(contacts_.load(), 1) << "it tried the head before refusing";
+
+  head_renews_ = true;  // the head answers: the lease is renewed
+  s = Start();
+  EXPECT_EQ(contacts_.load(), 2);
+  EXPECT_NE(s.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << "renewed, the start goes on (and fails later: there is no actor host here): " << s.error_message();
+
+  const int before = contacts_.load();
+  s = Start();
+  EXPECT_EQ(contacts_.load(), before) << "a lease that holds needs no contact";
+}
+
+TEST_F(WorkerServiceTest, APeersQuestionNamesTheAskerOrIsRefused) {
+  const std::string peer = NodeId::Random().ToString();
+  grpc::Status s = Contact(peer);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  {
+    absl::MutexLock lock(&mu_);
+    EXPECT_EQ(last_asker_, peer);
+  }
+  s = Contact("not-a-node");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("asker_node_id"), std::string::npos) << s.error_message();
+  EXPECT_EQ(contacts_.load(), 1) << "a bad question reaches no further";
+}
+
+}  // namespace
+}  // namespace skyrl::worker
