@@ -33,7 +33,8 @@ void SchedulingNodeListener::OnNodeDead(const NodeId& node, const std::string& r
 
 void AddAliveNodes(const NodeManager& nodes, ResourceTracker& resources) {
   for (const v1::NodeInfo& n : nodes.List()) {
-    if (n.state() != v1::NODE_ALIVE) continue;
+    // Back from a death not yet confirmed: announced (OnNodeAlive) once it is.
+    if (n.state() != v1::NODE_ALIVE || n.death_unconfirmed()) continue;
     absl::Status s = resources.With([&](scheduler::Cluster& c) { return c.AddNode(ToNodeSpec(n)); });
     if (!s.ok()) spdlog::error("node {}: the scheduler cannot take it: {}", n.node_id(), s.message());
   }

@@ -9,6 +9,13 @@
 #include "runtime/common/logging.h"
 
 namespace skyrl::head {
+namespace {
+// HeldLists for a list this head cannot know (sent by a previous head): never a version of
+// this head's, which start at its start time in nanoseconds.
+constexpr uint64_t kPreviousHeadsList = 2;
+// Unconfirmed::version of a death no list confirms (the node came back).
+constexpr uint64_t kNoConfirmations = UINT64_MAX;
+}  // namespace
 
 absl::Status ValidateNodeInfo(const v1::NodeInfo& info) {
   if (!info.node_id().empty())
@@ -59,7 +66,9 @@ absl::Status NodeManager::Recover() {
   absl::StatusOr<std::vector<store::Entry>> entries = store_.Scan(kNodesTable, "");
   if (!entries.ok()) return entries.status();
   absl::MutexLock lock(&mu_);
-  int64_t now_ms = absl::ToUnixMillis(clock_.Now());
+  const absl::Time now = clock_.Now();
+  const int64_t now_ms = absl::ToUnixMillis(now);
+  const absl::Duration limit = options_.heartbeat_period * options_.heartbeat_misses;
   for (const store::Entry& e : *entries) {
     v1::NodeInfo info;
     absl::StatusOr<NodeId> id = NodeId::Parse(e.key);
@@ -68,19 +77,27 @@ absl::Status NodeManager::Recover() {
       continue;
     }
     // Heartbeat times are not persisted: give every alive node a full window to reconnect.
-    if (info.state() == v1::NODE_ALIVE) info.set_last_heartbeat_unix_ms(now_ms);
-    if (info.state() == v1::NODE_ALIVE || info.death_unconfirmed()) recovered_.push_back(*id);
+    // Any of these may be on the lists the previous head sent (gone with it): the ALIVE,
+    // the unconfirmed dead, and the dead whose worker may not have given up yet (cut off, it
+    // still supports its peers).
+    const absl::Duration window = absl::Milliseconds(info.head_retry_window_ms());
+    if (info.state() == v1::NODE_ALIVE || info.death_unconfirmed() || window == absl::ZeroDuration() ||
+        absl::FromUnixMillis(info.last_heartbeat_unix_ms()) + window + limit > now)
+      recovered_.push_back(*id);
+    if (info.state() == v1::NODE_ALIVE) {
+      info.set_last_heartbeat_unix_ms(now_ms);
+      held_[*id] = HeldLists{kPreviousHeadsList, kPreviousHeadsList};
+    }
     nodes_[*id] = std::move(info);
   }
-  // Deaths the previous head had not confirmed: afresh, against the nodes recovered (the
-  // lists it sent are gone), waiting out any support given meanwhile.
-  const absl::Time now = clock_.Now();
-  const absl::Duration limit = options_.heartbeat_period * options_.heartbeat_misses;
+  // Deaths the previous head had not confirmed: afresh, against the nodes recovered, waiting
+  // out any support given meanwhile.
   for (const auto& [id, info] : nodes_) {
     if (!info.death_unconfirmed()) continue;
     Unconfirmed u;
     u.back = info.state() == v1::NODE_ALIVE;  // registered again, not yet heard since
-    u.version = peers_version_;
+    // Back: only its own heartbeat (or the retry window) confirms it, as in Register.
+    u.version = u.back ? kNoConfirmations : peers_version_;
     for (const NodeId& other : recovered_)
       if (other != id) u.eligible.insert(other);
     u.needed = recovered_.size() <= 1 ? 0 : (recovered_.size() + 1) / 2;
@@ -120,13 +137,16 @@ absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead) 
     // Also when a registration since the death was made but not yet followed by a heartbeat:
     // its reply (with was_dead) may have been lost, and the worker is asking again.
     const bool dead = (known != nodes_.end() && known->second.state() == v1::NODE_DEAD) ||
-                      unacknowledged_deaths_.contains(id);
+                      unacknowledged_deaths_.contains(id) || u != unconfirmed_.end();
     if (was_dead) *was_dead = dead;
     if (absl::Status s = Persist(info); !s.ok()) return s;
     if (dead) unacknowledged_deaths_.insert(id);
     if (u != unconfirmed_.end()) {
+      // Its peers' lists have it again: only its heartbeat (or the retry window) confirms.
       u->second.back = true;
       u->second.stopped = false;
+      u->second.confirmed.clear();
+      u->second.version = kNoConfirmations;
       announce = false;
       spdlog::info(
           "node {} is back before its death was confirmed: confirmed once it has stopped its old actors",
@@ -153,6 +173,12 @@ absl::Status NodeManager::Heartbeat(const NodeId& id, uint64_t known_peers_versi
   it->second.set_last_heartbeat_unix_ms(absl::ToUnixMillis(now));
   // A heartbeat follows a registration whose reply the worker got: it knows of the death.
   unacknowledged_deaths_.erase(id);
+  // Back from an unconfirmed death, it heartbeats (holding no list: a worker drops its list
+  // on registering) after stopping its old actors; a heartbeat sent before is not that.
+  if (auto u = unconfirmed_.find(id); u != unconfirmed_.end() && u->second.back && known_peers_version == 0)
+    u->second.stopped = true;
+  // A version this head never sent (a previous head's, or nonsense): a list it cannot know.
+  if (known_peers_version > peers_version_) known_peers_version = kPreviousHeadsList;
   HeldLists& held = held_[id];
   held.reported = known_peers_version;
   held.sent = known_peers_version;
@@ -170,8 +196,6 @@ absl::Status NodeManager::Heartbeat(const NodeId& id, uint64_t known_peers_versi
     held.sent = peers_version_;
     RecordList();
   }
-  // Back from an unconfirmed death, it heartbeats after stopping its old actors.
-  if (auto u = unconfirmed_.find(id); u != unconfirmed_.end() && u->second.back) u->second.stopped = true;
   // Holding a list without them, this node no longer counts the unconfirmed dead alive.
   for (auto& [dead, u] : unconfirmed_)
     if (known_peers_version >= u.version && u.eligible.contains(id)) u.confirmed.insert(id);
@@ -212,16 +236,22 @@ NodeManager::Unconfirmed NodeManager::Confirmation(const NodeId& id, const v1::N
                                                  : absl::InfiniteFuture();
   HeldLists held;
   if (auto h = held_.find(id); h != held_.end()) held = h->second;
+  // The lists it may hold, but for none (0: a worker holding none fences when cut off) and
+  // lists of itself alone (it may count itself a lone node, which keeps its actors whatever
+  // its peers say: they cannot confirm anything). None left: at once, as for a lone node.
+  std::vector<NodeId> unknown;  // a list this head cannot know
+  if (recovered_.empty()) {
+    for (const auto& [other, n] : nodes_)
+      if (n.state() == v1::NODE_ALIVE || other == id) unknown.push_back(other);
+  }
   std::vector<const std::vector<NodeId>*> views;
   for (uint64_t v : {held.reported, held.sent}) {
-    if (v == 0) return u;  // it may hold no list
+    if (v == 0) continue;
     const std::vector<NodeId>* list = ListAt(v);
-    if (list == nullptr && !recovered_.empty()) list = &recovered_;  // a list from a previous head
-    // No list, or one of itself alone: it may count itself a lone node, which keeps its
-    // actors whatever its peers say, so they cannot confirm anything. At once, as for one.
-    if (list == nullptr || list->size() <= 1) return u;
-    views.push_back(list);
+    if (list == nullptr) list = recovered_.empty() ? &unknown : &recovered_;
+    if (list->size() > 1) views.push_back(list);
   }
+  if (views.empty()) return u;
   size_t largest = 0;
   for (const auto* view : views) largest = std::max(largest, view->size());
   u.needed = (largest + 1) / 2;
@@ -276,10 +306,15 @@ absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason)
       v1::NodeInfo updated = it->second;
       updated.set_state(v1::NODE_DEAD);
       updated.set_death_reason(absl::StrCat("node left: ", reason.substr(0, 512)));
+      updated.set_death_unconfirmed(false);  // back, now leaving: its actors are stopped
       if (absl::Status s = Persist(updated); !s.ok()) return s;
       why = updated.death_reason();
       it->second = std::move(updated);
       held_.erase(id);
+      unconfirmed_.erase(id);
+      // Gone, it supports no one: as good as a confirmation of every death it could confirm.
+      for (auto& [dead, u] : unconfirmed_)
+        if (u.version != kNoConfirmations && u.eligible.contains(id)) u.confirmed.insert(id);
       spdlog::info("node {} unregistered: {}", id.ToString(), reason.substr(0, 512));
     }
   }
@@ -364,8 +399,9 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
     if (back) check.back.push_back(nodes_.at(id));
   }
   const bool confirm = options_.confirm_deaths && fencing();
+  const absl::flat_hash_set<NodeId> just_confirmed(ready.begin(), ready.end());
   for (auto& [id, info] : nodes_) {
-    if (info.state() != v1::NODE_ALIVE) continue;
+    if (info.state() != v1::NODE_ALIVE || just_confirmed.contains(id)) continue;
     absl::Duration silent = now - absl::FromUnixMillis(info.last_heartbeat_unix_ms());
     if (silent <= limit) continue;
     v1::NodeInfo updated = info;
@@ -373,22 +409,33 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
     updated.set_death_reason(absl::StrCat("node lost: no heartbeat for ",
                                           absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1))),
                                           " (", options_.heartbeat_misses, " missed)"));
+    // Back from an unconfirmed death and silent again (it may never have had the reply that
+    // told it to stop its old actors): still unconfirmed, now by the retry window alone.
+    auto earlier = unconfirmed_.find(id);
     Unconfirmed u;
-    if (confirm) u = Confirmation(id, info, now);
-    updated.set_death_unconfirmed(u.needed > 0);
+    if (earlier != unconfirmed_.end()) {
+      u = std::move(earlier->second);
+      u.back = u.stopped = false;
+      u.give_up_at = Confirmation(id, info, now).give_up_at;
+      unconfirmed_.erase(earlier);
+    } else if (confirm) {
+      u = Confirmation(id, info, now);
+    }
+    const bool wait = u.needed > 0 || u.version == kNoConfirmations;
+    updated.set_death_unconfirmed(wait);
     // Keep the node alive in memory if the store refuses; the next check retries.
     if (absl::Status s = Persist(updated); !s.ok()) {
       spdlog::warn("node {}: cannot record death: {}", id.ToString(), s.message());
       continue;
     }
     check.declared.push_back(id);
-    if (u.needed == 0) {
+    if (!wait) {
       spdlog::warn("node {} is dead: {}", id.ToString(), updated.death_reason());
       died.emplace_back(id, updated.death_reason());
       held_.erase(id);
     } else {
       // Lists from the version just stored on leave it out.
-      u.version = peers_version_;
+      if (u.version != kNoConfirmations) u.version = peers_version_;
       u.reason = updated.death_reason();
       spdlog::warn(
           "node {} is dead: {}; its actors restart elsewhere once {} of the {} peers it knows of have heard "

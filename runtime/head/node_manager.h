@@ -19,12 +19,16 @@
 //   - every support such a node gave it (HeartbeatRequest.supports) is a death threshold old,
 // or, failing that, once the node's own retry window (NodeInfo.head_retry_window_ms, after
 // which its worker exits) and a threshold have passed since it was last heard. Two such
-// halves cannot both hold, so at no time do two incarnations of an actor serve, whichever
-// way the network splits; the price is that when more than half of a node's peers die with
-// it at once, its actors wait for the retry window. A lone node (its list holds no other, or
-// none yet) is confirmed at once: it cannot be told from a dead one. The confirmation state
-// lives in memory; after a head restart, an unconfirmed death is confirmed afresh against
-// the recovered ALIVE nodes.
+// halves cannot both hold, so two incarnations of an actor do not serve at once, whichever
+// way the network splits (a start whose outcome the head never learned is the exception:
+// docs/operations.md "Partitions"); the price is that when more than half of a node's peers
+// die with it at once, its actors wait for the retry window. A node whose lists may all be
+// of itself alone, or none, is confirmed at once: a lone node cannot be told from a dead one.
+// A node back before its death is confirmed (told was_dead, so stopping its old actors) is
+// confirmed by its first heartbeat after (one naming no list), and only then announced
+// ALIVE. The confirmation state lives in memory; after a head restart, an unconfirmed death
+// (stored with the node) is confirmed afresh, taking the nodes that may be on a previous
+// head's lists (recovered_) for the list of any node that has not heartbeated twice since.
 // Every state change is written to the store (table "nodes") before it is acknowledged;
 // heartbeat times are kept in memory only and restart from "now" after Recover().
 // Time comes from the injected Clock, so liveness is tested without sleeping.

@@ -106,14 +106,6 @@ absl::Status ActorProcesses::Launch(const ActorLaunch& launch) {
   o.log_path = LogPath(launch.actor_id);
   o.working_dir = launch.working_dir;
   absl::MutexLock lock(&mu_);
-  if (auto old = children_.find(launch.actor_id); old != children_.end() && old->second.kill_requested) {
-    // The previous incarnation is being stopped (the head restarts it here after this node
-    // came back from a death, or after a kill): it goes first.
-    old->second.process.Signal(SIGKILL).IgnoreError();
-    auto gone = [this, &launch]()
-                    ABSL_NO_THREAD_SAFETY_ANALYSIS { return !children_.contains(launch.actor_id); };
-    mu_.AwaitWithTimeout(absl::Condition(&gone), absl::Seconds(10));
-  }
   if (children_.contains(launch.actor_id))
     return absl::AlreadyExistsError(
         absl::StrCat("actor ", launch.actor_id.ToString(), " already runs on this node"));
@@ -127,6 +119,19 @@ absl::Status ActorProcesses::Launch(const ActorLaunch& launch) {
   child.gpu_ids = launch.gpu_ids;
   children_.emplace(launch.actor_id, std::move(child));
   return absl::OkStatus();
+}
+
+void ActorProcesses::AwaitStopped(const ActorId& id, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto old = children_.find(id);
+  if (old != children_.end()) {
+    if (!old->second.kill_requested) return;  // running: Launch says so
+    old->second.process.Signal(SIGKILL).IgnoreError();
+  }
+  auto gone = [this, &id]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return !children_.contains(id) && !reporting_.contains(id);
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&gone), timeout);
 }
 
 absl::Status ActorProcesses::Kill(const ActorId& id, absl::Duration grace) {
@@ -204,6 +209,7 @@ void ActorProcesses::ReapLoop() {
               "it stopped itself: this worker did not renew its lease in time (it could not reach "
               "the head, or was frozen or stalled), and the head restarts it elsewhere";
         exits.push_back(std::move(report));
+        ++reporting_[it->first];
         children_.erase(it++);
       }
     }
@@ -212,6 +218,12 @@ void ActorProcesses::ReapLoop() {
       e.last_lines = TailLines(e.log_path, options_.tail_lines);
       spdlog::info("actor {} exited: {}", e.actor_id.ToString(), e.exit.Describe());
       if (options_.on_exit) options_.on_exit(e);
+    }
+    if (!exits.empty()) {
+      absl::MutexLock lock(&mu_);
+      for (const ActorExit& e : exits)
+        if (auto r = reporting_.find(e.actor_id); r != reporting_.end() && --r->second == 0)
+          reporting_.erase(r);
     }
     absl::SleepFor(options_.poll_period);
   }

@@ -56,6 +56,9 @@ class ActorProcesses {
 
   // Starts the process. AlreadyExists when the actor already runs here.
   absl::Status Launch(const ActorLaunch& launch);
+  // When a previous process of `id` is being stopped (Kill), SIGKILLs it and waits (at most
+  // `timeout`) until it is gone and its exit reported, so that a new one may start.
+  void AwaitStopped(const ActorId& id, absl::Duration timeout);
   // Sends SIGTERM, then SIGKILL after `grace`; the exit is reported as usual, with
   // killed_by_request set. NotFound when the actor does not run here.
   absl::Status Kill(const ActorId& id, absl::Duration grace);
@@ -89,6 +92,8 @@ class ActorProcesses {
   const ActorProcessesOptions options_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<ActorId, Child> children_ ABSL_GUARDED_BY(mu_);
+  // Reaped, their exits being reported (on_exit not yet returned).
+  absl::flat_hash_map<ActorId, int> reporting_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread reaper_;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <future>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -155,7 +156,7 @@ HeadLink::Step HeadLink::Round() {
         return {absl::ZeroDuration(), 2};
       }
       MaybeFence(clock_.Now());
-      return {period};
+      return {std::min(period, timeout)};
     }
     if (reply->was_dead() && !before.empty()) {
       spdlog::warn("the head had declared this node dead; stopping the {} actor(s) from before",
@@ -167,6 +168,10 @@ HeadLink::Step HeadLink::Round() {
     stale_.reset();
     node_id_ = reply->node_id();
     registered_ = true;
+    // A list from before is stale (the head may have declared this node dead since): the
+    // next heartbeat brings one, and says (version 0) it follows this registration.
+    peers_.clear();
+    peers_version_ = 0;
     if (reply->heartbeat_period_ms() > 0) period_ = absl::Milliseconds(reply->heartbeat_period_ms());
     death_after_ = period_ * std::max(0, reply->heartbeat_misses());
     Reached(now);
@@ -191,17 +196,20 @@ HeadLink::Step HeadLink::Round() {
     req = HeartbeatLocked();
   }
   absl::StatusOr<v1::HeartbeatReply> reply = head_.Heartbeat(req, timeout);
-  if (reply.ok() || absl::IsNotFound(reply.status())) {
+  if (reply.ok()) {
     absl::MutexLock lock(&mu_);
     Reached(now);
-    if (reply.ok()) AdoptPeersLocked(*reply);
-    if (absl::IsNotFound(reply.status())) {
-      spdlog::warn("head does not know this node ({}); registering again", reply.status().message());
-      registered_ = false;
-      stale_ = actors_.Running();
-      return {absl::ZeroDuration()};
-    }
+    AdoptPeersLocked(*reply);
     return {period_};
+  }
+  if (absl::IsNotFound(reply.status())) {
+    // Not a renewal: the head may have declared this node dead and be waiting for its peers
+    // (or its retry window) before restarting its actors.
+    absl::MutexLock lock(&mu_);
+    spdlog::warn("head does not know this node ({}); registering again", reply.status().message());
+    registered_ = false;
+    stale_ = actors_.Running();
+    return {absl::ZeroDuration()};
   }
   spdlog::warn("heartbeat to {} failed: {}", options_.head_address, reply.status().message());
   MaybeFence(clock_.Now());  // after the request's own timeout
@@ -225,6 +233,23 @@ void HeadLink::MaybeFence(absl::Time now) {
     if (silent <= death_after_ * 2 / 5) return;
     peers = peers_;
     timeout = RequestTimeout();
+  }
+  bool has_list;
+  {
+    absl::MutexLock lock(&mu_);
+    has_list = peers_version_ != 0;
+  }
+  if (!has_list) {  // registered, but no heartbeat brought a list yet: it cannot count
+    absl::MutexLock lock(&mu_);
+    fence_reason_ =
+        absl::StrCat("node ", node_id_, " has not reached the head at ", options_.head_address, " for ",
+                     absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1))),
+                     " and holds no peer list yet to ask: the head may restart its actors elsewhere");
+    fenced_ = true;
+    cleared_ = false;
+    int killed = actors_.Fence(fence_reason_);
+    spdlog::critical("fenced {} actor(s): {}", killed, fence_reason_);
+    return;
   }
   if (peers.empty()) {  // a lone node: nobody to ask
     absl::MutexLock lock(&mu_);
@@ -287,24 +312,44 @@ std::string HeadLink::ReasonToFence(const std::vector<Peer>& peers, absl::Durati
     absl::MutexLock lock(&mu_);
     me = node_id_;
   }
-  std::vector<std::future<absl::StatusOr<v1::HeadContactReply>>> answers;
-  for (const Peer& peer : peers)
-    answers.push_back(std::async(std::launch::async, [this, &peer, &me, timeout] {
-      return peers_api_.HeadContact(peer.address, me, timeout);
-    }));
   const size_t nodes = peers.size() + 1;
-  size_t support = 1;  // this node
+  // At most 64 questions at once (one wave for the clusters this runs), and no more once a
+  // peer reaches the head.
+  constexpr size_t kAtOnce = 64;
+  absl::Mutex mu;
+  size_t next = 0, support = 1;  // this node supports itself
   std::string unreachable, reached;
-  for (size_t i = 0; i < peers.size(); ++i) {
-    absl::StatusOr<v1::HeadContactReply> r = answers[i].get();
-    if (!r.ok()) {
-      if (unreachable.empty()) unreachable = absl::StrCat(peers[i].address, ": ", r.status().message());
-      continue;
+  auto decided = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return !reached.empty(); };
+  auto ask = [&] {
+    while (true) {
+      size_t i;
+      {
+        absl::MutexLock lock(&mu);
+        if (decided() || next >= peers.size()) return;
+        i = next++;
+      }
+      absl::StatusOr<v1::HeadContactReply> r = peers_api_.HeadContact(peers[i].address, me, timeout);
+      absl::MutexLock lock(&mu);
+      if (!r.ok()) {
+        if (unreachable.empty()) unreachable = absl::StrCat(peers[i].address, ": ", r.status().message());
+      } else if (r->reaches_head()) {
+        if (reached.empty()) reached = absl::StrCat("peer ", peers[i].address, " reaches it");
+      } else if (r->knows_asker()) {
+        ++support;
+      }
     }
-    if (reached.empty() && r->reaches_head())
-      reached = absl::StrCat("peer ", peers[i].address, " reaches it");
-    if (!r->reaches_head() && r->knows_asker()) ++support;
+  };
+  try {
+    std::vector<std::future<void>> askers;
+    for (size_t t = 0; t < std::min(kAtOnce, peers.size()); ++t)
+      askers.push_back(std::async(std::launch::async, ask));
+    for (auto& f : askers) f.get();
+  } catch (const std::system_error& e) {  // no thread to ask with: as if no peer answered
+    absl::MutexLock lock(&mu);
+    if (reached.empty() && support <= nodes / 2)
+      return absl::StrCat("its peers cannot be asked (", e.what(), ")");
   }
+  absl::MutexLock lock(&mu);
   if (!reached.empty()) return reached;
   // More than half: the head cannot gather the half it needs to restart this node's actors.
   if (support > nodes / 2) return "";

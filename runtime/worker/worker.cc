@@ -222,8 +222,14 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
   // No more renewals from here: the actors stop with this process, not by the lease.
   (*lease)->ExtendFor(absl::InfiniteDuration());
   metrics_server.reset();
-  exits.Stop();
   server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  // The actors stop (no new ones can start now) before the head hears the node left and
+  // restarts them elsewhere at once: never two incarnations.
+  local_actors.Fence(absl::StrCat("its worker is stopping (signal ", sig, ")"));
+  for (absl::Time until = absl::Now() + absl::Seconds(10);
+       !worker_service.Running().empty() && absl::Now() < until;)
+    absl::SleepFor(absl::Milliseconds(10));
+  exits.Stop();
   if (std::string id = head_link->node_id(); !id.empty()) {
     v1::UnregisterNodeRequest req;
     req.set_node_id(id);

@@ -173,6 +173,9 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
     launch.env["SKYRL_WORKING_DIR"] = working_dir;
     launch.env["SKYRL_WORKING_DIR_DIGEST"] = req->working_dir();
   }
+  // A previous incarnation being stopped here (the head restarts an actor on the node it ran
+  // on, which came back from a death) goes first, and its exit is not this one's.
+  processes_.AwaitStopped(*id, absl::Seconds(10));
   uint64_t launched_after;
   {
     absl::MutexLock lock(&mu_);

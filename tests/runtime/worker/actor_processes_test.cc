@@ -94,6 +94,27 @@ TEST_F(ActorProcessesTest, ASignalFromOutsideIsReportedAsThatSignal) {
   EXPECT_EQ(e->last_lines, std::vector<std::string>{"started"});
 }
 
+TEST_F(ActorProcessesTest, APreviousProcessBeingStoppedIsGoneAndReportedBeforeTheNextStarts) {
+  // It ignores SIGTERM: stopped with a long grace, it would linger for a minute.
+  ActorLaunch l = Shell("trap '' TERM; echo started; while true; do sleep 0.05; done");
+  ASSERT_TRUE(procs_->Launch(l).ok());
+  absl::SleepFor(absl::Milliseconds(100));
+  ASSERT_TRUE(procs_->Kill(l.actor_id, absl::Minutes(1)).ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(procs_->Launch(l))) << "still there";
+  const absl::Time asked = absl::Now();
+  procs_->AwaitStopped(l.actor_id, absl::Seconds(10));
+  EXPECT_LT(absl::Now() - asked, absl::Seconds(5)) << "SIGKILLed, not waited out";
+  {
+    absl::MutexLock lock(&mu_);
+    ASSERT_EQ(exits_.size(), 1u) << "its exit is reported before AwaitStopped returns";
+    EXPECT_EQ(exits_[0].actor_id, l.actor_id);
+  }
+  EXPECT_TRUE(procs_->Launch(l).ok()) << "the next incarnation starts";
+  // A running process (no stop asked) is not touched: the start says it already runs.
+  procs_->AwaitStopped(l.actor_id, absl::Seconds(10));
+  EXPECT_TRUE(absl::IsAlreadyExists(procs_->Launch(l)));
+}
+
 TEST_F(ActorProcessesTest, KillByRequestIsReportedAsSuch) {
   ActorLaunch l = Shell("echo started; exec sleep 30");
   ASSERT_TRUE(procs_->Launch(l).ok());

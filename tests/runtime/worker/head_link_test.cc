@@ -175,6 +175,27 @@ TEST_F(HeadLinkTest, ANodeTheHeadDeclaredDeadRegistersAgainAndStopsItsActorsFrom
   EXPECT_TRUE(actors_.fences.empty());
 }
 
+TEST_F(HeadLinkTest, ANotFoundAnswerRenewsNothingAndTheNewRegistrationDropsTheOldList) {
+  Connect();
+  const size_t leases = actors_.leases.size();
+  head_.forget = true;
+  clock_.Advance(absl::Milliseconds(500));
+  Link().Round();
+  EXPECT_EQ(actors_.leases.size(), leases) << "the head may be waiting to restart these actors elsewhere";
+  head_.forget = false;
+  Link().Round();  // registers again
+  Link().Round();
+  EXPECT_EQ(head_.last_peers_version, 0u) << "the list from before is dropped; the head sends a fresh one";
+}
+
+TEST_F(HeadLinkTest, CutOffBeforeAnyListCameItFences) {
+  EXPECT_FALSE(Link().Round().exit_code);  // registered; no heartbeat yet, so no list
+  peers_.reaches = {{"peer-a:1", false}, {"peer-b:1", false}};
+  Down(absl::Seconds(1));
+  ASSERT_EQ(actors_.fences.size(), 1u) << "it cannot know who would support it";
+  EXPECT_NE(actors_.fences[0].find("no peer list"), std::string::npos) << actors_.fences[0];
+}
+
 TEST_F(HeadLinkTest, ARegistrationRetriedAfterALostReplyStopsOnlyTheActorsFromBefore) {
   Connect();
   const std::vector<ActorId> old_actors = actors_.running;
