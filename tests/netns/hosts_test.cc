@@ -173,6 +173,17 @@ class PartitionTest : public ::testing::Test {
   // that after healing only the new one runs. `worker_log`: the cut-off worker's log.
   void CutAndCheck(bool head_only, std::string* worker_log);
 
+  // The actor's processes on every host, once there is one (after at most 5 s).
+  std::vector<int> SettledProcesses(const std::string& actor_id) {
+    std::vector<int> pids;
+    for (int i = 0; i < 100; ++i) {
+      pids = ActorProcessesWithHome(dir_)[actor_id];
+      if (pids.size() == 1) break;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return pids;
+  }
+
   // skyrl-call-probe on `host`, calling the actor's "pid".
   Subprocess StartProbe(int host, const std::string& actor_id, const std::string& log) {
     SpawnOptions o;
@@ -298,14 +309,9 @@ void PartitionTest::CutAndCheck(bool head_only, std::string* worker_log) {
 
   // Healed: the node is back, and only the new incarnation runs anywhere.
   EXPECT_TRUE(WaitForAliveNodes(3, absl::Seconds(15))) << "the cut-off node did not rejoin";
-  std::map<std::string, std::vector<int>> procs;
-  for (int i = 0; i < 100; ++i) {
-    procs = ActorProcessesWithHome(dir_);
-    if (procs[actor->actor_id].size() == 1) break;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  ASSERT_EQ(procs[actor->actor_id].size(), 1u);
-  EXPECT_EQ(std::to_string(procs[actor->actor_id][0]), new_pid);
+  const std::vector<int> pids = SettledProcesses(actor->actor_id);
+  ASSERT_EQ(pids.size(), 1u);
+  EXPECT_EQ(std::to_string(pids[0]), new_pid);
   absl::StatusOr<std::string> after = client_->Call(*actor, "pid", "");
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(*after, new_pid);
@@ -399,13 +405,9 @@ TEST_F(PartitionTest, TwoWorkersCutOffTogetherKeepTheirActorsAndTheHeadRestartsN
     if (p.ok()) after_pid = *p;
   }
   ASSERT_FALSE(after_pid.empty()) << "the actor does not answer after healing; logs in " << dir_;
-  std::map<std::string, std::vector<int>> procs;
-  for (int i = 0; i < 100; ++i) {
-    procs = ActorProcessesWithHome(dir_);
-    if (procs[actor->actor_id].size() == 1) break;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  ASSERT_EQ(procs[actor->actor_id].size(), 1u);
+  const std::vector<int> pids = SettledProcesses(actor->actor_id);
+  ASSERT_EQ(pids.size(), 1u);
+  EXPECT_EQ(std::to_string(pids[0]), after_pid);
   probe.Signal(SIGTERM).IgnoreError();
   probe.Wait();
   // The partner, beside it on the same side, was answered by the old incarnation throughout.
