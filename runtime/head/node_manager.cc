@@ -414,10 +414,9 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
     auto earlier = unconfirmed_.find(id);
     Unconfirmed u;
     if (earlier != unconfirmed_.end()) {
-      u = std::move(earlier->second);
+      u = earlier->second;  // copied: it stays if the store refuses below
       u.back = u.stopped = false;
       u.give_up_at = Confirmation(id, info, now).give_up_at;
-      unconfirmed_.erase(earlier);
     } else if (confirm) {
       u = Confirmation(id, info, now);
     }

@@ -125,7 +125,8 @@ void ActorProcesses::AwaitStopped(const ActorId& id, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto old = children_.find(id);
   if (old != children_.end()) {
-    if (!old->second.kill_requested) return;  // running: Launch says so
+    // Running (no stop asked, not fenced): Launch says so.
+    if (!old->second.kill_requested && old->second.fenced.empty()) return;
     old->second.process.Signal(SIGKILL).IgnoreError();
   }
   auto gone = [this, &id]() ABSL_NO_THREAD_SAFETY_ANALYSIS {

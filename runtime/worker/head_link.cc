@@ -263,9 +263,13 @@ void HeadLink::MaybeFence(absl::Time now) {
   // Supports given in this round are T old no earlier than T after it began.
   const absl::Time began = clock_.Now();
   // The last try and the question to the peers at once: together within T/5.
-  std::future<bool> last_try = std::async(std::launch::async, [this, timeout] { return LastTry(timeout); });
+  std::future<bool> last_try;
+  try {
+    last_try = std::async(std::launch::async, [this, timeout] { return LastTry(timeout); });
+  } catch (const std::system_error&) {  // no thread for it: tried after the question instead
+  }
   std::string why = ReasonToFence(peers, timeout * 2);
-  if (last_try.get()) return;
+  if (last_try.valid() ? last_try.get() : LastTry(timeout)) return;
   absl::MutexLock lock(&mu_);
   if (why.empty()) {
     actors_.Lease(std::clamp(began + LeaseTerm() - clock_.Now(), absl::ZeroDuration(), LeaseTerm()));

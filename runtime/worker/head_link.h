@@ -8,7 +8,8 @@
 // restarts its actors elsewhere; a node cut off from the head but alive would go on serving
 // the old incarnations meanwhile (two trainer ranks of one index, two engines answering one
 // id). So once the head has not answered for 0.4 T, the link asks every peer (the other ALIVE
-// nodes, as the head last listed them, all at once) whether it reaches the head: each asked
+// nodes, as the head last listed them; 64 at once, none past one that reaches the head)
+// whether it reaches the head (holding no list yet, it fences at once): each asked
 // peer sends the head a heartbeat there and then, says whether it was answered, and whether
 // the asker is still on its own peer list. At the same time it tries the head once more
 // itself, on a fresh connection (after a head restart, a connection still in its reconnect

@@ -219,17 +219,19 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
   spdlog::info("received signal {}, leaving the cluster", sig);
   stopping = true;
   heartbeat.join();
-  // No more renewals from here: the actors stop with this process, not by the lease.
-  (*lease)->ExtendFor(absl::InfiniteDuration());
-  metrics_server.reset();
-  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  // The actors stop (no new ones can start now) before the head hears the node left and
-  // restarts them elsewhere at once: never two incarnations.
+  // No more renewals from here: whatever outlives the steps below stops by the lease, within
+  // 0.9 T. The actors stop before the head hears the node left (it restarts them elsewhere at
+  // once), and their exits are not reported: the head restarts them once, on the node's
+  // death, not on each exit while the node still looks ALIVE.
+  exits.Stop();
   local_actors.Fence(absl::StrCat("its worker is stopping (signal ", sig, ")"));
   for (absl::Time until = absl::Now() + absl::Seconds(10);
        !worker_service.Running().empty() && absl::Now() < until;)
     absl::SleepFor(absl::Milliseconds(10));
-  exits.Stop();
+  metrics_server.reset();
+  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  // A start that got in meanwhile.
+  local_actors.Fence(absl::StrCat("its worker is stopping (signal ", sig, ")"));
   if (std::string id = head_link->node_id(); !id.empty()) {
     v1::UnregisterNodeRequest req;
     req.set_node_id(id);
