@@ -176,6 +176,9 @@ absl::StatusOr<std::string> PackDirectory(const std::string& dir, int64_t max_by
   Sink sink{&out, max_bytes};
   ArchivePtr a(archive_write_new(), archive_write_free);
   archive_write_add_filter_gzip(a.get());
+  // The same content packs to the same bytes (its digest names it): no time in the gzip header.
+  if (archive_write_set_options(a.get(), "gzip:!timestamp") != ARCHIVE_OK)
+    return ArchiveError(a.get(), "packing the working directory");
   archive_write_set_format_pax_restricted(a.get());
   archive_write_set_bytes_in_last_block(a.get(), 1);
   if (archive_write_open(a.get(), &sink, nullptr, WriteToString, nullptr) != ARCHIVE_OK)

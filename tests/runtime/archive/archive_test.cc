@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/time/clock.h"
 #include "tests/util/paths.h"
 
 namespace skyrl::archive {
@@ -100,6 +101,17 @@ TEST_F(ArchiveTest, PackedFolderUnpacksToTheSameFiles) {
   EXPECT_TRUE(absl::IsFailedPrecondition(PackDirectory(root_ + "/src", 100).status()))
       << "over the size limit";
   EXPECT_TRUE(absl::IsInvalidArgument(PackDirectory(root_ + "/missing").status()));
+}
+
+TEST_F(ArchiveTest, TheSameFolderPacksToTheSameBytesInAnotherSecond) {
+  fs::create_directories(root_ + "/src/sub");
+  std::ofstream(root_ + "/src/sub/data.txt") << "payload";
+  absl::StatusOr<std::string> first = PackDirectory(root_ + "/src");
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::SleepFor(absl::Milliseconds(1100));  // gzip headers hold seconds
+  absl::StatusOr<std::string> second = PackDirectory(root_ + "/src");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE(*first == *second) << "a working directory is stored under its content's digest";
 }
 
 TEST_F(ArchiveTest, RefusesAbsoluteAndDotDotPaths) {
