@@ -119,7 +119,9 @@ std::string RenderActorsJson(const std::vector<v1::ActorInfo>& actors) {
     j["address"] = a.address();
     j["gpu_ids"] = std::vector<int>(a.gpu_ids().begin(), a.gpu_ids().end());
     j["restarts"] = a.restarts();
+    j["incarnation"] = a.incarnation();  // starts issued: the number exit reports and kills carry
     j["death_reason"] = a.death_reason();
+    j["pending_reason"] = a.pending_reason();
     arr.push_back(std::move(j));
   }
   return arr.dump(2) + "\n";

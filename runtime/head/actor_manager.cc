@@ -194,17 +194,17 @@ absl::Status ActorManager::Recover() {
   int resumed = 0;
   for (auto& [id, a] : actors_) {
     if (a.state() == v1::ACTOR_RESTARTING) {
-      StartRestart(id, "");
+      StartRestart(id, std::nullopt);
       ++resumed;
     } else if (a.state() == v1::ACTOR_PENDING) {
       // Its start's outcome died with the previous head: stop whatever started, place it again.
-      std::string address = WorkerAddress(a.node_id());
+      ProcessAt started{a.node_id(), id, a.incarnation()};
       Release(id);
       a.set_state(v1::ACTOR_RESTARTING);
       a.set_death_reason("its start was interrupted by a head restart");
       a.clear_node_id();
       (void)Persist(a);
-      StartRestart(id, address);
+      StartRestart(id, started.node_id.empty() ? std::nullopt : std::optional(started));
       ++resumed;
     } else if (a.state() == v1::ACTOR_ALIVE && WorkerAddress(a.node_id()).empty() &&
                !nodes_.DeathUnconfirmed(a.node_id())) {
@@ -259,7 +259,8 @@ ActorManager::StartTicket ActorManager::MarkPending(const ActorId& id, v1::Actor
   StartTicket t;
   t.worker_address = address;
   t.node_id = a.node_id();
-  t.incarnation = a.restarts();
+  a.set_incarnation(a.incarnation() + 1);
+  t.incarnation = a.incarnation();
   v1::StartActorRequest& req = t.request;
   req.set_actor_id(id.ToString());
   req.set_class_name(a.spec().class_name());
@@ -271,6 +272,7 @@ ActorManager::StartTicket ActorManager::MarkPending(const ActorId& id, v1::Actor
   *req.mutable_env() = a.spec().env();
   if (!a.spec().detached()) req.set_job_id(a.spec().job_id());
   req.set_node_id(a.node_id());
+  req.set_incarnation(t.incarnation);
   return t;
 }
 
@@ -332,7 +334,7 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
   actors_[id] = std::move(info);
   if (wait) {
     spdlog::info("actor {} waits for room: {}", id.ToString(), p.status().message());
-    StartRestart(id, "");
+    StartRestart(id, std::nullopt);
   }
   return out;
 }
@@ -462,7 +464,7 @@ absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const
       evicted = absl::NotFoundError(absl::StrCat("no actor ", id.ToString(), " (killed while starting)"));
     } else if (v1::ActorInfo& a = found->second; a.state() != v1::ACTOR_PENDING ||
                                                  a.node_id() != ticket.node_id ||
-                                                 a.restarts() != ticket.incarnation) {
+                                                 a.incarnation() != ticket.incarnation) {
       // Killed while starting, or already restarted elsewhere (its node was declared dead
       // while the start was in flight): this reply belongs to an incarnation that no longer
       // exists.
@@ -477,8 +479,10 @@ absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const
         Release(id);
         (void)Persist(a);
       } else {
+        // Timed out or cut off mid-start, say: it may run there, and is stopped (or its node's
+        // death confirmed) before the actor starts anywhere else.
         ++failed_starts_[id];
-        HandleDeath(id, reason, DeathCause::kStartFailed);
+        HandleDeath(id, reason, DeathCause::kStartFailed, ProcessAt{ticket.node_id, id, ticket.incarnation});
       }
       return a;
     } else {
@@ -498,16 +502,21 @@ absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const
     }
   }
   // Outside the lock: the process of an incarnation that no longer exists must not run.
-  if (stale)
-    workers_.KillActorAsync(ticket.worker_address, id.ToString(), [id](absl::Status s) {
+  if (stale) {
+    v1::KillActorRequest kill;
+    kill.set_actor_id(id.ToString());
+    kill.set_incarnation(ticket.incarnation);  // not a newer start on the same node
+    workers_.KillActorAsync(ticket.worker_address, kill, [id](absl::Status s) {
       if (!s.ok() && !absl::IsNotFound(s))
         spdlog::warn("kill stale start of {}: {}", id.ToString(), s.message());
     });
+  }
   if (!evicted.ok()) return evicted;
   return out;
 }
 
-void ActorManager::HandleDeath(const ActorId& id, const std::string& reason, DeathCause cause) {
+void ActorManager::HandleDeath(const ActorId& id, const std::string& reason, DeathCause cause,
+                               std::optional<ProcessAt> unknown) {
   v1::ActorInfo& a = actors_.at(id);
   Release(id);
   int max = a.spec().max_restarts();
@@ -518,6 +527,15 @@ void ActorManager::HandleDeath(const ActorId& id, const std::string& reason, Dea
     a.set_address("");
     (void)Persist(a);
     spdlog::warn("actor {} is DEAD: {}", id.ToString(), a.death_reason());
+    if (std::string address = unknown ? WorkerAddress(unknown->node_id) : ""; !address.empty()) {
+      v1::KillActorRequest kill;  // best effort: DEAD starts nothing anywhere
+      kill.set_actor_id(id.ToString());
+      kill.set_incarnation(unknown->incarnation);
+      workers_.KillActorAsync(address, kill, [id](absl::Status s) {
+        if (!s.ok() && !absl::IsNotFound(s))
+          spdlog::warn("kill failed start of {}: {}", id.ToString(), s.message());
+      });
+    }
     return;
   }
   a.set_restarts(a.restarts() + 1);
@@ -535,10 +553,40 @@ void ActorManager::HandleDeath(const ActorId& id, const std::string& reason, Dea
   if (auto f = failed_starts_.find(id);
       cause == DeathCause::kStartFailed && f != failed_starts_.end() && f->second > 1)
     delay = std::min(absl::Milliseconds(50) * (1 << std::min(f->second - 2, 6)), absl::Seconds(2));
-  if (!stopping_) StartRestart(id, "", delay);
+  if (!stopping_) StartRestart(id, std::move(unknown), delay);
 }
 
-void ActorManager::StartRestart(const ActorId& id, const std::string& kill_first_at, absl::Duration delay) {
+bool ActorManager::StopBeforeRestart(const ProcessAt& at) {
+  v1::KillActorRequest kill;
+  kill.set_actor_id(at.actor_id.ToString());
+  kill.set_incarnation(at.incarnation);
+  for (bool said = false;;) {
+    std::optional<v1::NodeInfo> node = nodes_.Find(at.node_id);
+    // Gone for good: a confirmed death means its worker fenced its actors, or their lease
+    // ran out (NodeManager).
+    if (!node || (node->state() != v1::NODE_ALIVE && !nodes_.DeathUnconfirmed(at.node_id))) return true;
+    absl::Status s = workers_.KillActor(node->address(), kill);
+    if (s.ok() || absl::IsNotFound(s)) return true;
+    absl::MutexLock lock(&mu_);
+    // (Killed meanwhile, the actor starts nowhere after this; its process is stopped all the same.)
+    auto it = actors_.find(at.actor_id);
+    if (!said && it != actors_.end() && it->second.state() == v1::ACTOR_RESTARTING) {
+      said = true;
+      std::string why = absl::StrCat("waits until its start on node ", at.node_id,
+                                     " is stopped or that node's death is confirmed (the worker "
+                                     "cannot be reached: ",
+                                     s.message(), ")");
+      spdlog::warn("actor {} {}", at.actor_id.ToString(), why);
+      it->second.set_pending_reason(why);
+      (void)Persist(it->second);
+    }
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(200));
+    if (stopping_) return false;
+  }
+}
+
+void ActorManager::StartRestart(const ActorId& id, std::optional<ProcessAt> stop_first,
+                                absl::Duration delay) {
   for (auto it = restarts_.begin(); it != restarts_.end();) {
     if (it->done->load()) {
       it->thread.join();  // already finished: returns at once
@@ -548,7 +596,7 @@ void ActorManager::StartRestart(const ActorId& id, const std::string& kill_first
     }
   }
   auto done = std::make_shared<std::atomic<bool>>(false);
-  restarts_.push_back(Restart{std::thread([this, id, done, kill_first_at, delay] {
+  restarts_.push_back(Restart{std::thread([this, id, done, stop_first, delay] {
                                 if (delay > absl::ZeroDuration()) {
                                   absl::MutexLock lock(&mu_);
                                   mu_.AwaitWithTimeout(absl::Condition(&stopping_), delay);
@@ -557,9 +605,12 @@ void ActorManager::StartRestart(const ActorId& id, const std::string& kill_first
                                     return;
                                   }
                                 }
-                                // A process left from an interrupted start must not outlive it.
-                                if (!kill_first_at.empty())
-                                  (void)workers_.KillActor(kill_first_at, id.ToString());
+                                // A process left from an interrupted start must not serve beside
+                                // the next one.
+                                if (stop_first && !StopBeforeRestart(*stop_first)) {
+                                  done->store(true);
+                                  return;
+                                }
                                 (void)PlaceAndStart(id, /*wait_for_room=*/true);
                                 done->store(true);
                               }),
@@ -576,9 +627,12 @@ void ActorManager::OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit
   auto it = actors_.find(*id);
   if (it == actors_.end() || it->second.node_id() != node.ToString()) return;  // stale report
   v1::ActorInfo& a = it->second;
+  // An older start's process, on the node the actor runs on again (its kill came late, or the
+  // node came back): not this incarnation's end. 0: a worker that does not say.
+  if (exit.incarnation() != 0 && exit.incarnation() != a.incarnation()) return;
   if (a.state() == v1::ACTOR_PENDING) {
-    // An exit that was asked for is the previous incarnation's on this node (stopped when the
-    // node came back from a death), not the one starting.
+    // An exit that was asked for is a previous incarnation's on this node (from a worker
+    // that does not say which), not the one starting.
     if (!exit.killed_by_request()) exited_while_starting_.insert(*id);
     return;
   }
@@ -641,6 +695,8 @@ absl::Status ActorManager::Kill(const ActorId& id) {
 
 void ActorManager::KillAsync(const ActorId& id, StatusDone done) {
   std::string address, node_id;
+  v1::KillActorRequest kill;
+  kill.set_actor_id(id.ToString());
   {
     TrimmingLock lock(this);
     auto it = actors_.find(id);
@@ -648,6 +704,7 @@ void ActorManager::KillAsync(const ActorId& id, StatusDone done) {
     v1::ActorInfo& a = it->second;
     if (a.state() == v1::ACTOR_DEAD) return done(absl::OkStatus());
     node_id = a.node_id();
+    kill.set_incarnation(a.incarnation());
     Release(id);
     SetDead(id, a, DeathCause::kKilled);
     a.set_death_reason("killed by the user");
@@ -660,23 +717,21 @@ void ActorManager::KillAsync(const ActorId& id, StatusDone done) {
     absl::MutexLock lock(&mu_);
     ++async_in_flight_;
   }
-  workers_.KillActorAsync(address, id.ToString(),
-                          [this, id, address, done = std::move(done)](absl::Status s) {
-                            if (!s.ok() && !absl::IsNotFound(s))
-                              spdlog::warn("kill {} on {}: {}", id.ToString(), address, s.message());
-                            done(absl::OkStatus());
-                            absl::MutexLock lock(&mu_);
-                            --async_in_flight_;
-                          });
+  workers_.KillActorAsync(address, kill, [this, id, address, done = std::move(done)](absl::Status s) {
+    if (!s.ok() && !absl::IsNotFound(s))
+      spdlog::warn("kill {} on {}: {}", id.ToString(), address, s.message());
+    done(absl::OkStatus());
+    absl::MutexLock lock(&mu_);
+    --async_in_flight_;
+  });
 }
 
-void ActorManager::MarkKilled(const ActorId& id, const std::string& reason,
-                              std::vector<std::pair<std::string, std::string>>& kills) {
+void ActorManager::MarkKilled(const ActorId& id, const std::string& reason, std::vector<ProcessAt>& kills) {
   auto it = actors_.find(id);
   if (it == actors_.end() || it->second.state() == v1::ACTOR_DEAD) return;
   v1::ActorInfo& a = it->second;
   Release(id);
-  if (Holds(a.state())) kills.emplace_back(a.node_id(), id.ToString());
+  if (Holds(a.state())) kills.push_back(ProcessAt{a.node_id(), id, a.incarnation()});
   SetDead(id, a, DeathCause::kKilled);
   a.set_death_reason(reason);
   a.set_address("");
@@ -685,7 +740,7 @@ void ActorManager::MarkKilled(const ActorId& id, const std::string& reason,
 
 void ActorManager::KillGroupAsync(const std::string& group, const std::string& reason,
                                   std::function<void()> done) {
-  std::vector<std::pair<std::string, std::string>> kills;  // (node, actor id)
+  std::vector<ProcessAt> kills;
   {
     TrimmingLock lock(this);
     auto members = by_group_.extract(group);
@@ -695,15 +750,19 @@ void ActorManager::KillGroupAsync(const std::string& group, const std::string& r
   KillProcessesAsync(kills, std::move(done));
 }
 
-void ActorManager::KillProcessesAsync(const std::vector<std::pair<std::string, std::string>>& kills,
-                                      std::function<void()> done) {
+void ActorManager::KillProcessesAsync(const std::vector<ProcessAt>& kills, std::function<void()> done) {
   struct Pending {
     std::atomic<size_t> left;
     std::function<void()> done;
   };
-  std::vector<std::pair<std::string, std::string>> to_send;  // (worker address, actor id)
-  for (const auto& [node, id] : kills)
-    if (std::string address = WorkerAddress(node); !address.empty()) to_send.emplace_back(address, id);
+  std::vector<std::pair<std::string, v1::KillActorRequest>> to_send;  // (worker address, kill)
+  for (const ProcessAt& p : kills)
+    if (std::string address = WorkerAddress(p.node_id); !address.empty()) {
+      v1::KillActorRequest kill;
+      kill.set_actor_id(p.actor_id.ToString());
+      kill.set_incarnation(p.incarnation);
+      to_send.emplace_back(address, std::move(kill));
+    }
   if (to_send.empty()) return done();
   auto pending = std::make_shared<Pending>();
   pending->left = to_send.size();
@@ -712,18 +771,20 @@ void ActorManager::KillProcessesAsync(const std::vector<std::pair<std::string, s
     absl::MutexLock lock(&mu_);
     async_in_flight_ += int(to_send.size());
   }
-  for (const auto& [address, id] : to_send)
-    workers_.KillActorAsync(address, id, [this, pending, address = address, id = id](absl::Status s) {
-      if (!s.ok() && !absl::IsNotFound(s)) spdlog::warn("kill {} on {}: {}", id, address, s.message());
-      if (pending->left.fetch_sub(1) == 1) pending->done();
-      absl::MutexLock lock(&mu_);
-      --async_in_flight_;
-    });
+  for (const auto& [address, kill] : to_send)
+    workers_.KillActorAsync(address, kill,
+                            [this, pending, address = address, id = kill.actor_id()](absl::Status s) {
+                              if (!s.ok() && !absl::IsNotFound(s))
+                                spdlog::warn("kill {} on {}: {}", id, address, s.message());
+                              if (pending->left.fetch_sub(1) == 1) pending->done();
+                              absl::MutexLock lock(&mu_);
+                              --async_in_flight_;
+                            });
 }
 
 void ActorManager::KillJob(const std::string& job_id, const std::string& reason) {
   if (job_id.empty()) return;
-  std::vector<std::pair<std::string, std::string>> kills;
+  std::vector<ProcessAt> kills;
   {
     TrimmingLock lock(this);
     std::vector<ActorId> ids;

@@ -25,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <variant>
@@ -116,16 +117,24 @@ class ActorManager {
   absl::StatusOr<scheduler::Slot> Place(const ActorId& id, const v1::ActorSpec& spec)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Release(const ActorId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // DEAD with `reason`, resources released; the processes to kill go into `kills` as
-  // (node, actor id).
-  void MarkKilled(const ActorId& id, const std::string& reason,
-                  std::vector<std::pair<std::string, std::string>>& kills) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void KillProcessesAsync(const std::vector<std::pair<std::string, std::string>>& kills,
-                          std::function<void()> done);
+  // A process to stop: the actor's start `incarnation` on `node_id`.
+  struct ProcessAt {
+    std::string node_id;
+    ActorId actor_id;
+    int64_t incarnation = 0;
+  };
+  // DEAD with `reason`, resources released; the process to kill goes into `kills`.
+  void MarkKilled(const ActorId& id, const std::string& reason, std::vector<ProcessAt>& kills)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void KillProcessesAsync(const std::vector<ProcessAt>& kills, std::function<void()> done);
+  // Until the process is known to be stopped: its worker stopped it or does not run it, or
+  // its node's death is confirmed (it fenced its actors). Tries every 200 ms, recording why
+  // the actor waits. False when the manager stops first.
+  bool StopBeforeRestart(const ProcessAt& at);
   // A start to make: where, and which incarnation it is for.
   struct StartTicket {
     std::string worker_address, node_id;
-    int incarnation = 0;
+    int64_t incarnation = 0;
     v1::StartActorRequest request;
   };
   // A new actor: validates the spec, checks the name, places it and records it PENDING (or
@@ -150,13 +159,13 @@ class ActorManager {
   // Places, starts and records the actor; the caller holds no lock. With `wait_for_room` (a
   // restart), waits until some node can take it, it is killed, or the head stops.
   absl::StatusOr<v1::ActorInfo> PlaceAndStart(const ActorId& id, bool wait_for_room);
-  // An unexpected death: restart if allowed, else DEAD.
-  void HandleDeath(const ActorId& id, const std::string& reason, DeathCause cause)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Places and starts it again on a thread of its own, after killing a leftover process at
-  // `kill_first_at` (a worker address) when one is given.
-  // After `delay` (cut short when the manager stops).
-  void StartRestart(const ActorId& id, const std::string& kill_first_at,
+  // An unexpected death: restart if allowed, else DEAD. `unknown` is a start whose outcome
+  // is not known (it may run): it is stopped before the actor starts elsewhere.
+  void HandleDeath(const ActorId& id, const std::string& reason, DeathCause cause,
+                   std::optional<ProcessAt> unknown = std::nullopt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Places and starts it again on a thread of its own, after `stop_first` is stopped
+  // (StopBeforeRestart) when one is given; after `delay` (cut short when the manager stops).
+  void StartRestart(const ActorId& id, std::optional<ProcessAt> stop_first,
                     absl::Duration delay = absl::ZeroDuration()) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Persist(const v1::ActorInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes `a` DEAD, stamped with the time, frees its name, and queues it for eviction (once:

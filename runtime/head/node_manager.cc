@@ -312,9 +312,14 @@ absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason)
       it->second = std::move(updated);
       held_.erase(id);
       unconfirmed_.erase(id);
-      // Gone, it supports no one: as good as a confirmation of every death it could confirm.
+      // Gone, it supports no one: as good as a confirmation of every death it could confirm,
+      // once the supports it may have given since its last heartbeat (unreported) run out.
+      const absl::Time supports_out = clock_.Now() + options_.heartbeat_period * options_.heartbeat_misses;
       for (auto& [dead, u] : unconfirmed_)
-        if (u.version != kNoConfirmations && u.eligible.contains(id)) u.confirmed.insert(id);
+        if (u.version != kNoConfirmations && u.eligible.contains(id)) {
+          u.confirmed.insert(id);
+          u.not_before = std::max(u.not_before, supports_out);
+        }
       spdlog::info("node {} unregistered: {}", id.ToString(), reason.substr(0, 512));
     }
   }

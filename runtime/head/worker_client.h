@@ -19,7 +19,7 @@ class WorkerClient {
   virtual ~WorkerClient() = default;
   virtual absl::StatusOr<v1::StartActorReply> StartActor(const std::string& worker_address,
                                                          const v1::StartActorRequest& request) = 0;
-  virtual absl::Status KillActor(const std::string& worker_address, const std::string& actor_id) = 0;
+  virtual absl::Status KillActor(const std::string& worker_address, const v1::KillActorRequest& request) = 0;
   // The same without holding the caller's thread: `done` runs exactly once with the outcome,
   // on any thread (inline in these defaults; on a gRPC completion thread for the gRPC
   // client), and must not block for long.
@@ -27,8 +27,9 @@ class WorkerClient {
                                StartDone done) {
     done(StartActor(worker_address, request));
   }
-  virtual void KillActorAsync(const std::string& worker_address, const std::string& actor_id, KillDone done) {
-    done(KillActor(worker_address, actor_id));
+  virtual void KillActorAsync(const std::string& worker_address, const v1::KillActorRequest& request,
+                              KillDone done) {
+    done(KillActor(worker_address, request));
   }
 };
 

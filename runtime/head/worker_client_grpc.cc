@@ -21,11 +21,9 @@ class GrpcWorkerClient final : public WorkerClient {
     if (!s.ok()) return s;
     return reply;
   }
-  absl::Status KillActor(const std::string& address, const std::string& actor_id) override {
+  absl::Status KillActor(const std::string& address, const v1::KillActorRequest& req) override {
     grpc::ClientContext ctx;
     rpc::PrepareCall(&ctx, token_, absl::Seconds(10));
-    v1::KillActorRequest req;
-    req.set_actor_id(actor_id);
     v1::KillActorReply reply;
     return rpc::FromGrpc(Stub(address)->KillActor(&ctx, req, &reply));
   }
@@ -49,15 +47,14 @@ class GrpcWorkerClient final : public WorkerClient {
       }
     });
   }
-  void KillActorAsync(const std::string& address, const std::string& actor_id, KillDone done) override {
+  void KillActorAsync(const std::string& address, const v1::KillActorRequest& req, KillDone done) override {
     struct Call {
       grpc::ClientContext ctx;
       v1::KillActorRequest req;
       v1::KillActorReply reply;
       KillDone done;
     };
-    auto* call = new Call{{}, {}, {}, std::move(done)};
-    call->req.set_actor_id(actor_id);
+    auto* call = new Call{{}, req, {}, std::move(done)};
     rpc::PrepareCall(&call->ctx, token_, absl::Seconds(10));
     Stub(address)->async()->KillActor(&call->ctx, &call->req, &call->reply, [call](grpc::Status s) {
       std::unique_ptr<Call> owned(call);

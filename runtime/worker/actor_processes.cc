@@ -117,17 +117,22 @@ absl::Status ActorProcesses::Launch(const ActorLaunch& launch) {
                p->pid(), o.env_set["CUDA_VISIBLE_DEVICES"]);
   Child child{std::move(*p)};
   child.gpu_ids = launch.gpu_ids;
+  child.incarnation = launch.incarnation;
   children_.emplace(launch.actor_id, std::move(child));
   return absl::OkStatus();
 }
 
-void ActorProcesses::AwaitStopped(const ActorId& id, absl::Duration timeout) {
+void ActorProcesses::AwaitStopped(const ActorId& id, int64_t incarnation, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto old = children_.find(id);
   if (old != children_.end()) {
-    // Running (no stop asked, not fenced): Launch says so.
-    if (!old->second.kill_requested && old->second.fenced.empty()) return;
-    old->second.process.Signal(SIGKILL).IgnoreError();
+    Child& c = old->second;
+    // An older start the head has moved on from (its kill may still be on the way).
+    const bool superseded = incarnation > 0 && c.incarnation > 0 && c.incarnation < incarnation;
+    // Running as the current start (no stop asked, not fenced): Launch says so.
+    if (!superseded && !c.kill_requested && c.fenced.empty()) return;
+    if (superseded && c.fenced.empty()) c.kill_requested = true;
+    c.process.Signal(SIGKILL).IgnoreError();
   }
   auto gone = [this, &id]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return !children_.contains(id) && !reporting_.contains(id);
@@ -135,11 +140,15 @@ void ActorProcesses::AwaitStopped(const ActorId& id, absl::Duration timeout) {
   mu_.AwaitWithTimeout(absl::Condition(&gone), timeout);
 }
 
-absl::Status ActorProcesses::Kill(const ActorId& id, absl::Duration grace) {
+absl::Status ActorProcesses::Kill(const ActorId& id, absl::Duration grace, int64_t incarnation) {
   absl::MutexLock lock(&mu_);
   auto it = children_.find(id);
   if (it == children_.end())
     return absl::NotFoundError(absl::StrCat("actor ", id.ToString(), " does not run on this node"));
+  if (incarnation > 0 && it->second.incarnation > incarnation)
+    return absl::NotFoundError(absl::StrCat("actor ", id.ToString(), " runs its start ",
+                                            it->second.incarnation, " here, newer than start ", incarnation,
+                                            " to stop"));
   it->second.kill_requested = true;
   it->second.kill_deadline = absl::Now() + grace;
   return it->second.process.Signal(SIGTERM);
@@ -203,7 +212,8 @@ void ActorProcesses::ReapLoop() {
           ++it;
           continue;
         }
-        ActorExit report{it->first, *exit, child.kill_requested, LogPath(it->first), {}, child.fenced};
+        ActorExit report{it->first, *exit,        child.kill_requested, LogPath(it->first),
+                         {},        child.fenced, child.incarnation};
         if (report.fenced.empty() && !options_.lease_path.empty() && !exit->signaled &&
             exit->exit_code == kLeaseRanOutExitCode)
           report.fenced =

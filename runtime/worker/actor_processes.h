@@ -28,6 +28,7 @@ struct ActorLaunch {
   std::vector<int> gpu_ids;                // physical ids; CUDA_VISIBLE_DEVICES is exactly these
   std::map<std::string, std::string> env;  // extra environment
   std::string working_dir;                 // the process starts here (empty: the worker's)
+  int64_t incarnation = 0;                 // which start of the actor (0: not said)
 };
 
 struct ActorExit {
@@ -37,6 +38,7 @@ struct ActorExit {
   std::string log_path;
   std::vector<std::string> last_lines;  // the end of its log, oldest first
   std::string fenced;                   // why Fence() killed it; empty otherwise
+  int64_t incarnation = 0;              // ActorLaunch::incarnation of the process that ended
   // "exit code 3" / "killed by signal 9 (SIGKILL)", then the last lines.
   std::string Describe() const;
 };
@@ -56,12 +58,14 @@ class ActorProcesses {
 
   // Starts the process. AlreadyExists when the actor already runs here.
   absl::Status Launch(const ActorLaunch& launch);
-  // When a previous process of `id` is being stopped (Kill), SIGKILLs it and waits (at most
-  // `timeout`) until it is gone and its exit reported, so that a new one may start.
-  void AwaitStopped(const ActorId& id, absl::Duration timeout);
+  // Before start `incarnation` of `id`: when a previous process of it is being stopped (Kill,
+  // Fence) or is of an older start, SIGKILLs it (as killed by request) and waits (at most
+  // `timeout`) until it is gone and its exit reported, so that the new one may start.
+  void AwaitStopped(const ActorId& id, int64_t incarnation, absl::Duration timeout);
   // Sends SIGTERM, then SIGKILL after `grace`; the exit is reported as usual, with
-  // killed_by_request set. NotFound when the actor does not run here.
-  absl::Status Kill(const ActorId& id, absl::Duration grace);
+  // killed_by_request set. NotFound when the actor does not run here, or runs a start newer
+  // than `incarnation` (0: whichever start runs).
+  absl::Status Kill(const ActorId& id, absl::Duration grace, int64_t incarnation = 0);
   // Fencing (the node lost the head): SIGKILLs every actor at once, after writing `reason` to
   // its log; each exit is reported with `reason` (ActorExit::fenced) and not as killed by
   // request, so the head restarts the actor elsewhere. Returns how many it killed.
@@ -80,6 +84,7 @@ class ActorProcesses {
     absl::Time kill_deadline = absl::InfiniteFuture();
     std::string fenced;
     std::vector<int> gpu_ids;
+    int64_t incarnation = 0;
   };
   void ReapLoop();
 

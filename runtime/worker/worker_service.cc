@@ -61,6 +61,7 @@ void WorkerServiceImpl::OnExit(const ActorExit& e) {
   info.set_killed_by_request(e.killed_by_request);
   for (const auto& line : e.last_lines) info.add_last_lines(line);
   info.set_description(e.Describe());
+  info.set_incarnation(e.incarnation);
   if (options_.on_exit) options_.on_exit(info);
   absl::MutexLock lock(&mu_);
   exits_.emplace_back(++exit_seq_, std::move(info));
@@ -105,6 +106,8 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
   if (!req->node_id().empty())
     if (absl::Status s = NodeId::Parse(req->node_id()).status(); !s.ok())
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat("node_id: ", s.message()));
+  if (req->incarnation() < 0)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "incarnation must be >= 0");
   const LeaseWriter* lease = options_.actor_lease;
   if (lease != nullptr && lease->Overdue(MonotonicNowNs())) {
     // This node has not reached the head for a while (it was frozen or stalled, say): a new
@@ -173,9 +176,11 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
     launch.env["SKYRL_WORKING_DIR"] = working_dir;
     launch.env["SKYRL_WORKING_DIR_DIGEST"] = req->working_dir();
   }
+  launch.incarnation = req->incarnation();
   // A previous incarnation being stopped here (the head restarts an actor on the node it ran
-  // on, which came back from a death) goes first, and its exit is not this one's.
-  processes_.AwaitStopped(*id, absl::Seconds(10));
+  // on, which came back from a death), or one the head has moved on from, goes first, and its
+  // exit is not this one's.
+  processes_.AwaitStopped(*id, req->incarnation(), absl::Seconds(10));
   uint64_t launched_after;
   {
     absl::MutexLock lock(&mu_);
@@ -229,7 +234,10 @@ grpc::Status WorkerServiceImpl::KillActor(grpc::ServerContext* ctx, const v1::Ki
   if (!id.ok()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(id.status().message()));
   if (req->grace_ms() < 0 || req->grace_ms() > 600000)
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "grace_ms must be in 0-600000");
-  absl::Status s = processes_.Kill(*id, absl::Milliseconds(req->grace_ms() ? req->grace_ms() : 5000));
+  if (req->incarnation() < 0)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "incarnation must be >= 0");
+  absl::Status s =
+      processes_.Kill(*id, absl::Milliseconds(req->grace_ms() ? req->grace_ms() : 5000), req->incarnation());
   if (!s.ok()) return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
   return grpc::Status::OK;
 }

@@ -142,6 +142,7 @@ TEST(StatusViewTest, JsonListsParseBackWithEveryField) {
   v1::ActorInfo a = Actor("a1", v1::ACTOR_ALIVE, "n1", 1);
   a.add_gpu_ids(3);
   a.set_restarts(2);
+  a.set_incarnation(4);
   a.mutable_spec()->set_name("engine-0");
   a.mutable_spec()->set_namespace_("rl");
   nlohmann::json actors = nlohmann::json::parse(RenderActorsJson({a}));
@@ -152,6 +153,8 @@ TEST(StatusViewTest, JsonListsParseBackWithEveryField) {
   EXPECT_EQ(actors[0]["state"], "ALIVE");
   EXPECT_EQ(actors[0]["gpu_ids"], (std::vector<int>{3}));
   EXPECT_EQ(actors[0]["restarts"], 2);
+  EXPECT_EQ(actors[0]["incarnation"], 4);
+  EXPECT_EQ(actors[0]["pending_reason"], "");
 
   nlohmann::json groups = nlohmann::json::parse(RenderGroupsJson({Group("pg-1", v1::PG_CREATED, "n1")}));
   ASSERT_EQ(groups.size(), 1u);

@@ -78,6 +78,104 @@ TEST(ActorManagerTest, StartsThatKeepFailingAreRetriedLessAndLessOften) {
             std::string::npos);
 }
 
+TEST(ActorManagerTest, ALateExitOfAnOlderStartLeavesTheNewOneAlone) {
+  store::MemoryStore store;
+  FakeClock clock;
+  testing::FakeWorkers workers;
+  auto head = OpenTestHead(store, clock, workers);
+  AddGpuNode(*head, 3000, 1);  // one node: the restart lands where the old process ran
+  v1::ActorSpec spec = Spec("echo", 1);
+  spec.set_max_restarts(-1);
+  absl::StatusOr<v1::ActorInfo> a = head->actors().Create(spec);
+  ASSERT_TRUE(a.ok() && a->state() == v1::ACTOR_ALIVE) << a.status();
+  EXPECT_EQ(a->incarnation(), 1);
+  const NodeId node = *NodeId::Parse(a->node_id());
+  v1::ActorExitInfo crash;
+  crash.set_actor_id(a->actor_id());
+  crash.set_incarnation(1);
+  crash.set_description("exit code 1");
+  head->actors().OnActorExit(node, crash);
+  absl::StatusOr<v1::ActorInfo> second = AwaitActorState(head->actors(), a->actor_id(), v1::ACTOR_ALIVE);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->incarnation(), 2);
+  ASSERT_EQ(workers.Started().size(), 2u);
+  EXPECT_EQ(workers.Started()[1].incarnation(), 2) << "the worker is told which start it is";
+  // The first start's exit again, late, once as a stop that was asked for: neither is the end
+  // of the second, which would have made it DEAD ("killed by the user") or restarted it.
+  head->actors().OnActorExit(node, crash);
+  crash.set_killed_by_request(true);
+  head->actors().OnActorExit(node, crash);
+  absl::StatusOr<v1::ActorInfo> now = head->actors().Get(*ActorId::Parse(a->actor_id()));
+  ASSERT_TRUE(now.ok()) << now.status();
+  EXPECT_EQ(now->state(), v1::ACTOR_ALIVE);
+  EXPECT_EQ(now->incarnation(), 2);
+  EXPECT_EQ(workers.Started().size(), 2u);
+  // Its own exit is.
+  crash.set_incarnation(2);
+  crash.set_killed_by_request(false);
+  head->actors().OnActorExit(node, crash);
+  absl::StatusOr<v1::ActorInfo> third = AwaitActorState(head->actors(), a->actor_id(), v1::ACTOR_ALIVE);
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(third->incarnation(), 3);
+  // A kill names the start it stops, so that it cannot stop a newer one.
+  ASSERT_TRUE(head->actors().Kill(*ActorId::Parse(a->actor_id())).ok());
+  ASSERT_FALSE(workers.Kills().empty());
+  EXPECT_EQ(workers.Kills().back().incarnation(), 3);
+}
+
+TEST(ActorManagerTest, AStartWithAnUnknownOutcomeIsStoppedBeforeTheActorStartsAgain) {
+  store::MemoryStore store;
+  FakeClock clock;
+  testing::FakeWorkers workers;
+  auto head = OpenTestHead(store, clock, workers);
+  AddGpuNode(*head, 3000, 1);
+  AddGpuNode(*head, 3001, 1);
+  // The start times out, and the worker cannot be reached: the process may run there (a
+  // worker cut off mid-start that keeps its actors), so nothing starts anywhere else yet.
+  workers.lose_starts = 1;
+  workers.unreachable = true;
+  v1::ActorSpec spec = Spec("echo", 1);
+  spec.set_max_restarts(-1);
+  absl::StatusOr<v1::ActorInfo> a = head->actors().Create(spec);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->state(), v1::ACTOR_RESTARTING);
+  const ActorId id = *ActorId::Parse(a->actor_id());
+  absl::SleepFor(absl::Milliseconds(600));
+  EXPECT_EQ(workers.Started().size(), 1u) << "started again while the first start may run";
+  EXPECT_GE(workers.Kills().size(), 2u) << "the stop is retried";
+  for (const v1::KillActorRequest& k : workers.Kills()) EXPECT_EQ(k.incarnation(), 1);
+  absl::StatusOr<v1::ActorInfo> waiting = head->actors().Get(id);
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_EQ(waiting->state(), v1::ACTOR_RESTARTING);
+  EXPECT_NE(waiting->pending_reason().find(workers.Started()[0].node_id()), std::string::npos)
+      << "it says what it waits for: " << waiting->pending_reason();
+  // The worker answers again: the first start is stopped, and only then the second made.
+  workers.unreachable = false;
+  absl::StatusOr<v1::ActorInfo> alive = AwaitActorState(head->actors(), a->actor_id(), v1::ACTOR_ALIVE);
+  ASSERT_TRUE(alive.ok()) << alive.status();
+  EXPECT_EQ(workers.Killed(), std::vector<std::string>{a->actor_id()});
+  EXPECT_EQ(alive->incarnation(), 2);
+
+  // The same when the worker never answers again: its node's confirmed death (here: it
+  // unregistered) means its actors are stopped, and the actor starts on another node.
+  workers.lose_starts = 1;
+  workers.unreachable = true;
+  absl::StatusOr<v1::ActorInfo> b = head->actors().Create(spec);
+  ASSERT_TRUE(b.ok() && b->state() == v1::ACTOR_RESTARTING) << b.status();
+  const std::string lost_on = workers.Started().back().node_id();
+  AddGpuNode(*head, 3002, 1);  // room for it elsewhere
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(workers.Started().size(), 3u) << "started again while the first start may run";
+  ASSERT_TRUE(head->nodes().Unregister(*NodeId::Parse(lost_on), "leaving").ok());
+  absl::StatusOr<v1::ActorInfo> b_alive = AwaitActorState(head->actors(), b->actor_id(), v1::ACTOR_ALIVE);
+  ASSERT_TRUE(b_alive.ok()) << b_alive.status();
+  EXPECT_NE(b_alive->node_id(), lost_on);
+  EXPECT_EQ(b_alive->incarnation(), 2);
+  EXPECT_EQ(workers.Started().size(), 4u);
+  absl::Status s = Check(*head);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 TEST(ActorManagerTest, AStartNamesTheOwningJobAndTheNodeButNotForDetachedActors) {
   store::MemoryStore store;
   FakeClock clock;

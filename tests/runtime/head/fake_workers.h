@@ -1,7 +1,8 @@
 // The head's workers, faked for tests of the head's managers and services (one fake for all
 // of them). A start answers at once, or is parked until Release when `hold` is set; a class
 // named "broken" fails as a constructor error would, one named "refused" as a worker that
-// cannot start it (UNAVAILABLE); kills succeed and are recorded.
+// cannot start it (UNAVAILABLE); the next `lose_starts` starts time out (DEADLINE_EXCEEDED:
+// the outcome unknown). Kills are recorded, and succeed unless `unreachable` is set.
 #pragma once
 
 #include <atomic>
@@ -22,9 +23,11 @@ class FakeWorkers final : public head::WorkerClient {
                                                  const v1::StartActorRequest& req) override {
     return Reply(address, req);
   }
-  absl::Status KillActor(const std::string&, const std::string& id) override {
+  absl::Status KillActor(const std::string&, const v1::KillActorRequest& req) override {
     absl::MutexLock lock(&mu_);
-    killed_.push_back(id);
+    kills_.push_back(req);
+    if (unreachable.load()) return absl::UnavailableError("the worker cannot be reached");
+    killed_.push_back(req.actor_id());
     return absl::OkStatus();
   }
   void StartActorAsync(const std::string& address, const v1::StartActorRequest& req,
@@ -51,12 +54,20 @@ class FakeWorkers final : public head::WorkerClient {
     absl::MutexLock lock(&mu_);
     return started_;
   }
+  // The actors killed (the kills that succeeded), in order.
   std::vector<std::string> Killed() {
     absl::MutexLock lock(&mu_);
     return killed_;
   }
+  // Every kill asked, in order, whether it succeeded or not.
+  std::vector<v1::KillActorRequest> Kills() {
+    absl::MutexLock lock(&mu_);
+    return kills_;
+  }
 
   std::atomic<bool> hold{false};  // park asynchronous starts until Release
+  std::atomic<int> lose_starts{0};
+  std::atomic<bool> unreachable{false};
   // Where every actor serves, when set (before any create); else "<worker address>/<actor id>".
   std::string actor_address;
 
@@ -69,6 +80,8 @@ class FakeWorkers final : public head::WorkerClient {
     if (req.class_name() == "broken")
       return absl::FailedPreconditionError("constructor of broken failed: no config");
     if (req.class_name() == "refused") return absl::UnavailableError("the worker cannot start it");
+    if (lose_starts.load() > 0 && lose_starts.fetch_sub(1) > 0)
+      return absl::DeadlineExceededError("the worker did not answer in time");
     v1::StartActorReply r;
     r.set_address(actor_address.empty() ? absl::StrCat(address, "/", req.actor_id()) : actor_address);
     return r;
@@ -76,6 +89,7 @@ class FakeWorkers final : public head::WorkerClient {
   absl::Mutex mu_;
   std::deque<std::function<void()>> parked_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> killed_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::KillActorRequest> kills_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::StartActorRequest> started_ ABSL_GUARDED_BY(mu_);
 };
 

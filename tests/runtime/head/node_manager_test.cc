@@ -292,6 +292,18 @@ TEST_F(ConfirmedDeathTest, ASupportGivenToTheSilentNodeDelaysItsRestartByAThresh
   EXPECT_EQ(Run(absl::Milliseconds(500), {b, c}), std::vector<std::string>{Dead(a)}) << "4 s after it";
 }
 
+TEST_F(ConfirmedDeathTest, ANodeThatLeavesConfirmsOnceTheSupportsItMayHaveGivenRunOut) {
+  NodeId a = Join(), b = Join(), c = Join();
+  Settle({a, b, c});
+  Run(absl::Seconds(5), {b, c});
+  Beat(b), Beat(b);  // b holds the list without a
+  // c leaves: it supports no one from now on, but may have supported a since its last
+  // heartbeat, unreported; a keeps its actors for a threshold after that.
+  ASSERT_TRUE(nodes_.Unregister(c, "leaving").ok());
+  EXPECT_TRUE(Run(absl::Milliseconds(3500), {b}).empty()) << "b and c confirm, but c may support a";
+  EXPECT_EQ(Run(absl::Milliseconds(500), {b}), std::vector<std::string>{Dead(a)}) << "4 s after it left";
+}
+
 TEST_F(ConfirmedDeathTest, NodesThatJoinedSinceCannotConfirmButTheRetryWindowEndsTheWait) {
   NodeId a = Join(absl::Seconds(30)), b = Join(), c = Join();
   Settle({a, b, c});

@@ -102,7 +102,7 @@ TEST_F(ActorProcessesTest, APreviousProcessBeingStoppedIsGoneAndReportedBeforeTh
   ASSERT_TRUE(procs_->Kill(l.actor_id, absl::Minutes(1)).ok());
   EXPECT_TRUE(absl::IsAlreadyExists(procs_->Launch(l))) << "still there";
   const absl::Time asked = absl::Now();
-  procs_->AwaitStopped(l.actor_id, absl::Seconds(10));
+  procs_->AwaitStopped(l.actor_id, 0, absl::Seconds(10));
   EXPECT_LT(absl::Now() - asked, absl::Seconds(5)) << "SIGKILLed, not waited out";
   {
     absl::MutexLock lock(&mu_);
@@ -111,8 +111,38 @@ TEST_F(ActorProcessesTest, APreviousProcessBeingStoppedIsGoneAndReportedBeforeTh
   }
   EXPECT_TRUE(procs_->Launch(l).ok()) << "the next incarnation starts";
   // A running process (no stop asked) is not touched: the start says it already runs.
-  procs_->AwaitStopped(l.actor_id, absl::Seconds(10));
+  procs_->AwaitStopped(l.actor_id, 0, absl::Seconds(10));
   EXPECT_TRUE(absl::IsAlreadyExists(procs_->Launch(l)));
+}
+
+TEST_F(ActorProcessesTest, StartsAreToldApartByTheirIncarnation) {
+  ActorLaunch l = Shell("echo started; exec sleep 30");
+  l.incarnation = 2;
+  ASSERT_TRUE(procs_->Launch(l).ok());
+  // A late kill meant for the start before leaves this one running.
+  absl::Status s = procs_->Kill(l.actor_id, absl::Seconds(5), 1);
+  EXPECT_TRUE(absl::IsNotFound(s)) << s;
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(procs_->Running(), std::vector<ActorId>{l.actor_id});
+  // The head moved on to start 3 (its kill of start 2 lost): the next start stops this one
+  // first, and its exit names start 2, so the head does not take it for the new one's.
+  const absl::Time asked = absl::Now();
+  procs_->AwaitStopped(l.actor_id, 3, absl::Seconds(10));
+  EXPECT_LT(absl::Now() - asked, absl::Seconds(5));
+  auto e = WaitExit(l.actor_id);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->incarnation, 2);
+  EXPECT_TRUE(e->killed_by_request);
+  l.incarnation = 3;
+  ASSERT_TRUE(procs_->Launch(l).ok());
+  // A kill for this start or a newer one stops it.
+  ASSERT_TRUE(procs_->Kill(l.actor_id, absl::Seconds(5), 4).ok());
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(
+                           +[](std::vector<ActorExit>* exits) { return exits->size() == 2; }, &exits_),
+                       absl::Seconds(10));
+  ASSERT_EQ(exits_.size(), 2u);
+  EXPECT_EQ(exits_[1].incarnation, 3);
 }
 
 TEST_F(ActorProcessesTest, KillByRequestIsReportedAsSuch) {
