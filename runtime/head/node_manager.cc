@@ -114,7 +114,7 @@ absl::Status NodeManager::Recover() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead) {
+absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead, uint64_t peers_version) {
   if (absl::Status s = ValidateNodeInfo(info); !s.ok()) return s;
   NodeId id = info.node_id().empty() ? NodeId::Random() : *NodeId::Parse(info.node_id());
   int64_t now_ms = absl::ToUnixMillis(clock_.Now());
@@ -152,7 +152,10 @@ absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead) 
           "node {} is back before its death was confirmed: confirmed once it has stopped its old actors",
           id.ToString());
     }
-    held_[id] = HeldLists{};  // it holds no peer list yet
+    // It drops the list it holds once it has this reply, which may be lost: until its next
+    // heartbeat says which it holds, it may still count on that one.
+    held_[id] = HeldLists{.reported = peers_version};
+    left_.erase(id);
     spdlog::info(
         "node {} registered: {} resources {}", id.ToString(), info.hostname(),
         ResourceSet::FromMap({info.resources_total().begin(), info.resources_total().end()})->ToString());
@@ -260,7 +263,13 @@ NodeManager::Unconfirmed NodeManager::Confirmation(const NodeId& id, const v1::N
     bool everywhere = true;
     for (const auto* view : views)
       everywhere = everywhere && std::find(view->begin(), view->end(), peer) != view->end();
-    if (everywhere) u.eligible.insert(peer);
+    if (!everywhere) continue;
+    u.eligible.insert(peer);
+    // Left since: it confirms (as in Unregister), once supports it may have given run out.
+    if (auto left = left_.find(peer); left != left_.end()) {
+      u.confirmed.insert(peer);
+      u.not_before = std::max(u.not_before, left->second + limit);
+    }
   }
   return u;
 }
@@ -301,6 +310,7 @@ absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason)
       why = u->second.reason;
       if (!Confirm(id))
         return absl::UnavailableError(absl::StrCat("node ", id.ToString(), ": cannot record its death"));
+      left_[id] = clock_.Now();
       spdlog::info("node {} unregistered: its death is confirmed", id.ToString());
     } else {
       v1::NodeInfo updated = it->second;
@@ -312,6 +322,7 @@ absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason)
       it->second = std::move(updated);
       held_.erase(id);
       unconfirmed_.erase(id);
+      left_[id] = clock_.Now();
       // Gone, it supports no one: as good as a confirmation of every death it could confirm,
       // once the supports it may have given since its last heartbeat (unreported) run out.
       const absl::Time supports_out = clock_.Now() + options_.heartbeat_period * options_.heartbeat_misses;

@@ -102,8 +102,9 @@ class NodeManager {
   void SetListener(NodeListener* listener) { listener_ = listener; }
   // Validates `info` (resources, labels, GPU ids) and records the node ALIVE. `was_dead`
   // (optional) says whether the head had declared this node id DEAD (and has not heard a
-  // heartbeat from it since it registered again).
-  absl::StatusOr<NodeId> Register(v1::NodeInfo info, bool* was_dead = nullptr);
+  // heartbeat from it since it registered again). `peers_version`: the peer list the worker
+  // holds until it has the reply (0: none).
+  absl::StatusOr<NodeId> Register(v1::NodeInfo info, bool* was_dead = nullptr, uint64_t peers_version = 0);
   // NotFound for an unknown or dead node. With `peers`, also the other ALIVE nodes'
   // addresses when their list changed since `known_peers_version`. `supports`: the peers the
   // node counted alive lately.
@@ -179,6 +180,9 @@ class NodeManager {
   absl::flat_hash_map<NodeId, Unconfirmed> unconfirmed_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::vector<NodeId>> lists_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<NodeId, HeldLists> held_ ABSL_GUARDED_BY(mu_);
+  // Nodes that unregistered (their worker stopped), and when: they support no one once a
+  // threshold has passed, so they count as confirming a later death too.
+  absl::flat_hash_map<NodeId, absl::Time> left_ ABSL_GUARDED_BY(mu_);
   // The nodes ALIVE (or unconfirmed DEAD) when the table was recovered: the list taken for
   // one a previous head sent.
   std::vector<NodeId> recovered_ ABSL_GUARDED_BY(mu_);

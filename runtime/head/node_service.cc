@@ -16,7 +16,7 @@ grpc::ServerUnaryReactor* NodeServiceImpl::RegisterNode(grpc::CallbackServerCont
                                                         v1::RegisterNodeReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   bool was_dead = false;
-  absl::StatusOr<NodeId> id = nodes_.Register(req->node(), &was_dead);
+  absl::StatusOr<NodeId> id = nodes_.Register(req->node(), &was_dead, req->peers_version());
   if (!id.ok()) return rpc::FinishNow(ctx, rpc::ToGrpc(id.status()));
   reply->set_node_id(id->ToString());
   reply->set_was_dead(was_dead);

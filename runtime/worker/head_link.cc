@@ -147,6 +147,7 @@ HeadLink::Step HeadLink::Round() {
       absl::MutexLock lock(&mu_);
       if (!stale_) stale_ = actors_.Running();
       before = *stale_;
+      req.set_peers_version(peers_version_);  // kept until the reply comes, which may be lost
     }
     absl::StatusOr<v1::RegisterNodeReply> reply = head_.RegisterNode(req, timeout);
     if (!reply.ok()) {

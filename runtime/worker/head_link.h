@@ -92,7 +92,8 @@ class LocalActors {
  public:
   virtual ~LocalActors() = default;
   virtual std::vector<ActorId> Running() const = 0;
-  // The head declared the node dead: stop these (SIGTERM, then SIGKILL).
+  // The head declared the node dead: stop these, returning once they are gone (the head
+  // restarts them elsewhere on the next heartbeat).
   virtual void Stop(const std::vector<ActorId>& ids) = 0;
   // SIGKILL every actor now, writing `reason` to its log and exit report.
   virtual int Fence(const std::string& reason) = 0;

@@ -72,6 +72,9 @@ void WorkerServiceImpl::Stop(const std::vector<ActorId>& ids) {
   for (const ActorId& id : ids)
     if (absl::Status s = processes_.Kill(id, absl::ZeroDuration()); !s.ok() && !absl::IsNotFound(s))
       spdlog::warn("cannot stop actor {}: {}", id.ToString(), s.message());
+  // Gone (SIGKILLed, reaped) before the head hears from this node again: its next heartbeat
+  // confirms their death, and they restart elsewhere.
+  for (const ActorId& id : ids) processes_.AwaitStopped(id, 0, absl::Seconds(5));
 }
 
 grpc::Status WorkerServiceImpl::HeadContact(grpc::ServerContext* ctx, const v1::HeadContactRequest* req,

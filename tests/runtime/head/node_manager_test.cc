@@ -304,6 +304,18 @@ TEST_F(ConfirmedDeathTest, ANodeThatLeavesConfirmsOnceTheSupportsItMayHaveGivenR
   EXPECT_EQ(Run(absl::Milliseconds(500), {b}), std::vector<std::string>{Dead(a)}) << "4 s after it left";
 }
 
+TEST_F(ConfirmedDeathTest, ANodeThatLeftBeforeTheDeathStillCountsAsConfirming) {
+  NodeId a = Join(), b = Join(), d = Join();
+  Settle({a, b, d});
+  // d leaves, and a goes silent still holding the list of all three: d cannot heartbeat a
+  // list without a, but gone, it supports no one.
+  ASSERT_TRUE(nodes_.Unregister(d, "leaving").ok());
+  EXPECT_EQ(Run(absl::Seconds(5), {b}), std::vector<std::string>{Silent(a)});
+  Beat(b), Beat(b);
+  EXPECT_EQ(Run(absl::Milliseconds(500), {b}), std::vector<std::string>{Dead(a)})
+      << "b and d: 2 of 3, not the retry window (none here: it would never come)";
+}
+
 TEST_F(ConfirmedDeathTest, NodesThatJoinedSinceCannotConfirmButTheRetryWindowEndsTheWait) {
   NodeId a = Join(absl::Seconds(30)), b = Join(), c = Join();
   Settle({a, b, c});
@@ -326,6 +338,20 @@ TEST_F(ConfirmedDeathTest, ALoneNodeOrOneThatNeverHeldAListIsConfirmedAtOnce) {
   NodeId b = Join();
   NodeId fresh = *nodes_.Register(Node(0));  // dies before its first heartbeat
   EXPECT_EQ(Run(absl::Seconds(5), {b}), std::vector<std::string>{Dead(fresh)});
+}
+
+TEST_F(ConfirmedDeathTest, ANodeRegisteringAgainWhileHoldingAListWaitsForItsPeers) {
+  NodeId a = Join(), b = Join(), c = Join();
+  Settle({a, b, c});
+  // a registers again (its heartbeat was refused, say) but never gets the reply: it still
+  // holds its list, and may keep its actors on b's and c's support.
+  v1::NodeInfo again = Node(0);
+  again.set_node_id(a.ToString());
+  ASSERT_TRUE(nodes_.Register(again, nullptr, held_[a]).ok());
+  EXPECT_EQ(Run(absl::Seconds(5), {b, c}), std::vector<std::string>{Silent(a)})
+      << "not confirmed at once, as a node holding no list would be";
+  Beat(b), Beat(c), Beat(b), Beat(c);
+  EXPECT_EQ(Run(absl::Milliseconds(500), {b, c}), std::vector<std::string>{Dead(a)});
 }
 
 TEST_F(ConfirmedDeathTest, ANodeThatMayHoldAListOfItselfAloneOrOneWithAPeerWaitsForThePeer) {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 
 #include "runtime/common/ids.h"
 #include "runtime/rpc/auth.h"
@@ -60,6 +61,25 @@ class WorkerServiceTest : public ::testing::Test {
     v1::StartActorReply reply;
     return stub_->StartActor(&ctx, req, &reply);
   }
+  grpc::Status StartAs(const ActorId& id, int64_t incarnation) {
+    v1::StartActorRequest req;
+    req.set_actor_id(id.ToString());
+    req.set_class_name("echo");
+    req.set_incarnation(incarnation);
+    grpc::ClientContext ctx;
+    rpc::PrepareCall(&ctx, kToken, absl::Seconds(30));
+    v1::StartActorReply reply;
+    return stub_->StartActor(&ctx, req, &reply);
+  }
+  // An actor host that serves at once (it writes a port) and ignores SIGTERM.
+  void InstallStubbornHost() {
+    const std::string path = dir_ + "/no-such-actor-host";
+    std::ofstream(path) << "#!/bin/sh\n"
+                           "while [ $# -gt 0 ]; do [ \"$1\" = --port-file ] && echo 1 > \"$2\"; shift; done\n"
+                           "trap '' TERM\n"
+                           "exec sleep 60\n";
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  }
   grpc::Status Contact(const std::string& asker) {
     v1::HeadContactRequest req;
     req.set_asker_node_id(asker);
@@ -111,6 +131,31 @@ TEST_F(WorkerServiceTest, APeersQuestionNamesTheAskerOrIsRefused) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("asker_node_id"), std::string::npos) << s.error_message();
   EXPECT_EQ(contacts_.load(), 1) << "a bad question reaches no further";
+}
+
+TEST_F(WorkerServiceTest, ANewerStartStopsTheOlderAndStopReturnsOnceActorsAreGone) {
+  InstallStubbornHost();
+  const ActorId id = ActorId::Random();
+  grpc::Status s = StartAs(id, 1);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  // The head moved on (start 2) while start 1 still runs here: it goes first, not "already
+  // runs", and its exit names start 1.
+  s = StartAs(id, 2);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(service_->Running(), std::vector<ActorId>{id});
+  v1::ListWorkerActorsReply listed;
+  {
+    grpc::ClientContext ctx;
+    rpc::PrepareCall(&ctx, kToken, absl::Seconds(30));
+    ASSERT_TRUE(stub_->ListActors(&ctx, {}, &listed).ok());
+  }
+  ASSERT_EQ(listed.recent_exits_size(), 1);
+  EXPECT_EQ(listed.recent_exits(0).incarnation(), 1);
+  EXPECT_TRUE(listed.recent_exits(0).killed_by_request());
+  // The head declared the node dead: its actors are gone when Stop returns (SIGTERM is
+  // ignored here), before the next heartbeat lets the head restart them elsewhere.
+  service_->Stop({id});
+  EXPECT_TRUE(service_->Running().empty());
 }
 
 }  // namespace
