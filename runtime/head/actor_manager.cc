@@ -1,7 +1,9 @@
 #include "runtime/head/actor_manager.h"
 
 #include <algorithm>
+#include <tuple>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
@@ -82,8 +84,8 @@ ActorManager::~ActorManager() {
     restarts.swap(restarts_);
   }
   for (auto& r : restarts) r.thread.join();
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
+  absl::MutexLock lock(&async_mu_);
+  async_mu_.Await(absl::Condition(
       +[](int* n) { return *n == 0; }, &async_in_flight_));
 }
 
@@ -360,7 +362,7 @@ void ActorManager::CreateAsync(v1::ActorSpec spec, CreateDone done, bool return_
     done = nullptr;
   }
   {
-    absl::MutexLock lock(&mu_);
+    absl::MutexLock lock(&async_mu_);
     ++async_in_flight_;
   }
   workers_.StartActorAsync(ticket->worker_address, ticket->request,
@@ -368,7 +370,7 @@ void ActorManager::CreateAsync(v1::ActorSpec spec, CreateDone done, bool return_
                              absl::StatusOr<v1::ActorInfo> final_state =
                                  FinishStart(id, *ticket, std::move(r));
                              if (done) done(std::move(final_state));
-                             absl::MutexLock lock(&mu_);
+                             absl::MutexLock lock(&async_mu_);
                              --async_in_flight_;
                            });
 }
@@ -506,10 +508,7 @@ absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const
     v1::KillActorRequest kill;
     kill.set_actor_id(id.ToString());
     kill.set_incarnation(ticket.incarnation);  // not a newer start on the same node
-    workers_.KillActorAsync(ticket.worker_address, kill, [id](absl::Status s) {
-      if (!s.ok() && !absl::IsNotFound(s))
-        spdlog::warn("kill stale start of {}: {}", id.ToString(), s.message());
-    });
+    SendKill(ticket.worker_address, ticket.node_id, kill, "a stale start", [] {});
   }
   if (!evicted.ok()) return evicted;
   return out;
@@ -531,10 +530,7 @@ void ActorManager::HandleDeath(const ActorId& id, const std::string& reason, Dea
       v1::KillActorRequest kill;  // best effort: DEAD starts nothing anywhere
       kill.set_actor_id(id.ToString());
       kill.set_incarnation(unknown->incarnation);
-      workers_.KillActorAsync(address, kill, [id](absl::Status s) {
-        if (!s.ok() && !absl::IsNotFound(s))
-          spdlog::warn("kill failed start of {}: {}", id.ToString(), s.message());
-      });
+      SendKill(address, unknown->node_id, kill, "a failed start", [] {});
     }
     return;
   }
@@ -560,13 +556,24 @@ bool ActorManager::StopBeforeRestart(const ProcessAt& at) {
   v1::KillActorRequest kill;
   kill.set_actor_id(at.actor_id.ToString());
   kill.set_incarnation(at.incarnation);
+  // Also asked through the node's heartbeats: a worker the head cannot reach may reach it.
+  const std::optional<NodeId> node_id = [&]() -> std::optional<NodeId> {
+    absl::StatusOr<NodeId> id = NodeId::Parse(at.node_id);
+    return id.ok() ? std::optional(*id) : std::nullopt;
+  }();
+  const ActorStart start{at.actor_id.ToString(), at.incarnation};
+  absl::Cleanup forget = [&] {
+    if (node_id) nodes_.ForgetStop(*node_id, start);
+  };
   for (bool said = false;;) {
     std::optional<v1::NodeInfo> node = nodes_.Find(at.node_id);
     // Gone for good: a confirmed death means its worker fenced its actors, or their lease
     // ran out (NodeManager).
     if (!node || (node->state() != v1::NODE_ALIVE && !nodes_.DeathUnconfirmed(at.node_id))) return true;
+    if (node_id && nodes_.StopReported(*node_id, start)) return true;
     absl::Status s = workers_.KillActor(node->address(), kill);
     if (s.ok() || absl::IsNotFound(s)) return true;
+    if (node_id && !said) nodes_.RequestStop(*node_id, start);
     absl::MutexLock lock(&mu_);
     // (Killed meanwhile, the actor starts nowhere after this; its process is stopped all the same.)
     auto it = actors_.find(at.actor_id);
@@ -713,17 +720,7 @@ void ActorManager::KillAsync(const ActorId& id, StatusDone done) {
   }
   address = WorkerAddress(node_id);
   if (address.empty()) return done(absl::OkStatus());
-  {
-    absl::MutexLock lock(&mu_);
-    ++async_in_flight_;
-  }
-  workers_.KillActorAsync(address, kill, [this, id, address, done = std::move(done)](absl::Status s) {
-    if (!s.ok() && !absl::IsNotFound(s))
-      spdlog::warn("kill {} on {}: {}", id.ToString(), address, s.message());
-    done(absl::OkStatus());
-    absl::MutexLock lock(&mu_);
-    --async_in_flight_;
-  });
+  SendKill(address, node_id, kill, "a killed actor", [done = std::move(done)] { done(absl::OkStatus()); });
 }
 
 void ActorManager::MarkKilled(const ActorId& id, const std::string& reason, std::vector<ProcessAt>& kills) {
@@ -750,36 +747,49 @@ void ActorManager::KillGroupAsync(const std::string& group, const std::string& r
   KillProcessesAsync(kills, std::move(done));
 }
 
+void ActorManager::SendKill(const std::string& address, const std::string& node_id,
+                            const v1::KillActorRequest& kill, const char* what, std::function<void()> after) {
+  {
+    absl::MutexLock lock(&async_mu_);
+    ++async_in_flight_;
+  }
+  workers_.KillActorAsync(
+      address, kill, [this, address, node_id, kill, what, after = std::move(after)](absl::Status s) {
+        if (!s.ok() && !absl::IsNotFound(s)) {
+          spdlog::warn("kill {} ({}, start {}) on {}: {}; asking in that node's heartbeat replies",
+                       kill.actor_id(), what, kill.incarnation(), address, s.message());
+          // A worker the head cannot reach may still reach the head.
+          if (absl::StatusOr<NodeId> n = NodeId::Parse(node_id); n.ok() && kill.incarnation() > 0)
+            nodes_.RequestStop(*n, {kill.actor_id(), kill.incarnation()}, /*awaited=*/false);
+        }
+        after();
+        absl::MutexLock lock(&async_mu_);
+        --async_in_flight_;
+      });
+}
+
 void ActorManager::KillProcessesAsync(const std::vector<ProcessAt>& kills, std::function<void()> done) {
   struct Pending {
     std::atomic<size_t> left;
     std::function<void()> done;
   };
-  std::vector<std::pair<std::string, v1::KillActorRequest>> to_send;  // (worker address, kill)
+  // (worker address, node, kill)
+  std::vector<std::tuple<std::string, std::string, v1::KillActorRequest>> to_send;
   for (const ProcessAt& p : kills)
     if (std::string address = WorkerAddress(p.node_id); !address.empty()) {
       v1::KillActorRequest kill;
       kill.set_actor_id(p.actor_id.ToString());
       kill.set_incarnation(p.incarnation);
-      to_send.emplace_back(address, std::move(kill));
+      to_send.emplace_back(address, p.node_id, std::move(kill));
     }
   if (to_send.empty()) return done();
   auto pending = std::make_shared<Pending>();
   pending->left = to_send.size();
   pending->done = std::move(done);
-  {
-    absl::MutexLock lock(&mu_);
-    async_in_flight_ += int(to_send.size());
-  }
-  for (const auto& [address, kill] : to_send)
-    workers_.KillActorAsync(address, kill,
-                            [this, pending, address = address, id = kill.actor_id()](absl::Status s) {
-                              if (!s.ok() && !absl::IsNotFound(s))
-                                spdlog::warn("kill {} on {}: {}", id, address, s.message());
-                              if (pending->left.fetch_sub(1) == 1) pending->done();
-                              absl::MutexLock lock(&mu_);
-                              --async_in_flight_;
-                            });
+  for (const auto& [address, node, kill] : to_send)
+    SendKill(address, node, kill, "a killed actor", [pending] {
+      if (pending->left.fetch_sub(1) == 1) pending->done();
+    });
 }
 
 void ActorManager::KillJob(const std::string& job_id, const std::string& reason) {

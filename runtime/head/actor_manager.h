@@ -127,6 +127,11 @@ class ActorManager {
   void MarkKilled(const ActorId& id, const std::string& reason, std::vector<ProcessAt>& kills)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void KillProcessesAsync(const std::vector<ProcessAt>& kills, std::function<void()> done);
+  // Sends `kill` to the worker at `address`, then calls `after`. A kill that fails (the
+  // worker cannot be reached) is asked in `node_id`'s heartbeat replies instead (`what` the
+  // process is, for the log).
+  void SendKill(const std::string& address, const std::string& node_id, const v1::KillActorRequest& kill,
+                const char* what, std::function<void()> after);
   // Until the process is known to be stopped: its worker stopped it or does not run it, or
   // its node's death is confirmed (it fenced its actors). Tries every 200 ms, recording why
   // the actor waits. False when the manager stops first.
@@ -225,7 +230,9 @@ class ActorManager {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Asynchronous starts and kills whose completion has not run yet: the destructor waits
   // for them, since their completions use this manager.
-  int async_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // (Its own lock: a kill sent with mu_ held may complete at once, on the same thread.)
+  absl::Mutex async_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  int async_in_flight_ ABSL_GUARDED_BY(async_mu_) = 0;
   uint64_t restarts_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t deaths_[5] ABSL_GUARDED_BY(mu_) = {};  // by DeathCause
 };

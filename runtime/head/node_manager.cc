@@ -166,7 +166,8 @@ absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead, 
 }
 
 absl::Status NodeManager::Heartbeat(const NodeId& id, uint64_t known_peers_version, PeerList* peers,
-                                    const std::vector<PeerSupport>& supports) {
+                                    const std::vector<PeerSupport>& supports,
+                                    const std::vector<ActorStart>& stopped, std::vector<ActorStart>* stop) {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(id);
   if (it == nodes_.end() || it->second.state() != v1::NODE_ALIVE)
@@ -207,7 +208,47 @@ absl::Status NodeManager::Heartbeat(const NodeId& id, uint64_t known_peers_versi
     if (auto u = unconfirmed_.find(s.node); u != unconfirmed_.end())
       u->second.not_before =
           std::max(u->second.not_before, now - std::max(s.ago, absl::ZeroDuration()) + limit);
+  // Only what was asked counts: a worker cannot end a wait it was not part of.
+  std::vector<ActorStart> still_asked;  // (`stop` may be `stopped`)
+  if (auto asked = stops_asked_.find(id); asked != stops_asked_.end()) {
+    for (const ActorStart& s : stopped)
+      if (auto a = asked->second.find(s); a != asked->second.end()) {
+        if (a->second) stops_done_[id].insert(s);
+        asked->second.erase(a);
+      }
+    for (const auto& [s, awaited] : asked->second) still_asked.push_back(s);
+    if (asked->second.empty()) stops_asked_.erase(asked);
+  }
+  if (stop != nullptr) *stop = std::move(still_asked);
   return absl::OkStatus();
+}
+
+void NodeManager::RequestStop(const NodeId& node, const ActorStart& start, bool awaited) {
+  absl::MutexLock lock(&mu_);
+  if (auto done = stops_done_.find(node); done != stops_done_.end() && done->second.contains(start)) return;
+  // A node gone for good has stopped its actors (and sends no more heartbeats).
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || (it->second.state() != v1::NODE_ALIVE && !unconfirmed_.contains(node))) return;
+  bool& a = stops_asked_[node][start];
+  a = a || awaited;
+}
+
+bool NodeManager::StopReported(const NodeId& node, const ActorStart& start) const {
+  absl::MutexLock lock(&mu_);
+  auto done = stops_done_.find(node);
+  return done != stops_done_.end() && done->second.contains(start);
+}
+
+void NodeManager::ForgetStop(const NodeId& node, const ActorStart& start) {
+  absl::MutexLock lock(&mu_);
+  auto forget = [&](auto& table) {
+    if (auto it = table.find(node); it != table.end()) {
+      it->second.erase(start);
+      if (it->second.empty()) table.erase(it);
+    }
+  };
+  forget(stops_asked_);
+  forget(stops_done_);
 }
 
 void NodeManager::RecordList() {
@@ -286,7 +327,16 @@ bool NodeManager::Confirm(const NodeId& id) {
   it->second = std::move(updated);
   unconfirmed_.erase(id);
   held_.erase(id);
+  DropUnawaitedStops(id);
   return true;
+}
+
+void NodeManager::DropUnawaitedStops(const NodeId& id) {
+  // Its actors are stopped (fenced, or their lease ran out). Awaited ones end with their wait.
+  auto asked = stops_asked_.find(id);
+  if (asked == stops_asked_.end()) return;
+  absl::erase_if(asked->second, [](const auto& entry) { return !entry.second; });
+  if (asked->second.empty()) stops_asked_.erase(asked);
 }
 
 bool NodeManager::DeathUnconfirmed(absl::string_view node_id) const {
@@ -322,6 +372,7 @@ absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason)
       it->second = std::move(updated);
       held_.erase(id);
       unconfirmed_.erase(id);
+      DropUnawaitedStops(id);
       left_[id] = clock_.Now();
       // Gone, it supports no one: as good as a confirmation of every death it could confirm,
       // once the supports it may have given since its last heartbeat (unreported) run out.
@@ -448,6 +499,7 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
       spdlog::warn("node {} is dead: {}", id.ToString(), updated.death_reason());
       died.emplace_back(id, updated.death_reason());
       held_.erase(id);
+      DropUnawaitedStops(id);
     } else {
       // Lists from the version just stored on leave it out.
       if (u.version != kNoConfirmations) u.version = peers_version_;

@@ -78,6 +78,17 @@ struct PeerSupport {
   absl::Duration ago;  // when the heartbeat was sent
 };
 
+// One start of an actor (ActorInfo.incarnation).
+struct ActorStart {
+  std::string actor_id;
+  int64_t incarnation = 0;
+  friend bool operator==(const ActorStart&, const ActorStart&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const ActorStart& s) {
+    return H::combine(std::move(h), s.actor_id, s.incarnation);
+  }
+};
+
 inline constexpr char kNodesTable[] = "nodes";
 
 // Told of every node that becomes ALIVE (registered) or DEAD (unregistered, or silent too
@@ -108,8 +119,20 @@ class NodeManager {
   // NotFound for an unknown or dead node. With `peers`, also the other ALIVE nodes'
   // addresses when their list changed since `known_peers_version`. `supports`: the peers the
   // node counted alive lately.
+  // `stopped`: starts it was asked to stop (RequestStop) that no longer run there; `stop`
+  // (optional) gets the starts it is asked to stop.
   absl::Status Heartbeat(const NodeId& id, uint64_t known_peers_version = 0, PeerList* peers = nullptr,
-                         const std::vector<PeerSupport>& supports = {});
+                         const std::vector<PeerSupport>& supports = {},
+                         const std::vector<ActorStart>& stopped = {},
+                         std::vector<ActorStart>* stop = nullptr);
+  // A start on `node` that the head could not reach the worker to stop (a one-way partition:
+  // the worker still reaches the head). Asked of the worker in each heartbeat reply until it
+  // reports the start stopped, the request is forgotten, or (`awaited` false: nobody waits
+  // for StopReported) the node's death is confirmed.
+  void RequestStop(const NodeId& node, const ActorStart& start, bool awaited = true);
+  // Whether the node's worker reported the requested (awaited) `start` stopped.
+  bool StopReported(const NodeId& node, const ActorStart& start) const;
+  void ForgetStop(const NodeId& node, const ActorStart& start);
   absl::Status Unregister(const NodeId& id, absl::string_view reason);
   // Marks every ALIVE node whose last heartbeat is older than period x misses DEAD and
   // returns those nodes; tells the listener of every death confirmed (see above).
@@ -156,6 +179,8 @@ class NodeManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the confirmation of a DEAD node; false when the store refused (retried later).
   bool Confirm(const NodeId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gone for good: the stops asked of it that nobody waits for end.
+  void DropUnawaitedStops(const NodeId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ALIVE nodes at this version (recorded when first sent); nullptr when not known.
   const std::vector<NodeId>* ListAt(uint64_t version) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordList() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -186,6 +211,9 @@ class NodeManager {
   // The nodes ALIVE (or unconfirmed DEAD) when the table was recovered: the list taken for
   // one a previous head sent.
   std::vector<NodeId> recovered_ ABSL_GUARDED_BY(mu_);
+  // RequestStop's starts, by node: still asked (whether awaited), and reported stopped.
+  absl::flat_hash_map<NodeId, absl::flat_hash_map<ActorStart, bool>> stops_asked_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<NodeId, absl::flat_hash_set<ActorStart>> stops_done_ ABSL_GUARDED_BY(mu_);
 };
 
 // Validates a node description from outside; errors name the field.

@@ -9,6 +9,8 @@ namespace skyrl::head {
 namespace {
 // A worker supports at most its peers; more than any cluster has is a bad request.
 constexpr int kMaxSupports = 4096;
+// Stops are asked one per restart waiting on the node; more than that is a bad request.
+constexpr int kMaxStopped = 65536;
 }  // namespace
 
 grpc::ServerUnaryReactor* NodeServiceImpl::RegisterNode(grpc::CallbackServerContext* ctx,
@@ -46,9 +48,27 @@ grpc::ServerUnaryReactor* NodeServiceImpl::Heartbeat(grpc::CallbackServerContext
                                          s.since_ms(), ": not a node id, or negative")));
     supports.push_back({*peer, absl::Milliseconds(s.since_ms())});
   }
+  if (req->stopped_size() > kMaxStopped)
+    return rpc::FinishNow(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                            absl::StrCat("stopped: more than ", kMaxStopped)));
+  std::vector<ActorStart> stopped;
+  for (const v1::ActorStart& s : req->stopped()) {
+    if (!ActorId::Parse(s.actor_id()).ok() || s.incarnation() <= 0)
+      return rpc::FinishNow(
+          ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            absl::StrCat("stopped.actor_id ", s.actor_id().substr(0, 64), " / incarnation ",
+                                         s.incarnation(), ": not an actor id, or not above 0")));
+    stopped.push_back({s.actor_id(), s.incarnation()});
+  }
   PeerList peers;
-  if (absl::Status s = nodes_.Heartbeat(*id, req->peers_version(), &peers, supports); !s.ok())
+  std::vector<ActorStart> stop;
+  if (absl::Status s = nodes_.Heartbeat(*id, req->peers_version(), &peers, supports, stopped, &stop); !s.ok())
     return rpc::FinishNow(ctx, rpc::ToGrpc(s));
+  for (ActorStart& s : stop) {
+    v1::ActorStart* out = reply->add_stop();
+    out->set_actor_id(std::move(s.actor_id));
+    out->set_incarnation(s.incarnation);
+  }
   reply->set_peers_changed(peers.changed);
   reply->set_peers_version(peers.version);
   for (std::string& a : peers.addresses) reply->add_peer_addresses(std::move(a));

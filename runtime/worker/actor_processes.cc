@@ -1,5 +1,6 @@
 #include "runtime/worker/actor_processes.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <deque>
 #include <future>
@@ -15,6 +16,12 @@
 #include "runtime/common/logging.h"
 
 namespace skyrl::worker {
+namespace {
+// How long a kill of a start that had not arrived keeps refusing it: far longer than any
+// start request is in flight (its deadline is the head's start timeout).
+constexpr absl::Duration kRefusalsKept = absl::Minutes(10);
+constexpr size_t kMaxRefusals = 16384;
+}  // namespace
 
 std::string CudaVisibleDevices(const std::vector<int>& gpu_ids) { return absl::StrJoin(gpu_ids, ","); }
 
@@ -109,6 +116,11 @@ absl::Status ActorProcesses::Launch(const ActorLaunch& launch) {
   if (children_.contains(launch.actor_id))
     return absl::AlreadyExistsError(
         absl::StrCat("actor ", launch.actor_id.ToString(), " already runs on this node"));
+  if (auto r = refused_.find(launch.actor_id);
+      launch.incarnation > 0 && r != refused_.end() && r->second.incarnation >= launch.incarnation)
+    return absl::AbortedError(absl::StrCat("actor ", launch.actor_id.ToString(), ": start ",
+                                           launch.incarnation, " was stopped before it began here (start ",
+                                           r->second.incarnation, " was killed)"));
   absl::StatusOr<Subprocess> p = spawner_->Spawn(o);
   if (!p.ok())
     return absl::Status(p.status().code(),
@@ -140,8 +152,29 @@ void ActorProcesses::AwaitStopped(const ActorId& id, int64_t incarnation, absl::
   mu_.AwaitWithTimeout(absl::Condition(&gone), timeout);
 }
 
+void ActorProcesses::Refuse(const ActorId& id, int64_t incarnation) {
+  const absl::Time now = absl::Now();
+  if (refused_.size() >= 1024) {
+    absl::erase_if(refused_, [&](const auto& r) { return now - r.second.at > kRefusalsKept; });
+    // A burst of kills: the older half goes (their starts are long settled, most likely).
+    if (refused_.size() >= kMaxRefusals) {
+      std::vector<absl::Time> times;
+      for (const auto& [actor, r] : refused_) times.push_back(r.at);
+      std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+      const absl::Time median = times[times.size() / 2];
+      absl::erase_if(refused_, [&](const auto& r) { return r.second.at < median; });
+    }
+  }
+  Refusal& r = refused_[id];
+  r.incarnation = std::max(r.incarnation, incarnation);
+  r.at = now;
+}
+
 absl::Status ActorProcesses::Kill(const ActorId& id, absl::Duration grace, int64_t incarnation) {
   absl::MutexLock lock(&mu_);
+  // That start, or an older one, may yet arrive (a request still on its way, or before its
+  // launch): refused (Launch).
+  if (incarnation > 0) Refuse(id, incarnation);
   auto it = children_.find(id);
   if (it == children_.end())
     return absl::NotFoundError(absl::StrCat("actor ", id.ToString(), " does not run on this node"));
@@ -169,6 +202,12 @@ int ActorProcesses::Fence(const std::string& reason) {
     ++killed;
   }
   return killed;
+}
+
+bool ActorProcesses::Runs(const ActorId& id, int64_t incarnation) const {
+  absl::MutexLock lock(&mu_);
+  auto it = children_.find(id);
+  return it != children_.end() && it->second.incarnation <= incarnation;
 }
 
 std::vector<ActorId> ActorProcesses::Running() const {

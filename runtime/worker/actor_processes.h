@@ -56,7 +56,8 @@ class ActorProcesses {
   explicit ActorProcesses(ActorProcessesOptions options);
   ~ActorProcesses();
 
-  // Starts the process. AlreadyExists when the actor already runs here.
+  // Starts the process. AlreadyExists when the actor already runs here; Aborted when a kill
+  // of this start (or a newer one) came before it (a late start the head has given up on).
   absl::Status Launch(const ActorLaunch& launch);
   // Before start `incarnation` of `id`: when a previous process of it is being stopped (Kill,
   // Fence) or is of an older start, SIGKILLs it (as killed by request) and waits (at most
@@ -64,13 +65,17 @@ class ActorProcesses {
   void AwaitStopped(const ActorId& id, int64_t incarnation, absl::Duration timeout);
   // Sends SIGTERM, then SIGKILL after `grace`; the exit is reported as usual, with
   // killed_by_request set. NotFound when the actor does not run here, or runs a start newer
-  // than `incarnation` (0: whichever start runs).
+  // than `incarnation` (0: whichever start runs). A killed start (`incarnation` > 0), or an
+  // older one, that arrives later is refused (Launch).
   absl::Status Kill(const ActorId& id, absl::Duration grace, int64_t incarnation = 0);
   // Fencing (the node lost the head): SIGKILLs every actor at once, after writing `reason` to
   // its log; each exit is reported with `reason` (ActorExit::fenced) and not as killed by
   // request, so the head restarts the actor elsewhere. Returns how many it killed.
   int Fence(const std::string& reason);
   std::vector<ActorId> Running() const;
+  // Whether a process of `id` from start `incarnation` or an older one (or one that did not
+  // say which) is still here.
+  bool Runs(const ActorId& id, int64_t incarnation) const;
   // The same with each process's pid (for the worker's metrics).
   std::vector<std::pair<ActorId, pid_t>> RunningPids() const;
   // Distinct GPUs given to running actors (fractional ones share a device).
@@ -100,6 +105,14 @@ class ActorProcesses {
   // Reaped, their exits being reported (on_exit not yet returned).
   absl::flat_hash_map<ActorId, int> reporting_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Per actor, the newest start killed here, and when: Launch refuses it and older ones.
+  // Kept for 10 minutes (a start is long abandoned by then), at most 16384 of them.
+  struct Refusal {
+    int64_t incarnation = 0;
+    absl::Time at;
+  };
+  absl::flat_hash_map<ActorId, Refusal> refused_ ABSL_GUARDED_BY(mu_);
+  void Refuse(const ActorId& id, int64_t incarnation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::thread reaper_;
 };
 

@@ -82,7 +82,48 @@ v1::HeartbeatRequest HeadLink::HeartbeatLocked() {
     s->set_node_id(peer);
     s->set_since_ms(std::max<int64_t>(0, absl::ToInt64Milliseconds(now - when)));
   }
+  for (const v1::ActorStart& s : stopped_) *req.add_stopped() = s;
   return req;
+}
+
+namespace {
+bool SameStart(const v1::ActorStart& a, const v1::ActorStart& b) {
+  return a.actor_id() == b.actor_id() && a.incarnation() == b.incarnation();
+}
+}  // namespace
+
+void HeadLink::StopAsked(const v1::HeartbeatReply& reply) {
+  std::vector<v1::ActorStart> asked;
+  {
+    absl::MutexLock lock(&mu_);
+    // Reported, and no longer asked: the head has taken note.
+    std::erase_if(stopped_, [&](const v1::ActorStart& s) {
+      return std::none_of(reply.stop().begin(), reply.stop().end(),
+                          [&](const v1::ActorStart& a) { return SameStart(a, s); });
+    });
+    for (const v1::ActorStart& a : reply.stop())
+      if (std::none_of(stopped_.begin(), stopped_.end(),
+                       [&](const v1::ActorStart& s) { return SameStart(a, s); }))
+        asked.push_back(a);
+  }
+  for (const v1::ActorStart& a : asked) {
+    absl::StatusOr<ActorId> id = ActorId::Parse(a.actor_id());
+    if (!id.ok() || a.incarnation() <= 0) {
+      spdlog::warn("the head asked to stop start {} of actor '{}': not an actor id or start; ignored",
+                   a.incarnation(), a.actor_id().substr(0, 64));
+      continue;
+    }
+    // The head could not reach this worker to kill it (a one-way partition, say).
+    if (!actors_.StopStart(*id, a.incarnation())) {
+      spdlog::warn("actor {}: start {} still runs after the head asked to stop it; trying again",
+                   a.actor_id(), a.incarnation());
+      continue;
+    }
+    spdlog::info("actor {}: start {} stopped, as the head asked in a heartbeat reply", a.actor_id(),
+                 a.incarnation());
+    absl::MutexLock lock(&mu_);
+    stopped_.push_back(a);
+  }
 }
 
 void HeadLink::AdoptPeersLocked(const v1::HeartbeatReply& reply) {
@@ -198,9 +239,13 @@ HeadLink::Step HeadLink::Round() {
   }
   absl::StatusOr<v1::HeartbeatReply> reply = head_.Heartbeat(req, timeout);
   if (reply.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      Reached(now);
+      AdoptPeersLocked(*reply);
+    }
+    StopAsked(*reply);
     absl::MutexLock lock(&mu_);
-    Reached(now);
-    AdoptPeersLocked(*reply);
     return {period_};
   }
   if (absl::IsNotFound(reply.status())) {

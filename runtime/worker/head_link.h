@@ -95,6 +95,9 @@ class LocalActors {
   // The head declared the node dead: stop these, returning once they are gone (the head
   // restarts them elsewhere on the next heartbeat).
   virtual void Stop(const std::vector<ActorId>& ids) = 0;
+  // The head asks (HeartbeatReply.stop) that start `incarnation` of `id` not run here: stop
+  // it, or an older one, and refuse it later; true once none runs.
+  virtual bool StopStart(const ActorId& id, int64_t incarnation) = 0;
   // SIGKILL every actor now, writing `reason` to its log and exit report.
   virtual int Fence(const std::string& reason) = 0;
   // The actors may serve for `valid_for` from now (InfiniteDuration: without limit); each
@@ -150,6 +153,8 @@ class HeadLink {
   // A heartbeat: this node, its list's version, the supports it gave within T.
   v1::HeartbeatRequest HeartbeatLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AdoptPeersLocked(const v1::HeartbeatReply& reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stops the starts the reply asks to (HeartbeatReply.stop), to report them stopped.
+  void StopAsked(const v1::HeartbeatReply& reply) ABSL_LOCKS_EXCLUDED(mu_);
   // One more heartbeat on a fresh connection; true when the head answered.
   bool LastTry(absl::Duration timeout);
   // How long the actors' lease runs from an answer: 0.9 T.
@@ -181,6 +186,8 @@ class HeadLink {
   bool fenced_ ABSL_GUARDED_BY(mu_) = false;
   std::string fence_reason_ ABSL_GUARDED_BY(mu_);
   bool cleared_ ABSL_GUARDED_BY(mu_) = false;  // peers asked this outage: a majority supports
+  // Starts stopped as the head asked, reported in each heartbeat while it still asks.
+  std::vector<v1::ActorStart> stopped_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace skyrl::worker

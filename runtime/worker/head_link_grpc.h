@@ -23,6 +23,9 @@ class ServiceActors final : public LocalActors {
   ServiceActors(WorkerServiceImpl& service, LeaseWriter* lease) : service_(service), lease_(lease) {}
   std::vector<ActorId> Running() const override { return service_.Running(); }
   void Stop(const std::vector<ActorId>& ids) override { service_.Stop(ids); }
+  bool StopStart(const ActorId& id, int64_t incarnation) override {
+    return service_.StopStart(id, incarnation);
+  }
   int Fence(const std::string& reason) override { return service_.Fence(reason); }
   void Lease(absl::Duration valid_for) override {
     if (lease_ != nullptr) lease_->ExtendFor(valid_for);

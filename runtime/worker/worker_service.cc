@@ -77,6 +77,17 @@ void WorkerServiceImpl::Stop(const std::vector<ActorId>& ids) {
   for (const ActorId& id : ids) processes_.AwaitStopped(id, 0, absl::Seconds(5));
 }
 
+bool WorkerServiceImpl::StopStart(const ActorId& id, int64_t incarnation) {
+  // Not running here: refused if it comes later (ActorProcesses::Kill).
+  if (absl::Status s = processes_.Kill(id, absl::ZeroDuration(), incarnation);
+      !s.ok() && !absl::IsNotFound(s))
+    spdlog::warn("cannot stop actor {} (start {}): {}", id.ToString(), incarnation, s.message());
+  // Briefly: this runs on the heartbeat thread, and a start that will not stop is asked again
+  // by the next heartbeat reply.
+  if (processes_.Runs(id, incarnation)) processes_.AwaitStopped(id, incarnation + 1, absl::Milliseconds(250));
+  return !processes_.Runs(id, incarnation);
+}
+
 grpc::Status WorkerServiceImpl::HeadContact(grpc::ServerContext* ctx, const v1::HeadContactRequest* req,
                                             v1::HeadContactReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;

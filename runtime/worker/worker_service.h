@@ -49,6 +49,10 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   std::vector<std::pair<ActorId, pid_t>> RunningPids() const { return processes_.RunningPids(); }
   int GpusInUse() const { return processes_.GpusInUse(); }
   void Stop(const std::vector<ActorId>& ids);
+  // Stops start `incarnation` of `id` (or an older one) if it runs here (SIGKILL), and
+  // refuses that start from now on (a late StartActor); true once none runs (it waits at
+  // most 250 ms).
+  bool StopStart(const ActorId& id, int64_t incarnation);
   // The node lost the head: every actor SIGKILLed now, saying why (ActorProcesses::Fence).
   int Fence(const std::string& reason) { return processes_.Fence(reason); }
   grpc::Status HeadContact(grpc::ServerContext*, const v1::HeadContactRequest*,

@@ -10,6 +10,8 @@
 //   - two workers cut off together from the head and the third keep their actors, which the
 //     head (hearing one of three) does not restart elsewhere: at no time do two incarnations
 //     run; after healing the nodes rejoin and the actor runs once.
+//   - a worker the head cannot reach but that reaches the head (a one-way partition) gets a
+//     kill through its heartbeat replies.
 // And the RL job across hosts: weight sync between namespaces takes the TCP path, and the CLI
 // and a job submission work from another host.
 // Skipped, saying why, where network namespaces cannot be made (not root).
@@ -315,6 +317,41 @@ void PartitionTest::CutAndCheck(bool head_only, std::string* worker_log) {
   absl::StatusOr<std::string> after = client_->Call(*actor, "pid", "");
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(*after, new_pid);
+}
+
+// A one-way partition: the worker reaches the head, the head cannot reach the worker. A kill
+// cannot be sent to it, so the heartbeat replies ask for it.
+TEST_F(PartitionTest, AKillReachesAWorkerTheHeadCannotReachThroughItsHeartbeats) {
+  Echo echo;
+  ASSERT_NO_FATAL_FAILURE(StartEcho(&echo));
+  std::string worker_address;
+  {
+    auto stub = v1::NodeService::NewStub(rpc::MakeChannel(head_address_));
+    grpc::ClientContext ctx;
+    rpc::PrepareCall(&ctx, Token(), absl::Seconds(5));
+    v1::ListNodesReply nodes;
+    ASSERT_TRUE(stub->ListNodes(&ctx, {}, &nodes).ok());
+    for (const v1::NodeInfo& n : nodes.nodes())
+      if (n.node_id() == echo.info.node_id()) worker_address = n.address();
+  }
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(worker_address.substr(worker_address.rfind(':') + 1), &port))
+      << worker_address;
+  ASSERT_TRUE(lab_->DropTcpTo(0, echo.host, port).ok());
+  ASSERT_EQ(SettledProcesses(echo.actor.actor_id).size(), 1u);
+  // DEAD at once; the head answers once its kill to the worker fails, which may take longer
+  // than the client waits.
+  absl::Status killed = client_->Kill(echo.actor);
+  ASSERT_TRUE(killed.ok() || absl::IsDeadlineExceeded(killed)) << killed;
+  std::vector<int> pids = {0};
+  for (absl::Time deadline = absl::Now() + absl::Seconds(30); !pids.empty() && absl::Now() < deadline;
+       absl::SleepFor(absl::Milliseconds(100)))
+    pids = ActorProcessesWithHome(dir_)[echo.actor.actor_id];
+  EXPECT_TRUE(pids.empty()) << "the killed actor still runs on the worker the head cannot reach";
+  const std::string log = ReadFileOrEmpty(WorkerLog(echo.host));
+  EXPECT_NE(log.find("as the head asked in a heartbeat reply"), std::string::npos) << log;
+  EXPECT_TRUE(WaitForAliveNodes(3, absl::Seconds(1))) << "the node was never in doubt: it reaches the head";
+  EXPECT_TRUE(lab_->UndropTcpTo(0, echo.host, port).ok());
 }
 
 TEST_F(PartitionTest, AHeadCutOffFromEveryWorkerLosesNoActor) {

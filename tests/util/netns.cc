@@ -165,6 +165,16 @@ absl::Status NetnsLab::HealBetween(int a, int b) {
   return RunCommand({"ip", "-n", hosts_.at(b), "route", "del", "blackhole", Address(a) + "/32"});
 }
 
+absl::Status NetnsLab::DropTcpTo(int from, int to, int port) {
+  return RunCommand({"ip", "-n", hosts_.at(from), "rule", "add", "to", Address(to) + "/32", "ipproto", "tcp",
+                     "dport", std::to_string(port), "blackhole"});
+}
+
+absl::Status NetnsLab::UndropTcpTo(int from, int to, int port) {
+  return RunCommand({"ip", "-n", hosts_.at(from), "rule", "del", "to", Address(to) + "/32", "ipproto", "tcp",
+                     "dport", std::to_string(port), "blackhole"});
+}
+
 void NetnsLab::Remove() {
   // Deleting a namespace destroys the veth ends in it, and with them their peers.
   for (const std::string& ns : hosts_) RunCommand({"ip", "netns", "del", ns}).IgnoreError();

@@ -39,6 +39,10 @@ class NetnsLab {
   // Drops every packet between two hosts only (a blackhole route on each side), or stops.
   absl::Status CutBetween(int a, int b);
   absl::Status HealBetween(int a, int b);
+  // A one-way partition: drops what `from` sends to TCP port `port` on `to` (new connections
+  // and established ones), while `to` still reaches `from` (a policy rule in `from`), or stops.
+  absl::Status DropTcpTo(int from, int to, int port);
+  absl::Status UndropTcpTo(int from, int to, int port);
 
  private:
   NetnsLab() = default;

@@ -176,6 +176,52 @@ TEST(ActorManagerTest, AStartWithAnUnknownOutcomeIsStoppedBeforeTheActorStartsAg
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// A one-way partition: the head cannot reach the worker, whose heartbeats still reach the
+// head. The heartbeat reply asks for the stop, and the worker's report of it ends the wait.
+TEST(ActorManagerTest, AnUnknownStartIsStoppedThroughTheHeartbeatsOfAWorkerTheHeadCannotReach) {
+  store::MemoryStore store;
+  FakeClock clock;
+  testing::FakeWorkers workers;
+  auto head = OpenTestHead(store, clock, workers);
+  AddGpuNode(*head, 3000, 1);
+  AddGpuNode(*head, 3001, 1);
+  workers.lose_starts = 1;
+  workers.unreachable = true;
+  v1::ActorSpec spec = Spec("echo", 1);
+  spec.set_max_restarts(-1);
+  absl::StatusOr<v1::ActorInfo> a = head->actors().Create(spec);
+  ASSERT_TRUE(a.ok() && a->state() == v1::ACTOR_RESTARTING) << a.status();
+  const NodeId lost_on = *NodeId::Parse(workers.Started()[0].node_id());
+  std::vector<head::ActorStart> asked;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(10); asked.empty() && absl::Now() < deadline;) {
+    ASSERT_TRUE(head->nodes().Heartbeat(lost_on, 0, nullptr, {}, {}, &asked).ok());
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(asked.size(), 1u) << "the heartbeat reply asks for the stop";
+  EXPECT_EQ(asked[0].actor_id, a->actor_id());
+  EXPECT_EQ(asked[0].incarnation, 1);
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(workers.Started().size(), 1u) << "started again before the worker said it stopped the first";
+  ASSERT_TRUE(head->nodes().Heartbeat(lost_on, 0, nullptr, {}, asked, &asked).ok());
+  EXPECT_TRUE(asked.empty()) << "reported: no longer asked";
+  absl::StatusOr<v1::ActorInfo> alive = AwaitActorState(head->actors(), a->actor_id(), v1::ACTOR_ALIVE);
+  ASSERT_TRUE(alive.ok()) << alive.status();
+  EXPECT_EQ(alive->incarnation(), 2);
+  EXPECT_TRUE(workers.Killed().empty()) << "no kill reached the worker";
+
+  // A kill by the user that cannot reach the worker is asked in its heartbeats too.
+  const NodeId now_on = *NodeId::Parse(alive->node_id());
+  ASSERT_TRUE(head->actors().Kill(*ActorId::Parse(a->actor_id())).ok());
+  ASSERT_TRUE(head->nodes().Heartbeat(now_on, 0, nullptr, {}, {}, &asked).ok());
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0].actor_id, a->actor_id());
+  EXPECT_EQ(asked[0].incarnation, 2);
+  ASSERT_TRUE(head->nodes().Heartbeat(now_on, 0, nullptr, {}, asked, &asked).ok());
+  EXPECT_TRUE(asked.empty()) << "reported: no longer asked";
+  absl::Status s = Check(*head);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 TEST(ActorManagerTest, AStartNamesTheOwningJobAndTheNodeButNotForDetachedActors) {
   store::MemoryStore store;
   FakeClock clock;

@@ -41,6 +41,50 @@ TEST_F(NodeManagerTest, RegisterPersistsTheNode) {
   ASSERT_EQ(nodes_.List().size(), 1u);
 }
 
+// A start the head cannot reach the worker to stop is asked in that node's heartbeat replies
+// until the worker reports it stopped; a report of anything not asked counts for nothing.
+TEST_F(NodeManagerTest, AStopIsAskedInHeartbeatRepliesUntilTheWorkerReportsIt) {
+  NodeId a = *nodes_.Register(Node());
+  NodeId b = *nodes_.Register(Node());
+  const ActorStart start{ActorId::Random().ToString(), 2};
+  nodes_.RequestStop(a, start);
+  std::vector<ActorStart> asked;
+  ASSERT_TRUE(nodes_.Heartbeat(b, 0, nullptr, {}, {}, &asked).ok());
+  EXPECT_TRUE(asked.empty()) << "asked only of its own node";
+  ASSERT_TRUE(nodes_.Heartbeat(a, 0, nullptr, {}, {}, &asked).ok());
+  EXPECT_EQ(asked, std::vector<ActorStart>{start});
+  // Another node's report, or one of another start, ends nothing.
+  ASSERT_TRUE(nodes_.Heartbeat(b, 0, nullptr, {}, {start}, &asked).ok());
+  ASSERT_TRUE(nodes_.Heartbeat(a, 0, nullptr, {}, {{start.actor_id, 1}}, &asked).ok());
+  EXPECT_FALSE(nodes_.StopReported(a, start));
+  EXPECT_EQ(asked, std::vector<ActorStart>{start});
+  ASSERT_TRUE(nodes_.Heartbeat(a, 0, nullptr, {}, {start}, &asked).ok());
+  EXPECT_TRUE(asked.empty()) << "no longer asked once reported";
+  EXPECT_TRUE(nodes_.StopReported(a, start));
+  EXPECT_FALSE(nodes_.StopReported(b, start));
+  nodes_.RequestStop(a, start);  // asked again after the report: already done
+  ASSERT_TRUE(nodes_.Heartbeat(a, 0, nullptr, {}, {}, &asked).ok());
+  EXPECT_TRUE(asked.empty());
+  nodes_.ForgetStop(a, start);
+  EXPECT_FALSE(nodes_.StopReported(a, start));
+  // Forgotten before any report: no longer asked.
+  nodes_.RequestStop(b, start);
+  nodes_.ForgetStop(b, start);
+  ASSERT_TRUE(nodes_.Heartbeat(b, 0, nullptr, {}, {}, &asked).ok());
+  EXPECT_TRUE(asked.empty());
+  // A kill's stop, which nobody waits on, ends with the node: it stopped its actors leaving.
+  const ActorStart killed{ActorId::Random().ToString(), 5};
+  nodes_.RequestStop(b, killed, /*awaited=*/false);
+  ASSERT_TRUE(nodes_.Heartbeat(b, 0, nullptr, {}, {}, &asked).ok());
+  EXPECT_EQ(asked, std::vector<ActorStart>{killed});
+  ASSERT_TRUE(nodes_.Unregister(b, "leaving").ok());
+  v1::NodeInfo again = Node();
+  again.set_node_id(b.ToString());
+  ASSERT_EQ(*nodes_.Register(again), b);
+  ASSERT_TRUE(nodes_.Heartbeat(b, 0, nullptr, {}, {}, &asked).ok());
+  EXPECT_TRUE(asked.empty());
+}
+
 TEST_F(NodeManagerTest, NodeDiesAfterTheConfiguredMissesAndNotBefore) {
   NodeId id = *nodes_.Register(Node());
   clock_.Advance(absl::Seconds(4));

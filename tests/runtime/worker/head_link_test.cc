@@ -50,6 +50,7 @@ class FakeHead final : public HeadApi {
         r.add_peer_node_ids(PeerId(p));
       }
     }
+    for (const v1::ActorStart& a : stop) *r.add_stop() = a;
     return r;
   }
   void Reconnect() override {
@@ -62,6 +63,7 @@ class FakeHead final : public HeadApi {
   bool forget = false, was_dead = false;
   int misses = 4;  // dead after 2 s; fencing after 1 s
   std::vector<std::string> peers = {"peer-a:1", "peer-b:1"};
+  std::vector<v1::ActorStart> stop;  // asked in every heartbeat reply
   int registers = 0, heartbeats = 0;
   uint64_t last_peers_version = 0;
   v1::HeartbeatRequest last_request;
@@ -105,8 +107,14 @@ class FakeActors final : public LocalActors {
     running.clear();
     return killed;
   }
+  bool StopStart(const ActorId& id, int64_t incarnation) override {
+    stop_starts.emplace_back(id, incarnation);
+    return stop_works;
+  }
   void Lease(absl::Duration valid_for) override { leases.push_back(valid_for); }
   std::vector<ActorId> running = {ActorId::Random()};
+  std::vector<std::pair<ActorId, int64_t>> stop_starts;
+  bool stop_works = true;
   std::vector<ActorId> stopped;
   std::vector<std::string> fences;
   std::vector<absl::Duration> leases;  // every renewal, in order
@@ -186,6 +194,39 @@ TEST_F(HeadLinkTest, ANotFoundAnswerRenewsNothingAndTheNewRegistrationDropsTheOl
   Link().Round();  // registers again
   Link().Round();
   EXPECT_EQ(head_.last_peers_version, 0u) << "the list from before is dropped; the head sends a fresh one";
+}
+
+// A one-way partition: the head cannot reach this worker to kill a start it lost track of,
+// but the worker's heartbeats reach the head, and the reply asks.
+TEST_F(HeadLinkTest, AStopAskedInAHeartbeatReplyIsMadeAndReportedWhileTheHeadStillAsks) {
+  Connect();
+  const ActorId actor = ActorId::Random();
+  v1::ActorStart start;
+  start.set_actor_id(actor.ToString());
+  start.set_incarnation(3);
+  v1::ActorStart bad;  // nonsense from the head is skipped, not obeyed
+  bad.set_actor_id("not-an-actor");
+  bad.set_incarnation(1);
+  head_.stop = {start, bad};
+  actors_.stop_works = false;  // still running after the try: not reported, asked again
+  EXPECT_FALSE(Link().Round().exit_code);
+  ASSERT_EQ(actors_.stop_starts.size(), 1u);
+  EXPECT_EQ(actors_.stop_starts[0], std::make_pair(actor, int64_t{3}));
+  EXPECT_FALSE(Link().Round().exit_code);
+  EXPECT_EQ(head_.last_request.stopped_size(), 0);
+  EXPECT_EQ(actors_.stop_starts.size(), 2u) << "tried again on the next reply";
+  actors_.stop_works = true;
+  EXPECT_FALSE(Link().Round().exit_code);  // stopped now
+  EXPECT_FALSE(Link().Round().exit_code);  // reports it
+  ASSERT_EQ(head_.last_request.stopped_size(), 1);
+  EXPECT_EQ(head_.last_request.stopped(0).actor_id(), actor.ToString());
+  EXPECT_EQ(head_.last_request.stopped(0).incarnation(), 3);
+  EXPECT_EQ(actors_.stop_starts.size(), 3u) << "a start reported stopped is not stopped again";
+  head_.stop.clear();                      // the head took note
+  EXPECT_FALSE(Link().Round().exit_code);  // still reported: the reply had not come yet
+  EXPECT_EQ(head_.last_request.stopped_size(), 1);
+  EXPECT_FALSE(Link().Round().exit_code);
+  EXPECT_EQ(head_.last_request.stopped_size(), 0) << "reported until the head stops asking";
 }
 
 TEST_F(HeadLinkTest, CutOffBeforeAnyListCameItFences) {

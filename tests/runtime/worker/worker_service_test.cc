@@ -158,5 +158,43 @@ TEST_F(WorkerServiceTest, ANewerStartStopsTheOlderAndStopReturnsOnceActorsAreGon
   EXPECT_TRUE(service_->Running().empty());
 }
 
+// The head asks (in a heartbeat reply, or with a kill) that a start not run here: one that
+// runs is stopped, a newer one is left alone, and one that has not arrived yet is refused
+// when it does.
+TEST_F(WorkerServiceTest, AStoppedStartIsGoneAndOneThatHadNotArrivedIsRefusedLater) {
+  InstallStubbornHost();
+  const ActorId id = ActorId::Random();
+  ASSERT_TRUE(StartAs(id, 1).ok());
+  EXPECT_TRUE(service_->StopStart(id, 1));
+  EXPECT_TRUE(service_->Running().empty()) << "gone when it returns (SIGTERM is ignored here)";
+  ASSERT_TRUE(StartAs(id, 3).ok());
+  EXPECT_TRUE(service_->StopStart(id, 2)) << "start 2 does not run here";
+  EXPECT_EQ(service_->Running(), std::vector<ActorId>{id}) << "the newer start 3 is left alone";
+
+  const ActorId late = ActorId::Random();
+  EXPECT_TRUE(service_->StopStart(late, 4));
+  for (int64_t incarnation : {4, 2}) {
+    grpc::Status s = StartAs(late, incarnation);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::ABORTED) << incarnation << ": " << s.error_message();
+  }
+  // The same for a kill that came before its start.
+  const ActorId killed = ActorId::Random();
+  {
+    v1::KillActorRequest kill;
+    kill.set_actor_id(killed.ToString());
+    kill.set_incarnation(1);
+    grpc::ClientContext ctx;
+    rpc::PrepareCall(&ctx, kToken, absl::Seconds(30));
+    v1::KillActorReply reply;
+    EXPECT_EQ(stub_->KillActor(&ctx, kill, &reply).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  EXPECT_EQ(StartAs(killed, 1).error_code(), grpc::StatusCode::ABORTED);
+  // Later starts go on.
+  grpc::Status s = StartAs(late, 5);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  s = StartAs(killed, 2);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
 }  // namespace
 }  // namespace skyrl::worker
