@@ -123,22 +123,29 @@ TEST(ActorManagerTest, ALateExitOfAnOlderStartLeavesTheNewOneAlone) {
   EXPECT_EQ(workers.Kills().back().incarnation(), 3);
 }
 
+// Two one-GPU nodes, and an actor (restarts without limit) whose first start times out on
+// a worker that cannot be reached for the stop.
+absl::StatusOr<v1::ActorInfo> CreateWithAnUnknownStart(Head& head, testing::FakeWorkers& workers) {
+  AddGpuNode(head, 3000, 1);
+  AddGpuNode(head, 3001, 1);
+  workers.lose_starts = 1;
+  workers.unreachable = true;
+  v1::ActorSpec spec = Spec("echo", 1);
+  spec.set_max_restarts(-1);
+  return head.actors().Create(spec);
+}
+
 TEST(ActorManagerTest, AStartWithAnUnknownOutcomeIsStoppedBeforeTheActorStartsAgain) {
   store::MemoryStore store;
   FakeClock clock;
   testing::FakeWorkers workers;
   auto head = OpenTestHead(store, clock, workers);
-  AddGpuNode(*head, 3000, 1);
-  AddGpuNode(*head, 3001, 1);
   // The start times out, and the worker cannot be reached: the process may run there (a
   // worker cut off mid-start that keeps its actors), so nothing starts anywhere else yet.
-  workers.lose_starts = 1;
-  workers.unreachable = true;
-  v1::ActorSpec spec = Spec("echo", 1);
-  spec.set_max_restarts(-1);
-  absl::StatusOr<v1::ActorInfo> a = head->actors().Create(spec);
+  absl::StatusOr<v1::ActorInfo> a = CreateWithAnUnknownStart(*head, workers);
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->state(), v1::ACTOR_RESTARTING);
+  v1::ActorSpec spec = a->spec();
   const ActorId id = *ActorId::Parse(a->actor_id());
   absl::SleepFor(absl::Milliseconds(600));
   EXPECT_EQ(workers.Started().size(), 1u) << "started again while the first start may run";
@@ -183,13 +190,7 @@ TEST(ActorManagerTest, AnUnknownStartIsStoppedThroughTheHeartbeatsOfAWorkerTheHe
   FakeClock clock;
   testing::FakeWorkers workers;
   auto head = OpenTestHead(store, clock, workers);
-  AddGpuNode(*head, 3000, 1);
-  AddGpuNode(*head, 3001, 1);
-  workers.lose_starts = 1;
-  workers.unreachable = true;
-  v1::ActorSpec spec = Spec("echo", 1);
-  spec.set_max_restarts(-1);
-  absl::StatusOr<v1::ActorInfo> a = head->actors().Create(spec);
+  absl::StatusOr<v1::ActorInfo> a = CreateWithAnUnknownStart(*head, workers);
   ASSERT_TRUE(a.ok() && a->state() == v1::ACTOR_RESTARTING) << a.status();
   const NodeId lost_on = *NodeId::Parse(workers.Started()[0].node_id());
   std::vector<head::ActorStart> asked;
