@@ -1,7 +1,6 @@
 #include "runtime/head/actor_manager.h"
 
 #include <algorithm>
-#include <tuple>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -505,10 +504,9 @@ absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const
   }
   // Outside the lock: the process of an incarnation that no longer exists must not run.
   if (stale) {
-    v1::KillActorRequest kill;
-    kill.set_actor_id(id.ToString());
-    kill.set_incarnation(ticket.incarnation);  // not a newer start on the same node
-    SendKill(ticket.worker_address, ticket.node_id, kill, "a stale start", [] {});
+    // Named by its incarnation: not a newer start on the same node.
+    SendKill(ticket.worker_address, ProcessAt{ticket.node_id, id, ticket.incarnation}, "a stale start",
+             [] {});
   }
   if (!evicted.ok()) return evicted;
   return out;
@@ -526,12 +524,9 @@ void ActorManager::HandleDeath(const ActorId& id, const std::string& reason, Dea
     a.set_address("");
     (void)Persist(a);
     spdlog::warn("actor {} is DEAD: {}", id.ToString(), a.death_reason());
-    if (std::string address = unknown ? WorkerAddress(unknown->node_id) : ""; !address.empty()) {
-      v1::KillActorRequest kill;  // best effort: DEAD starts nothing anywhere
-      kill.set_actor_id(id.ToString());
-      kill.set_incarnation(unknown->incarnation);
-      SendKill(address, unknown->node_id, kill, "a failed start", [] {});
-    }
+    // Best effort: DEAD starts nothing anywhere.
+    if (std::string address = unknown ? WorkerAddress(unknown->node_id) : ""; !address.empty())
+      SendKill(address, *unknown, "a failed start", [] {});
     return;
   }
   a.set_restarts(a.restarts() + 1);
@@ -701,26 +696,24 @@ absl::Status ActorManager::Kill(const ActorId& id) {
 }
 
 void ActorManager::KillAsync(const ActorId& id, StatusDone done) {
-  std::string address, node_id;
-  v1::KillActorRequest kill;
-  kill.set_actor_id(id.ToString());
+  ProcessAt process{.actor_id = id};
   {
     TrimmingLock lock(this);
     auto it = actors_.find(id);
     if (it == actors_.end()) return done(absl::NotFoundError(absl::StrCat("no actor ", id.ToString())));
     v1::ActorInfo& a = it->second;
     if (a.state() == v1::ACTOR_DEAD) return done(absl::OkStatus());
-    node_id = a.node_id();
-    kill.set_incarnation(a.incarnation());
+    process.node_id = a.node_id();
+    process.incarnation = a.incarnation();
     Release(id);
     SetDead(id, a, DeathCause::kKilled);
     a.set_death_reason("killed by the user");
     a.set_address("");
     if (absl::Status s = Persist(a); !s.ok()) return done(s);
   }
-  address = WorkerAddress(node_id);
+  const std::string address = WorkerAddress(process.node_id);
   if (address.empty()) return done(absl::OkStatus());
-  SendKill(address, node_id, kill, "a killed actor", [done = std::move(done)] { done(absl::OkStatus()); });
+  SendKill(address, process, "a killed actor", [done = std::move(done)] { done(absl::OkStatus()); });
 }
 
 void ActorManager::MarkKilled(const ActorId& id, const std::string& reason, std::vector<ProcessAt>& kills) {
@@ -747,14 +740,18 @@ void ActorManager::KillGroupAsync(const std::string& group, const std::string& r
   KillProcessesAsync(kills, std::move(done));
 }
 
-void ActorManager::SendKill(const std::string& address, const std::string& node_id,
-                            const v1::KillActorRequest& kill, const char* what, std::function<void()> after) {
+void ActorManager::SendKill(const std::string& address, const ProcessAt& process, const char* what,
+                            std::function<void()> after) {
+  v1::KillActorRequest kill;
+  kill.set_actor_id(process.actor_id.ToString());
+  kill.set_incarnation(process.incarnation);
   {
     absl::MutexLock lock(&async_mu_);
     ++async_in_flight_;
   }
   workers_.KillActorAsync(
-      address, kill, [this, address, node_id, kill, what, after = std::move(after)](absl::Status s) {
+      address, kill,
+      [this, address, node_id = process.node_id, kill, what, after = std::move(after)](absl::Status s) {
         if (!s.ok() && !absl::IsNotFound(s)) {
           spdlog::warn("kill {} ({}, start {}) on {}: {}; asking in that node's heartbeat replies",
                        kill.actor_id(), what, kill.incarnation(), address, s.message());
@@ -773,21 +770,15 @@ void ActorManager::KillProcessesAsync(const std::vector<ProcessAt>& kills, std::
     std::atomic<size_t> left;
     std::function<void()> done;
   };
-  // (worker address, node, kill)
-  std::vector<std::tuple<std::string, std::string, v1::KillActorRequest>> to_send;
+  std::vector<std::pair<std::string, ProcessAt>> to_send;  // (worker address, process)
   for (const ProcessAt& p : kills)
-    if (std::string address = WorkerAddress(p.node_id); !address.empty()) {
-      v1::KillActorRequest kill;
-      kill.set_actor_id(p.actor_id.ToString());
-      kill.set_incarnation(p.incarnation);
-      to_send.emplace_back(address, p.node_id, std::move(kill));
-    }
+    if (std::string address = WorkerAddress(p.node_id); !address.empty()) to_send.emplace_back(address, p);
   if (to_send.empty()) return done();
   auto pending = std::make_shared<Pending>();
   pending->left = to_send.size();
   pending->done = std::move(done);
-  for (const auto& [address, node, kill] : to_send)
-    SendKill(address, node, kill, "a killed actor", [pending] {
+  for (const auto& [address, process] : to_send)
+    SendKill(address, process, "a killed actor", [pending] {
       if (pending->left.fetch_sub(1) == 1) pending->done();
     });
 }

@@ -127,11 +127,11 @@ class ActorManager {
   void MarkKilled(const ActorId& id, const std::string& reason, std::vector<ProcessAt>& kills)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void KillProcessesAsync(const std::vector<ProcessAt>& kills, std::function<void()> done);
-  // Sends `kill` to the worker at `address`, then calls `after`. A kill that fails (the
-  // worker cannot be reached) is asked in `node_id`'s heartbeat replies instead (`what` the
+  // Kills `process` at its worker (`address`), then calls `after`. A kill that fails (the
+  // worker cannot be reached) is asked in its node's heartbeat replies instead (`what` the
   // process is, for the log).
-  void SendKill(const std::string& address, const std::string& node_id, const v1::KillActorRequest& kill,
-                const char* what, std::function<void()> after);
+  void SendKill(const std::string& address, const ProcessAt& process, const char* what,
+                std::function<void()> after);
   // Until the process is known to be stopped: its worker stopped it or does not run it, or
   // its node's death is confirmed (it fenced its actors). Tries every 200 ms, recording why
   // the actor waits. False when the manager stops first.
