@@ -434,6 +434,17 @@ class Error(RuntimeError):
           },
           py::arg("key"), py::arg("value"), "stores value under key in the head's KV store")
       .def(
+          "kv_get",
+          [](Client& c, const std::string& key) {
+            absl::StatusOr<std::string> v;
+            {
+              py::gil_scoped_release release;
+              v = c.KvGet(key);
+            }
+            return py::bytes(Unwrap(std::move(v)));
+          },
+          py::arg("key"), "the value under key in the head's KV store (Error NOT_FOUND when absent)")
+      .def(
           "get_actor",
           [](Client& c, const std::string& name, const std::string& ns) {
             absl::StatusOr<ActorHandle> h;

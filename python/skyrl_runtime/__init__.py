@@ -4,7 +4,8 @@ Today: init() / shutdown() (joining a cluster, or starting a local one), Python 
 (@remote classes, each in its own process on a worker), tasks (@remote functions, on pooled
 worker processes), actors of the C++ classes the actor hosts serve
 (cross_language.cpp_actor_class), get / wait / put / kill / get_actor, get_gpu_ids,
-get_runtime_context, nodes() and the cluster's resources, and report_step (a job's
+get_runtime_context, nodes() and the cluster's resources, method (num_returns), util.ActorPool
+and util.queue, and report_step (a job's
 training steps, for the dashboard, timelines and metrics). Everything goes through the C++
 client (skyrl_runtime._native). docs/python.md says what is and is not here.
 """
@@ -12,6 +13,7 @@ client (skyrl_runtime._native). docs/python.md says what is and is not here.
 from . import cross_language, exceptions, util
 from ._missing import module_getattr
 from ._actors import ActorHandle, get_actor, kill
+from ._methods import method
 from ._api import available_resources, cluster_resources, init, is_initialized, nodes, report_step, shutdown
 from ._python_actors import remote
 from ._context import get_gpu_ids, get_runtime_context
@@ -19,7 +21,7 @@ from ._refs import ObjectRef, get, put, wait
 
 
 __all__ = ["ActorHandle", "ObjectRef", "available_resources", "cluster_resources", "cross_language", "exceptions",
-           "get", "get_actor", "get_gpu_ids", "get_runtime_context", "init", "is_initialized", "kill", "nodes",
+           "get", "get_actor", "get_gpu_ids", "get_runtime_context", "init", "is_initialized", "kill", "method", "nodes",
            "put", "remote", "report_step", "shutdown", "util", "wait"]
 
 __getattr__ = module_getattr("")

@@ -6,7 +6,8 @@ import threading
 import time
 
 from . import _api, _native
-from ._refs import ObjectRef
+from . import _methods
+from ._refs import refs_of
 from .exceptions import RayError
 
 _OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "name", "namespace", "max_restarts", "runtime_env",
@@ -138,25 +139,29 @@ class ActorHandle:
 
     _method_type = ActorMethod
 
-    def __init__(self, actor_id, class_name, retries=0, error=None, starting=False):
+    def __init__(self, actor_id, class_name, retries=0, error=None, starting=False, methods=None):
         self._actor_id = actor_id
         self._class_name = class_name
         self._retries = retries
         self._error = error
         self._starting = _Starting() if starting else None
+        self._methods = methods or {}  # method name: its @method options (_methods.py)
 
-    def _call(self, method, payload, decode, timeout=None):
+    def _call(self, method, payload, decode, timeout=None, retries=None, num_returns=1):
+        """The call's refs (refs_of: one, None or a list); `retries` overrides the handle's
+        max_task_retries for this call."""
         what = f"{self._class_name}.{method}"
         if self._error is not None:
-            return ObjectRef(_Failed(self._error), decode, what)
+            return refs_of(_Failed(self._error), decode, what, num_returns)
         starting = self._starting
         first = starting.submit(self, method, payload, timeout) if starting is not None else None
         if first is None:
             first = _api._current().client.call_async(self._actor_id, method, payload, timeout)
-        if self._retries == 0:
-            return ObjectRef(first, decode, what)
+        retries = self._retries if retries is None else retries
+        if retries == 0:
+            return refs_of(first, decode, what, num_returns)
         submit = lambda: _api._current().client.call_async(self._actor_id, method, payload, timeout)  # noqa: E731
-        return ObjectRef(_Retrying(submit, self._retries, first), decode, what)
+        return refs_of(_Retrying(submit, retries, first), decode, what, num_returns)
 
     def __getattr__(self, name):
         if name.startswith("_"):
@@ -169,7 +174,8 @@ class ActorHandle:
         return f"Actor({self._class_name}, {self._actor_id})"
 
     def __reduce__(self):
-        return (type(self), (self._actor_id, self._class_name, self._retries, self._error, self._starting is not None))
+        return (type(self), (self._actor_id, self._class_name, self._retries, self._error, self._starting is not None,
+                             self._methods))
 
     def _describe(self):
         return _api._current().client.describe(self._actor_id)
@@ -246,13 +252,14 @@ def working_dir_digest(state, path):
     return digest
 
 
-def _create(class_name, init_args, o, host, handle_type, handle_name, wait=False):
+def _create(class_name, init_args, o, host, handle_type, handle_name, wait=False, methods=None):
     """Creates an actor of `class_name` on `host` with Ray-style options `o` and returns a
     `handle_type` for it named `handle_name` (for get_if_exists, the live one's). Returns once
     the head has recorded it, its start going on in the background (as Ray does), unless
     `wait`: then once it is ALIVE, and RESOURCE_EXHAUSTED at once when there is no room now.
     An actor the cluster can never hold makes a handle whose calls fail with the scheduler's
-    explanation."""
+    explanation. `methods` ({name: @method options}) go with the handle, and onto the head for
+    a named actor (get_actor reads them)."""
     resources = dict(o.get("resources") or {})
     for key, name in (("num_cpus", "CPU"), ("num_gpus", "GPU"), ("memory", "memory")):
         if o.get(key) is not None:
@@ -271,7 +278,7 @@ def _create(class_name, init_args, o, host, handle_type, handle_name, wait=False
     working_dir = working_dir_digest(state, env["working_dir"]) if env.get("working_dir") else ""
     if o.get("get_if_exists") and o.get("name"):
         try:
-            return handle_type(state.client.get_actor(o["name"], namespace), handle_name, retries)
+            return handle_type(state.client.get_actor(o["name"], namespace), handle_name, retries, methods=methods)
         except RayError as e:
             if e.code != "NOT_FOUND":
                 raise
@@ -285,15 +292,17 @@ def _create(class_name, init_args, o, host, handle_type, handle_name, wait=False
     except RayError as e:
         if o.get("get_if_exists") and o.get("name") and e.code == "ALREADY_EXISTS":
             # Another driver made it between the look-up and the create: that one is ours too.
-            return handle_type(state.client.get_actor(o["name"], namespace), handle_name, retries)
+            return handle_type(state.client.get_actor(o["name"], namespace), handle_name, retries, methods=methods)
         if wait or e.code != "RESOURCE_EXHAUSTED":
             raise
         if o.get("get_if_exists") and o.get("name"):
             raise
-        return handle_type("", handle_name, retries, error=e)
+        return handle_type("", handle_name, retries, error=e, methods=methods)
     if not detached:
         state.own("actors", actor_id)
-    return handle_type(actor_id, handle_name, retries, starting=not wait)
+    if methods and o.get("name"):
+        _methods.store(state.client, actor_id, methods)
+    return handle_type(actor_id, handle_name, retries, starting=not wait, methods=methods)
 
 
 def get_actor(name, namespace=None):
@@ -309,7 +318,7 @@ def get_actor(name, namespace=None):
     info = state.client.describe(actor_id)
     if info["class_name"] == "python":
         from ._python_actors import PyActorHandle
-        return PyActorHandle(actor_id, "python")
+        return PyActorHandle(actor_id, "python", methods=_methods.load(state.client, actor_id))
     return ActorHandle(actor_id, info["class_name"])
 
 

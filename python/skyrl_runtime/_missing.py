@@ -9,15 +9,12 @@ MISSING = {
     "serve": "serve from actors (an engine actor per replica); no HTTP serving layer here",
     "dag": "call actors directly; compiled graphs are not supported",
     "cancel": "no task cancellation yet: give get() a timeout, kill() the actor",
-    "method": "no per-method options yet (num_returns): return a tuple",
     "timeline": "`skyrl timeline --job ID -o trace.json` writes a job's Chrome trace (every call of every "
                 "actor, and its steps from report_step), also linked from the dashboard's job page",
     "get_runtime_env": "no runtime_env query yet: pass what the code needs as arguments",
     # ray.util names
     "util.collective": "skyrl_runtime.weight_sync for weights from trainers to engines; torch.distributed "
                        "(gloo, NCCL) across actors for other collectives, rank 0's address passed to the others",
-    "util.queue": "an actor holding a collections.deque",
-    "util.ActorPool": "a list of handles and wait()",
     "util.state": "nodes(), the actor's _describe(), `skyrl status` and `skyrl list`",
     "util.metrics": "skyrl_runtime.report_step(step, metrics) for a job's training figures (the head "
                     "exports them as skyrl_job_* Prometheus metrics); no user-defined counters yet",

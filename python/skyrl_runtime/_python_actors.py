@@ -5,7 +5,7 @@ driver's __main__ work, as in Ray."""
 
 import cloudpickle
 
-from . import _wire
+from . import _methods, _wire
 from ._actors import ActorHandle, _check_options, _create
 from ._refs import ObjectRef, resolve_argument
 from .exceptions import RayError
@@ -35,14 +35,23 @@ def _decode(payload):
 
 
 class PyActorMethod:
-    __slots__ = ("_handle", "_name")
+    __slots__ = ("_handle", "_name", "_options")
 
-    def __init__(self, handle, name):
+    def __init__(self, handle, name, options=None):
         self._handle = handle
         self._name = name
+        self._options = options  # None: the class's @method options
+
+    def options(self, **options):
+        """This method with options of one call (num_returns, max_task_retries) over the ones
+        @method gave it, as Ray's handle.method.options(...).remote()."""
+        base = self._handle._methods.get(self._name, {}) if self._options is None else self._options
+        what = f"{self._handle._class_name}.{self._name}.options"
+        return PyActorMethod(self._handle, self._name, {**base, **_methods.check(options, what)})
 
     def remote(self, *args, **kwargs):
-        """Calls the method with these arguments; an ObjectRef of its return value, at once.
+        """Calls the method with these arguments; an ObjectRef of its return value, at once
+        (num_returns=N: a list of N refs, one per value of the tuple it returns; 0: None).
         ObjectRefs among the top-level arguments are resolved first, as in Ray."""
         # The common case, no refs among the arguments, costs one scan.
         if any(type(a) is ObjectRef for a in args):
@@ -53,7 +62,11 @@ class PyActorMethod:
             payload = _wire.encode((args, kwargs))
         except Exception as e:
             raise TypeError(f"{self._handle._class_name}.{self._name}.remote: an argument does not pickle: {e}") from None
-        return self._handle._call(self._name, payload, _decode)
+        options = self._handle._methods.get(self._name) if self._options is None else self._options
+        if not options:
+            return self._handle._call(self._name, payload, _decode)
+        return self._handle._call(self._name, payload, _decode, retries=options.get("max_task_retries"),
+                                  num_returns=options.get("num_returns", 1))
 
 
 class PyActorHandle(ActorHandle):
@@ -66,13 +79,14 @@ class PyActorClass:
     """What @remote makes of a class: .remote(*args, **kwargs) starts one actor of it;
     .options(...) as in Ray."""
 
-    def __init__(self, cls, options):
+    def __init__(self, cls, options, methods=None):
         self._cls = cls
         self._options = dict(options)
+        self._methods = _methods.of_class(cls) if methods is None else methods
 
     def options(self, **options):
         _check_options(options)
-        return PyActorClass(self._cls, {**self._options, **options})
+        return PyActorClass(self._cls, {**self._options, **options}, self._methods)
 
     def remote(self, *args, **kwargs):
         try:
@@ -80,7 +94,7 @@ class PyActorClass:
         except Exception as e:
             raise TypeError(f"{self._cls.__name__}.remote: the class or an argument does not pickle: {e}") from None
         return _create("python", init, self._options, "python", PyActorHandle, self._cls.__name__,
-                       wait=self._options.get("_wait", False))
+                       wait=self._options.get("_wait", False), methods=self._methods)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"{self._cls.__name__} is a remote class: create it with {self._cls.__name__}.remote(...)")

@@ -90,6 +90,31 @@ def _resolved(value, what):
     return ObjectRef(_Ready(value), _same, what)
 
 
+def refs_of(future, decode, what, num_returns):
+    """The refs of one call's result as num_returns asks: one ref (1), None (0: the result is
+    not kept), or a list of `num_returns` refs, one per value of the tuple the call returns."""
+    if num_returns == 1:
+        return ObjectRef(future, decode, what)
+    if num_returns == 0:
+        return None
+    from ._methods import Split
+    split = Split(future, decode, num_returns, what)
+    return [ObjectRef(split, _Item(i), f"{what}[{i}]")
+            for i in range(num_returns)]
+
+
+class _Item:
+    """Takes value i of a split result."""
+
+    __slots__ = ("i",)
+
+    def __init__(self, i):
+        self.i = i
+
+    def __call__(self, values):
+        return values[self.i]
+
+
 def put(value):
     """A ref to `value`, for passing to calls and get(). It stays in this process: a call
     that takes it as an argument receives the value, serialized once however many calls

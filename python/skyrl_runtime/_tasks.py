@@ -10,14 +10,16 @@ import threading
 
 import cloudpickle
 
-from . import _api
+from . import _api, _methods
 from ._actors import _Retrying, check_runtime_env, kill
 from ._python_actors import PyActorClass
-from ._refs import ObjectRef, resolve_argument
+from ._refs import refs_of, resolve_argument
 from .exceptions import RayError
 
 _MAX_POOL = 64
-_TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "runtime_env", "max_retries", "scheduling_strategy"}
+_TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "runtime_env", "max_retries", "scheduling_strategy",
+                 "num_returns"}
+_NOT_SHAPE = ("max_retries", "num_returns")
 _DEFAULT_RETRIES = 3  # Ray's default for tasks
 
 
@@ -114,6 +116,8 @@ class RemoteFunction:
             raise TypeError(f"options: unknown task option {unknown[0]} (known: {', '.join(sorted(_TASK_OPTIONS))})")
         if "runtime_env" in options:
             check_runtime_env(options["runtime_env"], "options: runtime_env")
+        if "num_returns" in options:
+            _methods.check({"num_returns": options["num_returns"]}, "options")
         self._fn = fn
         self._options = dict(options)
         self._blob = None
@@ -130,7 +134,7 @@ class RemoteFunction:
                 raise TypeError(f"{self._fn.__name__}.remote: the function does not pickle: {e}") from None
         args = tuple(resolve_argument(a) for a in args)
         kwargs = {k: resolve_argument(v) for k, v in kwargs.items()}
-        shape = {"num_cpus": 1, **{k: v for k, v in self._options.items() if k != "max_retries"}}
+        shape = {"num_cpus": 1, **{k: v for k, v in self._options.items() if k not in _NOT_SHAPE}}
         retries = int(self._options.get("max_retries", _DEFAULT_RETRIES))
         if retries < -1:
             raise ValueError(f"{self._fn.__name__}.options: max_retries must be -1 (without end) or more, got {retries}")
@@ -139,11 +143,13 @@ class RemoteFunction:
         with _LOCK:
             pool = pools.get(key) or pools.setdefault(key, _Pool(shape))
         first = pool.submit(self._blob, args, kwargs)
+        what = f"{self._fn.__name__}()"
+        num_returns = self._options.get("num_returns", 1)
         if retries == 0:
-            return first
+            return refs_of(first._future, first._decode, what, num_returns)
         futures = iter([first._future])
         submit = lambda: next(futures, None) or pool.submit(self._blob, args, kwargs)._future  # noqa: E731
-        return ObjectRef(_Retrying(submit, retries), first._decode, first._what)
+        return refs_of(_Retrying(submit, retries), first._decode, what, num_returns)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"{self._fn.__name__} is a remote function: call it with {self._fn.__name__}.remote(...)")

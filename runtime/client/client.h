@@ -152,6 +152,8 @@ class Client {
 
   // The head's KV store: sets `key` to `value`, replacing what is there.
   virtual absl::Status KvPut(const std::string& key, const std::string& value) = 0;
+  // The value under `key`; NotFound when there is none.
+  virtual absl::StatusOr<std::string> KvGet(const std::string& key) = 0;
 
   // One call, waiting for its result: CallAsync(...).get(), on the actor's CallStream (the
   // actor service's unary Call RPC stays for other clients). `timeout` defaults to

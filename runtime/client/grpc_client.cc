@@ -232,6 +232,16 @@ absl::Status GrpcClient::KvPut(const std::string& key, const std::string& value)
   return rpc::FromGrpc(kv_->Put(&ctx, req, &reply));
 }
 
+absl::StatusOr<std::string> GrpcClient::KvGet(const std::string& key) {
+  v1::KvGetRequest req;
+  req.set_key(key);
+  grpc::ClientContext ctx;
+  rpc::PrepareCall(&ctx, token_, options_.call_timeout);
+  v1::KvGetReply reply;
+  if (absl::Status s = rpc::FromGrpc(kv_->Get(&ctx, req, &reply)); !s.ok()) return s;
+  return std::move(*reply.mutable_value());
+}
+
 absl::StatusOr<v1::ActorInfo> GrpcClient::Lookup(const v1::GetActorRequest& req, absl::Duration timeout) {
   grpc::ClientContext ctx;
   rpc::PrepareCall(&ctx, token_, timeout);

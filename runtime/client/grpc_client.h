@@ -44,6 +44,7 @@ class GrpcClient final : public Client {
   absl::Status RemovePlacementGroup(const std::string& id) override;
   absl::StatusOr<std::string> UploadWorkingDir(const std::string& dir) override;
   absl::Status KvPut(const std::string& key, const std::string& value) override;
+  absl::StatusOr<std::string> KvGet(const std::string& key) override;
   std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor, const std::string& method,
                                                      const std::string& args) override;
   std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor, const std::string& method,

@@ -134,8 +134,8 @@ def test_what_ray_has_and_this_does_not_says_what_to_use_instead():
         importlib.import_module("skyrl_runtime.util.collective")
     with pytest.raises(NotImplementedError, match="ray.data is not supported"):
         ray.data
-    with pytest.raises(NotImplementedError, match="ActorPool"):
-        ray.util.ActorPool
+    with pytest.raises(NotImplementedError, match="ray.util.state is not supported"):
+        ray.util.state
     with pytest.raises(AttributeError):
         ray.no_such_name
 

@@ -1,12 +1,13 @@
 """ray.util's names: placement groups and scheduling strategies (this package's
-_placement.py), and get_node_ip_address."""
+_placement.py), ActorPool, queue (Queue, Empty, Full) and get_node_ip_address."""
 
 import socket
 
-from . import placement_group, scheduling_strategies
+from . import placement_group, queue, scheduling_strategies
+from .actor_pool import ActorPool
 from .._missing import module_getattr
 
-__all__ = ["get_node_ip_address", "placement_group", "scheduling_strategies"]
+__all__ = ["ActorPool", "get_node_ip_address", "placement_group", "queue", "scheduling_strategies"]
 
 __getattr__ = module_getattr("util.")
 

@@ -14,6 +14,7 @@
 #include "runtime/common/subprocess.h"
 #include "runtime/head/actor_directory_service.h"
 #include "runtime/head/actor_manager.h"
+#include "runtime/head/kv_service.h"
 #include "runtime/head/node_events.h"
 #include "runtime/head/node_manager.h"
 #include "runtime/head/placement_group_manager.h"
@@ -99,6 +100,31 @@ TEST(ClientCreateActorsTest, EachItemIsCreatedOrExplainedOnItsOwn) {
   for (const auto& x : refused) EXPECT_TRUE(absl::IsUnauthenticated(x.status())) << x.status();
   EXPECT_EQ(h.actors.List().size(), before);
   EXPECT_TRUE((*client)->CreateActors({}).empty());
+  loopback.server->Shutdown();
+}
+
+TEST(ClientKvTest, GetReturnsWhatPutStoredAndNotFoundForAnAbsentKey) {
+  store::MemoryStore store;
+  rpc::TokenAuth auth(kToken);
+  KvServiceImpl service(store, auth);
+  testing::LoopbackServer loopback = testing::StartLoopbackServer({&service});
+  ASSERT_TRUE(loopback.server && loopback.port > 0);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(loopback.address(), kToken);
+  ASSERT_TRUE(client.ok()) << client.status();
+
+  EXPECT_TRUE(absl::IsNotFound((*client)->KvGet("app/absent").status()));
+  const std::string binary("a\0b\xff", 4);
+  ASSERT_TRUE((*client)->KvPut("app/key", binary).ok());
+  absl::StatusOr<std::string> got = (*client)->KvGet("app/key");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, binary);
+  ASSERT_TRUE((*client)->KvPut("app/key", "second").ok());  // Put replaces
+  EXPECT_EQ((*client)->KvGet("app/key").value_or(""), "second");
+
+  absl::StatusOr<std::unique_ptr<Client>> stranger =
+      Client::Connect(loopback.address(), "not-the-cluster-token-0123456789");
+  ASSERT_TRUE(stranger.ok());
+  EXPECT_TRUE(absl::IsUnauthenticated((*stranger)->KvGet("app/key").status()));
   loopback.server->Shutdown();
 }
 

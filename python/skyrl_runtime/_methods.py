@@ -1,0 +1,131 @@
+"""Per-method options, as ray.method: `num_returns` (one call's result as several refs) and
+`max_task_retries` (a method's own retry count). A class's options travel with its handles
+(pickled with them); a named actor's are also kept on the head, for get_actor."""
+
+import json
+import threading
+
+from .exceptions import RayError
+
+_OPTIONS = ("num_returns", "max_task_retries")
+_NOT_SUPPORTED = {
+    "concurrency_group": "concurrency groups are not supported (max_concurrency sets the actor's threads)",
+    "retry_exceptions": "a method's own exceptions are results and are never retried",
+    "enable_task_events": "every call is recorded by its actor host (skyrl timeline)",
+    "tensor_transport": "tensors travel out of band with the call; skyrl_runtime.weight_sync moves weights",
+}
+_ATTRIBUTE = "__skyrl_method_options__"
+# A named actor's method options, on the head: get_actor reads them.
+KV_PREFIX = "skyrl/py_methods/"
+
+
+def check(options, what):
+    """`options` validated: a dict of the known options (TypeError naming an unknown one,
+    NotImplementedError for one Ray has and this runtime does not, ValueError for a bad value)."""
+    out = {}
+    for key, value in options.items():
+        if key in _NOT_SUPPORTED:
+            raise NotImplementedError(f"{what}: {key} is not supported: {_NOT_SUPPORTED[key]}")
+        if key not in _OPTIONS:
+            raise TypeError(f"{what}: unknown option {key} (known: {', '.join(_OPTIONS)})")
+        if key == "num_returns":
+            if value in ("streaming", "dynamic"):
+                raise NotImplementedError(f"{what}: num_returns={value!r} (generators) is not supported: return a "
+                                          "tuple, or call again for each item")
+            if type(value) is not int or value < 0:
+                raise ValueError(f"{what}: num_returns must be an int >= 0, got {value!r}")
+        if key == "max_task_retries" and (type(value) is not int or value < -1):
+            raise ValueError(f"{what}: max_task_retries must be an int >= -1 (-1: without end), got {value!r}")
+        out[key] = value
+    return out
+
+
+def method(*args, **options):
+    """@method(num_returns=N, max_task_retries=K) on a method of a @remote class, as ray.method:
+    with num_returns=N its calls return N refs (the method returns N values), 0 returns None."""
+    if args:
+        raise TypeError("method: use @method(num_returns=..., max_task_retries=...) with keywords")
+    checked = check(options, "method")
+
+    def decorate(fn):
+        if not callable(fn):
+            raise TypeError(f"method: decorates a method, got {type(fn).__name__}")
+        setattr(fn, _ATTRIBUTE, checked)
+        return fn
+
+    return decorate
+
+
+def of_class(cls):
+    """{method name: options} of the methods of `cls` that @method decorated; a subclass's
+    undecorated override drops its base's options."""
+    found = {}
+    for klass in reversed(cls.__mro__):
+        for name, value in vars(klass).items():
+            fn = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+            options = getattr(fn, _ATTRIBUTE, None)
+            if isinstance(options, dict):
+                found[name] = dict(options)
+            else:
+                found.pop(name, None)
+    return found
+
+
+def store(client, actor_id, methods):
+    client.kv_put(KV_PREFIX + actor_id, json.dumps(methods, sort_keys=True))
+
+
+def load(client, actor_id):
+    """A named actor's method options from the head ({} for an actor that has none)."""
+    try:
+        raw = client.kv_get(KV_PREFIX + actor_id)
+    except RayError as e:
+        if e.code == "NOT_FOUND":
+            return {}
+        raise
+    what = f"get_actor: the method options stored under {KV_PREFIX + actor_id}"
+    try:
+        methods = json.loads(raw)
+    except ValueError as e:
+        raise ValueError(f"{what} are not JSON: {e}") from None
+    if not isinstance(methods, dict) or not all(isinstance(o, dict) for o in methods.values()):
+        raise ValueError(f"{what} are not a dict of dicts")
+    return {str(name): check(options, f"{what}: {name}") for name, options in methods.items()}
+
+
+class Split:
+    """One call's result shared by the refs of its `n` values (num_returns=n): awaited and
+    decoded once; each ref takes its value (decode=lambda values: values[i])."""
+
+    def __init__(self, future, decode, n, what):
+        self._future = future
+        self._decode = decode
+        self._n = n
+        self._what = what
+        self._lock = threading.Lock()
+        self._outcome = None  # (True, values) or (False, exception), once decoded
+
+    def done(self):
+        return self._future.done()
+
+    def view(self, timeout=None):
+        if self._outcome is None:
+            payload = self._future.view(timeout)  # a timeout or a failed call raises here, undecided
+            with self._lock:
+                if self._outcome is None:
+                    self._outcome = self._unpack(payload)
+        ok, value = self._outcome
+        if not ok:
+            raise value
+        return value
+
+    def _unpack(self, payload):
+        try:
+            values = self._decode(payload)
+        except BaseException as e:  # noqa: BLE001 - the method's exception, for every ref's get
+            return False, e
+        if not isinstance(values, (tuple, list)) or len(values) != self._n:
+            shape = f"{len(values)} values" if isinstance(values, (tuple, list)) else f"a {type(values).__name__}"
+            return False, ValueError(f"{self._what} returned {shape}, but num_returns={self._n}: return a tuple "
+                                     f"of {self._n}")
+        return True, tuple(values)
