@@ -57,19 +57,21 @@ class _Retrying:
         self._submit = submit
         self._left = retries
         self._f = first if first is not None else submit()
+        self._lock = threading.Lock()  # readers in several threads submit a retry once
 
     def done(self):
         return self._f.done()
 
     def view(self, timeout=None):
-        while True:
-            try:
-                return self._f.view(timeout)
-            except _native.Error as e:
-                if e.code != "UNAVAILABLE" or self._left == 0:
-                    raise
-                self._left -= 1
-                self._f = self._submit()
+        with _methods.exclusive(self._lock, timeout) as left:
+            while True:
+                try:
+                    return self._f.view(left)
+                except _native.Error as e:
+                    if e.code != "UNAVAILABLE" or self._left == 0:
+                        raise
+                    self._left -= 1
+                    self._f = self._submit()
 
 
 class _Deferred:

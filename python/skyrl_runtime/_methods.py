@@ -4,7 +4,9 @@
 
 import json
 import threading
+import time
 
+from . import _native
 from .exceptions import RayError
 
 _OPTIONS = ("num_returns", "max_task_retries")
@@ -93,6 +95,25 @@ def load(client, actor_id):
     return {str(name): check(options, f"{what}: {name}") for name, options in methods.items()}
 
 
+class exclusive:
+    """`with exclusive(lock, timeout) as left:` holds `lock`, taken within `timeout` seconds
+    (None: however long), `left` being what remains of it; DEADLINE_EXCEEDED when it could
+    not be taken in time."""
+
+    def __init__(self, lock, timeout):
+        self._lock = lock
+        self._timeout = timeout
+
+    def __enter__(self):
+        start = time.monotonic()
+        if not self._lock.acquire(timeout=-1 if self._timeout is None else self._timeout):
+            raise _native.Error("DEADLINE_EXCEEDED", f"no result within {self._timeout} s")
+        return None if self._timeout is None else max(0.0, self._timeout - (time.monotonic() - start))
+
+    def __exit__(self, *exc):
+        self._lock.release()
+
+
 class Split:
     """One call's result shared by the refs of its `n` values (num_returns=n): awaited and
     decoded once; each ref takes its value (decode=lambda values: values[i])."""
@@ -110,9 +131,11 @@ class Split:
 
     def view(self, timeout=None):
         if self._outcome is None:
-            payload = self._future.view(timeout)  # a timeout or a failed call raises here, undecided
-            with self._lock:
+            # One reader at a time waits on the call (its refs may be read from several threads),
+            # within the caller's timeout.
+            with exclusive(self._lock, timeout) as left:
                 if self._outcome is None:
+                    payload = self._future.view(left)  # a timeout or a failed call raises here, undecided
                     self._outcome = self._unpack(payload)
         ok, value = self._outcome
         if not ok:

@@ -3,6 +3,7 @@ ray.util.ActorPool and ray.util.queue, on a real local cluster."""
 
 import asyncio
 import os
+import pickle
 import threading
 import time
 
@@ -45,6 +46,11 @@ class Splitter:
     def die_once_plain(self, marker):
         return self.die_once(marker)
 
+    @ray.method(num_returns=2)
+    def slow_pair(self, x):
+        time.sleep(0.3)
+        return x, -x
+
     def pair_through(self, other, x):
         a, b = other.pair.remote(x)
         return ray.get([a, b])
@@ -71,6 +77,24 @@ def test_num_returns_splits_one_call_into_refs(cluster):
         with pytest.raises(KeyError, match="no pair"):
             ray.get(ref)
     assert ray.get(s.pair.remote(1)[1]) == 10, "the actor serves on after a method's error"
+
+    # The refs of one call read at once from two threads: one waits on the call, both get theirs.
+    for _ in range(3):
+        refs = s.slow_pair.remote(7)
+        got, errors = {}, []
+
+        def read(i):
+            try:
+                got[i] = ray.get(refs[i], timeout=30)
+            except BaseException as e:  # noqa: BLE001 - asserted below
+                errors.append(e)
+
+        readers = [threading.Thread(target=read, args=(i,)) for i in (0, 1)]
+        for t in readers:
+            t.start()
+        for t in readers:
+            t.join(60)
+        assert not errors and got == {0: 7, 1: -7}, (errors, got)
 
 
 def test_method_options_travel_with_handles_and_to_get_actor(cluster):
@@ -200,9 +224,23 @@ def test_actor_pool_runs_each_actor_one_at_a_time_in_order_or_as_ready(cluster):
     assert pool.get_next(timeout=10) == 42
     with pytest.raises(ValueError, match="already in this pool"):
         pool.push(idle)
+    with pytest.raises(ValueError, match="already in this pool"):
+        pool.push(pickle.loads(pickle.dumps(idle)))  # another handle of the same actor
     with pytest.raises(TypeError, match="must return an ObjectRef"):
         pool.submit(lambda a, v: v, 1)
     assert pool.has_free(), "a bad fn gives its actor back"
+
+    # A queued submission whose fn fails when its turn comes: its get_next raises that, and
+    # the results before and after it are all there.
+    one = ActorPool([pool.pop_idle()])
+    one.submit(lambda a, v: a.double.remote(v), 1)
+    one.submit(lambda a, v: v, 2)  # queued; returns no ref
+    one.submit(lambda a, v: a.double.remote(v), 3)
+    assert one.get_next(timeout=30) == 2
+    with pytest.raises(TypeError, match="must return an ObjectRef"):
+        one.get_next(timeout=30)
+    assert one.get_next(timeout=30) == 6
+    assert not one.has_next() and one.has_free()
 
 
 @ray.remote(num_cpus=0.5)
@@ -228,14 +266,17 @@ def test_queue_is_fifo_across_processes_and_blocks_with_timeouts(cluster):
         q.get(timeout=0.3)
     assert time.monotonic() - t0 >= 0.3
 
-    # A getter that waits is woken by a put from another thread.
+    # A getter that waits is woken by a put from another thread, at once: not at the end of
+    # its 0.5 s wait in the actor (0.35 s after the put), when it would ask again.
     out = []
-    waiter = threading.Thread(target=lambda: out.append(q.get(timeout=30)))
+    waiter = threading.Thread(target=lambda: out.append((q.get(timeout=30), time.monotonic())))
     waiter.start()
-    time.sleep(0.2)
+    time.sleep(0.15)
+    put_at = time.monotonic()
     q.put({"rollout": [1, 2]})
     waiter.join(30)
-    assert out == [{"rollout": [1, 2]}]
+    assert out and out[0][0] == {"rollout": [1, 2]}
+    assert out[0][1] - put_at < 0.2, f"woken {out[0][1] - put_at:.3f} s after the put"
 
     q.put_nowait_batch([1, 2, 3])
     assert len(q) == 3 and q.get_nowait_batch(2) == [1, 2]
@@ -247,8 +288,23 @@ def test_queue_is_fifo_across_processes_and_blocks_with_timeouts(cluster):
         q.get(timeout=-1)
     with pytest.raises(ValueError, match="num_items"):
         q.get_nowait_batch(-1)
+    with pytest.raises(TypeError, match="num_items"):
+        q.get_nowait_batch("2")
+    assert asyncio.run(_many_async_getters(q, 12)) == list(range(12))
     q.shutdown()
     assert q.actor is None
+    with pytest.raises(RuntimeError, match="shut down"):
+        q.qsize()
+
+
+async def _many_async_getters(q, n):
+    """n coroutines waiting in get_async, more than the loop's executor has threads, and then
+    the puts that feed them: every getter gets one item."""
+    getters = [asyncio.ensure_future(q.get_async(timeout=60)) for _ in range(n)]
+    await asyncio.sleep(0.3)
+    for i in range(n):
+        await asyncio.wait_for(q.put_async(i), 30)
+    return sorted(await asyncio.wait_for(asyncio.gather(*getters), 60))
 
 
 async def _async_round_trip(q):

@@ -46,19 +46,38 @@ class ActorPool:
                 pass
 
     def submit(self, fn, value):
-        """Runs fn(actor, value) on an idle actor now, or once one is idle."""
+        """Runs fn(actor, value) on an idle actor now, or once one is idle. An error of fn
+        itself (or a result that is no ref) raises here, the actor staying in the pool; for a
+        queued submission, from its get_next."""
         if not self._idle:
             self._queued.append((fn, value))
             return
+        self._start(fn, value)
+
+    def _start(self, fn, value):
         actor = self._idle.pop()
-        refs = fn(actor, value)
-        if not isinstance(refs, ObjectRef) and not (
-                isinstance(refs, list) and refs and all(isinstance(r, ObjectRef) for r in refs)):
+        try:
+            refs = fn(actor, value)
+            if not isinstance(refs, ObjectRef) and not (
+                    isinstance(refs, list) and refs and all(isinstance(r, ObjectRef) for r in refs)):
+                raise TypeError(f"ActorPool.submit: fn must return an ObjectRef (actor.method.remote(...)) or a "
+                                f"list of them, got {type(refs).__name__}")
+        except BaseException:
             self._idle.append(actor)
-            raise TypeError(f"ActorPool.submit: fn must return an ObjectRef (actor.method.remote(...)) or a "
-                            f"list of them, got {type(refs).__name__}")
+            raise
         self._running[self._count] = (refs, actor)
         self._count += 1
+
+    def _start_queued(self):
+        """Starts queued submissions while actors are idle; one whose fn fails takes its turn
+        as that error (get_next raises it), so no result is lost and none waits for ever."""
+        while self._queued and self._idle:
+            fn, value = self._queued.popleft()
+            try:
+                self._start(fn, value)
+            except Exception as e:  # noqa: BLE001 - raised by this submission's get_next
+                self._running[self._count] = (_Failed(e), None)
+                self._count += 1
 
     def has_next(self):
         """Whether a submission's result is still to be read (queued ones run as actors come
@@ -90,7 +109,7 @@ class ActorPool:
         while True:
             for n in numbers:
                 refs = self._running[n][0]
-                if all(r._future.done() for r in (refs if isinstance(refs, list) else [refs])):
+                if isinstance(refs, _Failed) or all(r._future.done() for r in (refs if isinstance(refs, list) else [refs])):
                     return n
             if deadline is not None and time.monotonic() >= deadline:
                 return None
@@ -100,15 +119,14 @@ class ActorPool:
         if ready is None and not ignore_if_timedout:
             raise TimeoutError(f"ActorPool: no result within the timeout (submission {number} still runs)")
         refs, actor = self._running.pop(number)
-        self._give_back(actor)
+        if actor is not None:
+            self._idle.append(actor)
+        self._start_queued()
         if ready is None:
             raise TimeoutError(f"ActorPool: no result within the timeout; submission {number}'s is dropped")
+        if isinstance(refs, _Failed):
+            raise refs.error
         return get(refs)
-
-    def _give_back(self, actor):
-        self._idle.append(actor)
-        if self._queued:
-            self.submit(*self._queued.popleft())
 
     def has_free(self):
         """Whether an actor is idle (and no submission waits for one)."""
@@ -120,6 +138,20 @@ class ActorPool:
 
     def push(self, actor):
         """Adds an actor to the pool (it takes a queued submission at once if one waits)."""
-        if any(actor is a for a in self._idle) or any(actor is a for _, a in self._running.values()):
+        members = self._idle + [a for _, a in self._running.values() if a is not None]
+        if any(_same_actor(actor, a) for a in members):
             raise ValueError("ActorPool.push: the actor is already in this pool")
-        self._give_back(actor)
+        self._idle.append(actor)
+        self._start_queued()
+
+
+class _Failed:
+    """A queued submission whose fn failed when its actor came free."""
+
+    def __init__(self, error):
+        self.error = error
+
+
+def _same_actor(a, b):
+    """Handles of one actor (by its id: a handle from get_actor or unpickled is another object)."""
+    return a is b or (getattr(a, "_actor_id", None) is not None and getattr(a, "_actor_id", None) == getattr(b, "_actor_id", None))

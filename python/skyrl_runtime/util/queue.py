@@ -7,7 +7,6 @@ a put reaches the actor within _SLICE_S however many getters wait."""
 
 import asyncio
 import collections
-import functools
 import queue as _stdlib_queue
 import threading
 import time
@@ -88,7 +87,7 @@ class Queue:
         return self.size()
 
     def size(self):
-        return get(self.actor.qsize.remote())
+        return get(self._handle().qsize.remote())
 
     qsize = size
 
@@ -98,28 +97,48 @@ class Queue:
     def full(self):
         return self.maxsize > 0 and self.size() >= self.maxsize
 
-    def _until(self, timeout, ask):
-        """ask(wait_s) again until it answers (not None/False) or `timeout` runs out (None)."""
+    def _handle(self):
+        if self.actor is None:
+            raise RuntimeError("Queue: it was shut down (shutdown() killed its actor)")
+        return self.actor
+
+    def _asks(self, timeout):
+        """The wait of each ask in turn (at most _SLICE_S), until `timeout` runs out."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            left = _SLICE_S if deadline is None else max(0.0, min(_SLICE_S, deadline - time.monotonic()))
-            answer = ask(left)
+            yield _SLICE_S if deadline is None else max(0.0, min(_SLICE_S, deadline - time.monotonic()))
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+
+    def _until(self, timeout, ask):
+        """ask(wait_s) again until it answers (not None/False) or `timeout` runs out (None)."""
+        for wait_s in self._asks(timeout):
+            answer = ask(wait_s)
             if answer not in (None, False):
                 return answer
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
+        return None
+
+    async def _until_async(self, timeout, ask):
+        """As _until, each ask on an executor thread: a thread is held at most _SLICE_S at a
+        time, so many waiting coroutines do not take every thread of the loop's executor."""
+        loop = asyncio.get_running_loop()
+        for wait_s in self._asks(timeout):
+            answer = await loop.run_in_executor(None, ask, wait_s)
+            if answer not in (None, False):
+                return answer
+        return None
 
     def put(self, item, block=True, timeout=None):
         """Adds `item`; Full when there is no room (block=False) or none came within timeout."""
         wait = _check_timeout(block, timeout)
         items = _put([item])  # serialized once, however often it is offered
-        if self._until(wait, lambda s: get(self.actor.put.remote(items, s))) is None:
+        if self._until(wait, lambda s: get(self._handle().put.remote(items, s))) is None:
             raise Full(f"Queue.put: the queue is full (maxsize {self.maxsize})")
 
     def get(self, block=True, timeout=None):
         """The oldest item; Empty when there is none (block=False) or none came within timeout."""
         wait = _check_timeout(block, timeout)
-        got = self._until(wait, lambda s: get(self.actor.get.remote(1, s)))
+        got = self._until(wait, lambda s: get(self._handle().get.remote(1, s)))
         if got is None:
             raise Empty("Queue.get: the queue is empty")
         return got[0]
@@ -137,25 +156,34 @@ class Queue:
         items = list(items)
         if self.maxsize > 0 and len(items) > self.maxsize:
             raise Full(f"Queue.put_nowait_batch: {len(items)} items cannot fit in a queue of maxsize {self.maxsize}")
-        if not get(self.actor.put.remote(items, 0.0)):
+        if not get(self._handle().put.remote(items, 0.0)):
             raise Full(f"Queue.put_nowait_batch: no room for {len(items)} items (maxsize {self.maxsize})")
 
     def get_nowait_batch(self, num_items):
         """The oldest `num_items` items at once, or Empty when there are fewer."""
-        if isinstance(num_items, bool) or not isinstance(num_items, int) or num_items < 0:
-            raise ValueError(f"Queue.get_nowait_batch: num_items must be an int >= 0, got {num_items!r}")
-        got = get(self.actor.get.remote(num_items, 0.0))
+        if isinstance(num_items, bool) or not isinstance(num_items, int):
+            raise TypeError(f"Queue.get_nowait_batch: num_items must be an int, got {type(num_items).__name__}")
+        if num_items < 0:
+            raise ValueError(f"Queue.get_nowait_batch: num_items must be >= 0, got {num_items}")
+        got = get(self._handle().get.remote(num_items, 0.0))
         if got is None:
             raise Empty(f"Queue.get_nowait_batch: fewer than {num_items} items in the queue")
         return got
 
     async def put_async(self, item, block=True, timeout=None):
-        """put, awaitable: waits on a thread, not on the event loop."""
-        await asyncio.get_running_loop().run_in_executor(None, functools.partial(self.put, item, block, timeout))
+        """put, awaitable: each ask of the actor runs on an executor thread, not on the loop."""
+        wait = _check_timeout(block, timeout)
+        items = _put([item])
+        if await self._until_async(wait, lambda s: get(self._handle().put.remote(items, s))) is None:
+            raise Full(f"Queue.put_async: the queue is full (maxsize {self.maxsize})")
 
     async def get_async(self, block=True, timeout=None):
-        """get, awaitable: waits on a thread, not on the event loop."""
-        return await asyncio.get_running_loop().run_in_executor(None, functools.partial(self.get, block, timeout))
+        """get, awaitable: each ask of the actor runs on an executor thread, not on the loop."""
+        wait = _check_timeout(block, timeout)
+        got = await self._until_async(wait, lambda s: get(self._handle().get.remote(1, s)))
+        if got is None:
+            raise Empty("Queue.get_async: the queue is empty")
+        return got[0]
 
     def shutdown(self, force=False, grace_period_s=5):
         """Kills the queue's actor (its items are gone); the queue cannot be used after."""
