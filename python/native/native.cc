@@ -116,7 +116,8 @@ class CallFuture {
       // Another thread may have taken the result while this one waited without the GIL: the
       // future can be read once only.
       if (!result_) {
-        if (!ready) Raise(absl::DeadlineExceededError(absl::StrCat("get: no result within ", *timeout, " s")));
+        if (!ready)
+          Raise(absl::DeadlineExceededError(absl::StrCat("get: no result within ", *timeout, " s")));
         absl::StatusOr<std::string> r = f_.get();
         if (r.ok()) {
           result_ = std::make_shared<Blob>(Blob{std::move(*r)});
