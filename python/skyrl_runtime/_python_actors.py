@@ -62,9 +62,7 @@ class PyActorMethod:
             payload = _wire.encode((args, kwargs))
         except Exception as e:
             raise TypeError(f"{self._handle._class_name}.{self._name}.remote: an argument does not pickle: {e}") from None
-        options = self._handle._methods.get(self._name) if self._options is None else self._options
-        if not options:
-            return self._handle._call(self._name, payload, _decode)
+        options = self._handle._methods.get(self._name, {}) if self._options is None else self._options
         return self._handle._call(self._name, payload, _decode, retries=options.get("max_task_retries"),
                                   num_returns=options.get("num_returns", 1))
 

@@ -4,6 +4,7 @@ submission at a time, with the results read back in submission order or as they 
 import collections
 import time
 
+from .._actors import _Failed
 from .._refs import ObjectRef, get
 
 
@@ -76,7 +77,7 @@ class ActorPool:
             try:
                 self._start(fn, value)
             except Exception as e:  # noqa: BLE001 - raised by this submission's get_next
-                self._running[self._count] = (_Failed(e), None)
+                self._running[self._count] = (ObjectRef(_Failed(e), None, "ActorPool.submit"), None)
                 self._count += 1
 
     def has_next(self):
@@ -109,7 +110,7 @@ class ActorPool:
         while True:
             for n in numbers:
                 refs = self._running[n][0]
-                if isinstance(refs, _Failed) or all(r._future.done() for r in (refs if isinstance(refs, list) else [refs])):
+                if all(r._future.done() for r in (refs if isinstance(refs, list) else [refs])):
                     return n
             if deadline is not None and time.monotonic() >= deadline:
                 return None
@@ -124,8 +125,6 @@ class ActorPool:
         self._start_queued()
         if ready is None:
             raise TimeoutError(f"ActorPool: no result within the timeout; submission {number}'s is dropped")
-        if isinstance(refs, _Failed):
-            raise refs.error
         return get(refs)
 
     def has_free(self):
@@ -143,13 +142,6 @@ class ActorPool:
             raise ValueError("ActorPool.push: the actor is already in this pool")
         self._idle.append(actor)
         self._start_queued()
-
-
-class _Failed:
-    """A queued submission whose fn failed when its actor came free."""
-
-    def __init__(self, error):
-        self.error = error
 
 
 def _same_actor(a, b):

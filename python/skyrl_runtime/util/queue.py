@@ -7,6 +7,7 @@ a put reaches the actor within _SLICE_S however many getters wait."""
 
 import asyncio
 import collections
+import functools
 import queue as _stdlib_queue
 import threading
 import time
@@ -128,17 +129,25 @@ class Queue:
                 return answer
         return None
 
+    def _offer(self, items, wait_s):
+        """Whether the actor took every item of `items` (a list, or a put ref of one) within wait_s."""
+        return get(self._handle().put.remote(items, wait_s))
+
+    def _take(self, n, wait_s):
+        """The first n items from the actor within wait_s, or None."""
+        return get(self._handle().get.remote(n, wait_s))
+
     def put(self, item, block=True, timeout=None):
         """Adds `item`; Full when there is no room (block=False) or none came within timeout."""
         wait = _check_timeout(block, timeout)
         items = _put([item])  # serialized once, however often it is offered
-        if self._until(wait, lambda s: get(self._handle().put.remote(items, s))) is None:
+        if self._until(wait, functools.partial(self._offer, items)) is None:
             raise Full(f"Queue.put: the queue is full (maxsize {self.maxsize})")
 
     def get(self, block=True, timeout=None):
         """The oldest item; Empty when there is none (block=False) or none came within timeout."""
         wait = _check_timeout(block, timeout)
-        got = self._until(wait, lambda s: get(self._handle().get.remote(1, s)))
+        got = self._until(wait, functools.partial(self._take, 1))
         if got is None:
             raise Empty("Queue.get: the queue is empty")
         return got[0]
@@ -156,7 +165,7 @@ class Queue:
         items = list(items)
         if self.maxsize > 0 and len(items) > self.maxsize:
             raise Full(f"Queue.put_nowait_batch: {len(items)} items cannot fit in a queue of maxsize {self.maxsize}")
-        if not get(self._handle().put.remote(items, 0.0)):
+        if not self._offer(items, 0.0):
             raise Full(f"Queue.put_nowait_batch: no room for {len(items)} items (maxsize {self.maxsize})")
 
     def get_nowait_batch(self, num_items):
@@ -165,7 +174,7 @@ class Queue:
             raise TypeError(f"Queue.get_nowait_batch: num_items must be an int, got {type(num_items).__name__}")
         if num_items < 0:
             raise ValueError(f"Queue.get_nowait_batch: num_items must be >= 0, got {num_items}")
-        got = get(self._handle().get.remote(num_items, 0.0))
+        got = self._take(num_items, 0.0)
         if got is None:
             raise Empty(f"Queue.get_nowait_batch: fewer than {num_items} items in the queue")
         return got
@@ -174,13 +183,13 @@ class Queue:
         """put, awaitable: each ask of the actor runs on an executor thread, not on the loop."""
         wait = _check_timeout(block, timeout)
         items = _put([item])
-        if await self._until_async(wait, lambda s: get(self._handle().put.remote(items, s))) is None:
+        if await self._until_async(wait, functools.partial(self._offer, items)) is None:
             raise Full(f"Queue.put_async: the queue is full (maxsize {self.maxsize})")
 
     async def get_async(self, block=True, timeout=None):
         """get, awaitable: each ask of the actor runs on an executor thread, not on the loop."""
         wait = _check_timeout(block, timeout)
-        got = await self._until_async(wait, lambda s: get(self._handle().get.remote(1, s)))
+        got = await self._until_async(wait, functools.partial(self._take, 1))
         if got is None:
             raise Empty("Queue.get_async: the queue is empty")
         return got[0]
