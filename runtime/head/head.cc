@@ -94,8 +94,10 @@ Head::Head(const HeadOptions& options, store::Store& store, WorkerClient& worker
     : options_(options), store_(store), clock_(clock) {
   nodes_ = std::make_unique<NodeManager>(
       store_, clock_,
-      NodeManagerOptions{options.heartbeat_period, options.heartbeat_misses,
-                         /*stall_grace=*/options.heartbeat_period * options.heartbeat_misses / 2});
+      NodeManagerOptions{.heartbeat_period = options.heartbeat_period,
+                         .heartbeat_misses = options.heartbeat_misses,
+                         .stall_grace = options.heartbeat_period * options.heartbeat_misses / 2,
+                         .headless_keep = options.headless_keep});
   actors_ = std::make_unique<ActorManager>(store_, *nodes_, resources_, workers, clock_, options.retention);
   groups_ = std::make_unique<PlacementGroupManager>(store_, resources_, *actors_, clock_, options.retention);
   JobManagerOptions jobs;

@@ -47,6 +47,10 @@ struct HeadOptions {
   std::string jobs_dir;  // job drivers' logs and working directories; created if missing
   absl::Duration heartbeat_period = absl::Seconds(1);
   int heartbeat_misses = 5;
+  // How long a worker cut off from the head may keep its actors on its peers' word, after
+  // its last answer (NodeManagerOptions::headless_keep): a silent node's actors restart at
+  // the latest this plus period x misses after it was last heard. Zero: no limit.
+  absl::Duration headless_keep = absl::Seconds(10);
   RetentionOptions retention;
   // Prometheus /metrics on bind:metrics_port (head_metrics.h); -1: off, 0: a free port.
   int metrics_port = -1;

@@ -44,10 +44,22 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
   app.add_option("--jobs-dir", o.jobs_dir,
                  "job drivers' logs and working directories, and audit.log (default ~/.skyrl/jobs)");
-  app.add_option("--heartbeat-period-ms", heartbeat_ms, "expected worker heartbeat period")
+  app.add_option(
+         "--heartbeat-period-ms", heartbeat_ms,
+         "worker heartbeat period; a node silent for period x misses (T, 5 s by default) is declared "
+         "dead, and its actors restart elsewhere once its death is confirmed: at once when a worker on "
+         "its machine finds its process gone, at the latest T + --headless-keep-ms (15 s by default) "
+         "after it was last heard")
       ->check(CLI::Range(10, 600000));
   app.add_option("--heartbeat-misses", o.heartbeat_misses, "missed heartbeats before a node is dead")
       ->check(CLI::Range(1, 1000));
+  int64_t headless_keep_ms = 10000;
+  app.add_option("--headless-keep-ms", headless_keep_ms,
+                 "how long a worker that cannot reach the head may keep its actors on its peers' word, after "
+                 "its last answer; a silent node's actors restart elsewhere at the latest this plus "
+                 "period x misses after it was last heard. A head away longer than this plus 0.9 x period x "
+                 "misses stops every actor (they restart when it is back). 0: no limit")
+      ->check(CLI::Range(int64_t{0}, int64_t{24} * 3600 * 1000));
   app.add_option("--keep-terminal", keep_terminal,
                  "DEAD actors and REMOVED placement groups kept per table (memory and store), the oldest "
                  "evicted first; 0 keeps none");
@@ -70,6 +82,7 @@ int main(int argc, char** argv) {
   o.retention = *retention;
   o.store_retry_window = absl::Seconds(store_retry_window_s);
   o.heartbeat_period = absl::Milliseconds(heartbeat_ms);
+  o.headless_keep = absl::Milliseconds(headless_keep_ms);
   if (o.jobs_dir.empty()) {
     const char* home = std::getenv("HOME");
     o.jobs_dir = absl::StrCat(home && *home ? home : "/tmp", "/.skyrl/jobs");

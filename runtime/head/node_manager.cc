@@ -105,6 +105,8 @@ absl::Status NodeManager::Recover() {
     u.give_up_at = info.head_retry_window_ms() > 0
                        ? now + absl::Milliseconds(info.head_retry_window_ms()) + limit
                        : absl::InfiniteFuture();
+    // A previous head answered it last before this one started.
+    u.horizon = Horizon(now);
     u.reason = info.death_reason();
     spdlog::info("node {}: its death is not confirmed yet; waiting for {} of its peers", id.ToString(),
                  u.needed);
@@ -156,6 +158,7 @@ absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead, 
     // heartbeat says which it holds, it may still count on that one.
     held_[id] = HeldLists{.reported = peers_version};
     left_.erase(id);
+    gone_.erase(id);  // a report about its previous process says nothing of this one
     spdlog::info(
         "node {} registered: {} resources {}", id.ToString(), info.hostname(),
         ResourceSet::FromMap({info.resources_total().begin(), info.resources_total().end()})->ToString());
@@ -278,6 +281,8 @@ NodeManager::Unconfirmed NodeManager::Confirmation(const NodeId& id, const v1::N
   u.give_up_at = info.head_retry_window_ms() > 0 ? absl::FromUnixMillis(info.last_heartbeat_unix_ms()) +
                                                        absl::Milliseconds(info.head_retry_window_ms()) + limit
                                                  : absl::InfiniteFuture();
+  // Stored in whole milliseconds, rounded down: the answer may have been up to 1 ms later.
+  u.horizon = Horizon(absl::FromUnixMillis(info.last_heartbeat_unix_ms()) + absl::Milliseconds(1));
   HeldLists held;
   if (auto h = held_.find(id); h != held_.end()) held = h->second;
   // The lists it may hold, but for none (0: a worker holding none fences when cut off) and
@@ -326,9 +331,65 @@ bool NodeManager::Confirm(const NodeId& id) {
   }
   it->second = std::move(updated);
   unconfirmed_.erase(id);
+  gone_.erase(id);
   held_.erase(id);
   DropUnawaitedStops(id);
   return true;
+}
+
+absl::Time NodeManager::Horizon(absl::Time last_answered) const {
+  if (options_.headless_keep <= absl::ZeroDuration() || !fencing()) return absl::InfiniteFuture();
+  // The lease runs 0.9 T past its last renewal, which is at most K after the request sent
+  // before `last_answered`; T (not 0.9 T) leaves a tenth for the clocks' rates and the actors'
+  // lease checks (every 25 ms).
+  return last_answered + options_.headless_keep + options_.heartbeat_period * options_.heartbeat_misses;
+}
+
+std::vector<ProcessCheck> NodeManager::ProcessChecks(const NodeId& asker) const {
+  std::vector<ProcessCheck> out;
+  absl::MutexLock lock(&mu_);
+  auto me = nodes_.find(asker);
+  if (me == nodes_.end() || me->second.process_space().empty()) return out;
+  const absl::Time now = clock_.Now();
+  // Only the few nodes the last check found silent: a heartbeat costs no scan of the table.
+  for (const NodeId& id : suspects_) {
+    auto it = nodes_.find(id);
+    if (it == nodes_.end() || id == asker) continue;
+    const v1::NodeInfo& info = it->second;
+    if (info.process_space() != me->second.process_space() || info.pid() <= 0 ||
+        info.pid_start_ticks() <= 0 || !Silent(id, info, now))
+      continue;
+    out.push_back({id, info.pid(), info.pid_start_ticks()});
+  }
+  return out;
+}
+
+bool NodeManager::Silent(const NodeId& id, const v1::NodeInfo& info, absl::Time now) const {
+  if (auto u = unconfirmed_.find(id); u != unconfirmed_.end()) return !u->second.back;
+  return info.state() == v1::NODE_ALIVE &&
+         now - absl::FromUnixMillis(info.last_heartbeat_unix_ms()) > options_.heartbeat_period * 2;
+}
+
+void NodeManager::ReportGone(const NodeId& reporter, const std::vector<ProcessCheck>& gone) {
+  if (gone.empty()) return;
+  absl::MutexLock lock(&mu_);
+  auto me = nodes_.find(reporter);
+  if (me == nodes_.end() || me->second.state() != v1::NODE_ALIVE || me->second.process_space().empty())
+    return;
+  const absl::Time now = clock_.Now();
+  for (const ProcessCheck& g : gone) {
+    auto it = nodes_.find(g.node);
+    // Only the current process of a silent node in the reporter's space: a late report about
+    // an earlier process, or about a node that is heard, proves nothing.
+    if (it == nodes_.end() || g.node == reporter ||
+        it->second.process_space() != me->second.process_space() || it->second.pid() != g.pid ||
+        it->second.pid_start_ticks() != g.start_ticks || g.pid <= 0 || !Silent(g.node, it->second, now))
+      continue;
+    if (gone_.contains(g.node)) continue;
+    gone_[g.node] = absl::StrCat("its worker process (pid ", g.pid, ") is gone, as node ",
+                                 reporter.ToString(), " on the same machine found");
+    spdlog::info("node {}: {}", g.node.ToString(), gone_[g.node]);
+  }
 }
 
 void NodeManager::DropUnawaitedStops(const NodeId& id) {
@@ -372,6 +433,7 @@ absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason)
       it->second = std::move(updated);
       held_.erase(id);
       unconfirmed_.erase(id);
+      gone_.erase(id);
       DropUnawaitedStops(id);
       left_[id] = clock_.Now();
       // Gone, it supports no one: as good as a confirmation of every death it could confirm,
@@ -450,14 +512,22 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
   // Deaths confirmed since the last check (one declared in this check waits for the next).
   std::vector<NodeId> ready;
   for (const auto& [id, u] : unconfirmed_)
-    if (u.stopped || (u.confirmed.size() >= u.needed && now >= u.not_before) || now >= u.give_up_at)
+    if (u.stopped || (u.confirmed.size() >= u.needed && now >= u.not_before) || now >= u.give_up_at ||
+        now >= u.horizon || (!u.back && gone_.contains(id)))
       ready.push_back(id);
   for (const NodeId& id : ready) {
     const Unconfirmed& u = unconfirmed_.at(id);
-    std::string how = u.stopped ? "it came back and stopped its old actors"
-                      : u.confirmed.size() >= u.needed && now >= u.not_before
-                          ? absl::StrCat(u.confirmed.size(), " of its peers know of it")
-                          : "its worker has given up on the head and exited by now";
+    auto gone = gone_.find(id);
+    std::string how =
+        u.stopped                        ? "it came back and stopped its old actors"
+        : gone != gone_.end() && !u.back ? gone->second
+        : u.confirmed.size() >= u.needed && now >= u.not_before
+            ? absl::StrCat(u.confirmed.size(), " of its peers know of it")
+        : now >= u.horizon
+            ? absl::StrCat("no lease its worker renewed runs past now, ",
+                           absl::FormatDuration(options_.headless_keep), " (--headless-keep-ms) + ",
+                           absl::FormatDuration(limit), " after it was last heard")
+            : "its worker has given up on the head and exited by now";
     std::string reason = u.reason;
     const bool back = u.back;
     if (!Confirm(id)) continue;
@@ -470,12 +540,15 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
   for (auto& [id, info] : nodes_) {
     if (info.state() != v1::NODE_ALIVE || just_confirmed.contains(id)) continue;
     absl::Duration silent = now - absl::FromUnixMillis(info.last_heartbeat_unix_ms());
-    if (silent <= limit) continue;
+    auto gone = gone_.find(id);
+    if (silent <= limit && gone == gone_.end()) continue;
     v1::NodeInfo updated = info;
     updated.set_state(v1::NODE_DEAD);
-    updated.set_death_reason(absl::StrCat("node lost: no heartbeat for ",
-                                          absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1))),
-                                          " (", options_.heartbeat_misses, " missed)"));
+    updated.set_death_reason(
+        gone != gone_.end() ? absl::StrCat("node lost: ", gone->second)
+                            : absl::StrCat("node lost: no heartbeat for ",
+                                           absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1))),
+                                           " (", options_.heartbeat_misses, " missed)"));
     // Back from an unconfirmed death and silent again (it may never have had the reply that
     // told it to stop its old actors): still unconfirmed, now by the retry window alone.
     auto earlier = unconfirmed_.find(id);
@@ -483,11 +556,14 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
     if (earlier != unconfirmed_.end()) {
       u = earlier->second;  // copied: it stays if the store refuses below
       u.back = u.stopped = false;
-      u.give_up_at = Confirmation(id, info, now).give_up_at;
+      const Unconfirmed fresh = Confirmation(id, info, now);
+      u.give_up_at = fresh.give_up_at;
+      u.horizon = fresh.horizon;
     } else if (confirm) {
       u = Confirmation(id, info, now);
     }
-    const bool wait = u.needed > 0 || u.version == kNoConfirmations;
+    // Its worker process gone: certain at once.
+    const bool wait = (u.needed > 0 || u.version == kNoConfirmations) && gone == gone_.end();
     updated.set_death_unconfirmed(wait);
     // Keep the node alive in memory if the store refuses; the next check retries.
     if (absl::Status s = Persist(updated); !s.ok()) {
@@ -499,23 +575,33 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
       spdlog::warn("node {} is dead: {}", id.ToString(), updated.death_reason());
       died.emplace_back(id, updated.death_reason());
       held_.erase(id);
+      unconfirmed_.erase(id);
+      gone_.erase(id);
       DropUnawaitedStops(id);
     } else {
       // Lists from the version just stored on leave it out.
       if (u.version != kNoConfirmations) u.version = peers_version_;
       u.reason = updated.death_reason();
+      const absl::Time latest = std::min(u.give_up_at, u.horizon);
       spdlog::warn(
           "node {} is dead: {}; its actors restart elsewhere once {} of the {} peers it knows of have heard "
-          "so{}",
+          "so, or a worker on its machine finds its process gone{}",
           id.ToString(), updated.death_reason(), u.needed, u.eligible.size(),
-          u.give_up_at == absl::InfiniteFuture()
+          latest == absl::InfiniteFuture()
               ? ""
-              : absl::StrCat(", or at the latest after its worker's retry window, ",
-                             absl::FormatDuration(u.give_up_at - now), " from now"));
+              : absl::StrCat(", or at the latest ",
+                             absl::FormatDuration(absl::Trunc(latest - now, absl::Milliseconds(1))),
+                             " from now, when ",
+                             latest == u.horizon ? "no lease its worker renewed can still run"
+                                                 : "its worker has given up on the head"));
       unconfirmed_[id] = std::move(u);
     }
     info = std::move(updated);
   }
+  // The nodes whose worker processes heartbeat replies ask about (ProcessChecks).
+  suspects_.clear();
+  for (const auto& [id, info] : nodes_)
+    if (!info.process_space().empty() && Silent(id, info, now)) suspects_.push_back(id);
   PruneLists();
   return check;
 }

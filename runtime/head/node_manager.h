@@ -17,8 +17,13 @@
 //   - at least half (rounded up) of the nodes on every peer list it may hold have heartbeated
 //     with a list that no longer has it (they will not count it alive again), and
 //   - every support such a node gave it (HeartbeatRequest.supports) is a death threshold old,
-// or, failing that, once the node's own retry window (NodeInfo.head_retry_window_ms, after
-// which its worker exits) and a threshold have passed since it was last heard. Two such
+// or once no lease its worker may have renewed can still run: workers keep their actors on
+// their peers' word for at most the keep limit K (options.headless_keep) after the last
+// request the head answered, so at the latest K + T after the head last heard the node
+// (the lease runs 0.9 T past a renewal), whoever is left to confirm; or once another worker
+// in the same process space found its worker process gone (ReportGone: its actors stop with
+// it); or, failing all that, once the node's own retry window (NodeInfo.head_retry_window_ms,
+// after which its worker exits) and a threshold have passed since it was last heard. Two such
 // halves cannot both hold, so two incarnations of an actor do not serve at once, whichever
 // way the network splits (a start whose outcome the head never learned is the exception:
 // docs/operations.md "Partitions"); the price is that when more than half of a node's peers
@@ -62,6 +67,12 @@ struct NodeManagerOptions {
   bool isolation_guard = true;
   // Confirmed deaths, above (only where workers fence: the guard and 4 misses or more).
   bool confirm_deaths = true;
+  // The keep limit K workers are given (RegisterNodeReply.headless_keep_ms): cut off from the
+  // head, a worker keeps its actors on its peers' word only until K after it sent the last
+  // request the head answered, so no lease of a node heard last at t runs past t + K + 0.9 T,
+  // and its death is confirmed at t + K + T whoever is left to confirm it. Zero: no limit
+  // (confirmed by the peers or the retry window only).
+  absl::Duration headless_keep = absl::ZeroDuration();
 };
 
 // The worker addresses of the ALIVE nodes other than the asking one, for fencing.
@@ -76,6 +87,14 @@ struct PeerList {
 struct PeerSupport {
   NodeId node;
   absl::Duration ago;  // when the heartbeat was sent
+};
+
+// A worker process: the node it serves, its pid and start time (NodeInfo.pid,
+// NodeInfo.pid_start_ticks; v1::ProcessCheck).
+struct ProcessCheck {
+  NodeId node;
+  int pid = 0;
+  int64_t start_ticks = 0;
 };
 
 // One start of an actor (ActorInfo.incarnation).
@@ -133,6 +152,14 @@ class NodeManager {
   // Whether the node's worker reported the requested (awaited) `start` stopped.
   bool StopReported(const NodeId& node, const ActorStart& start) const;
   void ForgetStop(const NodeId& node, const ActorStart& start);
+  // The worker processes of the silent nodes (DEAD and unconfirmed, or ALIVE and unheard for
+  // two periods, as the last CheckLiveness found them) in the process space of `asker`'s
+  // worker: asked in its heartbeat reply.
+  std::vector<ProcessCheck> ProcessChecks(const NodeId& asker) const;
+  // `reporter`'s worker found these processes gone from its process space. Each that is the
+  // current process of a silent node there makes that node's death certain: it is declared
+  // and confirmed by the next CheckLiveness. Other reports are ignored.
+  void ReportGone(const NodeId& reporter, const std::vector<ProcessCheck>& gone);
   absl::Status Unregister(const NodeId& id, absl::string_view reason);
   // Marks every ALIVE node whose last heartbeat is older than period x misses DEAD and
   // returns those nodes; tells the listener of every death confirmed (see above).
@@ -153,8 +180,9 @@ class NodeManager {
     absl::flat_hash_set<NodeId> eligible;  // on every list it may hold
     size_t needed = 0;                     // confirmations it takes
     absl::flat_hash_set<NodeId> confirmed;
-    absl::Time not_before;  // supports given to it have run out
-    absl::Time give_up_at;  // its worker has exited by then
+    absl::Time not_before;                        // supports given to it have run out
+    absl::Time give_up_at;                        // its worker has exited by then
+    absl::Time horizon = absl::InfiniteFuture();  // no lease it renewed runs past this
     std::string reason;
     // Registered again (ALIVE, told was_dead, so stopping its old actors); once it has
     // heartbeated since, it has: confirmed.
@@ -176,6 +204,13 @@ class NodeManager {
   Check CheckLivenessLocked() ABSL_LOCKS_EXCLUDED(mu_);
   // What confirms the death of `id` (just declared), from the lists it may hold.
   Unconfirmed Confirmation(const NodeId& id, const v1::NodeInfo& info, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When no lease renewed by a worker last answered at `last_answered` can still run
+  // (InfiniteFuture without a keep limit).
+  absl::Time Horizon(absl::Time last_answered) const;
+  // Whose worker process may be checked: DEAD and unconfirmed (not back), or ALIVE and
+  // unheard for two periods.
+  bool Silent(const NodeId& id, const v1::NodeInfo& info, absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the confirmation of a DEAD node; false when the store refused (retried later).
   bool Confirm(const NodeId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -211,6 +246,10 @@ class NodeManager {
   // The nodes ALIVE (or unconfirmed DEAD) when the table was recovered: the list taken for
   // one a previous head sent.
   std::vector<NodeId> recovered_ ABSL_GUARDED_BY(mu_);
+  // Silent nodes whose worker process another worker in its process space found gone: why.
+  absl::flat_hash_map<NodeId, std::string> gone_ ABSL_GUARDED_BY(mu_);
+  // The silent nodes with a process space, as the last liveness check found them.
+  std::vector<NodeId> suspects_ ABSL_GUARDED_BY(mu_);
   // RequestStop's starts, by node: still asked (whether awaited), and reported stopped.
   absl::flat_hash_map<NodeId, absl::flat_hash_map<ActorStart, bool>> stops_asked_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<NodeId, absl::flat_hash_set<ActorStart>> stops_done_ ABSL_GUARDED_BY(mu_);

@@ -25,7 +25,10 @@ grpc::ServerUnaryReactor* NodeServiceImpl::RegisterNode(grpc::CallbackServerCont
   reply->set_heartbeat_period_ms(absl::ToInt64Milliseconds(nodes_.options().heartbeat_period));
   // Workers fence only against a head that will not declare nodes dead while it hears none,
   // and only when a period leaves them the time to (worker::HeadLink: 4 misses or more).
-  if (nodes_.fencing()) reply->set_heartbeat_misses(nodes_.options().heartbeat_misses);
+  if (nodes_.fencing()) {
+    reply->set_heartbeat_misses(nodes_.options().heartbeat_misses);
+    reply->set_headless_keep_ms(absl::ToInt64Milliseconds(nodes_.options().headless_keep));
+  }
   return rpc::FinishNow(ctx, grpc::Status::OK);
 }
 
@@ -60,10 +63,31 @@ grpc::ServerUnaryReactor* NodeServiceImpl::Heartbeat(grpc::CallbackServerContext
                                          s.incarnation(), ": not an actor id, or not above 0")));
     stopped.push_back({s.actor_id(), s.incarnation()});
   }
+  if (req->gone_size() > kMaxSupports)
+    return rpc::FinishNow(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                            absl::StrCat("gone: more than ", kMaxSupports)));
+  std::vector<ProcessCheck> gone;
+  for (const v1::ProcessCheck& g : req->gone()) {
+    absl::StatusOr<NodeId> node = NodeId::Parse(g.node_id());
+    if (!node.ok() || g.pid() <= 0 || g.start_ticks() <= 0)
+      return rpc::FinishNow(
+          ctx,
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                       absl::StrCat("gone.node_id ", g.node_id().substr(0, 64), " / pid ", g.pid(),
+                                    " / start_ticks ", g.start_ticks(), ": not a node id, or not above 0")));
+    gone.push_back({*node, g.pid(), g.start_ticks()});
+  }
   PeerList peers;
   std::vector<ActorStart> stop;
   if (absl::Status s = nodes_.Heartbeat(*id, req->peers_version(), &peers, supports, stopped, &stop); !s.ok())
     return rpc::FinishNow(ctx, rpc::ToGrpc(s));
+  nodes_.ReportGone(*id, gone);
+  for (const ProcessCheck& c : nodes_.ProcessChecks(*id)) {
+    v1::ProcessCheck* out = reply->add_check();
+    out->set_node_id(c.node.ToString());
+    out->set_pid(c.pid);
+    out->set_start_ticks(c.start_ticks);
+  }
   for (ActorStart& s : stop) {
     v1::ActorStart* out = reply->add_stop();
     out->set_actor_id(std::move(s.actor_id));

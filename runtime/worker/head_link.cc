@@ -83,7 +83,23 @@ v1::HeartbeatRequest HeadLink::HeartbeatLocked() {
     s->set_since_ms(std::max<int64_t>(0, absl::ToInt64Milliseconds(now - when)));
   }
   for (const v1::ActorStart& s : stopped_) *req.add_stopped() = s;
+  for (const v1::ProcessCheck& g : gone_) *req.add_gone() = g;
   return req;
+}
+
+void HeadLink::CheckAsked(const v1::HeartbeatReply& reply) {
+  if (!options_.process_gone) return;
+  // Reported, and no longer asked: the head has taken note. Checked afresh each time it asks.
+  std::vector<v1::ProcessCheck> gone;
+  for (const v1::ProcessCheck& c : reply.check()) {
+    if (c.pid() <= 0 || c.start_ticks() <= 0 || c.node_id().size() > 64) continue;
+    if (options_.process_gone(c.pid(), c.start_ticks())) gone.push_back(c);
+  }
+  for (const v1::ProcessCheck& g : gone)
+    spdlog::info("node {}: its worker process (pid {}) is gone from this machine; telling the head",
+                 g.node_id(), g.pid());
+  absl::MutexLock lock(&mu_);
+  gone_ = std::move(gone);
 }
 
 namespace {
@@ -216,6 +232,9 @@ HeadLink::Step HeadLink::Round() {
     peers_version_ = 0;
     if (reply->heartbeat_period_ms() > 0) period_ = absl::Milliseconds(reply->heartbeat_period_ms());
     death_after_ = period_ * std::max(0, reply->heartbeat_misses());
+    keep_ = death_after_ > absl::ZeroDuration()
+                ? absl::Milliseconds(std::max<int64_t>(0, reply->headless_keep_ms()))
+                : absl::ZeroDuration();
     Reached(now);
     // Operators and the deployment test read what the node offers from this line.
     absl::StatusOr<ResourceSet> offered =
@@ -245,6 +264,7 @@ HeadLink::Step HeadLink::Round() {
       AdoptPeersLocked(*reply);
     }
     StopAsked(*reply);
+    CheckAsked(*reply);
     absl::MutexLock lock(&mu_);
     return {period_};
   }
@@ -287,19 +307,31 @@ void HeadLink::MaybeFence(absl::Time now) {
   }
   if (!has_list) {  // registered, but no heartbeat brought a list yet: it cannot count
     absl::MutexLock lock(&mu_);
-    fence_reason_ =
+    FenceLocked(
         absl::StrCat("node ", node_id_, " has not reached the head at ", options_.head_address, " for ",
                      absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1))),
-                     " and holds no peer list yet to ask: the head may restart its actors elsewhere");
-    fenced_ = true;
-    cleared_ = false;
-    int killed = actors_.Fence(fence_reason_);
-    spdlog::critical("fenced {} actor(s): {}", killed, fence_reason_);
+                     " and holds no peer list yet to ask: the head may restart its actors elsewhere"));
     return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    // Kept on the peers' word (or alone) no longer than the head allows: it restarts this
+    // node's actors once no lease renewed so can still run (RegisterNodeReply.headless_keep_ms).
+    if (keep_ > absl::ZeroDuration() && now - last_sent_ >= keep_) {
+      FenceLocked(absl::StrCat(
+          "node ", node_id_, " has not reached the head at ", options_.head_address, " for ",
+          absl::FormatDuration(absl::Trunc(now - last_sent_, absl::Milliseconds(1))), ", past the ",
+          absl::FormatDuration(keep_),
+          " its peers' word may keep its actors (--headless-keep-ms): the head restarts them elsewhere ",
+          absl::FormatDuration(keep_ + death_after_),
+          " after it last heard this node at the latest, so they "
+          "are stopped here first"));
+      return;
+    }
   }
   if (peers.empty()) {  // a lone node: nobody to ask
     absl::MutexLock lock(&mu_);
-    actors_.Lease(LeaseTerm());
+    actors_.Lease(KeepTermLocked(now));
     if (!cleared_)
       spdlog::warn("the head at {} has not answered for {}; no peers to ask, keeping this node's actors",
                    options_.head_address, absl::FormatDuration(silent));
@@ -318,7 +350,7 @@ void HeadLink::MaybeFence(absl::Time now) {
   if (last_try.valid() ? last_try.get() : LastTry(timeout)) return;
   absl::MutexLock lock(&mu_);
   if (why.empty()) {
-    actors_.Lease(std::clamp(began + LeaseTerm() - clock_.Now(), absl::ZeroDuration(), LeaseTerm()));
+    actors_.Lease(KeepTermLocked(began));
     if (!cleared_)
       spdlog::warn(
           "the head at {} has not answered for {}, and a majority of the {} nodes on the peer list (this one "
@@ -328,15 +360,25 @@ void HeadLink::MaybeFence(absl::Time now) {
     cleared_ = true;
     return;
   }
-  fence_reason_ =
-      absl::StrCat("node ", node_id_, " has not reached the head at ", options_.head_address, " for ",
-                   absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1))), " and ", why,
-                   ": the head will declare the node dead after ", absl::FormatDuration(death_after_),
-                   " and restart its actors elsewhere, so they are stopped here first");
+  FenceLocked(absl::StrCat("node ", node_id_, " has not reached the head at ", options_.head_address, " for ",
+                           absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1))), " and ", why,
+                           ": the head will declare the node dead after ", absl::FormatDuration(death_after_),
+                           " and restart its actors elsewhere, so they are stopped here first"));
+}
+
+void HeadLink::FenceLocked(std::string reason) {
+  fence_reason_ = std::move(reason);
   fenced_ = true;
   cleared_ = false;
   int killed = actors_.Fence(fence_reason_);
   spdlog::critical("fenced {} actor(s): {}", killed, fence_reason_);
+}
+
+absl::Duration HeadLink::KeepTermLocked(absl::Time began) const {
+  // 0.9 T from the round's start, and never past 0.9 T after the keep limit.
+  absl::Time until = began + LeaseTerm();
+  if (keep_ > absl::ZeroDuration()) until = std::min(until, last_sent_ + keep_ + LeaseTerm());
+  return std::clamp(until - clock_.Now(), absl::ZeroDuration(), LeaseTerm());
 }
 
 bool HeadLink::LastTry(absl::Duration timeout) {

@@ -25,7 +25,11 @@
 //     given to it is T old (head::NodeManager's confirmed deaths). Both halves cannot exist
 //     at once, so whichever way the network splits (the head down, the head cut off from all,
 //     several workers cut off together while it hears the rest), at most one side serves.
-//     Asked again every round, and fenced as soon as that majority is gone.
+//     Asked again every round, and fenced as soon as that majority is gone, or once the
+//     head's keep limit (RegisterNodeReply.headless_keep_ms, K) has passed since the last
+//     request the head answered was sent: so the head, which knows when it last heard the
+//     node, knows the latest instant any of its leases can run, and restarts its actors then
+//     even when no majority is left to confirm the death.
 //   - fewer support it: fence. The head may be hearing a majority, which will confirm.
 //   - no peers (a lone node): nothing to ask, no fencing. The head confirms a lone node's
 //     death at once; its actors then wait for room on a node that joins, so two incarnations
@@ -43,14 +47,20 @@
 // answer from the head to a request sent at s renews it until s + 0.9 T, before the head's
 // T (counted from when it heard the node, after s). Each round that keeps the actors on a
 // majority's support renews it until 0.9 T after the round began, before any support given
-// in that round is T old (the head waits that long); a lone node's round, for 0.9 T. Without
-// fencing (fewer than 4 misses) there is no limit.
+// in that round is T old (the head waits that long); a lone node's round, for 0.9 T; neither
+// past s + K + 0.9 T for the last answered request's s. Without fencing (fewer than 4 misses)
+// there is no limit.
+//
+// Process checks. The head names the worker processes of silent nodes in this worker's
+// process space (HeartbeatReply.check); the link reports those certainly gone (no such pid,
+// or another start time) in the next heartbeat, which makes their deaths certain at once.
 //
 // The head, the peers, the node's actors and the clock are injected: the daemon passes gRPC
 // and the real ones, tests fakes (Step() is one round, so nothing sleeps). Safe for
 // concurrent use (Step from one thread; node_id and Contact from any).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -111,6 +121,9 @@ struct HeadLinkOptions {
   // Exit after the head has been unreachable this long (the worker's actors die with it);
   // zero: never.
   absl::Duration retry_window = absl::Seconds(300);
+  // Whether the worker process `pid` that started at `start_ticks` is certainly gone from
+  // this machine (skyrl::ProcessGone); null: the head's questions are not answered.
+  std::function<bool(int pid, int64_t start_ticks)> process_gone;
 };
 
 class HeadLink {
@@ -150,6 +163,13 @@ class HeadLink {
   // Why to fence (a peer reaches the head, or too few support this node), or "" to keep the
   // actors.
   std::string ReasonToFence(const std::vector<Peer>& peers, absl::Duration timeout);
+  void FenceLocked(std::string reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How long a round that began at `began` and keeps the actors may renew their lease for:
+  // 0.9 T from then, but never past 0.9 T after the keep limit.
+  absl::Duration KeepTermLocked(absl::Time began) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Checks the worker processes the head asks about (HeartbeatReply.check), to report those
+  // gone in the next heartbeat.
+  void CheckAsked(const v1::HeartbeatReply& reply) ABSL_LOCKS_EXCLUDED(mu_);
   // A heartbeat: this node, its list's version, the supports it gave within T.
   v1::HeartbeatRequest HeartbeatLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AdoptPeersLocked(const v1::HeartbeatReply& reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -175,6 +195,8 @@ class HeadLink {
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration period_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
   absl::Duration death_after_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();  // 0: the head does not guard
+  // How long after its last answer the peers' word may keep the actors (0: no limit).
+  absl::Duration keep_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   absl::Time last_sent_ ABSL_GUARDED_BY(mu_);                   // send time of the last request answered
   std::optional<absl::Time> last_answer_ ABSL_GUARDED_BY(mu_);  // when that answer came
   std::vector<Peer> peers_ ABSL_GUARDED_BY(mu_);
@@ -188,6 +210,8 @@ class HeadLink {
   bool cleared_ ABSL_GUARDED_BY(mu_) = false;  // peers asked this outage: a majority supports
   // Starts stopped as the head asked, reported in each heartbeat while it still asks.
   std::vector<v1::ActorStart> stopped_ ABSL_GUARDED_BY(mu_);
+  // Worker processes the head asked about that are gone, reported in the next heartbeats.
+  std::vector<v1::ProcessCheck> gone_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace skyrl::worker

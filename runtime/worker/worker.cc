@@ -18,6 +18,7 @@
 #include "runtime/common/clock.h"
 #include "runtime/common/lease.h"
 #include "runtime/common/logging.h"
+#include "runtime/common/process_identity.h"
 #include "runtime/common/signals.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
@@ -162,6 +163,11 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
   gethostname(host, sizeof(host) - 1);
   info.set_hostname(host);
   info.set_pid(getpid());
+  // So another worker in the same process space can tell the head, for certain, that this
+  // one is gone (HeadLink's process checks).
+  info.set_process_space(ProcessSpace());
+  if (absl::StatusOr<int64_t> start = ProcessStartTicks(getpid()); start.ok())
+    info.set_pid_start_ticks(*start);
   // The head waits this long (and a threshold) for a silent node it cannot otherwise confirm
   // dead: by then the node has given up and exited (HeadLink::Round).
   info.set_head_retry_window_ms(absl::ToInt64Milliseconds(o.head_retry_window));
@@ -202,7 +208,7 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
   info.set_address(absl::StrCat(o.node_ip, ":", server->port));
   if (metrics_server) info.set_metrics_port(metrics_server->port());
   head_link.emplace(info, *head_api, *probe_api, *peer_api, local_actors, RealClock::Get(),
-                    HeadLinkOptions{o.head, o.head_retry_window});
+                    HeadLinkOptions{o.head, o.head_retry_window, &ProcessGone});
   link.store(&*head_link);
 
   std::atomic<bool> stopping{false};

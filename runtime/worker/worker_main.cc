@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
                  "CUDA cannot list; CPU-only clusters that simulate GPU placement)");
   app.add_option("--node-ip", o.node_ip, "address other nodes reach this one at");
   app.add_option("--head-retry-window-s", head_retry_window_s,
-                 "exit (stopping this node's actors) after the head is unreachable this long; 0: never")
+                 "exit after the head is unreachable this long; 0: never. This node's actors stop earlier, "
+                 "once the head's keep limit has passed (skyrl-head --headless-keep-ms)")
       ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--metrics-port", o.metrics_port,
                  "serve Prometheus metrics on http://<bind>:<port>/metrics (0: a free port; default: off)")

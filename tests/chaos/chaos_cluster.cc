@@ -28,6 +28,9 @@ namespace {
 constexpr int kHeartbeatMs = 500;
 constexpr int kHeartbeatMisses = 4;
 constexpr absl::Duration kDeathThreshold = absl::Milliseconds(kHeartbeatMs * kHeartbeatMisses);
+// Cut off from the head, a worker keeps its actors on its peers' word this long after its
+// last answer: 2 T, as the default's 10 s is of the default 5 s threshold.
+constexpr int kHeadlessKeepMs = 2 * kHeartbeatMs * kHeartbeatMisses;
 // Head and Redis restarts come this often in a long run (and once each in a short one).
 constexpr absl::Duration kRestartEvery = absl::Minutes(5);
 
@@ -86,7 +89,9 @@ absl::Status ChaosRun::StartHead() {
             "--heartbeat-period-ms",
             std::to_string(kHeartbeatMs),
             "--heartbeat-misses",
-            std::to_string(kHeartbeatMisses)};
+            std::to_string(kHeartbeatMisses),
+            "--headless-keep-ms",
+            std::to_string(kHeadlessKeepMs)};
   o.log_path = options_.dir + "/head.log";
   o.env_set = Env();
   absl::StatusOr<Subprocess> p = Subprocess::Start(o);
@@ -214,7 +219,9 @@ std::string ChaosRun::InjectFault(absl::Duration elapsed) {
   const absl::Duration redis_at = std::min(options_.duration * 2 / 3, kRestartEvery);
   const int heads = report_.faults["head_kill"], redises = report_.faults["redis_kill"];
   std::string kind;
-  if (elapsed >= head_at + kRestartEvery * heads) {
+  if (options_.churn) {
+    kind = heads == 0 || elapsed >= kRestartEvery * heads ? "head_kill" : "worker_kill";
+  } else if (elapsed >= head_at + kRestartEvery * heads) {
     kind = "head_kill";
   } else if (elapsed >= redis_at + kRestartEvery * redises) {
     kind = "redis_kill";

@@ -12,7 +12,12 @@
 // no actor process the cluster does not know of, and each node's used resources equal to what
 // its live actors hold.
 //
-// Used by tests/chaos/chaos_test.cc (about 2 minutes in scripts/test) and scripts/soak.
+// With `churn`, only worker kills (each replaced) after an early head kill: peers die with the
+// nodes they could confirm dead, so their deaths are confirmed by the keep limit or by the
+// replacement finding the old worker's process gone.
+//
+// Used by tests/chaos/chaos_test.cc (about 2 minutes each mode in scripts/test) and
+// scripts/soak.
 // Not synchronized: one thread runs it.
 #pragma once
 
@@ -40,6 +45,10 @@ struct ChaosOptions {
   int driver_threads = 4;
   absl::Duration stall = absl::Seconds(60);  // no progress this long: dump stacks and fail
   uint64_t seed = 1;
+  // Churn: the head SIGKILLed and restarted at the first fault, then a worker SIGKILLed at
+  // every fault and a fresh one started in its place (the head again every five minutes);
+  // nothing else. Otherwise the mix of every kind above.
+  bool churn = false;
   // Where every log goes (kept for people to read after a failure).
   std::string dir;
 };

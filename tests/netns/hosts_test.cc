@@ -11,7 +11,9 @@
 //     head (hearing one of three) does not restart elsewhere: at no time do two incarnations
 //     run; after healing the nodes rejoin and the actor runs once.
 //   - a worker the head cannot reach but that reaches the head (a one-way partition) gets a
-//     kill through its heartbeat replies.
+//     kill through its heartbeat replies;
+//   - with a short keep limit, two workers cut off together stop their actor past it, and
+//     the head restarts it elsewhere only after that, with nobody left to confirm.
 // And the RL job across hosts: weight sync between namespaces takes the TCP path, and the CLI
 // and a job submission work from another host.
 // Skipped, saying why, where network namespaces cannot be made (not root).
@@ -69,6 +71,8 @@ std::vector<Answer> ProbeAnswers(const std::string& log) {
 class PartitionTest : public ::testing::Test {
  protected:
   virtual std::string WorkerResources() const { return "CPU=1"; }
+  // skyrl-head --headless-keep-ms; 0: the head's default.
+  virtual int HeadKeepMs() const { return 0; }
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<NetnsLab>> lab = NetnsLab::Create(4);
     if (!lab.ok()) GTEST_SKIP() << "skipped: " << lab.status().message();
@@ -85,6 +89,8 @@ class PartitionTest : public ::testing::Test {
                  std::to_string(kHeartbeatMs),
                  "--heartbeat-misses",
                  std::to_string(kMisses)};
+    if (HeadKeepMs() > 0)
+      head.argv.insert(head.argv.end(), {"--headless-keep-ms", std::to_string(HeadKeepMs())});
     head.log_path = dir_ + "/head.log";
     head.env_set = Env();
     absl::StatusOr<Subprocess> h = lab_->Start(0, head);
@@ -458,6 +464,75 @@ TEST_F(PartitionTest, TwoWorkersCutOffTogetherKeepTheirActorsAndTheHeadRestartsN
     }
   }
   EXPECT_GT(during, 50) << "the actor kept serving its side";
+}
+
+// With a keep limit of two thresholds: two workers cut off together keep their actor on each
+// other's word only until K after their last answer, then stop it; the head, which can never
+// gather the confirmations it would need, restarts it on the third host once no lease can
+// run (K + T after it last heard them), and the old incarnation never answers after that.
+class KeepLimitPartitionTest : public PartitionTest {
+ protected:
+  int HeadKeepMs() const override { return 2 * kHeartbeatMs * kMisses; }
+};
+
+TEST_F(KeepLimitPartitionTest, TwoWorkersCutOffTogetherStopTheirActorBeforeTheHeadRestartsItElsewhere) {
+  Echo echo;
+  ASSERT_NO_FATAL_FAILURE(StartEcho(&echo));
+  const std::optional<ActorHandle> actor = echo.actor;
+  const std::optional<v1::ActorInfo> before = echo.info;
+  const std::optional<std::string> old_pid = echo.pid;
+  const int host = echo.host, partner = host % 3 + 1, rest = partner % 3 + 1;
+  const std::string probe_log = dir_ + "/probe.log";
+  Subprocess probe = StartProbe(partner, actor->actor_id, probe_log);
+  for (int i = 0; i < 200 && ProbeAnswers(probe_log).empty(); ++i) absl::SleepFor(absl::Milliseconds(25));
+  ASSERT_FALSE(ProbeAnswers(probe_log).empty()) << "the probe never answered";
+
+  const absl::Time cut = absl::Now();
+  for (int side : {host, partner})
+    for (int other : {0, rest}) ASSERT_TRUE(lab_->CutBetween(side, other).ok());
+  absl::Time alive_elsewhere = absl::InfiniteFuture();
+  for (absl::Time deadline = cut + absl::Seconds(30); absl::Now() < deadline;
+       absl::SleepFor(absl::Milliseconds(20))) {
+    absl::StatusOr<v1::ActorInfo> now = client_->Describe(*actor);
+    if (now.ok() && now->state() == v1::ACTOR_ALIVE && now->node_id() != before->node_id()) {
+      alive_elsewhere = absl::Now();
+      break;
+    }
+  }
+  ASSERT_NE(alive_elsewhere, absl::InfiniteFuture()) << "never restarted elsewhere; logs in " << dir_;
+  // Heard last up to a period before the cut: K + T after that at the earliest.
+  const absl::Duration keep = absl::Milliseconds(HeadKeepMs());
+  EXPECT_GE(alive_elsewhere - cut, keep + kDeathThreshold - absl::Milliseconds(kHeartbeatMs));
+  EXPECT_LT(alive_elsewhere - cut, keep + kDeathThreshold + absl::Seconds(3)) << "not the retry window";
+  absl::SleepFor(absl::Seconds(1));
+  probe.Signal(SIGTERM).IgnoreError();
+  probe.Wait();
+  int64_t last_old = 0;
+  for (const Answer& a : ProbeAnswers(probe_log))
+    if (a.ok && a.result == *old_pid) last_old = std::max(last_old, a.unix_ms);
+  ASSERT_GT(last_old, 0);
+  EXPECT_LT(absl::FromUnixMillis(last_old), alive_elsewhere)
+      << "the old incarnation answered after the new one was ALIVE: two incarnations served at once";
+  EXPECT_GT(absl::FromUnixMillis(last_old) - cut, kDeathThreshold)
+      << "kept on its partner's word past the death threshold, until the keep limit";
+  std::printf("cut at 0 ms; old incarnation's last answer at %lld ms; new one ALIVE (seen) at %lld ms\n",
+              (long long)absl::ToInt64Milliseconds(absl::FromUnixMillis(last_old) - cut),
+              (long long)absl::ToInt64Milliseconds(alive_elsewhere - cut));
+  EXPECT_NE(ReadFileOrEmpty(WorkerLog(host)).find("--headless-keep-ms"), std::string::npos);
+  EXPECT_NE(ReadFileOrEmpty(dir_ + "/head.log").find("no lease its worker renewed"), std::string::npos);
+
+  for (int side : {host, partner})
+    for (int other : {0, rest}) ASSERT_TRUE(lab_->HealBetween(side, other).ok());
+  EXPECT_TRUE(WaitForAliveNodes(3, absl::Seconds(15))) << "the cut-off nodes did not rejoin";
+  // The client still knows the old address: its first calls fail over to the new one.
+  std::string after_pid;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(15); absl::Now() < deadline && after_pid.empty();) {
+    absl::StatusOr<std::string> p = client_->Call(*actor, "pid", "");
+    if (p.ok()) after_pid = *p;
+  }
+  const std::vector<int> pids = SettledProcesses(actor->actor_id);
+  ASSERT_EQ(pids.size(), 1u);
+  EXPECT_EQ(std::to_string(pids[0]), after_pid);
 }
 
 // The RL job with its actors spread over three hosts (2 CPUs each for 5 one-CPU bundles),

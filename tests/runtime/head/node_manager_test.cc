@@ -532,6 +532,123 @@ TEST_F(ConfirmedDeathTest, AHeadRestartedMeanwhileWaitsAgainForTheRecoveredNodes
   EXPECT_EQ(heard.events, std::vector<std::string>{Dead(a)}) << "4 s: T after the recovery";
 }
 
+// With a keep limit K, no lease of a node the head last heard at t runs past t + K + 0.9 T:
+// its actors restart at t + K + T even when every peer that could confirm is gone too.
+class KeepLimitTest : public ConfirmedDeathTest {
+ protected:
+  KeepLimitTest() { keeping_.SetListener(&listener_); }
+  NodeId JoinKeeping(const std::string& space = "", int pid = 0) {
+    v1::NodeInfo n = Node(0);
+    n.set_process_space(space);
+    n.set_pid(pid);
+    n.set_pid_start_ticks(pid > 0 ? 1000 + pid : 0);
+    NodeId id = *keeping_.Register(n);
+    BeatKeeping(id);
+    return id;
+  }
+  void BeatKeeping(const NodeId& id) {
+    PeerList peers;
+    ASSERT_TRUE(keeping_.Heartbeat(id, held_[id], &peers).ok());
+    held_[id] = peers.version;
+  }
+  std::vector<std::string> RunKeeping(absl::Duration d, const std::vector<NodeId>& beating) {
+    listener_.events.clear();
+    for (absl::Duration t; t < d; t += absl::Milliseconds(500)) {
+      clock_.Advance(absl::Milliseconds(500));
+      for (const NodeId& id : beating) BeatKeeping(id);
+      keeping_.CheckLiveness();
+    }
+    return listener_.events;
+  }
+  static std::vector<std::string> Sorted(std::vector<std::string> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  }
+  static constexpr absl::Duration kKeep = absl::Seconds(2);
+  NodeManager keeping_{
+      store_, clock_, {.heartbeat_period = absl::Seconds(1), .heartbeat_misses = 4, .headless_keep = kKeep}};
+};
+
+TEST_F(KeepLimitTest, ANodeWhosePeersDiedWithItIsConfirmedOnceNoLeaseCanRun) {
+  NodeId a = JoinKeeping(), b = JoinKeeping(), c = JoinKeeping();
+  for (int i = 0; i < 2; ++i)
+    for (NodeId id : {a, b, c}) BeatKeeping(id);
+  NodeId d = JoinKeeping();  // joined after: cannot confirm, but keeps the head from isolation
+  // a, b and c die at once: nobody is left to hold a list without them.
+  EXPECT_EQ(Sorted(RunKeeping(absl::Seconds(6), {d})), Sorted({Silent(a), Silent(b), Silent(c)}))
+      << "declared DEAD after 4 s; 6 s = K + T after they were last heard: not yet";
+  EXPECT_EQ(Sorted(RunKeeping(absl::Milliseconds(500), {d})), Sorted({Dead(a), Dead(b), Dead(c)}))
+      << "past K + T: no lease any of them renewed can still run";
+  EXPECT_FALSE(keeping_.DeathUnconfirmed(a.ToString()));
+}
+
+TEST_F(KeepLimitTest, AfterAHeadRestartTheLimitCountsFromTheRecovery) {
+  NodeId a = JoinKeeping(), b = JoinKeeping(), c = JoinKeeping();
+  for (int i = 0; i < 2; ++i)
+    for (NodeId id : {a, b, c}) BeatKeeping(id);
+  RunKeeping(absl::Seconds(5), {b, c});  // a silent, unconfirmed; then b and c die too
+  ASSERT_TRUE(keeping_.DeathUnconfirmed(a.ToString()));
+  clock_.Advance(absl::Minutes(1));  // the head is down a minute
+  NodeManager next(store_, clock_,
+                   {.heartbeat_period = absl::Seconds(1), .heartbeat_misses = 4, .headless_keep = kKeep});
+  RecordingListener heard;
+  next.SetListener(&heard);
+  ASSERT_TRUE(next.Recover().ok());
+  NodeId d = *next.Register(Node(0));
+  auto run = [&](absl::Duration span) {
+    heard.events.clear();
+    for (absl::Duration t; t < span; t += absl::Milliseconds(500)) {
+      clock_.Advance(absl::Milliseconds(500));
+      ASSERT_TRUE(next.Heartbeat(d).ok());
+      next.CheckLiveness();
+    }
+  };
+  run(absl::Milliseconds(5500));
+  EXPECT_TRUE(std::find(heard.events.begin(), heard.events.end(), Dead(a)) == heard.events.end())
+      << "the previous head may have answered a just before it died: K + T after the recovery";
+  run(absl::Seconds(1));
+  EXPECT_EQ(Sorted(heard.events), Sorted({Dead(a), Dead(b), Dead(c)}));
+}
+
+TEST_F(KeepLimitTest, AWorkerOnTheSameMachineFindingASilentNodesProcessGoneMakesItsDeathCertain) {
+  NodeId a = JoinKeeping("boot-1/ns-1", 100), b = JoinKeeping("boot-1/ns-1", 200),
+         c = JoinKeeping("boot-2/ns-1", 300), d = JoinKeeping("boot-1/ns-1", 400);
+  for (int i = 0; i < 2; ++i)
+    for (NodeId id : {a, b, c, d}) BeatKeeping(id);
+  EXPECT_TRUE(keeping_.ProcessChecks(b).empty()) << "every node heard";
+  RunKeeping(absl::Milliseconds(2500), {b, c, d});
+  const std::vector<ProcessCheck> asked = keeping_.ProcessChecks(b);
+  ASSERT_EQ(asked.size(), 1u) << "a, unheard for two periods, in b's space";
+  EXPECT_EQ(asked[0].node, a);
+  EXPECT_EQ(asked[0].pid, 100);
+  EXPECT_EQ(asked[0].start_ticks, 1100);
+  EXPECT_TRUE(keeping_.ProcessChecks(c).empty()) << "another machine's pids say nothing of a";
+  // Reports that prove nothing: from another space, of another start, of a heard node.
+  keeping_.ReportGone(c, {{a, 100, 1100}});
+  keeping_.ReportGone(b, {{a, 100, 1101}});
+  keeping_.ReportGone(b, {{d, 400, 1400}});
+  EXPECT_TRUE(RunKeeping(absl::Milliseconds(500), {b, c, d}).empty());
+  keeping_.ReportGone(b, {{a, 100, 1100}});
+  listener_.events.clear();
+  keeping_.CheckLiveness();
+  EXPECT_EQ(listener_.events, std::vector<std::string>{Dead(a)})
+      << "3 s after it was last heard, before the 4 s threshold: certain, no peers needed";
+  EXPECT_NE(keeping_.Find(a.ToString())->death_reason().find("pid 100"), std::string::npos)
+      << keeping_.Find(a.ToString())->death_reason();
+  EXPECT_FALSE(keeping_.DeathUnconfirmed(a.ToString()));
+}
+
+TEST_F(KeepLimitTest, AReportOfAGoneProcessConfirmsADeathThatWaitsForItsPeers) {
+  NodeId a = JoinKeeping("boot-1/ns-1", 100), b = JoinKeeping("boot-1/ns-1", 200), c = JoinKeeping();
+  for (int i = 0; i < 2; ++i)
+    for (NodeId id : {a, b, c}) BeatKeeping(id);
+  EXPECT_EQ(RunKeeping(absl::Milliseconds(4500), {b, c}), std::vector<std::string>{Silent(a)});
+  ASSERT_EQ(keeping_.ProcessChecks(b).size(), 1u);
+  keeping_.ReportGone(b, {{a, 100, 1100}});
+  EXPECT_EQ(RunKeeping(absl::Milliseconds(500), {b, c}), std::vector<std::string>{Dead(a)});
+  EXPECT_TRUE(keeping_.ProcessChecks(b).empty()) << "confirmed: nothing left to ask";
+}
+
 TEST_F(ConfirmedDeathTest, AHeadThatDoesNotAskWorkersToFenceConfirmsAtOnce) {
   NodeManager three(store_, clock_, {absl::Seconds(1), 3});  // fewer than 4 misses: no fencing
   RecordingListener heard;

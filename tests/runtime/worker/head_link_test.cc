@@ -30,6 +30,7 @@ class FakeHead final : public HeadApi {
     r.set_node_id("node-000000000000000000000007");
     r.set_heartbeat_period_ms(500);
     r.set_heartbeat_misses(misses);
+    r.set_headless_keep_ms(keep_ms);
     r.set_was_dead(was_dead);
     return r;
   }
@@ -51,6 +52,7 @@ class FakeHead final : public HeadApi {
       }
     }
     for (const v1::ActorStart& a : stop) *r.add_stop() = a;
+    for (const v1::ProcessCheck& c : check) *r.add_check() = c;
     return r;
   }
   void Reconnect() override {
@@ -63,7 +65,9 @@ class FakeHead final : public HeadApi {
   bool forget = false, was_dead = false;
   int misses = 4;  // dead after 2 s; fencing after 1 s
   std::vector<std::string> peers = {"peer-a:1", "peer-b:1"};
-  std::vector<v1::ActorStart> stop;  // asked in every heartbeat reply
+  std::vector<v1::ActorStart> stop;     // asked in every heartbeat reply
+  std::vector<v1::ProcessCheck> check;  // likewise
+  int64_t keep_ms = 0;                  // RegisterNodeReply.headless_keep_ms (0: no limit)
   int registers = 0, heartbeats = 0;
   uint64_t last_peers_version = 0;
   v1::HeartbeatRequest last_request;
@@ -129,7 +133,9 @@ class HeadLinkTest : public ::testing::Test {
   HeadLink& Link() {
     if (!link_)
       link_.emplace(node_, head_, probe_, peers_, actors_, clock_,
-                    HeadLinkOptions{"head:7420", absl::Seconds(300)});
+                    HeadLinkOptions{"head:7420", absl::Seconds(300), [this](int pid, int64_t start) {
+                                      return gone_.contains({pid, start});
+                                    }});
     return *link_;
   }
   // Registers, then one heartbeat (which brings the peer list).
@@ -152,6 +158,7 @@ class HeadLinkTest : public ::testing::Test {
   FakeClock clock_;
   FakePeers peers_;
   FakeActors actors_;
+  std::set<std::pair<int, int64_t>> gone_;  // processes the fake machine no longer runs
   std::optional<HeadLink> link_;
 };
 
@@ -315,6 +322,65 @@ TEST_F(HeadLinkTest, ALoneNodeRenewsItsLeaseWhileTheHeadIsAway) {
   EXPECT_TRUE(actors_.fences.empty());
   EXPECT_EQ(actors_.leases.size(), before + 1) << "renewed by the round at 1 s";
   EXPECT_EQ(actors_.leases.back(), absl::Milliseconds(1800));
+}
+
+TEST_F(HeadLinkTest, APeerMajorityKeepsTheActorsOnlyUntilTheHeadsKeepLimit) {
+  head_.keep_ms = 1500;  // T = 2 s: no lease runs past 1.5 + 1.8 s after the last answer's request
+  Connect();
+  const absl::Time last_answered = clock_.Now();
+  const size_t before = actors_.leases.size();
+  peers_.reaches = {{"peer-a:1", false}, {"peer-b:1", false}};
+  Down(absl::Milliseconds(1400));  // rounds at 1.0, 1.2 and 1.4 s keep the actors
+  EXPECT_TRUE(actors_.fences.empty());
+  ASSERT_EQ(actors_.leases.size(), before + 3);
+  EXPECT_LE(clock_.Now() + actors_.leases.back(), last_answered + absl::Milliseconds(1500 + 1800));
+  Down(absl::Milliseconds(200));  // 1.6 s: past the limit, whatever the peers say
+  ASSERT_EQ(actors_.fences.size(), 1u);
+  EXPECT_NE(actors_.fences[0].find("--headless-keep-ms"), std::string::npos) << actors_.fences[0];
+  EXPECT_EQ(actors_.leases.size(), before + 3) << "renewed no more";
+  head_.down = absl::OkStatus();
+  clock_.Advance(absl::Milliseconds(200));
+  Link().Round();
+  EXPECT_EQ(actors_.leases.back(), absl::Milliseconds(1800)) << "the head answers: renewed again";
+  EXPECT_FALSE(Link().fenced());
+}
+
+TEST_F(HeadLinkTest, ALoneNodeKeepsItsActorsOnlyUntilTheKeepLimitToo) {
+  head_.peers.clear();
+  head_.keep_ms = 1100;
+  Connect();
+  Down(absl::Milliseconds(1000));
+  EXPECT_TRUE(actors_.fences.empty());
+  Down(absl::Milliseconds(200));
+  ASSERT_EQ(actors_.fences.size(), 1u) << "1.2 s after the last answer, past 1.1 s";
+}
+
+TEST_F(HeadLinkTest, ReportsTheWorkerProcessesTheHeadAsksAboutThatAreGone) {
+  Connect();
+  v1::ProcessCheck dead, alive;
+  dead.set_node_id("node-000000000000000000000003");
+  dead.set_pid(41);
+  dead.set_start_ticks(1000);
+  alive = dead;
+  alive.set_node_id("node-000000000000000000000004");
+  alive.set_pid(42);
+  gone_ = {{41, 1000}, {42, 999}};  // 42 runs, started at another time than 999
+  head_.check = {dead, alive};
+  clock_.Advance(absl::Milliseconds(500));
+  Link().Round();
+  EXPECT_EQ(head_.last_request.gone_size(), 0) << "checked when asked, reported in the next heartbeat";
+  clock_.Advance(absl::Milliseconds(500));
+  Link().Round();
+  ASSERT_EQ(head_.last_request.gone_size(), 1);
+  EXPECT_EQ(head_.last_request.gone(0).node_id(), dead.node_id());
+  EXPECT_EQ(head_.last_request.gone(0).pid(), 41);
+  EXPECT_EQ(head_.last_request.gone(0).start_ticks(), 1000);
+  head_.check.clear();  // the head took note
+  clock_.Advance(absl::Milliseconds(500));
+  Link().Round();
+  clock_.Advance(absl::Milliseconds(500));
+  Link().Round();
+  EXPECT_EQ(head_.last_request.gone_size(), 0) << "no longer asked: no longer reported";
 }
 
 TEST_F(HeadLinkTest, WithoutFencingTheLeaseHasNoLimit) {
