@@ -52,7 +52,7 @@ using testing::RedisServer;
 
 struct Flags {
   int rounds = 3;
-  int period_ms = 1000, misses = 5, keep_ms = 10000;  // the head's defaults
+  int period_ms = 1000, misses = 5, keep_ms = 30000;  // the head's defaults
   std::string only;
 };
 
@@ -103,7 +103,7 @@ class Cluster {
     workers_.clear();
     head_.reset();
     redis_.reset();
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    if (!dir_.empty() && !keep_logs_) std::filesystem::remove_all(dir_);
   }
 
   absl::Status Start() {
@@ -169,8 +169,10 @@ class Cluster {
   absl::Status StartWorker() {
     SpawnOptions o;
     if (own_ns_) o.argv = {"unshare", "--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL"};
-    for (std::string a : {BinDir() + "/skyrl-worker", std::string("--head"), address_,
-                          std::string("--resources"), std::string("CPU=2")})
+    // Each its own log folder (and so lease file), as on its own machine.
+    for (std::string a :
+         {BinDir() + "/skyrl-worker", std::string("--head"), address_, std::string("--resources"),
+          std::string("CPU=2"), std::string("--log-dir"), absl::StrCat(dir_, "/w", started_, "-logs")})
       o.argv.push_back(a);
     o.log_path = absl::StrCat(dir_, "/w", started_++, ".log");
     o.env_set = Env();
@@ -225,6 +227,7 @@ class Cluster {
   const bool own_ns_;
   std::string dir_, address_, actor_node_;
   int port_ = 0, started_ = 0;
+  bool keep_logs_ = false;  // a failed measurement leaves its logs
   std::unique_ptr<RedisServer> redis_;
   std::optional<Subprocess> head_;
   std::vector<Subprocess> workers_;
@@ -234,7 +237,8 @@ class Cluster {
 
 // One fault on a fresh cluster: how long the actor was unavailable (seconds), or an error.
 absl::StatusOr<double> Measure(const Flags& f, const std::string& kind) {
-  Cluster c(f, /*own_pid_namespaces=*/kind != "worker_kill_replaced");
+  const bool own_namespaces = kind != "worker_kill_replaced";
+  Cluster c(f, own_namespaces);
   if (absl::Status s = c.Start(); !s.ok()) return s;
   const int victim = c.ActorWorker();
   if (victim < 0) return absl::InternalError("cannot tell which worker runs the actor; logs in " + c.dir_);
@@ -268,9 +272,14 @@ absl::StatusOr<double> Measure(const Flags& f, const std::string& kind) {
     absl::SleepFor(absl::Milliseconds(50));
     std::vector<Answer> answers = caller.Answers();
     if (restarts) {
-      auto fresh = std::find_if(answers.begin(), answers.end(),
-                                [&](const Answer& a) { return a.at > fault && a.ok && a.pid != old_pid; });
+      // The new incarnation's first answer: the first after the old one stopped answering (a
+      // pid alone cannot tell them apart: in their own pid namespaces both may have the same).
+      auto stopped = std::find_if(answers.begin(), answers.end(),
+                                  [&](const Answer& a) { return a.at > fault && !a.ok; });
+      auto fresh = std::find_if(stopped, answers.end(), [&](const Answer& a) { return a.ok; });
       if (fresh != answers.end()) {
+        if (fresh->pid == old_pid && !own_namespaces)
+          return absl::InternalError(absl::StrCat(kind, ": the old incarnation answered after failing"));
         result = absl::ToDoubleSeconds(fresh->at - fault);
         break;
       }
@@ -289,7 +298,11 @@ absl::StatusOr<double> Measure(const Flags& f, const std::string& kind) {
   }
   if (kind == "worker_freeze") c.workers_[victim].Signal(SIGCONT).IgnoreError();
   caller.Stop();
-  if (result < 0) return absl::DeadlineExceededError(absl::StrCat(kind, ": the actor never answered again"));
+  if (result < 0) {
+    c.keep_logs_ = true;
+    return absl::DeadlineExceededError(
+        absl::StrCat(kind, ": the actor never answered again; logs in ", c.dir_));
+  }
   return result;
 }
 

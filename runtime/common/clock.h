@@ -22,6 +22,15 @@ class RealClock final : public Clock {
   absl::Time Now() const override { return absl::Now(); }
 };
 
+// CLOCK_MONOTONIC, as an absl::Time counted from an arbitrary start: durations between its
+// readings do not jump when the wall clock is set. For deadlines and elapsed time only, never
+// shown as a date. Process-wide singleton; never destroyed.
+class MonotonicClock final : public Clock {
+ public:
+  static MonotonicClock& Get();
+  absl::Time Now() const override;
+};
+
 // A clock that moves only when the test says so. Safe for concurrent use.
 class FakeClock final : public Clock {
  public:

@@ -1,10 +1,14 @@
 #include "runtime/common/process_identity.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -31,23 +35,27 @@ std::string ProcessSpace() {
 absl::StatusOr<int64_t> ProcessStartTicks(int pid) {
   if (pid <= 0) return absl::InvalidArgumentError(absl::StrCat("pid ", pid, ": not a process id"));
   const std::string path = absl::StrCat("/proc/", pid, "/stat");
-  std::ifstream in(path);
-  if (!in) {
-    // The directory gone: no such process. Anything else (no /proc at all): cannot tell.
-    struct stat proc;
-    if (stat("/proc/self/stat", &proc) == 0) return absl::NotFoundError(absl::StrCat("no process ", pid));
-    return absl::UnavailableError(absl::StrCat(path, ": cannot read it, nor /proc/self/stat"));
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int e = errno;
+    // Gone only when /proc has no such entry and the kernel, asked directly, knows no such
+    // process: a /proc that hides other users' processes (hidepid), a denial or a lack of
+    // file descriptors says nothing.
+    if ((e == ENOENT || e == ESRCH) && kill(pid, 0) != 0 && errno == ESRCH)
+      return absl::NotFoundError(absl::StrCat("no process ", pid));
+    return absl::UnavailableError(absl::StrCat(path, ": cannot read it: ", std::strerror(e)));
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string stat = text.str();
+  std::string stat;
+  char buf[1024];
+  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) stat.append(buf, size_t(n));
+  close(fd);
   // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so fields are counted
   // from the last ')'. After it come field 3 (state) onwards; field 22 is the start time.
-  const size_t close = stat.rfind(')');
-  if (close == std::string::npos)
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos)
     return absl::DataLossError(absl::StrCat(path, ": no ')' after the command name"));
   std::vector<absl::string_view> fields =
-      absl::StrSplit(absl::string_view(stat).substr(close + 1), ' ', absl::SkipEmpty());
+      absl::StrSplit(absl::string_view(stat).substr(paren + 1), ' ', absl::SkipEmpty());
   int64_t start = 0;
   if (fields.size() < 20 || !absl::SimpleAtoi(fields[19], &start))
     return absl::DataLossError(absl::StrCat(path, ": no start time in field 22"));

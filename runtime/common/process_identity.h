@@ -3,7 +3,7 @@
 //
 // A pid alone says little: it may be reused, and a worker in another container (another pid
 // namespace) or on another machine sees other processes under the same numbers. So a process
-// is named by its space ("<boot id>/<pid namespace inode>": the processes that see each other
+// is named by its space ("<boot id>/<pid namespace device:inode>": the processes that see each other
 // under the same pids, until the machine reboots), its pid, and its start time (clock ticks
 // after boot, field 22 of /proc/<pid>/stat, which a reused pid does not share).
 #pragma once
@@ -19,9 +19,9 @@ namespace skyrl {
 // nothing is checked).
 std::string ProcessSpace();
 
-// The start time of `pid` in clock ticks after boot. NotFound when no such process runs (or
-// it has exited and is only waiting to be reaped: a zombie runs nothing); other errors when
-// /proc cannot be read.
+// The start time of `pid` in clock ticks after boot. NotFound when no such process runs (no
+// /proc entry, and kill(pid, 0) finds none), or it has exited and only waits to be reaped (a
+// zombie runs nothing); other errors when /proc cannot tell (hidden, denied, unreadable).
 absl::StatusOr<int64_t> ProcessStartTicks(int pid);
 
 // True only when the process `pid` that started at `start_ticks`, in this process's space, is

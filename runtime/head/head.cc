@@ -90,14 +90,16 @@ absl::Status Annotate(const absl::Status& s, absl::string_view what) {
 
 }  // namespace
 
-Head::Head(const HeadOptions& options, store::Store& store, WorkerClient& workers, const Clock& clock)
+Head::Head(const HeadOptions& options, store::Store& store, WorkerClient& workers, const Clock& clock,
+           const Clock& steady)
     : options_(options), store_(store), clock_(clock) {
   nodes_ = std::make_unique<NodeManager>(
       store_, clock_,
       NodeManagerOptions{.heartbeat_period = options.heartbeat_period,
                          .heartbeat_misses = options.heartbeat_misses,
                          .stall_grace = options.heartbeat_period * options.heartbeat_misses / 2,
-                         .headless_keep = options.headless_keep});
+                         .headless_keep = options.headless_keep},
+      &steady);
   actors_ = std::make_unique<ActorManager>(store_, *nodes_, resources_, workers, clock_, options.retention);
   groups_ = std::make_unique<PlacementGroupManager>(store_, resources_, *actors_, clock_, options.retention);
   JobManagerOptions jobs;
@@ -117,14 +119,15 @@ Head::Head(const HeadOptions& options, store::Store& store, WorkerClient& worker
 Head::~Head() { Shutdown(); }
 
 absl::StatusOr<std::unique_ptr<Head>> Head::Open(const HeadOptions& options, store::Store& store,
-                                                 WorkerClient& workers, const Clock& clock) {
+                                                 WorkerClient& workers, const Clock& clock,
+                                                 const Clock* steady) {
   if (options.token.empty()) return absl::InvalidArgumentError("head: the cluster token is empty");
   if (options.jobs_dir.empty()) return absl::InvalidArgumentError("--jobs-dir: empty");
   std::error_code ec;
   std::filesystem::create_directories(options.jobs_dir, ec);
   if (ec)
     return absl::InvalidArgumentError(absl::StrCat("--jobs-dir ", options.jobs_dir, ": ", ec.message()));
-  std::unique_ptr<Head> head(new Head(options, store, workers, clock));
+  std::unique_ptr<Head> head(new Head(options, store, workers, clock, steady != nullptr ? *steady : clock));
   if (absl::Status s = head->Recover(); !s.ok()) return s;
   return head;
 }
@@ -226,7 +229,8 @@ absl::StatusOr<std::unique_ptr<Head>> OpenHead(const HeadOptions& options) {
   absl::StatusOr<OpenedStore> store = OpenStore(options);
   if (!store.ok()) return Annotate(store.status(), "cannot open the metadata store");
   std::unique_ptr<WorkerClient> workers = MakeGrpcWorkerClient(options.token);
-  absl::StatusOr<std::unique_ptr<Head>> head = Head::Open(options, *store->store, *workers, RealClock::Get());
+  absl::StatusOr<std::unique_ptr<Head>> head =
+      Head::Open(options, *store->store, *workers, RealClock::Get(), &MonotonicClock::Get());
   if (!head.ok()) return head.status();
   (*head)->owned_store_ = std::move(store->store);
   (*head)->metered_store_ = store->metered;

@@ -50,7 +50,7 @@ struct HeadOptions {
   // How long a worker cut off from the head may keep its actors on its peers' word, after
   // its last answer (NodeManagerOptions::headless_keep): a silent node's actors restart at
   // the latest this plus period x misses after it was last heard. Zero: no limit.
-  absl::Duration headless_keep = absl::Seconds(10);
+  absl::Duration headless_keep = absl::Seconds(30);
   RetentionOptions retention;
   // Prometheus /metrics on bind:metrics_port (head_metrics.h); -1: off, 0: a free port.
   int metrics_port = -1;
@@ -76,8 +76,11 @@ class Head {
  public:
   // The same over parts the caller owns, which must outlive the head (tests; OpenHead
   // passes the ones it owns). The store is used as given (no write-behind wrapper).
+  // `steady` (default: `clock`) times the lease horizon (NodeManager), which a step of the
+  // wall clock must not shorten.
   static absl::StatusOr<std::unique_ptr<Head>> Open(const HeadOptions& options, store::Store& store,
-                                                    WorkerClient& workers, const Clock& clock);
+                                                    WorkerClient& workers, const Clock& clock,
+                                                    const Clock* steady = nullptr);
   ~Head();  // Shutdown()
 
   // Serves the head's services on bind:port and starts the liveness loop (silent nodes
@@ -107,7 +110,8 @@ class Head {
 
  private:
   friend absl::StatusOr<std::unique_ptr<Head>> OpenHead(const HeadOptions& options);
-  Head(const HeadOptions& options, store::Store& store, WorkerClient& workers, const Clock& clock);
+  Head(const HeadOptions& options, store::Store& store, WorkerClient& workers, const Clock& clock,
+       const Clock& steady);
   absl::Status Recover();
 
   const HeadOptions options_;

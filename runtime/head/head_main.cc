@@ -48,12 +48,12 @@ int main(int argc, char** argv) {
          "--heartbeat-period-ms", heartbeat_ms,
          "worker heartbeat period; a node silent for period x misses (T, 5 s by default) is declared "
          "dead, and its actors restart elsewhere once its death is confirmed: at once when a worker on "
-         "its machine finds its process gone, at the latest T + --headless-keep-ms (15 s by default) "
+         "its machine finds its process gone, at the latest T + --headless-keep-ms (35 s by default) "
          "after it was last heard")
       ->check(CLI::Range(10, 600000));
   app.add_option("--heartbeat-misses", o.heartbeat_misses, "missed heartbeats before a node is dead")
       ->check(CLI::Range(1, 1000));
-  int64_t headless_keep_ms = 10000;
+  int64_t headless_keep_ms = 30000;
   app.add_option("--headless-keep-ms", headless_keep_ms,
                  "how long a worker that cannot reach the head may keep its actors on its peers' word, after "
                  "its last answer; a silent node's actors restart elsewhere at the latest this plus "

@@ -43,14 +43,18 @@ absl::Status ValidateNodeInfo(const v1::NodeInfo& info) {
         absl::StrCat("node.gpu_ids: ", info.gpu_ids_size(), " ids for GPU=", resources->Get(kGPU)));
   if (info.hostname().size() > 256)
     return absl::InvalidArgumentError("node.hostname: longer than 256 characters");
+  if (info.headless_keep_ms() < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("node.headless_keep_ms: ", info.headless_keep_ms(), " is negative"));
   if (info.head_retry_window_ms() < 0 || info.head_retry_window_ms() > int64_t{366} * 24 * 3600 * 1000)
     return absl::InvalidArgumentError(absl::StrCat("node.head_retry_window_ms: ", info.head_retry_window_ms(),
                                                    " is not within [0, a year]"));
   return absl::OkStatus();
 }
 
-NodeManager::NodeManager(store::Store& store, const Clock& clock, NodeManagerOptions options)
-    : store_(store), clock_(clock), options_(options) {
+NodeManager::NodeManager(store::Store& store, const Clock& clock, NodeManagerOptions options,
+                         const Clock* steady)
+    : store_(store), clock_(clock), steady_(steady != nullptr ? *steady : clock), options_(options) {
   // Versions of one head never repeat those of an earlier one, whose lists workers may hold.
   absl::MutexLock lock(&mu_);
   peers_version_ = uint64_t(absl::ToUnixNanos(clock_.Now())) | 1;
@@ -66,7 +70,7 @@ absl::Status NodeManager::Recover() {
   absl::StatusOr<std::vector<store::Entry>> entries = store_.Scan(kNodesTable, "");
   if (!entries.ok()) return entries.status();
   absl::MutexLock lock(&mu_);
-  const absl::Time now = clock_.Now();
+  const absl::Time now = clock_.Now(), steady_now = steady_.Now();
   const int64_t now_ms = absl::ToUnixMillis(now);
   const absl::Duration limit = options_.heartbeat_period * options_.heartbeat_misses;
   for (const store::Entry& e : *entries) {
@@ -87,6 +91,8 @@ absl::Status NodeManager::Recover() {
     if (info.state() == v1::NODE_ALIVE) {
       info.set_last_heartbeat_unix_ms(now_ms);
       held_[*id] = HeldLists{kPreviousHeadsList, kPreviousHeadsList};
+      // A previous head answered it last before this one started.
+      answered_[*id] = steady_now;
     }
     nodes_[*id] = std::move(info);
   }
@@ -106,7 +112,7 @@ absl::Status NodeManager::Recover() {
                        ? now + absl::Milliseconds(info.head_retry_window_ms()) + limit
                        : absl::InfiniteFuture();
     // A previous head answered it last before this one started.
-    u.horizon = Horizon(now);
+    u.horizon = Horizon(info, steady_now);
     u.reason = info.death_reason();
     spdlog::info("node {}: its death is not confirmed yet; waiting for {} of its peers", id.ToString(),
                  u.needed);
@@ -126,6 +132,8 @@ absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead, 
   info.set_registered_unix_ms(now_ms);
   info.set_last_heartbeat_unix_ms(now_ms);
   info.clear_death_reason();
+  // The limit it applies (its own word), or this head's once it has the reply.
+  info.set_headless_keep_ms(KeepBoundMs(info.headless_keep_ms()));
   absl::MutexLock events(&events_mu_);
   bool announce = true;
   {
@@ -157,6 +165,7 @@ absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead, 
     // It drops the list it holds once it has this reply, which may be lost: until its next
     // heartbeat says which it holds, it may still count on that one.
     held_[id] = HeldLists{.reported = peers_version};
+    answered_[id] = steady_.Now();
     left_.erase(id);
     gone_.erase(id);  // a report about its previous process says nothing of this one
     spdlog::info(
@@ -178,6 +187,8 @@ absl::Status NodeManager::Heartbeat(const NodeId& id, uint64_t known_peers_versi
         "node ", id.ToString(), it == nodes_.end() ? " is unknown" : " is dead", ": register again"));
   const absl::Time now = clock_.Now();
   it->second.set_last_heartbeat_unix_ms(absl::ToUnixMillis(now));
+  answered_[id] = steady_.Now();
+  gone_.erase(id);  // heard: whatever was reported gone was not its process
   // A heartbeat follows a registration whose reply the worker got: it knows of the death.
   unacknowledged_deaths_.erase(id);
   // Back from an unconfirmed death, it heartbeats (holding no list: a worker drops its list
@@ -282,7 +293,8 @@ NodeManager::Unconfirmed NodeManager::Confirmation(const NodeId& id, const v1::N
                                                        absl::Milliseconds(info.head_retry_window_ms()) + limit
                                                  : absl::InfiniteFuture();
   // Stored in whole milliseconds, rounded down: the answer may have been up to 1 ms later.
-  u.horizon = Horizon(absl::FromUnixMillis(info.last_heartbeat_unix_ms()) + absl::Milliseconds(1));
+  auto answered = answered_.find(id);
+  u.horizon = Horizon(info, answered != answered_.end() ? answered->second : steady_.Now());
   HeldLists held;
   if (auto h = held_.find(id); h != held_.end()) held = h->second;
   // The lists it may hold, but for none (0: a worker holding none fences when cut off) and
@@ -332,17 +344,40 @@ bool NodeManager::Confirm(const NodeId& id) {
   it->second = std::move(updated);
   unconfirmed_.erase(id);
   gone_.erase(id);
+  answered_.erase(id);
   held_.erase(id);
   DropUnawaitedStops(id);
   return true;
 }
 
-absl::Time NodeManager::Horizon(absl::Time last_answered) const {
-  if (options_.headless_keep <= absl::ZeroDuration() || !fencing()) return absl::InfiniteFuture();
+int64_t NodeManager::KeepBoundMs(int64_t applied_ms) const {
+  const int64_t own = fencing() ? absl::ToInt64Milliseconds(options_.headless_keep) : 0;
+  if (applied_ms == own) return own;
+  // 0 is no limit: larger than any.
+  return applied_ms <= 0 || own <= 0 ? 0 : std::max(applied_ms, own);
+}
+
+absl::Time NodeManager::Horizon(const v1::NodeInfo& info, absl::Time last_answered) const {
+  if (info.headless_keep_ms() <= 0 || !fencing()) return absl::InfiniteFuture();
   // The lease runs 0.9 T past its last renewal, which is at most K after the request sent
   // before `last_answered`; T (not 0.9 T) leaves a tenth for the clocks' rates and the actors'
   // lease checks (every 25 ms).
-  return last_answered + options_.headless_keep + options_.heartbeat_period * options_.heartbeat_misses;
+  return last_answered + absl::Milliseconds(info.headless_keep_ms()) +
+         options_.heartbeat_period * options_.heartbeat_misses;
+}
+
+absl::Status NodeManager::NoteKeep(const NodeId& id, absl::Duration applied) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(id);
+  if (it == nodes_.end() || it->second.state() != v1::NODE_ALIVE)
+    return absl::NotFoundError(absl::StrCat("node ", id.ToString(), " is unknown or dead: register again"));
+  const int64_t bound = KeepBoundMs(std::max<int64_t>(0, absl::ToInt64Milliseconds(applied)));
+  if (bound == it->second.headless_keep_ms()) return absl::OkStatus();
+  v1::NodeInfo updated = it->second;
+  updated.set_headless_keep_ms(bound);
+  if (absl::Status s = Persist(updated); !s.ok()) return s;
+  it->second = std::move(updated);
+  return absl::OkStatus();
 }
 
 std::vector<ProcessCheck> NodeManager::ProcessChecks(const NodeId& asker) const {
@@ -434,6 +469,7 @@ absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason)
       held_.erase(id);
       unconfirmed_.erase(id);
       gone_.erase(id);
+      answered_.erase(id);
       DropUnawaitedStops(id);
       left_[id] = clock_.Now();
       // Gone, it supports no one: as good as a confirmation of every death it could confirm,
@@ -511,9 +547,10 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
   }
   // Deaths confirmed since the last check (one declared in this check waits for the next).
   std::vector<NodeId> ready;
+  const absl::Time steady_now = steady_.Now();
   for (const auto& [id, u] : unconfirmed_)
     if (u.stopped || (u.confirmed.size() >= u.needed && now >= u.not_before) || now >= u.give_up_at ||
-        now >= u.horizon || (!u.back && gone_.contains(id)))
+        steady_now >= u.horizon || (!u.back && gone_.contains(id)))
       ready.push_back(id);
   for (const NodeId& id : ready) {
     const Unconfirmed& u = unconfirmed_.at(id);
@@ -523,10 +560,11 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
         : gone != gone_.end() && !u.back ? gone->second
         : u.confirmed.size() >= u.needed && now >= u.not_before
             ? absl::StrCat(u.confirmed.size(), " of its peers know of it")
-        : now >= u.horizon
+        : steady_now >= u.horizon
             ? absl::StrCat("no lease its worker renewed runs past now, ",
-                           absl::FormatDuration(options_.headless_keep), " (--headless-keep-ms) + ",
-                           absl::FormatDuration(limit), " after it was last heard")
+                           absl::FormatDuration(absl::Milliseconds(nodes_.at(id).headless_keep_ms())),
+                           " (--headless-keep-ms) + ", absl::FormatDuration(limit),
+                           " after it was last heard")
             : "its worker has given up on the head and exited by now";
     std::string reason = u.reason;
     const bool back = u.back;
@@ -577,23 +615,25 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
       held_.erase(id);
       unconfirmed_.erase(id);
       gone_.erase(id);
+      answered_.erase(id);
       DropUnawaitedStops(id);
     } else {
       // Lists from the version just stored on leave it out.
       if (u.version != kNoConfirmations) u.version = peers_version_;
       u.reason = updated.death_reason();
-      const absl::Time latest = std::min(u.give_up_at, u.horizon);
+      const absl::Duration horizon_in = u.horizon - steady_now, give_up_in = u.give_up_at - now;
+      const absl::Duration latest = std::min(horizon_in, give_up_in);
       spdlog::warn(
           "node {} is dead: {}; its actors restart elsewhere once {} of the {} peers it knows of have heard "
           "so, or a worker on its machine finds its process gone{}",
           id.ToString(), updated.death_reason(), u.needed, u.eligible.size(),
-          latest == absl::InfiniteFuture()
+          latest == absl::InfiniteDuration()
               ? ""
               : absl::StrCat(", or at the latest ",
-                             absl::FormatDuration(absl::Trunc(latest - now, absl::Milliseconds(1))),
+                             absl::FormatDuration(absl::Trunc(latest, absl::Milliseconds(1))),
                              " from now, when ",
-                             latest == u.horizon ? "no lease its worker renewed can still run"
-                                                 : "its worker has given up on the head"));
+                             latest == horizon_in ? "no lease its worker renewed can still run"
+                                                  : "its worker has given up on the head"));
       unconfirmed_[id] = std::move(u);
     }
     info = std::move(updated);

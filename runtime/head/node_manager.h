@@ -124,7 +124,10 @@ class NodeListener {
 
 class NodeManager {
  public:
-  NodeManager(store::Store& store, const Clock& clock, NodeManagerOptions options);
+  // `steady` (default: `clock`) times the lease horizon: when the head last answered each
+  // node, and when that horizon passes (a step of the wall clock must not shorten it).
+  NodeManager(store::Store& store, const Clock& clock, NodeManagerOptions options,
+              const Clock* steady = nullptr);
 
   // Loads the node table from the store (after a head restart). The listener is not told.
   absl::Status Recover();
@@ -160,6 +163,11 @@ class NodeManager {
   // current process of a silent node there makes that node's death certain: it is declared
   // and confirmed by the next CheckLiveness. Other reports are ignored.
   void ReportGone(const NodeId& reporter, const std::vector<ProcessCheck>& gone);
+  // Before a heartbeat of `id` is answered: its worker applies the keep limit `applied` (zero:
+  // none), and may apply the head's own from the reply on. Records the larger of the two as
+  // the node's (NodeInfo.headless_keep_ms), in the store before the reply goes out, so that
+  // this head or the next never counts on a shorter one. NotFound for an unknown or dead node.
+  absl::Status NoteKeep(const NodeId& id, absl::Duration applied);
   absl::Status Unregister(const NodeId& id, absl::string_view reason);
   // Marks every ALIVE node whose last heartbeat is older than period x misses DEAD and
   // returns those nodes; tells the listener of every death confirmed (see above).
@@ -205,9 +213,11 @@ class NodeManager {
   // What confirms the death of `id` (just declared), from the lists it may hold.
   Unconfirmed Confirmation(const NodeId& id, const v1::NodeInfo& info, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // When no lease renewed by a worker last answered at `last_answered` can still run
-  // (InfiniteFuture without a keep limit).
-  absl::Time Horizon(absl::Time last_answered) const;
+  // When no lease renewed by the worker of `info`, last answered at `last_answered` (steady
+  // clock), can still run: InfiniteFuture when it may apply no keep limit.
+  absl::Time Horizon(const v1::NodeInfo& info, absl::Time last_answered) const;
+  // The keep limit a worker applying `applied` may apply once it has this head's reply.
+  int64_t KeepBoundMs(int64_t applied_ms) const;
   // Whose worker process may be checked: DEAD and unconfirmed (not back), or ALIVE and
   // unheard for two periods.
   bool Silent(const NodeId& id, const v1::NodeInfo& info, absl::Time now) const
@@ -223,6 +233,7 @@ class NodeManager {
 
   store::Store& store_;
   const Clock& clock_;
+  const Clock& steady_;
   NodeListener* listener_ = nullptr;
   const NodeManagerOptions options_;
   // Held across a state change and its listener call, so listeners see node events in the
@@ -248,6 +259,8 @@ class NodeManager {
   std::vector<NodeId> recovered_ ABSL_GUARDED_BY(mu_);
   // Silent nodes whose worker process another worker in its process space found gone: why.
   absl::flat_hash_map<NodeId, std::string> gone_ ABSL_GUARDED_BY(mu_);
+  // When this head last answered each node (steady clock): registered, or heartbeated.
+  absl::flat_hash_map<NodeId, absl::Time> answered_ ABSL_GUARDED_BY(mu_);
   // The silent nodes with a process space, as the last liveness check found them.
   std::vector<NodeId> suspects_ ABSL_GUARDED_BY(mu_);
   // RequestStop's starts, by node: still asked (whether awaited), and reported stopped.

@@ -77,10 +77,18 @@ grpc::ServerUnaryReactor* NodeServiceImpl::Heartbeat(grpc::CallbackServerContext
                                     " / start_ticks ", g.start_ticks(), ": not a node id, or not above 0")));
     gone.push_back({*node, g.pid(), g.start_ticks()});
   }
+  if (req->keep_ms() < 0)
+    return rpc::FinishNow(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                            absl::StrCat("keep_ms: ", req->keep_ms(), " is negative")));
+  // Recorded (and stored) before this reply, which carries the head's own limit, goes out.
+  if (absl::Status s = nodes_.NoteKeep(*id, absl::Milliseconds(req->keep_ms())); !s.ok())
+    return rpc::FinishNow(ctx, rpc::ToGrpc(s));
   PeerList peers;
   std::vector<ActorStart> stop;
   if (absl::Status s = nodes_.Heartbeat(*id, req->peers_version(), &peers, supports, stopped, &stop); !s.ok())
     return rpc::FinishNow(ctx, rpc::ToGrpc(s));
+  if (nodes_.fencing())
+    reply->set_headless_keep_ms(absl::ToInt64Milliseconds(nodes_.options().headless_keep));
   nodes_.ReportGone(*id, gone);
   for (const ProcessCheck& c : nodes_.ProcessChecks(*id)) {
     v1::ProcessCheck* out = reply->add_check();

@@ -53,6 +53,7 @@ v1::HeadContactReply HeadLink::Contact(const std::string& asker) {
     if (reply.ok()) {
       absl::MutexLock lock(&mu_);
       Reached(sent);
+      AdoptKeepLocked(reply->headless_keep_ms());
     }
   }
   absl::MutexLock lock(&mu_);
@@ -74,6 +75,7 @@ v1::HeartbeatRequest HeadLink::HeartbeatLocked() {
   v1::HeartbeatRequest req;
   req.set_node_id(node_id_);
   req.set_peers_version(peers_version_);
+  req.set_keep_ms(absl::ToInt64Milliseconds(keep_));
   const absl::Time now = clock_.Now();
   const absl::Duration keep = std::max(death_after_, absl::Seconds(1));
   absl::erase_if(supports_, [&](const auto& s) { return now - s.second > keep; });
@@ -205,6 +207,8 @@ HeadLink::Step HeadLink::Round() {
       if (!stale_) stale_ = actors_.Running();
       before = *stale_;
       req.set_peers_version(peers_version_);  // kept until the reply comes, which may be lost
+      // The limit it applies until the reply brings the head's (the head records the larger).
+      req.mutable_node()->set_headless_keep_ms(absl::ToInt64Milliseconds(keep_));
     }
     absl::StatusOr<v1::RegisterNodeReply> reply = head_.RegisterNode(req, timeout);
     if (!reply.ok()) {
@@ -232,9 +236,8 @@ HeadLink::Step HeadLink::Round() {
     peers_version_ = 0;
     if (reply->heartbeat_period_ms() > 0) period_ = absl::Milliseconds(reply->heartbeat_period_ms());
     death_after_ = period_ * std::max(0, reply->heartbeat_misses());
-    keep_ = death_after_ > absl::ZeroDuration()
-                ? absl::Milliseconds(std::max<int64_t>(0, reply->headless_keep_ms()))
-                : absl::ZeroDuration();
+    keep_ = absl::ZeroDuration();
+    AdoptKeepLocked(reply->headless_keep_ms());
     Reached(now);
     // Operators and the deployment test read what the node offers from this line.
     absl::StatusOr<ResourceSet> offered =
@@ -262,6 +265,7 @@ HeadLink::Step HeadLink::Round() {
       absl::MutexLock lock(&mu_);
       Reached(now);
       AdoptPeersLocked(*reply);
+      AdoptKeepLocked(reply->headless_keep_ms());
     }
     StopAsked(*reply);
     CheckAsked(*reply);
@@ -313,14 +317,17 @@ void HeadLink::MaybeFence(absl::Time now) {
                      " and holds no peer list yet to ask: the head may restart its actors elsewhere"));
     return;
   }
+  // Supports given in this round are T old no earlier than T after it began; a renewal in it
+  // runs 0.9 T from then, so it began within the keep limit.
+  const absl::Time began = clock_.Now();
   {
     absl::MutexLock lock(&mu_);
     // Kept on the peers' word (or alone) no longer than the head allows: it restarts this
     // node's actors once no lease renewed so can still run (RegisterNodeReply.headless_keep_ms).
-    if (keep_ > absl::ZeroDuration() && now - last_sent_ >= keep_) {
+    if (keep_ > absl::ZeroDuration() && began - last_sent_ >= keep_) {
       FenceLocked(absl::StrCat(
           "node ", node_id_, " has not reached the head at ", options_.head_address, " for ",
-          absl::FormatDuration(absl::Trunc(now - last_sent_, absl::Milliseconds(1))), ", past the ",
+          absl::FormatDuration(absl::Trunc(began - last_sent_, absl::Milliseconds(1))), ", past the ",
           absl::FormatDuration(keep_),
           " its peers' word may keep its actors (--headless-keep-ms): the head restarts them elsewhere ",
           absl::FormatDuration(keep_ + death_after_),
@@ -331,15 +338,13 @@ void HeadLink::MaybeFence(absl::Time now) {
   }
   if (peers.empty()) {  // a lone node: nobody to ask
     absl::MutexLock lock(&mu_);
-    actors_.Lease(KeepTermLocked(now));
+    actors_.Lease(KeepTermLocked(began));
     if (!cleared_)
       spdlog::warn("the head at {} has not answered for {}; no peers to ask, keeping this node's actors",
                    options_.head_address, absl::FormatDuration(silent));
     cleared_ = true;
     return;
   }
-  // Supports given in this round are T old no earlier than T after it began.
-  const absl::Time began = clock_.Now();
   // The last try and the question to the peers at once: together within T/5.
   std::future<bool> last_try;
   try {
@@ -375,10 +380,12 @@ void HeadLink::FenceLocked(std::string reason) {
 }
 
 absl::Duration HeadLink::KeepTermLocked(absl::Time began) const {
-  // 0.9 T from the round's start, and never past 0.9 T after the keep limit.
-  absl::Time until = began + LeaseTerm();
-  if (keep_ > absl::ZeroDuration()) until = std::min(until, last_sent_ + keep_ + LeaseTerm());
-  return std::clamp(until - clock_.Now(), absl::ZeroDuration(), LeaseTerm());
+  // 0.9 T from the round's start (within the keep limit), whatever the question took.
+  return std::clamp(began + LeaseTerm() - clock_.Now(), absl::ZeroDuration(), LeaseTerm());
+}
+
+void HeadLink::AdoptKeepLocked(int64_t keep_ms) {
+  if (death_after_ > absl::ZeroDuration()) keep_ = absl::Milliseconds(std::max<int64_t>(0, keep_ms));
 }
 
 bool HeadLink::LastTry(absl::Duration timeout) {
@@ -395,6 +402,7 @@ bool HeadLink::LastTry(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   Reached(sent);
   AdoptPeersLocked(*reply);
+  AdoptKeepLocked(reply->headless_keep_ms());
   return true;
 }
 

@@ -164,9 +164,11 @@ class HeadLink {
   // actors.
   std::string ReasonToFence(const std::vector<Peer>& peers, absl::Duration timeout);
   void FenceLocked(std::string reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // How long a round that began at `began` and keeps the actors may renew their lease for:
-  // 0.9 T from then, but never past 0.9 T after the keep limit.
+  // How long a round that began at `began` (within the keep limit) and keeps the actors may
+  // renew their lease for: 0.9 T from then.
   absl::Duration KeepTermLocked(absl::Time began) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The head's keep limit, from a registration or heartbeat reply (a fencing link only).
+  void AdoptKeepLocked(int64_t keep_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks the worker processes the head asks about (HeartbeatReply.check), to report those
   // gone in the next heartbeat.
   void CheckAsked(const v1::HeartbeatReply& reply) ABSL_LOCKS_EXCLUDED(mu_);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <random>
 #include <atomic>
 #include <filesystem>
 #include <optional>
@@ -79,9 +80,13 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
     return Fail(
         absl::InvalidArgumentError(absl::StrCat("--log-dir: cannot create ", o.log_dir, ": ", ec.message())));
 
-  // The actors' lease (head_link.h): renewed by the link each time the head answers.
+  // The actors' lease (head_link.h): renewed by the link each time the head answers. Its
+  // name is this worker's alone: workers in other pid namespaces (containers) sharing the
+  // folder may have the same pid, and one must never renew another's actors.
+  std::random_device random;
+  const uint64_t suffix = (uint64_t(random()) << 32) | random();
   absl::StatusOr<std::unique_ptr<LeaseWriter>> lease =
-      LeaseWriter::Create(absl::StrCat(o.log_dir, "/actor-lease-", getpid()));
+      LeaseWriter::Create(absl::StrCat(o.log_dir, "/actor-lease-", getpid(), "-", absl::Hex(suffix)));
   if (!lease.ok()) return Fail(lease.status());
 
   rpc::TokenAuth auth(o.token);
@@ -207,7 +212,8 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
   spdlog::info("worker service on {}:{}, actor logs in {}", o.bind, server->port, o.log_dir);
   info.set_address(absl::StrCat(o.node_ip, ":", server->port));
   if (metrics_server) info.set_metrics_port(metrics_server->port());
-  head_link.emplace(info, *head_api, *probe_api, *peer_api, local_actors, RealClock::Get(),
+  // Monotonic: a step of the wall clock must not stretch the keep limit (or the leases).
+  head_link.emplace(info, *head_api, *probe_api, *peer_api, local_actors, MonotonicClock::Get(),
                     HeadLinkOptions{o.head, o.head_retry_window, &ProcessGone});
   link.store(&*head_link);
 

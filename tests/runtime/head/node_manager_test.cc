@@ -546,7 +546,10 @@ class KeepLimitTest : public ConfirmedDeathTest {
     BeatKeeping(id);
     return id;
   }
-  void BeatKeeping(const NodeId& id) {
+  // A heartbeat from a worker that applies the head's limit (it had it in its registration
+  // reply), as the node service makes it: the limit noted first.
+  void BeatKeeping(const NodeId& id, absl::Duration applied = kKeep) {
+    ASSERT_TRUE(keeping_.NoteKeep(id, applied).ok());
     PeerList peers;
     ASSERT_TRUE(keeping_.Heartbeat(id, held_[id], &peers).ok());
     held_[id] = peers.version;
@@ -575,10 +578,10 @@ TEST_F(KeepLimitTest, ANodeWhosePeersDiedWithItIsConfirmedOnceNoLeaseCanRun) {
     for (NodeId id : {a, b, c}) BeatKeeping(id);
   NodeId d = JoinKeeping();  // joined after: cannot confirm, but keeps the head from isolation
   // a, b and c die at once: nobody is left to hold a list without them.
-  EXPECT_EQ(Sorted(RunKeeping(absl::Seconds(6), {d})), Sorted({Silent(a), Silent(b), Silent(c)}))
-      << "declared DEAD after 4 s; 6 s = K + T after they were last heard: not yet";
+  EXPECT_EQ(Sorted(RunKeeping(absl::Milliseconds(5500), {d})), Sorted({Silent(a), Silent(b), Silent(c)}))
+      << "declared DEAD after 4 s, not yet confirmed";
   EXPECT_EQ(Sorted(RunKeeping(absl::Milliseconds(500), {d})), Sorted({Dead(a), Dead(b), Dead(c)}))
-      << "past K + T: no lease any of them renewed can still run";
+      << "6 s = K + T after they were last heard: no lease any of them renewed can still run";
   EXPECT_FALSE(keeping_.DeathUnconfirmed(a.ToString()));
 }
 
@@ -610,6 +613,54 @@ TEST_F(KeepLimitTest, AfterAHeadRestartTheLimitCountsFromTheRecovery) {
   EXPECT_EQ(Sorted(heard.events), Sorted({Dead(a), Dead(b), Dead(c)}));
 }
 
+TEST_F(KeepLimitTest, ANodeWhoseWorkerAppliesNoLimitWaitsForItsPeers) {
+  NodeId a = JoinKeeping(), b = JoinKeeping(), c = JoinKeeping();
+  for (int i = 0; i < 2; ++i) {
+    BeatKeeping(a, absl::ZeroDuration());  // an older worker, or one that never had the limit
+    BeatKeeping(b), BeatKeeping(c);
+  }
+  EXPECT_EQ(keeping_.Find(a.ToString())->headless_keep_ms(), 0) << "no limit is the larger";
+  EXPECT_EQ(keeping_.Find(b.ToString())->headless_keep_ms(), 2000);
+  NodeId d = JoinKeeping();
+  EXPECT_EQ(Sorted(RunKeeping(absl::Seconds(30), {d})),
+            Sorted({Silent(a), Silent(b), Silent(c), Dead(b), Dead(c)}))
+      << "b and c by the horizon; a may still keep its actors on its peers' word";
+  EXPECT_TRUE(keeping_.DeathUnconfirmed(a.ToString()));
+}
+
+TEST_F(KeepLimitTest, ALimitFromAPreviousHeadCountsUntilTheWorkerSaysItAppliesTheNewOne) {
+  NodeId a = JoinKeeping(), b = JoinKeeping(), c = JoinKeeping();
+  for (int i = 0; i < 2; ++i)
+    for (NodeId id : {a, b, c}) BeatKeeping(id, absl::Seconds(9));  // a previous head's 9 s
+  ASSERT_EQ(keeping_.Find(a.ToString())->headless_keep_ms(), 9000);
+  NodeManager next(store_, clock_,
+                   {.heartbeat_period = absl::Seconds(1), .heartbeat_misses = 4, .headless_keep = kKeep});
+  RecordingListener heard;
+  next.SetListener(&heard);
+  ASSERT_TRUE(next.Recover().ok());
+  // b tells the new head it applies 2 s now; a and c never reach it.
+  ASSERT_TRUE(next.NoteKeep(b, kKeep).ok());
+  EXPECT_EQ(next.Find(b.ToString())->headless_keep_ms(), 2000);
+  ASSERT_TRUE(next.NoteKeep(c, absl::Seconds(9)).ok());
+  EXPECT_EQ(next.Find(c.ToString())->headless_keep_ms(), 9000) << "it may take the new one from this reply";
+  NodeId d = *next.Register(Node(0));
+  auto run = [&](absl::Duration span) {
+    heard.events.clear();
+    for (absl::Duration t; t < span; t += absl::Milliseconds(500)) {
+      clock_.Advance(absl::Milliseconds(500));
+      ASSERT_TRUE(next.Heartbeat(d).ok());
+      next.CheckLiveness();
+    }
+  };
+  run(absl::Seconds(6));  // b: 2 s + 4 s after the recovery
+  EXPECT_EQ(Sorted(heard.events), Sorted({Silent(a), Silent(b), Silent(c), Dead(b)}))
+      << "a and c may still apply 9 s";
+  run(absl::Milliseconds(6500));
+  EXPECT_TRUE(heard.events.empty()) << "12.5 s";
+  run(absl::Milliseconds(500));
+  EXPECT_EQ(Sorted(heard.events), Sorted({Dead(a), Dead(c)})) << "9 s + 4 s after the recovery";
+}
+
 TEST_F(KeepLimitTest, AWorkerOnTheSameMachineFindingASilentNodesProcessGoneMakesItsDeathCertain) {
   NodeId a = JoinKeeping("boot-1/ns-1", 100), b = JoinKeeping("boot-1/ns-1", 200),
          c = JoinKeeping("boot-2/ns-1", 300), d = JoinKeeping("boot-1/ns-1", 400);
@@ -628,11 +679,16 @@ TEST_F(KeepLimitTest, AWorkerOnTheSameMachineFindingASilentNodesProcessGoneMakes
   keeping_.ReportGone(b, {{a, 100, 1101}});
   keeping_.ReportGone(b, {{d, 400, 1400}});
   EXPECT_TRUE(RunKeeping(absl::Milliseconds(500), {b, c, d}).empty());
+  // A report is undone by a heartbeat of the node: heard, it was not its process.
+  keeping_.ReportGone(b, {{a, 100, 1100}});
+  BeatKeeping(a);
+  EXPECT_TRUE(RunKeeping(absl::Milliseconds(500), {a, b, c, d}).empty());
+  RunKeeping(absl::Milliseconds(2500), {b, c, d});
   keeping_.ReportGone(b, {{a, 100, 1100}});
   listener_.events.clear();
   keeping_.CheckLiveness();
   EXPECT_EQ(listener_.events, std::vector<std::string>{Dead(a)})
-      << "3 s after it was last heard, before the 4 s threshold: certain, no peers needed";
+      << "2.5 s after it was last heard, before the 4 s threshold: certain, no peers needed";
   EXPECT_NE(keeping_.Find(a.ToString())->death_reason().find("pid 100"), std::string::npos)
       << keeping_.Find(a.ToString())->death_reason();
   EXPECT_FALSE(keeping_.DeathUnconfirmed(a.ToString()));

@@ -53,6 +53,7 @@ class FakeHead final : public HeadApi {
     }
     for (const v1::ActorStart& a : stop) *r.add_stop() = a;
     for (const v1::ProcessCheck& c : check) *r.add_check() = c;
+    r.set_headless_keep_ms(keep_ms);
     return r;
   }
   void Reconnect() override {
@@ -343,6 +344,30 @@ TEST_F(HeadLinkTest, APeerMajorityKeepsTheActorsOnlyUntilTheHeadsKeepLimit) {
   Link().Round();
   EXPECT_EQ(actors_.leases.back(), absl::Milliseconds(1800)) << "the head answers: renewed again";
   EXPECT_FALSE(Link().fenced());
+}
+
+TEST_F(HeadLinkTest, TakesTheKeepLimitFromHeartbeatRepliesAndSaysWhichItApplies) {
+  Connect();  // registered with a head that gave no limit
+  EXPECT_EQ(head_.last_request.keep_ms(), 0);
+  head_.keep_ms = 1500;  // a head restarted with a limit: the worker does not register again
+  clock_.Advance(absl::Milliseconds(500));
+  Link().Round();
+  clock_.Advance(absl::Milliseconds(500));
+  Link().Round();
+  EXPECT_EQ(head_.last_request.keep_ms(), 1500) << "reported in the heartbeat after the one that brought it";
+  peers_.reaches = {{"peer-a:1", false}, {"peer-b:1", false}};
+  Down(absl::Milliseconds(1400));
+  EXPECT_TRUE(actors_.fences.empty());
+  Down(absl::Milliseconds(200));
+  EXPECT_EQ(actors_.fences.size(), 1u) << "1.6 s after the last answer, past 1.5 s";
+  // Registering again, it says the limit it applies until the reply brings the head's.
+  head_.down = absl::OkStatus();
+  head_.forget = true;
+  clock_.Advance(absl::Milliseconds(200));
+  Link().Round();  // NOT_FOUND: register again
+  head_.forget = false;
+  Link().Round();
+  EXPECT_EQ(head_.registered_with.headless_keep_ms(), 1500);
 }
 
 TEST_F(HeadLinkTest, ALoneNodeKeepsItsActorsOnlyUntilTheKeepLimitToo) {
