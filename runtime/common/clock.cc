@@ -11,7 +11,7 @@ MonotonicClock& MonotonicClock::Get() {
 
 absl::Time MonotonicClock::Now() const {
   timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(CLOCK_BOOTTIME, &ts);
   return absl::UnixEpoch() + absl::Seconds(ts.tv_sec) + absl::Nanoseconds(ts.tv_nsec);
 }
 

@@ -22,9 +22,10 @@ class RealClock final : public Clock {
   absl::Time Now() const override { return absl::Now(); }
 };
 
-// CLOCK_MONOTONIC, as an absl::Time counted from an arbitrary start: durations between its
-// readings do not jump when the wall clock is set. For deadlines and elapsed time only, never
-// shown as a date. Process-wide singleton; never destroyed.
+// CLOCK_BOOTTIME (monotonic, and counting time the machine was suspended), as an absl::Time
+// counted from boot: durations between its readings do not jump when the wall clock is set.
+// For deadlines and elapsed time only, never shown as a date. Process-wide singleton; never
+// destroyed.
 class MonotonicClock final : public Clock {
  public:
   static MonotonicClock& Get();

@@ -34,7 +34,7 @@ std::optional<absl::Duration> OverdueAt(const int64_t* word, int64_t now_ns) {
 
 int64_t MonotonicNowNs() {
   timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(CLOCK_BOOTTIME, &ts);
   return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 

@@ -6,8 +6,9 @@
 // "Partitions" has the timing.
 //
 // The deadline is one 64-bit word, written and read atomically through a shared mapping:
-// nanoseconds of CLOCK_MONOTONIC (the same clock in every process of the machine), or
-// kNoDeadline. A fresh lease has no deadline.
+// nanoseconds of CLOCK_BOOTTIME (the same clock in every process of the machine; unlike
+// CLOCK_MONOTONIC it counts a suspend, so a lease does not outlive one), or kNoDeadline. A fresh lease has no
+// deadline.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,7 @@
 
 namespace skyrl {
 
-// Nanoseconds on CLOCK_MONOTONIC.
+// Nanoseconds on CLOCK_BOOTTIME.
 int64_t MonotonicNowNs();
 
 // The exit code of an actor host that stopped itself because its lease ran out.

@@ -124,7 +124,10 @@ absl::Status NodeManager::Recover() {
 
 absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead, uint64_t peers_version) {
   if (absl::Status s = ValidateNodeInfo(info); !s.ok()) return s;
-  NodeId id = info.node_id().empty() ? NodeId::Random() : *NodeId::Parse(info.node_id());
+  // A worker's first registration: a fresh process, with no actors, that applies this head's
+  // limit from the reply on. Registering again, it may still apply the one it says.
+  const bool fresh = info.node_id().empty();
+  NodeId id = fresh ? NodeId::Random() : *NodeId::Parse(info.node_id());
   int64_t now_ms = absl::ToUnixMillis(clock_.Now());
   info.set_node_id(id.ToString());
   (*info.mutable_labels())[kNodeIdLabel] = id.ToString();
@@ -133,7 +136,8 @@ absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead, 
   info.set_last_heartbeat_unix_ms(now_ms);
   info.clear_death_reason();
   // The limit it applies (its own word), or this head's once it has the reply.
-  info.set_headless_keep_ms(KeepBoundMs(info.headless_keep_ms()));
+  info.set_headless_keep_ms(KeepBoundMs(fresh && fencing() ? absl::ToInt64Milliseconds(options_.headless_keep)
+                                                           : info.headless_keep_ms()));
   absl::MutexLock events(&events_mu_);
   bool announce = true;
   {
@@ -292,7 +296,6 @@ NodeManager::Unconfirmed NodeManager::Confirmation(const NodeId& id, const v1::N
   u.give_up_at = info.head_retry_window_ms() > 0 ? absl::FromUnixMillis(info.last_heartbeat_unix_ms()) +
                                                        absl::Milliseconds(info.head_retry_window_ms()) + limit
                                                  : absl::InfiniteFuture();
-  // Stored in whole milliseconds, rounded down: the answer may have been up to 1 ms later.
   auto answered = answered_.find(id);
   u.horizon = Horizon(info, answered != answered_.end() ? answered->second : steady_.Now());
   HeldLists held;

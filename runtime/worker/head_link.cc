@@ -53,7 +53,7 @@ v1::HeadContactReply HeadLink::Contact(const std::string& asker) {
     if (reply.ok()) {
       absl::MutexLock lock(&mu_);
       Reached(sent);
-      AdoptKeepLocked(reply->headless_keep_ms());
+      if (reply->headless_keep_ms() > 0) AdoptKeepLocked(reply->headless_keep_ms());
     }
   }
   absl::MutexLock lock(&mu_);
@@ -265,7 +265,7 @@ HeadLink::Step HeadLink::Round() {
       absl::MutexLock lock(&mu_);
       Reached(now);
       AdoptPeersLocked(*reply);
-      AdoptKeepLocked(reply->headless_keep_ms());
+      if (reply->headless_keep_ms() > 0) AdoptKeepLocked(reply->headless_keep_ms());
     }
     StopAsked(*reply);
     CheckAsked(*reply);
@@ -320,25 +320,14 @@ void HeadLink::MaybeFence(absl::Time now) {
   // Supports given in this round are T old no earlier than T after it began; a renewal in it
   // runs 0.9 T from then, so it began within the keep limit.
   const absl::Time began = clock_.Now();
-  {
-    absl::MutexLock lock(&mu_);
-    // Kept on the peers' word (or alone) no longer than the head allows: it restarts this
-    // node's actors once no lease renewed so can still run (RegisterNodeReply.headless_keep_ms).
-    if (keep_ > absl::ZeroDuration() && began - last_sent_ >= keep_) {
-      FenceLocked(absl::StrCat(
-          "node ", node_id_, " has not reached the head at ", options_.head_address, " for ",
-          absl::FormatDuration(absl::Trunc(began - last_sent_, absl::Milliseconds(1))), ", past the ",
-          absl::FormatDuration(keep_),
-          " its peers' word may keep its actors (--headless-keep-ms): the head restarts them elsewhere ",
-          absl::FormatDuration(keep_ + death_after_),
-          " after it last heard this node at the latest, so they "
-          "are stopped here first"));
-      return;
-    }
-  }
+  // Kept on the peers' word (or alone) no longer than the head allows: past the keep limit
+  // the lease is renewed no more, so the actors stop by themselves within 0.9 T, before the
+  // head restarts them elsewhere (RegisterNodeReply.headless_keep_ms), unless the head
+  // answers first. A peer that reaches the head still fences them at once (below).
+  const bool renew = MayRenew(began);
   if (peers.empty()) {  // a lone node: nobody to ask
     absl::MutexLock lock(&mu_);
-    actors_.Lease(KeepTermLocked(began));
+    if (renew) actors_.Lease(KeepTermLocked(began));
     if (!cleared_)
       spdlog::warn("the head at {} has not answered for {}; no peers to ask, keeping this node's actors",
                    options_.head_address, absl::FormatDuration(silent));
@@ -355,7 +344,7 @@ void HeadLink::MaybeFence(absl::Time now) {
   if (last_try.valid() ? last_try.get() : LastTry(timeout)) return;
   absl::MutexLock lock(&mu_);
   if (why.empty()) {
-    actors_.Lease(KeepTermLocked(began));
+    if (renew) actors_.Lease(KeepTermLocked(began));
     if (!cleared_)
       spdlog::warn(
           "the head at {} has not answered for {}, and a majority of the {} nodes on the peer list (this one "
@@ -388,6 +377,23 @@ void HeadLink::AdoptKeepLocked(int64_t keep_ms) {
   if (death_after_ > absl::ZeroDuration()) keep_ = absl::Milliseconds(std::max<int64_t>(0, keep_ms));
 }
 
+bool HeadLink::MayRenew(absl::Time began) {
+  absl::MutexLock lock(&mu_);
+  if (keep_ == absl::ZeroDuration() || began - last_sent_ < keep_) {
+    past_keep_ = false;
+    return true;
+  }
+  if (!past_keep_)
+    spdlog::critical(
+        "the head at {} has not answered for {}, past the {} its peers' word may keep this node's actors "
+        "(--headless-keep-ms): their lease is renewed no more, so they stop within {} unless the head "
+        "answers, before it restarts them elsewhere",
+        options_.head_address, absl::FormatDuration(absl::Trunc(began - last_sent_, absl::Milliseconds(1))),
+        absl::FormatDuration(keep_), absl::FormatDuration(LeaseTerm()));
+  past_keep_ = true;
+  return false;
+}
+
 bool HeadLink::LastTry(absl::Duration timeout) {
   v1::HeartbeatRequest req;
   {
@@ -402,7 +408,7 @@ bool HeadLink::LastTry(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   Reached(sent);
   AdoptPeersLocked(*reply);
-  AdoptKeepLocked(reply->headless_keep_ms());
+  if (reply->headless_keep_ms() > 0) AdoptKeepLocked(reply->headless_keep_ms());
   return true;
 }
 

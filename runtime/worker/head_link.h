@@ -25,11 +25,12 @@
 //     given to it is T old (head::NodeManager's confirmed deaths). Both halves cannot exist
 //     at once, so whichever way the network splits (the head down, the head cut off from all,
 //     several workers cut off together while it hears the rest), at most one side serves.
-//     Asked again every round, and fenced as soon as that majority is gone, or once the
-//     head's keep limit (RegisterNodeReply.headless_keep_ms, K) has passed since the last
-//     request the head answered was sent: so the head, which knows when it last heard the
-//     node, knows the latest instant any of its leases can run, and restarts its actors then
-//     even when no majority is left to confirm the death.
+//     Asked again every round, and fenced as soon as that majority is gone. Once the head's
+//     keep limit (RegisterNodeReply.headless_keep_ms, K) has passed since the last request
+//     the head answered was sent, the lease is renewed no more (the actors stop within
+//     0.9 T unless the head answers): so the head, which knows when it last heard the node,
+//     knows the latest instant any of its leases can run, and restarts its actors then even
+//     when no majority is left to confirm the death.
 //   - fewer support it: fence. The head may be hearing a majority, which will confirm.
 //   - no peers (a lone node): nothing to ask, no fencing. The head confirms a lone node's
 //     death at once; its actors then wait for room on a node that joins, so two incarnations
@@ -168,7 +169,12 @@ class HeadLink {
   // renew their lease for: 0.9 T from then.
   absl::Duration KeepTermLocked(absl::Time began) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The head's keep limit, from a registration or heartbeat reply (a fencing link only).
+  // A heartbeat reply's 0 says nothing (a head that does not fence, or does not know the
+  // field): the limit the link has stays.
   void AdoptKeepLocked(int64_t keep_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a round that began at `began` may still renew the lease (within the keep limit);
+  // says so once when it may not.
+  bool MayRenew(absl::Time began) ABSL_LOCKS_EXCLUDED(mu_);
   // Checks the worker processes the head asks about (HeartbeatReply.check), to report those
   // gone in the next heartbeat.
   void CheckAsked(const v1::HeartbeatReply& reply) ABSL_LOCKS_EXCLUDED(mu_);
@@ -199,6 +205,7 @@ class HeadLink {
   absl::Duration death_after_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();  // 0: the head does not guard
   // How long after its last answer the peers' word may keep the actors (0: no limit).
   absl::Duration keep_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  bool past_keep_ ABSL_GUARDED_BY(mu_) = false;                 // said so once
   absl::Time last_sent_ ABSL_GUARDED_BY(mu_);                   // send time of the last request answered
   std::optional<absl::Time> last_answer_ ABSL_GUARDED_BY(mu_);  // when that answer came
   std::vector<Peer> peers_ ABSL_GUARDED_BY(mu_);

@@ -628,6 +628,71 @@ TEST_F(KeepLimitTest, ANodeWhoseWorkerAppliesNoLimitWaitsForItsPeers) {
   EXPECT_TRUE(keeping_.DeathUnconfirmed(a.ToString()));
 }
 
+TEST_F(KeepLimitTest, TheStoredLimitIsTheLargerOfTheWorkersAndTheHeads) {
+  v1::NodeInfo fresh = Node(0);
+  NodeId a = *keeping_.Register(fresh);
+  EXPECT_EQ(keeping_.Find(a.ToString())->headless_keep_ms(), 2000)
+      << "a fresh worker has no actors yet, and applies the head's limit from the reply on";
+  v1::NodeInfo again = Node(0);
+  again.set_node_id(a.ToString());
+  again.set_headless_keep_ms(5000);  // registering again, it still applies a previous head's
+  ASSERT_TRUE(keeping_.Register(again).ok());
+  EXPECT_EQ(keeping_.Find(a.ToString())->headless_keep_ms(), 5000);
+  ASSERT_TRUE(keeping_.NoteKeep(a, absl::Seconds(1)).ok());
+  EXPECT_EQ(keeping_.Find(a.ToString())->headless_keep_ms(), 2000) << "1 s now, or 2 s from this reply";
+  ASSERT_TRUE(keeping_.NoteKeep(a, absl::ZeroDuration()).ok());
+  EXPECT_EQ(keeping_.Find(a.ToString())->headless_keep_ms(), 0) << "none is the largest";
+  ASSERT_TRUE(keeping_.NoteKeep(a, kKeep).ok());
+  EXPECT_EQ(keeping_.Find(a.ToString())->headless_keep_ms(), 2000);
+  absl::StatusOr<std::string> stored = store_.Get(kNodesTable, a.ToString());
+  ASSERT_TRUE(stored.ok());
+  v1::NodeInfo info;
+  ASSERT_TRUE(info.ParseFromString(*stored));
+  EXPECT_EQ(info.headless_keep_ms(), 2000) << "stored, for the next head";
+  EXPECT_TRUE(absl::IsNotFound(keeping_.NoteKeep(NodeId::Random(), kKeep)));
+}
+
+// The horizon runs on the steady clock: a step of the wall clock declares nodes dead (as it
+// always did) but confirms none before their leases have run out.
+TEST(KeepLimitClockTest, AWallClockStepDoesNotShortenTheHorizon) {
+  store::MemoryStore store;
+  FakeClock wall, steady;
+  NodeManager nodes(
+      store, wall,
+      {.heartbeat_period = absl::Seconds(1), .heartbeat_misses = 4, .headless_keep = absl::Seconds(2)},
+      &steady);
+  RecordingListener heard;
+  nodes.SetListener(&heard);
+  std::map<NodeId, uint64_t> held;
+  auto beat = [&](const NodeId& id) {
+    ASSERT_TRUE(nodes.NoteKeep(id, absl::Seconds(2)).ok());
+    PeerList peers;
+    ASSERT_TRUE(nodes.Heartbeat(id, held[id], &peers).ok());
+    held[id] = peers.version;
+  };
+  NodeId a = *nodes.Register(Node(0)), b = *nodes.Register(Node(0)), c = *nodes.Register(Node(0));
+  for (int i = 0; i < 2; ++i)
+    for (NodeId id : {a, b, c}) beat(id);
+  NodeId d = *nodes.Register(Node(0));
+  wall.Advance(absl::Hours(1));  // the wall clock jumps an hour; a second passes
+  steady.Advance(absl::Seconds(1));
+  ASSERT_TRUE(nodes.Heartbeat(d).ok());
+  nodes.CheckLiveness();
+  EXPECT_TRUE(nodes.DeathUnconfirmed(a.ToString())) << "declared by the wall clock, not confirmed";
+  for (int i = 0; i < 9; ++i) {
+    steady.Advance(absl::Milliseconds(500));
+    wall.Advance(absl::Milliseconds(500));
+    ASSERT_TRUE(nodes.Heartbeat(d).ok());
+    nodes.CheckLiveness();
+  }
+  EXPECT_TRUE(nodes.DeathUnconfirmed(a.ToString())) << "5.5 s on the steady clock";
+  steady.Advance(absl::Milliseconds(500));
+  wall.Advance(absl::Milliseconds(500));
+  ASSERT_TRUE(nodes.Heartbeat(d).ok());
+  nodes.CheckLiveness();
+  EXPECT_FALSE(nodes.DeathUnconfirmed(a.ToString())) << "6 s = K + T on the steady clock";
+}
+
 TEST_F(KeepLimitTest, ALimitFromAPreviousHeadCountsUntilTheWorkerSaysItAppliesTheNewOne) {
   NodeId a = JoinKeeping(), b = JoinKeeping(), c = JoinKeeping();
   for (int i = 0; i < 2; ++i)
