@@ -192,6 +192,21 @@ class PartitionTest : public ::testing::Test {
     return pids;
   }
 
+  // A probe as below, once it has had its first answer (a failure of the test otherwise).
+  Subprocess StartAnsweredProbe(int host, const std::string& actor_id, const std::string& log) {
+    Subprocess probe = StartProbe(host, actor_id, log);
+    for (int i = 0; i < 200 && ProbeAnswers(log).empty(); ++i) absl::SleepFor(absl::Milliseconds(25));
+    EXPECT_FALSE(ProbeAnswers(log).empty()) << "the probe never answered";
+    return probe;
+  }
+
+  // Cuts (or heals) hosts `a` and `b` off from the head and from `rest`: {a, b} | {head, rest}.
+  void SplitPair(int a, int b, int rest, bool heal) {
+    for (int side : {a, b})
+      for (int other : {0, rest})
+        ASSERT_TRUE((heal ? lab_->HealBetween(side, other) : lab_->CutBetween(side, other)).ok());
+  }
+
   // skyrl-call-probe on `host`, calling the actor's "pid".
   Subprocess StartProbe(int host, const std::string& actor_id, const std::string& log) {
     SpawnOptions o;
@@ -412,13 +427,11 @@ TEST_F(PartitionTest, TwoWorkersCutOffTogetherKeepTheirActorsAndTheHeadRestartsN
   // {host, partner} | {head, rest}: the head hears one worker of three.
   const int host = echo.host, partner = host % 3 + 1, rest = partner % 3 + 1;
   const std::string probe_log = dir_ + "/probe.log";
-  Subprocess probe = StartProbe(partner, actor->actor_id, probe_log);
-  for (int i = 0; i < 200 && ProbeAnswers(probe_log).empty(); ++i) absl::SleepFor(absl::Milliseconds(25));
-  ASSERT_FALSE(ProbeAnswers(probe_log).empty()) << "the probe never answered";
+  Subprocess probe = StartAnsweredProbe(partner, actor->actor_id, probe_log);
+  ASSERT_FALSE(HasFailure());
 
   const absl::Time cut = absl::Now();
-  for (int side : {host, partner})
-    for (int other : {0, rest}) ASSERT_TRUE(lab_->CutBetween(side, other).ok());
+  ASSERT_NO_FATAL_FAILURE(SplitPair(host, partner, rest, /*heal=*/false));
   // Long enough for the head to declare both dead; it must restart the actor nowhere.
   int most_processes = 0;
   for (absl::Time until = cut + kDeathThreshold * 4; absl::Now() < until;
@@ -436,8 +449,7 @@ TEST_F(PartitionTest, TwoWorkersCutOffTogetherKeepTheirActorsAndTheHeadRestartsN
   EXPECT_NE(worker_log.find("keeping this node's actors"), std::string::npos) << worker_log;
   EXPECT_EQ(worker_log.find("fenced"), std::string::npos) << worker_log;
   const absl::Time healed = absl::Now();
-  for (int side : {host, partner})
-    for (int other : {0, rest}) ASSERT_TRUE(lab_->HealBetween(side, other).ok());
+  ASSERT_NO_FATAL_FAILURE(SplitPair(host, partner, rest, /*heal=*/true));
 
   // Healed: the nodes register again (their deaths are confirmed: the old actors stop and
   // restart through the head), and the actor runs once.
@@ -483,13 +495,11 @@ TEST_F(KeepLimitPartitionTest, TwoWorkersCutOffTogetherStopTheirActorBeforeTheHe
   const std::optional<std::string> old_pid = echo.pid;
   const int host = echo.host, partner = host % 3 + 1, rest = partner % 3 + 1;
   const std::string probe_log = dir_ + "/probe.log";
-  Subprocess probe = StartProbe(partner, actor->actor_id, probe_log);
-  for (int i = 0; i < 200 && ProbeAnswers(probe_log).empty(); ++i) absl::SleepFor(absl::Milliseconds(25));
-  ASSERT_FALSE(ProbeAnswers(probe_log).empty()) << "the probe never answered";
+  Subprocess probe = StartAnsweredProbe(partner, actor->actor_id, probe_log);
+  ASSERT_FALSE(HasFailure());
 
   const absl::Time cut = absl::Now();
-  for (int side : {host, partner})
-    for (int other : {0, rest}) ASSERT_TRUE(lab_->CutBetween(side, other).ok());
+  ASSERT_NO_FATAL_FAILURE(SplitPair(host, partner, rest, /*heal=*/false));
   absl::Time alive_elsewhere = absl::InfiniteFuture();
   for (absl::Time deadline = cut + absl::Seconds(30); absl::Now() < deadline;
        absl::SleepFor(absl::Milliseconds(20))) {
@@ -521,8 +531,7 @@ TEST_F(KeepLimitPartitionTest, TwoWorkersCutOffTogetherStopTheirActorBeforeTheHe
   EXPECT_NE(ReadFileOrEmpty(WorkerLog(host)).find("--headless-keep-ms"), std::string::npos);
   EXPECT_NE(ReadFileOrEmpty(dir_ + "/head.log").find("no lease its worker renewed"), std::string::npos);
 
-  for (int side : {host, partner})
-    for (int other : {0, rest}) ASSERT_TRUE(lab_->HealBetween(side, other).ok());
+  ASSERT_NO_FATAL_FAILURE(SplitPair(host, partner, rest, /*heal=*/true));
   EXPECT_TRUE(WaitForAliveNodes(3, absl::Seconds(15))) << "the cut-off nodes did not rejoin";
   // The client still knows the old address: its first calls fail over to the new one.
   std::string after_pid;

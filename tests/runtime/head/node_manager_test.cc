@@ -563,6 +563,15 @@ class KeepLimitTest : public ConfirmedDeathTest {
     }
     return listener_.events;
   }
+  // As RunKeeping, on another head (`heard` listening), with only `beating` heartbeating.
+  void RunOn(NodeManager& head, RecordingListener& heard, const NodeId& beating, absl::Duration span) {
+    heard.events.clear();
+    for (absl::Duration t; t < span; t += absl::Milliseconds(500)) {
+      clock_.Advance(absl::Milliseconds(500));
+      ASSERT_TRUE(head.Heartbeat(beating).ok());
+      head.CheckLiveness();
+    }
+  }
   static std::vector<std::string> Sorted(std::vector<std::string> v) {
     std::sort(v.begin(), v.end());
     return v;
@@ -598,14 +607,7 @@ TEST_F(KeepLimitTest, AfterAHeadRestartTheLimitCountsFromTheRecovery) {
   next.SetListener(&heard);
   ASSERT_TRUE(next.Recover().ok());
   NodeId d = *next.Register(Node(0));
-  auto run = [&](absl::Duration span) {
-    heard.events.clear();
-    for (absl::Duration t; t < span; t += absl::Milliseconds(500)) {
-      clock_.Advance(absl::Milliseconds(500));
-      ASSERT_TRUE(next.Heartbeat(d).ok());
-      next.CheckLiveness();
-    }
-  };
+  auto run = [&](absl::Duration span) { RunOn(next, heard, d, span); };
   run(absl::Milliseconds(5500));
   EXPECT_TRUE(std::find(heard.events.begin(), heard.events.end(), Dead(a)) == heard.events.end())
       << "the previous head may have answered a just before it died: K + T after the recovery";
@@ -709,14 +711,7 @@ TEST_F(KeepLimitTest, ALimitFromAPreviousHeadCountsUntilTheWorkerSaysItAppliesTh
   ASSERT_TRUE(next.NoteKeep(c, absl::Seconds(9)).ok());
   EXPECT_EQ(next.Find(c.ToString())->headless_keep_ms(), 9000) << "it may take the new one from this reply";
   NodeId d = *next.Register(Node(0));
-  auto run = [&](absl::Duration span) {
-    heard.events.clear();
-    for (absl::Duration t; t < span; t += absl::Milliseconds(500)) {
-      clock_.Advance(absl::Milliseconds(500));
-      ASSERT_TRUE(next.Heartbeat(d).ok());
-      next.CheckLiveness();
-    }
-  };
+  auto run = [&](absl::Duration span) { RunOn(next, heard, d, span); };
   run(absl::Seconds(6));  // b: 2 s + 4 s after the recovery
   EXPECT_EQ(Sorted(heard.events), Sorted({Silent(a), Silent(b), Silent(c), Dead(b)}))
       << "a and c may still apply 9 s";
