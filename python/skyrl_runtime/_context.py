@@ -6,12 +6,15 @@ from . import _api
 
 
 def get_gpu_ids():
-    """The GPU ids this actor or task was given (the worker sets CUDA_VISIBLE_DEVICES to exactly
-    them); [] in a driver or without GPUs."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    if not os.environ.get("SKYRL_ACTOR_ID") or not visible:
+    """The GPU ids this actor or task was given ($SKYRL_GPU_IDS, set by the worker; also what it
+    sets CUDA_VISIBLE_DEVICES to, unless RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES leaves that
+    to the actor); [] in a driver or without GPUs."""
+    if not os.environ.get("SKYRL_ACTOR_ID"):
         return []
-    return [int(g) for g in visible.split(",") if g.strip().isdigit()]
+    assigned = os.environ.get("SKYRL_GPU_IDS")
+    if assigned is None:  # a worker from before SKYRL_GPU_IDS
+        assigned = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    return [int(g) for g in assigned.split(",") if g.strip().isdigit()]
 
 
 class RuntimeContext:

@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/common/actor_env.h"
 
 namespace skyrl::internal {
 
@@ -97,7 +98,7 @@ absl::Status ValidateActorEnvVar(absl::string_view field, absl::string_view name
   if (!IsEnvVarName(name))
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": \"", name.substr(0, 64), "\" is not a variable name"));
-  if (absl::StartsWith(name, "SKYRL_") || name == "CUDA_VISIBLE_DEVICES")
+  if (actor_env::IsReserved(std::string_view(name.data(), name.size())))
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", name, " is set by the worker"));
   if (value.size() > (64 << 10) || value.find('\0') != absl::string_view::npos)
     return absl::InvalidArgumentError(absl::StrCat(field, "[", name, "]: longer than 64 KiB or holds NUL"));

@@ -97,8 +97,8 @@ absl::Status ValidateHostFlavour(absl::string_view field, absl::string_view name
 bool IsEnvVarName(absl::string_view name);
 
 // One environment variable an actor asks for (runtime_env env_vars): a name of
-// [A-Za-z_][A-Za-z0-9_]*, not SKYRL_* nor CUDA_VISIBLE_DEVICES (the worker sets those), and a
-// value of at most 64 KiB without NUL. `field` names the map in the error.
+// [A-Za-z_][A-Za-z0-9_]*, not one the worker sets (actor_env::kReserved), and a value of at
+// most 64 KiB without NUL. `field` names the map in the error.
 absl::Status ValidateActorEnvVar(absl::string_view field, absl::string_view name, absl::string_view value);
 
 // The label the head gives every node: its node id, so that a label selector can pin an actor

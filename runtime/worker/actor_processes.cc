@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <future>
 #include <set>
@@ -11,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/common/actor_env.h"
 #include "runtime/common/lease.h"
 #include "runtime/common/log_tail.h"
 #include "runtime/common/logging.h"
@@ -24,6 +26,12 @@ constexpr size_t kMaxRefusals = 16384;
 }  // namespace
 
 std::string CudaVisibleDevices(const std::vector<int>& gpu_ids) { return absl::StrJoin(gpu_ids, ","); }
+
+bool NoSetCudaVisibleDevices(const std::map<std::string, std::string>& env) {
+  if (auto it = env.find(actor_env::kNoSetCudaVisibleDevices); it != env.end()) return !it->second.empty();
+  const char* own = std::getenv(actor_env::kNoSetCudaVisibleDevices);
+  return own != nullptr && *own != '\0';
+}
 
 std::string ActorExit::Describe() const {
   std::string out = exit.Describe();
@@ -103,14 +111,34 @@ absl::Status ActorProcesses::Launch(const ActorLaunch& launch) {
   SpawnOptions o;
   o.argv = launch.argv;
   o.env_set = launch.env;
-  o.env_set["CUDA_VISIBLE_DEVICES"] = CudaVisibleDevices(launch.gpu_ids);
-  o.env_set["SKYRL_ACTOR_ID"] = launch.actor_id.ToString();
+  // The devices (actor_env.h): exactly its GPUs, "" without, unless Ray's switch says the
+  // actor manages its own (then its env_vars' value, or the node's, stands). Its assignment
+  // is in SKYRL_GPU_IDS either way (get_gpu_ids()).
+  const std::string assigned = CudaVisibleDevices(launch.gpu_ids);
+  o.env_set[actor_env::kGpuIds] = assigned;
+  std::string warning;
+  if (!NoSetCudaVisibleDevices(launch.env)) {
+    if (auto own = launch.env.find(actor_env::kCudaVisibleDevices);
+        own != launch.env.end() && own->second != assigned)
+      warning = absl::StrCat("skyrl-worker: CUDA_VISIBLE_DEVICES=", own->second,
+                             " from the actor's env_vars is replaced by the GPUs it was given (\"", assigned,
+                             "\"); set ", actor_env::kNoSetCudaVisibleDevices, "=1 to keep it\n");
+    o.env_set[actor_env::kCudaVisibleDevices] = assigned;
+  }
+  o.env_set[actor_env::kActorId] = launch.actor_id.ToString();
   // The actor host ties its life to this process (it watches for re-parenting): a worker killed with
   // SIGKILL leaves no orphaned actors holding GPUs.
-  o.env_set["SKYRL_WORKER_PID"] = std::to_string(getpid());
+  o.env_set[actor_env::kWorkerPid] = std::to_string(getpid());
   // And it stops itself when the lease this worker renews on reaching the head runs out.
-  if (!options_.lease_path.empty()) o.env_set["SKYRL_ACTOR_LEASE"] = options_.lease_path;
+  if (!options_.lease_path.empty()) o.env_set[actor_env::kActorLease] = options_.lease_path;
   o.log_path = LogPath(launch.actor_id);
+  if (!warning.empty()) {
+    // The first line of the actor's log (which the process appends to).
+    if (std::FILE* f = std::fopen(o.log_path.c_str(), "a")) {
+      std::fputs(warning.c_str(), f);
+      std::fclose(f);
+    }
+  }
   o.working_dir = launch.working_dir;
   absl::MutexLock lock(&mu_);
   if (children_.contains(launch.actor_id))
@@ -125,8 +153,11 @@ absl::Status ActorProcesses::Launch(const ActorLaunch& launch) {
   if (!p.ok())
     return absl::Status(p.status().code(),
                         absl::StrCat("actor ", launch.actor_id.ToString(), ": ", p.status().message()));
-  spdlog::info("actor {} started as pid {} with CUDA_VISIBLE_DEVICES={}", launch.actor_id.ToString(),
-               p->pid(), o.env_set["CUDA_VISIBLE_DEVICES"]);
+  auto visible = o.env_set.find(actor_env::kCudaVisibleDevices);
+  spdlog::info(
+      "actor {} started as pid {} with CUDA_VISIBLE_DEVICES={}", launch.actor_id.ToString(), p->pid(),
+      visible != o.env_set.end() ? visible->second
+                                 : "(its own: " + std::string(actor_env::kNoSetCudaVisibleDevices) + ")");
   Child child{std::move(*p)};
   child.gpu_ids = launch.gpu_ids;
   child.incarnation = launch.incarnation;

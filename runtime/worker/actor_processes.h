@@ -25,7 +25,7 @@ namespace skyrl::worker {
 struct ActorLaunch {
   ActorId actor_id;
   std::vector<std::string> argv;           // the actor host and its arguments
-  std::vector<int> gpu_ids;                // physical ids; CUDA_VISIBLE_DEVICES is exactly these
+  std::vector<int> gpu_ids;                // physical ids: CUDA_VISIBLE_DEVICES (runtime/common/actor_env.h)
   std::map<std::string, std::string> env;  // extra environment
   std::string working_dir;                 // the process starts here (empty: the worker's)
   int64_t incarnation = 0;                 // which start of the actor (0: not said)
@@ -118,5 +118,8 @@ class ActorProcesses {
 
 // "3,5" for {3, 5}; "" for none (which hides every GPU from the actor).
 std::string CudaVisibleDevices(const std::vector<int>& gpu_ids);
+// Whether Ray's switch (actor_env::kNoSetCudaVisibleDevices) is set, non-empty, in the actor's
+// `env` or, when `env` does not name it, in this worker's own environment.
+bool NoSetCudaVisibleDevices(const std::map<std::string, std::string>& env);
 
 }  // namespace skyrl::worker

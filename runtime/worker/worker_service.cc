@@ -10,6 +10,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/common/actor_env.h"
 #include "absl/time/clock.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/resources.h"
@@ -173,22 +174,22 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
        "--call-records-file", HostTelemetry::RecordsPath(options_.log_dir, *id)},
       {req->gpu_ids().begin(), req->gpu_ids().end()},
       // SKYRL_NODE_HOST: where this node's actors listen (weight-sync receivers bind there).
-      {{"SKYRL_TOKEN", options_.token},
-       {"SKYRL_ADDRESS", options_.head_address},
-       {"SKYRL_NODE_HOST", options_.bind_host}}};
+      {{actor_env::kToken, options_.token},
+       {actor_env::kAddress, options_.head_address},
+       {actor_env::kNodeHost, options_.bind_host}}};
   for (const auto& [k, v] : req->env()) {
     if (absl::Status s = ValidateActorEnvVar("env", k, v); !s.ok()) return rpc::ToGrpc(s);
     launch.env[k] = v;
   }
   // The job that owns the actor: what the actor creates is the job's too (the client sends
   // SKYRL_JOB_ID), and get_runtime_context().get_job_id() reads it.
-  if (!req->job_id().empty()) launch.env["SKYRL_JOB_ID"] = req->job_id();
-  if (!req->node_id().empty()) launch.env["SKYRL_NODE_ID"] = req->node_id();
-  if (!options_.python.empty()) launch.env["SKYRL_PYTHON"] = options_.python;
+  if (!req->job_id().empty()) launch.env[actor_env::kJobId] = req->job_id();
+  if (!req->node_id().empty()) launch.env[actor_env::kNodeId] = req->node_id();
+  if (!options_.python.empty()) launch.env[actor_env::kPython] = options_.python;
   if (!working_dir.empty()) {
     launch.working_dir = working_dir;
-    launch.env["SKYRL_WORKING_DIR"] = working_dir;
-    launch.env["SKYRL_WORKING_DIR_DIGEST"] = req->working_dir();
+    launch.env[actor_env::kWorkingDir] = working_dir;
+    launch.env[actor_env::kWorkingDirDigest] = req->working_dir();
   }
   launch.incarnation = req->incarnation();
   // A previous incarnation being stopped here (the head restarts an actor on the node it ran

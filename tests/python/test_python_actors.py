@@ -139,6 +139,12 @@ def test_runtime_env_vars_reach_actors_and_tasks(cluster):
     with pytest.raises(exceptions.RayError, match="spec.env: SKYRL_TOKEN is set by the worker") as e:
         Counter.options(runtime_env={"env_vars": {"SKYRL_TOKEN": "x"}}).remote(0)
     assert e.value.code == "INVALID_ARGUMENT"
+    # A framework's own SKYRL_* settings pass through; only what the worker sets is refused.
+    framework = Counter.options(num_cpus=0, runtime_env={"env_vars": {"SKYRL_WORKER_NCCL_TIMEOUT_IN_S": "600"}}).remote(0)
+    assert ray.get(framework.env.remote("SKYRL_WORKER_NCCL_TIMEOUT_IN_S")) == "600"
+    for reserved in ("SKYRL_ACTOR_ID", "SKYRL_GPU_IDS", "SKYRL_NODE_ID"):
+        with pytest.raises(exceptions.RayError, match=f"{reserved} is set by the worker"):
+            Counter.options(runtime_env={"env_vars": {reserved: "x"}}).remote(0)
     with pytest.raises(NotImplementedError, match="conda is not supported"):
         Counter.options(runtime_env={"conda": "env"})
     with pytest.raises(TypeError, match="env_vars must map str to str"):
@@ -182,6 +188,19 @@ def test_placement_group_bundles_in_order_with_gpu_ids(monkeypatch, tmp_path):
             second = Gpu.options(num_cpus=0.5, num_gpus=1, scheduling_strategy=PlacementGroupSchedulingStrategy(
                 pg, placement_group_bundle_index=1)).remote()
             assert ray.get(second.ids.remote()) == ([1], "1")
+            # Colocation as RL frameworks do it: a helper with no GPU of its own shares its
+            # rank's, named in its env_vars behind Ray's switch; without the switch the worker's
+            # value stands (its GPUs: none), at actor and at driver (runtime_env) level.
+            noset = {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": "1"}
+            helper = Gpu.options(num_cpus=0.5, num_gpus=0, runtime_env={"env_vars": noset}).remote()
+            assert ray.get(helper.ids.remote()) == ([], "1")
+            plain = Gpu.options(num_cpus=0.5, num_gpus=0,
+                                runtime_env={"env_vars": {"CUDA_VISIBLE_DEVICES": "1"}}).remote()
+            assert ray.get(plain.ids.remote()) == ([], "")
+            owner = Gpu.options(num_cpus=0.5, num_gpus=1, runtime_env={"env_vars": {
+                "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": "0,1,2,3"}}).remote()
+            ids, visible = ray.get(owner.ids.remote())
+            assert visible == "0,1,2,3" and len(ids) == 1, "get_gpu_ids() still reports the assignment"
             with pytest.raises(exceptions.RayError) as never:
                 placement_group([{"GPU": 8}], strategy="STRICT_PACK")
             assert never.value.code == "RESOURCE_EXHAUSTED" and "GPU" in str(never.value)

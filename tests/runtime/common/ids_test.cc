@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "absl/container/flat_hash_set.h"
+#include "runtime/common/actor_env.h"
 
 namespace skyrl {
 namespace {
@@ -50,6 +51,22 @@ TEST(NameTest, ValidatesUserNames) {
   EXPECT_FALSE(ValidateName("name", "a b").ok());
   EXPECT_FALSE(ValidateName("name", std::string(129, 'a')).ok());
   EXPECT_NE(ValidateName("actor name", "a/b").message().find("actor name"), std::string::npos);
+}
+
+// Only what the worker sets is reserved; frameworks' own SKYRL_* settings and the device
+// variables pass through to the actor.
+TEST(ActorEnvTest, OnlyTheVariablesTheWorkerSetsAreRefusedEachByName) {
+  for (std::string_view name : actor_env::kReserved) {
+    absl::Status s = ValidateActorEnvVar("spec.env", absl::string_view(name.data(), name.size()), "x");
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << name;
+    EXPECT_NE(s.message().find(std::string(name) + " is set by the worker"), std::string::npos) << s;
+  }
+  for (const char* name :
+       {"SKYRL_WORKER_NCCL_TIMEOUT_IN_S", "SKYRL_DUMP_INFRA_LOG_TO_STDOUT", "CUDA_VISIBLE_DEVICES",
+        "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES", "SKYRL_CALL_TELEMETRY"})
+    EXPECT_TRUE(ValidateActorEnvVar("spec.env", name, "1").ok()) << name;
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateActorEnvVar("spec.env", "1BAD", "x")));
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateActorEnvVar("spec.env", "OK", std::string(1, '\0'))));
 }
 
 }  // namespace

@@ -81,6 +81,43 @@ TEST_F(ActorProcessesTest, NoGpusMeansAnEmptyCudaVisibleDevices) {
   EXPECT_EQ(e->last_lines, std::vector<std::string>{"[]"});
 }
 
+// Ray's device semantics: the worker sets CUDA_VISIBLE_DEVICES to the actor's GPUs, over an
+// env_vars value (saying so in the actor's log), unless Ray's switch is set in the actor's
+// environment; SKYRL_GPU_IDS says the assignment either way.
+TEST_F(ActorProcessesTest, TheWorkerOwnsCudaVisibleDevicesUnlessTheActorSaysItManagesItsOwn) {
+  const char* kShow = "echo \"[${CUDA_VISIBLE_DEVICES-unset}] [${SKYRL_GPU_IDS-unset}]\"";
+  ActorLaunch gpu = Shell(kShow, {2});
+  gpu.env["CUDA_VISIBLE_DEVICES"] = "7";
+  ActorLaunch helper = Shell(kShow);  // no GPUs: shares its rank's, which it names itself
+  helper.env["CUDA_VISIBLE_DEVICES"] = "2";
+  helper.env["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"] = "1";
+  ActorLaunch off = Shell(kShow);
+  off.env["CUDA_VISIBLE_DEVICES"] = "2";
+  off.env["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"] = "";  // empty: not set
+  for (const ActorLaunch* l : {&gpu, &helper, &off}) ASSERT_TRUE(procs_->Launch(*l).ok());
+  auto g = WaitExit(gpu.actor_id), h = WaitExit(helper.actor_id), o = WaitExit(off.actor_id);
+  ASSERT_TRUE(g && h && o);
+  EXPECT_EQ(g->last_lines.back(), "[2] [2]") << "its own GPU, not the env_vars' 7";
+  EXPECT_NE(g->last_lines.front().find("CUDA_VISIBLE_DEVICES=7 from the actor's env_vars is replaced"),
+            std::string::npos)
+      << g->last_lines.front();
+  EXPECT_EQ(h->last_lines, std::vector<std::string>{"[2] []"}) << "its own value stands; no GPUs given";
+  EXPECT_EQ(o->last_lines.back(), "[] []");
+}
+
+TEST_F(ActorProcessesTest, TheSwitchInTheWorkersOwnEnvironmentLeavesTheNodesValue) {
+  ASSERT_EQ(setenv("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES", "1", 1), 0);
+  ASSERT_EQ(setenv("CUDA_VISIBLE_DEVICES", "4,5", 1), 0);
+  ActorLaunch l = Shell("echo \"[${CUDA_VISIBLE_DEVICES-unset}] [${SKYRL_GPU_IDS-unset}]\"", {1});
+  absl::Status launched = procs_->Launch(l);
+  unsetenv("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES");
+  unsetenv("CUDA_VISIBLE_DEVICES");
+  ASSERT_TRUE(launched.ok()) << launched;
+  auto e = WaitExit(l.actor_id);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->last_lines, std::vector<std::string>{"[4,5] [1]"});
+}
+
 TEST_F(ActorProcessesTest, ASignalFromOutsideIsReportedAsThatSignal) {
   // The actor kills itself with SIGSEGV, as a crashing native library would.
   ActorLaunch l = Shell("echo started; kill -SEGV $$; sleep 30");
