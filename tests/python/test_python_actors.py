@@ -151,6 +151,24 @@ def test_runtime_env_vars_reach_actors_and_tasks(cluster):
         Counter.options(runtime_env={"env_vars": {"N": 1}})
 
 
+def test_the_switch_in_the_drivers_runtime_env_reaches_every_actor(monkeypatch, tmp_path):
+    """Ray's RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES at job level: init's runtime_env merges
+    into each actor's, so an actor's own CUDA_VISIBLE_DEVICES stands."""
+    monkeypatch.delenv("SKYRL_ADDRESS", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    ray.init(num_cpus=2, runtime_env={"env_vars": {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}})
+    try:
+        @ray.remote(num_cpus=0)
+        class Helper:
+            def devices(self):
+                return ray.get_gpu_ids(), os.environ.get("CUDA_VISIBLE_DEVICES")
+
+        helper = Helper.options(runtime_env={"env_vars": {"CUDA_VISIBLE_DEVICES": "3"}}).remote()
+        assert ray.get(helper.devices.remote()) == ([], "3")
+    finally:
+        ray.shutdown()
+
+
 def test_placement_group_bundles_in_order_with_gpu_ids(monkeypatch, tmp_path):
     """A worker declaring GPUs (--gpu-ids): bundles keep their order and the table says each
     bundle's node and device, which CUDA_VISIBLE_DEVICES and get_gpu_ids() show in the actor."""
