@@ -1,6 +1,6 @@
 #include "runtime/common/clock.h"
 
-#include <time.h>
+#include "runtime/common/lease.h"
 
 namespace skyrl {
 
@@ -9,11 +9,8 @@ MonotonicClock& MonotonicClock::Get() {
   return *clock;
 }
 
-absl::Time MonotonicClock::Now() const {
-  timespec ts;
-  clock_gettime(CLOCK_BOOTTIME, &ts);
-  return absl::UnixEpoch() + absl::Seconds(ts.tv_sec) + absl::Nanoseconds(ts.tv_nsec);
-}
+// The leases' own clock: HeadLink times their renewals on this one.
+absl::Time MonotonicClock::Now() const { return absl::UnixEpoch() + absl::Nanoseconds(MonotonicNowNs()); }
 
 RealClock& RealClock::Get() {
   static RealClock* clock = new RealClock();

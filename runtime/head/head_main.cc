@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
                  "how long a worker that cannot reach the head may keep its actors on its peers' word, after "
                  "its last answer; a silent node's actors restart elsewhere at the latest this plus "
                  "period x misses after it was last heard. A head away longer than this plus 0.9 x period x "
-                 "misses stops every actor (they restart when it is back). 0: no limit")
+                 "misses stops every actor (those with restarts left restart when it is back). 0: no limit")
       ->check(CLI::Range(int64_t{0}, int64_t{24} * 3600 * 1000));
   app.add_option("--keep-terminal", keep_terminal,
                  "DEAD actors and REMOVED placement groups kept per table (memory and store), the oldest "

@@ -53,7 +53,7 @@ v1::HeadContactReply HeadLink::Contact(const std::string& asker) {
     if (reply.ok()) {
       absl::MutexLock lock(&mu_);
       Reached(sent);
-      if (reply->headless_keep_ms() > 0) AdoptKeepLocked(reply->headless_keep_ms());
+      AdoptKeepLocked(*reply);
     }
   }
   absl::MutexLock lock(&mu_);
@@ -265,7 +265,7 @@ HeadLink::Step HeadLink::Round() {
       absl::MutexLock lock(&mu_);
       Reached(now);
       AdoptPeersLocked(*reply);
-      if (reply->headless_keep_ms() > 0) AdoptKeepLocked(reply->headless_keep_ms());
+      AdoptKeepLocked(*reply);
     }
     StopAsked(*reply);
     CheckAsked(*reply);
@@ -377,6 +377,10 @@ void HeadLink::AdoptKeepLocked(int64_t keep_ms) {
   if (death_after_ > absl::ZeroDuration()) keep_ = absl::Milliseconds(std::max<int64_t>(0, keep_ms));
 }
 
+void HeadLink::AdoptKeepLocked(const v1::HeartbeatReply& reply) {
+  if (reply.headless_keep_ms() > 0) AdoptKeepLocked(reply.headless_keep_ms());
+}
+
 bool HeadLink::MayRenew(absl::Time began) {
   absl::MutexLock lock(&mu_);
   if (keep_ == absl::ZeroDuration() || began - last_sent_ < keep_) {
@@ -408,7 +412,7 @@ bool HeadLink::LastTry(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   Reached(sent);
   AdoptPeersLocked(*reply);
-  if (reply->headless_keep_ms() > 0) AdoptKeepLocked(reply->headless_keep_ms());
+  AdoptKeepLocked(*reply);
   return true;
 }
 

@@ -168,10 +168,11 @@ class HeadLink {
   // How long a round that began at `began` (within the keep limit) and keeps the actors may
   // renew their lease for: 0.9 T from then.
   absl::Duration KeepTermLocked(absl::Time began) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The head's keep limit, from a registration or heartbeat reply (a fencing link only).
-  // A heartbeat reply's 0 says nothing (a head that does not fence, or does not know the
-  // field): the limit the link has stays.
+  // The head's keep limit from a registration reply (a fencing link only; 0: no limit).
   void AdoptKeepLocked(int64_t keep_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same from a heartbeat reply, whose 0 says nothing (a head that does not fence, or
+  // does not know the field): the limit the link has stays.
+  void AdoptKeepLocked(const v1::HeartbeatReply& reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether a round that began at `began` may still renew the lease (within the keep limit);
   // says so once when it may not.
   bool MayRenew(absl::Time began) ABSL_LOCKS_EXCLUDED(mu_);
