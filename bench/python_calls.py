@@ -14,6 +14,7 @@ n:n figures beside Python's. Prints a table and RESULT lines.
 import argparse
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -54,6 +55,18 @@ def rate(n, fn):
     return n / (time.monotonic() - start)
 
 
+def starts(n):
+    """Actor creations per second (n created at once, each answering a call) and the median
+    time from one .remote() to its first answer, one actor after another (n of them)."""
+    per_s = rate(n, lambda: ray.get([h.echo.remote(0) for h in [Echo.remote() for _ in range(n)]]))
+    firsts = []
+    for _ in range(n):
+        start = time.monotonic()
+        ray.get(Echo.remote().echo.remote(0))
+        firsts.append((time.monotonic() - start) * 1000)
+    return per_s, statistics.median(firsts)
+
+
 def cpp_rates(bin_dir, calls, nn):
     """bench/actor_calls's figures (the C++ client to C++ actors) by RESULT name: sync, async
     and n:n async calls per second."""
@@ -92,9 +105,13 @@ def main():
     ray.get([c.run.remote(callees, nn_calls, 250) for c in callers])
     nn = a.nn * nn_calls / (time.monotonic() - start)
     # Created and answering: remote() itself returns before the process is up.
-    creates = rate(a.creates, lambda: ray.get([h.echo.remote(0) for h in [Echo.remote() for _ in range(a.creates)]]))
+    creates, first_ms = starts(a.creates)
     ray.get([noop.remote(i) for i in range(50)])  # the task pool's processes start here
     tasks = rate(a.calls * 2, lambda: ray.get([noop.remote(i) for i in range(a.calls * 2)]))
+    ray.shutdown()
+    # The baseline in the same run: each Python actor a fresh interpreter (no fork server).
+    ray.init(address="local", _system_config={"python_fork_server": False})
+    fresh_creates, fresh_first_ms = starts(a.creates)
     ray.shutdown()
     cpp = cpp_rates(bin_dir, max(a.calls, 2000), a.nn)
     cpp_sync = cpp["sync_calls_per_s"]
@@ -102,7 +119,8 @@ def main():
     rows = [("actor calls, 1:1 sync", sync, 2012, cpp_sync),
             ("actor calls, 1:1 async", async_, 8664, cpp["async_calls_per_s"]),
             (f"actor calls, n:n async, n={a.nn}", nn, 27376, cpp["nn_async_calls_per_s"]),
-            ("tasks, async", tasks, 7931, None), ("actor creations", creates, None, None)]
+            ("tasks, async", tasks, 7931, None), ("actor creations", creates, None, None),
+            ("actor creations, fresh interpreters", fresh_creates, None, None)]
     print(f"{'Python figure':32} {'per s':>10} {'vs Ray (64 cores)':>18} {'C++ per s':>10} {'Python/C++':>11}")
     for name, value, ray_rate, cpp_rate in rows:
         print(f"{name:32} {value:10.0f} {value / ray_rate if ray_rate else float('nan'):18.2f} "
@@ -111,7 +129,12 @@ def main():
     print(f"RESULT py_async_calls_per_s {async_:.0f}")
     print(f"RESULT py_nn_async_calls_per_s {nn:.0f}")
     print(f"RESULT py_tasks_per_s {tasks:.0f}")
+    print(f"{'first call of a new actor, ms':32} p50 {first_ms:7.1f}   fresh interpreters: p50 {fresh_first_ms:7.1f}")
     print(f"RESULT py_actor_creates_per_s {creates:.1f}")
+    print(f"RESULT py_actor_first_call_ms {first_ms:.1f}")
+    print(f"RESULT py_actor_creates_per_s_fresh {fresh_creates:.1f}")
+    print(f"RESULT py_actor_first_call_ms_fresh {fresh_first_ms:.1f}")
+    print(f"RESULT py_actor_creates_speedup {creates / fresh_creates if fresh_creates else 0:.2f}")
     print(f"RESULT py_sync_ratio_to_cpp {sync / cpp_sync if cpp_sync else 0:.3f}")
 
 

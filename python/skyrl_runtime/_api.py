@@ -7,7 +7,7 @@ import os
 import threading
 
 from . import _edge, _native
-from ._cluster import LocalCluster
+from ._cluster import LocalCluster, check_system_config
 from .exceptions import RayError
 
 _lock = threading.Lock()
@@ -65,7 +65,7 @@ def _reachable(address, token):
 
 
 def init(address=None, *, namespace=None, num_cpus=None, ignore_reinit_error=False, runtime_env=None,
-         max_call_bytes=None):
+         max_call_bytes=None, _system_config=None):
     """Connects this process to a cluster, as ray.init() does.
 
     The address is the argument, else $SKYRL_ADDRESS, else the head `skyrl start --head` runs
@@ -76,13 +76,17 @@ def init(address=None, *, namespace=None, num_cpus=None, ignore_reinit_error=Fal
 
     A call has no deadline of its own (get(timeout=) bounds the wait, not the call).
     `max_call_bytes` bounds a call's arguments and result (default 4 GiB, the actor hosts'
-    limit). Outside a job, this driver's non-detached actors and placement groups die with it:
+    limit). `_system_config` (as Ray's, for a cluster init() starts; ValueError when joining
+    one) sets the local worker's internals: {"python_fork_server": False} starts each Python
+    actor in a fresh interpreter. Outside a job, this driver's non-detached actors and placement groups die with it:
     shutdown(), or the end of the process, kills and removes them, as in Ray. (A driver killed
     by a signal leaves them: submit it as a job, `skyrl job submit`, for that too.)
     """
     global _state
     from ._actors import check_runtime_env
     check_runtime_env(runtime_env, "init: runtime_env")
+    if _system_config is not None:
+        check_system_config(_system_config)
     with _lock:
         if _state is not None:
             if ignore_reinit_error:
@@ -110,8 +114,11 @@ def init(address=None, *, namespace=None, num_cpus=None, ignore_reinit_error=Fal
                 except RayError:
                     pass
             if target is None:
-                cluster = LocalCluster(num_cpus=num_cpus)
+                cluster = LocalCluster(num_cpus=num_cpus, system_config=_system_config)
                 target, token = cluster.address, cluster.token
+        if _system_config and cluster is None:
+            raise ValueError(f"init: _system_config sets up a cluster init() starts; this process joins the one at "
+                             f"{target} (as Ray, which refuses it when connecting to an existing cluster)")
         # A job's driver (submitted with --working-dir) and an actor started in a working_dir
         # pass that folder on to what they create, as Ray does.
         inherited = os.environ.get("SKYRL_WORKING_DIR")

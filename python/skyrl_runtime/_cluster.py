@@ -43,8 +43,27 @@ def stop_processes(procs, grace_s=10.0):
                 p.wait()
 
 
+# init(_system_config=...) keys a local cluster understands: name -> (type, the worker flag).
+SYSTEM_CONFIG = {
+    "python_fork_server": (bool, "--python-fork-server"),
+}
+
+
+def check_system_config(config):
+    """`config` validated: a dict of the keys of SYSTEM_CONFIG with values of their types."""
+    if not isinstance(config, dict):
+        raise TypeError(f"init: _system_config must be a dict, got {type(config).__name__}")
+    for key, value in config.items():
+        if key not in SYSTEM_CONFIG:
+            raise ValueError(f"init: _system_config: unknown key {key!r} (known: {', '.join(sorted(SYSTEM_CONFIG))})")
+        kind = SYSTEM_CONFIG[key][0]
+        if type(value) is not kind:
+            raise TypeError(f"init: _system_config[{key!r}] must be a {kind.__name__}, got {value!r}")
+    return config
+
+
 class LocalCluster:
-    def __init__(self, num_cpus=None, timeout=30.0):
+    def __init__(self, num_cpus=None, timeout=30.0, system_config=None):
         binaries = bin_dir()
         for name in ("skyrl-head", "skyrl-worker"):
             if not os.access(os.path.join(binaries, name), os.X_OK):
@@ -68,7 +87,9 @@ class LocalCluster:
             cpus = num_cpus if num_cpus is not None else max(os.cpu_count() or 1, 1)
             self._start(binaries, os.path.join(binaries, "skyrl-worker"),
                         ["--head", self.address, "--token-file", self.token_file, "--resources", f"CPU={cpus}",
-                         "--log-dir", os.path.join(self.dir, "actors"), "--log-level", "warn"], "worker.log")
+                         "--log-dir", os.path.join(self.dir, "actors"), "--log-level", "warn",
+                         *(f"{SYSTEM_CONFIG[k][1]}={str(v).lower()}" for k, v in (system_config or {}).items())],
+                        "worker.log")
 
             def alive():
                 if not any(n["alive"] for n in _native.list_nodes(self.address, self.token, 1.0)):

@@ -69,13 +69,22 @@ def _dispatch(obj, method, payload):
         return _wire.encode_error((blob, type(e).__name__, str(e), tb))
 
 
-def main():
+def main(exit=True):
+    """Runs the actor host on sys.argv; its exit code (with exit: exits with it)."""
     # runtime_env working_dir: the worker started this process in it; its modules import first.
     working_dir = os.environ.get("SKYRL_WORKING_DIR")
     if working_dir:
         sys.path.insert(0, working_dir)
-    sys.exit(_native.run_actor_host(sys.argv, _create, _dispatch))
+    code = _native.run_actor_host(sys.argv, _create, _dispatch)
+    if exit:
+        sys.exit(code)
+    return code
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--fork-server"]:
+        # The worker's fork server (_forkserver.py): forks this node's Python actors.
+        from skyrl_runtime import _forkserver
+        _forkserver.serve(int(sys.argv[2]))
+    else:
+        main()

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/actor/actor.h"
@@ -103,6 +104,12 @@ int RunActorHost(int argc, char** argv) {
   // Blocked first, so the watchdog thread (like every other) leaves SIGTERM to the main one.
   BlockTerminationSignals();
   if (parent != 0 || lease) Watch(parent, std::move(lease));
+  // gRPC's start-up (its threads, pollers, resolvers: about 10 ms) runs beside the actor's
+  // constructor rather than after it; the server below finds it done. Joined on every way out.
+  std::thread grpc_warm([] { grpc_init(); });
+  absl::Cleanup join_warm = [&grpc_warm] {
+    if (grpc_warm.joinable()) grpc_warm.join();
+  };
   CLI::App app{"skyrl-actor-host: runs one actor and serves calls to it"};
   std::string class_name, init_args, init_args_file, actor_id, bind = "127.0.0.1", port_file, token_file,
                                                                log_level = "info";
@@ -163,6 +170,7 @@ int RunActorHost(int argc, char** argv) {
   }
   rpc::TokenAuth auth(*token);
   ActorServiceImpl service(actor_id, *cls, **actor, auth, max_concurrency, limits, telemetry);
+  grpc_warm.join();
   grpc::ServerBuilder builder;
   int bound = 0;
   builder.AddListeningPort(absl::StrCat(bind, ":", port), rpc::ServerCredentials(), &bound);

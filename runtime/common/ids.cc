@@ -1,5 +1,8 @@
 #include "runtime/common/ids.h"
 
+#include <pthread.h>
+
+#include <atomic>
 #include <mutex>
 #include <random>
 
@@ -9,14 +12,28 @@
 
 namespace skyrl::internal {
 
+namespace {
+std::mt19937_64 Seeded() {
+  std::random_device rd;
+  std::seed_seq seq{rd(), rd(), rd(), rd(), rd(), rd(), rd(), rd()};
+  return std::mt19937_64(seq);
+}
+// Set in a forked child: it must not repeat its parent's ids (the worker's fork server forks
+// every Python actor from one process).
+std::atomic<bool> forked{false};
+}  // namespace
+
 void RandomIdBytes(std::array<uint8_t, 12>& out) {
   static std::mutex mu;
   static std::mt19937_64 gen = [] {
-    std::random_device rd;
-    std::seed_seq seq{rd(), rd(), rd(), rd(), rd(), rd(), rd(), rd()};
-    return std::mt19937_64(seq);
+    pthread_atfork(nullptr, nullptr, [] { forked.store(true, std::memory_order_relaxed); });
+    return Seeded();
   }();
   std::lock_guard<std::mutex> lock(mu);
+  if (forked.load(std::memory_order_relaxed)) {
+    forked.store(false, std::memory_order_relaxed);
+    gen = Seeded();
+  }
   for (size_t i = 0; i < out.size(); i += 8) {
     uint64_t v = gen();
     for (size_t j = 0; j < 8 && i + j < out.size(); ++j) out[i + j] = uint8_t(v >> (8 * j));

@@ -29,9 +29,7 @@ std::string ExitInfo::Describe() const {
                   : absl::StrCat("exit code ", exit_code);
 }
 
-absl::StatusOr<Subprocess> Subprocess::Start(const SpawnOptions& options) {
-  if (options.argv.empty()) return absl::InvalidArgumentError("spawn: argv is empty");
-
+std::vector<std::string> ChildEnvironment(const SpawnOptions& options) {
   std::map<std::string, std::string> env;
   for (char** e = environ; *e; ++e) {
     absl::string_view kv(*e);
@@ -41,8 +39,16 @@ absl::StatusOr<Subprocess> Subprocess::Start(const SpawnOptions& options) {
   }
   for (const auto& name : options.env_unset) env.erase(name);
   for (const auto& [k, v] : options.env_set) env[k] = v;
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+absl::StatusOr<Subprocess> Subprocess::Start(const SpawnOptions& options) {
+  if (options.argv.empty()) return absl::InvalidArgumentError("spawn: argv is empty");
+
+  std::vector<std::string> env_strings = ChildEnvironment(options);
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -62,7 +68,12 @@ absl::StatusOr<Subprocess> Subprocess::Start(const SpawnOptions& options) {
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   // Nothing else of the parent's leaks into the child: not the head's Redis connection, not
   // a listening socket that would keep a port busy after the parent dies.
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+  int first_closed = 3;
+  if (options.pass_fd >= 0) {
+    posix_spawn_file_actions_adddup2(&actions, options.pass_fd, 3);
+    first_closed = 4;
+  }
+  posix_spawn_file_actions_addclosefrom_np(&actions, first_closed);
   if (!options.working_dir.empty())
     posix_spawn_file_actions_addchdir_np(&actions, options.working_dir.c_str());
 

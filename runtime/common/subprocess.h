@@ -26,6 +26,7 @@ struct SpawnOptions {
   std::string working_dir;        // empty: the parent's
   bool new_process_group = true;  // so a signal to the group reaches grandchildren
   bool new_session = false;       // setsid: a daemon that outlives its terminal
+  int pass_fd = -1;               // when >= 0: this descriptor becomes the child's fd 3
 };
 
 // How a child ended.
@@ -38,9 +39,17 @@ struct ExitInfo {
   std::string Describe() const;
 };
 
+// The environment a child started with `options` gets: this process's, with env_unset
+// removed and env_set added, as sorted "NAME=value" strings.
+std::vector<std::string> ChildEnvironment(const SpawnOptions& options);
+
 class Subprocess {
  public:
   static absl::StatusOr<Subprocess> Start(const SpawnOptions& options);
+  // A child of this process that something else started (a process forked by the worker's
+  // fork server and re-parented here, runtime/worker/fork_server.h): owned, signalled and
+  // reaped as if Start had made it. `own_group`: it leads a process group of its own.
+  static Subprocess Adopt(pid_t pid, bool own_group) { return Subprocess(pid, own_group); }
 
   Subprocess(Subprocess&& other) noexcept;
   Subprocess& operator=(Subprocess&& other) noexcept;

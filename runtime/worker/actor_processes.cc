@@ -8,6 +8,7 @@
 #include <set>
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
@@ -91,7 +92,87 @@ class ActorProcesses::Spawner {
 };
 
 ActorProcesses::ActorProcesses(ActorProcessesOptions options)
-    : spawner_(std::make_unique<Spawner>()), options_(std::move(options)), reaper_([this] { ReapLoop(); }) {}
+    : spawner_(std::make_unique<Spawner>()), options_(std::move(options)) {
+  if (!options_.fork_server_host.empty()) {
+    if (absl::Status s = SetChildSubreaper(); !s.ok()) {
+      spdlog::warn("no fork server for Python actors (each starts a fresh interpreter): {}", s.message());
+    } else {
+      absl::MutexLock lock(&mu_);
+      subreaper_ = true;
+    }
+  }
+  bool prestart;
+  {
+    absl::MutexLock lock(&mu_);
+    prestart = subreaper_;
+  }
+  if (prestart) {
+    // Prestarted: its imports run while the worker registers, not during the first start.
+    absl::MutexLock lock(&launch_mu_);
+    StartForkServerLocked();
+  }
+  reaper_ = std::thread([this] { ReapLoop(); });
+}
+
+void ActorProcesses::StartForkServerLocked() {
+  fork_server_started_ = absl::Now();
+  {
+    absl::MutexLock lock(&mu_);
+    forked_at_server_start_ = forked_;
+  }
+  absl::StatusOr<std::unique_ptr<ForkServer>> server =
+      ForkServer::Start({.argv = {options_.fork_server_host},
+                         .env = options_.fork_server_env,
+                         .log_path = absl::StrCat(options_.log_dir, "/fork-server.log")});
+  if (!server.ok()) {
+    spdlog::warn("fork server for Python actors did not start (they start fresh interpreters): {}",
+                 server.status().message());
+    fork_server_.reset();
+    return;
+  }
+  fork_server_ = std::move(*server);
+  absl::MutexLock lock(&mu_);
+  fork_server_pid_ = fork_server_->pid();
+}
+
+absl::StatusOr<Subprocess> ActorProcesses::StartProcess(const SpawnOptions& o,
+                                                        const std::map<std::string, std::string>& env) {
+  bool use_server;
+  {
+    absl::MutexLock lock(&mu_);
+    use_server =
+        subreaper_ && !o.argv.empty() && o.argv[0] == options_.fork_server_host && ForkServerSuits(env);
+    if (use_server) ++forks_in_flight_;
+  }
+  if (!use_server) return spawner_->Spawn(o);
+  if (fork_server_ == nullptr || !fork_server_->usable()) {
+    // A failed server is replaced at once when it had worked, else at most every few seconds
+    // (one that cannot start at all must not cost every launch a start).
+    bool worked;
+    {
+      absl::MutexLock lock(&mu_);
+      worked = forked_ > forked_at_server_start_;
+    }
+    if (worked || absl::Now() - fork_server_started_ > absl::Seconds(5)) {
+      fork_server_.reset();
+      StartForkServerLocked();
+    }
+  }
+  absl::StatusOr<pid_t> pid = fork_server_ != nullptr && fork_server_->usable()
+                                  ? fork_server_->Fork(o)
+                                  : absl::UnavailableError("the fork server is not running");
+  {
+    absl::MutexLock lock(&mu_);
+    --forks_in_flight_;
+    if (pid.ok()) {
+      ++forked_;
+      return Subprocess::Adopt(*pid, /*own_group=*/true);
+    }
+    ++fork_fallbacks_;
+  }
+  spdlog::warn("actor started without the fork server: {}", pid.status().message());
+  return spawner_->Spawn(o);
+}
 
 ActorProcesses::~ActorProcesses() {
   {
@@ -140,19 +221,33 @@ absl::Status ActorProcesses::Launch(const ActorLaunch& launch) {
     }
   }
   o.working_dir = launch.working_dir;
-  absl::MutexLock lock(&mu_);
-  if (children_.contains(launch.actor_id))
-    return absl::AlreadyExistsError(
-        absl::StrCat("actor ", launch.actor_id.ToString(), " already runs on this node"));
-  if (auto r = refused_.find(launch.actor_id);
-      launch.incarnation > 0 && r != refused_.end() && r->second.incarnation >= launch.incarnation)
-    return absl::AbortedError(absl::StrCat("actor ", launch.actor_id.ToString(), ": start ",
-                                           launch.incarnation, " was stopped before it began here (start ",
-                                           r->second.incarnation, " was killed)"));
-  absl::StatusOr<Subprocess> p = spawner_->Spawn(o);
+  absl::MutexLock launching(&launch_mu_);
+  auto refused = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+    if (auto r = refused_.find(launch.actor_id);
+        launch.incarnation > 0 && r != refused_.end() && r->second.incarnation >= launch.incarnation)
+      return absl::AbortedError(absl::StrCat("actor ", launch.actor_id.ToString(), ": start ",
+                                             launch.incarnation, " was stopped before it began here (start ",
+                                             r->second.incarnation, " was killed)"));
+    return absl::OkStatus();
+  };
+  {
+    absl::MutexLock lock(&mu_);
+    if (children_.contains(launch.actor_id))
+      return absl::AlreadyExistsError(
+          absl::StrCat("actor ", launch.actor_id.ToString(), " already runs on this node"));
+    if (absl::Status s = refused(); !s.ok()) return s;
+  }
+  absl::StatusOr<Subprocess> p = StartProcess(o, launch.env);
   if (!p.ok())
     return absl::Status(p.status().code(),
                         absl::StrCat("actor ", launch.actor_id.ToString(), ": ", p.status().message()));
+  absl::MutexLock lock(&mu_);
+  // A kill of this start that came while it started (Kill found nothing to signal yet).
+  if (absl::Status s = refused(); !s.ok()) {
+    p->Signal(SIGKILL).IgnoreError();
+    p->Wait();
+    return s;
+  }
   auto visible = o.env_set.find(actor_env::kCudaVisibleDevices);
   spdlog::info(
       "actor {} started as pid {} with CUDA_VISIBLE_DEVICES={}", launch.actor_id.ToString(), p->pid(),
@@ -249,6 +344,29 @@ std::vector<ActorId> ActorProcesses::Running() const {
   return out;
 }
 
+int64_t ActorProcesses::forked() const {
+  absl::MutexLock lock(&mu_);
+  return forked_;
+}
+
+int64_t ActorProcesses::fork_fallbacks() const {
+  absl::MutexLock lock(&mu_);
+  return fork_fallbacks_;
+}
+
+void ActorProcesses::ReapOrphans() {
+  if (!subreaper_ || forks_in_flight_ > 0) return;
+  while (true) {
+    siginfo_t info{};
+    if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return;
+    const pid_t pid = info.si_pid;
+    if (pid == fork_server_pid_) return;  // its owner reaps it
+    for (const auto& [id, child] : children_)
+      if (child.process.pid() == pid) return;  // the loop above reaps it, with its report
+    ::waitpid(pid, nullptr, WNOHANG);
+  }
+}
+
 std::vector<std::pair<ActorId, pid_t>> ActorProcesses::RunningPids() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::pair<ActorId, pid_t>> out;
@@ -293,6 +411,7 @@ void ActorProcesses::ReapLoop() {
         ++reporting_[it->first];
         children_.erase(it++);
       }
+      ReapOrphans();
     }
     // Outside the lock: reading logs and the callback may take time, and may call Launch.
     for (ActorExit& e : exits) {

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime/common/ids.h"
 #include "runtime/common/subprocess.h"
+#include "runtime/worker/fork_server.h"
 
 namespace skyrl::worker {
 
@@ -49,6 +50,12 @@ struct ActorProcessesOptions {
   size_t tail_lines = 20;
   absl::Duration poll_period = absl::Milliseconds(20);
   std::function<void(const ActorExit&)> on_exit;
+  // Python actors in milliseconds (fork_server.h): a launch whose argv[0] is this host (the
+  // worker's skyrl-actor-host-python) is forked by a server started from it, unless its
+  // environment rules that out (ForkServerSuits) or the server fails (then it is spawned).
+  // Makes this process a child subreaper, and reaps orphans re-parented to it. Empty: off.
+  std::string fork_server_host;
+  std::map<std::string, std::string> fork_server_env;  // the server's own (SKYRL_PYTHON, ...)
 };
 
 class ActorProcesses {
@@ -78,6 +85,9 @@ class ActorProcesses {
   bool Runs(const ActorId& id, int64_t incarnation) const;
   // The same with each process's pid (for the worker's metrics).
   std::vector<std::pair<ActorId, pid_t>> RunningPids() const;
+  // How many launches the fork server made, and how many it was asked for but could not.
+  int64_t forked() const;
+  int64_t fork_fallbacks() const;
   // Distinct GPUs given to running actors (fractional ones share a device).
   int GpusInUse() const;
   std::string LogPath(const ActorId& id) const;
@@ -92,6 +102,14 @@ class ActorProcesses {
     int64_t incarnation = 0;
   };
   void ReapLoop();
+  // Reaps exited processes re-parented here that are not actors (an actor's own children
+  // whose parent died), while no fork is in flight.
+  void ReapOrphans() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The process for `o`: forked by the fork server when it suits, else spawned.
+  absl::StatusOr<Subprocess> StartProcess(const SpawnOptions& o,
+                                          const std::map<std::string, std::string>& env)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(launch_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  void StartForkServerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(launch_mu_) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Every actor process is spawned from this one thread, which lives as long as the worker:
   // a child's PR_SET_PDEATHSIG fires when the *thread* that spawned it exits, and
@@ -100,7 +118,18 @@ class ActorProcesses {
   std::unique_ptr<Spawner> spawner_;
 
   const ActorProcessesOptions options_;
+  // Launches one at a time: the check that the actor is not here yet, the start (outside mu_:
+  // a fork server's first answer may take a while) and the record.
+  absl::Mutex launch_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::unique_ptr<ForkServer> fork_server_ ABSL_GUARDED_BY(launch_mu_);
+  absl::Time fork_server_started_ ABSL_GUARDED_BY(launch_mu_) = absl::InfinitePast();
   mutable absl::Mutex mu_;
+  bool subreaper_ ABSL_GUARDED_BY(mu_) = false;
+  int forks_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  pid_t fork_server_pid_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t forked_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t forked_at_server_start_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t fork_fallbacks_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<ActorId, Child> children_ ABSL_GUARDED_BY(mu_);
   // Reaped, their exits being reported (on_exit not yet returned).
   absl::flat_hash_map<ActorId, int> reporting_ ABSL_GUARDED_BY(mu_);

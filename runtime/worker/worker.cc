@@ -140,6 +140,7 @@ int RunWorker(WorkerOptions o, const NodeDescription& node) {
        .token = o.token,
        .head_address = o.head,
        .python = o.python,
+       .python_fork_server = o.python_fork_server,
        .actor_lease = lease->get(),
        .fetch_working_dir = [&](const std::string& key) -> absl::StatusOr<std::string> {
          v1::KvGetRequest req;

@@ -25,9 +25,10 @@ struct WorkerOptions {
   std::string gpu_ids;                // declared device ids instead of detected ones, e.g. "0,1"
   absl::Duration head_retry_window = absl::Seconds(300);  // zero: never give up on the head
   std::string log_dir;                                    // actor logs (empty: $TMPDIR/skyrl-worker-<pid>)
-  std::string actor_host;  // actor host binary (empty: skyrl-actor-host beside this one)
-  std::string python;      // interpreter for Python actors and tasks (empty: the one built for)
-  int metrics_port = -1;   // Prometheus /metrics on bind:port (worker_metrics.h); -1 off, 0 any
+  std::string actor_host;          // actor host binary (empty: skyrl-actor-host beside this one)
+  std::string python;              // interpreter for Python actors and tasks (empty: the one built for)
+  bool python_fork_server = true;  // Python actors forked from a prestarted interpreter (fork_server.h)
+  int metrics_port = -1;           // Prometheus /metrics on bind:port (worker_metrics.h); -1 off, 0 any
 };
 
 // What this node offers the head: its resources and GPU ids (detected, or as the flags say)

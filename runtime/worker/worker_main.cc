@@ -39,6 +39,10 @@ int main(int argc, char** argv) {
                  "Python interpreter for Python actors and tasks, e.g. a virtualenv's bin/python3 "
                  "(default: the one skyrl_runtime was built for)")
       ->check(CLI::ExistingFile);
+  app.add_option("--python-fork-server", o.python_fork_server,
+                 "fork Python actors and task executors from a prestarted interpreter that has imported "
+                 "skyrl_runtime once (milliseconds a start); false: a fresh interpreter each")
+      ->default_val(true);
   app.add_option("--token-file", token_file, "cluster token file (else $SKYRL_TOKEN, else ~/.skyrl/token)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error|critical|off");
   skyrl::rpc::AddTlsFlags(app, tls);

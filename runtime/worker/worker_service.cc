@@ -41,6 +41,21 @@ absl::Status WritePrivateFile(const std::string& path, const std::string& bytes)
 
 }  // namespace
 
+namespace {
+// The Python host beside the built-in one, when the fork server is asked for and it is there.
+std::string PythonForkServerHost(const WorkerServiceOptions& o) {
+  if (!o.python_fork_server) return "";
+  std::string host = (std::filesystem::path(o.actor_host).parent_path() / "skyrl-actor-host-python").string();
+  return access(host.c_str(), X_OK) == 0 ? host : "";
+}
+
+std::map<std::string, std::string> PythonForkServerEnv(const WorkerServiceOptions& o) {
+  std::map<std::string, std::string> env;
+  if (!o.python.empty()) env[actor_env::kPython] = o.python;
+  return env;
+}
+}  // namespace
+
 WorkerServiceImpl::WorkerServiceImpl(WorkerServiceOptions options, const rpc::TokenAuth& auth)
     : options_(std::move(options)),
       auth_(auth),
@@ -52,7 +67,9 @@ WorkerServiceImpl::WorkerServiceImpl(WorkerServiceOptions options, const rpc::To
                     }),
       processes_(ActorProcessesOptions{.log_dir = options_.log_dir,
                                        .lease_path = options_.actor_lease ? options_.actor_lease->path() : "",
-                                       .on_exit = [this](const ActorExit& e) { OnExit(e); }}) {}
+                                       .on_exit = [this](const ActorExit& e) { OnExit(e); },
+                                       .fork_server_host = PythonForkServerHost(options_),
+                                       .fork_server_env = PythonForkServerEnv(options_)}) {}
 
 void WorkerServiceImpl::OnExit(const ActorExit& e) {
   v1::ActorExitInfo info;
@@ -234,7 +251,9 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
               grpc::StatusCode::FAILED_PRECONDITION,
               absl::StrCat("actor ", id->ToString(), " died while starting: ", it->second.description()));
     }
-    absl::SleepFor(absl::Milliseconds(10));
+    // Looked at often at first: a forked Python actor serves within tens of milliseconds.
+    absl::SleepFor(absl::Now() - launched < absl::Milliseconds(200) ? absl::Milliseconds(1)
+                                                                    : absl::Milliseconds(10));
   }
   processes_.Kill(*id, absl::Seconds(1)).IgnoreError();
   return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,

@@ -23,6 +23,9 @@ struct WorkerServiceOptions {
   std::string token;         // passed to actors as SKYRL_TOKEN
   std::string head_address;  // passed to actors as SKYRL_ADDRESS, so they can reach the cluster
   std::string python;        // interpreter of Python actors (SKYRL_PYTHON); empty: the build's
+  // Python actors forked from a prestarted interpreter (fork_server.h), when the host
+  // skyrl-actor-host-python is beside actor_host.
+  bool python_fork_server = false;
   // The lease actors stop by (its file is their SKYRL_ACTOR_LEASE); null: none. Outlives the
   // service.
   const LeaseWriter* actor_lease = nullptr;

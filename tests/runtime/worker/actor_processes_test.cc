@@ -227,5 +227,19 @@ TEST_F(ActorProcessesTest, DuplicatesAndUnknownActorsAreErrors) {
   EXPECT_FALSE(procs_->Launch(missing).ok());
 }
 
+// What an interpreter or an already loaded library reads only at its start cannot be given to
+// a process forked from the server: such actors get a fresh interpreter.
+TEST(ForkServerSuitsTest, SettingsReadAtInterpreterStartRuleOutTheFork) {
+  EXPECT_TRUE(ForkServerSuits({}));
+  EXPECT_TRUE(ForkServerSuits({{"PYTHONPATH", "/x"},
+                               {"SKYRL_PYTHON", "/venv/bin/python3"},
+                               {"CUDA_VISIBLE_DEVICES", "1"},
+                               {"MY_SETTING", "1"}}));
+  for (const char* name : {"PYTHONHASHSEED", "PYTHONUNBUFFERED", "LD_PRELOAD", "LD_LIBRARY_PATH",
+                           "MALLOC_ARENA_MAX", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                           "TORCH_NUM_THREADS", "GOTO_NUM_THREADS"})
+    EXPECT_FALSE(ForkServerSuits({{"MY_SETTING", "1"}, {name, "1"}})) << name;
+}
+
 }  // namespace
 }  // namespace skyrl::worker
