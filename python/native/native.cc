@@ -138,7 +138,8 @@ ActorOptions ToOptions(const std::string& init_args, const std::map<std::string,
                        const std::string& placement_group_id, int bundle_index, bool detached,
                        const std::string& host, const std::string& working_dir,
                        const std::map<std::string, std::string>& label_selector, bool return_pending,
-                       const std::map<std::string, std::string>& env) {
+                       const std::map<std::string, std::string>& env,
+                       const std::map<std::string, double>& placement_resources) {
   ActorOptions o;
   o.init_args = init_args;
   o.resources = resources;
@@ -154,6 +155,7 @@ ActorOptions ToOptions(const std::string& init_args, const std::map<std::string,
   o.label_selector = label_selector;
   o.return_pending = return_pending;
   o.env = env;
+  o.placement_resources = placement_resources;
   return o;
 }
 
@@ -381,10 +383,11 @@ class Error(RuntimeError):
              int max_restarts, int max_concurrency, const std::string& placement_group_id, int bundle_index,
              bool detached, const std::string& host, const std::string& working_dir,
              const std::map<std::string, std::string>& label_selector, bool return_pending,
-             const std::map<std::string, std::string>& env) {
-            ActorOptions o =
-                ToOptions(init_args, resources, name, ns, max_restarts, max_concurrency, placement_group_id,
-                          bundle_index, detached, host, working_dir, label_selector, return_pending, env);
+             const std::map<std::string, std::string>& env,
+             const std::map<std::string, double>& placement_resources) {
+            ActorOptions o = ToOptions(init_args, resources, name, ns, max_restarts, max_concurrency,
+                                       placement_group_id, bundle_index, detached, host, working_dir,
+                                       label_selector, return_pending, env, placement_resources);
             absl::StatusOr<ActorHandle> h;
             {
               py::gil_scoped_release release;
@@ -398,7 +401,8 @@ class Error(RuntimeError):
           py::arg("placement_group_id") = "", py::arg("bundle_index") = -1, py::arg("detached") = false,
           py::arg("host") = "", py::arg("working_dir") = "",
           py::arg("label_selector") = std::map<std::string, std::string>{}, py::arg("return_pending") = false,
-          py::arg("env") = std::map<std::string, std::string>{})
+          py::arg("env") = std::map<std::string, std::string>{},
+          py::arg("placement_resources") = std::map<std::string, double>{})
       .def(
           "upload_working_dir",
           [](Client& c, const std::string& dir) {

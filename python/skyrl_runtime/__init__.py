@@ -10,7 +10,7 @@ training steps, for the dashboard, timelines and metrics). Everything goes throu
 client (skyrl_runtime._native). docs/python.md says what is and is not here.
 """
 
-from . import cross_language, exceptions, util
+from . import actor, cross_language, exceptions, util
 from ._missing import module_getattr
 from ._actors import ActorHandle, get_actor, kill
 from ._methods import method
@@ -20,7 +20,7 @@ from ._context import get_gpu_ids, get_runtime_context
 from ._refs import ObjectRef, get, put, wait
 
 
-__all__ = ["ActorHandle", "ObjectRef", "available_resources", "cluster_resources", "cross_language", "exceptions",
+__all__ = ["ActorHandle", "actor", "ObjectRef", "available_resources", "cluster_resources", "cross_language", "exceptions",
            "get", "get_actor", "get_gpu_ids", "get_runtime_context", "init", "is_initialized", "kill", "method", "nodes",
            "put", "remote", "report_step", "shutdown", "util", "wait"]
 

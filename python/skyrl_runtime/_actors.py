@@ -10,8 +10,11 @@ from . import _methods
 from ._refs import refs_of
 from .exceptions import RayError
 
+# Methods every Python actor has, as in Ray (_host.py serves them).
+_RAY_METHODS = frozenset({"__ray_ready__", "__ray_call__", "__ray_terminate__"})
 _OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "name", "namespace", "max_restarts", "runtime_env",
-            "scheduling_strategy", "max_concurrency", "lifetime", "get_if_exists", "max_task_retries"}
+            "scheduling_strategy", "max_concurrency", "lifetime", "get_if_exists", "max_task_retries",
+            "label_selector"}
 
 
 def _as_bytes(value, what):
@@ -53,11 +56,13 @@ class _Retrying:
     died under it (UNAVAILABLE: it may be restarting); the method's own errors are results
     and are not retried. As Ray's max_task_retries and tasks' max_retries."""
 
-    def __init__(self, submit, retries, first=None):
+    def __init__(self, submit, retries, first=None, retry_exceptions=False):
         self._submit = submit
         self._left = retries
         self._f = first if first is not None else submit()
         self._lock = threading.Lock()  # readers in several threads submit a retry once
+        # Ray's retry_exceptions: False, True (any exception) or a list of classes.
+        self._retry_exceptions = retry_exceptions
 
     def done(self):
         return self._f.done()
@@ -66,12 +71,30 @@ class _Retrying:
         with _methods.exclusive(self._lock, timeout) as left:
             while True:
                 try:
-                    return self._f.view(left)
+                    payload = self._f.view(left)
                 except _native.Error as e:
                     if e.code != "UNAVAILABLE" or self._left == 0:
                         raise
-                    self._left -= 1
-                    self._f = self._submit()
+                else:
+                    if self._left == 0 or not self._retry_exceptions or not self._raised_retryable(payload):
+                        return payload
+                self._left -= 1
+                self._f = self._submit()
+
+    def _raised_retryable(self, payload):
+        """Whether the result is an exception that retry_exceptions says to run again for."""
+        from . import _wire
+        if len(payload) == 0 or memoryview(payload)[0] != _wire.ERROR:
+            return False
+        if self._retry_exceptions is True:
+            return True
+        blob = _wire.decode(payload)[1][0]
+        try:
+            import cloudpickle
+            exc = cloudpickle.loads(blob) if blob is not None else None
+        except Exception:  # noqa: BLE001 - a class that does not unpickle here matches nothing
+            return False
+        return isinstance(exc, tuple(self._retry_exceptions))
 
 
 class _Deferred:
@@ -149,7 +172,7 @@ class ActorHandle:
         self._starting = _Starting() if starting else None
         self._methods = methods or {}  # method name: its @method options (_methods.py)
 
-    def _call(self, method, payload, decode, timeout=None, retries=None, num_returns=1):
+    def _call(self, method, payload, decode, timeout=None, retries=None, num_returns=1, retry_exceptions=False):
         """The call's refs (refs_of: one, None or a list); `retries` overrides the handle's
         max_task_retries for this call."""
         what = f"{self._class_name}.{method}"
@@ -163,10 +186,10 @@ class ActorHandle:
         if retries == 0:
             return refs_of(first, decode, what, num_returns)
         submit = lambda: _api._current().client.call_async(self._actor_id, method, payload, timeout)  # noqa: E731
-        return refs_of(_Retrying(submit, retries, first), decode, what, num_returns)
+        return refs_of(_Retrying(submit, retries, first, retry_exceptions), decode, what, num_returns)
 
     def __getattr__(self, name):
-        if name.startswith("_"):
+        if name.startswith("_") and name not in _RAY_METHODS:
             raise AttributeError(name)
         method = self._method_type(self, name)
         self.__dict__[name] = method  # kept: the next handle.name is a plain attribute
@@ -207,6 +230,19 @@ def _check_options(options):
         raise TypeError(f"options: unknown option {unknown[0]} (known: {', '.join(sorted(_OPTIONS))})")
     if "runtime_env" in options:
         check_runtime_env(options["runtime_env"], "options: runtime_env")
+    if options.get("label_selector") is not None:
+        check_label_selector(options["label_selector"])
+
+
+def check_label_selector(selector):
+    """Ray's label_selector: node labels the actor or task needs, {"name": "value"}. Values
+    must match exactly here; Ray's operators ("!v", "in(a,b)", "!in(...)") are refused."""
+    if not isinstance(selector, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in selector.items()):
+        raise TypeError(f"options: label_selector must map str to str, got {selector!r}")
+    for k, v in selector.items():
+        if v.startswith("!") or v.startswith("in(") or v.startswith("!in("):
+            raise NotImplementedError(f"options: label_selector[{k!r}] = {v!r}: only exact values are supported "
+                                      "(no !, in() or !in())")
 
 
 _RUNTIME_ENV_KEYS = ("env_vars", "working_dir")
@@ -244,6 +280,22 @@ def merged_runtime_env(*envs):
     return out
 
 
+def actor_resources(o):
+    """(held, placement) resources of an actor with options `o`, by Ray's rule: an actor that
+    names no resource but memory holds no CPU and is placed where 1 CPU is free (so a 1-CPU
+    node runs any number of them); one that names any (num_cpus, num_gpus, resources) holds
+    what it names, with 1 CPU unless num_cpus says otherwise, and is placed by that."""
+    resources = dict(o.get("resources") or {})
+    for key, name in (("num_cpus", "CPU"), ("num_gpus", "GPU"), ("memory", "memory")):
+        if o.get(key) is not None:
+            resources[name] = float(o[key])
+    if set(resources) <= {"memory"}:
+        resources["CPU"] = 0.0
+        return resources, {**resources, "CPU": 1.0}
+    resources.setdefault("CPU", 1.0)
+    return resources, {}
+
+
 def working_dir_digest(state, path):
     """The digest of folder `path` on the head, uploaded the first time this driver uses it
     (packed by the C++ client; the head keeps one copy per content)."""
@@ -262,17 +314,14 @@ def _create(class_name, init_args, o, host, handle_type, handle_name, wait=False
     An actor the cluster can never hold makes a handle whose calls fail with the scheduler's
     explanation. `methods` ({name: @method options}) go with the handle, and onto the head for
     a named actor (get_actor reads them)."""
-    resources = dict(o.get("resources") or {})
-    for key, name in (("num_cpus", "CPU"), ("num_gpus", "GPU"), ("memory", "memory")):
-        if o.get(key) is not None:
-            resources[name] = float(o[key])
-    resources.setdefault("CPU", 1.0)
+    resources, placement = actor_resources(o)
     if o.get("lifetime") not in (None, "detached", "non_detached"):
         raise ValueError(f"options: lifetime must be 'detached' or 'non_detached', got {o['lifetime']!r}")
     state = _api._current()
     namespace = o.get("namespace") or state.namespace
     from ._placement import placement_of
-    group_id, bundle, selector = placement_of(o.get("scheduling_strategy"), resources)
+    group_id, bundle, selector = placement_of(o.get("scheduling_strategy"), placement or resources)
+    selector = {**(o.get("label_selector") or {}), **selector}
     retries = int(o.get("max_task_retries", 0))
     if retries < -1:
         raise ValueError(f"options: max_task_retries must be -1 (without end) or more, got {retries}")
@@ -290,7 +339,8 @@ def _create(class_name, init_args, o, host, handle_type, handle_name, wait=False
             class_name, init_args, resources, name=o.get("name") or "", namespace=namespace,
             max_restarts=int(o.get("max_restarts", 0)), max_concurrency=int(o.get("max_concurrency", 1)),
             placement_group_id=group_id, bundle_index=bundle, detached=detached, host=host,
-            working_dir=working_dir, label_selector=selector, return_pending=not wait, env=env["env_vars"])
+            working_dir=working_dir, label_selector=selector, return_pending=not wait, env=env["env_vars"],
+            placement_resources=placement)
     except RayError as e:
         if o.get("get_if_exists") and o.get("name") and e.code == "ALREADY_EXISTS":
             # Another driver made it between the look-up and the create: that one is ours too.

@@ -5,6 +5,7 @@ import json
 import math
 import os
 import threading
+import warnings
 
 from . import _edge, _native
 from ._cluster import LocalCluster, check_system_config
@@ -64,8 +65,10 @@ def _reachable(address, token):
         raise
 
 
-def init(address=None, *, namespace=None, num_cpus=None, ignore_reinit_error=False, runtime_env=None,
-         max_call_bytes=None, _system_config=None):
+def init(address=None, *, namespace=None, num_cpus=None, num_gpus=None, resources=None, labels=None,
+         object_store_memory=None, local_mode=False, ignore_reinit_error=False, include_dashboard=None,
+         logging_level=None, log_to_driver=True, configure_logging=True, runtime_env=None, max_call_bytes=None,
+         _system_config=None, **unknown):
     """Connects this process to a cluster, as ray.init() does.
 
     The address is the argument, else $SKYRL_ADDRESS, else the head `skyrl start --head` runs
@@ -84,7 +87,16 @@ def init(address=None, *, namespace=None, num_cpus=None, ignore_reinit_error=Fal
     """
     global _state
     from ._actors import check_runtime_env
+    for name in sorted(unknown):
+        if not name.startswith("_"):
+            raise TypeError(f"init: unknown keyword {name!r}")
+        # Ray's internal keywords (_lru_evict, _temp_dir, ...): no counterpart here.
+        warnings.warn(f"init: {name} is one of Ray's internal settings; ignored", stacklevel=2)
     check_runtime_env(runtime_env, "init: runtime_env")
+    node = _check_node_keywords(num_cpus, num_gpus, resources, labels, object_store_memory)
+    if local_mode:
+        warnings.warn("init(local_mode=True): Ray has removed local mode; skyrl_runtime runs actors and tasks in "
+                      "their own processes as always", stacklevel=2)
     if _system_config is not None:
         check_system_config(_system_config)
     with _lock:
@@ -114,8 +126,12 @@ def init(address=None, *, namespace=None, num_cpus=None, ignore_reinit_error=Fal
                 except RayError:
                     pass
             if target is None:
-                cluster = LocalCluster(num_cpus=num_cpus, system_config=_system_config)
+                cluster = LocalCluster(num_cpus=num_cpus, system_config=_system_config, num_gpus=num_gpus,
+                                       resources=resources, labels=labels)
                 target, token = cluster.address, cluster.token
+        if node and cluster is None:
+            raise ValueError(f"init: {', '.join(node)} set up a cluster init() starts; this process joins the one at "
+                             f"{target} (as Ray, which refuses them when connecting to an existing cluster)")
         if _system_config and cluster is None:
             raise ValueError(f"init: _system_config sets up a cluster init() starts; this process joins the one at "
                              f"{target} (as Ray, which refuses it when connecting to an existing cluster)")
@@ -133,6 +149,38 @@ def init(address=None, *, namespace=None, num_cpus=None, ignore_reinit_error=Fal
                 cluster.stop()
             raise
         return _state
+
+
+def _check_node_keywords(num_cpus, num_gpus, resources, labels, object_store_memory):
+    """The names of the node keywords given (each validated: a ValueError or TypeError naming
+    it)."""
+    given = []
+    for name, value in (("num_cpus", num_cpus), ("num_gpus", num_gpus)):
+        if value is None:
+            continue
+        if type(value) is bool or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise ValueError(f"init: {name} must be a number >= 0, got {value!r}")
+        if name == "num_gpus" and value != int(value):
+            raise ValueError(f"init: num_gpus must be a whole number, got {value!r}")
+        given.append(name)
+    if resources is not None:
+        if not isinstance(resources, dict) or not all(isinstance(k, str) for k in resources):
+            raise TypeError(f"init: resources must be a dict of names to amounts, got {resources!r}")
+        for k, v in resources.items():
+            if k in ("CPU", "GPU"):
+                raise ValueError(f"init: resources[{k!r}]: use num_cpus / num_gpus for {k}")
+            if type(v) is bool or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"init: resources[{k!r}] must be a number >= 0, got {v!r}")
+        given.append("resources")
+    if labels is not None:
+        if not isinstance(labels, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+            raise TypeError(f"init: labels must map str to str, got {labels!r}")
+        given.append("labels")
+    if object_store_memory is not None:
+        if type(object_store_memory) is not int or object_store_memory < 0:
+            raise ValueError(f"init: object_store_memory must be an int >= 0 (bytes), got {object_store_memory!r}")
+        given.append("object_store_memory")
+    return given
 
 
 def is_initialized():

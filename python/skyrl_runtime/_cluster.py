@@ -9,6 +9,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import warnings
 
 from . import _native
 from .exceptions import RayError
@@ -50,12 +51,15 @@ SYSTEM_CONFIG = {
 
 
 def check_system_config(config):
-    """`config` validated: a dict of the keys of SYSTEM_CONFIG with values of their types."""
+    """`config` validated: the keys of SYSTEM_CONFIG with values of their types. Another key
+    (one of Ray's internal settings, which have no counterpart here) is ignored with a warning."""
     if not isinstance(config, dict):
         raise TypeError(f"init: _system_config must be a dict, got {type(config).__name__}")
     for key, value in config.items():
         if key not in SYSTEM_CONFIG:
-            raise ValueError(f"init: _system_config: unknown key {key!r} (known: {', '.join(sorted(SYSTEM_CONFIG))})")
+            warnings.warn(f"init: _system_config: {key!r} is ignored (this runtime's keys: "
+                          f"{', '.join(sorted(SYSTEM_CONFIG))})", stacklevel=3)
+            continue
         kind = SYSTEM_CONFIG[key][0]
         if type(value) is not kind:
             raise TypeError(f"init: _system_config[{key!r}] must be a {kind.__name__}, got {value!r}")
@@ -63,7 +67,7 @@ def check_system_config(config):
 
 
 class LocalCluster:
-    def __init__(self, num_cpus=None, timeout=30.0, system_config=None):
+    def __init__(self, num_cpus=None, timeout=30.0, system_config=None, num_gpus=None, resources=None, labels=None):
         binaries = bin_dir()
         for name in ("skyrl-head", "skyrl-worker"):
             if not os.access(os.path.join(binaries, name), os.X_OK):
@@ -85,10 +89,20 @@ class LocalCluster:
             deadline = time.monotonic() + timeout
             self._wait(deadline, lambda: _native.list_nodes(self.address, self.token, 1.0))
             cpus = num_cpus if num_cpus is not None else max(os.cpu_count() or 1, 1)
+            offer = {"CPU": cpus, **(resources or {})}
+            node_flags = []
+            if num_gpus:  # declared devices 0..n-1, as Ray's num_gpus on a machine without them
+                node_flags += ["--gpu-ids", ",".join(str(i) for i in range(int(num_gpus)))]
+            elif num_gpus == 0:
+                offer["GPU"] = 0
+            if labels:
+                node_flags += ["--labels", ",".join(f"{k}={v}" for k, v in labels.items())]
             self._start(binaries, os.path.join(binaries, "skyrl-worker"),
-                        ["--head", self.address, "--token-file", self.token_file, "--resources", f"CPU={cpus}",
+                        ["--head", self.address, "--token-file", self.token_file,
+                         "--resources", ",".join(f"{k}={v:g}" for k, v in offer.items()), *node_flags,
                          "--log-dir", os.path.join(self.dir, "actors"), "--log-level", "warn",
-                         *(f"{SYSTEM_CONFIG[k][1]}={str(v).lower()}" for k, v in (system_config or {}).items())],
+                         *(f"{SYSTEM_CONFIG[k][1]}={str(v).lower()}" for k, v in (system_config or {}).items()
+                           if k in SYSTEM_CONFIG)],
                         "worker.log")
 
             def alive():

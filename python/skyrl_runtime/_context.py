@@ -18,6 +18,8 @@ def get_gpu_ids():
 
 
 class RuntimeContext:
+    """Ray's runtime context: what runs here (driver, actor or task), where, for which job."""
+
     def get_actor_id(self):
         """This actor's id; None in a driver."""
         return os.environ.get("SKYRL_ACTOR_ID") or None
@@ -35,6 +37,71 @@ class RuntimeContext:
 
     def get_namespace(self):
         return _api._current().namespace
+
+    def _call(self):
+        from . import _host
+        return getattr(_host.current, "call", None), getattr(_host.current, "task", None)
+
+    def get_task_id(self):
+        """The running call's id (hex) in an actor's method or a task; None in a driver (Ray
+        answers the same there)."""
+        call, _ = self._call()
+        return call[0] if call else None
+
+    def get_task_name(self):
+        """A task's name (its `name` option, else the function's name), or "Class.method" for an
+        actor's method; None in a driver."""
+        call, task = self._call()
+        if task:
+            return task.get("name")
+        if call:
+            from . import _host
+            return f"{_host.actor_class.__name__}.{call[1]}" if _host.actor_class else call[1]
+        return None
+
+    def get_task_function_name(self):
+        """The running function's full name ("module.function", or "module.Class.method")."""
+        call, task = self._call()
+        if task:
+            return task.get("function")
+        if call:
+            from . import _host
+            cls = _host.actor_class
+            return f"{cls.__module__}.{cls.__qualname__}.{call[1]}" if cls else call[1]
+        return None
+
+    def get_assigned_resources(self):
+        """The resources this actor holds (or the running task was given), {} in a driver; GPU
+        ids are get_gpu_ids()."""
+        call, task = self._call()
+        if task:
+            return dict(task.get("resources") or {})
+        if self.get_actor_id() is None:
+            return {}
+        from . import _host
+        return {k: v for k, v in _host.actor_resources.items() if v > 0}
+
+    @property
+    def current_actor(self):
+        """A handle of the actor this code runs in (RuntimeError elsewhere), as Ray's."""
+        actor_id = self.get_actor_id()
+        if actor_id is None or self._call()[1]:
+            raise RuntimeError("current_actor: this code does not run in an actor")
+        from . import _host, _methods
+        from ._python_actors import PyActorHandle
+        cls = _host.actor_class
+        return PyActorHandle(actor_id, cls.__name__ if cls else "python",
+                             methods=_methods.of_class(cls) if cls else None)
+
+    def get(self):
+        """A dict of this context, as Ray's get(): job_id, node_id, namespace, and actor_id /
+        task_id where they apply."""
+        out = {"job_id": self.get_job_id(), "node_id": self.get_node_id(), "namespace": self.get_namespace()}
+        if self.get_actor_id() is not None and not self._call()[1]:
+            out["actor_id"] = self.get_actor_id()
+        if self.get_task_id() is not None:
+            out["task_id"] = self.get_task_id()
+        return out
 
 
 def get_runtime_context():

@@ -36,13 +36,51 @@ def _event_loop():
         return _loop
 
 
+# What runs here, for get_runtime_context(): the actor's class and resources, and per host
+# thread the call it runs now.
+actor_class = None
+actor_is_async = False  # a method is `async def`: every method runs on the event loop (as Ray)
+actor_resources = {}
+current = threading.local()
+
+
+class ActorExit(BaseException):
+    """Raised by exit_actor() (and __ray_terminate__) to end the call that asked to exit."""
+
+
 def _create(init_args):
+    global actor_class, actor_resources
     try:
-        cls, args, kwargs = pickle.loads(init_args)
+        unpickled = pickle.loads(init_args)
+        cls, args, kwargs = unpickled[:3]
+        actor_class = cls
+        global actor_is_async
+        actor_is_async = any(inspect.iscoroutinefunction(v) or inspect.isasyncgenfunction(v)
+                             for klass in cls.__mro__ for v in vars(klass).values())
+        if len(unpickled) > 3:  # (cls, args, kwargs, {"resources": ...}) from _python_actors
+            actor_resources = dict(unpickled[3].get("resources") or {})
         return cls(*args, **kwargs)
     except BaseException:
         # The constructor's error, with its traceback, is the actor's death reason.
         raise RuntimeError(traceback.format_exc()) from None
+
+
+async def _on_loop(fn, args, kwargs):
+    return fn(*args, **kwargs)
+
+
+def _special(obj, method, args, kwargs):
+    """Ray's methods every actor has: __ray_ready__, __ray_call__(fn, ...), __ray_terminate__."""
+    if method == "__ray_ready__":
+        return True
+    if method == "__ray_call__":
+        fn, *rest = args
+        return fn(obj, *rest, **kwargs)
+    from .actor import exit_actor
+    exit_actor()
+
+
+_SPECIAL = frozenset({"__ray_ready__", "__ray_call__", "__ray_terminate__"})
 
 
 def _where():
@@ -52,14 +90,29 @@ def _where():
 
 
 def _dispatch(obj, method, payload):
+    current.call = (os.urandom(16).hex(), method)
     try:
-        if method.startswith("_"):
+        if method.startswith("_") and method not in _SPECIAL:
             raise AttributeError(f"{type(obj).__name__}.{method}: private methods cannot be called remotely")
         _, (args, kwargs) = _wire.decode(payload)
-        result = getattr(obj, method)(*args, **kwargs)
+        if method in _SPECIAL:
+            return _wire.encode(_special(obj, method, args, kwargs))
+        fn = getattr(obj, method)
+        if actor_is_async and not inspect.iscoroutinefunction(fn):
+            # As Ray: an async actor runs every method on its event loop's thread.
+            result = asyncio.run_coroutine_threadsafe(_on_loop(fn, args, kwargs), _event_loop()).result()
+        else:
+            result = fn(*args, **kwargs)
         if inspect.iscoroutine(result):
             result = asyncio.run_coroutine_threadsafe(result, _event_loop()).result()
         return _wire.encode(result)
+    except ActorExit:
+        # exit_actor(): the head has been asked to stop this actor for good; the caller learns
+        # that its actor is gone, as in Ray.
+        from .exceptions import ActorDiedError
+        return _wire.encode_error((cloudpickle.dumps(ActorDiedError(
+            f"the actor exited: {type(obj).__name__}.{method} called exit_actor()", "FAILED_PRECONDITION")),
+            "ActorDiedError", "exit_actor() was called", f"raised in {_where()}"))
     except BaseException as e:  # the caller gets it, as Ray re-raises it in get()
         tb = f"raised in {_where()}\n{traceback.format_exc()}"
         try:
@@ -67,6 +120,8 @@ def _dispatch(obj, method, payload):
         except Exception:
             blob = None
         return _wire.encode_error((blob, type(e).__name__, str(e), tb))
+    finally:
+        current.call = None
 
 
 def main(exit=True):
@@ -82,9 +137,12 @@ def main(exit=True):
 
 
 if __name__ == "__main__":
+    # Run as the package's module, not as __main__: its state (the actor's class, the call
+    # running) is what get_runtime_context() reads.
     if sys.argv[1:2] == ["--fork-server"]:
         # The worker's fork server (_forkserver.py): forks this node's Python actors.
         from skyrl_runtime import _forkserver
         _forkserver.serve(int(sys.argv[2]))
     else:
-        main()
+        from skyrl_runtime import _host
+        _host.main()

@@ -2,6 +2,7 @@
 `max_task_retries` (a method's own retry count). A class's options travel with its handles
 (pickled with them); a named actor's are also kept on the head, for get_actor."""
 
+import inspect
 import json
 import threading
 import time
@@ -9,10 +10,9 @@ import time
 from . import _native
 from .exceptions import RayError
 
-_OPTIONS = ("num_returns", "max_task_retries")
+_OPTIONS = ("num_returns", "max_task_retries", "retry_exceptions")
 _NOT_SUPPORTED = {
     "concurrency_group": "concurrency groups are not supported (max_concurrency sets the actor's threads)",
-    "retry_exceptions": "a method's own exceptions are results and are never retried",
     "enable_task_events": "every call is recorded by its actor host (skyrl timeline)",
     "tensor_transport": "tensors travel out of band with the call; skyrl_runtime.weight_sync moves weights",
 }
@@ -38,8 +38,32 @@ def check(options, what):
                 raise ValueError(f"{what}: num_returns must be an int >= 0, got {value!r}")
         if key == "max_task_retries" and (type(value) is not int or value < -1):
             raise ValueError(f"{what}: max_task_retries must be an int >= -1 (-1: without end), got {value!r}")
+        if key == "retry_exceptions":
+            check_retry_exceptions(value, what)
         out[key] = value
     return out
+
+
+def check_retry_exceptions(value, what):
+    """Ray's retry_exceptions: a bool, or a list of exception classes to retry for."""
+    if type(value) is bool:
+        return
+    if (isinstance(value, (list, tuple)) and value
+            and all(isinstance(c, type) and issubclass(c, BaseException) for c in value)):
+        return
+    raise TypeError(f"{what}: retry_exceptions must be a bool or a list of exception classes, got {value!r}")
+
+
+def check_arguments(fn, args, kwargs, what):
+    """A TypeError at .remote(), as Ray raises, when `fn` cannot take these arguments."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin or callable without one: checked when it runs
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"{what}: {e}") from None
 
 
 def method(*args, **options):
@@ -74,7 +98,11 @@ def of_class(cls):
 
 
 def store(client, actor_id, methods):
-    client.kv_put(KV_PREFIX + actor_id, json.dumps(methods, sort_keys=True))
+    # A list of exception classes does not go to the head (JSON): get_actor's handles retry for
+    # none of them; True and False do.
+    plain = {name: {k: v for k, v in o.items() if k != "retry_exceptions" or type(v) is bool}
+             for name, o in methods.items()}
+    client.kv_put(KV_PREFIX + actor_id, json.dumps(plain, sort_keys=True))
 
 
 def load(client, actor_id):

@@ -3,17 +3,17 @@ served by the C++ actor host; _host.py is that side). Arguments, results and the
 travel as cloudpickle (_wire.py: arrays and tensors out of band), so classes defined in the
 driver's __main__ work, as in Ray."""
 
+import inspect
+
 import cloudpickle
 
 from . import _methods, _wire
-from ._actors import ActorHandle, _check_options, _create
+from ._actors import ActorHandle, _check_options, _create, actor_resources
 from ._refs import ObjectRef, resolve_argument
-from .exceptions import RayError
+from .exceptions import RayError, UnserializableException, as_task_error
 
-
-class RemoteError(RayError):
-    """A remote exception that could not be re-created in this process (its class does not
-    unpickle here): its type name, message and the remote traceback."""
+# The name this package had for it first.
+RemoteError = UnserializableException
 
 
 def _decode(payload):
@@ -28,10 +28,15 @@ def _decode(payload):
         except Exception:
             exc = None
     # remote_tb begins "raised in actor <id> on node <id> (<address>, pid <pid>)".
-    if isinstance(exc, BaseException):
+    if isinstance(exc, RayError):  # the runtime's own (an actor that exited, say): as itself
         exc.add_note(remote_tb)
         raise exc
-    raise RemoteError(f"{type_name}: {message}\n{remote_tb}", "INTERNAL")
+    if isinstance(exc, Exception):
+        raise as_task_error(exc, remote_tb)
+    if isinstance(exc, BaseException):  # KeyboardInterrupt, SystemExit: as themselves
+        exc.add_note(remote_tb)
+        raise exc
+    raise UnserializableException(f"{type_name}: {message}\n{remote_tb}", "INTERNAL", traceback_str=remote_tb)
 
 
 class PyActorMethod:
@@ -64,7 +69,8 @@ class PyActorMethod:
             raise TypeError(f"{self._handle._class_name}.{self._name}.remote: an argument does not pickle: {e}") from None
         options = self._handle._methods.get(self._name, {}) if self._options is None else self._options
         return self._handle._call(self._name, payload, _decode, retries=options.get("max_task_retries"),
-                                  num_returns=options.get("num_returns", 1))
+                                  num_returns=options.get("num_returns", 1),
+                                  retry_exceptions=options.get("retry_exceptions", False))
 
 
 class PyActorHandle(ActorHandle):
@@ -87,15 +93,27 @@ class PyActorClass:
         return PyActorClass(self._cls, {**self._options, **options}, self._methods)
 
     def remote(self, *args, **kwargs):
+        _methods.check_arguments(self._cls.__init__, (None, *args), kwargs, f"{self._cls.__name__}.remote")
+        options = self._options
+        if options.get("max_concurrency") is None and _is_async(self._cls):
+            # As Ray: an async actor runs up to 1,000 calls at once on its event loop by default.
+            options = {**options, "max_concurrency": 1000}
         try:
-            init = cloudpickle.dumps((self._cls, args, kwargs))
+            held, _ = actor_resources(options)
+            init = cloudpickle.dumps((self._cls, args, kwargs, {"resources": held}))
         except Exception as e:
             raise TypeError(f"{self._cls.__name__}.remote: the class or an argument does not pickle: {e}") from None
-        return _create("python", init, self._options, "python", PyActorHandle, self._cls.__name__,
-                       wait=self._options.get("_wait", False), methods=self._methods)
+        return _create("python", init, options, "python", PyActorHandle, self._cls.__name__,
+                       wait=options.get("_wait", False), methods=self._methods)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"{self._cls.__name__} is a remote class: create it with {self._cls.__name__}.remote(...)")
+
+
+def _is_async(cls):
+    """Whether a class has an `async def` method (Ray's async actor)."""
+    return any(inspect.iscoroutinefunction(v) or inspect.isasyncgenfunction(v)
+               for klass in cls.__mro__ for v in vars(klass).values())
 
 
 def remote(*args, **options):

@@ -1,5 +1,8 @@
 """ObjectRef, get and wait: results of calls in flight."""
 
+import asyncio
+import concurrent.futures
+import os
 import pickle
 import threading
 import time
@@ -9,14 +12,43 @@ from .exceptions import GetTimeoutError, from_native
 
 
 class ObjectRef:
-    """The result of one call, on its way. Resolved by get(); `future()` is not provided."""
+    """The result of one call, on its way. Resolved by get(), by `await ref` in async code, or
+    through future() / as_future(), as Ray's."""
 
-    __slots__ = ("_future", "_decode", "_what")
+    __slots__ = ("_future", "_decode", "_what", "_hex")
 
     def __init__(self, future, decode, what):
         self._future = future
         self._decode = decode
         self._what = what
+        self._hex = None
+
+    def hex(self):
+        """This ref's id: 56 hex digits (28 bytes, as Ray's), random, fixed for the ref."""
+        if self._hex is None:
+            self._hex = os.urandom(28).hex()
+        return self._hex
+
+    def future(self):
+        """A concurrent.futures.Future of the value (or the exception get() would raise); a
+        thread waits for it."""
+        out = concurrent.futures.Future()
+
+        def wait():
+            try:
+                out.set_result(self._result(None))
+            except BaseException as e:  # noqa: BLE001 - the future carries it
+                out.set_exception(e)
+
+        threading.Thread(target=wait, daemon=True, name="skyrl-ref-future").start()
+        return out
+
+    def as_future(self):
+        """An asyncio future of the value, on the running event loop."""
+        return asyncio.wrap_future(self.future())
+
+    def __await__(self):
+        return self.as_future().__await__()
 
     def __repr__(self):
         return f"ObjectRef({self._what})"
@@ -151,7 +183,15 @@ def get(refs, *, timeout=None):
 
 def wait(refs, *, num_returns=1, timeout=None):
     """(ready, not_ready) as ray.wait(): the first `num_returns` refs whose results are here, in
-    the order given, waiting at most `timeout` seconds for them."""
+    the order given, waiting at most `timeout` seconds for them. As Ray: TypeError unless
+    `refs` is a list of ObjectRefs, ValueError when one is there twice."""
+    if isinstance(refs, ObjectRef) or not isinstance(refs, (list, tuple)):
+        raise TypeError(f"wait: wants a list of ObjectRefs, got {type(refs).__name__}")
+    for r in refs:
+        if not isinstance(r, ObjectRef):
+            raise TypeError(f"wait: wants ObjectRefs, got {type(r).__name__} in the list")
+    if len({id(r) for r in refs}) != len(refs):
+        raise ValueError("wait: the list holds the same ObjectRef more than once")
     if num_returns < 1 or num_returns > len(refs):
         raise ValueError(f"wait: num_returns must be in 1-{len(refs)}, got {num_returns}")
     deadline = None if timeout is None else time.monotonic() + timeout

@@ -6,6 +6,8 @@ kept for the next tasks: one process start per executor, not per task. A shape's
 while every executor has a task in flight, up to as many as the cluster could hold at once
 (at most 64); after that tasks queue on the executors in turn."""
 
+import asyncio
+import inspect
 import threading
 
 import cloudpickle
@@ -18,16 +20,24 @@ from .exceptions import RayError
 
 _MAX_POOL = 64
 _TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "runtime_env", "max_retries", "scheduling_strategy",
-                 "num_returns"}
-_NOT_SHAPE = ("max_retries", "num_returns")
+                 "num_returns", "retry_exceptions", "name", "label_selector"}
+_NOT_SHAPE = ("max_retries", "num_returns", "retry_exceptions", "name")
 _DEFAULT_RETRIES = 3  # Ray's default for tasks
 
 
 class _Executor:
     """One pooled worker process: runs the pickled function it is given."""
 
-    def run(self, fn_blob, args, kwargs):
-        return cloudpickle.loads(fn_blob)(*args, **kwargs)
+    def run(self, fn_blob, args, kwargs, meta=None):
+        from . import _host
+        _host.current.task = meta or {}
+        try:
+            result = cloudpickle.loads(fn_blob)(*args, **kwargs)
+            if inspect.iscoroutine(result):  # an `async def` task: run on this process's loop
+                result = asyncio.run_coroutine_threadsafe(result, _host._event_loop()).result()
+            return result
+        finally:
+            _host.current.task = None
 
 
 class _Pool:
@@ -93,7 +103,7 @@ class _Pool:
                 pass
         return len(idle)
 
-    def submit(self, fn_blob, args, kwargs):
+    def submit(self, fn_blob, args, kwargs, meta=None):
         with self._lock:
             slot = next((s for s in self._slots if s[1] is None or s[1]._future.done()), None)
             if slot is None and len(self._slots) < self._limit():
@@ -101,7 +111,7 @@ class _Pool:
             if slot is None:
                 slot = self._slots[self._turn % len(self._slots)]
                 self._turn += 1
-            ref = slot[0].run.remote(fn_blob, args, kwargs)
+            ref = slot[0].run.remote(fn_blob, args, kwargs, meta)
             slot[1] = ref
         return ref
 
@@ -118,6 +128,13 @@ class RemoteFunction:
             check_runtime_env(options["runtime_env"], "options: runtime_env")
         if "num_returns" in options:
             _methods.check({"num_returns": options["num_returns"]}, "options")
+        if options.get("label_selector") is not None:
+            from ._actors import check_label_selector
+            check_label_selector(options["label_selector"])
+        if "retry_exceptions" in options:
+            _methods.check_retry_exceptions(options["retry_exceptions"], "options")
+        if "name" in options and not isinstance(options["name"], str):
+            raise TypeError(f"options: name must be a str, got {options['name']!r}")
         self._fn = fn
         self._options = dict(options)
         self._blob = None
@@ -125,7 +142,17 @@ class RemoteFunction:
     def options(self, **options):
         return RemoteFunction(self._fn, {**self._options, **options})
 
+    def _meta(self):
+        """What get_runtime_context() says of a run of this task."""
+        fn = self._fn
+        return {"name": self._options.get("name") or fn.__name__,
+                "function": f"{getattr(fn, '__module__', None) or '__main__'}.{getattr(fn, '__qualname__', fn.__name__)}",
+                "resources": {"CPU": float(self._options.get("num_cpus", 1)),
+                              **({"GPU": float(self._options["num_gpus"])} if self._options.get("num_gpus") else {}),
+                              **{k: float(v) for k, v in (self._options.get("resources") or {}).items()}}}
+
     def remote(self, *args, **kwargs):
+        _methods.check_arguments(self._fn, args, kwargs, f"{self._fn.__name__}.remote")
         state = _api._current()
         if self._blob is None:
             try:
@@ -142,20 +169,23 @@ class RemoteFunction:
         key = repr(sorted(shape.items()))
         with _LOCK:
             pool = pools.get(key) or pools.setdefault(key, _Pool(shape))
-        first = pool.submit(self._blob, args, kwargs)
+        meta = self._meta()
+        first = pool.submit(self._blob, args, kwargs, meta)
         what = f"{self._fn.__name__}()"
         num_returns = self._options.get("num_returns", 1)
         if retries == 0:
             return refs_of(first._future, first._decode, what, num_returns)
         futures = iter([first._future])
-        submit = lambda: next(futures, None) or pool.submit(self._blob, args, kwargs)._future  # noqa: E731
-        return refs_of(_Retrying(submit, retries), first._decode, what, num_returns)
+        submit = lambda: next(futures, None) or pool.submit(self._blob, args, kwargs, meta)._future  # noqa: E731
+        return refs_of(_Retrying(submit, retries, retry_exceptions=self._options.get("retry_exceptions", False)),
+                       first._decode, what, num_returns)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"{self._fn.__name__} is a remote function: call it with {self._fn.__name__}.remote(...)")
 
 
 _LOCK = threading.Lock()
+
 
 
 def _pools(state):

@@ -384,7 +384,8 @@ ActorServiceImpl::ActorServiceImpl(std::string actor_id, const ActorClass& cls, 
       limit_(max_concurrency),
       limits_{std::clamp<size_t>(limits.message_bytes, 4096, rpc::kMaxMessageBytes), limits.max_call_bytes},
       telemetry_(telemetry.ring, telemetry.enabled) {
-  for (int i = 0; i < limit_; ++i) executors_.emplace_back([this] { Execute(); });
+  absl::MutexLock lock(&mu_);
+  for (int i = 0; i < std::min(limit_, kEagerExecutors); ++i) executors_.emplace_back([this] { Execute(); });
 }
 
 ActorServiceImpl::~ActorServiceImpl() {
@@ -393,7 +394,12 @@ ActorServiceImpl::~ActorServiceImpl() {
     stopping_ = true;
   }
   cv_.SignalAll();
-  for (auto& t : executors_) t.join();
+  std::vector<std::thread> executors;
+  {
+    absl::MutexLock lock(&mu_);
+    executors.swap(executors_);
+  }
+  for (auto& t : executors) t.join();
   // The server is shut down: every stream is finished, and only its references remain.
   std::vector<Stream*> left;
   {
@@ -546,6 +552,10 @@ void ActorServiceImpl::Enqueue(std::vector<Work>& works) {
   {
     absl::MutexLock lock(&mu_);
     for (Work& w : works) queue_.push_back(std::move(w));
+    // More executors while calls outnumber the idle ones (never past limit_, never stopping).
+    for (int missing = static_cast<int>(works.size()) - idle_;
+         missing > 0 && !stopping_ && static_cast<int>(executors_.size()) < limit_; --missing)
+      executors_.emplace_back([this] { Execute(); });
   }
   if (works.size() == 1 || limit_ == 1) {
     cv_.Signal();
@@ -583,11 +593,13 @@ void ActorServiceImpl::Execute() {
         }
         // Nothing runnable: wait for a new call or a finished one; re-check the order
         // timeouts now and then while calls wait for a predecessor.
+        ++idle_;
         if (queue_.empty()) {
           cv_.Wait(&mu_);
         } else {
           cv_.WaitWithTimeout(&mu_, absl::Milliseconds(50));
         }
+        --idle_;
       }
     }
     absl::StatusOr<std::string> result;

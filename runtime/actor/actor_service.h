@@ -134,6 +134,7 @@ class ActorServiceImpl final : public v1::ActorService::CallbackService {
   Actor& actor_;
   const rpc::TokenAuth& auth_;
   static constexpr absl::Duration kOrderWait = absl::Seconds(10);
+  static constexpr int kEagerExecutors = 16;  // started with the host; more as calls need them
   const int limit_;
   const CallLimits limits_;
   CallTelemetry telemetry_;
@@ -143,7 +144,10 @@ class ActorServiceImpl final : public v1::ActorService::CallbackService {
   absl::CondVar cv_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<std::string, uint64_t> next_seq_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> executors_;
+  // Started as calls need them, up to limit_ (an async Python actor may allow 1,000 at once):
+  // a new one when a call arrives and none waits idle.
+  std::vector<std::thread> executors_ ABSL_GUARDED_BY(mu_);
+  int idle_ ABSL_GUARDED_BY(mu_) = 0;  // executors waiting for work
   // Open streams, for StopStreams. Lock order: a stream's own mutex is never held while
   // taking streams_mu_ or mu_.
   absl::Mutex streams_mu_;

@@ -128,8 +128,8 @@ int RunActorHost(int argc, char** argv) {
   app.add_option("--bind", bind, "address to listen on");
   app.add_option("--port-file", port_file, "write the bound port here once ready");
   app.add_option("--token-file", token_file, "cluster token file (else $SKYRL_TOKEN, else ~/.skyrl/token)");
-  app.add_option("--max-concurrency", max_concurrency, "calls that may run at once")
-      ->check(CLI::Range(1, 10000));
+  app.add_option("--max-concurrency", max_concurrency, "calls that may run at once (threads start as needed)")
+      ->check(CLI::Range(1, 100000));
   app.add_option("--message-bytes", limits.message_bytes,
                  "largest message this host writes; larger results go as parts")
       ->check(CLI::Range(size_t{4096}, size_t(rpc::kMaxMessageBytes)));

@@ -68,6 +68,9 @@ struct ActorOptions {
   // still ResourceExhausted at once. (Ray's semantics.)
   bool return_pending = false;
   std::map<std::string, std::string> env;  // set in the actor's process (runtime_env env_vars)
+  // Needed free where it is placed, beyond `resources` (per name, the larger counts), but not
+  // held while it runs: Ray's default actor is placed with {"CPU": 1} and holds none.
+  std::map<std::string, double> placement_resources;
 };
 
 struct Bundle {

@@ -99,6 +99,7 @@ void GrpcClient::FillSpec(const std::string& class_name, const ActorOptions& o, 
   spec->set_class_name(class_name);
   spec->set_init_args(o.init_args);
   for (const auto& [k, v] : o.resources) (*spec->mutable_resources())[k] = v;
+  for (const auto& [k, v] : o.placement_resources) (*spec->mutable_placement_resources())[k] = v;
   spec->set_name(o.name);
   spec->set_namespace_(o.ns);
   spec->set_max_restarts(o.max_restarts);

@@ -25,8 +25,13 @@ std::string NameKey(const v1::ActorSpec& spec) {
   return spec.name().empty() ? std::string() : absl::StrCat(spec.namespace_(), "/", spec.name());
 }
 
+// What placing the actor asks of a node or bundle: its resources, raised to its placement
+// resources name by name.
 scheduler::Demand DemandOf(const v1::ActorSpec& spec) {
-  return scheduler::Demand{ToResources(spec.resources()), ToLabels(spec.label_selector())};
+  std::map<std::string, double> need(spec.resources().begin(), spec.resources().end());
+  for (const auto& [name, amount] : spec.placement_resources()) need[name] = std::max(need[name], amount);
+  return scheduler::Demand{ToResources(google::protobuf::Map<std::string, double>(need.begin(), need.end())),
+                           ToLabels(spec.label_selector())};
 }
 
 absl::Status ValidateSpec(v1::ActorSpec& spec) {
@@ -37,10 +42,17 @@ absl::Status ValidateSpec(v1::ActorSpec& spec) {
     if (absl::Status s = ValidateName("spec.name", spec.name()); !s.ok()) return s;
   absl::StatusOr<ResourceSet> r = ResourceSet::FromMap({spec.resources().begin(), spec.resources().end()});
   if (!r.ok()) return absl::InvalidArgumentError(absl::StrCat("spec.resources: ", r.status().message()));
+  if (absl::StatusOr<ResourceSet> p =
+          ResourceSet::FromMap({spec.placement_resources().begin(), spec.placement_resources().end()});
+      !p.ok())
+    return absl::InvalidArgumentError(absl::StrCat("spec.placement_resources: ", p.status().message()));
   if (absl::Status s =
           scheduler::ValidateDemand("spec", scheduler::Demand{*r, ToLabels(spec.label_selector())});
       !s.ok())
     return s;
+  if (!spec.placement_resources().empty())
+    if (absl::Status s = scheduler::ValidateDemand("spec.placement_resources", DemandOf(spec)); !s.ok())
+      return s;
   if (!spec.placement_group_id().empty())
     if (auto pg = PlacementGroupId::Parse(spec.placement_group_id()); !pg.ok())
       return absl::InvalidArgumentError(absl::StrCat("spec.placement_group_id: ", pg.status().message()));
@@ -59,8 +71,10 @@ absl::Status ValidateSpec(v1::ActorSpec& spec) {
     return absl::InvalidArgumentError("spec.bundle_index: must be 0 or more");
   if (spec.max_restarts() < -1)
     return absl::InvalidArgumentError("spec.max_restarts: must be -1 (unlimited) or more");
-  if (spec.max_concurrency() < 0 || spec.max_concurrency() > 10000)
-    return absl::InvalidArgumentError("spec.max_concurrency: must be in 0-10000");
+  // Up to 100,000: a host starts executor threads as calls need them (an async Python actor,
+  // 1,000 by default as in Ray, waits on its event loop).
+  if (spec.max_concurrency() < 0 || spec.max_concurrency() > 100000)
+    return absl::InvalidArgumentError("spec.max_concurrency: must be in 0-100000");
   return absl::OkStatus();
 }
 
@@ -231,8 +245,8 @@ absl::StatusOr<scheduler::Slot> ActorManager::Place(const ActorId& id, const v1:
                        " is not placed (unknown, still PENDING, or removed); wait until it is CREATED"));
     absl::StatusOr<scheduler::Slot> slot = c.PlanActor(demand, spec.placement_group_id(), bundle);
     if (!slot.ok()) return slot.status();
-    if (absl::Status s =
-            c.AllocateActor(id.ToString(), demand.resources, *slot, spec.placement_group_id(), slot->bundle);
+    if (absl::Status s = c.AllocateActor(id.ToString(), ToResources(spec.resources()), *slot,
+                                         spec.placement_group_id(), slot->bundle);
         !s.ok())
       return absl::InternalError(absl::StrCat("planned slot refused: ", s.message()));
     return slot;

@@ -128,8 +128,8 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
   if (!id.ok()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(id.status().message()));
   if (absl::Status s = ValidateName("class_name", req->class_name()); !s.ok())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message()));
-  if (req->max_concurrency() < 0 || req->max_concurrency() > 10000)
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_concurrency must be in 0-10000");
+  if (req->max_concurrency() < 0 || req->max_concurrency() > 100000)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_concurrency must be in 0-100000");
   if (absl::Status s = ValidateHostFlavour("host", req->host()); !s.ok())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message()));
   if (!req->job_id().empty())

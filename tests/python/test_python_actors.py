@@ -80,10 +80,13 @@ def test_remote_exceptions_come_back_as_themselves(cluster):
     c = Counter.remote(0)
     with pytest.raises(ValueError, match="bad value 7") as e:
         ray.get(c.fail.remote())
+    assert isinstance(e.value, ray.exceptions.RayTaskError), "both its own class and Ray's"
+    assert type(e.value).__name__ == "RayTaskError(ValueError)"
+    assert isinstance(e.value.cause, ValueError) and e.value.args == ("bad value 7",)
     info = c._describe()
     where = f"raised in actor {c._actor_id} on node {info['node_id']}"
-    assert where in "".join(e.value.__notes__), "which actor, on which node"
-    assert 'in fail\n    raise ValueError("bad value 7")' in "".join(e.value.__notes__), "the remote traceback"
+    assert where in str(e.value), "which actor, on which node"
+    assert 'in fail\n    raise ValueError("bad value 7")' in str(e.value), "the remote traceback"
     with pytest.raises(AttributeError, match="no_such"):
         ray.get(c.no_such.remote())
     assert ray.get(c.add.remote()) == 1, "the actor goes on after an exception"

@@ -1,0 +1,276 @@
+"""Ray's semantics behind Ray's names, against real skyrl-head and skyrl-worker processes:
+resource defaults, init() keywords, task errors as both their own class and RayTaskError,
+Ray's built-in actor methods and exit_actor(), ObjectRef's futures, the runtime context,
+retry_exceptions and label selectors."""
+
+import asyncio
+import os
+import time
+import warnings
+
+import pytest
+
+import skyrl_runtime as ray
+from skyrl_runtime.exceptions import ActorDiedError, GetTimeoutError, RayTaskError
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    """init(**keywords) of a private local cluster; shut down at the end."""
+    monkeypatch.delenv("SKYRL_ADDRESS", raising=False)
+    monkeypatch.delenv("SKYRL_TOKEN", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    yield lambda **kw: ray.init(address="local", **kw)
+    ray.shutdown()
+
+
+@ray.remote
+class Plain:
+    def ping(self):
+        return "pong"
+
+    def context(self):
+        c = ray.get_runtime_context()
+        return {"task_id": c.get_task_id(), "name": c.get_task_name(), "function": c.get_task_function_name(),
+                "resources": c.get_assigned_resources(), "current": c.current_actor._actor_id,
+                "actor_id": c.get_actor_id(), "get": c.get()}
+
+    def leave(self):
+        ray.actor.exit_actor()
+
+
+def _wait_state(handle, state, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = handle._describe()
+        if info["state"] == state:
+            return info
+        time.sleep(0.05)
+    raise AssertionError(f"{handle} is {info['state']}, not {state}")
+
+
+def test_a_default_actor_is_placed_with_one_cpu_and_holds_none(fresh):
+    fresh(num_cpus=1, num_gpus=1)
+    helpers = [Plain.remote() for _ in range(3)]  # Ray: a 1-CPU node runs any number of these
+    assert ray.get([h.ping.remote() for h in helpers], timeout=60) == ["pong"] * 3
+    assert ray.available_resources()["CPU"] == 1
+    gpu = Plain.options(num_gpus=1).remote()  # naming a resource: holds 1 CPU too, as in Ray
+    assert ray.get(gpu.ping.remote(), timeout=60) == "pong"
+    assert ray.available_resources()["CPU"] == 0
+    waiting = Plain.remote()  # needs 1 CPU free to be placed: waits for room
+    with pytest.raises(GetTimeoutError):
+        ray.get(waiting.ping.remote(), timeout=1.5)
+    ray.kill(gpu)
+    assert ray.get(waiting.ping.remote(), timeout=30) == "pong"
+    zero = Plain.options(num_cpus=0).remote()  # num_cpus=0 named: placed anywhere, holds none
+    assert ray.get(zero.ping.remote(), timeout=30) == "pong"
+
+
+def test_init_keywords_shape_the_local_node(fresh):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fresh(num_cpus=3, num_gpus=2, resources={"disk": 4}, labels={"zone": "a"}, object_store_memory=1 << 30,
+              local_mode=True, include_dashboard=False, logging_level="info", log_to_driver=False)
+    assert any("local_mode" in str(w.message) for w in seen)
+    total = ray.cluster_resources()
+    assert (total["CPU"], total["GPU"], total["disk"]) == (3, 2, 4)
+    assert ray.nodes()[0]["labels"]["zone"] == "a"
+
+    @ray.remote(num_gpus=1)
+    class Gpu:
+        def ids(self):
+            return ray.get_gpu_ids(), os.environ["CUDA_VISIBLE_DEVICES"]
+
+    a, b = Gpu.remote(), Gpu.remote()
+    assert sorted(ray.get([a.ids.remote(), b.ids.remote()])) == [([0], "0"), ([1], "1")]
+    there = Plain.options(label_selector={"zone": "a"}).remote()
+    assert ray.get(there.ping.remote(), timeout=30) == "pong"
+    nowhere = Plain.options(label_selector={"zone": "b"}).remote()
+    with pytest.raises(ray.exceptions.RayError, match="zone"):
+        ray.get(nowhere.ping.remote(), timeout=30)
+    with pytest.raises(NotImplementedError, match="exact values"):
+        Plain.options(label_selector={"zone": "!a"})
+
+
+def test_rays_internal_settings_are_ignored_with_a_warning(fresh):
+    with pytest.warns(UserWarning) as seen:
+        fresh(num_cpus=1, _system_config={"task_retry_delay_ms": 0}, _lru_evict=True)
+    said = " ".join(str(w.message) for w in seen)
+    assert "task_retry_delay_ms" in said and "_lru_evict" in said
+    assert ray.get(Plain.remote().ping.remote(), timeout=60) == "pong"
+
+
+@pytest.mark.parametrize("keywords, error, field", [
+    ({"num_cpus": -1}, ValueError, "num_cpus"), ({"num_gpus": 1.5}, ValueError, "num_gpus"),
+    ({"resources": {"CPU": 2}}, ValueError, "num_cpus"), ({"resources": {"x": "many"}}, ValueError, "resources"),
+    ({"labels": {"zone": 1}}, TypeError, "labels"), ({"object_store_memory": -5}, ValueError, "object_store_memory"),
+    ({"no_such_keyword": 1}, TypeError, "no_such_keyword")])
+def test_bad_init_keywords_are_refused_naming_them(fresh, keywords, error, field):
+    with pytest.raises(error, match=field):
+        fresh(**keywords)
+    assert not ray.is_initialized()
+
+
+def test_node_keywords_are_refused_when_joining_a_cluster(monkeypatch, tmp_path):
+    from skyrl_runtime._cluster import LocalCluster
+    monkeypatch.setenv("HOME", str(tmp_path))
+    running = LocalCluster(num_cpus=1)
+    try:
+        monkeypatch.setenv("SKYRL_TOKEN", running.token)
+        for keywords in ({"num_gpus": 1}, {"num_cpus": 2}, {"_system_config": {"python_fork_server": False}}):
+            with pytest.raises(ValueError, match=next(iter(keywords))):
+                ray.init(address=running.address, **keywords)
+            assert not ray.is_initialized()
+        ray.init(address=running.address)
+        ray.shutdown()
+    finally:
+        running.stop()
+
+
+def test_a_task_error_is_its_own_class_and_a_ray_task_error(cluster):
+    @ray.remote
+    def fails():
+        raise KeyError("missing")
+
+    with pytest.raises(KeyError) as e:
+        ray.get(fails.options(max_retries=0).remote())
+    assert isinstance(e.value, RayTaskError) and type(e.value).__name__ == "RayTaskError(KeyError)"
+    assert "in fails" in str(e.value) and "raised in actor" in str(e.value)
+    try:
+        ray.get(fails.options(max_retries=0).remote())
+    except RayTaskError as caught:
+        assert isinstance(caught.cause, KeyError)
+
+
+def test_rays_own_actor_methods_and_exit_actor(cluster):
+    a = Plain.options(num_cpus=0).remote()
+    assert ray.get(a.__ray_ready__.remote()) is True
+    assert ray.get(a.__ray_call__.remote(lambda self, k: (self.ping(), k), 7)) == ("pong", 7)
+    with pytest.raises(ActorDiedError, match="exit_actor"):
+        ray.get(a.leave.remote())
+    info = _wait_state(a, "DEAD")
+    assert info["restarts"] == 0
+    b = Plain.options(num_cpus=0, max_restarts=3).remote()
+    assert ray.get(b.ping.remote()) == "pong"
+    with pytest.raises(ActorDiedError):
+        ray.get(b.__ray_terminate__.remote())
+    assert _wait_state(b, "DEAD")["restarts"] == 0, "an exit asked for is not restarted"
+    with pytest.raises(TypeError, match="actor"):
+        ray.actor.exit_actor()  # in a driver
+
+
+def test_object_refs_have_ids_futures_and_await(cluster):
+    a = Plain.options(num_cpus=0).remote()
+    ref = a.ping.remote()
+    assert len(ref.hex()) == 56 and ref.hex() == ref.hex() and ref.hex() != a.ping.remote().hex()
+    assert ref.future().result(timeout=30) == "pong"
+
+    async def main():
+        one = await a.ping.remote()
+        two = await a.ping.remote().as_future()
+        return one, two
+
+    assert asyncio.run(main()) == ("pong", "pong")
+
+    @ray.remote
+    def fails():
+        raise ValueError("no")
+
+    with pytest.raises(ValueError):
+        fails.options(max_retries=0).remote().future().result(timeout=30)
+
+
+def test_the_runtime_context_says_what_runs(cluster):
+    a = Plain.options(num_cpus=0.5).remote()
+    first, second = ray.get([a.context.remote(), a.context.remote()])
+    assert first["task_id"] and first["task_id"] != second["task_id"]
+    assert first["name"] == "Plain.context"
+    assert first["function"].endswith("Plain.context")
+    assert first["resources"] == {"CPU": 0.5}
+    assert first["current"] == first["actor_id"] == a._actor_id
+    assert first["get"]["actor_id"] == a._actor_id and first["get"]["task_id"] == first["task_id"]
+
+    @ray.remote(num_cpus=1)
+    def in_task():
+        c = ray.get_runtime_context()
+        return c.get_task_name(), c.get_task_function_name(), c.get_assigned_resources(), c.get_task_id()
+
+    name, function, resources, task_id = ray.get(in_task.options(name="my-task").remote())
+    assert name == "my-task" and function.endswith("in_task") and resources == {"CPU": 1.0} and task_id
+    assert ray.get(in_task.remote())[0] == "in_task"
+    driver = ray.get_runtime_context()
+    assert driver.get_task_id() is None and driver.get_assigned_resources() == {}
+    with pytest.raises(RuntimeError):
+        driver.current_actor
+
+
+def test_retry_exceptions_runs_a_failing_task_or_method_again(cluster, tmp_path):
+    counter = tmp_path / "runs"
+
+    @ray.remote
+    def flaky(path, fail_times, exc):
+        n = int(open(path).read()) if os.path.exists(path) else 0
+        with open(path, "w") as f:
+            f.write(str(n + 1))
+        if n < fail_times:
+            raise exc("not yet")
+        return n
+
+    assert ray.get(flaky.options(retry_exceptions=True, max_retries=3).remote(str(counter), 2, ValueError)) == 2
+    counter.unlink()
+    with pytest.raises(ValueError):  # not in the list: not retried
+        ray.get(flaky.options(retry_exceptions=[KeyError], max_retries=3).remote(str(counter), 2, ValueError))
+    assert counter.read_text() == "1"
+    counter.unlink()
+    assert ray.get(flaky.options(retry_exceptions=[KeyError], max_retries=3).remote(str(counter), 1, KeyError)) == 1
+    with pytest.raises(TypeError, match="retry_exceptions"):
+        flaky.options(retry_exceptions="yes")
+
+    @ray.remote(num_cpus=0)
+    class Flaky:
+        def __init__(self):
+            self.n = 0
+
+        @ray.method(retry_exceptions=True, max_task_retries=2)
+        def step(self):
+            self.n += 1
+            if self.n < 3:
+                raise RuntimeError("not yet")
+            return self.n
+
+        def once(self):
+            self.n += 1
+            raise RuntimeError("never retried")
+
+    f = Flaky.remote()
+    assert ray.get(f.step.remote()) == 3
+    with pytest.raises(RuntimeError):
+        ray.get(f.once.remote())
+    assert ray.get(f.step.remote()) == 5, "once ran once"
+
+
+def test_bad_calls_are_refused_when_made(cluster):
+    @ray.remote
+    def two(a, b=1):
+        return a + b
+
+    with pytest.raises(TypeError, match="two.remote"):
+        two.remote()
+    with pytest.raises(TypeError, match="two.remote"):
+        two.remote(1, 2, 3)
+    @ray.remote(num_cpus=0)
+    class Takes:
+        def __init__(self, a):
+            self.a = a
+
+    with pytest.raises(TypeError, match="Takes.remote"):
+        Takes.remote()
+    with pytest.raises(TypeError, match="Takes.remote"):
+        Takes.remote(1, b=2)
+    ref = two.remote(1)
+    assert ray.get(ref) == 2
+    for bad in (ref, 1, [1]):
+        with pytest.raises(TypeError):
+            ray.wait(bad)
+    with pytest.raises(ValueError, match="more than once"):
+        ray.wait([ref, ref])
