@@ -14,7 +14,8 @@ from .exceptions import RayError
 _RAY_METHODS = frozenset({"__ray_ready__", "__ray_call__", "__ray_terminate__"})
 _OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "name", "namespace", "max_restarts", "runtime_env",
             "scheduling_strategy", "max_concurrency", "lifetime", "get_if_exists", "max_task_retries",
-            "label_selector"}
+            "label_selector", "placement_group", "placement_group_bundle_index",
+            "placement_group_capture_child_tasks"}
 
 
 def _as_bytes(value, what):
@@ -319,8 +320,12 @@ def _create(class_name, init_args, o, host, handle_type, handle_name, wait=False
         raise ValueError(f"options: lifetime must be 'detached' or 'non_detached', got {o['lifetime']!r}")
     state = _api._current()
     namespace = o.get("namespace") or state.namespace
-    from ._placement import placement_of
-    group_id, bundle, selector = placement_of(o.get("scheduling_strategy"), placement or resources)
+    from ._placement import PlacementGroupSchedulingStrategy, placement_of
+    strategy = o.get("scheduling_strategy")
+    if o.get("placement_group") not in (None, "default"):
+        # Ray's older options, still accepted by Ray: the same as the strategy they name.
+        strategy = PlacementGroupSchedulingStrategy(o["placement_group"], o.get("placement_group_bundle_index", -1))
+    group_id, bundle, selector = placement_of(strategy, placement or resources)
     selector = {**(o.get("label_selector") or {}), **selector}
     retries = int(o.get("max_task_retries", 0))
     if retries < -1:

@@ -31,6 +31,17 @@ class _State:
         if cluster is None and not os.environ.get("SKYRL_JOB_ID") and not os.environ.get("SKYRL_ACTOR_ID"):
             self.owned = {"actors": set(), "groups": set()}
 
+    def __getitem__(self, key):
+        """Ray's init() returns its context, read as a dict: address, gcs_address, node_id and
+        node_ip_address; KeyError for anything else."""
+        if key in ("address", "gcs_address", "redis_address"):
+            return self.address
+        if key == "node_ip_address":
+            return self.address.rsplit(":", 1)[0]
+        if key == "node_id":
+            return os.environ.get("SKYRL_NODE_ID") or None
+        raise KeyError(key)
+
     def own(self, kind, ident):
         if self.owned is not None and ident:
             self.owned[kind].add(ident)

@@ -41,6 +41,7 @@ def _event_loop():
 actor_class = None
 actor_is_async = False  # a method is `async def`: every method runs on the event loop (as Ray)
 actor_resources = {}
+actor_placement_group = ""  # the group's id, when placed in one
 current = threading.local()
 
 
@@ -49,7 +50,7 @@ class ActorExit(BaseException):
 
 
 def _create(init_args):
-    global actor_class, actor_resources
+    global actor_class, actor_resources, actor_placement_group
     try:
         unpickled = pickle.loads(init_args)
         cls, args, kwargs = unpickled[:3]
@@ -59,6 +60,7 @@ def _create(init_args):
                              for klass in cls.__mro__ for v in vars(klass).values())
         if len(unpickled) > 3:  # (cls, args, kwargs, {"resources": ...}) from _python_actors
             actor_resources = dict(unpickled[3].get("resources") or {})
+            actor_placement_group = unpickled[3].get("placement_group_id") or ""
         return cls(*args, **kwargs)
     except BaseException:
         # The constructor's error, with its traceback, is the actor's death reason.

@@ -93,6 +93,16 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None, _wait_for_
     return PlacementGroup(info)
 
 
+def get_current_placement_group():
+    """The placement group the calling actor (or task) was placed in; None in a driver or
+    outside a group, as Ray's."""
+    from . import _host
+    if not _host.actor_placement_group:
+        return None
+    state = _api._current()
+    return PlacementGroup(_edge.get_placement_group(state.address, state.token, _host.actor_placement_group))
+
+
 def placement_group_table(pg):
     """The group as the head has it: state, strategy, bundles (resources, node and GPU ids in
     bundle order), and Ray's bundles_to_node_id."""

@@ -100,7 +100,10 @@ class PyActorClass:
             options = {**options, "max_concurrency": 1000}
         try:
             held, _ = actor_resources(options)
-            init = cloudpickle.dumps((self._cls, args, kwargs, {"resources": held}))
+            strategy = options.get("scheduling_strategy")
+            group = getattr(getattr(strategy, "placement_group", None), "id", "") or getattr(
+                options.get("placement_group"), "id", "")
+            init = cloudpickle.dumps((self._cls, args, kwargs, {"resources": held, "placement_group_id": group}))
         except Exception as e:
             raise TypeError(f"{self._cls.__name__}.remote: the class or an argument does not pickle: {e}") from None
         return _create("python", init, options, "python", PyActorHandle, self._cls.__name__,

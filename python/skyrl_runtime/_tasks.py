@@ -20,7 +20,8 @@ from .exceptions import RayError
 
 _MAX_POOL = 64
 _TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "runtime_env", "max_retries", "scheduling_strategy",
-                 "num_returns", "retry_exceptions", "name", "label_selector"}
+                 "num_returns", "retry_exceptions", "name", "label_selector", "placement_group",
+                 "placement_group_bundle_index", "placement_group_capture_child_tasks"}
 _NOT_SHAPE = ("max_retries", "num_returns", "retry_exceptions", "name")
 _DEFAULT_RETRIES = 3  # Ray's default for tasks
 

@@ -13,6 +13,10 @@ class RayError(Exception):
         self.code = code
 
 
+class RaySystemError(RayError):
+    """The runtime itself failed (not the code it ran), as Ray's."""
+
+
 class GetTimeoutError(RayError, TimeoutError):
     """get() or wait() ran out of time; the call goes on."""
 

@@ -49,13 +49,43 @@ ray_start_10_cpus = _cluster_fixture(10)
 ray_start_no_cpu = _cluster_fixture(0)
 
 
+def _test_cluster(request, head, nodes=0, connect=False):
+    from ray.cluster_utils import Cluster
+    params = dict(getattr(request, "param", None) or {})
+    cluster = Cluster(initialize_head=head, connect=connect, head_node_args=params if head else None)
+    for _ in range(nodes):
+        cluster.add_node(**params)
+    return cluster
+
+
+@pytest.fixture
+def ray_start_cluster(request):
+    """Ray's: a test cluster with no node yet (the first add_node starts the head)."""
+    cluster = _test_cluster(request, head=False)
+    yield cluster
+    cluster.shutdown()
+
+
+@pytest.fixture
+def ray_start_cluster_head(request):
+    cluster = _test_cluster(request, head=True, connect=True)
+    yield cluster
+    cluster.shutdown()
+
+
+@pytest.fixture
+def ray_start_cluster_2_nodes(request):
+    cluster = _test_cluster(request, head=True, nodes=1, connect=True)
+    yield cluster
+    cluster.shutdown()
+
+
 def _internal_fixture(request):
-    pytest.skip("internal: Ray's cluster_utils (a multi-node cluster in one process)")
+    pytest.skip("internal: a fixture built on Ray's internals")
 
 
-for _name in ("ray_start_cluster", "ray_start_cluster_head", "ray_start_cluster_2_nodes", "ray_start_cluster_enabled",
-              "two_node_cluster", "ray_start_object_store_memory", "call_ray_start", "ray_start_cluster_init",
-              "ray_init_with_task_retry_delay", "ray_start_chaos_cluster"):
+for _name in ("ray_start_cluster_enabled", "two_node_cluster", "ray_start_object_store_memory", "call_ray_start",
+              "ray_start_cluster_init", "ray_init_with_task_retry_delay", "ray_start_chaos_cluster"):
     globals()[_name] = pytest.fixture(_internal_fixture, name=_name)
 
 

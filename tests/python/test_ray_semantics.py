@@ -274,3 +274,31 @@ def test_bad_calls_are_refused_when_made(cluster):
             ray.wait(bad)
     with pytest.raises(ValueError, match="more than once"):
         ray.wait([ref, ref])
+
+
+def test_an_actor_knows_its_placement_group(cluster):
+    from skyrl_runtime.util.placement_group import get_current_placement_group, placement_group
+    from skyrl_runtime.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    @ray.remote(num_cpus=0)
+    class Where:
+        def group(self):
+            pg = get_current_placement_group()
+            return pg.id if pg else None
+
+    pg = placement_group([{"CPU": 1}])
+    assert pg.wait(30)
+    inside = Where.options(scheduling_strategy=PlacementGroupSchedulingStrategy(pg)).remote()
+    assert ray.get(inside.group.remote()) == pg.id
+    assert ray.get(Where.remote().group.remote()) is None
+    older = Where.options(placement_group=pg, placement_group_bundle_index=0).remote()  # Ray's older options
+    assert ray.get(older.group.remote()) == pg.id
+    assert get_current_placement_group() is None  # a driver
+
+
+def test_init_returns_a_context_read_as_rays(cluster):
+    assert cluster["address"] == cluster["gcs_address"] == cluster.address
+    assert cluster["node_ip_address"] == cluster.address.rsplit(":", 1)[0]
+    with pytest.raises(KeyError):
+        cluster["no_such_key"]
+    assert ray.util.placement_group is ray.util.placement_group.__globals__["placement_group"], "a function, as Ray's"

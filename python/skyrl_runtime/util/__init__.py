@@ -3,11 +3,15 @@ _placement.py), ActorPool, queue (Queue, Empty, Full) and get_node_ip_address.""
 
 import socket
 
-from . import placement_group, queue, scheduling_strategies
+from . import queue, scheduling_strategies
 from .actor_pool import ActorPool
 from .._missing import module_getattr
+# As in Ray, ray.util.placement_group is the function (the module stays importable by name).
+from .placement_group import (get_current_placement_group, placement_group, placement_group_table,
+                              remove_placement_group)
 
-__all__ = ["ActorPool", "get_node_ip_address", "placement_group", "queue", "scheduling_strategies"]
+__all__ = ["ActorPool", "get_current_placement_group", "get_node_ip_address", "placement_group",
+           "placement_group_table", "queue", "remove_placement_group", "scheduling_strategies"]
 
 __getattr__ = module_getattr("util.")
 

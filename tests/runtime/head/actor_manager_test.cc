@@ -223,6 +223,38 @@ TEST(ActorManagerTest, AnUnknownStartIsStoppedThroughTheHeartbeatsOfAWorkerTheHe
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// Ray's default actor: placed where 1 CPU is free, holding none while it runs.
+TEST(ActorManagerTest, PlacementResourcesMustBeFreeButAreNotHeld) {
+  store::MemoryStore store;
+  FakeClock clock;
+  testing::FakeWorkers workers;
+  auto head = OpenTestHead(store, clock, workers);
+  AddGpuNode(*head, 3000, 0);  // 64 CPUs
+  v1::ActorSpec helper;
+  helper.set_class_name("echo");
+  (*helper.mutable_resources())["CPU"] = 0;
+  (*helper.mutable_placement_resources())["CPU"] = 1;
+  for (int i = 0; i < 100; ++i) {  // more than the node's CPUs: none is held
+    absl::StatusOr<v1::ActorInfo> a = head->actors().Create(helper);
+    ASSERT_TRUE(a.ok()) << i << ": " << a.status();
+    ASSERT_EQ(a->state(), v1::ACTOR_ALIVE) << i;
+  }
+  v1::ActorSpec all_cpus;
+  all_cpus.set_class_name("echo");
+  (*all_cpus.mutable_resources())["CPU"] = 64;
+  absl::StatusOr<v1::ActorInfo> big = head->actors().Create(all_cpus);
+  ASSERT_TRUE(big.ok()) << big.status();
+  // No CPU free now: a helper has nowhere to be placed.
+  absl::StatusOr<v1::ActorInfo> none = head->actors().Create(helper);
+  EXPECT_TRUE(absl::IsResourceExhausted(none.status())) << none.status();
+  v1::ActorSpec bad = helper;
+  (*bad.mutable_placement_resources())["CPU"] = -1;
+  absl::StatusOr<v1::ActorInfo> refused = head->actors().Create(bad);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("spec.placement_resources"), absl::string_view::npos)
+      << refused.status();
+}
+
 TEST(ActorManagerTest, AStartNamesTheOwningJobAndTheNodeButNotForDetachedActors) {
   store::MemoryStore store;
   FakeClock clock;

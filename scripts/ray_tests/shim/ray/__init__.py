@@ -3,6 +3,7 @@ submodule is skyrl_runtime's (ray.X imports skyrl_runtime.X); only the test help
 import from Ray's private modules (ray._private.test_utils, ray.test_utils) are written here.
 Not part of the package: nothing imports it but scripts/ray-tests."""
 
+import contextlib
 import importlib
 import importlib.abc
 import importlib.util
@@ -10,12 +11,14 @@ import sys
 import types
 
 import skyrl_runtime
-from skyrl_runtime import *  # noqa: F401,F403 - Ray's names are the package's
 
-_OWN = ("ray._private.test_utils", "ray.test_utils")
+# Ray's names are the package's.
+globals().update({name: getattr(skyrl_runtime, name) for name in skyrl_runtime.__all__})
+
+_OWN = ("ray._private.test_utils", "ray.test_utils", "ray.cluster_utils")
 # Ray's internal modules: importable here, but whatever a test takes from them skips the test
 # as "internal" when used (scripts/ray-tests leaves those out of the public-API pass rate).
-INTERNAL_MODULES = ("_private", "_raylet", "_common", "cluster_utils", "autoscaler", "worker", "state", "internal",
+INTERNAL_MODULES = ("_private", "_raylet", "_common", "autoscaler", "worker", "state", "internal",
                     "experimental", "core", "runtime_context", "dashboard", "job_config", "serialization",
                     "ray_constants", "services", "node", "parameter", "utils", "gcs_utils", "remote_function",
                     "tests", "scripts", "includes", "_version")
@@ -45,6 +48,19 @@ class _Internal:
         self._skip()
 
 
+@contextlib.contextmanager
+def _connect_to_client_or_not(connect_to_client):
+    """Ray's test helper: the Ray client (not here) when asked for, else nothing."""
+    if connect_to_client:
+        import pytest
+        pytest.skip("internal: the Ray client (ray.util.client)")
+    yield
+
+
+# Ray's test helpers that live in its internal modules, written here.
+_HELPERS = {"ray.util.client.ray_client_helpers": {"connect_to_client_or_not": _connect_to_client_or_not}}
+
+
 class _InternalModule(types.ModuleType):
     def __getattr__(self, name):
         if name.startswith("__"):
@@ -65,7 +81,7 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             found = None
         if found:
             return importlib.util.spec_from_loader(name, self)
-        if name.split(".")[1] in INTERNAL_MODULES:
+        if name.split(".")[1] in INTERNAL_MODULES or name.startswith("ray.util.client"):
             return importlib.util.spec_from_loader(name, self, is_package=True)
         return None
 
@@ -75,6 +91,7 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         except ImportError:
             module = _InternalModule(spec.name)
             module.__path__ = []
+            module.__dict__.update(_HELPERS.get(spec.name, {}))
             return module
 
     def exec_module(self, module):
@@ -82,6 +99,11 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 sys.meta_path.insert(0, _Alias())
+# The package's modules already loaded, under Ray's names: importing ray.util.placement_group
+# then finds it and leaves ray.util.placement_group (the function, as in Ray) alone.
+for _name, _module in list(sys.modules.items()):
+    if _name.startswith("skyrl_runtime."):
+        sys.modules.setdefault("ray." + _name[len("skyrl_runtime."):], _module)
 
 
 def __getattr__(name):

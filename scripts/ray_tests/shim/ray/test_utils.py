@@ -1,3 +1,7 @@
-"""Older Ray's name for ray._private.test_utils."""
+"""Older Ray's name for ray._private.test_utils: the same module."""
 
-from ray._private.test_utils import *  # noqa: F401,F403
+import sys
+
+from ray._private import test_utils
+
+sys.modules[__name__] = test_utils
