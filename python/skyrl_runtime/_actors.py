@@ -5,7 +5,9 @@ import os
 import threading
 import time
 
-from . import _api, _native
+import cloudpickle
+
+from . import _api, _native, _wire
 from . import _methods
 from ._refs import refs_of
 from .exceptions import RayError
@@ -84,14 +86,12 @@ class _Retrying:
 
     def _raised_retryable(self, payload):
         """Whether the result is an exception that retry_exceptions says to run again for."""
-        from . import _wire
         if len(payload) == 0 or memoryview(payload)[0] != _wire.ERROR:
             return False
         if self._retry_exceptions is True:
             return True
         blob = _wire.decode(payload)[1][0]
         try:
-            import cloudpickle
             exc = cloudpickle.loads(blob) if blob is not None else None
         except Exception:  # noqa: BLE001 - a class that does not unpickle here matches nothing
             return False

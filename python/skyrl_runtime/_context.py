@@ -46,7 +46,10 @@ class RuntimeContext:
         """The running call's id (hex) in an actor's method or a task; None in a driver (Ray
         answers the same there)."""
         call, _ = self._call()
-        return call[0] if call else None
+        if not call:
+            return None
+        # The actor's id digits, this process's id and the call's number: unique in the cluster.
+        return f"{self.get_actor_id().removeprefix('actor-')}{os.getpid():08x}{call[0]:016x}"
 
     def get_task_name(self):
         """A task's name (its `name` option, else the function's name), or "Class.method" for an

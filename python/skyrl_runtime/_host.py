@@ -9,6 +9,7 @@ of the value, or an ERROR payload of (pickled exception or None, type name, mess
 
 import asyncio
 import inspect
+import itertools
 import os
 import pickle
 import sys
@@ -17,7 +18,7 @@ import traceback
 
 import cloudpickle
 
-from . import _native, _wire
+from . import _methods, _native, _wire
 
 
 _loop = None
@@ -43,6 +44,7 @@ actor_is_async = False  # a method is `async def`: every method runs on the even
 actor_resources = {}
 actor_placement_group = ""  # the group's id, when placed in one
 current = threading.local()
+_calls = itertools.count(1)  # each call's number in this process (get_task_id)
 
 
 class ActorExit(BaseException):
@@ -56,8 +58,7 @@ def _create(init_args):
         cls, args, kwargs = unpickled[:3]
         actor_class = cls
         global actor_is_async
-        actor_is_async = any(inspect.iscoroutinefunction(v) or inspect.isasyncgenfunction(v)
-                             for klass in cls.__mro__ for v in vars(klass).values())
+        actor_is_async = _methods.is_async_class(cls)
         if len(unpickled) > 3:  # (cls, args, kwargs, {"resources": ...}) from _python_actors
             actor_resources = dict(unpickled[3].get("resources") or {})
             actor_placement_group = unpickled[3].get("placement_group_id") or ""
@@ -92,7 +93,7 @@ def _where():
 
 
 def _dispatch(obj, method, payload):
-    current.call = (os.urandom(16).hex(), method)
+    current.call = (next(_calls), method)
     try:
         if method.startswith("_") and method not in _SPECIAL:
             raise AttributeError(f"{type(obj).__name__}.{method}: private methods cannot be called remotely")

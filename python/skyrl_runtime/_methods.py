@@ -54,6 +54,12 @@ def check_retry_exceptions(value, what):
     raise TypeError(f"{what}: retry_exceptions must be a bool or a list of exception classes, got {value!r}")
 
 
+def is_async_class(cls):
+    """Whether a class has an `async def` method (Ray's async actor)."""
+    return any(inspect.iscoroutinefunction(v) or inspect.isasyncgenfunction(v)
+               for klass in cls.__mro__ for v in vars(klass).values())
+
+
 def check_arguments(fn, args, kwargs, what):
     """A TypeError at .remote(), as Ray raises, when `fn` cannot take these arguments."""
     try:

@@ -3,8 +3,6 @@ served by the C++ actor host; _host.py is that side). Arguments, results and the
 travel as cloudpickle (_wire.py: arrays and tensors out of band), so classes defined in the
 driver's __main__ work, as in Ray."""
 
-import inspect
-
 import cloudpickle
 
 from . import _methods, _wire
@@ -95,7 +93,7 @@ class PyActorClass:
     def remote(self, *args, **kwargs):
         _methods.check_arguments(self._cls.__init__, (None, *args), kwargs, f"{self._cls.__name__}.remote")
         options = self._options
-        if options.get("max_concurrency") is None and _is_async(self._cls):
+        if options.get("max_concurrency") is None and _methods.is_async_class(self._cls):
             # As Ray: an async actor runs up to 1,000 calls at once on its event loop by default.
             options = {**options, "max_concurrency": 1000}
         try:
@@ -111,12 +109,6 @@ class PyActorClass:
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"{self._cls.__name__} is a remote class: create it with {self._cls.__name__}.remote(...)")
-
-
-def _is_async(cls):
-    """Whether a class has an `async def` method (Ray's async actor)."""
-    return any(inspect.iscoroutinefunction(v) or inspect.isasyncgenfunction(v)
-               for klass in cls.__mro__ for v in vars(klass).values())
 
 
 def remote(*args, **options):
