@@ -56,15 +56,22 @@ def rate(n, fn):
 
 
 def starts(n):
-    """Actor creations per second (n created at once, each answering a call) and the median
-    time from one .remote() to its first answer, one actor after another (n of them)."""
+    """Actor creations per second (n created at once, each answering a call); the median time
+    from one .remote() to its first answer, n actors one at a time on an otherwise idle node
+    (a pause before each: the latency one caller sees); and the same median back to back (each
+    creation while the last one's process is still settling: bounded by the CPU each costs)."""
     per_s = rate(n, lambda: ray.get([h.echo.remote(0) for h in [Echo.remote() for _ in range(n)]]))
-    firsts = []
-    for _ in range(n):
-        start = time.monotonic()
-        ray.get(Echo.remote().echo.remote(0))
-        firsts.append((time.monotonic() - start) * 1000)
-    return per_s, statistics.median(firsts)
+
+    def first_ms(pause):
+        firsts = []
+        for _ in range(n):
+            time.sleep(pause)
+            start = time.monotonic()
+            ray.get(Echo.remote().echo.remote(0))
+            firsts.append((time.monotonic() - start) * 1000)
+        return statistics.median(firsts)
+
+    return per_s, first_ms(0.25), first_ms(0)
 
 
 def cpp_rates(bin_dir, calls, nn):
@@ -105,13 +112,13 @@ def main():
     ray.get([c.run.remote(callees, nn_calls, 250) for c in callers])
     nn = a.nn * nn_calls / (time.monotonic() - start)
     # Created and answering: remote() itself returns before the process is up.
-    creates, first_ms = starts(a.creates)
+    creates, first_ms, packed_ms = starts(a.creates)
     ray.get([noop.remote(i) for i in range(50)])  # the task pool's processes start here
     tasks = rate(a.calls * 2, lambda: ray.get([noop.remote(i) for i in range(a.calls * 2)]))
     ray.shutdown()
     # The baseline in the same run: each Python actor a fresh interpreter (no fork server).
     ray.init(address="local", _system_config={"python_fork_server": False})
-    fresh_creates, fresh_first_ms = starts(a.creates)
+    fresh_creates, fresh_first_ms, fresh_packed_ms = starts(a.creates)
     ray.shutdown()
     cpp = cpp_rates(bin_dir, max(a.calls, 2000), a.nn)
     cpp_sync = cpp["sync_calls_per_s"]
@@ -130,10 +137,13 @@ def main():
     print(f"RESULT py_nn_async_calls_per_s {nn:.0f}")
     print(f"RESULT py_tasks_per_s {tasks:.0f}")
     print(f"{'first call of a new actor, ms':32} p50 {first_ms:7.1f}   fresh interpreters: p50 {fresh_first_ms:7.1f}")
+    print(f"{'  the same, back to back, ms':32} p50 {packed_ms:7.1f}   fresh interpreters: p50 {fresh_packed_ms:7.1f}")
     print(f"RESULT py_actor_creates_per_s {creates:.1f}")
     print(f"RESULT py_actor_first_call_ms {first_ms:.1f}")
     print(f"RESULT py_actor_creates_per_s_fresh {fresh_creates:.1f}")
     print(f"RESULT py_actor_first_call_ms_fresh {fresh_first_ms:.1f}")
+    print(f"RESULT py_actor_first_call_ms_back_to_back {packed_ms:.1f}")
+    print(f"RESULT py_actor_first_call_ms_back_to_back_fresh {fresh_packed_ms:.1f}")
     print(f"RESULT py_actor_creates_speedup {creates / fresh_creates if fresh_creates else 0:.2f}")
     print(f"RESULT py_sync_ratio_to_cpp {sync / cpp_sync if cpp_sync else 0:.3f}")
 

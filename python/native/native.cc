@@ -531,6 +531,13 @@ class Error(RuntimeError):
         py::arg("placement_group_id"), "one placement group, as the head has it");
   m.def("job_metrics_key", &JobMetricsKey, py::arg("job_id"), py::arg("step"),
         "where a job's step record lives in the head's KV store (runtime/common/job_metrics_keys.h)");
+  m.def(
+      "prepare_actor_host",
+      [] {
+        py::gil_scoped_release release;
+        PrepareActorHost();
+      },
+      "does ahead of run_actor_host what needs no arguments (gRPC's start-up)");
   m.def("run_actor_host", &RunPythonHost, py::arg("argv"), py::arg("create"), py::arg("dispatch"),
         "serves one Python actor as skyrl-actor-host does (the worker's host \"python\")");
   m.def(

@@ -1,19 +1,23 @@
-"""The worker's fork server for Python actors: `python3 -m skyrl_runtime._host --fork-server 3`.
+"""The worker's fork server for Python actors: `skyrl-actor-host-python --fork-server 3`.
 
 The worker (runtime/worker/fork_server.h, which documents the wire) starts one per node, with
 its end of a socket pair as fd 3. This process imports once what every actor process imports
-(the package, its native part, cloudpickle, numpy) and then, per request, forks: the child
-forks the actor and exits at once, so the actor is re-parented to the worker, which waits for
-it like any other. The actor then takes on its own process group, log, working directory,
-environment, sys.path and argv, and runs the actor host exactly as `python3 -m
-skyrl_runtime._host` would. The server itself never runs actor code, so each actor starts from
-the same pristine state, and nothing of one reaches another.
+(the package, its native part, cloudpickle, numpy) and forks a spare ahead of each request:
+an intermediate child forks the spare and exits at once, so the spare is re-parented to the
+worker, which waits for it like any other. While it waits for its request, the spare does what
+every actor does first: gRPC's start-up, its own random seed, and a rehearsal of making an
+actor and answering its first call (on a class of ours), so that the copies of the server's
+pages it writes are made ahead, not while its caller waits. Once its request comes, it takes on
+its own process group, log, working directory, environment, sys.path and argv, and runs the
+actor host exactly as a fresh interpreter would. The server itself never runs actor code, so
+each actor starts from the same pristine state, and nothing of one reaches another.
 
 Single-threaded on purpose (no thread may hold a lock across the fork).
 """
 
 import atexit
 import os
+import pickle
 import select
 import signal
 import socket
@@ -23,7 +27,9 @@ import threading
 import time
 import traceback
 
-from . import _host
+import cloudpickle
+
+from . import _host, _methods, _native, _wire
 
 try:  # what most actors import anyway: imported once here instead of in each
     import numpy
@@ -97,7 +103,7 @@ class _Server:
     def serve(self):
         while True:
             # The spare is made once no request came for a moment: made right after an answer,
-            # it would take CPU from the actor just started (COW faults on both sides).
+            # its preparation (tens of milliseconds of CPU) would slow the actor just started.
             ready, _, _ = select.select([self.sock], [], [], 0.5 if self.spare else 0.02)
             if os.getppid() != self.worker:
                 os._exit(0)  # the worker is gone: so is this server (and the spare, on EOF)
@@ -174,13 +180,23 @@ class _Server:
             deadline = time.monotonic() + 5
             while os.getppid() != self.worker and time.monotonic() < deadline:
                 time.sleep(0.0002)
+            # Nothing of the server's but the request pipe stays open. Then, ahead of the
+            # request, what every actor does first: gRPC's start-up (its threads, pollers), its
+            # own random state (not the server's, shared by every actor it forks).
+            os.closerange(3, requests)
+            os.closerange(requests + 1, 1 << 20)
+            _native.prepare_actor_host()
+            if numpy is not None:
+                numpy.random.seed()
+            environ = dict(os.environ)
+            _rehearse()
             with os.fdopen(requests, "rb") as r:
                 head = r.read(4)
                 if len(head) < 4:
                     os._exit(0)  # never used: the server is gone
                 (n,) = struct.unpack("<I", head)
                 frame = r.read(n)
-            self.become_actor(*_parse(frame))
+            self.become_actor(*_parse(frame), environ)
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else 1
         except BaseException:  # noqa: BLE001 - into the actor's log, then out
@@ -188,9 +204,9 @@ class _Server:
         finally:
             os._exit(code)
 
-    def become_actor(self, argv, env, cwd, log):
+    def become_actor(self, argv, env, cwd, log, environ):
         """In the spare, once its request came: the actor's own process, as the worker would
-        have spawned it. Does not return."""
+        have spawned it (`environ`: this process's environment now). Does not return."""
         code = 1
         try:
             out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -198,7 +214,8 @@ class _Server:
             os.dup2(out, 2)
             null = os.open(os.devnull, os.O_RDONLY)
             os.dup2(null, 0)
-            os.closerange(3, 1 << 20)
+            os.close(out)
+            os.close(null)
             for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
                 signal.signal(sig, signal.SIG_DFL)
             if cwd:
@@ -210,13 +227,11 @@ class _Server:
             # beyond it came from its start (the script, a --python wrapper's variables) and
             # stays, as each fresh interpreter would get it. A variable both set is the actor's.
             for name, value in env.items():  # most are the server's already
-                if os.environ.get(name) != value:
+                if environ.get(name) != value:
                     os.environ[name] = value
-            # sys.path as `python3 -m` in `cwd` would start with: the folder, PYTHONPATH, the rest.
+            # sys.path as a fresh interpreter in `cwd` starts with: the folder, PYTHONPATH, the rest.
             sys.path[:] = [os.getcwd()] + self.package_path + [os.path.abspath(p) for p in own] + self.base_path
             sys.argv = list(argv)
-            if numpy is not None:
-                numpy.random.seed()  # not the server's state, shared by every actor it forks
             code = _host.main(exit=False)
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else 1
@@ -228,6 +243,31 @@ class _Server:
                 _finalize()
             finally:
                 os._exit(code)
+
+
+def _rehearsal_class():
+    class Rehearsal:  # defined in a function: pickled by value, as a driver's class is
+        def __init__(self, x):
+            self.x = x
+
+        def method(self, y):
+            return self.x + y
+
+    return Rehearsal
+
+
+_REHEARSAL = cloudpickle.dumps((_rehearsal_class(), (1,), {}, {"resources": {}}))
+
+
+def _rehearse():
+    """In a spare, ahead of its request: what making an actor and answering its first call
+    runs, on a class of our own, so that its first touch of the server's memory (a copy of each
+    page written) is done before the request, not after it."""
+    cls, args, kwargs, _ = pickle.loads(_REHEARSAL)
+    _methods.is_async_class(cls)
+    obj = cls(*args, **kwargs)
+    _, (args, kwargs) = _wire.decode(_wire.encode(((2,), {})))
+    _wire.encode(obj.method(*args, **kwargs))
 
 
 def _finalize():

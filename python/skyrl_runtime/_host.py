@@ -1,5 +1,5 @@
-"""The process of one Python actor: `python3 -m skyrl_runtime._host --class python ...`, run by
-skyrl-worker through skyrl-actor-host-python. The C++ actor host serves it (token, ordering,
+"""The process of one Python actor, run by skyrl-worker as `skyrl-actor-host-python --class
+python ...` (which calls entry()). The C++ actor host serves it (token, ordering,
 deadlines, exit reports); this module only makes the object and calls its methods.
 
 Wire (the driver's side is _python_actors.py): init args are cloudpickle((cls, args, kwargs))
@@ -139,13 +139,11 @@ def main(exit=True):
     return code
 
 
-if __name__ == "__main__":
-    # Run as the package's module, not as __main__: its state (the actor's class, the call
-    # running) is what get_runtime_context() reads.
+def entry():
+    """The process's start (skyrl-actor-host-python): an actor, or with `--fork-server FD` the
+    worker's fork server (_forkserver.py), which forks this node's Python actors."""
     if sys.argv[1:2] == ["--fork-server"]:
-        # The worker's fork server (_forkserver.py): forks this node's Python actors.
-        from skyrl_runtime import _forkserver
+        from . import _forkserver
         _forkserver.serve(int(sys.argv[2]))
     else:
-        from skyrl_runtime import _host
-        _host.main()
+        main()

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -80,6 +81,14 @@ void Watch(pid_t parent, std::optional<LeaseReader> lease) {
 }
 
 }  // namespace
+
+void PrepareActorHost() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    BlockTerminationSignals();  // before gRPC's threads start, as RunActorHost does
+    grpc_init();                // held for the process's life
+  });
+}
 
 int RunActorHost(int argc, char** argv) {
   pid_t parent = 0;

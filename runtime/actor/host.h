@@ -12,4 +12,9 @@ namespace skyrl {
 
 int RunActorHost(int argc, char** argv);
 
+// Does ahead of RunActorHost what needs none of its arguments (gRPC's start-up: its threads,
+// pollers and resolvers), for a process that waits for its arguments: the fork server's spare.
+// RunActorHost then finds it done. Idempotent.
+void PrepareActorHost();
+
 }  // namespace skyrl

@@ -3,7 +3,7 @@
 // (and a task executor) starts in milliseconds rather than the ~250 ms of CPU a fresh
 // interpreter spends importing. python/skyrl_runtime/_forkserver.py is the other side.
 //
-//   worker --socketpair--> server (python3 -m skyrl_runtime._host --fork-server 3)
+//   worker --socketpair--> server (skyrl-actor-host-python --fork-server 3)
 //   Fork(options): server forks a child; the child forks the actor and exits at once, so the
 //   actor is re-parented to the worker (a child subreaper, SetChildSubreaper) and the worker
 //   waits for it, signals its group and reads its exit exactly as for a spawned process

@@ -22,11 +22,14 @@ class Probe:
 
     def facts(self):
         import numpy
+
+        from skyrl_runtime import _host
         with open("/proc/self/cmdline", "rb") as f:
             cmdline = f.read().split(b"\0")
         return {"pid": os.getpid(), "ppid": os.getppid(), "pgid": os.getpgid(0), "cwd": os.getcwd(),
                 "cmdline": [w.decode() for w in cmdline if w], "env": dict(os.environ), "path": list(sys.path),
-                "stdin": os.readlink("/proc/self/fd/0"), "draws": numpy.random.randint(0, 2**31, 4).tolist()}
+                "stdin": os.readlink("/proc/self/fd/0"), "draws": numpy.random.randint(0, 2**31, 4).tolist(),
+                "class": _host.actor_class.__name__, "call": _host.current.call[0]}
 
     def exit(self, code):
         os._exit(code)
@@ -77,11 +80,16 @@ def test_actors_are_forked_children_of_the_worker_each_its_own(cluster):
     assert fa["pid"] != fb["pid"]
     assert fa["env"]["SKYRL_ACTOR_ID"] != fb["env"]["SKYRL_ACTOR_ID"]
     assert fa["draws"] != fb["draws"]  # numpy's random state is not the server's, shared
+    # The spare's rehearsal (a class of the server's, made and called) left nothing behind.
+    assert fa["class"] == fb["class"] == "Probe"
+    assert fa["call"] == fb["call"] == 1  # each actor's first call
     log_dir = os.path.join(cluster.cluster.dir, "actors")
     with open(os.path.join(log_dir, fa["env"]["SKYRL_ACTOR_ID"] + ".log")) as f:
         assert "constructed one" in f.read()
     with open(os.path.join(log_dir, fb["env"]["SKYRL_ACTOR_ID"] + ".log")) as f:
         assert "constructed one" not in f.read()
+    with open(os.path.join(log_dir, "fork-server.log")) as f:
+        assert "Warning" not in f.read()  # run as the package's module, not through runpy
 
 
 def test_env_vars_working_dir_and_pythonpath_reach_a_forked_actor(cluster, tmp_path):
