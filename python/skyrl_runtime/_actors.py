@@ -17,7 +17,7 @@ _RAY_METHODS = frozenset({"__ray_ready__", "__ray_call__", "__ray_terminate__"})
 _OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "name", "namespace", "max_restarts", "runtime_env",
             "scheduling_strategy", "max_concurrency", "lifetime", "get_if_exists", "max_task_retries",
             "label_selector", "placement_group", "placement_group_bundle_index",
-            "placement_group_capture_child_tasks"}
+            "placement_group_capture_child_tasks", "concurrency_groups"}
 
 
 def _as_bytes(value, what):
@@ -221,6 +221,9 @@ class CppActorClass:
 
     def remote(self, init_args=b""):
         """Starts one actor; returns its handle at once (the start goes on in the background)."""
+        if self._options.get("concurrency_groups"):
+            raise NotImplementedError(f"{self._class_name}.remote: concurrency_groups are for Python actors; a C++ "
+                                      "actor's calls share its max_concurrency threads")
         return _create(self._class_name, _as_bytes(init_args, f"{self._class_name}.remote"), self._options,
                        self._host, ActorHandle, self._class_name)
 
@@ -233,6 +236,7 @@ def _check_options(options):
         check_runtime_env(options["runtime_env"], "options: runtime_env")
     if options.get("label_selector") is not None:
         check_label_selector(options["label_selector"])
+    _methods.check_concurrency_groups(options.get("concurrency_groups"), "options")
 
 
 def check_label_selector(selector):

@@ -21,20 +21,67 @@ import cloudpickle
 from . import _methods, _native, _wire
 
 
-_loop = None
+_loops = {}  # concurrency group (None: the default one) -> its event loop
 _loop_lock = threading.Lock()
 
 
-def _event_loop():
-    """The process's event loop for `async def` methods, on a thread of its own (started on the
-    first coroutine). With max_concurrency > 1 the host's threads wait here for their calls
-    while the loop runs the coroutines together."""
-    global _loop
+def _event_loop(group=None):
+    """The event loop of a concurrency group (None: the default group, and every call of an
+    actor without groups) for `async def` methods, on a thread of its own (started on the
+    group's first coroutine). The host's threads wait here for their calls while the loop runs
+    the coroutines together."""
     with _loop_lock:
-        if _loop is None:
-            _loop = asyncio.new_event_loop()
-            threading.Thread(target=_loop.run_forever, name="skyrl-actor-loop", daemon=True).start()
-        return _loop
+        loop = _loops.get(group)
+        if loop is None:
+            loop = _loops[group] = asyncio.new_event_loop()
+            name = "skyrl-actor-loop" + (f"-{group}" if group else "")
+            threading.Thread(target=loop.run_forever, name=name, daemon=True).start()
+        return loop
+
+
+class _Gate:
+    """Lets at most `limit` calls of one concurrency group run at once, admitted in the order
+    they arrive (a threaded actor's group)."""
+
+    def __init__(self, limit):
+        self._limit = limit
+        self._cond = threading.Condition()
+        self._tickets = itertools.count()
+        self._serving = 0  # the next ticket to admit
+        self._running = 0
+
+    def __enter__(self):
+        with self._cond:
+            ticket = next(self._tickets)
+            self._cond.wait_for(lambda: ticket == self._serving and self._running < self._limit)
+            self._serving += 1
+            self._running += 1
+            self._cond.notify_all()
+
+    def __exit__(self, *exc):
+        with self._cond:
+            self._running -= 1
+            self._cond.notify_all()
+
+
+class _Group:
+    """One of an actor's concurrency groups: its limit, and what holds calls to it (a gate on
+    threads, or a semaphore on the group's own event loop)."""
+
+    def __init__(self, name, limit):
+        self.name = name
+        self.limit = limit
+        self.gate = _Gate(limit)
+        self._semaphore = None  # made on the group's loop, which it belongs to
+
+    async def run(self, fn, args, kwargs):
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.limit)
+        async with self._semaphore:
+            result = fn(*args, **kwargs)
+            if inspect.iscoroutine(result):
+                result = await result
+            return result
 
 
 # What runs here, for get_runtime_context(): the actor's class and resources, and per host
@@ -43,6 +90,9 @@ actor_class = None
 actor_is_async = False  # a method is `async def`: every method runs on the event loop (as Ray)
 actor_resources = {}
 actor_placement_group = ""  # the group's id, when placed in one
+# Ray's concurrency groups, when the actor has any: name (None: the default group) -> _Group.
+# Without them the C++ host alone holds calls to max_concurrency, in order.
+actor_groups = {}
 current = threading.local()
 _calls = itertools.count(1)  # each call's number in this process (get_task_id)
 
@@ -60,8 +110,14 @@ def _create(init_args):
         global actor_is_async
         actor_is_async = _methods.is_async_class(cls)
         if len(unpickled) > 3:  # (cls, args, kwargs, {"resources": ...}) from _python_actors
-            actor_resources = dict(unpickled[3].get("resources") or {})
-            actor_placement_group = unpickled[3].get("placement_group_id") or ""
+            facts = unpickled[3]
+            actor_resources = dict(facts.get("resources") or {})
+            actor_placement_group = facts.get("placement_group_id") or ""
+            groups = facts.get("concurrency_groups") or {}
+            if groups:
+                actor_groups[None] = _Group(None, int(facts.get("max_concurrency") or 1))
+                for name, limit in groups.items():
+                    actor_groups[name] = _Group(name, limit)
         return cls(*args, **kwargs)
     except BaseException:
         # The constructor's error, with its traceback, is the actor's death reason.
@@ -92,15 +148,35 @@ def _where():
             f"({os.environ.get('SKYRL_NODE_HOST', '?')}, pid {os.getpid()})")
 
 
+def _in_group(name, fn, args, kwargs, method):
+    """Runs a call in its concurrency group (None: the default one), as Ray does: an async
+    actor's on the group's own event loop, a threaded actor's on this host thread once the
+    group admits it."""
+    group = actor_groups.get(name)
+    if group is None:
+        known = ", ".join(repr(g) for g in actor_groups if g is not None) or "none"
+        raise ValueError(f"{actor_class.__name__}.{method}: the actor has no concurrency group {name!r} "
+                         f"(its groups: {known})")
+    if actor_is_async:
+        return asyncio.run_coroutine_threadsafe(group.run(fn, args, kwargs), _event_loop(name)).result()
+    with group.gate:
+        result = fn(*args, **kwargs)
+        if inspect.iscoroutine(result):  # a threaded actor's method that returned a coroutine
+            result = asyncio.run_coroutine_threadsafe(result, _event_loop(name)).result()
+        return result
+
+
 def _dispatch(obj, method, payload):
     current.call = (next(_calls), method)
     try:
         if method.startswith("_") and method not in _SPECIAL:
             raise AttributeError(f"{type(obj).__name__}.{method}: private methods cannot be called remotely")
-        _, (args, kwargs) = _wire.decode(payload)
+        _, (args, kwargs, *named) = _wire.decode(payload)
         if method in _SPECIAL:
             return _wire.encode(_special(obj, method, args, kwargs))
         fn = getattr(obj, method)
+        if named or actor_groups:
+            return _wire.encode(_in_group(named[0] if named else None, fn, args, kwargs, method))
         if actor_is_async and not inspect.iscoroutinefunction(fn):
             # As Ray: an async actor runs every method on its event loop's thread.
             result = asyncio.run_coroutine_threadsafe(_on_loop(fn, args, kwargs), _event_loop()).result()

@@ -1,5 +1,6 @@
-"""Per-method options, as ray.method: `num_returns` (one call's result as several refs) and
-`max_task_retries` (a method's own retry count). A class's options travel with its handles
+"""Per-method options, as ray.method: `num_returns` (one call's result as several refs),
+`max_task_retries` (a method's own retry count), `retry_exceptions` and `concurrency_group`
+(which of the actor's concurrency groups runs it). A class's options travel with its handles
 (pickled with them); a named actor's are also kept on the head, for get_actor."""
 
 import inspect
@@ -10,9 +11,8 @@ import time
 from . import _native
 from .exceptions import RayError
 
-_OPTIONS = ("num_returns", "max_task_retries", "retry_exceptions")
+_OPTIONS = ("num_returns", "max_task_retries", "retry_exceptions", "concurrency_group")
 _NOT_SUPPORTED = {
-    "concurrency_group": "concurrency groups are not supported (max_concurrency sets the actor's threads)",
     "enable_task_events": "every call is recorded by its actor host (skyrl timeline)",
     "tensor_transport": "tensors travel out of band with the call; skyrl_runtime.weight_sync moves weights",
 }
@@ -40,6 +40,8 @@ def check(options, what):
             raise ValueError(f"{what}: max_task_retries must be an int >= -1 (-1: without end), got {value!r}")
         if key == "retry_exceptions":
             check_retry_exceptions(value, what)
+        if key == "concurrency_group" and (type(value) is not str or not value):
+            raise TypeError(f"{what}: concurrency_group must be a group's name (a non-empty str), got {value!r}")
         out[key] = value
     return out
 
@@ -73,10 +75,11 @@ def check_arguments(fn, args, kwargs, what):
 
 
 def method(*args, **options):
-    """@method(num_returns=N, max_task_retries=K) on a method of a @remote class, as ray.method:
-    with num_returns=N its calls return N refs (the method returns N values), 0 returns None."""
+    """@method(num_returns=N, max_task_retries=K, retry_exceptions=..., concurrency_group=G) on
+    a method of a @remote class, as ray.method: with num_returns=N its calls return N refs (the
+    method returns N values), 0 returns None; its calls run in the actor's group G."""
     if args:
-        raise TypeError("method: use @method(num_returns=..., max_task_retries=...) with keywords")
+        raise TypeError("method: use @method(num_returns=..., concurrency_group=..., ...) with keywords")
     checked = check(options, "method")
 
     def decorate(fn):
@@ -186,3 +189,18 @@ class Split:
             return False, ValueError(f"{self._what} returned {shape}, but num_returns={self._n}: return a tuple "
                                      f"of {self._n}")
         return True, tuple(values)
+
+
+def check_concurrency_groups(groups, what):
+    """Ray's concurrency_groups: {name: the most calls of that group at once (an int >= 1)}."""
+    if groups is None:
+        return
+    if not isinstance(groups, dict):
+        raise TypeError(f"{what}: concurrency_groups must be a dict of name to max concurrency, got {groups!r}")
+    for name, limit in groups.items():
+        if type(name) is not str or not name:
+            raise TypeError(f"{what}: concurrency_groups: a group's name must be a non-empty str, got {name!r}")
+        if name.startswith("_ray"):
+            raise ValueError(f"{what}: concurrency_groups: {name!r}: names starting with _ray are reserved")
+        if type(limit) is not int or limit < 1:
+            raise ValueError(f"{what}: concurrency_groups[{name!r}] must be an int >= 1, got {limit!r}")

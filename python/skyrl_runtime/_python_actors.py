@@ -61,11 +61,13 @@ class PyActorMethod:
             args = tuple(resolve_argument(a) for a in args)
         if kwargs and any(type(v) is ObjectRef for v in kwargs.values()):
             kwargs = {k: resolve_argument(v) for k, v in kwargs.items()}
+        options = self._handle._methods.get(self._name, {}) if self._options is None else self._options
+        group = options.get("concurrency_group")
         try:
-            payload = _wire.encode((args, kwargs))
+            # A call in a concurrency group names it (_host.py runs it there).
+            payload = _wire.encode((args, kwargs) if group is None else (args, kwargs, group))
         except Exception as e:
             raise TypeError(f"{self._handle._class_name}.{self._name}.remote: an argument does not pickle: {e}") from None
-        options = self._handle._methods.get(self._name, {}) if self._options is None else self._options
         return self._handle._call(self._name, payload, _decode, retries=options.get("max_task_retries"),
                                   num_returns=options.get("num_returns", 1),
                                   retry_exceptions=options.get("retry_exceptions", False))
@@ -96,12 +98,20 @@ class PyActorClass:
         if options.get("max_concurrency") is None and _methods.is_async_class(self._cls):
             # As Ray: an async actor runs up to 1,000 calls at once on its event loop by default.
             options = {**options, "max_concurrency": 1000}
+        groups = dict(options.get("concurrency_groups") or {})
+        default_concurrency = int(options.get("max_concurrency") or 1)
+        if groups:
+            # The host runs as many calls at once as all groups together; _host.py holds each
+            # group (the default one too) to its own number.
+            options = {**options, "max_concurrency": default_concurrency + sum(groups.values())}
         try:
             held, _ = actor_resources(options)
             strategy = options.get("scheduling_strategy")
             group = getattr(getattr(strategy, "placement_group", None), "id", "") or getattr(
                 options.get("placement_group"), "id", "")
-            init = cloudpickle.dumps((self._cls, args, kwargs, {"resources": held, "placement_group_id": group}))
+            init = cloudpickle.dumps((self._cls, args, kwargs, {
+                "resources": held, "placement_group_id": group, "concurrency_groups": groups,
+                "max_concurrency": default_concurrency}))
         except Exception as e:
             raise TypeError(f"{self._cls.__name__}.remote: the class or an argument does not pickle: {e}") from None
         return _create("python", init, options, "python", PyActorHandle, self._cls.__name__,

@@ -1,7 +1,7 @@
 """Ray's semantics behind Ray's names, against real skyrl-head and skyrl-worker processes:
 resource defaults, init() keywords, task errors as both their own class and RayTaskError,
 Ray's built-in actor methods and exit_actor(), ObjectRef's futures, the runtime context,
-retry_exceptions and label selectors."""
+retry_exceptions, label selectors and concurrency groups."""
 
 import asyncio
 import os
@@ -302,3 +302,106 @@ def test_init_returns_a_context_read_as_rays(cluster):
     with pytest.raises(KeyError):
         cluster["no_such_key"]
     assert ray.util.placement_group is ray.util.placement_group.__globals__["placement_group"], "a function, as Ray's"
+
+
+@ray.remote(num_cpus=0, concurrency_groups={"io": 2, "compute": 1})
+class Grouped:
+    """Counts the calls of each group that run at once; `hold` blocks a call until `release`."""
+
+    def __init__(self):
+        import collections
+        import threading
+        self.lock = threading.Lock()
+        self.running = collections.Counter()
+        self.peak = collections.Counter()
+        self.released = threading.Event()
+
+    def _track(self, group, seconds):
+        with self.lock:
+            self.running[group] += 1
+            self.peak[group] = max(self.peak[group], self.running[group])
+        time.sleep(seconds)
+        with self.lock:
+            self.running[group] -= 1
+
+    @ray.method(concurrency_group="io")
+    def io(self, seconds):
+        self._track("io", seconds)
+
+    @ray.method(concurrency_group="compute")
+    def compute(self, seconds):
+        self._track("compute", seconds)
+
+    def plain(self, seconds):
+        self._track("default", seconds)
+
+    def hold(self):
+        return self.released.wait(60)
+
+    def release(self):
+        self.released.set()
+
+    @ray.method(concurrency_group="io")
+    def peaks(self):
+        return dict(self.peak)
+
+
+def test_concurrency_groups_hold_each_group_to_its_own_limit(cluster):
+    a = Grouped.remote()
+    # The default group (max_concurrency 1) is busy holding; a call in another group runs
+    # beside it and releases it: with one queue for all, this would wait forever.
+    held = a.hold.remote()
+    ray.get(a.release.options(concurrency_group="io").remote(), timeout=30)
+    assert ray.get(held, timeout=30) is True
+    ray.get([a.io.remote(0.3) for _ in range(5)] + [a.compute.remote(0.2) for _ in range(3)]
+            + [a.plain.remote(0.1) for _ in range(3)], timeout=60)
+    peaks = ray.get(a.peaks.remote())
+    assert 1 <= peaks["io"] <= 2 and peaks["compute"] == 1 and peaks["default"] == 1, peaks
+    with pytest.raises(ValueError, match="no concurrency group 'gpu'"):
+        ray.get(a.plain.options(concurrency_group="gpu").remote(0))
+
+
+def test_an_async_actors_groups_run_on_loops_of_their_own(cluster):
+    @ray.remote(num_cpus=0, concurrency_groups={"io": 1})
+    class AsyncGrouped:
+        def __init__(self):
+            self.running, self.peak = {}, {}
+
+        async def _track(self, group):
+            import threading
+            self.running[group] = self.running.get(group, 0) + 1
+            self.peak[group] = max(self.peak.get(group, 0), self.running[group])
+            await asyncio.sleep(0.2)
+            self.running[group] -= 1
+            return threading.current_thread().name
+
+        @ray.method(concurrency_group="io")
+        async def io(self):
+            return await self._track("io")
+
+        async def plain(self):
+            return await self._track("default")
+
+        def peaks(self):
+            return self.peak
+
+    a = AsyncGrouped.remote()
+    names = ray.get([a.io.remote() for _ in range(3)] + [a.plain.remote() for _ in range(3)], timeout=60)
+    assert set(names[:3]) == {"skyrl-actor-loop-io"} and set(names[3:]) == {"skyrl-actor-loop"}
+    assert ray.get(a.peaks.remote()) == {"io": 1, "default": 3}
+
+
+def test_bad_concurrency_groups_are_refused_naming_them(cluster):
+    from skyrl_runtime import cross_language
+
+    class Cls:
+        pass
+
+    with pytest.raises(ValueError, match=r"concurrency_groups\['io'\]"):
+        ray.remote(concurrency_groups={"io": 0})(Cls)
+    with pytest.raises(ValueError, match="reserved"):
+        ray.remote(concurrency_groups={"_ray_system": 1})(Cls)
+    with pytest.raises(TypeError, match="concurrency_group"):
+        ray.method(concurrency_group=3)
+    with pytest.raises(NotImplementedError, match="concurrency_groups are for Python actors"):
+        cross_language.cpp_actor_class("echo").options(concurrency_groups={"io": 1}).remote()

@@ -120,8 +120,8 @@ def test_per_method_max_task_retries_carries_its_call_across_a_restart(cluster, 
 def test_method_options_are_checked_by_name():
     with pytest.raises(TypeError, match="unknown option num_return"):
         ray.method(num_return=2)
-    with pytest.raises(NotImplementedError, match="concurrency_group is not supported"):
-        ray.method(concurrency_group="io")
+    with pytest.raises(NotImplementedError, match="tensor_transport is not supported"):
+        ray.method(tensor_transport="nccl")
     with pytest.raises(NotImplementedError, match="generators"):
         ray.method(num_returns="streaming")
     for bad in (-1, 1.5, True, "2"):
