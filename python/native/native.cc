@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -139,7 +140,8 @@ ActorOptions ToOptions(const std::string& init_args, const std::map<std::string,
                        const std::string& host, const std::string& working_dir,
                        const std::map<std::string, std::string>& label_selector, bool return_pending,
                        const std::map<std::string, std::string>& env,
-                       const std::map<std::string, double>& placement_resources) {
+                       const std::map<std::string, double>& placement_resources,
+                       const std::vector<std::map<std::string, std::string>>& fallback_label_selectors) {
   ActorOptions o;
   o.init_args = init_args;
   o.resources = resources;
@@ -156,6 +158,7 @@ ActorOptions ToOptions(const std::string& init_args, const std::map<std::string,
   o.return_pending = return_pending;
   o.env = env;
   o.placement_resources = placement_resources;
+  o.fallback_label_selectors = fallback_label_selectors;
   return o;
 }
 
@@ -384,10 +387,12 @@ class Error(RuntimeError):
              bool detached, const std::string& host, const std::string& working_dir,
              const std::map<std::string, std::string>& label_selector, bool return_pending,
              const std::map<std::string, std::string>& env,
-             const std::map<std::string, double>& placement_resources) {
-            ActorOptions o = ToOptions(init_args, resources, name, ns, max_restarts, max_concurrency,
-                                       placement_group_id, bundle_index, detached, host, working_dir,
-                                       label_selector, return_pending, env, placement_resources);
+             const std::map<std::string, double>& placement_resources,
+             const std::vector<std::map<std::string, std::string>>& fallback_label_selectors) {
+            ActorOptions o =
+                ToOptions(init_args, resources, name, ns, max_restarts, max_concurrency, placement_group_id,
+                          bundle_index, detached, host, working_dir, label_selector, return_pending, env,
+                          placement_resources, fallback_label_selectors);
             absl::StatusOr<ActorHandle> h;
             {
               py::gil_scoped_release release;
@@ -402,7 +407,8 @@ class Error(RuntimeError):
           py::arg("host") = "", py::arg("working_dir") = "",
           py::arg("label_selector") = std::map<std::string, std::string>{}, py::arg("return_pending") = false,
           py::arg("env") = std::map<std::string, std::string>{},
-          py::arg("placement_resources") = std::map<std::string, double>{})
+          py::arg("placement_resources") = std::map<std::string, double>{},
+          py::arg("fallback_label_selectors") = std::vector<std::map<std::string, std::string>>{})
       .def(
           "upload_working_dir",
           [](Client& c, const std::string& dir) {
@@ -516,14 +522,17 @@ class Error(RuntimeError):
              }
              if (!s.ok()) Raise(s);
            })
-      .def("kill", [](Client& c, const std::string& actor_id) {
-        absl::Status s;
-        {
-          py::gil_scoped_release release;
-          s = c.Kill(ActorHandle{actor_id});
-        }
-        if (!s.ok()) Raise(s);
-      });
+      .def(
+          "kill",
+          [](Client& c, const std::string& actor_id, bool restart) {
+            absl::Status s;
+            {
+              py::gil_scoped_release release;
+              s = restart ? c.Restart(ActorHandle{actor_id}) : c.Kill(ActorHandle{actor_id});
+            }
+            if (!s.ok()) Raise(s);
+          },
+          py::arg("actor_id"), py::arg("restart") = false);
 
   m.def("list_nodes", &ListNodes, py::arg("address"), py::arg("token"), py::arg("timeout") = 5.0,
         "the head's node table");

@@ -17,7 +17,7 @@ _RAY_METHODS = frozenset({"__ray_ready__", "__ray_call__", "__ray_terminate__"})
 _OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "name", "namespace", "max_restarts", "runtime_env",
             "scheduling_strategy", "max_concurrency", "lifetime", "get_if_exists", "max_task_retries",
             "label_selector", "placement_group", "placement_group_bundle_index",
-            "placement_group_capture_child_tasks", "concurrency_groups"}
+            "placement_group_capture_child_tasks", "concurrency_groups", "fallback_strategy"}
 
 
 def _as_bytes(value, what):
@@ -236,6 +236,8 @@ def _check_options(options):
         check_runtime_env(options["runtime_env"], "options: runtime_env")
     if options.get("label_selector") is not None:
         check_label_selector(options["label_selector"])
+    if options.get("fallback_strategy") is not None:
+        check_fallback_strategy(options["fallback_strategy"])
     _methods.check_concurrency_groups(options.get("concurrency_groups"), "options")
 
 
@@ -248,6 +250,23 @@ def check_label_selector(selector):
         if v.startswith("!") or v.startswith("in(") or v.startswith("!in("):
             raise NotImplementedError(f"options: label_selector[{k!r}] = {v!r}: only exact values are supported "
                                       "(no !, in() or !in())")
+
+
+def check_fallback_strategy(fallbacks):
+    """Ray's fallback_strategy: [{"label_selector": {...}}, ...], the selectors tried in order
+    when no node matching label_selector has room (at most 16)."""
+    if not isinstance(fallbacks, (list, tuple)):
+        raise TypeError(f"options: fallback_strategy must be a list of dicts, got {fallbacks!r}")
+    if len(fallbacks) > 16:
+        raise ValueError(f"options: fallback_strategy has {len(fallbacks)} options (at most 16)")
+    for i, option in enumerate(fallbacks):
+        if not isinstance(option, dict) or "label_selector" not in option:
+            raise TypeError(f"options: fallback_strategy[{i}] must be a dict with a label_selector, got {option!r}")
+        unknown = sorted(set(option) - {"label_selector"})
+        if unknown:
+            raise NotImplementedError(f"options: fallback_strategy[{i}]: {unknown[0]} is not supported "
+                                      "(label_selector is)")
+        check_label_selector(option["label_selector"])
 
 
 _RUNTIME_ENV_KEYS = ("env_vars", "working_dir")
@@ -349,7 +368,8 @@ def _create(class_name, init_args, o, host, handle_type, handle_name, wait=False
             max_restarts=int(o.get("max_restarts", 0)), max_concurrency=int(o.get("max_concurrency", 1)),
             placement_group_id=group_id, bundle_index=bundle, detached=detached, host=host,
             working_dir=working_dir, label_selector=selector, return_pending=not wait, env=env["env_vars"],
-            placement_resources=placement)
+            placement_resources=placement,
+            fallback_label_selectors=[f["label_selector"] for f in o.get("fallback_strategy") or []])
     except RayError as e:
         if o.get("get_if_exists") and o.get("name") and e.code == "ALREADY_EXISTS":
             # Another driver made it between the look-up and the create: that one is ours too.
@@ -384,10 +404,11 @@ def get_actor(name, namespace=None):
 
 
 def kill(actor, *, no_restart=True):
-    """Kills the actor's process; with no_restart (the default, and the only choice today) it
-    stays dead."""
-    if not no_restart:
-        raise NotImplementedError("kill(no_restart=False): restarting a killed actor is not supported")
+    """Kills the actor's process. With no_restart (the default) it stays dead; with
+    no_restart=False it restarts as after a crash, if its max_restarts allow, as in Ray."""
+    if type(no_restart) is not bool:
+        raise TypeError(f"kill: no_restart must be a bool, got {no_restart!r}")
     state = _api._current()
-    state.client.kill(actor._actor_id)
-    state.disown("actors", actor._actor_id)
+    state.client.kill(actor._actor_id, restart=not no_restart)
+    if no_restart:
+        state.disown("actors", actor._actor_id)

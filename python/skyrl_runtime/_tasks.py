@@ -21,7 +21,7 @@ from .exceptions import RayError
 _MAX_POOL = 64
 _TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "runtime_env", "max_retries", "scheduling_strategy",
                  "num_returns", "retry_exceptions", "name", "label_selector", "placement_group",
-                 "placement_group_bundle_index", "placement_group_capture_child_tasks"}
+                 "placement_group_bundle_index", "placement_group_capture_child_tasks", "fallback_strategy"}
 _NOT_SHAPE = ("max_retries", "num_returns", "retry_exceptions", "name")
 _DEFAULT_RETRIES = 3  # Ray's default for tasks
 
@@ -132,6 +132,9 @@ class RemoteFunction:
         if options.get("label_selector") is not None:
             from ._actors import check_label_selector
             check_label_selector(options["label_selector"])
+        if options.get("fallback_strategy") is not None:
+            from ._actors import check_fallback_strategy
+            check_fallback_strategy(options["fallback_strategy"])
         if "retry_exceptions" in options:
             _methods.check_retry_exceptions(options["retry_exceptions"], "options")
         if "name" in options and not isinstance(options["name"], str):

@@ -71,6 +71,9 @@ struct ActorOptions {
   // Needed free where it is placed, beyond `resources` (per name, the larger counts), but not
   // held while it runs: Ray's default actor is placed with {"CPU": 1} and holds none.
   std::map<std::string, double> placement_resources;
+  // Ray's fallback_strategy: label selectors tried in order when no node matching
+  // `label_selector` has room (at most 16).
+  std::vector<std::map<std::string, std::string>> fallback_label_selectors;
 };
 
 struct Bundle {
@@ -137,6 +140,9 @@ class Client {
                                                const std::string& ns = "default") = 0;
   virtual absl::StatusOr<v1::ActorInfo> Describe(const ActorHandle& actor) = 0;
   virtual absl::Status Kill(const ActorHandle& actor) = 0;
+  // Kills the actor's process as a crash would end it: the actor restarts if its max_restarts
+  // allow, and is DEAD otherwise (Ray's kill(no_restart=False)). Not ALIVE: left as it is.
+  virtual absl::Status Restart(const ActorHandle& actor) = 0;
 
   // Placement groups. Create returns the group CREATED or PENDING (with its reason); a group
   // this cluster can never hold is ResourceExhausted saying what is missing, and where.

@@ -105,6 +105,8 @@ void GrpcClient::FillSpec(const std::string& class_name, const ActorOptions& o, 
   spec->set_max_restarts(o.max_restarts);
   spec->set_max_concurrency(o.max_concurrency);
   for (const auto& [k, v] : o.label_selector) (*spec->mutable_label_selector())[k] = v;
+  for (const auto& selector : o.fallback_label_selectors)
+    spec->add_fallback_label_selectors()->mutable_labels()->insert(selector.begin(), selector.end());
   spec->set_placement_group_id(o.placement_group_id);
   if (o.bundle_index >= 0) spec->set_bundle_index(o.bundle_index);
   spec->set_job_id(job_id_);
@@ -266,11 +268,16 @@ absl::StatusOr<v1::ActorInfo> GrpcClient::Describe(const ActorHandle& actor) {
   return Lookup(req);
 }
 
-absl::Status GrpcClient::Kill(const ActorHandle& actor) {
+absl::Status GrpcClient::Kill(const ActorHandle& actor) { return KillActor(actor, /*restart=*/false); }
+
+absl::Status GrpcClient::Restart(const ActorHandle& actor) { return KillActor(actor, /*restart=*/true); }
+
+absl::Status GrpcClient::KillActor(const ActorHandle& actor, bool restart) {
   grpc::ClientContext ctx;
   rpc::PrepareCall(&ctx, token_, absl::Seconds(10));
   v1::KillActorByIdRequest req;
   req.set_actor_id(actor.actor_id);
+  req.set_restart(restart);
   v1::KillActorByIdReply reply;
   absl::Status s = rpc::FromGrpc(head_->KillActor(&ctx, req, &reply));
   absl::MutexLock lock(&mu_);

@@ -38,6 +38,7 @@ class GrpcClient final : public Client {
   absl::StatusOr<ActorHandle> GetActor(const std::string& name, const std::string& ns) override;
   absl::StatusOr<v1::ActorInfo> Describe(const ActorHandle& actor) override;
   absl::Status Kill(const ActorHandle& actor) override;
+  absl::Status Restart(const ActorHandle& actor) override;
   absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroup(const PlacementGroupOptions& options) override;
   absl::StatusOr<v1::PlacementGroupInfo> WaitPlacementGroup(const std::string& id,
                                                             absl::Duration timeout) override;
@@ -60,6 +61,7 @@ class GrpcClient final : public Client {
     std::shared_ptr<client_internal::CallStream> stream;  // CallAsync's; null until first used
   };
   void FillSpec(const std::string& class_name, const ActorOptions& options, v1::ActorSpec* spec) const;
+  absl::Status KillActor(const ActorHandle& actor, bool restart);  // Kill and Restart
   absl::StatusOr<v1::ActorInfo> Lookup(const v1::GetActorRequest& request,
                                        absl::Duration timeout = absl::Seconds(10));
   // The actor's current route: cached, or looked up (waiting out RESTARTING/PENDING).

@@ -75,7 +75,12 @@ grpc::ServerUnaryReactor* ActorDirectoryImpl::KillActor(grpc::CallbackServerCont
   absl::StatusOr<ActorId> id = ActorId::Parse(req->actor_id());
   if (!id.ok()) return rpc::FinishNow(ctx, rpc::ToGrpc(id.status()));
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  actors_.KillAsync(*id, [reactor](absl::Status s) { reactor->Finish(rpc::ToGrpc(s)); });
+  auto finish = [reactor](absl::Status s) { reactor->Finish(rpc::ToGrpc(s)); };
+  if (req->restart()) {
+    actors_.RestartAsync(*id, std::move(finish));
+  } else {
+    actors_.KillAsync(*id, std::move(finish));
+  }
   return reactor;
 }
 

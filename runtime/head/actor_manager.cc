@@ -25,14 +25,19 @@ std::string NameKey(const v1::ActorSpec& spec) {
   return spec.name().empty() ? std::string() : absl::StrCat(spec.namespace_(), "/", spec.name());
 }
 
+constexpr int kMaxFallbackSelectors = 16;
+
 // What placing the actor asks of a node or bundle: its resources, raised to its placement
-// resources name by name.
-scheduler::Demand DemandOf(const v1::ActorSpec& spec) {
+// resources name by name, on nodes with `labels` (its label selector, or a fallback one).
+scheduler::Demand DemandOf(const v1::ActorSpec& spec,
+                           const google::protobuf::Map<std::string, std::string>& labels) {
   std::map<std::string, double> need(spec.resources().begin(), spec.resources().end());
   for (const auto& [name, amount] : spec.placement_resources()) need[name] = std::max(need[name], amount);
   return scheduler::Demand{ToResources(google::protobuf::Map<std::string, double>(need.begin(), need.end())),
-                           ToLabels(spec.label_selector())};
+                           ToLabels(labels)};
 }
+
+scheduler::Demand DemandOf(const v1::ActorSpec& spec) { return DemandOf(spec, spec.label_selector()); }
 
 absl::Status ValidateSpec(v1::ActorSpec& spec) {
   if (absl::Status s = ValidateName("spec.class_name", spec.class_name()); !s.ok()) return s;
@@ -52,6 +57,15 @@ absl::Status ValidateSpec(v1::ActorSpec& spec) {
     return s;
   if (!spec.placement_resources().empty())
     if (absl::Status s = scheduler::ValidateDemand("spec.placement_resources", DemandOf(spec)); !s.ok())
+      return s;
+  if (spec.fallback_label_selectors_size() > kMaxFallbackSelectors)
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.fallback_label_selectors: ", spec.fallback_label_selectors_size(),
+                     " selectors (at most ", kMaxFallbackSelectors, ")"));
+  for (int i = 0; i < spec.fallback_label_selectors_size(); ++i)
+    if (absl::Status s = scheduler::ValidateDemand(absl::StrCat("spec.fallback_label_selectors[", i, "]"),
+                                                   DemandOf(spec, spec.fallback_label_selectors(i).labels()));
+        !s.ok())
       return s;
   if (!spec.placement_group_id().empty())
     if (auto pg = PlacementGroupId::Parse(spec.placement_group_id()); !pg.ok())
@@ -244,6 +258,14 @@ absl::StatusOr<scheduler::Slot> ActorManager::Place(const ActorId& id, const v1:
           absl::StrCat("spec.placement_group_id: ", spec.placement_group_id(),
                        " is not placed (unknown, still PENDING, or removed); wait until it is CREATED"));
     absl::StatusOr<scheduler::Slot> slot = c.PlanActor(demand, spec.placement_group_id(), bundle);
+    // Ray's fallback_strategy: the first fallback selector with room. With none, the primary's
+    // error, unless only a fallback could ever fit: then that one's (it may wait for room).
+    for (int i = 0; !slot.ok() && i < spec.fallback_label_selectors_size(); ++i) {
+      absl::StatusOr<scheduler::Slot> other = c.PlanActor(
+          DemandOf(spec, spec.fallback_label_selectors(i).labels()), spec.placement_group_id(), bundle);
+      if (other.ok() || (absl::IsUnavailable(other.status()) && !absl::IsUnavailable(slot.status())))
+        slot = std::move(other);
+    }
     if (!slot.ok()) return slot.status();
     if (absl::Status s = c.AllocateActor(id.ToString(), ToResources(spec.resources()), *slot,
                                          spec.placement_group_id(), slot->bundle);
@@ -728,6 +750,20 @@ void ActorManager::KillAsync(const ActorId& id, StatusDone done) {
   const std::string address = WorkerAddress(process.node_id);
   if (address.empty()) return done(absl::OkStatus());
   SendKill(address, process, "a killed actor", [done = std::move(done)] { done(absl::OkStatus()); });
+}
+
+void ActorManager::RestartAsync(const ActorId& id, StatusDone done) {
+  {
+    TrimmingLock lock(this);
+    auto it = actors_.find(id);
+    if (it == actors_.end()) return done(absl::NotFoundError(absl::StrCat("no actor ", id.ToString())));
+    const v1::ActorInfo& a = it->second;
+    if (a.state() == v1::ACTOR_ALIVE)
+      // The process is stopped before the restart starts another (StopBeforeRestart).
+      HandleDeath(id, "killed by the user to restart (kill with no_restart=False)", DeathCause::kKilled,
+                  ProcessAt{a.node_id(), id, a.incarnation()});
+  }
+  done(absl::OkStatus());
 }
 
 void ActorManager::MarkKilled(const ActorId& id, const std::string& reason, std::vector<ProcessAt>& kills) {

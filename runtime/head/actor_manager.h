@@ -86,6 +86,10 @@ class ActorManager {
   absl::Status Kill(const ActorId& id);
   // Kill, with `done` once the worker has been told (or could not be reached: logged).
   void KillAsync(const ActorId& id, StatusDone done);
+  // Ray's kill(no_restart=False): an ALIVE actor's process is stopped and the actor restarts
+  // as after a crash, if its max_restarts allow (DEAD otherwise, the process killed). An actor
+  // that is not ALIVE is left as it is. `done` once that is decided.
+  void RestartAsync(const ActorId& id, StatusDone done);
   std::vector<v1::ActorInfo> List() const;
 
   // A worker reports that an actor's process ended.

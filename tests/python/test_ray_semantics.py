@@ -1,7 +1,8 @@
 """Ray's semantics behind Ray's names, against real skyrl-head and skyrl-worker processes:
 resource defaults, init() keywords, task errors as both their own class and RayTaskError,
 Ray's built-in actor methods and exit_actor(), ObjectRef's futures, the runtime context,
-retry_exceptions, label selectors and concurrency groups."""
+retry_exceptions, label selectors and their fallbacks, concurrency groups and kill's
+restarts."""
 
 import asyncio
 import os
@@ -90,6 +91,21 @@ def test_init_keywords_shape_the_local_node(fresh):
         ray.get(nowhere.ping.remote(), timeout=30)
     with pytest.raises(NotImplementedError, match="exact values"):
         Plain.options(label_selector={"zone": "!a"})
+    # fallback_strategy: the selectors tried in order where the primary finds no node.
+    fallback = [{"label_selector": {"zone": "c"}}, {"label_selector": {"zone": "a"}}]
+    elsewhere = Plain.options(label_selector={"zone": "b"}, fallback_strategy=fallback).remote()
+    assert ray.get(elsewhere.ping.remote(), timeout=30) == "pong"
+
+    @ray.remote(label_selector={"zone": "b"}, fallback_strategy=fallback)
+    def task():
+        return "ran"
+
+    assert ray.get(task.remote(), timeout=60) == "ran"
+    for bad, error in (({"label_selector": {"zone": "a"}}, TypeError), ([{"zone": "a"}], TypeError),
+                       ([{"label_selector": {"zone": "a"}, "priority": 1}], NotImplementedError),
+                       ([{"label_selector": {"zone": "!a"}}], NotImplementedError)):
+        with pytest.raises(error, match="fallback_strategy|exact values"):
+            Plain.options(fallback_strategy=bad)
 
 
 def test_rays_internal_settings_are_ignored_with_a_warning(fresh):
@@ -405,3 +421,21 @@ def test_bad_concurrency_groups_are_refused_naming_them(cluster):
         ray.method(concurrency_group=3)
     with pytest.raises(NotImplementedError, match="concurrency_groups are for Python actors"):
         cross_language.cpp_actor_class("echo").options(concurrency_groups={"io": 1}).remote()
+
+
+def test_kill_with_no_restart_false_restarts_the_actor(cluster):
+    @ray.remote(num_cpus=0, max_restarts=1)
+    class Lives:
+        def pid(self):
+            return os.getpid()
+
+    a = Lives.remote()
+    first = ray.get(a.pid.remote(), timeout=60)
+    ray.kill(a, no_restart=False)
+    second = ray.get(a.pid.remote(), timeout=60)  # waits out the restart
+    assert second != first
+    ray.kill(a, no_restart=False)  # its one restart is used: now it stays dead
+    with pytest.raises(ActorDiedError, match="no_restart=False"):
+        ray.get(a.pid.remote(), timeout=60)
+    with pytest.raises(TypeError, match="no_restart must be a bool"):
+        ray.kill(a, no_restart="no")

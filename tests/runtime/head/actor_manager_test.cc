@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -121,6 +122,111 @@ TEST(ActorManagerTest, ALateExitOfAnOlderStartLeavesTheNewOneAlone) {
   ASSERT_TRUE(head->actors().Kill(*ActorId::Parse(a->actor_id())).ok());
   ASSERT_FALSE(workers.Kills().empty());
   EXPECT_EQ(workers.Kills().back().incarnation(), 3);
+}
+
+absl::Status Restart(ActorManager& actors, const std::string& id) {
+  absl::Status out;
+  absl::Notification done;
+  actors.RestartAsync(*ActorId::Parse(id), [&](absl::Status s) {
+    out = std::move(s);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return out;
+}
+
+TEST(ActorManagerTest, ARestartKillStopsTheProcessAndRestartsWhileRestartsLast) {
+  store::MemoryStore store;
+  FakeClock clock;
+  testing::FakeWorkers workers;
+  auto head = OpenTestHead(store, clock, workers);
+  AddGpuNode(*head, 3000, 1);
+  v1::ActorSpec spec = Spec("echo", 1);
+  spec.set_max_restarts(1);
+  absl::StatusOr<v1::ActorInfo> a = head->actors().Create(spec);
+  ASSERT_TRUE(a.ok() && a->state() == v1::ACTOR_ALIVE) << a.status();
+  // Ray's kill(no_restart=False): the first start is stopped (by its incarnation), a second
+  // one takes its place, and the restart is counted.
+  ASSERT_TRUE(Restart(head->actors(), a->actor_id()).ok());
+  absl::StatusOr<v1::ActorInfo> second = AwaitActorState(head->actors(), a->actor_id(), v1::ACTOR_ALIVE);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->incarnation(), 2);
+  EXPECT_EQ(second->restarts(), 1);
+  ASSERT_FALSE(workers.Kills().empty());
+  EXPECT_EQ(workers.Kills().back().incarnation(), 1);
+  ASSERT_EQ(workers.Started().size(), 2u);
+  // No restart left: the process is killed and the actor is DEAD, saying why.
+  ASSERT_TRUE(Restart(head->actors(), a->actor_id()).ok());
+  absl::StatusOr<v1::ActorInfo> dead = AwaitActorState(head->actors(), a->actor_id(), v1::ACTOR_DEAD);
+  ASSERT_TRUE(dead.ok()) << dead.status();
+  EXPECT_NE(dead->death_reason().find("no_restart=False"), std::string::npos) << dead->death_reason();
+  EXPECT_NE(dead->death_reason().find("no restarts left"), std::string::npos) << dead->death_reason();
+  for (int i = 0; i < 1000 && workers.Kills().back().incarnation() != 2; ++i)
+    absl::SleepFor(absl::Milliseconds(5));  // sent after the state changed
+  EXPECT_EQ(workers.Kills().back().incarnation(), 2);
+  EXPECT_EQ(workers.Started().size(), 2u);
+  // A DEAD actor is left as it is; an unknown one is NotFound.
+  EXPECT_TRUE(Restart(head->actors(), a->actor_id()).ok());
+  EXPECT_EQ(workers.Started().size(), 2u);
+  EXPECT_TRUE(absl::IsNotFound(Restart(head->actors(), ActorId::Random().ToString())));
+  absl::Status s = Check(*head);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(ActorManagerTest, FallbackLabelSelectorsPlaceWhereThePrimaryHasNoRoom) {
+  store::MemoryStore store;
+  FakeClock clock;
+  testing::FakeWorkers workers;
+  auto head = OpenTestHead(store, clock, workers);
+  std::map<std::string, NodeId> zone;
+  for (const std::string z : {"a", "b"}) {
+    v1::NodeInfo info;
+    info.set_address(absl::StrCat("127.0.0.1:", z == "a" ? 3000 : 3001));
+    (*info.mutable_resources_total())["CPU"] = 64;
+    (*info.mutable_resources_total())["GPU"] = 1;
+    info.add_gpu_ids(0);
+    (*info.mutable_labels())["zone"] = z;
+    absl::StatusOr<NodeId> id = head->nodes().Register(info);
+    ASSERT_TRUE(id.ok()) << id.status();
+    zone.emplace(z, *id);
+  }
+  v1::ActorSpec spec = Spec("echo", 1);
+  (*spec.mutable_label_selector())["zone"] = "a";
+  (*spec.add_fallback_label_selectors()->mutable_labels())["zone"] = "c";  // no such node
+  (*spec.add_fallback_label_selectors()->mutable_labels())["zone"] = "b";
+  // The primary while it has room, then the first fallback that has room.
+  absl::StatusOr<v1::ActorInfo> first = head->actors().Create(spec);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->node_id(), zone.at("a").ToString());
+  absl::StatusOr<v1::ActorInfo> second = head->actors().Create(spec);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->node_id(), zone.at("b").ToString());
+  EXPECT_EQ(second->state(), v1::ACTOR_ALIVE);
+  // No room under any selector: refused as for the primary alone.
+  absl::StatusOr<v1::ActorInfo> third = head->actors().Create(spec);
+  EXPECT_TRUE(absl::IsResourceExhausted(third.status())) << third.status();
+  // A primary no node can ever match falls back too.
+  ASSERT_TRUE(head->actors().Kill(*ActorId::Parse(second->actor_id())).ok());
+  (*spec.mutable_label_selector())["zone"] = "z";
+  absl::StatusOr<v1::ActorInfo> fourth = head->actors().Create(spec);
+  ASSERT_TRUE(fourth.ok()) << fourth.status();
+  EXPECT_EQ(fourth->node_id(), zone.at("b").ToString());
+  // Bad fallbacks are refused naming the field, and nothing is created.
+  const size_t before = head->actors().List().size();
+  v1::ActorSpec bad = spec;
+  (*bad.mutable_fallback_label_selectors(1)->mutable_labels())["zone"] = "";
+  absl::StatusOr<v1::ActorInfo> refused = head->actors().Create(bad);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("spec.fallback_label_selectors[1]"), absl::string_view::npos)
+      << refused.status();
+  bad = spec;
+  for (int i = 0; i < 16; ++i) (*bad.add_fallback_label_selectors()->mutable_labels())["zone"] = "b";
+  refused = head->actors().Create(bad);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("at most 16"), absl::string_view::npos) << refused.status();
+  EXPECT_EQ(head->actors().List().size(), before);
+  absl::Status s = Check(*head);
+  EXPECT_TRUE(s.ok()) << s;
 }
 
 // Two one-GPU nodes, and an actor (restarts without limit) whose first start times out on
