@@ -234,21 +234,51 @@ absl::Status Cluster::AllocateActor(const std::string& actor, const ResourceSet&
   return absl::OkStatus();
 }
 
+Pool* Cluster::PoolOf(const ActorEntry& a) {
+  if (!a.group.empty()) {
+    auto git = groups_.find(a.group);
+    if (git == groups_.end()) return nullptr;
+    BundleEntry& b = git->second.bundles[a.bundle];
+    return b.slot && b.slot->node_id == a.slot.node_id ? &b.pool : nullptr;
+  }
+  auto nit = nodes_.find(a.slot.node_id);
+  return nit == nodes_.end() ? nullptr : &nit->second.pool;
+}
+
 void Cluster::ReleaseActor(const std::string& actor) {
   auto it = actors_.find(actor);
   if (it == actors_.end()) return;
   const ActorEntry& a = it->second;
-  if (!a.group.empty()) {
-    auto git = groups_.find(a.group);
-    if (git != groups_.end()) {
-      BundleEntry& b = git->second.bundles[a.bundle];
-      if (b.slot && b.slot->node_id == a.slot.node_id) b.pool.Give(a.need, a.slot.gpu_ids);
-    }
-  } else {
-    auto nit = nodes_.find(a.slot.node_id);
-    if (nit != nodes_.end()) nit->second.pool.Give(a.need, a.slot.gpu_ids);
+  if (Pool* pool = PoolOf(a)) {
+    ResourceSet held = a.need;
+    held -= a.lent;
+    pool->Give(held, a.slot.gpu_ids);
   }
   actors_.erase(it);
+}
+
+void Cluster::LendCpu(const std::string& actor) {
+  auto it = actors_.find(actor);
+  if (it == actors_.end() || !it->second.lent.empty()) return;
+  ActorEntry& a = it->second;
+  const int64_t cpu = a.need.GetUnits("CPU");
+  Pool* pool = PoolOf(a);
+  if (cpu == 0 || pool == nullptr) return;
+  ResourceSet lent;
+  (void)lent.Set("CPU", double(cpu) / ResourceSet::kUnitsPerWhole);  // a value `need` held: valid
+  pool->Give(lent, {});
+  a.lent = std::move(lent);
+}
+
+bool Cluster::ReclaimCpu(const std::string& actor) {
+  auto it = actors_.find(actor);
+  if (it == actors_.end()) return true;
+  ActorEntry& a = it->second;
+  if (a.lent.empty()) return true;
+  Pool* pool = PoolOf(a);
+  if (pool == nullptr || !pool->Take(a.lent, {}).ok()) return false;
+  a.lent = ResourceSet();
+  return true;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -373,7 +403,7 @@ const GroupRequest* Cluster::FindGroup(const std::string& group) const {
 std::vector<Allocation> Cluster::Allocations() const {
   std::vector<Allocation> out;
   for (const auto& [id, a] : actors_)
-    out.push_back(Allocation{id, a.slot.node_id, a.need, a.slot.gpu_ids, a.group, a.bundle});
+    out.push_back(Allocation{id, a.slot.node_id, a.need, a.slot.gpu_ids, a.group, a.bundle, a.lent});
   for (const auto& [gid, g] : groups_)
     for (size_t i = 0; i < g.bundles.size(); ++i)
       if (g.bundles[i].slot)

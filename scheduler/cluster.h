@@ -57,6 +57,7 @@ struct Allocation {
   std::vector<int> gpu_ids;
   std::string group;  // an actor inside a bundle, or the bundle's own group
   int bundle = -1;
+  ResourceSet lent;  // of `resources`, what an actor blocked waiting has lent out (LendCpu)
 };
 
 class Cluster {
@@ -89,6 +90,13 @@ class Cluster {
   // Frees an actor's resources; unknown actors are ignored.
   void ReleaseActor(const std::string& actor);
   bool HasActor(const std::string& actor) const { return actors_.contains(actor); }
+  // Ray's blocked tasks: an actor blocked waiting (a task in get()) lends its CPU to others
+  // (GPUs and the rest stay held) until ReclaimCpu, which takes it back when it is free; one
+  // that is not stays lent (the actor runs on without it counted, as Ray oversubscribes) and
+  // is taken back by a later ReclaimCpu. Unknown actors, and lending twice, are ignored.
+  void LendCpu(const std::string& actor);
+  // Whether the actor holds all of its CPU again.
+  bool ReclaimCpu(const std::string& actor);
 
   // ---- Placement groups ----
   // Where the unplaced bundles of a group would go; `placed` (one entry per bundle, or
@@ -136,7 +144,10 @@ class Cluster {
     Slot slot;
     std::string group;
     int bundle = -1;
+    ResourceSet lent;  // the part of `need` lent out (LendCpu): not taken from its pool now
   };
+  // The pool an actor takes from (its bundle's, or its node's); null when that is gone.
+  Pool* PoolOf(const ActorEntry& a);
   friend class GroupPlanner;
 
   static Pool BundlePool(const ResourceSet& need, const std::vector<int>& gpu_ids);

@@ -18,6 +18,7 @@ struct Usage {
 
 void Add(Usage& u, const Allocation& a, std::vector<std::string>& bad, const std::string& where) {
   u.used += a.resources;
+  if (u.used.Contains(a.lent)) u.used -= a.lent;  // lent out by an actor blocked waiting
   GpuShape shape = ShapeOf(a.resources);
   if (int(a.gpu_ids.size()) != shape.devices)
     bad.push_back(absl::StrCat(a.owner, ": ", a.gpu_ids.size(), " GPU ids for GPU=", a.resources.Get(kGPU)));
@@ -49,6 +50,15 @@ bool Same(const Allocation& a, const Allocation& b) {
 absl::Status CheckInvariants(const std::vector<NodeSpec>& nodes, const std::vector<Allocation>& recorded,
                              const Cluster* cluster) {
   std::vector<std::string> bad;
+  // What actors blocked waiting lent out is not in use: the scheduler's word for it.
+  std::vector<Allocation> with_lent = recorded;
+  if (cluster) {
+    std::map<std::string, ResourceSet> lent;
+    for (const Allocation& a : cluster->Allocations())
+      if (!a.lent.empty()) lent[a.owner] = a.lent;
+    for (Allocation& a : with_lent)
+      if (auto it = lent.find(a.owner); it != lent.end()) a.lent = it->second;
+  }
   std::map<std::string, Usage> node_usage;
   for (const NodeSpec& n : nodes) {
     Usage& u = node_usage[n.id];
@@ -58,7 +68,7 @@ absl::Status CheckInvariants(const std::vector<NodeSpec>& nodes, const std::vect
   // Bundles first: they take from nodes and are the pools of the actors inside them.
   std::map<std::pair<std::string, int>, const Allocation*> bundles;
   std::map<std::pair<std::string, int>, Usage> bundle_usage;
-  for (const Allocation& a : recorded) {
+  for (const Allocation& a : with_lent) {
     bool is_bundle = a.owner == absl::StrCat(a.group, "#", a.bundle);
     if (!is_bundle) continue;
     bundles[{a.group, a.bundle}] = &a;
@@ -72,7 +82,7 @@ absl::Status CheckInvariants(const std::vector<NodeSpec>& nodes, const std::vect
     bu.total = a.resources;
     for (int id : a.gpu_ids) bu.cap[id] = ShapeOf(a.resources).units_each;
   }
-  for (const Allocation& a : recorded) {
+  for (const Allocation& a : with_lent) {
     if (a.owner == absl::StrCat(a.group, "#", a.bundle)) continue;
     if (!a.group.empty()) {
       auto b = bundles.find({a.group, a.bundle});

@@ -5,7 +5,8 @@
 //      and on its devices;
 //   2. no node gives out more than it has, per resource and per GPU device (fractions of
 //      one device add up to at most 1); no bundle gives its actors more than it reserved;
-//   3. when a Cluster is given, its own accounting equals the recorded allocations.
+//   3. when a Cluster is given, its own accounting equals the recorded allocations (usage
+//      leaves out what actors blocked waiting lent out: Cluster::LendCpu).
 // Returns OK or Internal listing every violation.
 #pragma once
 

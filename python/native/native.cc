@@ -523,6 +523,18 @@ class Error(RuntimeError):
              if (!s.ok()) Raise(s);
            })
       .def(
+          "set_blocked",
+          [](Client& c, const std::string& actor_id, bool blocked) {
+            absl::StatusOr<bool> holds;
+            {
+              py::gil_scoped_release release;
+              holds = c.SetBlocked(ActorHandle{actor_id}, blocked);
+            }
+            return Unwrap(std::move(holds));
+          },
+          py::arg("actor_id"), py::arg("blocked"),
+          "Ray's blocked tasks: lend (blocked) or take back this actor's CPU; whether it holds it")
+      .def(
           "kill",
           [](Client& c, const std::string& actor_id, bool restart) {
             absl::Status s;

@@ -19,8 +19,10 @@ from ._python_actors import remote
 from ._context import get_gpu_ids, get_runtime_context
 from ._refs import ObjectRef, get, put, wait
 
+ObjectID = ObjectRef  # Ray's older name, which Ray keeps
 
-__all__ = ["ActorHandle", "actor", "ObjectRef", "available_resources", "cluster_resources", "cross_language", "exceptions",
+
+__all__ = ["ActorHandle", "actor", "ObjectID", "ObjectRef", "available_resources", "cluster_resources", "cross_language", "exceptions",
            "get", "get_actor", "get_gpu_ids", "get_runtime_context", "init", "is_initialized", "kill", "method", "nodes",
            "put", "remote", "report_step", "shutdown", "util", "wait"]
 

@@ -199,6 +199,15 @@ class ActorHandle:
     def __repr__(self):
         return f"Actor({self._class_name}, {self._actor_id})"
 
+    # Handles of one actor are equal, wherever they came from (pickled, get_actor), as Ray's.
+    def __eq__(self, other):
+        if not isinstance(other, ActorHandle):
+            return NotImplemented
+        return bool(self._actor_id) and self._actor_id == other._actor_id
+
+    def __hash__(self):
+        return hash(self._actor_id) if self._actor_id else id(self)
+
     def __reduce__(self):
         return (type(self), (self._actor_id, self._class_name, self._retries, self._error, self._starting is not None,
                              self._methods))

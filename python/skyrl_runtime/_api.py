@@ -115,6 +115,11 @@ def init(address=None, *, namespace=None, num_cpus=None, num_gpus=None, resource
             if ignore_reinit_error:
                 return _state
             raise RuntimeError("init: already initialized (call shutdown() first, or pass ignore_reinit_error=True)")
+        if address == "auto":  # Ray's: a running cluster (found as without an address), else an error
+            address = os.environ.get("SKYRL_ADDRESS") or _running_head()
+            if not address:
+                raise RayError("init(address='auto'): no running cluster found ($SKYRL_ADDRESS, `skyrl start "
+                               "--head` on this machine, 127.0.0.1:7420)", "UNAVAILABLE")
         explicit = address or os.environ.get("SKYRL_ADDRESS")
         if address == "local":
             explicit = None
@@ -127,15 +132,8 @@ def init(address=None, *, namespace=None, num_cpus=None, num_gpus=None, resource
         else:
             target, token = None, None
             if address != "local":
-                try:
-                    token = _edge.load_token()
-                    started = _native.started_head_address()
-                    for candidate in dict.fromkeys(a for a in (started, "127.0.0.1:7420") if a):
-                        if _reachable(candidate, token):
-                            target = candidate
-                            break
-                except RayError:
-                    pass
+                target = _running_head()
+                token = _edge.load_token() if target else None
             if target is None:
                 cluster = LocalCluster(num_cpus=num_cpus, system_config=_system_config, num_gpus=num_gpus,
                                        resources=resources, labels=labels)
@@ -160,6 +158,20 @@ def init(address=None, *, namespace=None, num_cpus=None, num_gpus=None, resource
                 cluster.stop()
             raise
         return _state
+
+
+def _running_head():
+    """The address of a head that answers on this machine (`skyrl start --head`'s, else the
+    default port), or None."""
+    try:
+        token = _edge.load_token()
+        started = _native.started_head_address()
+        for candidate in dict.fromkeys(a for a in (started, "127.0.0.1:7420") if a):
+            if _reachable(candidate, token):
+                return candidate
+    except RayError:
+        pass
+    return None
 
 
 def _check_node_keywords(num_cpus, num_gpus, resources, labels, object_store_memory):
@@ -215,13 +227,15 @@ atexit.register(shutdown)
 
 
 def _current():
+    """The connection; made on first use without init(), as Ray does: in an actor's process to
+    the cluster its worker names, elsewhere as init() with its defaults would (the head found,
+    else a local cluster). SKYRL_AUTO_INIT=0 (Ray: RAY_ENABLE_AUTO_CONNECT=0) makes that a
+    RuntimeError instead."""
     if _state is None:
-        # In an actor's process the worker says where the cluster is: connect on first use,
-        # as Ray's workers do.
-        if os.environ.get("SKYRL_ACTOR_ID") and os.environ.get("SKYRL_ADDRESS"):
-            init(ignore_reinit_error=True)
-        else:
-            raise RuntimeError("skyrl_runtime: call init() first")
+        in_actor = os.environ.get("SKYRL_ACTOR_ID") and os.environ.get("SKYRL_ADDRESS")
+        if not in_actor and "0" in (os.environ.get("SKYRL_AUTO_INIT"), os.environ.get("RAY_ENABLE_AUTO_CONNECT")):
+            raise RuntimeError("skyrl_runtime: call init() first (SKYRL_AUTO_INIT=0 turns off connecting on first use)")
+        init(ignore_reinit_error=True)
     return _state
 
 

@@ -52,13 +52,15 @@ class RuntimeContext:
         return f"{self.get_actor_id().removeprefix('actor-')}{os.getpid():08x}{call[0]:016x}"
 
     def get_task_name(self):
-        """A task's name (its `name` option, else the function's name), or "Class.method" for an
-        actor's method; None in a driver."""
+        """A task's name (its `name` option, else the function's name), or for an actor's method
+        the call's `name` option, else "Class.method"; None in a driver."""
         call, task = self._call()
         if task:
             return task.get("name")
         if call:
             from . import _host
+            if len(call) > 2 and call[2]:  # the call's own name: handle.method.options(name=...)
+                return call[2]
             return f"{_host.actor_class.__name__}.{call[1]}" if _host.actor_class else call[1]
         return None
 

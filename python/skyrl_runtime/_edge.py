@@ -24,7 +24,8 @@ class Client:
     """A native client whose methods raise this package's exceptions (each wrapped once)."""
 
     _METHODS = ("create_actor", "get_actor", "describe", "kill", "create_placement_group",
-                "wait_placement_group", "remove_placement_group", "upload_working_dir", "kv_put", "kv_get")
+                "wait_placement_group", "remove_placement_group", "upload_working_dir", "kv_put", "kv_get",
+                "set_blocked")
 
     def __init__(self, address, token, max_call_bytes=None):
         native = checked(_native.Client.connect)(address, token, max_call_bytes=max_call_bytes)

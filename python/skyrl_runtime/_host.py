@@ -19,6 +19,7 @@ import traceback
 import cloudpickle
 
 from . import _methods, _native, _wire
+from .exceptions import AsyncioActorExit
 
 
 _loops = {}  # concurrency group (None: the default one) -> its event loop
@@ -97,6 +98,11 @@ current = threading.local()
 _calls = itertools.count(1)  # each call's number in this process (get_task_id)
 
 
+def is_task_executor():
+    """Whether this process runs tasks (a pooled executor of _tasks.py) rather than an actor."""
+    return bool(getattr(actor_class, "_skyrl_task_executor", False))
+
+
 class ActorExit(BaseException):
     """Raised by exit_actor() (and __ray_terminate__) to end the call that asked to exit."""
 
@@ -166,32 +172,48 @@ def _in_group(name, fn, args, kwargs, method):
         return result
 
 
+def _exited_error(obj, method, why):
+    from .exceptions import ActorDiedError
+    return _wire.encode_error((cloudpickle.dumps(ActorDiedError(f"the actor exited: {why}", "FAILED_PRECONDITION")),
+                               "ActorDiedError", "exit_actor() was called", f"raised in {_where()}"))
+
+
+_exited = None  # why, once a method called exit_actor(): every later call fails, as in Ray
+
+
 def _dispatch(obj, method, payload):
-    current.call = (next(_calls), method)
+    global _exited
+    current.call = (next(_calls), method, None)
     try:
+        if _exited:
+            return _exited_error(obj, method, _exited)
         if method.startswith("_") and method not in _SPECIAL:
             raise AttributeError(f"{type(obj).__name__}.{method}: private methods cannot be called remotely")
-        _, (args, kwargs, *named) = _wire.decode(payload)
+        _, (args, kwargs, *meta) = _wire.decode(payload)
+        meta = meta[0] if meta else {}
+        if meta.get("name"):
+            current.call = (current.call[0], method, meta["name"])
         if method in _SPECIAL:
             return _wire.encode(_special(obj, method, args, kwargs))
         fn = getattr(obj, method)
-        if named or actor_groups:
-            return _wire.encode(_in_group(named[0] if named else None, fn, args, kwargs, method))
-        if actor_is_async and not inspect.iscoroutinefunction(fn):
+        group = meta.get("concurrency_group")
+        if group or actor_groups:
+            result = _in_group(group, fn, args, kwargs, method)
+        elif actor_is_async and not inspect.iscoroutinefunction(fn):
             # As Ray: an async actor runs every method on its event loop's thread.
             result = asyncio.run_coroutine_threadsafe(_on_loop(fn, args, kwargs), _event_loop()).result()
         else:
             result = fn(*args, **kwargs)
         if inspect.iscoroutine(result):
             result = asyncio.run_coroutine_threadsafe(result, _event_loop()).result()
+        if _exited:  # exit_actor() was called, and what it raised was caught
+            return _exited_error(obj, method, _exited)
         return _wire.encode(result)
-    except ActorExit:
+    except (ActorExit, AsyncioActorExit):
         # exit_actor(): the head has been asked to stop this actor for good; the caller learns
-        # that its actor is gone, as in Ray.
-        from .exceptions import ActorDiedError
-        return _wire.encode_error((cloudpickle.dumps(ActorDiedError(
-            f"the actor exited: {type(obj).__name__}.{method} called exit_actor()", "FAILED_PRECONDITION")),
-            "ActorDiedError", "exit_actor() was called", f"raised in {_where()}"))
+        # that its actor is gone, as in Ray, and so does every call after it.
+        _exited = _exited or f"{type(obj).__name__}.{method} called exit_actor()"
+        return _exited_error(obj, method, _exited)
     except BaseException as e:  # the caller gets it, as Ray re-raises it in get()
         tb = f"raised in {_where()}\n{traceback.format_exc()}"
         try:

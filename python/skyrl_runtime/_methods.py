@@ -11,7 +11,7 @@ import time
 from . import _native
 from .exceptions import RayError
 
-_OPTIONS = ("num_returns", "max_task_retries", "retry_exceptions", "concurrency_group")
+_OPTIONS = ("num_returns", "max_task_retries", "retry_exceptions", "concurrency_group", "name")
 _NOT_SUPPORTED = {
     "enable_task_events": "every call is recorded by its actor host (skyrl timeline)",
     "tensor_transport": "tensors travel out of band with the call; skyrl_runtime.weight_sync moves weights",
@@ -40,6 +40,8 @@ def check(options, what):
             raise ValueError(f"{what}: max_task_retries must be an int >= -1 (-1: without end), got {value!r}")
         if key == "retry_exceptions":
             check_retry_exceptions(value, what)
+        if key == "name" and type(value) is not str:
+            raise TypeError(f"{what}: name must be a str, got {value!r}")
         if key == "concurrency_group" and (type(value) is not str or not value):
             raise TypeError(f"{what}: concurrency_group must be a group's name (a non-empty str), got {value!r}")
         out[key] = value

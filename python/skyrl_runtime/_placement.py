@@ -77,14 +77,38 @@ def _rebuild(pg_id, specs, strategy):
                            "bundles": [{"resources": r} for r in specs]})
 
 
+VALID_PLACEMENT_GROUP_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+
+
+def validate_placement_group(bundles, strategy="PACK", name="", lifetime=None, **_ray_internal):
+    """Ray's checks of placement_group()'s arguments: ValueError (TypeError for a wrong type)
+    naming what is wrong; nothing is asked of the cluster."""
+    if not isinstance(bundles, (list, tuple)) or not bundles:
+        raise ValueError(f"placement_group: bundles must be a non-empty list of dicts, got {bundles!r}")
+    for i, b in enumerate(bundles):
+        if not isinstance(b, dict) or not b:
+            raise ValueError(f"placement_group: bundles[{i}] must be a non-empty dict of resources, got {b!r}")
+        for k, v in b.items():
+            if not isinstance(k, str) or type(v) is bool or not isinstance(v, (int, float)) or v < 0:
+                raise ValueError(f"placement_group: bundles[{i}][{k!r}] must be a number >= 0, got {v!r}")
+        if all(v == 0 for v in b.values()):
+            raise ValueError(f"placement_group: bundles[{i}] asks for nothing (every value is 0)")
+    if strategy not in VALID_PLACEMENT_GROUP_STRATEGIES:
+        raise ValueError(f"placement_group: invalid strategy {strategy!r} (one of "
+                         f"{', '.join(VALID_PLACEMENT_GROUP_STRATEGIES)})")
+    if not isinstance(name, str):
+        raise TypeError(f"placement_group: name must be a str, got {name!r}")
+    if lifetime not in (None, "detached"):
+        raise ValueError(f"placement_group: lifetime must be None or 'detached', got {lifetime!r}")
+
+
 def placement_group(bundles, strategy="PACK", name="", lifetime=None, _wait_for_nodes=False):
     """Reserves `bundles` (dicts of resources, e.g. {"CPU": 1, "GPU": 1}) with `strategy` (PACK,
     SPREAD, STRICT_PACK, STRICT_SPREAD). Returns at once; ready()/wait() say when it is placed.
     A group this cluster can never hold fails here, saying what is missing and where."""
-    if not bundles or not all(isinstance(b, dict) and b for b in bundles):
-        raise ValueError("placement_group: bundles must be a non-empty list of non-empty dicts")
-    if lifetime not in (None, "detached"):
-        raise ValueError(f"placement_group: lifetime must be None or 'detached', got {lifetime!r}")
+    validate_placement_group(bundles, strategy, name, lifetime)
+    # Zero amounts ask for nothing (Ray drops them).
+    bundles = [{k: v for k, v in b.items() if v} for b in bundles]
     state = _api._current()
     info = state.client.create_placement_group([{k: float(v) for k, v in b.items()} for b in bundles], strategy,
                                                name, state.namespace, _wait_for_nodes, lifetime == "detached")

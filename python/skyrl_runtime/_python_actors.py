@@ -3,6 +3,8 @@ served by the C++ actor host; _host.py is that side). Arguments, results and the
 travel as cloudpickle (_wire.py: arrays and tensors out of band), so classes defined in the
 driver's __main__ work, as in Ray."""
 
+import functools
+
 import cloudpickle
 
 from . import _methods, _wire
@@ -62,10 +64,10 @@ class PyActorMethod:
         if kwargs and any(type(v) is ObjectRef for v in kwargs.values()):
             kwargs = {k: resolve_argument(v) for k, v in kwargs.items()}
         options = self._handle._methods.get(self._name, {}) if self._options is None else self._options
-        group = options.get("concurrency_group")
+        # A call in a concurrency group, or with a name of its own, says so (_host.py reads it).
+        meta = {k: options[k] for k in ("concurrency_group", "name") if options.get(k) is not None}
         try:
-            # A call in a concurrency group names it (_host.py runs it there).
-            payload = _wire.encode((args, kwargs) if group is None else (args, kwargs, group))
+            payload = _wire.encode((args, kwargs, meta) if meta else (args, kwargs))
         except Exception as e:
             raise TypeError(f"{self._handle._class_name}.{self._name}.remote: an argument does not pickle: {e}") from None
         return self._handle._call(self._name, payload, _decode, retries=options.get("max_task_retries"),
@@ -118,7 +120,31 @@ class PyActorClass:
                        wait=options.get("_wait", False), methods=self._methods)
 
     def __call__(self, *args, **kwargs):
-        raise TypeError(f"{self._cls.__name__} is a remote class: create it with {self._cls.__name__}.remote(...)")
+        name = self._cls.__name__
+        raise TypeError(f"Actors cannot be instantiated directly. Instead of '{name}()', use '{name}.remote()'.")
+
+    def __getattr__(self, name):
+        # The class's own attributes (constants, static and class methods), as Ray's actor
+        # class derives from the class it wraps.
+        cls = self.__dict__.get("_cls")
+        if cls is None or name.startswith("__"):
+            raise AttributeError(name)
+        value = getattr(cls, name)
+        if callable(value) and not isinstance(value, type):
+            # A new callable, not the function: were `module.Cls.method` the function itself,
+            # cloudpickle would pickle the class's methods by reference to a module the actor's
+            # process may not have.
+            @functools.wraps(value)
+            def call(*args, **kwargs):
+                return value(*args, **kwargs)
+            return call
+        return value
+
+    def __mro_entries__(self, bases):
+        from .actor import ActorClassInheritanceException
+        raise ActorClassInheritanceException(
+            f"Inheriting from actor classes is not currently supported: {self._cls.__name__} is a remote class; "
+            "derive from the plain class and decorate the result")
 
 
 def remote(*args, **options):
@@ -134,6 +160,6 @@ def remote(*args, **options):
         raise TypeError(f"remote: wants a class or a function, got {type(obj).__name__}")
     if len(args) == 1 and not options and callable(args[0]):
         return make(args[0])
-    if args:
-        raise TypeError("remote: use @remote or @remote(option=value, ...)")
+    if args or not options:  # as Ray, which refuses @remote() with nothing in the parentheses
+        raise TypeError("remote: use @remote, or @remote(option=value, ...) with at least one option")
     return make

@@ -2,13 +2,14 @@
 
 import asyncio
 import concurrent.futures
+import contextlib
 import os
 import pickle
 import threading
 import time
 
 from . import _native, _wire
-from .exceptions import GetTimeoutError, from_native
+from .exceptions import GetTimeoutError, RayError, from_native
 
 
 class ObjectRef:
@@ -164,27 +165,81 @@ def resolve_argument(a):
     return get(a)
 
 
+# Ray's blocked and idle workers give their CPU back: a task executor lends its CPU (the head
+# gives it to others) while its task waits on results not here yet, and while it sits idle
+# (_tasks.py); it takes it back when it has work again and the CPU is free (until then the
+# node runs one task more than its CPUs, as Ray's does). One executor runs one task at a time.
+_cpu_lock = threading.Lock()
+_cpu_lent = False
+
+
+def lend_cpu():
+    """Lends this executor's CPU, once; best effort (a head that cannot be asked: nothing)."""
+    global _cpu_lent
+    from . import _api
+    with _cpu_lock:
+        if _cpu_lent:
+            return
+        try:
+            _api._current().client.set_blocked(os.environ.get("SKYRL_ACTOR_ID", ""), True)
+            _cpu_lent = True
+        except RayError:
+            pass
+
+
+def reclaim_cpu():
+    """Takes back what lend_cpu lent, if it is free now (else it stays lent: asked again next time)."""
+    global _cpu_lent
+    from . import _api
+    with _cpu_lock:
+        if not _cpu_lent:
+            return
+        try:
+            _cpu_lent = not _api._current().client.set_blocked(os.environ.get("SKYRL_ACTOR_ID", ""), False)
+        except RayError:
+            pass
+
+
+@contextlib.contextmanager
+def _lending_cpu(refs, timeout):
+    """Around a task's wait for results not here yet: its CPU lent meanwhile."""
+    from . import _host
+    if (timeout == 0 or getattr(_host.current, "task", None) is None
+            or all(getattr(r._future, "done", lambda: True)() for r in refs)):
+        yield
+        return
+    lend_cpu()
+    try:
+        yield
+    finally:
+        reclaim_cpu()
+
+
 def get(refs, *, timeout=None):
     """The value of one ref, or a list of values for a list of refs, as ray.get(): waits at most
     `timeout` seconds over all (GetTimeoutError), raises the first call's error."""
     deadline = None if timeout is None else time.monotonic() + timeout
     if isinstance(refs, ObjectRef):
-        return refs._result(timeout)
+        with _lending_cpu([refs], timeout):
+            return refs._result(timeout)
     if not isinstance(refs, (list, tuple)):
         raise TypeError(f"get: wants an ObjectRef or a list of them, got {type(refs).__name__}")
-    out = []
     for r in refs:
         if not isinstance(r, ObjectRef):
             raise TypeError(f"get: wants ObjectRefs, got {type(r).__name__} in the list")
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        out.append(r._result(left))
+    out = []
+    with _lending_cpu(refs, timeout):
+        for r in refs:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            out.append(r._result(left))
     return out
 
 
-def wait(refs, *, num_returns=1, timeout=None):
+def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
     """(ready, not_ready) as ray.wait(): the first `num_returns` refs whose results are here, in
     the order given, waiting at most `timeout` seconds for them. As Ray: TypeError unless
-    `refs` is a list of ObjectRefs, ValueError when one is there twice."""
+    `refs` is a list of ObjectRefs, ValueError when one is there twice. `fetch_local` is Ray's
+    (a result is here once it is done: there is no object store to fetch from yet)."""
     if isinstance(refs, ObjectRef) or not isinstance(refs, (list, tuple)):
         raise TypeError(f"wait: wants a list of ObjectRefs, got {type(refs).__name__}")
     for r in refs:
@@ -192,12 +247,15 @@ def wait(refs, *, num_returns=1, timeout=None):
             raise TypeError(f"wait: wants ObjectRefs, got {type(r).__name__} in the list")
     if len({id(r) for r in refs}) != len(refs):
         raise ValueError("wait: the list holds the same ObjectRef more than once")
+    if not refs:
+        return [], []  # as Ray
     if num_returns < 1 or num_returns > len(refs):
         raise ValueError(f"wait: num_returns must be in 1-{len(refs)}, got {num_returns}")
     deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        ready = [r for r in refs if r._future.done()]
-        if len(ready) >= num_returns or (deadline is not None and time.monotonic() >= deadline):
-            ready = ready[:num_returns]
-            return ready, [r for r in refs if r not in ready]
-        time.sleep(0.001)
+    with _lending_cpu([] if sum(r._future.done() for r in refs) >= num_returns else refs, timeout):
+        while True:
+            ready = [r for r in refs if r._future.done()]
+            if len(ready) >= num_returns or (deadline is not None and time.monotonic() >= deadline):
+                ready = ready[:num_returns]
+                return ready, [r for r in refs if r not in ready]
+            time.sleep(0.001)

@@ -9,13 +9,14 @@ while every executor has a task in flight, up to as many as the cluster could ho
 import asyncio
 import inspect
 import threading
+import time
 
 import cloudpickle
 
 from . import _api, _methods
 from ._actors import _Retrying, check_runtime_env, kill
 from ._python_actors import PyActorClass
-from ._refs import refs_of, resolve_argument
+from ._refs import lend_cpu, reclaim_cpu, refs_of, resolve_argument
 from .exceptions import RayError
 
 _MAX_POOL = 64
@@ -26,11 +27,28 @@ _NOT_SHAPE = ("max_retries", "num_returns", "retry_exceptions", "name")
 _DEFAULT_RETRIES = 3  # Ray's default for tasks
 
 
+_IDLE_LEND_S = 0.05  # an executor idle this long lends its CPU (a busy one never asks)
+
+
 class _Executor:
-    """One pooled worker process: runs the pickled function it is given."""
+    """One pooled worker process: runs the pickled function it is given. Idle for
+    _IDLE_LEND_S, it lends its CPU back (as Ray's idle workers return their lease), and takes it
+    back with its next task."""
+
+    _skyrl_task_executor = True  # what runs here is tasks, not an actor's methods (_host.py)
+
+    def __init__(self):
+        self._idle = threading.Condition()
+        self._running = 0
+        self._idle_since = None
+        threading.Thread(target=self._lend_when_idle, name="skyrl-idle-lender", daemon=True).start()
 
     def run(self, fn_blob, args, kwargs, meta=None):
         from . import _host
+        with self._idle:
+            self._running += 1
+            self._idle_since = None
+        reclaim_cpu()  # lent while idle
         _host.current.task = meta or {}
         try:
             result = cloudpickle.loads(fn_blob)(*args, **kwargs)
@@ -39,6 +57,23 @@ class _Executor:
             return result
         finally:
             _host.current.task = None
+            reclaim_cpu()  # lent while it waited, and not free when it was done waiting
+            with self._idle:
+                self._running -= 1
+                if self._running == 0:
+                    self._idle_since = time.monotonic()
+                    self._idle.notify()
+
+    def _lend_when_idle(self):
+        while True:
+            with self._idle:
+                self._idle.wait_for(lambda: self._idle_since is not None)
+                left = self._idle_since + _IDLE_LEND_S - time.monotonic()
+                if left > 0:
+                    self._idle.wait(left)
+                    continue
+                self._idle_since = None
+            lend_cpu()
 
 
 class _Pool:
@@ -46,6 +81,9 @@ class _Pool:
         self._shape = shape
         # Created waiting until ALIVE: a pool grows only while the cluster has room now.
         self._class = PyActorClass(_Executor, {**shape, "max_restarts": -1, "_wait": True})
+        # A pool's first executor when there is no room now: PENDING until there is (a task
+        # this process runs lends its CPU while it waits, as Ray's blocked tasks do).
+        self._waiting_class = PyActorClass(_Executor, {**shape, "max_restarts": -1})
         # [handle, the last ref submitted to it]: an executor runs its calls in order, so it is
         # idle once its last one is done.
         self._slots = []
@@ -83,7 +121,10 @@ class _Pool:
                     continue
                 if self._slots:
                     return None
-                raise
+                # None at all: one that waits for room (one that can never fit still fails).
+                slot = [self._waiting_class.remote(), None]
+                self._slots.append(slot)
+                return slot
 
     def release_idle(self):
         """Kills this pool's executors with nothing in flight; returns how many. Skips a pool

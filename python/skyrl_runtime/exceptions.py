@@ -33,6 +33,10 @@ class ActorUnavailableError(RayActorError):
     """The actor cannot be reached now (its process died and may be restarting)."""
 
 
+class AsyncioActorExit(RayError):
+    """Raised by exit_actor() in an async actor's coroutine: it ends the actor, as Ray's."""
+
+
 class RayTaskError(RayError):
     """A task's or an actor method's own exception, raised by get(). What get() raises is of a
     class made from both this and the exception's own class (`RayTaskError(ValueError)`, say), so

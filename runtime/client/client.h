@@ -2,7 +2,9 @@
 //
 // The head is asked only where an actor lives; calls go straight to the actor's process. The
 // address is cached per actor and looked up again when a call cannot reach it:
-// - a call that fails because the actor died returns Unavailable "actor died: <reason>";
+// - a call that fails because the actor died returns "actor died: <reason>": Unavailable while
+//   it restarts, FailedPrecondition when it is DEAD for good (Ray's ActorUnavailableError and
+//   ActorDiedError);
 // - the next call waits (up to `restart_wait`) for a RESTARTING actor to be ALIVE again, then
 //   goes to its new address;
 // - a call to a DEAD actor fails at once with FailedPrecondition "actor is dead: <reason>";
@@ -143,6 +145,10 @@ class Client {
   // Kills the actor's process as a crash would end it: the actor restarts if its max_restarts
   // allow, and is DEAD otherwise (Ray's kill(no_restart=False)). Not ALIVE: left as it is.
   virtual absl::Status Restart(const ActorHandle& actor) = 0;
+  // Ray's blocked tasks: the actor (a task executor whose task waits on others) lends its CPU
+  // while `blocked`, so the tasks it waits for can run where it holds it. Returns whether it
+  // holds its CPU again (unblocking while others use it: false; a later unblock retries).
+  virtual absl::StatusOr<bool> SetBlocked(const ActorHandle& actor, bool blocked) = 0;
 
   // Placement groups. Create returns the group CREATED or PENDING (with its reason); a group
   // this cluster can never hold is ResourceExhausted saying what is missing, and where.

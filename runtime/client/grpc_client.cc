@@ -272,6 +272,17 @@ absl::Status GrpcClient::Kill(const ActorHandle& actor) { return KillActor(actor
 
 absl::Status GrpcClient::Restart(const ActorHandle& actor) { return KillActor(actor, /*restart=*/true); }
 
+absl::StatusOr<bool> GrpcClient::SetBlocked(const ActorHandle& actor, bool blocked) {
+  grpc::ClientContext ctx;
+  rpc::PrepareCall(&ctx, token_, absl::Seconds(10));
+  v1::SetActorBlockedRequest req;
+  req.set_actor_id(actor.actor_id);
+  req.set_blocked(blocked);
+  v1::SetActorBlockedReply reply;
+  if (absl::Status s = rpc::FromGrpc(head_->SetActorBlocked(&ctx, req, &reply)); !s.ok()) return s;
+  return reply.holds_cpu();
+}
+
 absl::Status GrpcClient::KillActor(const ActorHandle& actor, bool restart) {
   grpc::ClientContext ctx;
   rpc::PrepareCall(&ctx, token_, absl::Seconds(10));
@@ -341,7 +352,11 @@ absl::Status GrpcClient::Explain(const std::string& actor_id, const std::string&
     if (info.ok() && (info->state() != v1::ACTOR_ALIVE || info->address() != address)) {
       absl::MutexLock lock(&mu_);
       routes_.erase(actor_id);
-      return absl::UnavailableError(absl::StrCat("actor died: ", info->death_reason()));
+      // DEAD for good is FailedPrecondition (Ray's ActorDiedError); dying to restart, or
+      // already restarted elsewhere, is Unavailable (ActorUnavailableError).
+      std::string why = absl::StrCat("actor died: ", info->death_reason());
+      return info->state() == v1::ACTOR_DEAD ? absl::FailedPreconditionError(why)
+                                             : absl::UnavailableError(why);
     }
     if (absl::Now() > deadline)
       return unreachable ? absl::UnavailableError(

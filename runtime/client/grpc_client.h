@@ -39,6 +39,7 @@ class GrpcClient final : public Client {
   absl::StatusOr<v1::ActorInfo> Describe(const ActorHandle& actor) override;
   absl::Status Kill(const ActorHandle& actor) override;
   absl::Status Restart(const ActorHandle& actor) override;
+  absl::StatusOr<bool> SetBlocked(const ActorHandle& actor, bool blocked) override;
   absl::StatusOr<v1::PlacementGroupInfo> CreatePlacementGroup(const PlacementGroupOptions& options) override;
   absl::StatusOr<v1::PlacementGroupInfo> WaitPlacementGroup(const std::string& id,
                                                             absl::Duration timeout) override;

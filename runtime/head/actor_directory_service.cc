@@ -92,6 +92,18 @@ grpc::ServerUnaryReactor* ActorDirectoryImpl::ListActors(grpc::CallbackServerCon
   return rpc::FinishNow(ctx, grpc::Status::OK);
 }
 
+grpc::ServerUnaryReactor* ActorDirectoryImpl::SetActorBlocked(grpc::CallbackServerContext* ctx,
+                                                              const v1::SetActorBlockedRequest* req,
+                                                              v1::SetActorBlockedReply* reply) {
+  if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
+  absl::StatusOr<ActorId> id = ActorId::Parse(req->actor_id());
+  if (!id.ok()) return rpc::FinishNow(ctx, rpc::ToGrpc(id.status()));
+  absl::StatusOr<bool> holds = actors_.SetBlocked(*id, req->blocked());
+  if (!holds.ok()) return rpc::FinishNow(ctx, rpc::ToGrpc(holds.status()));
+  reply->set_holds_cpu(*holds);
+  return rpc::FinishNow(ctx, grpc::Status::OK);
+}
+
 grpc::ServerUnaryReactor* ActorDirectoryImpl::ReportActorExit(grpc::CallbackServerContext* ctx,
                                                               const v1::ReportActorExitRequest* req,
                                                               v1::ReportActorExitReply*) {

@@ -29,6 +29,8 @@ class ActorDirectoryImpl final : public v1::ActorDirectory::CallbackService {
                                       v1::KillActorByIdReply*) override;
   grpc::ServerUnaryReactor* ListActors(grpc::CallbackServerContext*, const v1::ListActorsRequest*,
                                        v1::ListActorsReply*) override;
+  grpc::ServerUnaryReactor* SetActorBlocked(grpc::CallbackServerContext*, const v1::SetActorBlockedRequest*,
+                                            v1::SetActorBlockedReply*) override;
   grpc::ServerUnaryReactor* ReportActorExit(grpc::CallbackServerContext*, const v1::ReportActorExitRequest*,
                                             v1::ReportActorExitReply*) override;
 

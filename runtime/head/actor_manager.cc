@@ -766,6 +766,18 @@ void ActorManager::RestartAsync(const ActorId& id, StatusDone done) {
   done(absl::OkStatus());
 }
 
+absl::StatusOr<bool> ActorManager::SetBlocked(const ActorId& id, bool blocked) {
+  TrimmingLock lock(this);
+  auto it = actors_.find(id);
+  if (it == actors_.end()) return absl::NotFoundError(absl::StrCat("no actor ", id.ToString()));
+  if (it->second.state() != v1::ACTOR_ALIVE) return !blocked;
+  return resources_.With([&](scheduler::Cluster& c) {
+    if (!blocked) return c.ReclaimCpu(id.ToString());
+    c.LendCpu(id.ToString());
+    return false;
+  });
+}
+
 void ActorManager::MarkKilled(const ActorId& id, const std::string& reason, std::vector<ProcessAt>& kills) {
   auto it = actors_.find(id);
   if (it == actors_.end() || it->second.state() == v1::ACTOR_DEAD) return;

@@ -90,6 +90,11 @@ class ActorManager {
   // as after a crash, if its max_restarts allow (DEAD otherwise, the process killed). An actor
   // that is not ALIVE is left as it is. `done` once that is decided.
   void RestartAsync(const ActorId& id, StatusDone done);
+  // Ray's blocked tasks: an ALIVE actor blocked waiting lends its CPU to others until it is
+  // unblocked (scheduler::Cluster::LendCpu). Returns whether it holds its CPU now (unblocked
+  // while others use it: false, and a later unblock takes it back). NotFound for an unknown
+  // actor; one that is not ALIVE is left as it is.
+  absl::StatusOr<bool> SetBlocked(const ActorId& id, bool blocked);
   std::vector<v1::ActorInfo> List() const;
 
   // A worker reports that an actor's process ended.

@@ -80,12 +80,21 @@ def ray_start_cluster_2_nodes(request):
     cluster.shutdown()
 
 
+@pytest.fixture
+def set_enable_auto_connect(request, monkeypatch):
+    """Ray's: whether the API connects (init() with its defaults) on first use without init()."""
+    enabled = bool(getattr(request, "param", True))
+    monkeypatch.setenv("RAY_ENABLE_AUTO_CONNECT", "1" if enabled else "0")
+    yield enabled
+
+
 def _internal_fixture(request):
     pytest.skip("internal: a fixture built on Ray's internals")
 
 
 for _name in ("ray_start_cluster_enabled", "two_node_cluster", "ray_start_object_store_memory", "call_ray_start",
-              "ray_start_cluster_init", "ray_init_with_task_retry_delay", "ray_start_chaos_cluster"):
+              "ray_start_cluster_init", "ray_init_with_task_retry_delay", "ray_start_chaos_cluster",
+              "error_pubsub", "log_pubsub"):
     globals()[_name] = pytest.fixture(_internal_fixture, name=_name)
 
 

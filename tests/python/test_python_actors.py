@@ -123,7 +123,7 @@ def test_arguments_that_do_not_pickle_are_named(cluster):
     import threading
     with pytest.raises(TypeError, match="does not pickle"):
         c.add.remote(threading.Lock())
-    with pytest.raises(TypeError, match="remote class"):
+    with pytest.raises(TypeError, match="cannot be instantiated directly"):
         Counter(1)
 
 

@@ -439,3 +439,165 @@ def test_kill_with_no_restart_false_restarts_the_actor(cluster):
         ray.get(a.pid.remote(), timeout=60)
     with pytest.raises(TypeError, match="no_restart must be a bool"):
         ray.kill(a, no_restart="no")
+
+
+def test_first_use_without_init_calls_init(monkeypatch, tmp_path):
+    import subprocess
+    import sys
+    script = ("import skyrl_runtime as ray\n"
+              "@ray.remote\n"
+              "def f():\n"
+              "    return 41\n"
+              "print(ray.get(f.remote()) + 1, ray.is_initialized())\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("SKYRL_ADDRESS", "SKYRL_TOKEN")}
+    env["HOME"] = str(tmp_path)  # no head of this machine's is found: a local cluster
+    ran = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert ran.stdout.split() == ["42", "True"], ran.stderr
+    ran = subprocess.run([sys.executable, "-c", script], env={**env, "SKYRL_AUTO_INIT": "0"}, capture_output=True,
+                         text=True, timeout=120)
+    assert ran.returncode != 0 and "call init() first" in ran.stderr
+
+
+def test_exit_actor_in_an_async_actor_ends_it(cluster):
+    from skyrl_runtime.exceptions import AsyncioActorExit
+
+    @ray.remote(num_cpus=0, concurrency_groups={"io": 1})
+    class Leaves:
+        async def ping(self):
+            return "pong"
+
+        async def leave(self):
+            ray.actor.exit_actor()
+
+        @ray.method(concurrency_group="io")
+        async def leave_in_group(self):
+            try:
+                ray.actor.exit_actor()
+            except AsyncioActorExit:
+                raise  # what Ray raises there: an Exception, so the loop goes on
+
+    for method in ("leave", "leave_in_group"):
+        a = Leaves.remote()
+        assert ray.get(a.ping.remote(), timeout=30) == "pong"
+        with pytest.raises(ActorDiedError):
+            ray.get(getattr(a, method).remote(), timeout=30)
+        with pytest.raises(ActorDiedError):  # at once: no call runs after an exit
+            ray.get(a.ping.remote(), timeout=30)
+        assert _wait_state(a, "DEAD")["restarts"] == 0
+
+
+def test_node_id_label_key_pins_an_actor_to_its_node(cluster):
+    from skyrl_runtime.util.placement_group import NODE_ID_LABEL_KEY
+
+    node = ray.nodes()[0]["NodeID"]
+    assert ray.nodes()[0]["labels"][NODE_ID_LABEL_KEY] == node
+    pinned = Plain.options(label_selector={NODE_ID_LABEL_KEY: node}).remote()
+    assert ray.get(pinned.context.remote(), timeout=30)["get"]["node_id"] == node
+
+
+def test_a_task_waiting_on_its_own_tasks_lends_its_cpu(fresh):
+    fresh(num_cpus=1)  # one CPU: a parent holding it would starve its children without lending
+
+    @ray.remote
+    def child(x):
+        return x + 1
+
+    @ray.remote
+    def parent(n):
+        return sum(ray.get([child.remote(i) for i in range(n)]))
+
+    @ray.remote
+    def factorial(n):
+        return 1 if n <= 1 else n * ray.get(factorial.remote(n - 1))
+
+    assert ray.get(parent.remote(3), timeout=120) == 6
+    assert ray.get(factorial.remote(3), timeout=120) == 6
+    # A task that waits on nothing lends nothing, and one that can never fit still fails.
+    @ray.remote(num_cpus=8)
+    def huge():
+        return 0
+
+    @ray.remote
+    def asks_too_much():
+        return ray.get(huge.remote(), timeout=60)
+
+    with pytest.raises(ray.exceptions.RayError, match="CPU"):
+        ray.get(asks_too_much.remote(), timeout=120)
+
+
+def test_rays_smaller_names(cluster):
+    from skyrl_runtime.actor import ActorClassInheritanceException
+    from skyrl_runtime.util.placement_group import VALID_PLACEMENT_GROUP_STRATEGIES, validate_placement_group
+
+    with pytest.raises(ActorClassInheritanceException, match="Inheriting from actor classes"):
+        class Derived(Plain):
+            pass
+    assert ray.ObjectID is ray.ObjectRef
+    assert ray.wait([]) == ([], [])
+    ref = Plain.remote().ping.remote()
+    assert ray.wait([ref], fetch_local=True, timeout=30)[0] == [ref]
+    assert set(VALID_PLACEMENT_GROUP_STRATEGIES) == {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"}
+    validate_placement_group([{"CPU": 1}], "SPREAD")
+    for bundles, strategy in (([], "PACK"), ([{"CPU": 1}], "CLOSE"), ([{"CPU": -1}], "PACK"), ([{"CPU": 0}], "PACK")):
+        with pytest.raises(ValueError, match="placement_group"):
+            validate_placement_group(bundles, strategy)
+    with pytest.raises(ValueError, match="strategy"):
+        ray.util.placement_group([{"CPU": 1}], strategy="CLOSE")
+
+
+def test_address_auto_joins_the_running_cluster(monkeypatch, tmp_path):
+    from skyrl_runtime._cluster import LocalCluster
+    monkeypatch.delenv("SKYRL_ADDRESS", raising=False)
+    monkeypatch.delenv("SKYRL_TOKEN", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no head of this machine's is found
+    with pytest.raises(ray.exceptions.RayError, match="no running cluster"):
+        ray.init(address="auto")
+    local = LocalCluster(num_cpus=1)
+    try:
+        monkeypatch.setenv("SKYRL_ADDRESS", local.address)
+        monkeypatch.setenv("SKYRL_TOKEN", local.token)
+        assert ray.init(address="auto").address == local.address
+        assert ray.get(Plain.remote().ping.remote(), timeout=60) == "pong"
+    finally:
+        ray.shutdown()
+        local.stop()
+
+
+def test_idle_task_executors_make_room_for_a_waiting_actor(fresh):
+    fresh(num_cpus=1)
+
+    @ray.remote
+    def one():
+        return 1
+
+    assert ray.get(one.remote(), timeout=60) == 1  # its executor holds the one CPU, then idles
+    # Placed where 1 CPU is free, as Ray's default actor: the idle executor lends it.
+    assert ray.get(Plain.remote().ping.remote(), timeout=60) == "pong"
+    assert ray.get(one.remote(), timeout=60) == 1  # and the executor takes it back for its next task
+
+
+def test_handles_class_attributes_and_call_names(cluster):
+    import pickle
+
+    @ray.remote(num_cpus=0)
+    class Named:
+        LIMIT = 3
+
+        @staticmethod
+        def double(x):
+            return 2 * x
+
+        def name(self):
+            return ray.get_runtime_context().get_task_name()
+
+    a = Named.remote()
+    same = pickle.loads(pickle.dumps(a))
+    assert same == a and hash(same) == hash(a) and len({a, same}) == 1
+    assert a != Named.remote()
+    assert Named.LIMIT == 3 and Named.double(2) == 4  # the class's own attributes
+    with pytest.raises(TypeError, match="cannot be instantiated directly"):
+        Named()
+    with pytest.raises(TypeError, match="at least one option"):
+        ray.remote()(Named)
+    assert ray.get(a.name.remote()) == "Named.name"
+    assert ray.get(a.name.options(name="step-7").remote()) == "step-7"

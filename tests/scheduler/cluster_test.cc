@@ -107,6 +107,46 @@ TEST(ClusterTest, BusyIsUnavailableAndNeverIsResourceExhausted) {
   EXPECT_THAT(never.status().message(), HasSubstr("can ever fit"));
 }
 
+// Checks the cluster against its own allocations (what the head's tables would record).
+absl::Status SelfCheck(const Cluster& c, const std::vector<NodeSpec>& nodes) {
+  std::vector<Allocation> recorded = c.Allocations();
+  for (Allocation& a : recorded) a.lent = ResourceSet();  // the tables do not know of lending
+  return CheckInvariants(nodes, recorded, &c);
+}
+
+TEST(ClusterTest, AnActorBlockedWaitingLendsItsCpuAndTakesItBackWhenFree) {
+  Cluster c;
+  const NodeSpec node = Node("n1", 1, /*cpus=*/1);
+  ASSERT_TRUE(c.AddNode(node).ok());
+  ASSERT_TRUE(c.AllocateActor("parent", R("CPU=1,GPU=1"), Slot{"n1", {0}}).ok());
+  EXPECT_TRUE(absl::IsUnavailable(c.PlanActor(D("CPU=1")).status()));
+  // Blocked: its CPU (not its GPU) goes to a child; counted once, not twice.
+  c.LendCpu("parent");
+  c.LendCpu("parent");  // twice is once
+  EXPECT_EQ(c.FreeResources().Get("CPU"), 1);
+  EXPECT_EQ(c.FreeResources().Get("GPU"), 0);
+  absl::StatusOr<Slot> child = c.PlanActor(D("CPU=1"));
+  ASSERT_TRUE(child.ok()) << child.status();
+  ASSERT_TRUE(c.AllocateActor("child", R("CPU=1"), *child).ok());
+  absl::Status s = SelfCheck(c, {node});
+  EXPECT_TRUE(s.ok()) << s;
+  // Unblocked while the child holds the CPU: it stays lent (runs uncounted) ...
+  EXPECT_FALSE(c.ReclaimCpu("parent"));
+  // ... until the CPU is free again.
+  c.ReleaseActor("child");
+  EXPECT_TRUE(c.ReclaimCpu("parent"));
+  EXPECT_EQ(c.FreeResources().Get("CPU"), 0);
+  s = SelfCheck(c, {node});
+  EXPECT_TRUE(s.ok()) << s;
+  // Released while lent: gives back only what it held; the node is idle.
+  c.LendCpu("parent");
+  c.ReleaseActor("parent");
+  EXPECT_EQ(c.FreeResources(), node.total);
+  EXPECT_TRUE(c.ReclaimCpu("parent")) << "an unknown actor holds nothing to reclaim";
+  c.LendCpu("unknown");
+  EXPECT_EQ(c.FreeResources(), node.total);
+}
+
 TEST(GroupTest, PackPutsEverythingOnOneNodeWhenItCan) {
   Cluster c;
   for (auto id : {"n1", "n2", "n3"}) ASSERT_TRUE(c.AddNode(Node(id, 8)).ok());

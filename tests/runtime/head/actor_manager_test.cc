@@ -173,6 +173,40 @@ TEST(ActorManagerTest, ARestartKillStopsTheProcessAndRestartsWhileRestartsLast) 
   EXPECT_TRUE(s.ok()) << s;
 }
 
+TEST(ActorManagerTest, AnActorBlockedWaitingLendsItsCpuUntilUnblocked) {
+  store::MemoryStore store;
+  FakeClock clock;
+  testing::FakeWorkers workers;
+  auto head = OpenTestHead(store, clock, workers);
+  AddGpuNode(*head, 3000, 1);  // 64 CPUs
+  v1::ActorSpec all_cpus = Spec("echo", 0);
+  (*all_cpus.mutable_resources())["CPU"] = 64;
+  absl::StatusOr<v1::ActorInfo> parent = head->actors().Create(all_cpus);
+  ASSERT_TRUE(parent.ok() && parent->state() == v1::ACTOR_ALIVE) << parent.status();
+  v1::ActorSpec one_cpu = Spec("echo", 0);
+  (*one_cpu.mutable_resources())["CPU"] = 1;
+  EXPECT_TRUE(absl::IsResourceExhausted(head->actors().Create(one_cpu).status()));
+  const ActorId id = *ActorId::Parse(parent->actor_id());
+  // Blocked: its CPUs go to others (a child), and the head's books still add up.
+  ASSERT_TRUE(head->actors().SetBlocked(id, true).ok());
+  absl::StatusOr<v1::ActorInfo> child = head->actors().Create(one_cpu);
+  ASSERT_TRUE(child.ok() && child->state() == v1::ACTOR_ALIVE) << child.status();
+  absl::Status s = Check(*head);
+  EXPECT_TRUE(s.ok()) << s;
+  // Unblocked while the child runs: not held yet; once the child is gone, held again.
+  absl::StatusOr<bool> holds = head->actors().SetBlocked(id, false);
+  ASSERT_TRUE(holds.ok()) << holds.status();
+  EXPECT_FALSE(*holds);
+  ASSERT_TRUE(head->actors().Kill(*ActorId::Parse(child->actor_id())).ok());
+  holds = head->actors().SetBlocked(id, false);
+  ASSERT_TRUE(holds.ok()) << holds.status();
+  EXPECT_TRUE(*holds);
+  EXPECT_TRUE(absl::IsResourceExhausted(head->actors().Create(one_cpu).status()));
+  EXPECT_TRUE(absl::IsNotFound(head->actors().SetBlocked(ActorId::Random(), true).status()));
+  s = Check(*head);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 TEST(ActorManagerTest, FallbackLabelSelectorsPlaceWhereThePrimaryHasNoRoom) {
   store::MemoryStore store;
   FakeClock clock;

@@ -10,12 +10,15 @@ import importlib.util
 import sys
 import types
 
+import cloudpickle
+
 import skyrl_runtime
 
-# Ray's names are the package's.
+# Ray's names are the package's; ray.cloudpickle (Ray's copy of it) is cloudpickle.
 globals().update({name: getattr(skyrl_runtime, name) for name in skyrl_runtime.__all__})
+sys.modules["ray.cloudpickle"] = cloudpickle
 
-_OWN = ("ray._private.test_utils", "ray.test_utils", "ray.cluster_utils")
+_OWN = ("ray._private.test_utils", "ray._common.test_utils", "ray.test_utils", "ray.cluster_utils")
 # Ray's internal modules: importable here, but whatever a test takes from them skips the test
 # as "internal" when used (scripts/ray-tests leaves those out of the public-API pass rate).
 INTERNAL_MODULES = ("_private", "_raylet", "_common", "autoscaler", "worker", "state", "internal",
@@ -68,12 +71,30 @@ class _InternalModule(types.ModuleType):
         return _Internal(f"{self.__name__}.{name}")
 
 
+def _private_names_are_internal(module, ray_name):
+    """A private name of Ray's (`_validate_bundles`, say) that the package's module lacks is a
+    stand-in that skips the test using it; other missing names stay AttributeErrors."""
+    if getattr(module, "_ray_tests_shimmed", False):
+        return
+    own = module.__dict__.get("__getattr__")
+
+    def fallback(name):
+        if name.startswith("_") and not name.startswith("__"):
+            return _Internal(f"{ray_name}.{name}")
+        if own is not None:
+            return own(name)
+        raise AttributeError(f"module {ray_name!r} has no attribute {name!r}")
+
+    module.__getattr__ = fallback
+    module._ray_tests_shimmed = True
+
+
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """ray.X is skyrl_runtime.X (the same module object), for every X the package has; a module
     of Ray's internals is a stand-in whose names skip the test that uses them."""
 
     def find_spec(self, name, path, target=None):
-        if not name.startswith("ray.") or name.startswith(_OWN) or name == "ray._private":
+        if not name.startswith("ray.") or name.startswith(_OWN) or name in ("ray._private", "ray._common"):
             return None
         try:
             found = importlib.util.find_spec("skyrl_runtime." + name[4:])
@@ -87,7 +108,9 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def create_module(self, spec):
         try:
-            return importlib.import_module("skyrl_runtime." + spec.name[4:])
+            module = importlib.import_module("skyrl_runtime." + spec.name[4:])
+            _private_names_are_internal(module, spec.name)
+            return module
         except ImportError:
             module = _InternalModule(spec.name)
             module.__path__ = []
@@ -102,8 +125,9 @@ sys.meta_path.insert(0, _Alias())
 # The package's modules already loaded, under Ray's names: importing ray.util.placement_group
 # then finds it and leaves ray.util.placement_group (the function, as in Ray) alone.
 for _name, _module in list(sys.modules.items()):
-    if _name.startswith("skyrl_runtime."):
+    if _name.startswith("skyrl_runtime.") and isinstance(_module, types.ModuleType):
         sys.modules.setdefault("ray." + _name[len("skyrl_runtime."):], _module)
+        _private_names_are_internal(_module, "ray." + _name[len("skyrl_runtime."):])
 
 
 def __getattr__(name):

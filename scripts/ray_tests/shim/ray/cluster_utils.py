@@ -53,7 +53,9 @@ class Cluster:
             self._local = _cluster.LocalCluster(num_cpus=num_cpus, num_gpus=num_gpus, resources=resources,
                                                 labels=labels)
             process = self._local._procs[1]
-            os.environ["SKYRL_TOKEN"] = self._local.token  # ray.init(address=cluster.address) joins it
+            # ray.init(address=cluster.address) joins it, and so does ray.init(address="auto").
+            os.environ["SKYRL_TOKEN"] = self._local.token
+            os.environ["SKYRL_ADDRESS"] = self._local.address
         else:
             flags = ["--head", self._local.address, "--token-file", self._local.token_file,
                      "--resources", self._offer(num_cpus, num_gpus, resources), "--log-level", "warn"]
