@@ -247,6 +247,8 @@ def _check_options(options):
         check_label_selector(options["label_selector"])
     if options.get("fallback_strategy") is not None:
         check_fallback_strategy(options["fallback_strategy"])
+    if "bundle" in (options.get("resources") or {}):
+        raise ValueError("options: resources: 'bundle' is a name Ray reserves for placement-group bundles")
     _methods.check_concurrency_groups(options.get("concurrency_groups"), "options")
 
 
@@ -406,6 +408,9 @@ def get_actor(name, namespace=None):
             raise ValueError(f"get_actor: no actor named {name!r} in namespace {namespace or state.namespace!r}") from None
         raise
     info = state.client.describe(actor_id)
+    if info["state"] == "DEAD":  # kept by the head for `skyrl list`, but gone: as Ray, not found
+        raise ValueError(f"get_actor: the actor named {name!r} in namespace {namespace or state.namespace!r} is dead: "
+                         f"{info['death_reason']}")
     if info["class_name"] == "python":
         from ._python_actors import PyActorHandle
         return PyActorHandle(actor_id, "python", methods=_methods.load(state.client, actor_id))

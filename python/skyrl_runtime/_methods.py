@@ -64,6 +64,45 @@ def is_async_class(cls):
                for klass in cls.__mro__ for v in vars(klass).values())
 
 
+def signatures_of(cls):
+    """{method name: (its signature, whether it takes the instance first)} of a class's public
+    methods, for checking a call's arguments at .remote() (methods without a signature left
+    out: checked when they run)."""
+    out = {}
+    for name in dir(cls):
+        if name.startswith("_"):
+            continue
+        raw = inspect.getattr_static(cls, name, None)
+        fn = getattr(cls, name, None)
+        if not callable(fn) or isinstance(raw, type):
+            continue
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):
+            continue
+        takes_self = not isinstance(raw, (staticmethod, classmethod))
+        params = list(signature.parameters.values())[1 if takes_self else 0:]
+        # The hot path, positional arguments only to plain parameters: a count to check.
+        plain = all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params)
+        counts = (sum(p.default is p.empty for p in params), len(params)) if plain else None
+        out[name] = (signature, takes_self, counts)
+    return out
+
+
+def check_method_arguments(signatures, name, args, kwargs, what):
+    """A TypeError at .remote(), as Ray raises, when method `name` cannot take these arguments."""
+    found = signatures.get(name)
+    if found is None:
+        return
+    signature, takes_self, counts = found
+    if counts is not None and not kwargs and counts[0] <= len(args) <= counts[1]:
+        return
+    try:
+        signature.bind(None, *args, **kwargs) if takes_self else signature.bind(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"{what}: {e}") from None
+
+
 def check_arguments(fn, args, kwargs, what):
     """A TypeError at .remote(), as Ray raises, when `fn` cannot take these arguments."""
     try:

@@ -71,6 +71,12 @@ class PlacementGroup:
     def __repr__(self):
         return f"PlacementGroup({self.id})"
 
+    def __eq__(self, other):  # one group, however its handle came (pickled, placement_group_table)
+        return isinstance(other, PlacementGroup) and self.id == other.id
+
+    def __hash__(self):
+        return hash(self.id)
+
 
 def _rebuild(pg_id, specs, strategy):
     return PlacementGroup({"placement_group_id": pg_id, "strategy": strategy,
@@ -78,6 +84,7 @@ def _rebuild(pg_id, specs, strategy):
 
 
 VALID_PLACEMENT_GROUP_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+RESERVED_RESOURCE = "bundle"  # Ray's name for what a bundle reserves: no one asks for it by name
 
 
 def validate_placement_group(bundles, strategy="PACK", name="", lifetime=None, **_ray_internal):
@@ -89,6 +96,8 @@ def validate_placement_group(bundles, strategy="PACK", name="", lifetime=None, *
         if not isinstance(b, dict) or not b:
             raise ValueError(f"placement_group: bundles[{i}] must be a non-empty dict of resources, got {b!r}")
         for k, v in b.items():
+            if k == RESERVED_RESOURCE:
+                raise ValueError(f"placement_group: bundles[{i}]: {k!r} is a name Ray reserves for bundles")
             if not isinstance(k, str) or type(v) is bool or not isinstance(v, (int, float)) or v < 0:
                 raise ValueError(f"placement_group: bundles[{i}][{k!r}] must be a number >= 0, got {v!r}")
         if all(v == 0 for v in b.values()):

@@ -58,6 +58,10 @@ class PyActorMethod:
         """Calls the method with these arguments; an ObjectRef of its return value, at once
         (num_returns=N: a list of N refs, one per value of the tuple it returns; 0: None).
         ObjectRefs among the top-level arguments are resolved first, as in Ray."""
+        signatures = self._handle.__dict__.get("_signatures")
+        if signatures:  # known where the actor was created (not pickled with the handle)
+            _methods.check_method_arguments(signatures, self._name, args, kwargs,
+                                            f"{self._handle._class_name}.{self._name}.remote")
         # The common case, no refs among the arguments, costs one scan.
         if any(type(a) is ObjectRef for a in args):
             args = tuple(resolve_argument(a) for a in args)
@@ -116,8 +120,12 @@ class PyActorClass:
                 "max_concurrency": default_concurrency}))
         except Exception as e:
             raise TypeError(f"{self._cls.__name__}.remote: the class or an argument does not pickle: {e}") from None
-        return _create("python", init, options, "python", PyActorHandle, self._cls.__name__,
-                       wait=options.get("_wait", False), methods=self._methods)
+        handle = _create("python", init, options, "python", PyActorHandle, self._cls.__name__,
+                         wait=options.get("_wait", False), methods=self._methods)
+        if "_signatures" not in self.__dict__:
+            self.__dict__["_signatures"] = _methods.signatures_of(self._cls)
+        handle._signatures = self.__dict__["_signatures"]
+        return handle
 
     def __call__(self, *args, **kwargs):
         name = self._cls.__name__

@@ -283,6 +283,14 @@ def test_bad_calls_are_refused_when_made(cluster):
         Takes.remote()
     with pytest.raises(TypeError, match="Takes.remote"):
         Takes.remote(1, b=2)
+    # A method's arguments too, where the actor was made (a handle passed elsewhere leaves the
+    # check to the call).
+    plain = Plain.options(num_cpus=0).remote()
+    with pytest.raises(TypeError, match="Plain.ping.remote"):
+        plain.ping.remote(1)
+    with pytest.raises(TypeError, match="Plain.ping.remote"):
+        plain.ping.options(name="x").remote(x=1)
+    assert ray.get(plain.ping.remote()) == "pong"
     ref = two.remote(1)
     assert ray.get(ref) == 2
     for bad in (ref, 1, [1]):
@@ -543,6 +551,19 @@ def test_rays_smaller_names(cluster):
             validate_placement_group(bundles, strategy)
     with pytest.raises(ValueError, match="strategy"):
         ray.util.placement_group([{"CPU": 1}], strategy="CLOSE")
+    with pytest.raises(ValueError, match="reserves"):
+        validate_placement_group([{"bundle": 1}])
+    with pytest.raises(ValueError, match="reserves"):
+        Plain.options(resources={"bundle": 1}).remote()
+    import pickle
+    pg = ray.util.placement_group([{"CPU": 1}])
+    assert pickle.loads(pickle.dumps(pg)) == pg and len({pg, pickle.loads(pickle.dumps(pg))}) == 1
+    # A named actor that died is not found by name, as in Ray (the head still lists it).
+    named = Plain.options(name="gone", num_cpus=0).remote()
+    assert ray.get_actor("gone") == named
+    ray.kill(named)
+    with pytest.raises(ValueError, match="dead"):
+        ray.get_actor("gone")
 
 
 def test_address_auto_joins_the_running_cluster(monkeypatch, tmp_path):
