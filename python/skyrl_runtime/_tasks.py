@@ -22,7 +22,8 @@ from .exceptions import RayError
 _MAX_POOL = 64
 _TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "runtime_env", "max_retries", "scheduling_strategy",
                  "num_returns", "retry_exceptions", "name", "label_selector", "placement_group",
-                 "placement_group_bundle_index", "placement_group_capture_child_tasks", "fallback_strategy"}
+                 "placement_group_bundle_index", "placement_group_capture_child_tasks", "fallback_strategy",
+                 "max_calls"}
 _NOT_SHAPE = ("max_retries", "num_returns", "retry_exceptions", "name")
 _DEFAULT_RETRIES = 3  # Ray's default for tasks
 
@@ -78,6 +79,9 @@ class _Executor:
 
 class _Pool:
     def __init__(self, shape):
+        shape = dict(shape)
+        # Ray's max_calls: an executor runs at most this many tasks, then exits (0: no end).
+        self._max_calls = shape.pop("max_calls", 0) or 0
         self._shape = shape
         # Created waiting until ALIVE: a pool grows only while the cluster has room now.
         self._class = PyActorClass(_Executor, {**shape, "max_restarts": -1, "_wait": True})
@@ -111,7 +115,7 @@ class _Pool:
         idle leased workers."""
         for attempt in (0, 1):
             try:
-                slot = [self._class.remote(), None]
+                slot = [self._class.remote(), None, 0]  # handle, last ref, tasks sent
                 self._slots.append(slot)
                 return slot
             except RayError as e:
@@ -122,7 +126,7 @@ class _Pool:
                 if self._slots:
                     return None
                 # None at all: one that waits for room (one that can never fit still fails).
-                slot = [self._waiting_class.remote(), None]
+                slot = [self._waiting_class.remote(), None, 0]
                 self._slots.append(slot)
                 return slot
 
@@ -155,7 +159,24 @@ class _Pool:
                 self._turn += 1
             ref = slot[0].run.remote(fn_blob, args, kwargs, meta)
             slot[1] = ref
+            slot[2] += 1
+            if self._max_calls and slot[2] >= self._max_calls:
+                self._slots.remove(slot)  # takes no more: ends once its tasks are done
+                threading.Thread(target=_retire, args=(slot,), name="skyrl-executor-retire", daemon=True).start()
         return ref
+
+
+def _retire(slot):
+    """Ends an executor that ran its max_calls tasks, once the last is done (its resources, a
+    GPU's memory say, go back with its process, as Ray's max_calls intends)."""
+    # Watched, not waited on: the result is its caller's to read (a second reader of one
+    # future would wait out its caller's timeout).
+    while not slot[1]._future.done():
+        time.sleep(0.02)
+    try:
+        kill(slot[0])
+    except RayError:
+        pass
 
 
 class RemoteFunction:
@@ -180,6 +201,8 @@ class RemoteFunction:
             _methods.check_retry_exceptions(options["retry_exceptions"], "options")
         if "name" in options and not isinstance(options["name"], str):
             raise TypeError(f"options: name must be a str, got {options['name']!r}")
+        if options.get("max_calls") is not None and (type(options["max_calls"]) is not int or options["max_calls"] < 0):
+            raise ValueError(f"options: max_calls must be an int >= 0 (0: no limit), got {options['max_calls']!r}")
         self._fn = fn
         self._options = dict(options)
         self._blob = None
@@ -194,6 +217,7 @@ class RemoteFunction:
                 "function": f"{getattr(fn, '__module__', None) or '__main__'}.{getattr(fn, '__qualname__', fn.__name__)}",
                 "resources": {"CPU": float(self._options.get("num_cpus", 1)),
                               **({"GPU": float(self._options["num_gpus"])} if self._options.get("num_gpus") else {}),
+                              **({"memory": float(self._options["memory"])} if self._options.get("memory") else {}),
                               **{k: float(v) for k, v in (self._options.get("resources") or {}).items()}}}
 
     def remote(self, *args, **kwargs):
@@ -207,6 +231,8 @@ class RemoteFunction:
         args = tuple(resolve_argument(a) for a in args)
         kwargs = {k: resolve_argument(v) for k, v in kwargs.items()}
         shape = {"num_cpus": 1, **{k: v for k, v in self._options.items() if k not in _NOT_SHAPE}}
+        if shape.get("max_calls") is None:  # Ray's default: GPU tasks end their process, CPU ones do not
+            shape["max_calls"] = 1 if shape.get("num_gpus") else 0
         retries = int(self._options.get("max_retries", _DEFAULT_RETRIES))
         if retries < -1:
             raise ValueError(f"{self._fn.__name__}.options: max_retries must be -1 (without end) or more, got {retries}")

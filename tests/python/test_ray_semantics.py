@@ -622,3 +622,22 @@ def test_handles_class_attributes_and_call_names(cluster):
         ray.remote()(Named)
     assert ray.get(a.name.remote()) == "Named.name"
     assert ray.get(a.name.options(name="step-7").remote()) == "step-7"
+
+
+def test_max_calls_ends_an_executor_after_that_many_tasks(fresh):
+    fresh(num_cpus=2, num_gpus=1)
+
+    @ray.remote(max_calls=2)
+    def pid():
+        return os.getpid(), ray.get_runtime_context().get_assigned_resources()
+
+    pids = [ray.get(pid.remote(), timeout=60)[0] for _ in range(4)]
+    assert pids[0] == pids[1] and pids[2] == pids[3] and pids[0] != pids[2]
+    # Ray's default: a GPU task's process ends with it (its GPU memory with it); CPU ones stay.
+    gpu = pid.options(num_gpus=1, max_calls=None)
+    first, second = (ray.get(gpu.remote(), timeout=60)[0] for _ in range(2))
+    assert first != second
+    _, assigned = ray.get(pid.options(memory=100, max_calls=0).remote(), timeout=60)
+    assert assigned == {"CPU": 1.0, "memory": 100.0}
+    with pytest.raises(ValueError, match="max_calls"):
+        pid.options(max_calls=-1)
