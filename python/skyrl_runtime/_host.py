@@ -69,8 +69,7 @@ class _Group:
     """One of an actor's concurrency groups: its limit, and what holds calls to it (a gate on
     threads, or a semaphore on the group's own event loop)."""
 
-    def __init__(self, name, limit):
-        self.name = name
+    def __init__(self, limit):
         self.limit = limit
         self.gate = _Gate(limit)
         self._semaphore = None  # made on the group's loop, which it belongs to
@@ -121,9 +120,9 @@ def _create(init_args):
             actor_placement_group = facts.get("placement_group_id") or ""
             groups = facts.get("concurrency_groups") or {}
             if groups:
-                actor_groups[None] = _Group(None, int(facts.get("max_concurrency") or 1))
+                actor_groups[None] = _Group(int(facts.get("max_concurrency") or 1))
                 for name, limit in groups.items():
-                    actor_groups[name] = _Group(name, limit)
+                    actor_groups[name] = _Group(limit)
         return cls(*args, **kwargs)
     except BaseException:
         # The constructor's error, with its traceback, is the actor's death reason.
@@ -172,7 +171,7 @@ def _in_group(name, fn, args, kwargs, method):
         return result
 
 
-def _exited_error(obj, method, why):
+def _exited_error(why):
     from .exceptions import ActorDiedError
     return _wire.encode_error((cloudpickle.dumps(ActorDiedError(f"the actor exited: {why}", "FAILED_PRECONDITION")),
                                "ActorDiedError", "exit_actor() was called", f"raised in {_where()}"))
@@ -186,7 +185,7 @@ def _dispatch(obj, method, payload):
     current.call = (next(_calls), method, None)
     try:
         if _exited:
-            return _exited_error(obj, method, _exited)
+            return _exited_error(_exited)
         if method.startswith("_") and method not in _SPECIAL:
             raise AttributeError(f"{type(obj).__name__}.{method}: private methods cannot be called remotely")
         _, (args, kwargs, *meta) = _wire.decode(payload)
@@ -207,13 +206,13 @@ def _dispatch(obj, method, payload):
         if inspect.iscoroutine(result):
             result = asyncio.run_coroutine_threadsafe(result, _event_loop()).result()
         if _exited:  # exit_actor() was called, and what it raised was caught
-            return _exited_error(obj, method, _exited)
+            return _exited_error(_exited)
         return _wire.encode(result)
     except (ActorExit, AsyncioActorExit):
         # exit_actor(): the head has been asked to stop this actor for good; the caller learns
         # that its actor is gone, as in Ray, and so does every call after it.
         _exited = _exited or f"{type(obj).__name__}.{method} called exit_actor()"
-        return _exited_error(obj, method, _exited)
+        return _exited_error(_exited)
     except BaseException as e:  # the caller gets it, as Ray re-raises it in get()
         tb = f"raised in {_where()}\n{traceback.format_exc()}"
         try:

@@ -7,6 +7,7 @@ import inspect
 import json
 import threading
 import time
+import weakref
 
 from . import _native
 from .exceptions import RayError
@@ -64,10 +65,21 @@ def is_async_class(cls):
                for klass in cls.__mro__ for v in vars(klass).values())
 
 
+_SIGNATURES = weakref.WeakKeyDictionary()  # class -> signatures_of(class), made once
+
+
 def signatures_of(cls):
-    """{method name: (its signature, whether it takes the instance first)} of a class's public
-    methods, for checking a call's arguments at .remote() (methods without a signature left
-    out: checked when they run)."""
+    """{method name: (its signature, whether it takes the instance first, the argument counts a
+    plain positional call may have)} of a class's public methods, for checking a call's
+    arguments at .remote() (methods without a signature left out: checked when they run).
+    Made once per class."""
+    found = _SIGNATURES.get(cls)
+    if found is None:
+        found = _SIGNATURES[cls] = _signatures(cls)
+    return found
+
+
+def _signatures(cls):
     out = {}
     for name in dir(cls):
         if name.startswith("_"):

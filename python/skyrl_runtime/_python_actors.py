@@ -122,9 +122,7 @@ class PyActorClass:
             raise TypeError(f"{self._cls.__name__}.remote: the class or an argument does not pickle: {e}") from None
         handle = _create("python", init, options, "python", PyActorHandle, self._cls.__name__,
                          wait=options.get("_wait", False), methods=self._methods)
-        if "_signatures" not in self.__dict__:
-            self.__dict__["_signatures"] = _methods.signatures_of(self._cls)
-        handle._signatures = self.__dict__["_signatures"]
+        handle._signatures = _methods.signatures_of(self._cls)
         return handle
 
     def __call__(self, *args, **kwargs):
