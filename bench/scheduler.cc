@@ -2,7 +2,7 @@
 //
 //   build/bin/scheduler_bench [--nodes 1000] [--actors 10000] [--groups 1000]
 //                             [--head-nodes 100] [--head-actors 10000] [--head-groups 2000]
-//                             [--clients 4] [--inflight 16] [--batch 100]
+//                             [--clients 4] [--inflight 16] [--batch 100] [--waiting 10000]
 //
 // 1. In process, on a simulated cluster of --nodes nodes x 8 GPUs (scheduler::Cluster, what
 //    the head holds under its lock): --actors actor placements (plan + allocate, GPU=0.5
@@ -18,11 +18,16 @@
 //    between phases (untimed), so each starts from a free cluster. Each phase also prints
 //    CPU per operation for the head and for this process, which varies less than rates on
 //    a shared machine.
+// 3. Waiting actors, through the same head: --waiting actors that each need a "slot" that no
+//    node has free are created (return_pending: PENDING, one at a time), then nodes with 100
+//    slots join one at a time, each once the last is full. FIFO placement puts actor i on the
+//    (i / 100)th of them; the head's thread count is read while they wait.
 // Anchors (Ray's release tests): 10,000 actors at about 550/s; placement group create+remove
 // about 790/s on one node; 1,000 groups of 3 bundles at about 19/s across a cluster.
 // Ends with RESULT inproc_actor_place_per_s, inproc_pg_p99_ms, head_actor_create_per_s,
 // head_pg_create_remove_per_s, and (with --batch > 0) head_actor_create_batched_per_s and
-// head_pg_batched_create_remove_per_s.
+// head_pg_batched_create_remove_per_s; with --waiting > 0, waiting_actors_placed_in_order (1 or
+// 0), waiting_actors_placed_per_s and head_threads_while_10k_wait (threads added while waiting).
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -37,6 +42,7 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -175,9 +181,30 @@ InProcess RunInProcess(int nodes, int actors, int groups) {
 // ---- 2. Through the head ----
 // Callback API, so the simulated workers cost the benchmark's side little beside the head.
 class InstantWorker final : public skyrl::v1::WorkerService::CallbackService {
+ public:
+  // Records the actors started from now on, in the order their starts arrive.
+  void Record() {
+    absl::MutexLock lock(&mu_);
+    recording_ = true;
+    started_.clear();
+  }
+  std::vector<std::string> Started() {
+    absl::MutexLock lock(&mu_);
+    return started_;
+  }
+  size_t StartedCount() {
+    absl::MutexLock lock(&mu_);
+    return started_.size();
+  }
+
+ private:
   grpc::ServerUnaryReactor* StartActor(grpc::CallbackServerContext* ctx,
                                        const skyrl::v1::StartActorRequest* req,
                                        skyrl::v1::StartActorReply* reply) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (recording_) started_.push_back(req->actor_id());
+    }
     reply->set_address("127.0.0.1:1");
     reply->set_log_path(absl::StrCat("/dev/null/", req->actor_id()));
     auto* reactor = ctx->DefaultReactor();
@@ -190,7 +217,19 @@ class InstantWorker final : public skyrl::v1::WorkerService::CallbackService {
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
+  absl::Mutex mu_;
+  bool recording_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> started_ ABSL_GUARDED_BY(mu_);
 };
+
+// Threads of a process, from /proc/PID/task.
+int ThreadCount(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("Threads:", 0) == 0) return std::atoi(line.c_str() + 8);
+  return -1;
+}
 
 // Keeps `inflight` asynchronous calls outstanding until `total` have been started; each
 // call is `launch(i, finished)`, which must call finished() exactly once when call i is over.
@@ -236,10 +275,16 @@ grpc::Status Authed(Call call) {
 
 struct ThroughHead {
   double actor_per_s = 0, pg_per_s = 0, batched_actor_per_s = 0, batched_pg_per_s = 0;
+  // The waiting phase: all placed in creation order (1) or not (0), their rate once room came,
+  // and the head's threads at idle and while they waited.
+  int waiting_in_order = 0;
+  double waiting_placed_per_s = 0;
+  int threads_idle = 0, threads_waiting = 0;
   bool ok = false;
 };
 
-ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int inflight, int batch) {
+ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int inflight, int batch,
+                           int waiting) {
   ThroughHead out;
   std::string dir = skyrl::testing::MakeTempDir("scheduler-bench");
   InstantWorker worker_service;
@@ -261,14 +306,17 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
 
   auto channel = skyrl::rpc::MakeChannel(head);
   auto node_stub = skyrl::v1::NodeService::NewStub(channel);
-  std::vector<std::string> node_ids;
-  for (int i = 0; i < nodes; ++i) {
+  absl::Mutex node_ids_mu;
+  std::vector<std::string> node_ids;  // guarded by node_ids_mu once the heartbeats run
+  // Registers simulated node i; `extra` adds to its resources (the waiting phase's "slot").
+  auto register_node = [&](int i, double slots) -> bool {
     skyrl::v1::RegisterNodeRequest req;
     skyrl::v1::NodeInfo* n = req.mutable_node();
     n->set_address(absl::StrCat("127.0.0.1:", worker_port));
     n->set_hostname(absl::StrCat("sim-", i));
     (*n->mutable_resources_total())["CPU"] = 64;
     (*n->mutable_resources_total())["GPU"] = 8;
+    if (slots > 0) (*n->mutable_resources_total())["slot"] = slots;
     for (int g = 0; g < 8; ++g) n->add_gpu_ids(g);
     (*n->mutable_labels())["rack"] = absl::StrCat("r", i / 16);
     skyrl::v1::RegisterNodeReply reply;
@@ -281,15 +329,24 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
     if (!s.ok()) {
       std::fprintf(stderr, "scheduler_bench: register: %s (head log %s)\n", s.error_message().c_str(),
                    o.log_path.c_str());
-      return out;
+      return false;
     }
+    absl::MutexLock lock(&node_ids_mu);
     node_ids.push_back(reply.node_id());
-  }
+    return true;
+  };
+  for (int i = 0; i < nodes; ++i)
+    if (!register_node(i, 0)) return out;
   // Heartbeats, as real workers send them.
   std::atomic<bool> stop{false};
   std::thread beats([&] {
     while (!stop.load()) {
-      for (const std::string& id : node_ids) {
+      std::vector<std::string> ids;
+      {
+        absl::MutexLock lock(&node_ids_mu);
+        ids = node_ids;
+      }
+      for (const std::string& id : ids) {
         skyrl::v1::HeartbeatRequest req;
         req.set_node_id(id);
         skyrl::v1::HeartbeatReply reply;
@@ -567,6 +624,91 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
     batch_cpu.Print("group (batched create)+remove:", bcycles.load());
     out.batched_pg_per_s = bcycles.load() / batch_s;
   }
+  // Waiting actors: one node with one "slot", held by a first actor; --waiting actors that each
+  // need a slot are created (return_pending, one at a time, so their creation order is known)
+  // and wait; then a node with a slot for each joins, and all are placed. Their starts must
+  // reach the worker in creation order, and the head must not grow a thread per waiting actor.
+  if (waiting > 0) {
+    kill_all();
+    auto create_slot_actor = [&](skyrl::v1::ActorInfo* info) {
+      skyrl::v1::CreateActorRequest req;
+      req.mutable_spec()->set_class_name("echo");
+      (*req.mutable_spec()->mutable_resources())["slot"] = 1;
+      req.set_return_pending(true);
+      skyrl::v1::CreateActorReply reply;
+      grpc::Status st =
+          Authed([&](grpc::ClientContext* c) { return actor_stubs[0]->CreateActor(c, req, &reply); });
+      if (!st.ok()) report_failure("waiting create", st, "");
+      *info = reply.actor();
+      return st.ok();
+    };
+    skyrl::v1::ActorInfo first;
+    bool ok = register_node(nodes, 1) && create_slot_actor(&first);
+    absl::SleepFor(absl::Milliseconds(300));  // the first one's start settles
+    out.threads_idle = ThreadCount(head_proc->pid());
+    std::vector<std::string> order;
+    int still_pending = 0;
+    absl::Time t_create = absl::Now();
+    for (int i = 0; ok && i < waiting; ++i) {
+      skyrl::v1::ActorInfo a;
+      ok = create_slot_actor(&a);
+      order.push_back(a.actor_id());
+      if (a.state() == skyrl::v1::ACTOR_PENDING) ++still_pending;
+      if (i % 1000 == 999) out.threads_waiting = std::max(out.threads_waiting, ThreadCount(head_proc->pid()));
+    }
+    double create_s = absl::ToDoubleSeconds(absl::Now() - t_create);
+    absl::SleepFor(absl::Milliseconds(300));
+    out.threads_waiting = std::max(out.threads_waiting, ThreadCount(head_proc->pid()));
+    // Room comes a node at a time, each with slots for the next kSlotsPerNode of them, once
+    // the previous node is full: FIFO placement puts actor i on room node i / kSlotsPerNode,
+    // which checks the order exactly (the starts' arrival at the worker can be reordered by
+    // its concurrent handlers; the table cannot).
+    constexpr int kSlotsPerNode = 100;
+    worker_service.Record();
+    CpuMeter place_cpu(head_proc->pid());
+    absl::Time t_room = absl::Now();
+    std::vector<std::string> room_nodes;
+    for (int placed = 0; ok && placed < waiting;) {
+      const int slots = std::min(kSlotsPerNode, waiting - placed);
+      ok = register_node(nodes + 1 + int(room_nodes.size()), slots);
+      {
+        absl::MutexLock lock(&node_ids_mu);
+        room_nodes.push_back(node_ids.back());
+      }
+      placed += slots;
+      const absl::Time end = absl::Now() + absl::Seconds(60);
+      while (ok && int(worker_service.StartedCount()) < placed && absl::Now() < end)
+        absl::SleepFor(absl::Microseconds(200));
+      ok = ok && int(worker_service.StartedCount()) == placed;
+    }
+    double place_s = absl::ToDoubleSeconds(absl::Now() - t_room);
+    const int started = int(worker_service.StartedCount());
+    place_cpu.Print("waiting actor placed:", started);
+    absl::flat_hash_map<std::string, int> room_index;
+    for (int i = 0; i < int(room_nodes.size()); ++i) room_index[room_nodes[i]] = i;
+    absl::flat_hash_map<std::string, std::string> node_of;
+    skyrl::v1::ListActorsReply list;
+    (void)Authed([&](grpc::ClientContext* c) {
+      return actor_stubs[0]->ListActors(c, skyrl::v1::ListActorsRequest(), &list);
+    });
+    for (const auto& a : list.actors()) node_of[a.actor_id()] = a.node_id();
+    int out_of_order = 0;
+    for (int i = 0; i < int(order.size()); ++i) {
+      auto node = room_index.find(node_of[order[i]]);
+      if (node == room_index.end() || node->second != i / kSlotsPerNode) ++out_of_order;
+    }
+    std::printf(
+        "%-44s %8d %12.0f  (created in %.1f s, %d of them PENDING; head threads %d idle, %d while "
+        "they waited)\n",
+        "head: waiting actors placed as room came", started, started / place_s, create_s, still_pending,
+        out.threads_idle, out.threads_waiting);
+    std::printf("  placed out of creation order: %d of %d (room: %d nodes of %d slots, one at a time)\n",
+                out_of_order, waiting, int(room_nodes.size()), kSlotsPerNode);
+    out.waiting_placed_per_s = started / place_s;
+    out.waiting_in_order = ok && started == waiting && still_pending == waiting && out_of_order == 0;
+    if (!out.waiting_in_order) report_failure("waiting phase", grpc::Status::OK, "not all placed in order");
+  }
+
   stop = true;
   beats.join();
   (void)head_proc->Signal(SIGTERM);
@@ -584,7 +726,7 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app{"scheduler_bench: placement rates in process and through the head"};
   int nodes = 1000, actors = 10000, groups = 1000, head_nodes = 100, head_actors = 10000, head_groups = 2000,
-      clients = 4, inflight = 16, batch = 100;
+      clients = 4, inflight = 16, batch = 100, waiting = 10000;
   app.add_option("--nodes", nodes)->check(CLI::Range(1, 100000));
   app.add_option("--actors", actors)->check(CLI::Range(1, 1000000));
   app.add_option("--groups", groups)->check(CLI::Range(1, 100000));
@@ -596,11 +738,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
   app.add_option("--batch", batch, "specs per CreateActors call in the batched row (0: skip it)")
       ->check(CLI::Range(0, 10000));
+  app.add_option("--waiting", waiting, "actors that wait for room, then are placed (0: skip)")
+      ->check(CLI::Range(0, 1000000));
   CLI11_PARSE(app, argc, argv);
 
   std::printf("%-44s %8s %12s %10s %10s  %s\n", "figure", "n", "per s", "p50 ms", "p99 ms", "anchor");
   InProcess in = RunInProcess(nodes, actors, groups);
-  ThroughHead through = RunThroughHead(head_nodes, head_actors, head_groups, clients, inflight, batch);
+  ThroughHead through =
+      RunThroughHead(head_nodes, head_actors, head_groups, clients, inflight, batch, waiting);
   if (!through.ok) std::fprintf(stderr, "scheduler_bench: some operations through the head failed\n");
   std::printf("ratio to Ray anchors: head actors %.1fx (of 550/s), head groups %.1fx (of 790/s)\n",
               through.actor_per_s / 550, through.pg_per_s / 790);
@@ -611,6 +756,11 @@ int main(int argc, char** argv) {
   if (batch > 0) {
     std::printf("RESULT head_actor_create_batched_per_s %.0f\n", through.batched_actor_per_s);
     std::printf("RESULT head_pg_batched_create_remove_per_s %.0f\n", through.batched_pg_per_s);
+  }
+  if (waiting > 0) {
+    std::printf("RESULT waiting_actors_placed_in_order %d\n", through.waiting_in_order);
+    std::printf("RESULT waiting_actors_placed_per_s %.0f\n", through.waiting_placed_per_s);
+    std::printf("RESULT head_threads_while_10k_wait %d\n", through.threads_waiting - through.threads_idle);
   }
   return through.ok ? 0 : 1;
 }

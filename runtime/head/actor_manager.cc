@@ -15,8 +15,6 @@
 namespace skyrl::head {
 namespace {
 
-constexpr size_t kMaxWaitingForRoom = 1024;
-
 bool Holds(v1::ActorState s) { return s == v1::ACTOR_PENDING || s == v1::ACTOR_ALIVE; }
 
 // The live-name index key of a named actor ("" for an unnamed one). The namespace is set by
@@ -38,6 +36,32 @@ scheduler::Demand DemandOf(const v1::ActorSpec& spec,
 }
 
 scheduler::Demand DemandOf(const v1::ActorSpec& spec) { return DemandOf(spec, spec.label_selector()); }
+
+template <typename V>
+void AppendSorted(std::string& out, const google::protobuf::Map<std::string, V>& m) {
+  std::vector<std::pair<std::string, V>> items(m.begin(), m.end());
+  std::sort(items.begin(), items.end());
+  for (const auto& [k, v] : items) absl::StrAppend(&out, k, "=", v, ",");
+  out += ";";
+}
+
+// The demand queue's shape of an actor: what it asks for and where. Actors of one shape fit
+// exactly where each other fit.
+std::string ShapeOf(const v1::ActorSpec& spec) {
+  std::string out = "actor;";
+  AppendSorted(out, spec.resources());
+  AppendSorted(out, spec.placement_resources());
+  AppendSorted(out, spec.label_selector());
+  for (const auto& f : spec.fallback_label_selectors()) AppendSorted(out, f.labels());
+  absl::StrAppend(&out, "|", spec.placement_group_id(), "|",
+                  spec.has_bundle_index() ? spec.bundle_index() : -1);
+  return out;
+}
+
+// Waits in the demand queue: RESTARTING, or PENDING with no node (a creation waiting for room).
+bool Waiting(const v1::ActorInfo& a) {
+  return a.state() == v1::ACTOR_RESTARTING || (a.state() == v1::ACTOR_PENDING && a.node_id().empty());
+}
 
 absl::Status ValidateSpec(v1::ActorSpec& spec) {
   if (absl::Status s = ValidateName("spec.class_name", spec.class_name()); !s.ok()) return s;
@@ -95,11 +119,13 @@ absl::Status ValidateSpec(v1::ActorSpec& spec) {
 }  // namespace
 
 ActorManager::ActorManager(store::Store& store, NodeManager& nodes, ResourceTracker& resources,
-                           WorkerClient& workers, const Clock& clock, RetentionOptions retention)
+                           WorkerClient& workers, DemandQueue& demand, const Clock& clock,
+                           RetentionOptions retention)
     : store_(store),
       nodes_(nodes),
       resources_(resources),
       workers_(workers),
+      demand_(demand),
       clock_(clock),
       dead_(retention.keep_terminal) {}
 
@@ -110,6 +136,7 @@ ActorManager::~ActorManager() {
     stopping_ = true;
     restarts.swap(restarts_);
   }
+  demand_.Detach(this);  // no attempt of ours runs after this
   for (auto& r : restarts) r.thread.join();
   absl::MutexLock lock(&async_mu_);
   async_mu_.Await(absl::Condition(
@@ -140,7 +167,7 @@ ActorManager::LifeCounts ActorManager::Counts() const {
   LifeCounts out;
   absl::MutexLock lock(&mu_);
   out.restarts = restarts_total_;
-  for (int c = 0; c < 5; ++c) out.deaths[DeathCauseName(static_cast<DeathCause>(c))] = deaths_[c];
+  for (int c = 0; c < kDeathCauses; ++c) out.deaths[DeathCauseName(static_cast<DeathCause>(c))] = deaths_[c];
   return out;
 }
 
@@ -222,7 +249,7 @@ absl::Status ActorManager::Recover() {
   // Resume what the previous head left half done.
   int resumed = 0;
   for (auto& [id, a] : actors_) {
-    if (a.state() == v1::ACTOR_RESTARTING) {
+    if (Waiting(a)) {
       StartRestart(id, std::nullopt);
       ++resumed;
     } else if (a.state() == v1::ACTOR_PENDING) {
@@ -275,8 +302,13 @@ absl::StatusOr<scheduler::Slot> ActorManager::Place(const ActorId& id, const v1:
   });
 }
 
-void ActorManager::Release(const ActorId& id) {
+void ActorManager::Release(const ActorId& id, bool kick) {
   resources_.With([&](scheduler::Cluster& c) { c.ReleaseActor(id.ToString()); });
+  if (kick) demand_.Kick();
+}
+
+void ActorManager::SetGroupWaiting(std::function<bool(const std::string&)> waiting) {
+  group_waiting_ = std::move(waiting);
 }
 
 std::string ActorManager::WorkerAddress(const std::string& node_id) const {
@@ -317,6 +349,9 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
     v1::ActorSpec& spec, ActorId& id, bool wait_for_room) {
   if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
   id = ActorId::Random();
+  // Asked before this manager's lock is taken (the group manager locks before this one).
+  const bool group_waiting = wait_for_room && !spec.placement_group_id().empty() && group_waiting_ &&
+                             group_waiting_(spec.placement_group_id());
   TrimmingLock lock(this);
   const std::string name_key = NameKey(spec);
   if (!name_key.empty())
@@ -326,11 +361,11 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
   // Placed (planned and allocated) before anything is recorded, so an actor that cannot be
   // placed leaves nothing behind; one plan and one store write for the common case.
   absl::StatusOr<scheduler::Slot> p = Place(id, spec);
-  // Room may come (actors end, nodes join): with wait_for_room the actor is recorded PENDING
-  // with no node and placed by a placement thread, as a restart is; past kMaxWaitingForRoom
-  // threads at once, a creation is refused as without wait_for_room.
-  const bool wait = !p.ok() && absl::IsUnavailable(p.status()) && wait_for_room && !stopping_ &&
-                    restarts_.size() < kMaxWaitingForRoom;
+  // Room may come (actors end, nodes join, its group is placed): with wait_for_room the actor
+  // is recorded PENDING with no node and waits in the demand queue, as a restart does.
+  const bool wait =
+      !p.ok() && wait_for_room && !stopping_ &&
+      (absl::IsUnavailable(p.status()) || (absl::IsFailedPrecondition(p.status()) && group_waiting));
   if (!p.ok() && !wait) {
     // Unavailable would read as "the head is down, retry" to gRPC clients.
     if (absl::IsUnavailable(p.status())) return absl::ResourceExhaustedError(p.status().message());
@@ -370,8 +405,9 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
   }
   actors_[id] = std::move(info);
   if (wait) {
-    spdlog::info("actor {} waits for room: {}", id.ToString(), p.status().message());
-    StartRestart(id, std::nullopt);
+    // Debug: thousands may wait at once; the reason is in the actor's pending_reason.
+    spdlog::debug("actor {} waits for room: {}", id.ToString(), p.status().message());
+    Enqueue(id, spec);
   }
   return out;
 }
@@ -390,20 +426,24 @@ void ActorManager::CreateAsync(v1::ActorSpec spec, CreateDone done, bool return_
   absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> placed = Admit(spec, id, return_pending);
   if (!placed.ok()) return done(placed.status());
   if (auto* final_state = std::get_if<v1::ActorInfo>(&*placed)) return done(std::move(*final_state));
-  auto ticket = std::make_shared<StartTicket>(std::move(std::get<StartTicket>(*placed)));
   if (return_pending) {
     absl::StatusOr<v1::ActorInfo> now = Get(id);
     done(std::move(now));
     done = nullptr;
   }
+  StartAsync(id, std::move(std::get<StartTicket>(*placed)), std::move(done));
+}
+
+void ActorManager::StartAsync(const ActorId& id, StartTicket ticket, CreateDone done) {
   {
     absl::MutexLock lock(&async_mu_);
     ++async_in_flight_;
   }
-  workers_.StartActorAsync(ticket->worker_address, ticket->request,
-                           [this, id, ticket, done = std::move(done)](absl::StatusOr<v1::StartActorReply> r) {
+  auto shared = std::make_shared<StartTicket>(std::move(ticket));
+  workers_.StartActorAsync(shared->worker_address, shared->request,
+                           [this, id, shared, done = std::move(done)](absl::StatusOr<v1::StartActorReply> r) {
                              absl::StatusOr<v1::ActorInfo> final_state =
-                                 FinishStart(id, *ticket, std::move(r));
+                                 FinishStart(id, *shared, std::move(r));
                              if (done) done(std::move(final_state));
                              absl::MutexLock lock(&async_mu_);
                              --async_in_flight_;
@@ -429,48 +469,55 @@ void ActorManager::CreateBatchAsync(std::vector<v1::ActorSpec> specs, BatchDone 
     });
 }
 
-absl::StatusOr<v1::ActorInfo> ActorManager::PlaceAndStart(const ActorId& id, bool wait_for_room) {
-  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> placed = PlaceForStart(id, wait_for_room);
-  if (!placed.ok()) return placed.status();
-  if (auto* final_state = std::get_if<v1::ActorInfo>(&*placed)) return std::move(*final_state);
-  const StartTicket& ticket = std::get<StartTicket>(*placed);
-  return FinishStart(id, ticket, workers_.StartActor(ticket.worker_address, ticket.request));
+void ActorManager::Enqueue(const ActorId& id, const v1::ActorSpec& spec, absl::Duration delay) {
+  demand_.Push(
+      this, ShapeOf(spec), [this, id] { return TryPlaceWaiting(id); }, delay);
 }
 
-absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorManager::PlaceForStart(
-    const ActorId& id, bool wait_for_room) {
-  for (bool said_waiting = false;; absl::SleepFor(absl::Milliseconds(200))) {
+DemandQueue::Outcome ActorManager::TryPlaceWaiting(const ActorId& id) {
+  std::string group;
+  {
+    absl::MutexLock lock(&mu_);
+    auto found = actors_.find(id);
+    if (found == actors_.end() || !Waiting(found->second)) return DemandQueue::Outcome::kGone;
+    group = found->second.spec().placement_group_id();
+  }
+  // A creation that waits for its group: the group may have been removed meanwhile (asked
+  // with no lock of ours held, as in Admit).
+  const bool group_live = group.empty() || !group_waiting_ || group_waiting_(group) ||
+                          resources_.With([&](const scheduler::Cluster& c) { return c.HasGroup(group); });
+  std::optional<StartTicket> ticket;
+  {
     TrimmingLock lock(this);
     auto found = actors_.find(id);
-    // Killed meanwhile, and already evicted as one of the oldest DEAD.
-    if (found == actors_.end()) return absl::NotFoundError(absl::StrCat("no actor ", id.ToString()));
+    // Killed meanwhile (perhaps already evicted), or started by another path.
+    if (found == actors_.end() || !Waiting(found->second)) return DemandQueue::Outcome::kGone;
     v1::ActorInfo& a = found->second;
-    if (a.state() == v1::ACTOR_DEAD) return a;  // killed meanwhile
-    // The head is stopping: leave the actor as the store has it (RESTARTING) for the next head.
-    if (stopping_) return absl::UnavailableError("the head is stopping");
+    // The head is stopping: leave the actor as the store has it for the next head.
+    if (stopping_) return DemandQueue::Outcome::kGone;
+    if (!group_live && a.state() == v1::ACTOR_PENDING) {
+      Release(id);
+      SetDead(id, a, DeathCause::kUnplaceable);
+      a.set_death_reason(absl::StrCat("cannot place: its placement group ", group, " was removed"));
+      (void)Persist(a);
+      return DemandQueue::Outcome::kGone;
+    }
     absl::StatusOr<scheduler::Slot> p = Place(id, a.spec());
     std::string address = p.ok() ? WorkerAddress(p->node_id) : "";
     if (p.ok() && address.empty()) {
-      Release(id);
+      Release(id, /*kick=*/false);  // a kick would only bring this attempt back
       p = absl::UnavailableError(absl::StrCat("node ", p->node_id, " has no worker address"));
     }
     if (!p.ok()) {
-      if (wait_for_room && !stopping_) {
-        // A restart waits for a node with room (a replacement node, resources freed, or its
-        // placement group's bundle placed again); the reason is visible in status meanwhile.
-        if (!said_waiting) {
+      // Waits for a node with room (a replacement node, resources freed, or its placement
+      // group placed); the reason is visible in status meanwhile.
+      if (a.pending_reason() != p.status().message()) {
+        if (a.state() == v1::ACTOR_RESTARTING && a.pending_reason().empty())
           spdlog::warn("actor {} waits for a node: {}", id.ToString(), p.status().message());
-          a.set_pending_reason(std::string(p.status().message()));
-          (void)Persist(a);
-        }
-        said_waiting = true;
-        continue;
+        a.set_pending_reason(std::string(p.status().message()));
+        (void)Persist(a);
       }
-      SetDead(id, a, DeathCause::kUnplaceable);
-      a.set_death_reason(absl::StrCat("cannot place: ", p.status().message()));
-      a.clear_node_id();
-      (void)Persist(a);
-      return a;
+      return DemandQueue::Outcome::kWaiting;
     }
     StartTicket t = MarkPending(id, a, *p, address);
     if (absl::Status s = Persist(a); !s.ok()) {
@@ -480,11 +527,13 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
       a.set_death_reason(absl::StrCat("the store refused its placement: ", s.message()));
       a.clear_node_id();
       (void)Persist(a);
-      return s;
+      return DemandQueue::Outcome::kGone;
     }
     exited_while_starting_.erase(id);
-    return t;
+    ticket = std::move(t);
   }
+  StartAsync(id, std::move(*ticket), nullptr);
+  return DemandQueue::Outcome::kPlaced;
 }
 
 absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const StartTicket& ticket,
@@ -625,6 +674,8 @@ bool ActorManager::StopBeforeRestart(const ProcessAt& at) {
 
 void ActorManager::StartRestart(const ActorId& id, std::optional<ProcessAt> stop_first,
                                 absl::Duration delay) {
+  const v1::ActorSpec& spec = actors_.at(id).spec();
+  if (!stop_first) return Enqueue(id, spec, delay);
   for (auto it = restarts_.begin(); it != restarts_.end();) {
     if (it->done->load()) {
       it->thread.join();  // already finished: returns at once
@@ -634,22 +685,10 @@ void ActorManager::StartRestart(const ActorId& id, std::optional<ProcessAt> stop
     }
   }
   auto done = std::make_shared<std::atomic<bool>>(false);
-  restarts_.push_back(Restart{std::thread([this, id, done, stop_first, delay] {
-                                if (delay > absl::ZeroDuration()) {
-                                  absl::MutexLock lock(&mu_);
-                                  mu_.AwaitWithTimeout(absl::Condition(&stopping_), delay);
-                                  if (stopping_) {
-                                    done->store(true);
-                                    return;
-                                  }
-                                }
+  restarts_.push_back(Restart{std::thread([this, id, spec, done, stop_first, delay] {
                                 // A process left from an interrupted start must not serve beside
                                 // the next one.
-                                if (stop_first && !StopBeforeRestart(*stop_first)) {
-                                  done->store(true);
-                                  return;
-                                }
-                                (void)PlaceAndStart(id, /*wait_for_room=*/true);
+                                if (StopBeforeRestart(*stop_first)) Enqueue(id, spec, delay);
                                 done->store(true);
                               }),
                               done});
@@ -771,11 +810,13 @@ absl::StatusOr<bool> ActorManager::SetBlocked(const ActorId& id, bool blocked) {
   auto it = actors_.find(id);
   if (it == actors_.end()) return absl::NotFoundError(absl::StrCat("no actor ", id.ToString()));
   if (it->second.state() != v1::ACTOR_ALIVE) return !blocked;
-  return resources_.With([&](scheduler::Cluster& c) {
+  bool holds = resources_.With([&](scheduler::Cluster& c) {
     if (!blocked) return c.ReclaimCpu(id.ToString());
     c.LendCpu(id.ToString());
     return false;
   });
+  if (blocked) demand_.Kick();  // its CPU is lent: someone waiting may fit now
+  return holds;
 }
 
 void ActorManager::MarkKilled(const ActorId& id, const std::string& reason, std::vector<ProcessAt>& kills) {

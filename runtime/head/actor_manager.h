@@ -7,6 +7,9 @@
 // node that fits, so on another node when its node is gone), waiting as long as it takes for
 // a node with room. DEAD: killed by the user, out of restarts, its constructor failed, or no
 // node could take it at creation; `death_reason` says which.
+// Actors waiting for room (RESTARTING ones, and creations with return_pending: PENDING with
+// no node) wait in the head's DemandQueue, tried again in creation order when resources are
+// released or nodes join: no thread per waiting actor, and no cap on how many wait.
 // Every transition is written to the store (table "actors") before it is visible.
 //
 // Placement is the scheduler's (scheduler::Cluster through the shared ResourceTracker): on
@@ -35,6 +38,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/common/clock.h"
+#include "runtime/head/demand_queue.h"
 #include "runtime/head/node_manager.h"
 #include "runtime/head/resource_tracker.h"
 #include "runtime/head/retention.h"
@@ -52,8 +56,9 @@ class ActorManager {
   using StatusDone = std::function<void(absl::Status)>;
 
   // `clock` stamps deaths (died_unix_ms), which order eviction across head restarts.
+  // Actors waiting for room wait in `demand`, which must outlive this manager.
   ActorManager(store::Store& store, NodeManager& nodes, ResourceTracker& resources, WorkerClient& workers,
-               const Clock& clock, RetentionOptions retention = {});
+               DemandQueue& demand, const Clock& clock, RetentionOptions retention = {});
   ~ActorManager();  // waits for restarts and asynchronous starts and kills in progress
 
   // Loads the actor table and gives PENDING/ALIVE actors their resources back in the
@@ -71,8 +76,9 @@ class ActorManager {
   // invalid spec, nothing fits), else on the worker client's completion thread.
   // With `return_pending`, `done` runs as soon as the actor is recorded PENDING, and its
   // start goes on in the background (ending ALIVE, or DEAD with the reason); when no node has
-  // room now but one could, the actor stays PENDING with its pending_reason until one has
-  // (as a restart waits), instead of ResourceExhausted.
+  // room now but one could, or its placement group is not placed yet (PENDING or
+  // RESCHEDULING), the actor stays PENDING with its pending_reason until it can be placed
+  // (as a restart waits), instead of ResourceExhausted or FailedPrecondition.
   void CreateAsync(v1::ActorSpec spec, CreateDone done, bool return_pending = false);
   // Many creates at once: each spec is validated, placed and started on its own, all or
   // nothing per item, never per batch (a failed item leaves nothing behind and the others go
@@ -96,6 +102,10 @@ class ActorManager {
   // actor; one that is not ALIVE is left as it is.
   absl::StatusOr<bool> SetBlocked(const ActorId& id, bool blocked);
   std::vector<v1::ActorInfo> List() const;
+  // How actors learn whether a placement group is waiting to be placed (PENDING or
+  // RESCHEDULING): an actor of such a group created with return_pending waits for it. Set
+  // once, before the manager is used; called with no lock of this manager held.
+  void SetGroupWaiting(std::function<bool(const std::string& group_id)> waiting);
 
   // A worker reports that an actor's process ended.
   void OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit);
@@ -114,6 +124,7 @@ class ActorManager {
   // "start_failed" (the constructor or the start failed), "unplaceable" (no node could take
   // it). A death with restarts left is a restart, counted as one, and not as a death.
   enum class DeathCause { kKilled, kExited, kNodeLost, kStartFailed, kUnplaceable };
+  static constexpr int kDeathCauses = static_cast<int>(DeathCause::kUnplaceable) + 1;
   static const char* DeathCauseName(DeathCause cause);
   struct LifeCounts {
     uint64_t restarts = 0;
@@ -125,7 +136,8 @@ class ActorManager {
   // Plans and takes resources for the actor (PENDING's share).
   absl::StatusOr<scheduler::Slot> Place(const ActorId& id, const v1::ActorSpec& spec)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Release(const ActorId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives the actor's resources back; with `kick`, the demand queue looks for what fits now.
+  void Release(const ActorId& id, bool kick = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A process to stop: the actor's start `incarnation` on `node_id`.
   struct ProcessAt {
     std::string node_id;
@@ -154,31 +166,33 @@ class ActorManager {
   // A new actor: validates the spec, checks the name, places it and records it PENDING (or
   // DEAD when its node has no worker address); sets `id`. Returns the start to make, or its
   // final state. Nothing is recorded on error. With `wait_for_room`, an actor no node has
-  // room for now (but one could) is recorded PENDING with no node, its placement waiting on a
-  // restart thread, and returned so.
+  // room for now (but one could), or whose group is waiting to be placed, is recorded PENDING
+  // with no node, queued in the demand queue, and returned so.
   absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> Admit(v1::ActorSpec& spec, ActorId& id,
                                                                  bool wait_for_room = false);
   // Sets `a` PENDING at `slot` (not persisted) and returns the start that goes with it.
   StartTicket MarkPending(const ActorId& id, v1::ActorInfo& a, const scheduler::Slot& slot,
                           const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Places the actor and records it PENDING; returns the start to make, or the actor's final
-  // state when there is none (killed meanwhile, or DEAD for want of room). With
-  // `wait_for_room` (a restart), waits until some node can take it.
-  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> PlaceForStart(const ActorId& id,
-                                                                         bool wait_for_room);
+  // The demand queue's attempt for a waiting actor: places it, records it PENDING and starts
+  // it (kPlaced); kWaiting with its pending_reason updated while nothing fits; kGone when it
+  // no longer waits (killed, evicted, or started meanwhile).
+  DemandQueue::Outcome TryPlaceWaiting(const ActorId& id);
+  // Queues a waiting actor in the demand queue, tried after `delay`.
+  void Enqueue(const ActorId& id, const v1::ActorSpec& spec, absl::Duration delay = absl::ZeroDuration());
+  // Sends `ticket`'s start without holding a thread; FinishStart records the answer, then
+  // `done` (when set) gets the outcome.
+  void StartAsync(const ActorId& id, StartTicket ticket, CreateDone done);
   // Records the worker's answer to `ticket`: ALIVE, DEAD (constructor error) or a death.
   absl::StatusOr<v1::ActorInfo> FinishStart(const ActorId& id, const StartTicket& ticket,
                                             absl::StatusOr<v1::StartActorReply> started);
   std::string WorkerAddress(const std::string& node_id) const;
-  // Places, starts and records the actor; the caller holds no lock. With `wait_for_room` (a
-  // restart), waits until some node can take it, it is killed, or the head stops.
-  absl::StatusOr<v1::ActorInfo> PlaceAndStart(const ActorId& id, bool wait_for_room);
   // An unexpected death: restart if allowed, else DEAD. `unknown` is a start whose outcome
   // is not known (it may run): it is stopped before the actor starts elsewhere.
   void HandleDeath(const ActorId& id, const std::string& reason, DeathCause cause,
                    std::optional<ProcessAt> unknown = std::nullopt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Places and starts it again on a thread of its own, after `stop_first` is stopped
-  // (StopBeforeRestart) when one is given; after `delay` (cut short when the manager stops).
+  // Queues it to be placed and started again, after `delay`; when `stop_first` is given,
+  // only once that process is stopped (StopBeforeRestart, on a thread of its own: a start
+  // whose outcome is not known is rare).
   void StartRestart(const ActorId& id, std::optional<ProcessAt> stop_first,
                     absl::Duration delay = absl::ZeroDuration()) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Persist(const v1::ActorInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -213,7 +227,9 @@ class ActorManager {
   NodeManager& nodes_;
   ResourceTracker& resources_;
   WorkerClient& workers_;
+  DemandQueue& demand_;
   const Clock& clock_;
+  std::function<bool(const std::string&)> group_waiting_;  // set once, before use
   mutable absl::Mutex mu_;
   // DEAD actors in the order they died: the eviction queue.
   TerminalFifo<ActorId> dead_ ABSL_GUARDED_BY(mu_);
@@ -229,8 +245,8 @@ class ActorManager {
   // Starts that failed in a row (not the constructor's error): each restart after the first
   // waits longer, so a node that keeps refusing is not asked thousands of times a second.
   absl::flat_hash_map<ActorId, int> failed_starts_ ABSL_GUARDED_BY(mu_);
-  // Restarts in progress, each on its own thread; finished ones are joined when the next
-  // restart starts, so the list stays as long as the restarts actually waiting.
+  // Restarts waiting for a process to stop first, each on its own thread; finished ones are
+  // joined when the next one starts, so the list stays as long as those actually waiting.
   struct Restart {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
@@ -243,7 +259,7 @@ class ActorManager {
   absl::Mutex async_mu_ ABSL_ACQUIRED_AFTER(mu_);
   int async_in_flight_ ABSL_GUARDED_BY(async_mu_) = 0;
   uint64_t restarts_total_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t deaths_[5] ABSL_GUARDED_BY(mu_) = {};  // by DeathCause
+  uint64_t deaths_[kDeathCauses] ABSL_GUARDED_BY(mu_) = {};  // by DeathCause
 };
 
 }  // namespace skyrl::head

@@ -100,8 +100,12 @@ Head::Head(const HeadOptions& options, store::Store& store, WorkerClient& worker
                          .stall_grace = options.heartbeat_period * options.heartbeat_misses / 2,
                          .headless_keep = options.headless_keep},
       &steady);
-  actors_ = std::make_unique<ActorManager>(store_, *nodes_, resources_, workers, clock_, options.retention);
-  groups_ = std::make_unique<PlacementGroupManager>(store_, resources_, *actors_, clock_, options.retention);
+  demand_ = std::make_unique<DemandQueue>(steady, /*paused=*/true);  // until Recover is done
+  actors_ = std::make_unique<ActorManager>(store_, *nodes_, resources_, workers, *demand_, clock_,
+                                           options.retention);
+  groups_ = std::make_unique<PlacementGroupManager>(store_, resources_, *actors_, *demand_, clock_,
+                                                    options.retention);
+  actors_->SetGroupWaiting([groups = groups_.get()](const std::string& id) { return groups->IsWaiting(id); });
   JobManagerOptions jobs;
   jobs.jobs_dir = options.jobs_dir;
   jobs.head_address = absl::StrCat(
@@ -143,6 +147,7 @@ absl::Status Head::Recover() {
   if (absl::Status s = jobs_->Recover(); !s.ok()) return Annotate(s, "cannot recover the job table");
   listener_ = std::make_unique<SchedulingNodeListener>(resources_, *actors_, *groups_);
   nodes_->SetListener(listener_.get());
+  demand_->Resume();  // every table holds its resources again: what waits may be placed
   return absl::OkStatus();
 }
 
@@ -187,8 +192,7 @@ absl::Status Head::Start() {
   liveness_ = std::thread([this] {
     const absl::Duration tick = std::max(absl::Milliseconds(5), options_.heartbeat_period / 4);
     while (!stopping_.load()) {
-      nodes_->CheckLiveness();  // the listener handles the dead
-      groups_->RetryPending();  // resources freed by exits and kills
+      nodes_->CheckLiveness();  // the listener handles the dead (waiting work: DemandQueue)
       absl::SleepFor(tick);
     }
   });

@@ -97,6 +97,7 @@ class Head {
   store::Store& store() { return store_; }
   NodeManager& nodes() { return *nodes_; }
   ResourceTracker& resources() { return resources_; }
+  DemandQueue& demand() { return *demand_; }
   ActorManager& actors() { return *actors_; }
   PlacementGroupManager& groups() { return *groups_; }
   JobManager& jobs() { return *jobs_; }
@@ -125,6 +126,7 @@ class Head {
   const Clock& clock_;
   std::unique_ptr<NodeManager> nodes_;
   ResourceTracker resources_;
+  std::unique_ptr<DemandQueue> demand_;  // before the managers whose entries it holds
   std::unique_ptr<ActorManager> actors_;
   std::unique_ptr<PlacementGroupManager> groups_;
   std::unique_ptr<JobManager> jobs_;

@@ -77,15 +77,17 @@ absl::Status ValidatePlacementGroupSpec(v1::PlacementGroupSpec& spec) {
 }
 
 PlacementGroupManager::PlacementGroupManager(store::Store& store, ResourceTracker& resources,
-                                             ActorManager& actors, const Clock& clock,
+                                             ActorManager& actors, DemandQueue& demand, const Clock& clock,
                                              RetentionOptions retention)
     : store_(store),
       resources_(resources),
       actors_(actors),
+      demand_(demand),
       clock_(clock),
       removed_(retention.keep_terminal) {}
 
 PlacementGroupManager::~PlacementGroupManager() {
+  demand_.Detach(this);  // no attempt of ours runs after this
   StopWaits();
   std::thread t;
   {
@@ -151,7 +153,7 @@ absl::Status PlacementGroupManager::Recover() {
         (void)Persist(info);
       }
     }
-    if (info.state() == v1::PG_PENDING || info.state() == v1::PG_RESCHEDULING) waiting_.insert(*id);
+    if (info.state() == v1::PG_PENDING || info.state() == v1::PG_RESCHEDULING) Queue(*id);
     if (std::string key = NameKey(info.spec()); !key.empty() && Live(info.state())) live_names_[key] = *id;
     if (!Live(info.state()))
       removed.emplace_back(info.removed_unix_ms() != 0 ? info.removed_unix_ms() : info.created_unix_ms(),
@@ -218,7 +220,7 @@ absl::StatusOr<v1::PlacementGroupInfo> PlacementGroupManager::Create(v1::Placeme
               info.pending_reason().empty() ? "" : absl::StrCat(": ", info.pending_reason()));
   if (!name_key.empty()) live_names_[name_key] = id;
   groups_[id] = info;
-  if (info.state() == v1::PG_PENDING) waiting_.insert(id);
+  if (info.state() == v1::PG_PENDING) Queue(id);
   Changed();
   return info;
 }
@@ -266,7 +268,32 @@ bool PlacementGroupManager::TryPlace(v1::PlacementGroupInfo& info) {
   return true;
 }
 
+void PlacementGroupManager::Queue(const PlacementGroupId& id) {
+  if (!waiting_.insert(id).second) return;  // already queued
+  demand_.Push(this, absl::StrCat("group;", id.ToString()), [this, id] { return TryPlaceQueued(id); });
+}
+
+DemandQueue::Outcome PlacementGroupManager::TryPlaceQueued(const PlacementGroupId& id) {
+  absl::MutexLock lock(&mu_);
+  if (!waiting_.contains(id)) return DemandQueue::Outcome::kGone;  // placed or removed meanwhile
+  v1::PlacementGroupInfo& g = groups_.at(id);
+  const bool changed = TryPlace(g);
+  if (changed) Changed();
+  if (g.state() != v1::PG_CREATED) return DemandQueue::Outcome::kWaiting;
+  waiting_.erase(id);
+  demand_.Kick();  // actors waiting for this group
+  return DemandQueue::Outcome::kPlaced;
+}
+
+bool PlacementGroupManager::IsWaiting(const std::string& group_id) const {
+  absl::StatusOr<PlacementGroupId> id = PlacementGroupId::Parse(group_id);
+  if (!id.ok()) return false;
+  absl::MutexLock lock(&mu_);
+  return waiting_.contains(*id);
+}
+
 void PlacementGroupManager::RetryPending() {
+  demand_.Kick();  // the actors waiting, and this again on the queue's thread
   absl::MutexLock lock(&mu_);
   std::vector<v1::PlacementGroupInfo*> waiting;
   for (const PlacementGroupId& id : waiting_) waiting.push_back(&groups_.at(id));
@@ -280,6 +307,7 @@ void PlacementGroupManager::RetryPending() {
     if (g->state() == v1::PG_CREATED) waiting_.erase(*PlacementGroupId::Parse(g->placement_group_id()));
   }
   if (any) Changed();
+  // (A group placed here leaves its queue entry to find it placed: kGone.)
 }
 
 void PlacementGroupManager::OnBundlesLost(const std::vector<std::pair<std::string, int>>& bundles,
@@ -295,7 +323,7 @@ void PlacementGroupManager::OnBundlesLost(const std::vector<std::pair<std::strin
       v1::PlacementGroupInfo& g = it->second;
       if (index < g.bundles_size()) g.mutable_bundles(index)->Clear();
       g.set_state(v1::PG_RESCHEDULING);
-      waiting_.insert(*id);
+      Queue(*id);
       g.set_pending_reason(absl::StrCat("bundle(s) lost with their node: ", reason));
       (void)Persist(g);
       spdlog::warn("placement group {}: bundle {} lost: {}", gid, index, reason);

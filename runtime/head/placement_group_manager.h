@@ -9,7 +9,9 @@
 //                                               again where room appears
 //   any -> REMOVED                              bundles freed, actors in them killed
 // PENDING and RESCHEDULING carry `pending_reason`: which bundle, what it needs, and what the
-// best node offers. RetryPending() places what has become placeable, oldest group first.
+// best node offers. Waiting groups are entries of the head's DemandQueue (with the actors
+// waiting for room), tried again, oldest first, when resources are released or nodes join;
+// RetryPending() also places what has become placeable now, on the caller's thread.
 // REMOVED is final, and REMOVED groups are kept only up to RetentionOptions::keep_terminal
 // (the head's --keep-terminal): past it, the group removed first is evicted from memory and
 // from the store, and Get, WaitAsync and Remove no longer know it (NotFound). Live groups are never
@@ -30,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime/common/clock.h"
 #include "runtime/head/actor_manager.h"
+#include "runtime/head/demand_queue.h"
 #include "runtime/head/resource_tracker.h"
 #include "runtime/head/retention.h"
 #include "runtime/store/store.h"
@@ -45,8 +48,9 @@ class PlacementGroupManager {
   using StatusDone = std::function<void(absl::Status)>;
 
   // `clock` stamps creations and removals (removed_unix_ms orders eviction across restarts).
+  // Waiting groups wait in `demand`, which must outlive this manager.
   PlacementGroupManager(store::Store& store, ResourceTracker& resources, ActorManager& actors,
-                        const Clock& clock, RetentionOptions retention = {});
+                        DemandQueue& demand, const Clock& clock, RetentionOptions retention = {});
   ~PlacementGroupManager();  // fails the waits still open (StopWaits) and joins their thread
 
   // Loads the table and reserves the bundles of placed groups on nodes the tracker knows;
@@ -76,8 +80,11 @@ class PlacementGroupManager {
   absl::StatusOr<v1::PlacementGroupInfo> GetByName(absl::string_view ns, absl::string_view name) const;
   std::vector<v1::PlacementGroupInfo> List() const;
 
-  // Places PENDING groups and lost bundles where there is room now.
+  // Places PENDING groups and lost bundles where there is room now, oldest first, and kicks
+  // the demand queue (actors waiting for room or for a group).
   void RetryPending();
+  // Whether the group is PENDING or RESCHEDULING (ActorManager::SetGroupWaiting).
+  bool IsWaiting(const std::string& group_id) const;
   // Bundles lost with their node (the tracker has already dropped them).
   void OnBundlesLost(const std::vector<std::pair<std::string, int>>& bundles, const std::string& reason);
 
@@ -87,6 +94,10 @@ class PlacementGroupManager {
   // With `deletes`, the store's deletes are appended there for the caller to apply.
   // REQUIRES: the caller holds no reference into groups_.
   void Trim(std::vector<store::Write>* deletes = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks the group waiting and queues it in the demand queue (once).
+  void Queue(const PlacementGroupId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The demand queue's attempt for a waiting group.
+  DemandQueue::Outcome TryPlaceQueued(const PlacementGroupId& id);
   // Tries to place a PENDING or RESCHEDULING group; true when it changed.
   bool TryPlace(v1::PlacementGroupInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Wakes the wait thread after a state change.
@@ -101,6 +112,7 @@ class PlacementGroupManager {
   store::Store& store_;
   ResourceTracker& resources_;
   ActorManager& actors_;
+  DemandQueue& demand_;
   const Clock& clock_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<PlacementGroupId, v1::PlacementGroupInfo> groups_ ABSL_GUARDED_BY(mu_);

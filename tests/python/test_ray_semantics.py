@@ -320,6 +320,45 @@ def test_an_actor_knows_its_placement_group(cluster):
     assert get_current_placement_group() is None  # a driver
 
 
+def test_actors_of_a_pending_placement_group_wait_for_it(fresh):
+    from skyrl_runtime.util.placement_group import get_current_placement_group, placement_group, \
+        remove_placement_group
+    from skyrl_runtime.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    @ray.remote(num_cpus=0)
+    class Where:
+        def group(self):
+            pg = get_current_placement_group()
+            return pg.id if pg else None
+
+    fresh(num_cpus=2)
+    holder = Plain.options(num_cpus=2).remote()
+    assert ray.get(holder.ping.remote(), timeout=60) == "pong"
+    pg = placement_group([{"CPU": 1}])  # fits once the holder is gone: PENDING
+    assert not pg.wait(0.2)
+    inside = Where.options(scheduling_strategy=PlacementGroupSchedulingStrategy(pg)).remote()
+    ref = inside.group.remote()
+    info = _wait_state(inside, "PENDING")
+    assert pg.id in info["pending_reason"], info
+    ready, _ = ray.wait([ref], timeout=0.3)
+    assert not ready
+    ray.kill(holder)  # room: the group is placed, then the actor in it
+    assert ray.get(ref, timeout=60) == pg.id
+
+    # A group removed while an actor waits for it: the actor is DEAD, saying so.
+    blocker = Plain.options(num_cpus=1).remote()
+    assert ray.get(blocker.ping.remote(), timeout=60) == "pong"
+    late = placement_group([{"CPU": 1}])
+    assert not late.wait(0.2)
+    orphan = Where.options(scheduling_strategy=PlacementGroupSchedulingStrategy(late)).remote()
+    _wait_state(orphan, "PENDING")
+    remove_placement_group(late)
+    info = _wait_state(orphan, "DEAD")
+    assert late.id in info["death_reason"], info
+    with pytest.raises(ActorDiedError):
+        ray.get(orphan.group.remote(), timeout=60)
+
+
 def test_init_returns_a_context_read_as_rays(cluster):
     assert cluster["address"] == cluster["gcs_address"] == cluster.address
     assert cluster["node_ip_address"] == cluster.address.rsplit(":", 1)[0]

@@ -45,8 +45,9 @@ struct InProcessHead {
   testing::FakeWorkers workers;
   NodeManager nodes{store, clock, {absl::Seconds(1), 5}};
   ResourceTracker tracker;
-  ActorManager actors{store, nodes, tracker, workers, clock};
-  PlacementGroupManager groups{store, tracker, actors, clock};
+  DemandQueue demand{clock};
+  ActorManager actors{store, nodes, tracker, workers, demand, clock};
+  PlacementGroupManager groups{store, tracker, actors, demand, clock};
   SchedulingNodeListener listener{tracker, actors, groups};
   bool registered = false;
 };

@@ -69,12 +69,22 @@ TEST(ActorManagerTest, StartsThatKeepFailingAreRetriedLessAndLessOften) {
   spec.set_max_restarts(-1);
   absl::StatusOr<v1::ActorInfo> a = head->actors().Create(spec);
   ASSERT_TRUE(a.ok()) << a.status();
-  // Retried at once, then after 50, 100, 200, 400 ms...: at most 6 tries in the first second
-  // (fewer on a slow machine), where retrying at once made thousands.
-  absl::SleepFor(absl::Seconds(1));
-  const size_t tries = workers.Started().size();
-  EXPECT_GE(tries, 2u);
-  EXPECT_LE(tries, 6u);
+  // Retried at once, then after 50, 100, 200 ms... of the head's clock, where retrying at
+  // once made thousands of tries a second. Each retry waits in the demand queue.
+  auto retry_after = [&](size_t tries) -> absl::Duration {
+    for (absl::Time end = absl::Now() + absl::Seconds(10); absl::Now() < end;
+         absl::SleepFor(absl::Milliseconds(1)))
+      if (workers.Started().size() == tries && head->demand().stats().delayed == 1) break;
+    EXPECT_EQ(workers.Started().size(), tries);
+    return head->demand().stats().next_due - clock.Now();
+  };
+  EXPECT_EQ(retry_after(2), absl::Milliseconds(50));
+  clock.Advance(absl::Milliseconds(50));
+  head->demand().Kick();
+  EXPECT_EQ(retry_after(3), absl::Milliseconds(100));
+  clock.Advance(absl::Milliseconds(100));
+  head->demand().Kick();
+  EXPECT_EQ(retry_after(4), absl::Milliseconds(200));
   EXPECT_NE(head->actors().Get(*ActorId::Parse(a->actor_id()))->death_reason().find("cannot start it"),
             std::string::npos);
 }
