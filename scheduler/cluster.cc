@@ -12,6 +12,9 @@ std::string GroupLabel(const std::string& group, const GroupRequest& r) {
   return absl::StrCat("pg ", r.name.empty() ? group : r.name);
 }
 
+// by_cpu_'s offset for nodes with GPUs: above every key of a node without (those are <= 0).
+constexpr int64_t kGpuNodeBase = int64_t(1) << 50;
+
 }  // namespace
 
 std::string DescribeShortfall(const Pool& pool, const ResourceSet& need) {
@@ -65,17 +68,61 @@ absl::Status Cluster::AddNode(NodeSpec node) {
           if (absl::Status s = fresh.Take(b.demand.resources, b.slot->gpu_ids); !s.ok())
             return absl::FailedPreconditionError(
                 absl::StrCat("node ", node.id, " no longer holds ", gid, ": ", s.message()));
+    Unindex(it->second);
     it->second = NodeEntry{std::move(node), std::move(fresh)};
+    Index(it->second);
     return absl::OkStatus();
   }
   std::string id = node.id;
-  nodes_.emplace(id, NodeEntry{std::move(node), std::move(fresh)});
+  Index(nodes_.emplace(id, NodeEntry{std::move(node), std::move(fresh)}).first->second);
   return absl::OkStatus();
+}
+
+Cluster::IndexKeys Cluster::KeysOf(const NodeEntry& n) {
+  return IndexKeys{n.pool.free().GetUnits(kGPU),
+                   (n.spec.gpu_ids.empty() ? 0 : kGpuNodeBase) - n.pool.free().GetUnits(kCPU)};
+}
+
+void Cluster::Index(NodeEntry& n) {
+  n.keys = KeysOf(n);
+  by_gpu_.emplace(n.keys.gpu, n.spec.id);
+  by_cpu_.emplace(n.keys.cpu, n.spec.id);
+}
+
+void Cluster::Unindex(const NodeEntry& n) {
+  by_gpu_.erase({n.keys.gpu, n.spec.id});
+  by_cpu_.erase({n.keys.cpu, n.spec.id});
+}
+
+void Cluster::Reindex(const std::string& node_id) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return;
+  IndexKeys now = KeysOf(it->second);
+  if (now.gpu == it->second.keys.gpu && now.cpu == it->second.keys.cpu) return;
+  Unindex(it->second);
+  Index(it->second);
+}
+
+absl::Status Cluster::CheckIndex() const {
+  std::vector<std::string> bad;
+  if (by_gpu_.size() != nodes_.size() || by_cpu_.size() != nodes_.size())
+    bad.push_back(absl::StrCat("index holds ", by_gpu_.size(), "/", by_cpu_.size(), " entries for ",
+                               nodes_.size(), " nodes"));
+  for (const auto& [id, n] : nodes_) {
+    IndexKeys k = KeysOf(n);
+    if (!by_gpu_.contains({k.gpu, id}) || !by_cpu_.contains({k.cpu, id}))
+      bad.push_back(absl::StrCat(id, ": indexed under stale free resources"));
+  }
+  if (bad.empty()) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("placement index: ", absl::StrJoin(bad, "; ")));
 }
 
 Cluster::Displaced Cluster::RemoveNode(const std::string& node_id) {
   Displaced out;
-  if (!nodes_.erase(node_id)) return out;
+  auto node = nodes_.find(node_id);
+  if (node == nodes_.end()) return out;
+  Unindex(node->second);
+  nodes_.erase(node);
   for (auto& [gid, g] : groups_)
     for (size_t i = 0; i < g.bundles.size(); ++i) {
       BundleEntry& b = g.bundles[i];
@@ -154,26 +201,38 @@ absl::StatusOr<Slot> Cluster::PlanActor(const Demand& demand, const std::string&
     return ever ? absl::UnavailableError(msg) : absl::ResourceExhaustedError(msg);
   }
 
-  // Any node. GPU requests go where they fit most tightly (fewest whole devices left), so
+  // Any node. GPU requests go where they fit most tightly (fewest GPU units left), so
   // whole nodes stay free for big groups; CPU-only requests prefer nodes without GPUs, then
-  // the most free CPU (spreading).
-  const NodeEntry* best = nullptr;
-  std::vector<int> best_ids;
-  int64_t best_key = 0;
-  bool wants_gpu = demand.resources.GetUnits(kGPU) > 0;
-  for (const auto& [id, n] : nodes_) {
-    if (!Matches(n.spec.labels, demand.selector)) continue;
+  // the most free CPU (spreading). The index visits nodes in exactly that order (ties by
+  // id), so the first that fits is the best.
+  const int64_t gpu_need = demand.resources.GetUnits(kGPU);
+  const int64_t cpu_need = demand.resources.GetUnits(kCPU);
+  auto fits = [&](const std::string& id) -> std::optional<Slot> {
+    const NodeEntry& n = nodes_.at(id);
+    if (!Matches(n.spec.labels, demand.selector)) return std::nullopt;
     std::optional<std::vector<int>> ids = n.pool.Fit(demand.resources);
-    if (!ids) continue;
-    int64_t key;
-    if (wants_gpu) {
-      key = n.pool.free().GetUnits(kGPU);  // smaller is tighter
-    } else {
-      key = (n.spec.gpu_ids.empty() ? 0 : (int64_t(1) << 50)) - n.pool.free().GetUnits(kCPU);
+    if (!ids) return std::nullopt;
+    return Slot{id, std::move(*ids)};
+  };
+  if (gpu_need > 0) {
+    // Nodes with fewer free GPU units than asked cannot take it: start past them.
+    for (auto it = by_gpu_.lower_bound({gpu_need, std::string()}); it != by_gpu_.end(); ++it)
+      if (std::optional<Slot> slot = fits(it->second)) return *slot;
+  } else {
+    for (auto it = by_cpu_.begin(); it != by_cpu_.end();) {
+      // Along each part of the order (nodes without GPUs, then with), free CPU only falls:
+      // past the first node with too little, the rest of that part has too little as well.
+      const bool gpu_part = it->first > 0;
+      const int64_t free_cpu = (gpu_part ? kGpuNodeBase : 0) - it->first;
+      if (free_cpu < cpu_need) {
+        if (gpu_part) break;
+        it = by_cpu_.lower_bound({1, std::string()});
+        continue;
+      }
+      if (std::optional<Slot> slot = fits(it->second)) return *slot;
+      ++it;
     }
-    if (!best || key < best_key) best = &n, best_ids = std::move(*ids), best_key = key;
   }
-  if (best) return Slot{best->spec.id, best_ids};
 
   // Explain: the best match among nodes whose labels fit.
   const NodeEntry* match = nullptr;
@@ -231,6 +290,7 @@ absl::Status Cluster::AllocateActor(const std::string& actor, const ResourceSet&
     return absl::FailedPreconditionError(
         absl::StrCat(actor, " does not fit on ", slot.node_id, ": ", s.message()));
   actors_[actor] = ActorEntry{need, slot, group, bundle};
+  if (group.empty()) Reindex(slot.node_id);
   return absl::OkStatus();
 }
 
@@ -254,7 +314,9 @@ void Cluster::ReleaseActor(const std::string& actor) {
     held -= a.lent;
     pool->Give(held, a.slot.gpu_ids);
   }
+  const std::string node = a.group.empty() ? a.slot.node_id : std::string();
   actors_.erase(it);
+  if (!node.empty()) Reindex(node);
 }
 
 void Cluster::LendCpu(const std::string& actor) {
@@ -268,6 +330,7 @@ void Cluster::LendCpu(const std::string& actor) {
   (void)lent.Set("CPU", double(cpu) / ResourceSet::kUnitsPerWhole);  // a value `need` held: valid
   pool->Give(lent, {});
   a.lent = std::move(lent);
+  if (a.group.empty()) Reindex(a.slot.node_id);
 }
 
 bool Cluster::ReclaimCpu(const std::string& actor) {
@@ -278,6 +341,7 @@ bool Cluster::ReclaimCpu(const std::string& actor) {
   Pool* pool = PoolOf(a);
   if (pool == nullptr || !pool->Take(a.lent, {}).ok()) return false;
   a.lent = ResourceSet();
+  if (a.group.empty()) Reindex(a.slot.node_id);
   return true;
 }
 
@@ -325,6 +389,7 @@ absl::Status Cluster::ReserveGroup(const std::string& group, const GroupRequest&
       nodes_.at(node).pool.Give(request.bundles[i].resources, slots[i]->gpu_ids);
     return failed;
   }
+  for (const auto& [node, i] : taken) Reindex(node);
   groups_.emplace(group, std::move(g));
   return absl::OkStatus();
 }
@@ -358,6 +423,7 @@ absl::Status Cluster::PlaceBundles(const std::string& group, const std::vector<S
     } else {
       nodes_.at(slots[i].node_id).pool.Give(g.bundles[i].demand.resources, slots[i].gpu_ids);
     }
+    Reindex(slots[i].node_id);
   }
   return failed;
 }
@@ -377,7 +443,10 @@ std::vector<std::string> Cluster::RemoveGroup(const std::string& group) {
   for (const BundleEntry& b : git->second.bundles)
     if (b.slot) {
       auto nit = nodes_.find(b.slot->node_id);
-      if (nit != nodes_.end()) nit->second.pool.Give(b.demand.resources, b.slot->gpu_ids);
+      if (nit != nodes_.end()) {
+        nit->second.pool.Give(b.demand.resources, b.slot->gpu_ids);
+        Reindex(b.slot->node_id);
+      }
     }
   groups_.erase(git);
   std::sort(inside.begin(), inside.end());
@@ -429,7 +498,8 @@ ResourceSet Cluster::FreeResources() const {
 Cluster Cluster::Idle() const {
   Cluster c;
   for (const auto& [id, n] : nodes_)
-    c.nodes_.emplace(id, NodeEntry{n.spec, Pool::ForNode(n.spec.total, n.spec.gpu_ids)});
+    c.Index(
+        c.nodes_.emplace(id, NodeEntry{n.spec, Pool::ForNode(n.spec.total, n.spec.gpu_ids)}).first->second);
   return c;
 }
 

@@ -19,6 +19,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -80,7 +81,9 @@ class Cluster {
 
   // ---- Actors ----
   // Where an actor would go: on any node (group empty), in bundle `bundle` of `group`, or
-  // in any bundle of it (bundle nullopt).
+  // in any bundle of it (bundle nullopt). On any node, the nodes are visited in the order of
+  // an index by free resources (below), so a placement costs O(log n) plus one look per
+  // node that cannot take it ahead of the one chosen, not a scan of every node.
   absl::StatusOr<Slot> PlanActor(const Demand& demand, const std::string& group = "",
                                  std::optional<int> bundle = std::nullopt) const;
   // Records an actor where PlanActor (or the store, after a head restart) says it is.
@@ -124,11 +127,17 @@ class Cluster {
   ResourceSet FreeResources() const;  // free on nodes (bundles count as used)
   // A copy with the same nodes and nothing placed: asks "could this ever fit?".
   Cluster Idle() const;
+  // Whether the placement index agrees with every node's pool (for the invariant checker).
+  absl::Status CheckIndex() const;
 
  private:
+  struct IndexKeys {
+    int64_t gpu = 0, cpu = 0;
+  };
   struct NodeEntry {
     NodeSpec spec;
     Pool pool;
+    IndexKeys keys;  // where it is in the index, as last indexed
   };
   struct BundleEntry {
     Demand demand;
@@ -148,11 +157,21 @@ class Cluster {
   };
   // The pool an actor takes from (its bundle's, or its node's); null when that is gone.
   Pool* PoolOf(const ActorEntry& a);
+  // The placement index: alive nodes ordered as PlanActor prefers them. GPU requests go
+  // where they fit most tightly: `by_gpu_` orders nodes by free GPU units, so the search
+  // starts at the first node with enough. Other requests prefer nodes without GPUs, then
+  // the most free CPU: `by_cpu_` orders by (has GPUs ? 2^50 : 0) - free CPU units. Ties go
+  // by node id. Every change of a node's own pool re-indexes that node (Reindex).
+  static IndexKeys KeysOf(const NodeEntry& n);
+  void Index(NodeEntry& n);
+  void Unindex(const NodeEntry& n);
+  void Reindex(const std::string& node_id);
   friend class GroupPlanner;
 
   static Pool BundlePool(const ResourceSet& need, const std::vector<int>& gpu_ids);
 
   std::map<std::string, NodeEntry> nodes_;  // alive nodes, ordered by id
+  std::set<std::pair<int64_t, std::string>> by_gpu_, by_cpu_;
   absl::flat_hash_map<std::string, GroupEntry> groups_;
   absl::flat_hash_map<std::string, ActorEntry> actors_;
 };

@@ -130,6 +130,7 @@ absl::Status CheckInvariants(const std::vector<NodeSpec>& nodes, const std::vect
     }
     for (const auto& [owner, a] : by_owner)
       bad.push_back(absl::StrCat(owner, ": held by the scheduler on ", a->node_id, " but not recorded"));
+    if (absl::Status index = cluster->CheckIndex(); !index.ok()) bad.push_back(std::string(index.message()));
   }
   if (bad.empty()) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(bad.size(), " invariant violation(s): ", absl::StrJoin(bad, "; ")));

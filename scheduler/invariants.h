@@ -6,7 +6,8 @@
 //   2. no node gives out more than it has, per resource and per GPU device (fractions of
 //      one device add up to at most 1); no bundle gives its actors more than it reserved;
 //   3. when a Cluster is given, its own accounting equals the recorded allocations (usage
-//      leaves out what actors blocked waiting lent out: Cluster::LendCpu).
+//      leaves out what actors blocked waiting lent out: Cluster::LendCpu), and its placement
+//      index agrees with its nodes' free resources.
 // Returns OK or Internal listing every violation.
 #pragma once
 

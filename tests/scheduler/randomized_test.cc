@@ -53,6 +53,24 @@ ResourceSet GpuRequest(std::mt19937& rng) {
   return *ResourceSet::Parse(kChoices[rng() % 7]);
 }
 
+// The node a scan of every node picks for an actor outside any group: the rule PlanActor's
+// placement index must give the same answer to (tightest GPU fit; for the rest, nodes
+// without GPUs, then the most free CPU; ties by id).
+std::optional<std::string> ScanChoice(const Cluster& c, const Demand& d) {
+  std::optional<std::string> best;
+  int64_t best_key = 0;
+  const bool gpu = d.resources.GetUnits(kGPU) > 0;
+  for (const std::string& id : c.NodeIds()) {
+    const Pool* pool = c.NodePool(id);
+    const NodeSpec* node = c.FindNode(id);
+    if (!Matches(node->labels, d.selector) || !pool->Fit(d.resources)) continue;
+    int64_t key = gpu ? pool->free().GetUnits(kGPU)
+                      : (node->gpu_ids.empty() ? 0 : int64_t(1) << 50) - pool->free().GetUnits(kCPU);
+    if (!best || key < best_key) best = id, best_key = key;
+  }
+  return best;
+}
+
 class RandomizedTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(RandomizedTest, InvariantsHoldThroughRandomOperations) {
@@ -125,6 +143,7 @@ TEST_P(RandomizedTest, InvariantsHoldThroughRandomOperations) {
       }
     } else if (op < 80) {  // an actor is placed, on a node or in a group
       Demand d{GpuRequest(rng), {}};
+      if (rng() % 4 == 0) d.selector["rack"] = absl::StrCat("r", rng() % 2);
       std::string group;
       std::optional<int> bundle;
       if (!t.groups.empty() && rng() % 2) {
@@ -133,6 +152,14 @@ TEST_P(RandomizedTest, InvariantsHoldThroughRandomOperations) {
         if (rng() % 2) bundle = int(rng() % it->second.first.bundles.size());
       }
       absl::StatusOr<Slot> slot = c.PlanActor(d, group, bundle);
+      if (group.empty()) {
+        std::optional<std::string> scan = ScanChoice(c, d);
+        ASSERT_EQ(slot.ok(), scan.has_value())
+            << "seed " << GetParam() << " step " << step << ": " << slot.status();
+        if (scan) {
+          ASSERT_EQ(slot->node_id, *scan) << "seed " << GetParam() << " step " << step;
+        }
+      }
       if (!slot.ok()) continue;
       int b = slot->bundle;
       if (!group.empty()) {
@@ -146,6 +173,13 @@ TEST_P(RandomizedTest, InvariantsHoldThroughRandomOperations) {
       ASSERT_TRUE(s.ok()) << s;
       t.actors[id] = Allocation{id, slot->node_id, d.resources, slot->gpu_ids, group, b};
       ++placed_actors;
+    } else if (op < 86 && !t.actors.empty()) {  // an actor blocks (lends its CPU) or unblocks
+      auto it = std::next(t.actors.begin(), rng() % t.actors.size());
+      if (rng() % 2) {
+        c.LendCpu(it->first);
+      } else {
+        (void)c.ReclaimCpu(it->first);
+      }
     } else if (op < 95 && !t.actors.empty()) {  // an actor exits
       auto it = std::next(t.actors.begin(), rng() % t.actors.size());
       c.ReleaseActor(it->first);
