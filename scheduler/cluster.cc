@@ -164,7 +164,8 @@ std::vector<std::string> Cluster::NodeIds() const {
 // Actors
 
 absl::StatusOr<Slot> Cluster::PlanActor(const Demand& demand, const std::string& group,
-                                        std::optional<int> bundle) const {
+                                        std::optional<int> bundle,
+                                        const absl::flat_hash_set<std::string>* avoid) const {
   if (!group.empty()) {
     auto git = groups_.find(group);
     if (git == groups_.end()) return absl::NotFoundError(absl::StrCat("no placement group ", group));
@@ -208,6 +209,7 @@ absl::StatusOr<Slot> Cluster::PlanActor(const Demand& demand, const std::string&
   const int64_t gpu_need = demand.resources.GetUnits(kGPU);
   const int64_t cpu_need = demand.resources.GetUnits(kCPU);
   auto fits = [&](const std::string& id) -> std::optional<Slot> {
+    if (avoid != nullptr && avoid->contains(id)) return std::nullopt;
     const NodeEntry& n = nodes_.at(id);
     if (!Matches(n.spec.labels, demand.selector)) return std::nullopt;
     std::optional<std::vector<int>> ids = n.pool.Fit(demand.resources);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "scheduler/demand.h"
@@ -83,9 +84,11 @@ class Cluster {
   // Where an actor would go: on any node (group empty), in bundle `bundle` of `group`, or
   // in any bundle of it (bundle nullopt). On any node, the nodes are visited in the order of
   // an index by free resources (below), so a placement costs O(log n) plus one look per
-  // node that cannot take it ahead of the one chosen, not a scan of every node.
+  // node that cannot take it ahead of the one chosen, not a scan of every node. Nodes in
+  // `avoid` are passed over (the head's: nodes its node table no longer holds alive).
   absl::StatusOr<Slot> PlanActor(const Demand& demand, const std::string& group = "",
-                                 std::optional<int> bundle = std::nullopt) const;
+                                 std::optional<int> bundle = std::nullopt,
+                                 const absl::flat_hash_set<std::string>* avoid = nullptr) const;
   // Records an actor where PlanActor (or the store, after a head restart) says it is.
   // FailedPrecondition when it does not fit there; nothing changes then.
   absl::Status AllocateActor(const std::string& actor, const ResourceSet& need, const Slot& slot,

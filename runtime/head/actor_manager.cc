@@ -275,7 +275,24 @@ absl::Status ActorManager::Recover() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<scheduler::Slot> ActorManager::Place(const ActorId& id, const v1::ActorSpec& spec) {
+absl::StatusOr<ActorManager::Placement> ActorManager::Place(const ActorId& id, const v1::ActorSpec& spec) {
+  absl::flat_hash_set<std::string> avoid;
+  // (A few tries: each passes over one more node whose death is being announced.)
+  for (int tries = 0;; ++tries) {
+    absl::StatusOr<scheduler::Slot> slot = PlanAndTake(id, spec, avoid);
+    if (!slot.ok()) return slot.status();
+    std::string address = WorkerAddress(slot->node_id);
+    if (!address.empty()) return Placement{*std::move(slot), std::move(address)};
+    Release(id, /*kick=*/false);
+    if (!spec.placement_group_id().empty() || tries == 8)  // a bundle stays on its node: wait for it to move
+      return absl::UnavailableError(
+          absl::StrCat("node ", slot->node_id, " is not alive (leaving the cluster)"));
+    avoid.insert(slot->node_id);
+  }
+}
+
+absl::StatusOr<scheduler::Slot> ActorManager::PlanAndTake(const ActorId& id, const v1::ActorSpec& spec,
+                                                          const absl::flat_hash_set<std::string>& avoid) {
   scheduler::Demand demand = DemandOf(spec);
   std::optional<int> bundle;
   if (spec.has_bundle_index()) bundle = spec.bundle_index();
@@ -284,12 +301,13 @@ absl::StatusOr<scheduler::Slot> ActorManager::Place(const ActorId& id, const v1:
       return absl::FailedPreconditionError(
           absl::StrCat("spec.placement_group_id: ", spec.placement_group_id(),
                        " is not placed (unknown, still PENDING, or removed); wait until it is CREATED"));
-    absl::StatusOr<scheduler::Slot> slot = c.PlanActor(demand, spec.placement_group_id(), bundle);
+    absl::StatusOr<scheduler::Slot> slot = c.PlanActor(demand, spec.placement_group_id(), bundle, &avoid);
     // Ray's fallback_strategy: the first fallback selector with room. With none, the primary's
     // error, unless only a fallback could ever fit: then that one's (it may wait for room).
     for (int i = 0; !slot.ok() && i < spec.fallback_label_selectors_size(); ++i) {
-      absl::StatusOr<scheduler::Slot> other = c.PlanActor(
-          DemandOf(spec, spec.fallback_label_selectors(i).labels()), spec.placement_group_id(), bundle);
+      absl::StatusOr<scheduler::Slot> other =
+          c.PlanActor(DemandOf(spec, spec.fallback_label_selectors(i).labels()), spec.placement_group_id(),
+                      bundle, &avoid);
       if (other.ok() || (absl::IsUnavailable(other.status()) && !absl::IsUnavailable(slot.status())))
         slot = std::move(other);
     }
@@ -360,7 +378,7 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
                                                    " already exists: ", other->second.ToString()));
   // Placed (planned and allocated) before anything is recorded, so an actor that cannot be
   // placed leaves nothing behind; one plan and one store write for the common case.
-  absl::StatusOr<scheduler::Slot> p = Place(id, spec);
+  absl::StatusOr<Placement> p = Place(id, spec);
   // Room may come (actors end, nodes join, its group is placed): with wait_for_room the actor
   // is recorded PENDING with no node and waits in the demand queue, as a restart does.
   const bool wait =
@@ -374,23 +392,14 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
   v1::ActorInfo info;
   info.set_actor_id(id.ToString());
   *info.mutable_spec() = spec;
-  std::string address = wait ? "" : WorkerAddress(p->node_id);
   std::variant<v1::ActorInfo, StartTicket> out;
   if (wait) {
     info.set_state(v1::ACTOR_PENDING);
     info.set_pending_reason(std::string(p.status().message()));
     if (absl::Status s = Persist(info); !s.ok()) return s;
     out = info;
-  } else if (address.empty()) {
-    Release(id);
-    ++deaths_[static_cast<int>(DeathCause::kUnplaceable)];  // a new actor: not in the table yet
-    info.set_state(v1::ACTOR_DEAD);
-    info.set_died_unix_ms(absl::ToUnixMillis(clock_.Now()));
-    info.set_death_reason(absl::StrCat("cannot place: node ", p->node_id, " has no worker address"));
-    if (absl::Status s = Persist(info); !s.ok()) return s;
-    out = info;
   } else {
-    out = MarkPending(id, info, *p, address);
+    out = MarkPending(id, info, p->slot, p->address);
     if (absl::Status s = Persist(info); !s.ok()) {
       Release(id);  // not recorded: nothing may run under this placement
       return s;
@@ -502,12 +511,7 @@ DemandQueue::Outcome ActorManager::TryPlaceWaiting(const ActorId& id) {
       (void)Persist(a);
       return DemandQueue::Outcome::kGone;
     }
-    absl::StatusOr<scheduler::Slot> p = Place(id, a.spec());
-    std::string address = p.ok() ? WorkerAddress(p->node_id) : "";
-    if (p.ok() && address.empty()) {
-      Release(id, /*kick=*/false);  // a kick would only bring this attempt back
-      p = absl::UnavailableError(absl::StrCat("node ", p->node_id, " has no worker address"));
-    }
+    absl::StatusOr<Placement> p = Place(id, a.spec());
     if (!p.ok()) {
       // Waits for a node with room (a replacement node, resources freed, or its placement
       // group placed); the reason is visible in status meanwhile.
@@ -519,7 +523,7 @@ DemandQueue::Outcome ActorManager::TryPlaceWaiting(const ActorId& id) {
       }
       return DemandQueue::Outcome::kWaiting;
     }
-    StartTicket t = MarkPending(id, a, *p, address);
+    StartTicket t = MarkPending(id, a, p->slot, p->address);
     if (absl::Status s = Persist(a); !s.ok()) {
       // Not recorded: nothing may run under this placement.
       Release(id);

@@ -133,8 +133,18 @@ class ActorManager {
   LifeCounts Counts() const;
 
  private:
-  // Plans and takes resources for the actor (PENDING's share).
-  absl::StatusOr<scheduler::Slot> Place(const ActorId& id, const v1::ActorSpec& spec)
+  // Plans and takes resources for the actor (PENDING's share) on a node whose worker can
+  // start it: a node the scheduler still holds but the node table no longer holds alive (its
+  // death is being announced) is passed over, and the plan made again without it.
+  struct Placement {
+    scheduler::Slot slot;
+    std::string address;  // the node's worker
+  };
+  absl::StatusOr<Placement> Place(const ActorId& id, const v1::ActorSpec& spec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One plan (passing over `avoid`), and its resources taken.
+  absl::StatusOr<scheduler::Slot> PlanAndTake(const ActorId& id, const v1::ActorSpec& spec,
+                                              const absl::flat_hash_set<std::string>& avoid)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives the actor's resources back; with `kick`, the demand queue looks for what fits now.
   void Release(const ActorId& id, bool kick = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

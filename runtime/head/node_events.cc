@@ -13,8 +13,12 @@ void SchedulingNodeListener::OnNodeAlive(const v1::NodeInfo& node) {
 void SchedulingNodeListener::OnNodeSilent(const NodeId& node) {
   scheduler::Cluster::Displaced displaced =
       resources_.With([&](scheduler::Cluster& c) { return c.RemoveNode(node.ToString()); });
-  absl::MutexLock lock(&mu_);
-  silent_[node] = std::move(displaced);
+  {
+    absl::MutexLock lock(&mu_);
+    silent_[node] = std::move(displaced);
+  }
+  // Actors that passed over it while its death was being announced may fit elsewhere.
+  groups_.RetryPending();
 }
 
 void SchedulingNodeListener::OnNodeDead(const NodeId& node, const std::string& reason) {

@@ -89,6 +89,43 @@ TEST(ActorManagerTest, StartsThatKeepFailingAreRetriedLessAndLessOften) {
             std::string::npos);
 }
 
+// A node the scheduler still holds while the node table no longer holds it alive (its death
+// is being announced): placement passes over it instead of failing the actor.
+TEST(ActorManagerTest, ANodeWhoseDeathIsBeingAnnouncedIsPassedOver) {
+  store::MemoryStore store;
+  FakeClock clock;
+  testing::FakeWorkers workers;
+  auto head = OpenTestHead(store, clock, workers);
+  AddGpuNode(*head, 3000, 4);
+  // In the scheduler only, and a tighter fit for one GPU than the node above.
+  ASSERT_TRUE(head->resources()
+                  .With([](scheduler::Cluster& c) {
+                    return c.AddNode(scheduler::NodeSpec{
+                        "node-000000000000000000000000", *ResourceSet::Parse("CPU=64,GPU=1"), {}, {0}});
+                  })
+                  .ok());
+  absl::StatusOr<v1::ActorInfo> a = head->actors().Create(Spec("echo", 1));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->state(), v1::ACTOR_ALIVE) << a->death_reason();
+  EXPECT_NE(a->node_id(), "node-000000000000000000000000");
+  // With nowhere else to go, a creation that may wait does.
+  absl::StatusOr<v1::ActorInfo> three = head->actors().Create(Spec("echo", 3));
+  ASSERT_TRUE(three.ok() && three->state() == v1::ACTOR_ALIVE) << three.status();  // the real node is full
+  absl::Notification done;
+  absl::StatusOr<v1::ActorInfo> waiting;
+  head->actors().CreateAsync(
+      Spec("echo", 1),
+      [&](absl::StatusOr<v1::ActorInfo> r) {
+        waiting = std::move(r);
+        done.Notify();
+      },
+      /*return_pending=*/true);
+  done.WaitForNotification();
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_EQ(waiting->state(), v1::ACTOR_PENDING) << waiting->death_reason();
+  EXPECT_TRUE(waiting->node_id().empty());
+}
+
 TEST(ActorManagerTest, ALateExitOfAnOlderStartLeavesTheNewOneAlone) {
   store::MemoryStore store;
   FakeClock clock;
