@@ -57,67 +57,15 @@
 #include "skyrl/node.grpc.pb.h"
 #include "skyrl/placement_group.grpc.pb.h"
 #include "skyrl/worker.grpc.pb.h"
-#include "tests/util/paths.h"
+#include "bench/scheduler_sim.h"
 
 namespace {
 
-constexpr char kToken[] = "scheduler-bench-token-0123456789abcdef";
+using namespace scheduler_bench;
+
 // Groups per CreatePlacementGroups call in the batched row: 4 channels x 50 groups x 3 GPUs
 // alive at once fit the 800 GPUs of 100 simulated nodes.
 constexpr int kGroupBatch = 50;
-
-struct Latencies {
-  std::vector<double> us;
-  double Percentile(double p) {
-    if (us.empty()) return 0;
-    std::sort(us.begin(), us.end());
-    return us[std::min(us.size() - 1, size_t(p * double(us.size())))];
-  }
-};
-
-void Row(const char* what, int n, double seconds, Latencies& lat, const char* anchor) {
-  std::printf("%-44s %8d %12.0f %10.3f %10.3f  %s\n", what, n, n / seconds, lat.Percentile(0.5) / 1000,
-              lat.Percentile(0.99) / 1000, anchor);
-}
-
-// CPU seconds (user + system) used so far by process `pid` (0: this one). Rates on a shared
-// 2-core machine swing with whatever else runs; CPU per operation does not, so each phase
-// through the head also reports it, for the head and for this process (callers + simulated
-// workers).
-double CpuSeconds(pid_t pid) {
-  if (pid == 0) {
-    rusage u{};
-    getrusage(RUSAGE_SELF, &u);
-    return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-           double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-  }
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t paren = text.rfind(')');
-  if (paren == std::string::npos) return 0;
-  std::istringstream fields(text.substr(paren + 2));
-  std::string f;
-  double utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && fields >> f; ++i) {  // fields 14 and 15: utime, stime (ticks)
-    if (i == 14) utime = std::stod(f);
-    if (i == 15) stime = std::stod(f);
-  }
-  return (utime + stime) / double(sysconf(_SC_CLK_TCK));
-}
-
-struct CpuMeter {
-  explicit CpuMeter(pid_t head) : head_pid(head), head0(CpuSeconds(head)), self0(CpuSeconds(0)) {}
-  void Print(const char* what, int ops) const {
-    if (ops <= 0) return;
-    double head = CpuSeconds(head_pid) - head0, self = CpuSeconds(0) - self0;
-    std::printf("  cpu per %-35s head %7.1f us   bench (callers, workers) %7.1f us\n", what, head * 1e6 / ops,
-                self * 1e6 / ops);
-  }
-  pid_t head_pid;
-  double head0, self0;
-};
-
-skyrl::ResourceSet R(const std::string& text) { return *skyrl::ResourceSet::Parse(text); }
 
 // ---- 1. In process ----
 struct InProcess {
@@ -179,99 +127,6 @@ InProcess RunInProcess(int nodes, int actors, int groups) {
 }
 
 // ---- 2. Through the head ----
-// Callback API, so the simulated workers cost the benchmark's side little beside the head.
-class InstantWorker final : public skyrl::v1::WorkerService::CallbackService {
- public:
-  // Records the actors started from now on, in the order their starts arrive.
-  void Record() {
-    absl::MutexLock lock(&mu_);
-    recording_ = true;
-    started_.clear();
-  }
-  std::vector<std::string> Started() {
-    absl::MutexLock lock(&mu_);
-    return started_;
-  }
-  size_t StartedCount() {
-    absl::MutexLock lock(&mu_);
-    return started_.size();
-  }
-
- private:
-  grpc::ServerUnaryReactor* StartActor(grpc::CallbackServerContext* ctx,
-                                       const skyrl::v1::StartActorRequest* req,
-                                       skyrl::v1::StartActorReply* reply) override {
-    {
-      absl::MutexLock lock(&mu_);
-      if (recording_) started_.push_back(req->actor_id());
-    }
-    reply->set_address("127.0.0.1:1");
-    reply->set_log_path(absl::StrCat("/dev/null/", req->actor_id()));
-    auto* reactor = ctx->DefaultReactor();
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
-  }
-  grpc::ServerUnaryReactor* KillActor(grpc::CallbackServerContext* ctx, const skyrl::v1::KillActorRequest*,
-                                      skyrl::v1::KillActorReply*) override {
-    auto* reactor = ctx->DefaultReactor();
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
-  }
-  absl::Mutex mu_;
-  bool recording_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::string> started_ ABSL_GUARDED_BY(mu_);
-};
-
-// Threads of a process, from /proc/PID/task.
-int ThreadCount(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("Threads:", 0) == 0) return std::atoi(line.c_str() + 8);
-  return -1;
-}
-
-// Keeps `inflight` asynchronous calls outstanding until `total` have been started; each
-// call is `launch(i, finished)`, which must call finished() exactly once when call i is over.
-// Returns when every call is over. The state is shared with the completions, so a completion
-// still unwinding after the last one finished touches nothing freed.
-class Pump {
- public:
-  using Launch = std::function<void(int i, std::function<void()> finished)>;
-  Pump(Launch launch, int total) : state_(std::make_shared<State>()) {
-    state_->total = total;
-    state_->launch = std::move(launch);
-  }
-  void Run(int inflight) {
-    if (state_->total == 0) return;
-    for (int k = 0; k < inflight; ++k) Next(state_);
-    state_->done.WaitForNotification();
-  }
-
- private:
-  struct State {
-    int total = 0;
-    Launch launch;
-    std::atomic<int> next{0}, finished{0};
-    absl::Notification done;
-  };
-  static void Next(const std::shared_ptr<State>& st) {
-    int i = st->next.fetch_add(1);
-    if (i >= st->total) return;
-    st->launch(i, [st] {
-      Next(st);
-      if (st->finished.fetch_add(1) + 1 == st->total) st->done.Notify();
-    });
-  }
-  std::shared_ptr<State> state_;
-};
-
-template <typename Call>
-grpc::Status Authed(Call call) {
-  grpc::ClientContext ctx;
-  skyrl::rpc::PrepareCall(&ctx, kToken, absl::Seconds(30));
-  return call(&ctx);
-}
 
 struct ThroughHead {
   double actor_per_s = 0, pg_per_s = 0, batched_actor_per_s = 0, batched_pg_per_s = 0;
@@ -286,23 +141,13 @@ struct ThroughHead {
 ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int inflight, int batch,
                            int waiting) {
   ThroughHead out;
-  std::string dir = skyrl::testing::MakeTempDir("scheduler-bench");
   InstantWorker worker_service;
-  grpc::ServerBuilder wb;
   int worker_port = 0;
-  wb.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &worker_port);
-  wb.RegisterService(&worker_service);
-  auto worker_server = wb.BuildAndStart();
-  auto head_port = skyrl::PickFreePort();
-  if (!worker_server || !head_port.ok()) return out;
-  std::string head = absl::StrCat("127.0.0.1:", *head_port);
-  skyrl::SpawnOptions o;
-  o.argv = {skyrl::testing::BinDir() + "/skyrl-head", "--port", std::to_string(*head_port), "--log-level",
-            "warn"};
-  o.env_set = {{"HOME", dir}, {"SKYRL_TOKEN", kToken}};
-  o.log_path = dir + "/head.log";
-  auto head_proc = skyrl::Subprocess::Start(o);
-  if (!head_proc.ok()) return out;
+  auto worker_server = StartWorkerServer(worker_service, &worker_port);
+  HeadProcess head_process = StartHead("scheduler-bench");
+  if (!worker_server || !head_process.ok()) return out;
+  const std::string& head = head_process.address;
+  skyrl::Subprocess* head_proc = &*head_process.proc;
 
   auto channel = skyrl::rpc::MakeChannel(head);
   auto node_stub = skyrl::v1::NodeService::NewStub(channel);
@@ -328,7 +173,7 @@ ThroughHead RunThroughHead(int nodes, int actors, int groups, int clients, int i
     }
     if (!s.ok()) {
       std::fprintf(stderr, "scheduler_bench: register: %s (head log %s)\n", s.error_message().c_str(),
-                   o.log_path.c_str());
+                   head_process.log_path.c_str());
       return false;
     }
     absl::MutexLock lock(&node_ids_mu);
@@ -740,7 +585,22 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 10000));
   app.add_option("--waiting", waiting, "actors that wait for room, then are placed (0: skip)")
       ->check(CLI::Range(0, 1000000));
+  std::vector<std::string> shapes;
+  std::vector<int> scale_nodes = {100, 2000, 10000};
+  int actors_per_node = 4;
+  app.add_option("--shape", shapes, "Ray's RL shapes instead of the phases above: pg-per-node, pg-per-rack")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"pg-per-node", "pg-per-rack"}));
+  app.add_option("--scale-nodes", scale_nodes, "cluster sizes for --shape")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--actors-per-node", actors_per_node, "actors in each node's bundle for --shape")
+      ->check(CLI::IsMember({1, 2, 4, 8}));
+  double idle_s = 5;
+  app.add_option("--idle-s", idle_s, "seconds of idle heartbeats measured for --shape")
+      ->check(CLI::Range(0.5, 600.0));
   CLI11_PARSE(app, argc, argv);
+  if (!shapes.empty()) return RunScaleShapes(shapes, scale_nodes, actors_per_node, clients, inflight, idle_s);
 
   std::printf("%-44s %8s %12s %10s %10s  %s\n", "figure", "n", "per s", "p50 ms", "p99 ms", "anchor");
   InProcess in = RunInProcess(nodes, actors, groups);

@@ -42,6 +42,17 @@ class GroupPlanner {
                                                      request_.bundles.size(), " bundles"));
     if (request_.bundles.empty()) return absl::InvalidArgumentError(absl::StrCat(Label(), ": no bundles"));
     CollectAffinity();
+    // The common case, one node for the whole group on any node, through the index: no
+    // walk over every node (a failure falls through to the full plan, which explains it).
+    if (request_.domain_label.empty() &&
+        (request_.strategy == Strategy::kStrictPack || request_.strategy == Strategy::kPack) &&
+        std::none_of(placed_.begin(), placed_.end(), [](const auto& p) { return p.has_value(); })) {
+      std::vector<Slot> out(placed_.size());
+      if (OneNodeIndexed(out)) {
+        Canonicalize(out);
+        return out;
+      }
+    }
     std::vector<std::vector<const NodeEntry*>> domains = Domains();
     for (const auto& domain : domains) {
       std::optional<std::vector<Slot>> slots = PlanInDomain(domain);
@@ -209,6 +220,40 @@ class GroupPlanner {
     }
     scratch_.clear();
     return std::nullopt;
+  }
+
+  // OneNode over every node, in the same order, visited through the index by free GPU units
+  // (affinity nodes first): the walk starts at the first node with enough GPU units free
+  // and usually stops there.
+  bool OneNodeIndexed(std::vector<Slot>& out) {
+    const ResourceSet sum = MissingSum();
+    int whole = 0;
+    for (size_t i : Missing()) {
+      GpuShape s = ShapeOf(request_.bundles[i].resources);
+      if (s.units_each == ResourceSet::kUnitsPerWhole) whole += s.devices;
+    }
+    auto take_all = [&](const NodeEntry* n) {
+      if (!n->pool.free().Contains(sum) || n->pool.FreeWholeDevices() < whole) return false;
+      scratch_.clear();
+      bool ok = true;
+      for (size_t i : Missing())
+        if (!(ok = TryTake(i, n, out))) break;
+      scratch_.clear();
+      return ok;
+    };
+    std::vector<std::pair<int64_t, const NodeEntry*>> affine;
+    for (const std::string& id : affinity_)
+      if (auto it = cluster_.nodes_.find(id); it != cluster_.nodes_.end())
+        affine.push_back({it->second.pool.free().GetUnits(kGPU), &it->second});
+    std::sort(affine.begin(), affine.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first < b.first : a.second->spec.id < b.second->spec.id;
+    });
+    for (const auto& [gpu, n] : affine)
+      if (take_all(n)) return true;
+    for (auto it = cluster_.by_gpu_.lower_bound({sum.GetUnits(kGPU), std::string()});
+         it != cluster_.by_gpu_.end(); ++it)
+      if (!affinity_.contains(it->second) && take_all(&cluster_.nodes_.at(it->second))) return true;
+    return false;
   }
 
   // Nodes in preference order, sorted lazily: a walk usually stops after about one node per

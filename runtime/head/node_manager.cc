@@ -58,11 +58,28 @@ NodeManager::NodeManager(store::Store& store, const Clock& clock, NodeManagerOpt
   // Versions of one head never repeat those of an earlier one, whose lists workers may hold.
   absl::MutexLock lock(&mu_);
   peers_version_ = uint64_t(absl::ToUnixNanos(clock_.Now())) | 1;
+  log_floor_ = peers_version_;
 }
 
 absl::Status NodeManager::Persist(const v1::NodeInfo& info) {
   absl::Status s = store_.Put(kNodesTable, info.node_id(), info.SerializeAsString());
-  if (s.ok()) ++peers_version_;  // every state or address change passes here
+  if (!s.ok()) return s;
+  ++peers_version_;  // every state or address change passes here (the caller then applies it)
+  absl::StatusOr<NodeId> id = NodeId::Parse(info.node_id());
+  if (!id.ok()) return s;
+  const bool alive = info.state() == v1::NODE_ALIVE;
+  if (alive_.contains(*id) != alive) {
+    if (alive) {
+      alive_.insert(*id);
+    } else {
+      alive_.erase(*id);
+    }
+    changes_.push_back({peers_version_, *id, alive});
+    if (changes_.size() > kMaxAliveChanges) {
+      log_floor_ = changes_.front().version;
+      changes_.pop_front();
+    }
+  }
   return s;
 }
 
@@ -93,6 +110,7 @@ absl::Status NodeManager::Recover() {
       held_[*id] = HeldLists{kPreviousHeadsList, kPreviousHeadsList};
       // A previous head answered it last before this one started.
       answered_[*id] = steady_now;
+      alive_.insert(*id);
     }
     nodes_[*id] = std::move(info);
   }
@@ -205,18 +223,8 @@ absl::Status NodeManager::Heartbeat(const NodeId& id, uint64_t known_peers_versi
   held.reported = known_peers_version;
   held.sent = known_peers_version;
   if (peers != nullptr) {
-    peers->version = peers_version_;
-    peers->changed = known_peers_version != peers_version_;
-    peers->addresses.clear();
-    peers->node_ids.clear();
-    if (peers->changed)
-      for (const auto& [other, info] : nodes_)
-        if (other != id && info.state() == v1::NODE_ALIVE) {
-          peers->addresses.push_back(info.address());
-          peers->node_ids.push_back(other.ToString());
-        }
+    FillPeers(id, known_peers_version, *peers);
     held.sent = peers_version_;
-    RecordList();
   }
   // Holding a list without them, this node no longer counts the unconfirmed dead alive.
   for (auto& [dead, u] : unconfirmed_)
@@ -269,23 +277,52 @@ void NodeManager::ForgetStop(const NodeId& node, const ActorStart& start) {
   forget(stops_done_);
 }
 
-void NodeManager::RecordList() {
-  if (lists_.contains(peers_version_)) return;
-  std::vector<NodeId>& list = lists_[peers_version_];
-  for (const auto& [id, info] : nodes_)
-    if (info.state() == v1::NODE_ALIVE) list.push_back(id);
+absl::flat_hash_set<NodeId> NodeManager::ListOf(const NodeId& id, const std::set<NodeId>& alive) {
+  absl::flat_hash_set<NodeId> list = {id};
+  const size_t others = alive.size() - (alive.contains(id) ? 1 : 0);
+  if (others <= 2 * kPeersEachSide) {
+    list.insert(alive.begin(), alive.end());
+    return list;
+  }
+  // kPeersEachSide after it on the ring (wrapping round), and as many before it.
+  auto after = alive.upper_bound(id);
+  for (size_t k = 0; k < kPeersEachSide; ++k, ++after) {
+    if (after == alive.end()) after = alive.begin();
+    list.insert(*after);
+  }
+  auto before = alive.lower_bound(id);
+  for (size_t k = 0; k < kPeersEachSide; ++k) {
+    if (before == alive.begin()) before = alive.end();
+    list.insert(*--before);
+  }
+  return list;
 }
 
-const std::vector<NodeId>* NodeManager::ListAt(uint64_t version) const {
-  auto it = lists_.find(version);
-  return it == lists_.end() ? nullptr : &it->second;
+void NodeManager::FillPeers(const NodeId& id, uint64_t known, PeerList& peers) const {
+  peers.version = peers_version_;
+  peers.changed = known != peers_version_;
+  peers.addresses.clear();
+  peers.node_ids.clear();
+  if (!peers.changed) return;
+  for (const NodeId& other : ListOf(id, alive_)) {
+    if (other == id) continue;
+    peers.addresses.push_back(nodes_.at(other).address());
+    peers.node_ids.push_back(other.ToString());
+  }
 }
 
-void NodeManager::PruneLists() {
-  if (lists_.size() <= 2 * held_.size() + 4) return;
-  absl::flat_hash_set<uint64_t> keep = {peers_version_};
-  for (const auto& [id, h] : held_) keep.insert({h.reported, h.sent});
-  absl::erase_if(lists_, [&](const auto& entry) { return !keep.contains(entry.first); });
+std::optional<std::set<NodeId>> NodeManager::AliveAt(uint64_t version) const {
+  if (version < log_floor_ || version > peers_version_) return std::nullopt;
+  std::set<NodeId> alive = alive_;
+  // Undo the changes made after `version`, newest first.
+  for (auto it = changes_.rbegin(); it != changes_.rend() && it->version > version; ++it) {
+    if (it->alive) {
+      alive.erase(it->node);
+    } else {
+      alive.insert(it->node);
+    }
+  }
+  return alive;
 }
 
 NodeManager::Unconfirmed NodeManager::Confirmation(const NodeId& id, const v1::NodeInfo& info,
@@ -303,27 +340,23 @@ NodeManager::Unconfirmed NodeManager::Confirmation(const NodeId& id, const v1::N
   // The lists it may hold, but for none (0: a worker holding none fences when cut off) and
   // lists of itself alone (it may count itself a lone node, which keeps its actors whatever
   // its peers say: they cannot confirm anything). None left: at once, as for a lone node.
-  std::vector<NodeId> unknown;  // a list this head cannot know
-  if (recovered_.empty()) {
-    for (const auto& [other, n] : nodes_)
-      if (n.state() == v1::NODE_ALIVE || other == id) unknown.push_back(other);
-  }
-  std::vector<const std::vector<NodeId>*> views;
+  std::vector<absl::flat_hash_set<NodeId>> views;
   for (uint64_t v : {held.reported, held.sent}) {
     if (v == 0) continue;
-    const std::vector<NodeId>* list = ListAt(v);
-    if (list == nullptr) list = recovered_.empty() ? &unknown : &recovered_;
-    if (list->size() > 1) views.push_back(list);
+    std::optional<std::set<NodeId>> alive = AliveAt(v);
+    if (!alive && !recovered_.empty()) alive.emplace(recovered_.begin(), recovered_.end());
+    if (!alive) alive = alive_;  // a list this head cannot know: from the nodes alive now
+    absl::flat_hash_set<NodeId> list = ListOf(id, *alive);
+    if (list.size() > 1) views.push_back(std::move(list));
   }
   if (views.empty()) return u;
   size_t largest = 0;
-  for (const auto* view : views) largest = std::max(largest, view->size());
+  for (const auto& view : views) largest = std::max(largest, view.size());
   u.needed = (largest + 1) / 2;
-  for (const NodeId& peer : *views[0]) {
+  for (const NodeId& peer : views[0]) {
     if (peer == id) continue;
     bool everywhere = true;
-    for (const auto* view : views)
-      everywhere = everywhere && std::find(view->begin(), view->end(), peer) != view->end();
+    for (const auto& view : views) everywhere = everywhere && view.contains(peer);
     if (!everywhere) continue;
     u.eligible.insert(peer);
     // Left since: it confirms (as in Unregister), once supports it may have given run out.
@@ -645,7 +678,6 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
   suspects_.clear();
   for (const auto& [id, info] : nodes_)
     if (!info.process_space().empty() && Silent(id, info, now)) suspects_.push_back(id);
-  PruneLists();
   return check;
 }
 

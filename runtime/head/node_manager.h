@@ -40,7 +40,9 @@
 // Safe for concurrent use.
 #pragma once
 
+#include <deque>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -76,6 +78,7 @@ struct NodeManagerOptions {
 };
 
 // The worker addresses of the ALIVE nodes other than the asking one, for fencing.
+// A node's peers, for fencing: its ring neighbours (NodeManager::Neighbours).
 struct PeerList {
   bool changed = false;  // false: the caller's version is current, `addresses` is empty
   uint64_t version = 0;
@@ -124,6 +127,12 @@ class NodeListener {
 
 class NodeManager {
  public:
+  // A node's peer list (what a worker asks when cut off, and whose half must confirm its
+  // death): the kPeersEachSide ALIVE nodes after it in node-id order and as many before it,
+  // wrapping round (all others in a smaller cluster). Symmetric: each is on the other's list.
+  // A list costs O(1), not O(nodes), to send and to hold, whatever the cluster's size.
+  static constexpr size_t kPeersEachSide = 8;
+
   // `steady` (default: `clock`) times the lease horizon: when the head last answered each
   // node, and when that horizon passes (a step of the wall clock must not shorten it).
   NodeManager(store::Store& store, const Clock& clock, NodeManagerOptions options,
@@ -226,10 +235,13 @@ class NodeManager {
   bool Confirm(const NodeId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gone for good: the stops asked of it that nobody waits for end.
   void DropUnawaitedStops(const NodeId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The ALIVE nodes at this version (recorded when first sent); nullptr when not known.
-  const std::vector<NodeId>* ListAt(uint64_t version) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RecordList() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PruneLists() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The ALIVE nodes at this version, from the table and the change log; nullopt when the
+  // log no longer reaches back that far (or the version is not this head's).
+  std::optional<std::set<NodeId>> AliveAt(uint64_t version) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The peer list of `id` among `alive`, itself included (the list a worker holds, and itself).
+  static absl::flat_hash_set<NodeId> ListOf(const NodeId& id, const std::set<NodeId>& alive);
+  // Fills `peers` for node `id`, which holds `known`.
+  void FillPeers(const NodeId& id, uint64_t known, PeerList& peers) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   store::Store& store_;
   const Clock& clock_;
@@ -249,7 +261,20 @@ class NodeManager {
   // Changes whenever the set of ALIVE nodes or an address does (PeerList::version).
   uint64_t peers_version_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<NodeId, Unconfirmed> unconfirmed_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, std::vector<NodeId>> lists_ ABSL_GUARDED_BY(mu_);
+  // The ALIVE nodes in id order: the ring peer lists are cut from.
+  std::set<NodeId> alive_ ABSL_GUARDED_BY(mu_);
+  // Every change of the ALIVE set, with the version it made, so the set at a past version
+  // (whose lists a node may hold) is rebuilt from alive_ when a death needs it, instead of
+  // a copy kept per version. It holds every change after `log_floor_`, the most recent
+  // kMaxAliveChanges at most.
+  struct AliveChange {
+    uint64_t version = 0;
+    NodeId node;
+    bool alive = false;  // what the change made it
+  };
+  static constexpr size_t kMaxAliveChanges = 1 << 16;
+  std::deque<AliveChange> changes_ ABSL_GUARDED_BY(mu_);
+  uint64_t log_floor_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<NodeId, HeldLists> held_ ABSL_GUARDED_BY(mu_);
   // Nodes that unregistered (their worker stopped), and when: they support no one once a
   // threshold has passed, so they count as confirming a later death too.

@@ -3,6 +3,7 @@
 // head does from the store), checked against the invariant checker after every step.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -71,6 +72,30 @@ std::optional<std::string> ScanChoice(const Cluster& c, const Demand& d) {
   return best;
 }
 
+// The node a scan of every node picks for a STRICT_PACK group (no domain, no affinity): the
+// one with the fewest free GPU units (ties by id) that holds every bundle, biggest first.
+std::optional<std::string> ScanStrictPack(const Cluster& c, const GroupRequest& g) {
+  std::vector<ResourceSet> bundles;
+  for (const Demand& d : g.bundles) bundles.push_back(d.resources);
+  std::stable_sort(bundles.begin(), bundles.end(), [](const ResourceSet& x, const ResourceSet& y) {
+    return std::make_pair(-x.GetUnits(kGPU), -x.GetUnits(kCPU)) <
+           std::make_pair(-y.GetUnits(kGPU), -y.GetUnits(kCPU));
+  });
+  std::optional<std::pair<int64_t, std::string>> best;
+  for (const std::string& id : c.NodeIds()) {
+    Pool pool = *c.NodePool(id);
+    const int64_t key = pool.free().GetUnits(kGPU);
+    bool fits = true;
+    for (const ResourceSet& need : bundles) {
+      std::optional<std::vector<int>> ids = pool.Fit(need);
+      if (!(fits = ids && pool.Take(need, *ids).ok())) break;
+    }
+    if (fits && (!best || std::make_pair(key, id) < *best)) best = {key, id};
+  }
+  if (!best) return std::nullopt;
+  return best->second;
+}
+
 class RandomizedTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(RandomizedTest, InvariantsHoldThroughRandomOperations) {
@@ -109,6 +134,11 @@ TEST_P(RandomizedTest, InvariantsHoldThroughRandomOperations) {
       int bundles = 1 + rng() % 4;
       for (int i = 0; i < bundles; ++i) g.bundles.push_back(Demand{GpuRequest(rng), {}});
       absl::StatusOr<std::vector<Slot>> slots = c.PlanGroup(g);
+      if (g.strategy == Strategy::kStrictPack && g.domain_label.empty()) {
+        std::optional<std::string> scan = ScanStrictPack(c, g);
+        ASSERT_EQ(slots.ok(), scan.has_value()) << slots.status();
+        if (scan) ASSERT_EQ((*slots)[0].node_id, *scan) << "the index must pick what a scan picks";
+      }
       if (!slots.ok()) {
         ASSERT_TRUE(absl::IsUnavailable(slots.status()) || absl::IsResourceExhausted(slots.status()))
             << slots.status();

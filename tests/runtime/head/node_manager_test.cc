@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "runtime/store/memory/memory_store.h"
 
@@ -322,6 +323,52 @@ TEST_F(ConfirmedDeathTest, OneOfFiveNeedsThreeOfItsFourPeers) {
   EXPECT_TRUE(Run(absl::Seconds(1), {b, c}).empty()) << "b and c know: 2 of 5 nodes";
   Beat(d), Beat(d);
   EXPECT_EQ(Run(absl::Milliseconds(500), {b, c, d, e}), std::vector<std::string>{Dead(a)}) << "3 of 5";
+}
+
+// Past 17 nodes, a peer list is the node's ring neighbours: the kPeersEachSide nodes after
+// it in id order and as many before, wrapping round; so each is on the other's list.
+TEST_F(ConfirmedDeathTest, InALargeClusterAPeerListIsTheNodesRingNeighbours) {
+  std::vector<NodeId> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back(Join());
+  std::vector<NodeId> ring = ids;
+  std::sort(ring.begin(), ring.end());
+  const int each = int(NodeManager::kPeersEachSide);
+  for (int p = 0; p < int(ring.size()); ++p) {
+    PeerList peers;
+    ASSERT_TRUE(nodes_.Heartbeat(ring[p], 0, &peers).ok());
+    std::set<std::string> got(peers.node_ids.begin(), peers.node_ids.end());
+    std::set<std::string> want;
+    for (int k = 1; k <= each; ++k) {
+      want.insert(ring[(p + k) % ring.size()].ToString());
+      want.insert(ring[(p - k + ring.size()) % ring.size()].ToString());
+    }
+    EXPECT_EQ(got, want) << "node at ring position " << p;
+    EXPECT_EQ(peers.addresses.size(), peers.node_ids.size());
+  }
+}
+
+// So a silent node's death is confirmed by half of its list (itself and its 16 neighbours:
+// 9), however many nodes the cluster has and whatever lists the others hold.
+TEST_F(ConfirmedDeathTest, ALargeClustersSilentNodeNeedsHalfItsNeighboursNotHalfTheCluster) {
+  std::vector<NodeId> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back(Join());
+  Settle(ids);
+  std::vector<NodeId> ring = ids;
+  std::sort(ring.begin(), ring.end());
+  const NodeId silent = ring[0];
+  std::vector<NodeId> others(ring.begin() + 1, ring.end());
+  EXPECT_EQ(Run(absl::Seconds(5), others), std::vector<std::string>{Silent(silent)});
+  // Its neighbours, nearest first, alternating sides.
+  std::vector<NodeId> near;
+  for (int k = 1; k <= int(NodeManager::kPeersEachSide); ++k) {
+    near.push_back(ring[k]);
+    near.push_back(ring[ring.size() - k]);
+  }
+  for (int i = 0; i < 8; ++i) Beat(near[i]), Beat(near[i]);  // they hold a list without it
+  EXPECT_TRUE(Run(absl::Seconds(1), others).empty()) << "8 of 17 is not half";
+  Beat(near[8]), Beat(near[8]);
+  EXPECT_EQ(Run(absl::Milliseconds(500), others), std::vector<std::string>{Dead(silent)})
+      << "9 of its 17, while the other 22 nodes still hold lists from before its death";
 }
 
 TEST_F(ConfirmedDeathTest, ASupportGivenToTheSilentNodeDelaysItsRestartByAThreshold) {
