@@ -53,15 +53,21 @@ class GroupPlanner {
         return out;
       }
     }
-    std::vector<std::vector<const NodeEntry*>> domains = Domains();
-    for (const auto& domain : domains) {
-      std::optional<std::vector<Slot>> slots = PlanInDomain(domain);
-      if (slots) {
+    if (request_.domain_label.empty()) {
+      std::vector<std::vector<const NodeEntry*>> domains = Domains();
+      if (std::optional<std::vector<Slot>> slots = PlanInDomain(domains[0])) {
         Canonicalize(*slots);
         return *slots;
       }
+      return Explain(domains);
     }
-    return Explain(domains);
+    // Domain by domain in order, each one's nodes gathered only when it is tried.
+    for (const std::string& value : DomainOrder())
+      if (std::optional<std::vector<Slot>> slots = PlanInDomain(Members(value))) {
+        Canonicalize(*slots);
+        return *slots;
+      }
+    return Explain(Domains());
   }
 
  private:
@@ -84,7 +90,16 @@ class GroupPlanner {
       for (const auto& [id, n] : cluster_.nodes_) out.back().push_back(&n);
       return out;
     }
-    // A group with bundles already placed stays in their domain.
+    for (const std::string& value : DomainOrder()) out.push_back(Members(value));
+    return out;
+  }
+
+  // The values of the domain label in the order domains are tried: those holding the
+  // affinity group's nodes first (weight sync stays on NVLink), then the most free whole
+  // GPUs, then by value. A group with bundles already placed stays in their domain.
+  std::vector<std::string> DomainOrder() const {
+    auto by_value = cluster_.domains_.find(request_.domain_label);
+    if (by_value == cluster_.domains_.end()) return {};
     std::optional<std::string> fixed;
     for (const auto& s : placed_)
       if (s)
@@ -92,27 +107,30 @@ class GroupPlanner {
           auto it = n->labels.find(request_.domain_label);
           if (it != n->labels.end()) fixed = it->second;
         }
-    std::map<std::string, std::vector<const NodeEntry*>> by_value;
-    for (const auto& [id, n] : cluster_.nodes_) {
-      auto it = n.spec.labels.find(request_.domain_label);
-      if (it == n.spec.labels.end()) continue;
-      if (fixed && it->second != *fixed) continue;
-      by_value[it->second].push_back(&n);
-    }
-    // Domains holding the affinity group's nodes first (weight sync stays on NVLink), then the
-    // most free whole GPUs.
-    std::vector<std::tuple<int, int, std::string>> order;
-    for (const auto& [value, nodes] : by_value) {
-      int free = 0;
-      bool affine = false;
-      for (const NodeEntry* n : nodes) {
-        free += n->pool.FreeWholeDevices();
-        affine |= affinity_.contains(n->spec.id);
-      }
-      order.emplace_back(affine ? 0 : 1, -free, value);
-    }
-    std::sort(order.begin(), order.end());
-    for (const auto& [affine, neg, value] : order) out.push_back(by_value[value]);
+    absl::flat_hash_set<std::string> affine;
+    for (const std::string& id : affinity_)
+      if (const NodeSpec* n = cluster_.FindNode(id))
+        if (auto it = n->labels.find(request_.domain_label); it != n->labels.end()) affine.insert(it->second);
+    std::vector<std::tuple<int, int64_t, const std::string*>> order;
+    for (const auto& [value, d] : by_value->second)
+      if (!fixed || value == *fixed)
+        order.emplace_back(affine.contains(value) ? 0 : 1, -d.free_whole, &value);
+    std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+      return std::tie(std::get<0>(a), std::get<1>(a), *std::get<2>(a)) <
+             std::tie(std::get<0>(b), std::get<1>(b), *std::get<2>(b));
+    });
+    std::vector<std::string> out;
+    out.reserve(order.size());
+    for (const auto& [a, f, value] : order) out.push_back(*value);
+    return out;
+  }
+
+  // The nodes of one domain, by id.
+  std::vector<const NodeEntry*> Members(const std::string& value) const {
+    std::vector<const NodeEntry*> out;
+    const Cluster::Domain& d = cluster_.domains_.at(request_.domain_label).at(value);
+    out.reserve(d.nodes.size());
+    for (const std::string& id : d.nodes) out.push_back(&cluster_.nodes_.at(id));
     return out;
   }
 

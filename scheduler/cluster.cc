@@ -80,25 +80,42 @@ absl::Status Cluster::AddNode(NodeSpec node) {
 
 Cluster::IndexKeys Cluster::KeysOf(const NodeEntry& n) {
   return IndexKeys{n.pool.free().GetUnits(kGPU),
-                   (n.spec.gpu_ids.empty() ? 0 : kGpuNodeBase) - n.pool.free().GetUnits(kCPU)};
+                   (n.spec.gpu_ids.empty() ? 0 : kGpuNodeBase) - n.pool.free().GetUnits(kCPU),
+                   n.pool.FreeWholeDevices()};
 }
 
 void Cluster::Index(NodeEntry& n) {
   n.keys = KeysOf(n);
   by_gpu_.emplace(n.keys.gpu, n.spec.id);
   by_cpu_.emplace(n.keys.cpu, n.spec.id);
+  for (const auto& [key, value] : n.spec.labels) {
+    Domain& d = domains_[key][value];
+    d.nodes.insert(n.spec.id);
+    d.free_whole += n.keys.whole;
+  }
 }
 
 void Cluster::Unindex(const NodeEntry& n) {
   by_gpu_.erase({n.keys.gpu, n.spec.id});
   by_cpu_.erase({n.keys.cpu, n.spec.id});
+  for (const auto& [key, value] : n.spec.labels) {
+    auto by_value = domains_.find(key);
+    if (by_value == domains_.end()) continue;
+    auto d = by_value->second.find(value);
+    if (d == by_value->second.end()) continue;
+    d->second.nodes.erase(n.spec.id);
+    d->second.free_whole -= n.keys.whole;
+    if (d->second.nodes.empty()) by_value->second.erase(d);
+    if (by_value->second.empty()) domains_.erase(by_value);
+  }
 }
 
 void Cluster::Reindex(const std::string& node_id) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) return;
   IndexKeys now = KeysOf(it->second);
-  if (now.gpu == it->second.keys.gpu && now.cpu == it->second.keys.cpu) return;
+  if (now.gpu == it->second.keys.gpu && now.cpu == it->second.keys.cpu && now.whole == it->second.keys.whole)
+    return;
   Unindex(it->second);
   Index(it->second);
 }
@@ -108,11 +125,30 @@ absl::Status Cluster::CheckIndex() const {
   if (by_gpu_.size() != nodes_.size() || by_cpu_.size() != nodes_.size())
     bad.push_back(absl::StrCat("index holds ", by_gpu_.size(), "/", by_cpu_.size(), " entries for ",
                                nodes_.size(), " nodes"));
+  std::map<std::string, std::map<std::string, Domain>> domains;
   for (const auto& [id, n] : nodes_) {
     IndexKeys k = KeysOf(n);
     if (!by_gpu_.contains({k.gpu, id}) || !by_cpu_.contains({k.cpu, id}))
       bad.push_back(absl::StrCat(id, ": indexed under stale free resources"));
+    for (const auto& [key, value] : n.spec.labels) {
+      domains[key][value].nodes.insert(id);
+      domains[key][value].free_whole += k.whole;
+    }
   }
+  for (const auto& [key, values] : domains)
+    for (const auto& [value, d] : values) {
+      auto it = domains_.find(key);
+      const Domain* have = nullptr;
+      if (it != domains_.end())
+        if (auto v = it->second.find(value); v != it->second.end()) have = &v->second;
+      if (have == nullptr || have->nodes != d.nodes || have->free_whole != d.free_whole)
+        bad.push_back(absl::StrCat("domain ", key, "=", value, ": stale members or free whole GPUs"));
+    }
+  size_t indexed = 0;
+  for (const auto& [key, values] : domains_) indexed += values.size();
+  size_t want = 0;
+  for (const auto& [key, values] : domains) want += values.size();
+  if (indexed != want) bad.push_back(absl::StrCat("domain index holds ", indexed, " domains, not ", want));
   if (bad.empty()) return absl::OkStatus();
   return absl::InternalError(absl::StrCat("placement index: ", absl::StrJoin(bad, "; ")));
 }

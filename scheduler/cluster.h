@@ -136,6 +136,14 @@ class Cluster {
  private:
   struct IndexKeys {
     int64_t gpu = 0, cpu = 0;
+    int whole = 0;  // free whole GPUs, for its domains' totals
+  };
+  // The nodes sharing one value of one label (a placement group's domain, e.g. a rack), and
+  // their free whole GPUs in all: groups with a domain_label visit domains in that order
+  // without a walk over every node.
+  struct Domain {
+    std::set<std::string> nodes;  // by id
+    int64_t free_whole = 0;
   };
   struct NodeEntry {
     NodeSpec spec;
@@ -175,6 +183,7 @@ class Cluster {
 
   std::map<std::string, NodeEntry> nodes_;  // alive nodes, ordered by id
   std::set<std::pair<int64_t, std::string>> by_gpu_, by_cpu_;
+  std::map<std::string, std::map<std::string, Domain>> domains_;  // label -> value -> nodes
   absl::flat_hash_map<std::string, GroupEntry> groups_;
   absl::flat_hash_map<std::string, ActorEntry> actors_;
 };
