@@ -122,9 +122,11 @@ absl::Status NodeManager::Recover() {
     u.back = info.state() == v1::NODE_ALIVE;  // registered again, not yet heard since
     // Back: only its own heartbeat (or the retry window) confirms it, as in Register.
     u.version = u.back ? kNoConfirmations : peers_version_;
-    for (const NodeId& other : recovered_)
+    // The list a previous head sent it: its ring neighbours among the nodes recovered.
+    const absl::flat_hash_set<NodeId> list = ListOf(id, RecoveredSet());
+    for (const NodeId& other : list)
       if (other != id) u.eligible.insert(other);
-    u.needed = recovered_.size() <= 1 ? 0 : (recovered_.size() + 1) / 2;
+    u.needed = list.size() <= 1 ? 0 : (list.size() + 1) / 2;
     u.not_before = now + limit;
     u.give_up_at = info.head_retry_window_ms() > 0
                        ? now + absl::Milliseconds(info.head_retry_window_ms()) + limit
@@ -311,9 +313,18 @@ void NodeManager::FillPeers(const NodeId& id, uint64_t known, PeerList& peers) c
   }
 }
 
-std::optional<std::set<NodeId>> NodeManager::AliveAt(uint64_t version) const {
-  if (version < log_floor_ || version > peers_version_) return std::nullopt;
-  std::set<NodeId> alive = alive_;
+const std::set<NodeId>& NodeManager::RecoveredSet() const {
+  if (!recovered_set_) recovered_set_.emplace(recovered_.begin(), recovered_.end());
+  return *recovered_set_;
+}
+
+const std::set<NodeId>* NodeManager::AliveAt(uint64_t version) const {
+  if (version < log_floor_ || version > peers_version_) return nullptr;
+  if (version == peers_version_) return &alive_;
+  // Many deaths in one check (a rack lost) mostly ask for the same few versions.
+  if (auto cached = alive_at_.find(version); cached != alive_at_.end()) return &cached->second;
+  std::set<NodeId>& alive = alive_at_[version];
+  alive = alive_;
   // Undo the changes made after `version`, newest first.
   for (auto it = changes_.rbegin(); it != changes_.rend() && it->version > version; ++it) {
     if (it->alive) {
@@ -322,7 +333,7 @@ std::optional<std::set<NodeId>> NodeManager::AliveAt(uint64_t version) const {
       alive.insert(it->node);
     }
   }
-  return alive;
+  return &alive;
 }
 
 NodeManager::Unconfirmed NodeManager::Confirmation(const NodeId& id, const v1::NodeInfo& info,
@@ -343,9 +354,9 @@ NodeManager::Unconfirmed NodeManager::Confirmation(const NodeId& id, const v1::N
   std::vector<absl::flat_hash_set<NodeId>> views;
   for (uint64_t v : {held.reported, held.sent}) {
     if (v == 0) continue;
-    std::optional<std::set<NodeId>> alive = AliveAt(v);
-    if (!alive && !recovered_.empty()) alive.emplace(recovered_.begin(), recovered_.end());
-    if (!alive) alive = alive_;  // a list this head cannot know: from the nodes alive now
+    const std::set<NodeId>* alive = AliveAt(v);
+    if (alive == nullptr && !recovered_.empty()) alive = &RecoveredSet();
+    if (alive == nullptr) alive = &alive_;  // a list this head cannot know: from the nodes alive now
     absl::flat_hash_set<NodeId> list = ListOf(id, *alive);
     if (list.size() > 1) views.push_back(std::move(list));
   }
@@ -541,6 +552,7 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
   Check check;
   std::vector<std::pair<NodeId, std::string>>& died = check.confirmed;
   absl::MutexLock lock(&mu_);
+  alive_at_.clear();  // past ALIVE sets are rebuilt at most once per check
   absl::Time now = clock_.Now();
   absl::Duration limit = options_.heartbeat_period * options_.heartbeat_misses;
   if (options_.isolation_guard) {

@@ -41,6 +41,7 @@
 #pragma once
 
 #include <deque>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -235,9 +236,12 @@ class NodeManager {
   bool Confirm(const NodeId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gone for good: the stops asked of it that nobody waits for end.
   void DropUnawaitedStops(const NodeId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The ALIVE nodes at this version, from the table and the change log; nullopt when the
-  // log no longer reaches back that far (or the version is not this head's).
-  std::optional<std::set<NodeId>> AliveAt(uint64_t version) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The ALIVE nodes at this version, from the table and the change log (kept until the next
+  // liveness check); null when the log no longer reaches back that far (or the version is
+  // not this head's).
+  const std::set<NodeId>* AliveAt(uint64_t version) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // recovered_ as a set (built once).
+  const std::set<NodeId>& RecoveredSet() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The peer list of `id` among `alive`, itself included (the list a worker holds, and itself).
   static absl::flat_hash_set<NodeId> ListOf(const NodeId& id, const std::set<NodeId>& alive);
   // Fills `peers` for node `id`, which holds `known`.
@@ -274,6 +278,8 @@ class NodeManager {
   };
   static constexpr size_t kMaxAliveChanges = 1 << 16;
   std::deque<AliveChange> changes_ ABSL_GUARDED_BY(mu_);
+  mutable std::map<uint64_t, std::set<NodeId>> alive_at_ ABSL_GUARDED_BY(mu_);  // AliveAt's
+  mutable std::optional<std::set<NodeId>> recovered_set_ ABSL_GUARDED_BY(mu_);
   uint64_t log_floor_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<NodeId, HeldLists> held_ ABSL_GUARDED_BY(mu_);
   // Nodes that unregistered (their worker stopped), and when: they support no one once a
