@@ -5,7 +5,7 @@
 //                             [--actors-per-node 4] [--clients 4] [--inflight 16]
 //
 // For each shape and size N, a fresh head (memory store) and N simulated nodes of 8 GPUs and
-// 64 CPUs, racks of 16 (label rack): registered, then heartbeating every second as real
+// 64 CPUs, racks of 16 (label rack): registered, then heartbeating at the period the head asks for, as real
 // workers do from registration on (each sends back the peer-list version it holds). Then, timed apart:
 // - groups: pg-per-node makes one group per node, a single bundle of the whole node
 //   (GPU=8, CPU=8, STRICT_PACK); pg-per-rack one group per rack, a bundle per node
@@ -33,7 +33,6 @@ namespace {
 
 constexpr int kRackNodes = 16;
 constexpr int kGpusPerNode = 8;
-constexpr absl::Duration kPeriod = absl::Seconds(1);  // the head's default heartbeat period
 
 struct Figures {
   std::string shape;
@@ -41,7 +40,7 @@ struct Figures {
   int failed = 0;
   double register_s = 0, pg_per_s = 0, actor_per_s = 0;
   double head_us_per_pg = 0, head_us_per_actor = 0;
-  double heartbeats_per_s = 0, head_us_per_heartbeat = 0, heartbeat_cpu_pct = 0;
+  double heartbeats_per_s = 0, head_us_per_heartbeat = 0, heartbeat_cpu_pct = 0, period_s = 0;
   double rss_idle_mib = 0, rss_full_mib = 0;
 };
 
@@ -92,6 +91,8 @@ class SimNodes {
                                       [this, c, i, &ok, finished](grpc::Status st) {
                                         if (st.ok()) {
                                           ids_[i] = c->reply.node_id();
+                                          if (c->reply.heartbeat_period_ms() > 0)
+                                            period_ms_ = c->reply.heartbeat_period_ms();
                                           registered_[i].store(true, std::memory_order_release);
                                           ++ok;
                                         } else {
@@ -112,10 +113,10 @@ class SimNodes {
         const absl::Time start = absl::Now();
         Pump([this](int i, std::function<void()> finished) { Beat(i, std::move(finished)); }, count_).Run(64);
         ++sweeps_;
-        if (const absl::Duration took = absl::Now() - start; took > kPeriod)
+        if (const absl::Duration took = absl::Now() - start; took > period())
           std::fprintf(stderr, "scheduler_bench: a heartbeat sweep of %d nodes took %.2f s (period %.0f s)\n",
-                       count_, absl::ToDoubleSeconds(took), absl::ToDoubleSeconds(kPeriod));
-        while (!stop_.load() && absl::Now() < start + kPeriod) absl::SleepFor(absl::Milliseconds(10));
+                       count_, absl::ToDoubleSeconds(took), absl::ToDoubleSeconds(period()));
+        while (!stop_.load() && absl::Now() < start + period()) absl::SleepFor(absl::Milliseconds(10));
       }
     });
   }
@@ -129,6 +130,9 @@ class SimNodes {
     while (sweeps_.load() < target) absl::SleepFor(absl::Milliseconds(20));
   }
   int64_t heartbeats() const { return heartbeats_.load(); }
+  // The period the head asks for now (every simulated node applies it at once, as a worker
+  // applies the one its last reply asked for).
+  absl::Duration period() const { return absl::Milliseconds(period_ms_.load()); }
 
  private:
   void Beat(int i, std::function<void()> finished) {
@@ -142,9 +146,11 @@ class SimNodes {
     skyrl::rpc::PrepareCall(&c->ctx, kToken, absl::Seconds(30));
     c->req.set_node_id(ids_[i]);
     c->req.set_peers_version(versions_[i]);
+    c->req.set_period_ms(period_ms_.load());
     stub_.async()->Heartbeat(&c->ctx, &c->req, &c->reply, [this, c, i, finished](grpc::Status st) {
       if (st.ok()) {
         if (c->reply.peers_changed()) versions_[i] = c->reply.peers_version();
+        if (c->reply.heartbeat_period_ms() > 0) period_ms_ = c->reply.heartbeat_period_ms();
         ++heartbeats_;
       } else {
         failures_.Add("heartbeat", st.error_message());
@@ -164,6 +170,7 @@ class SimNodes {
   std::atomic<bool> stop_{false};
   std::atomic<int> sweeps_{0};
   std::atomic<int64_t> heartbeats_{0};
+  std::atomic<int64_t> period_ms_{1000};
   std::thread beats_;
 };
 
@@ -215,8 +222,9 @@ Figures RunShape(const std::string& shape, int nodes, int actors_per_node, int c
     const int64_t beats = sim.heartbeats() - beats0;
     f.heartbeats_per_s = double(beats) / secs;
     f.head_us_per_heartbeat = beats > 0 ? cpu * 1e6 / double(beats) : 0;
+    f.period_s = absl::ToDoubleSeconds(sim.period());
     // At the nominal rate (one per node per period), whether or not this machine kept it up.
-    f.heartbeat_cpu_pct = f.head_us_per_heartbeat * nodes / absl::ToDoubleMicroseconds(kPeriod) * 100;
+    f.heartbeat_cpu_pct = f.head_us_per_heartbeat * nodes / absl::ToDoubleMicroseconds(sim.period()) * 100;
     f.rss_idle_mib = RssMib(head_pid);
   }
 
@@ -332,25 +340,26 @@ std::string SizeLabel(int nodes) {
 int RunScaleShapes(const std::vector<std::string>& shapes, std::vector<int> sizes, int actors_per_node,
                    int clients, int inflight, double idle_s) {
   std::sort(sizes.begin(), sizes.end());
-  std::printf("%-12s %7s %9s %9s %10s %10s %11s %10s %9s %9s %8s %8s %7s\n", "shape", "nodes", "groups",
-              "pg/s", "head us/pg", "actors/s", "head us/act", "beats/s", "us/beat", "beat %", "rss idle",
-              "rss full", "failed");
+  std::printf("%-12s %7s %9s %9s %10s %10s %11s %7s %10s %9s %9s %8s %8s %7s\n", "shape", "nodes", "groups",
+              "pg/s", "head us/pg", "actors/s", "head us/act", "period", "beats/s", "us/beat", "beat %",
+              "rss idle", "rss full", "failed");
   std::vector<Figures> all;
   for (const std::string& shape : shapes)
     for (int n : sizes) {
       Figures f = RunShape(shape, n, actors_per_node, clients, inflight, absl::Seconds(idle_s));
-      std::printf("%-12s %7d %9d %9.0f %10.0f %10.0f %11.0f %10.0f %9.1f %9.2f %8.0f %8.0f %7d\n",
+      std::printf("%-12s %7d %9d %9.0f %10.0f %10.0f %11.0f %6.0fs %10.0f %9.1f %9.2f %8.0f %8.0f %7d\n",
                   shape.c_str(), n, f.groups, f.pg_per_s, f.head_us_per_pg, f.actor_per_s,
-                  f.head_us_per_actor, f.heartbeats_per_s, f.head_us_per_heartbeat, f.heartbeat_cpu_pct,
-                  f.rss_idle_mib, f.rss_full_mib, f.failed);
+                  f.head_us_per_actor, f.period_s, f.heartbeats_per_s, f.head_us_per_heartbeat,
+                  f.heartbeat_cpu_pct, f.rss_idle_mib, f.rss_full_mib, f.failed);
       std::fflush(stdout);
       all.push_back(f);
     }
   double register_s = 0;
   for (const Figures& f : all) register_s = std::max(register_s, f.register_s);
   std::printf(
-      "(beat %%: the head's CPU for one heartbeat per node per second, %% of one core, from the\n"
-      " idle window; rss in MiB; registering the largest cluster took %.1f s)\n",
+      "(period: the heartbeat period the head asks for; beat %%: the head's CPU for one heartbeat per\n"
+      " node per period, %% of one core, from the idle window; rss in MiB; registering the largest\n"
+      " cluster took %.1f s)\n",
       register_s);
   int failed = 0;
   for (const Figures& f : all) {

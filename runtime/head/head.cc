@@ -98,7 +98,8 @@ Head::Head(const HeadOptions& options, store::Store& store, WorkerClient& worker
       NodeManagerOptions{.heartbeat_period = options.heartbeat_period,
                          .heartbeat_misses = options.heartbeat_misses,
                          .stall_grace = options.heartbeat_period * options.heartbeat_misses / 2,
-                         .headless_keep = options.headless_keep},
+                         .headless_keep = options.headless_keep,
+                         .heartbeats_per_s = options.heartbeats_per_s},
       &steady);
   demand_ = std::make_unique<DemandQueue>(steady, /*paused=*/true);  // until Recover is done
   actors_ = std::make_unique<ActorManager>(store_, *nodes_, resources_, workers, *demand_, clock_,

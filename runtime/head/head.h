@@ -47,6 +47,7 @@ struct HeadOptions {
   std::string jobs_dir;  // job drivers' logs and working directories; created if missing
   absl::Duration heartbeat_period = absl::Seconds(1);
   int heartbeat_misses = 5;
+  int heartbeats_per_s = 2500;  // NodeManagerOptions::heartbeats_per_s
   // How long a worker cut off from the head may keep its actors on its peers' word, after
   // its last answer (NodeManagerOptions::headless_keep): a silent node's actors restart at
   // the latest this plus period x misses after it was last heard. Zero: no limit.

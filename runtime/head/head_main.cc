@@ -53,6 +53,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(10, 600000));
   app.add_option("--heartbeat-misses", o.heartbeat_misses, "missed heartbeats before a node is dead")
       ->check(CLI::Range(1, 1000));
+  app.add_option(
+         "--heartbeats-per-s", o.heartbeats_per_s,
+         "heartbeats a second the head takes from all nodes together: with more nodes than the "
+         "period allows, workers are asked for a longer period (whole periods: 4 s at 10,000 nodes), and "
+         "T grows with it; 0: the period never grows")
+      ->check(CLI::Range(0, 10000000));
   int64_t headless_keep_ms = 30000;
   app.add_option("--headless-keep-ms", headless_keep_ms,
                  "how long a worker that cannot reach the head may keep its actors on its peers' word, after "

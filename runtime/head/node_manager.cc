@@ -1,5 +1,6 @@
 #include "runtime/head/node_manager.h"
 
+#include <cmath>
 #include <algorithm>
 
 #include "absl/container/flat_hash_set.h"
@@ -59,6 +60,45 @@ NodeManager::NodeManager(store::Store& store, const Clock& clock, NodeManagerOpt
   absl::MutexLock lock(&mu_);
   peers_version_ = uint64_t(absl::ToUnixNanos(clock_.Now())) | 1;
   log_floor_ = peers_version_;
+  longest_period_ = options_.heartbeat_period;
+}
+
+absl::Duration NodeManager::PeriodLocked() const {
+  const absl::Duration base = options_.heartbeat_period;
+  if (options_.heartbeats_per_s <= 0) return base;
+  // Whole periods, so that the period (and every node's record) changes seldom.
+  const double per_period = options_.heartbeats_per_s * absl::ToDoubleSeconds(base);
+  const int64_t periods =
+      std::max<int64_t>(1, int64_t(std::ceil(double(alive_.size()) / std::max(1.0, per_period))));
+  return base * periods;
+}
+
+absl::Duration NodeManager::HeartbeatPeriod() const {
+  absl::MutexLock lock(&mu_);
+  return PeriodLocked();
+}
+
+absl::Duration NodeManager::PeriodOf(const v1::NodeInfo& info) const {
+  return std::max(options_.heartbeat_period, absl::Milliseconds(info.heartbeat_period_ms()));
+}
+
+absl::StatusOr<absl::Duration> NodeManager::NotePeriod(const NodeId& id, absl::Duration applied) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(id);
+  if (it == nodes_.end() || it->second.state() != v1::NODE_ALIVE)
+    return absl::NotFoundError(absl::StrCat("node ", id.ToString(), " is unknown or dead: register again"));
+  const absl::Duration told = PeriodLocked();
+  longest_period_ = std::max(longest_period_, told);
+  // What it applies now, or the longest it may (not said: an older worker), and what it may
+  // apply once it has this reply.
+  const absl::Duration may = applied > absl::ZeroDuration() ? applied : PeriodOf(it->second);
+  const int64_t bound = absl::ToInt64Milliseconds(std::max(may, told));
+  if (bound == it->second.heartbeat_period_ms()) return told;
+  v1::NodeInfo updated = it->second;
+  updated.set_heartbeat_period_ms(bound);
+  if (absl::Status s = Persist(updated); !s.ok()) return s;
+  it->second = std::move(updated);
+  return told;
 }
 
 absl::Status NodeManager::Persist(const v1::NodeInfo& info) {
@@ -89,7 +129,6 @@ absl::Status NodeManager::Recover() {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_.Now(), steady_now = steady_.Now();
   const int64_t now_ms = absl::ToUnixMillis(now);
-  const absl::Duration limit = options_.heartbeat_period * options_.heartbeat_misses;
   for (const store::Entry& e : *entries) {
     v1::NodeInfo info;
     absl::StatusOr<NodeId> id = NodeId::Parse(e.key);
@@ -102,6 +141,8 @@ absl::Status NodeManager::Recover() {
     // the unconfirmed dead, and the dead whose worker may not have given up yet (cut off, it
     // still supports its peers).
     const absl::Duration window = absl::Milliseconds(info.head_retry_window_ms());
+    const absl::Duration limit = LimitOf(info);
+    longest_period_ = std::max(longest_period_, PeriodOf(info));
     if (info.state() == v1::NODE_ALIVE || info.death_unconfirmed() || window == absl::ZeroDuration() ||
         absl::FromUnixMillis(info.last_heartbeat_unix_ms()) + window + limit > now)
       recovered_.push_back(*id);
@@ -127,9 +168,9 @@ absl::Status NodeManager::Recover() {
     for (const NodeId& other : list)
       if (other != id) u.eligible.insert(other);
     u.needed = list.size() <= 1 ? 0 : (list.size() + 1) / 2;
-    u.not_before = now + limit;
+    u.not_before = now + LimitMax();
     u.give_up_at = info.head_retry_window_ms() > 0
-                       ? now + absl::Milliseconds(info.head_retry_window_ms()) + limit
+                       ? now + absl::Milliseconds(info.head_retry_window_ms()) + LimitOf(info)
                        : absl::InfiniteFuture();
     // A previous head answered it last before this one started.
     u.horizon = Horizon(info, steady_now);
@@ -142,7 +183,8 @@ absl::Status NodeManager::Recover() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead, uint64_t peers_version) {
+absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead, uint64_t peers_version,
+                                             absl::Duration* period) {
   if (absl::Status s = ValidateNodeInfo(info); !s.ok()) return s;
   // A worker's first registration: a fresh process, with no actors, that applies this head's
   // limit from the reply on. Registering again, it may still apply the one it says.
@@ -168,6 +210,12 @@ absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead, 
     auto u = unconfirmed_.find(id);
     info.set_death_unconfirmed(u != unconfirmed_.end());
     auto known = nodes_.find(id);
+    // The period the reply tells; registering again, it may still apply the one from before.
+    const absl::Duration told = PeriodLocked();
+    longest_period_ = std::max(longest_period_, told);
+    if (period != nullptr) *period = told;
+    info.set_heartbeat_period_ms(
+        absl::ToInt64Milliseconds(known != nodes_.end() ? std::max(told, PeriodOf(known->second)) : told));
     // Also when a registration since the death was made but not yet followed by a heartbeat:
     // its reply (with was_dead) may have been lost, and the worker is asking again.
     const bool dead = (known != nodes_.end() && known->second.state() == v1::NODE_DEAD) ||
@@ -231,7 +279,7 @@ absl::Status NodeManager::Heartbeat(const NodeId& id, uint64_t known_peers_versi
   // Holding a list without them, this node no longer counts the unconfirmed dead alive.
   for (auto& [dead, u] : unconfirmed_)
     if (known_peers_version >= u.version && u.eligible.contains(id)) u.confirmed.insert(id);
-  const absl::Duration limit = options_.heartbeat_period * options_.heartbeat_misses;
+  const absl::Duration limit = LimitMax();  // the supporter's threshold, at most
   for (const PeerSupport& s : supports)
     if (auto u = unconfirmed_.find(s.node); u != unconfirmed_.end())
       u->second.not_before =
@@ -338,12 +386,13 @@ const std::set<NodeId>* NodeManager::AliveAt(uint64_t version) const {
 
 NodeManager::Unconfirmed NodeManager::Confirmation(const NodeId& id, const v1::NodeInfo& info,
                                                    absl::Time now) {
-  const absl::Duration limit = options_.heartbeat_period * options_.heartbeat_misses;
+  const absl::Duration limit = LimitMax();  // a peer that left supports no one after its own
   Unconfirmed u;
   u.not_before = now;
-  u.give_up_at = info.head_retry_window_ms() > 0 ? absl::FromUnixMillis(info.last_heartbeat_unix_ms()) +
-                                                       absl::Milliseconds(info.head_retry_window_ms()) + limit
-                                                 : absl::InfiniteFuture();
+  u.give_up_at = info.head_retry_window_ms() > 0
+                     ? absl::FromUnixMillis(info.last_heartbeat_unix_ms()) +
+                           absl::Milliseconds(info.head_retry_window_ms()) + LimitOf(info)
+                     : absl::InfiniteFuture();
   auto answered = answered_.find(id);
   u.horizon = Horizon(info, answered != answered_.end() ? answered->second : steady_.Now());
   HeldLists held;
@@ -409,8 +458,7 @@ absl::Time NodeManager::Horizon(const v1::NodeInfo& info, absl::Time last_answer
   // The lease runs 0.9 T past its last renewal, which is at most K after the request sent
   // before `last_answered`; T (not 0.9 T) leaves a tenth for the clocks' rates and the actors'
   // lease checks (every 25 ms).
-  return last_answered + absl::Milliseconds(info.headless_keep_ms()) +
-         options_.heartbeat_period * options_.heartbeat_misses;
+  return last_answered + absl::Milliseconds(info.headless_keep_ms()) + LimitOf(info);
 }
 
 absl::Status NodeManager::NoteKeep(const NodeId& id, absl::Duration applied) {
@@ -449,7 +497,7 @@ std::vector<ProcessCheck> NodeManager::ProcessChecks(const NodeId& asker) const 
 bool NodeManager::Silent(const NodeId& id, const v1::NodeInfo& info, absl::Time now) const {
   if (auto u = unconfirmed_.find(id); u != unconfirmed_.end()) return !u->second.back;
   return info.state() == v1::NODE_ALIVE &&
-         now - absl::FromUnixMillis(info.last_heartbeat_unix_ms()) > options_.heartbeat_period * 2;
+         now - absl::FromUnixMillis(info.last_heartbeat_unix_ms()) > PeriodOf(info) * 2;
 }
 
 void NodeManager::ReportGone(const NodeId& reporter, const std::vector<ProcessCheck>& gone) {
@@ -521,7 +569,7 @@ absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason)
       left_[id] = clock_.Now();
       // Gone, it supports no one: as good as a confirmation of every death it could confirm,
       // once the supports it may have given since its last heartbeat (unreported) run out.
-      const absl::Time supports_out = clock_.Now() + options_.heartbeat_period * options_.heartbeat_misses;
+      const absl::Time supports_out = clock_.Now() + LimitMax();
       for (auto& [dead, u] : unconfirmed_)
         if (u.version != kNoConfirmations && u.eligible.contains(id)) {
           u.confirmed.insert(id);
@@ -554,21 +602,20 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
   absl::MutexLock lock(&mu_);
   alive_at_.clear();  // past ALIVE sets are rebuilt at most once per check
   absl::Time now = clock_.Now();
-  absl::Duration limit = options_.heartbeat_period * options_.heartbeat_misses;
   if (options_.isolation_guard) {
     int alive = 0;
     bool heard = false;  // some ALIVE node within half the threshold
     for (const auto& [id, info] : nodes_) {
       if (info.state() != v1::NODE_ALIVE) continue;
       ++alive;
-      heard = heard || now - absl::FromUnixMillis(info.last_heartbeat_unix_ms()) <= limit / 2;
+      heard = heard || now - absl::FromUnixMillis(info.last_heartbeat_unix_ms()) <= LimitOf(info) / 2;
     }
     if (alive >= 2 && !heard) {
       if (!isolated_)
         spdlog::warn(
             "liveness: no node heard for {}; this head may be cut off from them: declaring none dead "
             "until one is heard again",
-            absl::FormatDuration(limit / 2));
+            absl::FormatDuration(LimitMax() / 2));
       isolated_ = true;
       last_check_ = now;
       return check;
@@ -611,7 +658,7 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
         : steady_now >= u.horizon
             ? absl::StrCat("no lease its worker renewed runs past now, ",
                            absl::FormatDuration(absl::Milliseconds(nodes_.at(id).headless_keep_ms())),
-                           " (--headless-keep-ms) + ", absl::FormatDuration(limit),
+                           " (--headless-keep-ms) + ", absl::FormatDuration(LimitOf(nodes_.at(id))),
                            " after it was last heard")
             : "its worker has given up on the head and exited by now";
     std::string reason = u.reason;
@@ -627,7 +674,7 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
     if (info.state() != v1::NODE_ALIVE || just_confirmed.contains(id)) continue;
     absl::Duration silent = now - absl::FromUnixMillis(info.last_heartbeat_unix_ms());
     auto gone = gone_.find(id);
-    if (silent <= limit && gone == gone_.end()) continue;
+    if (silent <= LimitOf(info) && gone == gone_.end()) continue;
     v1::NodeInfo updated = info;
     updated.set_state(v1::NODE_DEAD);
     updated.set_death_reason(

@@ -76,10 +76,14 @@ struct NodeManagerOptions {
   // and its death is confirmed at t + K + T whoever is left to confirm it. Zero: no limit
   // (confirmed by the peers or the retry window only).
   absl::Duration headless_keep = absl::ZeroDuration();
+  // Heartbeats a second the head takes from all nodes together: past heartbeat_period x this
+  // many ALIVE nodes, the period asked of workers grows by whole periods (at 10,000 nodes and
+  // 2,500 a second, 4 s), so heartbeats cost the head a bounded share of a core. A node is
+  // declared dead after the longest period its worker may apply x the misses. 0: no bound.
+  int heartbeats_per_s = 2500;
 };
 
-// The worker addresses of the ALIVE nodes other than the asking one, for fencing.
-// A node's peers, for fencing: its ring neighbours (NodeManager::Neighbours).
+// A node's peers, for fencing: its ring neighbours (NodeManager::ListOf).
 struct PeerList {
   bool changed = false;  // false: the caller's version is current, `addresses` is empty
   uint64_t version = 0;
@@ -147,7 +151,9 @@ class NodeManager {
   // (optional) says whether the head had declared this node id DEAD (and has not heard a
   // heartbeat from it since it registered again). `peers_version`: the peer list the worker
   // holds until it has the reply (0: none).
-  absl::StatusOr<NodeId> Register(v1::NodeInfo info, bool* was_dead = nullptr, uint64_t peers_version = 0);
+  // `period` (optional) gets the heartbeat period to tell the worker (recorded first).
+  absl::StatusOr<NodeId> Register(v1::NodeInfo info, bool* was_dead = nullptr, uint64_t peers_version = 0,
+                                  absl::Duration* period = nullptr);
   // NotFound for an unknown or dead node. With `peers`, also the other ALIVE nodes'
   // addresses when their list changed since `known_peers_version`. `supports`: the peers the
   // node counted alive lately.
@@ -178,6 +184,13 @@ class NodeManager {
   // the node's (NodeInfo.headless_keep_ms), in the store before the reply goes out, so that
   // this head or the next never counts on a shorter one. NotFound for an unknown or dead node.
   absl::Status NoteKeep(const NodeId& id, absl::Duration applied);
+  // The heartbeat period to tell node `id` in a heartbeat reply, its worker saying it applies
+  // `applied` now (zero: not said). Records (and stores) the longest it may apply from then
+  // on, before the reply goes out: max(applied, the one told), or when not said, the longest
+  // recorded or told. NotFound for an unknown or dead node.
+  absl::StatusOr<absl::Duration> NotePeriod(const NodeId& id, absl::Duration applied);
+  // The period heartbeats are asked to come at now (HeartbeatPeriod above).
+  absl::Duration HeartbeatPeriod() const;
   absl::Status Unregister(const NodeId& id, absl::string_view reason);
   // Marks every ALIVE node whose last heartbeat is older than period x misses DEAD and
   // returns those nodes; tells the listener of every death confirmed (see above).
@@ -221,6 +234,18 @@ class NodeManager {
   absl::Status Persist(const v1::NodeInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Check CheckLivenessLocked() ABSL_LOCKS_EXCLUDED(mu_);
   // What confirms the death of `id` (just declared), from the lists it may hold.
+  // The period asked of workers now: options.heartbeat_period, in whole multiples when the
+  // ALIVE nodes would send more than options.heartbeats_per_s.
+  absl::Duration PeriodLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The longest period the worker of `info` may apply, and its death threshold (x misses).
+  absl::Duration PeriodOf(const v1::NodeInfo& info) const;
+  absl::Duration LimitOf(const v1::NodeInfo& info) const {
+    return PeriodOf(info) * options_.heartbeat_misses;
+  }
+  // The longest threshold any worker may apply (the longest period told or recovered).
+  absl::Duration LimitMax() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return longest_period_ * options_.heartbeat_misses;
+  }
   Unconfirmed Confirmation(const NodeId& id, const v1::NodeInfo& info, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // When no lease renewed by the worker of `info`, last answered at `last_answered` (steady
@@ -267,6 +292,7 @@ class NodeManager {
   absl::flat_hash_map<NodeId, Unconfirmed> unconfirmed_ ABSL_GUARDED_BY(mu_);
   // The ALIVE nodes in id order: the ring peer lists are cut from.
   std::set<NodeId> alive_ ABSL_GUARDED_BY(mu_);
+  absl::Duration longest_period_ ABSL_GUARDED_BY(mu_);  // LimitMax's
   // Every change of the ALIVE set, with the version it made, so the set at a past version
   // (whose lists a node may hold) is rebuilt from alive_ when a death needs it, instead of
   // a copy kept per version. It holds every change after `log_floor_`, the most recent

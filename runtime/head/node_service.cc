@@ -11,6 +11,9 @@ namespace {
 constexpr int kMaxSupports = 4096;
 // Stops are asked one per restart waiting on the node; more than that is a bad request.
 constexpr int kMaxStopped = 65536;
+// A day: longer than any period a head asks for (skyrl-head --heartbeat-period-ms is at most
+// 10 minutes, stretched by the cluster's size).
+constexpr int64_t kMaxPeriodMs = 86'400'000;
 }  // namespace
 
 grpc::ServerUnaryReactor* NodeServiceImpl::RegisterNode(grpc::CallbackServerContext* ctx,
@@ -18,11 +21,12 @@ grpc::ServerUnaryReactor* NodeServiceImpl::RegisterNode(grpc::CallbackServerCont
                                                         v1::RegisterNodeReply* reply) {
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return rpc::FinishNow(ctx, s);
   bool was_dead = false;
-  absl::StatusOr<NodeId> id = nodes_.Register(req->node(), &was_dead, req->peers_version());
+  absl::Duration period;
+  absl::StatusOr<NodeId> id = nodes_.Register(req->node(), &was_dead, req->peers_version(), &period);
   if (!id.ok()) return rpc::FinishNow(ctx, rpc::ToGrpc(id.status()));
   reply->set_node_id(id->ToString());
   reply->set_was_dead(was_dead);
-  reply->set_heartbeat_period_ms(absl::ToInt64Milliseconds(nodes_.options().heartbeat_period));
+  reply->set_heartbeat_period_ms(absl::ToInt64Milliseconds(period));
   // Workers fence only against a head that will not declare nodes dead while it hears none,
   // and only when a period leaves them the time to (worker::HeadLink: 4 misses or more).
   if (nodes_.fencing()) {
@@ -80,6 +84,14 @@ grpc::ServerUnaryReactor* NodeServiceImpl::Heartbeat(grpc::CallbackServerContext
   if (req->keep_ms() < 0)
     return rpc::FinishNow(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                             absl::StrCat("keep_ms: ", req->keep_ms(), " is negative")));
+  if (req->period_ms() < 0 || req->period_ms() > kMaxPeriodMs)
+    return rpc::FinishNow(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                            absl::StrCat("period_ms: ", req->period_ms(),
+                                                         " is not within [0, ", kMaxPeriodMs, "]")));
+  // Recorded (and stored) before this reply, which carries the period to apply, goes out.
+  absl::StatusOr<absl::Duration> period = nodes_.NotePeriod(*id, absl::Milliseconds(req->period_ms()));
+  if (!period.ok()) return rpc::FinishNow(ctx, rpc::ToGrpc(period.status()));
+  reply->set_heartbeat_period_ms(absl::ToInt64Milliseconds(*period));
   // Recorded (and stored) before this reply, which carries the head's own limit, goes out.
   if (absl::Status s = nodes_.NoteKeep(*id, absl::Milliseconds(req->keep_ms())); !s.ok())
     return rpc::FinishNow(ctx, rpc::ToGrpc(s));

@@ -43,6 +43,7 @@ v1::HeadContactReply HeadLink::Contact(const std::string& asker) {
     absl::MutexLock lock(&mu_);
     registered = registered_;
     req = HeartbeatLocked();
+    req.clear_period_ms();  // see HeartbeatLocked
     timeout = RequestTimeout();
   }
   bool reaches = false;
@@ -76,6 +77,10 @@ v1::HeartbeatRequest HeadLink::HeartbeatLocked() {
   req.set_node_id(node_id_);
   req.set_peers_version(peers_version_);
   req.set_keep_ms(absl::ToInt64Milliseconds(keep_));
+  // Said only by this link's own rounds, which alone adopt a period from the reply, one at a
+  // time: a peer's question (Contact) sent before an adoption and answered after must not
+  // let the head count on a shorter period than the one adopted meanwhile.
+  req.set_period_ms(absl::ToInt64Milliseconds(period_));
   const absl::Time now = clock_.Now();
   const absl::Duration keep = std::max(death_after_, absl::Seconds(1));
   absl::erase_if(supports_, [&](const auto& s) { return now - s.second > keep; });
@@ -235,7 +240,8 @@ HeadLink::Step HeadLink::Round() {
     peers_.clear();
     peers_version_ = 0;
     if (reply->heartbeat_period_ms() > 0) period_ = absl::Milliseconds(reply->heartbeat_period_ms());
-    death_after_ = period_ * std::max(0, reply->heartbeat_misses());
+    misses_ = std::max(0, reply->heartbeat_misses());
+    death_after_ = period_ * misses_;
     keep_ = absl::ZeroDuration();
     AdoptKeepLocked(reply->headless_keep_ms());
     Reached(now);
@@ -266,6 +272,7 @@ HeadLink::Step HeadLink::Round() {
       Reached(now);
       AdoptPeersLocked(*reply);
       AdoptKeepLocked(*reply);
+      AdoptPeriodLocked(*reply);
     }
     StopAsked(*reply);
     CheckAsked(*reply);
@@ -381,6 +388,15 @@ void HeadLink::AdoptKeepLocked(const v1::HeartbeatReply& reply) {
   if (reply.headless_keep_ms() > 0) AdoptKeepLocked(reply.headless_keep_ms());
 }
 
+void HeadLink::AdoptPeriodLocked(const v1::HeartbeatReply& reply) {
+  const absl::Duration asked = absl::Milliseconds(reply.heartbeat_period_ms());
+  if (reply.heartbeat_period_ms() <= 0 || asked == period_) return;
+  spdlog::info("heartbeat period now {} (was {}), as the head asks", absl::FormatDuration(asked),
+               absl::FormatDuration(period_));
+  period_ = asked;
+  death_after_ = period_ * misses_;
+}
+
 bool HeadLink::MayRenew(absl::Time began) {
   absl::MutexLock lock(&mu_);
   if (keep_ == absl::ZeroDuration() || began - last_sent_ < keep_) {
@@ -413,6 +429,7 @@ bool HeadLink::LastTry(absl::Duration timeout) {
   Reached(sent);
   AdoptPeersLocked(*reply);
   AdoptKeepLocked(*reply);
+  AdoptPeriodLocked(*reply);
   return true;
 }
 

@@ -173,6 +173,9 @@ class HeadLink {
   // The same from a heartbeat reply, whose 0 says nothing (a head that does not fence, or
   // does not know the field): the limit the link has stays.
   void AdoptKeepLocked(const v1::HeartbeatReply& reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The period (and so the death threshold T) a heartbeat reply asks for: longer in a large
+  // cluster. The head counts on the longer of this and the one this link said it applies.
+  void AdoptPeriodLocked(const v1::HeartbeatReply& reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether a round that began at `began` may still renew the lease (within the keep limit);
   // says so once when it may not.
   bool MayRenew(absl::Time began) ABSL_LOCKS_EXCLUDED(mu_);
@@ -203,6 +206,7 @@ class HeadLink {
   std::string node_id_ ABSL_GUARDED_BY(mu_);
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration period_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
+  int misses_ ABSL_GUARDED_BY(mu_) = 0;  // the head's (RegisterNodeReply.heartbeat_misses)
   absl::Duration death_after_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();  // 0: the head does not guard
   // How long after its last answer the peers' word may keep the actors (0: no limit).
   absl::Duration keep_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();

@@ -238,6 +238,75 @@ TEST_F(IsolationGuardTest, HeartbeatsCarryThePeerListWhenItChanged) {
   EXPECT_TRUE(again.addresses.empty());
 }
 
+// Past heartbeat_period x heartbeats_per_s ALIVE nodes, workers are asked for a longer
+// period (whole periods), and a node is declared dead only after the longest period its
+// worker may apply x the misses.
+class HeartbeatPeriodTest : public ::testing::Test {
+ protected:
+  // Advances the clock in checks of 0.5 s, heartbeating `beating`, for `d`; returns the dead.
+  std::vector<NodeId> Run(absl::Duration d, const std::vector<NodeId>& beating) {
+    std::vector<NodeId> dead;
+    for (absl::Duration t; t < d; t += absl::Milliseconds(500)) {
+      clock_.Advance(absl::Milliseconds(500));
+      for (const NodeId& id : beating) EXPECT_TRUE(nodes_.Heartbeat(id).ok());
+      for (const NodeId& id : nodes_.CheckLiveness()) dead.push_back(id);
+    }
+    return dead;
+  }
+  int64_t StoredPeriodMs(const NodeId& id) {
+    v1::NodeInfo info;
+    EXPECT_TRUE(info.ParseFromString(*store_.Get(kNodesTable, id.ToString())));
+    return info.heartbeat_period_ms();
+  }
+
+  store::MemoryStore store_;
+  FakeClock clock_;
+  NodeManager nodes_{store_,
+                     clock_,
+                     {.heartbeat_period = absl::Seconds(1),
+                      .heartbeat_misses = 4,
+                      .confirm_deaths = false,
+                      .heartbeats_per_s = 10}};
+};
+
+TEST_F(HeartbeatPeriodTest, ThePeriodGrowsWithTheClusterAndTheThresholdWithIt) {
+  absl::Duration told;
+  NodeId first = *nodes_.Register(Node(0), nullptr, 0, &told);
+  EXPECT_EQ(told, absl::Seconds(1));
+  std::vector<NodeId> others;
+  for (int i = 0; i < 24; ++i) others.push_back(*nodes_.Register(Node(0)));
+  EXPECT_EQ(nodes_.HeartbeatPeriod(), absl::Seconds(3)) << "25 nodes at 10 heartbeats a second";
+  // It applies 1 s and is told 3 s: it may apply either from this reply on.
+  ASSERT_EQ(*nodes_.NotePeriod(first, absl::Seconds(1)), absl::Seconds(3));
+  EXPECT_EQ(StoredPeriodMs(first), 3000) << "recorded (and stored) before the reply goes out";
+  EXPECT_TRUE(Run(absl::Seconds(11), others).empty()) << "not before 4 x 3 s";
+  EXPECT_EQ(Run(absl::Milliseconds(1500), others), std::vector<NodeId>{first});
+}
+
+TEST_F(HeartbeatPeriodTest, AShorterPeriodCountsOnlyOnceTheWorkerSaysItAppliesIt) {
+  std::vector<NodeId> ids;
+  for (int i = 0; i < 25; ++i) ids.push_back(*nodes_.Register(Node(0)));
+  const NodeId a = ids[0];
+  ASSERT_EQ(*nodes_.NotePeriod(a, absl::Seconds(1)), absl::Seconds(3));
+  for (int i = 5; i < 25; ++i) ASSERT_TRUE(nodes_.Unregister(ids[i], "test").ok());
+  EXPECT_EQ(nodes_.HeartbeatPeriod(), absl::Seconds(1)) << "5 nodes";
+  // It still applies 3 s (and is told 1 s): 12 s.
+  ASSERT_EQ(*nodes_.NotePeriod(a, absl::Seconds(3)), absl::Seconds(1));
+  EXPECT_EQ(StoredPeriodMs(a), 3000);
+  const std::vector<NodeId> rest(ids.begin() + 1, ids.begin() + 5);
+  ASSERT_TRUE(nodes_.Heartbeat(a).ok());
+  EXPECT_TRUE(Run(absl::Seconds(5), rest).empty()) << "not after 4 x 1 s";
+  // Now it says it applies 1 s: 4 s.
+  ASSERT_EQ(*nodes_.NotePeriod(a, absl::Seconds(1)), absl::Seconds(1));
+  EXPECT_EQ(StoredPeriodMs(a), 1000);
+  ASSERT_TRUE(nodes_.Heartbeat(a).ok());
+  EXPECT_TRUE(Run(absl::Seconds(4), rest).empty());
+  EXPECT_EQ(Run(absl::Seconds(1), rest), std::vector<NodeId>{a});
+  // A worker that does not say (an older one) is held to the longest recorded or told.
+  ASSERT_EQ(*nodes_.NotePeriod(ids[1], absl::ZeroDuration()), absl::Seconds(1));
+  EXPECT_EQ(StoredPeriodMs(ids[1]), 1000);
+}
+
 // Confirmed deaths: a silent node's actors restart only once half its peers know it is dead.
 class RecordingListener final : public NodeListener {
  public:

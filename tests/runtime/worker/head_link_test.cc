@@ -54,6 +54,7 @@ class FakeHead final : public HeadApi {
     for (const v1::ActorStart& a : stop) *r.add_stop() = a;
     for (const v1::ProcessCheck& c : check) *r.add_check() = c;
     r.set_headless_keep_ms(keep_ms);
+    r.set_heartbeat_period_ms(period_ms);
     return r;
   }
   void Reconnect() override {
@@ -69,6 +70,7 @@ class FakeHead final : public HeadApi {
   std::vector<v1::ActorStart> stop;     // asked in every heartbeat reply
   std::vector<v1::ProcessCheck> check;  // likewise
   int64_t keep_ms = 0;                  // RegisterNodeReply.headless_keep_ms (0: no limit)
+  int64_t period_ms = 0;                // HeartbeatReply.heartbeat_period_ms (0: not said)
   int registers = 0, heartbeats = 0;
   uint64_t last_peers_version = 0;
   v1::HeartbeatRequest last_request;
@@ -162,6 +164,21 @@ class HeadLinkTest : public ::testing::Test {
   std::set<std::pair<int, int64_t>> gone_;  // processes the fake machine no longer runs
   std::optional<HeadLink> link_;
 };
+
+// A heartbeat reply may ask for a longer period (a large cluster): the link heartbeats at it,
+// says in its rounds which it applies, and its death threshold (so T/10, the request timeout)
+// grows with it. A peer's question (Contact) says none: only rounds adopt a period.
+TEST_F(HeadLinkTest, AdoptsThePeriodAHeartbeatReplyAsksForAndSaysWhichItApplies) {
+  Link().Round();  // registers: 500 ms
+  head_.period_ms = 1500;
+  EXPECT_EQ(Link().Round().wait, absl::Milliseconds(1500)) << "from this reply on";
+  EXPECT_EQ(head_.last_request.period_ms(), 500) << "it applied 500 ms when it sent that heartbeat";
+  Link().Round();
+  EXPECT_EQ(head_.last_request.period_ms(), 1500);
+  EXPECT_EQ(head_.last_timeout, absl::Milliseconds(600)) << "T/10 of 4 x 1.5 s";
+  Link().Contact();
+  EXPECT_EQ(probe_.last_request.period_ms(), 0);
+}
 
 TEST_F(HeadLinkTest, RegistersThenHeartbeatsAtTheHeadsPeriodWithThePeerListVersion) {
   HeadLink::Step first = Link().Round();
