@@ -73,13 +73,8 @@ class SimNodes {
     std::atomic<int> ok{0};
     Pump(
         [&](int i, std::function<void()> finished) {
-          struct Call {
-            grpc::ClientContext ctx;
-            skyrl::v1::RegisterNodeRequest req;
-            skyrl::v1::RegisterNodeReply reply;
-          };
-          auto* c = new Call;
-          skyrl::rpc::PrepareCall(&c->ctx, kToken, absl::Seconds(60));
+          auto* c =
+              new AsyncCall<skyrl::v1::RegisterNodeRequest, skyrl::v1::RegisterNodeReply>(absl::Seconds(60));
           skyrl::v1::NodeInfo* n = c->req.mutable_node();
           n->set_address(absl::StrCat("127.0.0.1:", worker_port_));
           n->set_hostname(absl::StrCat("sim-", i));
@@ -136,14 +131,8 @@ class SimNodes {
 
  private:
   void Beat(int i, std::function<void()> finished) {
-    struct Call {
-      grpc::ClientContext ctx;
-      skyrl::v1::HeartbeatRequest req;
-      skyrl::v1::HeartbeatReply reply;
-    };
     if (!registered_[i].load(std::memory_order_acquire)) return finished();  // not yet
-    auto* c = new Call;
-    skyrl::rpc::PrepareCall(&c->ctx, kToken, absl::Seconds(30));
+    auto* c = new AsyncCall<skyrl::v1::HeartbeatRequest, skyrl::v1::HeartbeatReply>(absl::Seconds(30));
     c->req.set_node_id(ids_[i]);
     c->req.set_peers_version(versions_[i]);
     c->req.set_period_ms(period_ms_.load());
@@ -249,13 +238,8 @@ Figures RunShape(const std::string& shape, int nodes, int actors_per_node, int c
   t0 = absl::Now();
   Pump(
       [&](int i, std::function<void()> finished) {
-        struct Call {
-          grpc::ClientContext ctx;
-          skyrl::v1::CreatePlacementGroupRequest req;
-          skyrl::v1::CreatePlacementGroupReply reply;
-        };
-        auto* c = new Call;
-        skyrl::rpc::PrepareCall(&c->ctx, kToken, absl::Seconds(60));
+        auto* c = new AsyncCall<skyrl::v1::CreatePlacementGroupRequest, skyrl::v1::CreatePlacementGroupReply>(
+            absl::Seconds(60));
         skyrl::v1::PlacementGroupSpec* spec = c->req.mutable_spec();
         for (int b = 0; b < bundles_each; ++b) {
           auto* r = spec->add_bundles()->mutable_resources();
@@ -293,13 +277,8 @@ Figures RunShape(const std::string& shape, int nodes, int actors_per_node, int c
         const int bundle = i / actors_per_node;
         const std::string& group = group_ids[bundle / bundles_each];
         if (group.empty()) return finished();  // its group failed (counted there)
-        struct Call {
-          grpc::ClientContext ctx;
-          skyrl::v1::CreateActorRequest req;
-          skyrl::v1::CreateActorReply reply;
-        };
-        auto* c = new Call;
-        skyrl::rpc::PrepareCall(&c->ctx, kToken, absl::Seconds(60));
+        auto* c =
+            new AsyncCall<skyrl::v1::CreateActorRequest, skyrl::v1::CreateActorReply>(absl::Seconds(60));
         skyrl::v1::ActorSpec* spec = c->req.mutable_spec();
         spec->set_class_name("echo");
         (*spec->mutable_resources())["GPU"] = double(kGpusPerNode) / actors_per_node;

@@ -173,6 +173,15 @@ class Pump {
   std::shared_ptr<State> state_;
 };
 
+// One asynchronous call's state, its token attached and its deadline `timeout` from now.
+template <typename Request, typename Reply>
+struct AsyncCall {
+  explicit AsyncCall(absl::Duration timeout) { skyrl::rpc::PrepareCall(&ctx, kToken, timeout); }
+  grpc::ClientContext ctx;
+  Request req;
+  Reply reply;
+};
+
 template <typename Call>
 grpc::Status Authed(Call call) {
   grpc::ClientContext ctx;

@@ -171,17 +171,22 @@ TEST(NodeManagerStallTest, AHeadThatStalledGivesNodesAFreshWindow) {
 }
 
 // With the guard (the default), a node is declared dead only while another is heard.
+// Advances `clock` in checks of 0.5 s, heartbeating `beating`, for `d`; returns the dead.
+std::vector<NodeId> RunChecks(NodeManager& nodes, FakeClock& clock, absl::Duration d,
+                              const std::vector<NodeId>& beating) {
+  std::vector<NodeId> dead;
+  for (absl::Duration t; t < d; t += absl::Milliseconds(500)) {
+    clock.Advance(absl::Milliseconds(500));
+    for (const NodeId& id : beating) EXPECT_TRUE(nodes.Heartbeat(id).ok());
+    for (const NodeId& id : nodes.CheckLiveness()) dead.push_back(id);
+  }
+  return dead;
+}
+
 class IsolationGuardTest : public ::testing::Test {
  protected:
-  // Advances the clock in checks of 0.5 s, heartbeating `beating`, for `d`; returns the dead.
   std::vector<NodeId> Run(absl::Duration d, const std::vector<NodeId>& beating) {
-    std::vector<NodeId> dead;
-    for (absl::Duration t; t < d; t += absl::Milliseconds(500)) {
-      clock_.Advance(absl::Milliseconds(500));
-      for (const NodeId& id : beating) EXPECT_TRUE(nodes_.Heartbeat(id).ok());
-      for (const NodeId& id : nodes_.CheckLiveness()) dead.push_back(id);
-    }
-    return dead;
+    return RunChecks(nodes_, clock_, d, beating);
   }
   v1::NodeState State(const NodeId& id) { return nodes_.Find(id.ToString())->state(); }
 
@@ -243,15 +248,8 @@ TEST_F(IsolationGuardTest, HeartbeatsCarryThePeerListWhenItChanged) {
 // worker may apply x the misses.
 class HeartbeatPeriodTest : public ::testing::Test {
  protected:
-  // Advances the clock in checks of 0.5 s, heartbeating `beating`, for `d`; returns the dead.
   std::vector<NodeId> Run(absl::Duration d, const std::vector<NodeId>& beating) {
-    std::vector<NodeId> dead;
-    for (absl::Duration t; t < d; t += absl::Milliseconds(500)) {
-      clock_.Advance(absl::Milliseconds(500));
-      for (const NodeId& id : beating) EXPECT_TRUE(nodes_.Heartbeat(id).ok());
-      for (const NodeId& id : nodes_.CheckLiveness()) dead.push_back(id);
-    }
-    return dead;
+    return RunChecks(nodes_, clock_, d, beating);
   }
   int64_t StoredPeriodMs(const NodeId& id) {
     v1::NodeInfo info;
