@@ -53,6 +53,25 @@ class GroupPlanner {
         return out;
       }
     }
+    if (request_.domain_label.empty() &&
+        std::none_of(placed_.begin(), placed_.end(), [](const auto& p) { return p.has_value(); })) {
+      // A new group on any node: filled or spread in the order of the index (OneNodeIndexed
+      // above tried one node), no walk over every node; the nodes are gathered to explain.
+      if (request_.strategy != Strategy::kStrictPack) {
+        whole_cluster_ = true;
+        std::vector<Slot> out(placed_.size());
+        std::optional<std::vector<Slot>> slots =
+            request_.strategy == Strategy::kPack
+                ? Fill({}, {}, out)
+                : Spread({}, {}, out, request_.strategy == Strategy::kStrictSpread);
+        whole_cluster_ = false;
+        if (slots) {
+          Canonicalize(*slots);
+          return *slots;
+        }
+      }
+      return Explain(Domains());
+    }
     if (request_.domain_label.empty()) {
       std::vector<std::vector<const NodeEntry*>> domains = Domains();
       if (std::optional<std::vector<Slot>> slots = PlanInDomain(domains[0])) {
@@ -285,8 +304,23 @@ class GroupPlanner {
       sorted_ = std::min(prefix, keyed_.size());
       std::partial_sort(keyed_.begin(), keyed_.begin() + sorted_, keyed_.end(), Less);
     }
-    size_t size() const { return keyed_.size(); }
+    // Every node of `cluster`: `first` (in order), then the spread index's walk past `skip`
+    // (the nodes in `first`), taken as far as a walk goes.
+    LazyOrder(std::vector<const NodeEntry*> first, const Cluster& cluster,
+              absl::flat_hash_set<std::string> skip)
+        : cluster_(&cluster),
+          walked_(std::move(first)),
+          next_(cluster.by_spread_.begin()),
+          skip_(std::move(skip)) {}
+    size_t size() const { return cluster_ != nullptr ? cluster_->nodes_.size() : keyed_.size(); }
     const NodeEntry* operator[](size_t k) {
+      if (cluster_ != nullptr) {
+        while (walked_.size() <= k && next_ != cluster_->by_spread_.end()) {
+          const std::string& id = std::get<2>(*next_++);
+          if (!skip_.contains(id)) walked_.push_back(&cluster_->nodes_.at(id));
+        }
+        return walked_[k];
+      }
       if (k >= sorted_) {  // everything past the prefix is no smaller than it
         std::sort(keyed_.begin() + sorted_, keyed_.end(), Less);
         sorted_ = keyed_.size();
@@ -300,11 +334,35 @@ class GroupPlanner {
     }
     std::vector<std::pair<Key, const NodeEntry*>> keyed_;
     size_t sorted_ = 0;
+    // Walking the index instead (whole_cluster_):
+    const Cluster* cluster_ = nullptr;
+    std::vector<const NodeEntry*> walked_;
+    std::set<std::tuple<int64_t, int64_t, std::string>>::const_iterator next_;
+    absl::flat_hash_set<std::string> skip_;
   };
 
   // Nodes in preference order for filling or spreading: used nodes, affinity nodes, then
   // the most free whole GPUs, then the most free GPU units, then position in the domain.
   LazyOrder Order(const std::vector<const NodeEntry*>& domain, const std::set<std::string>& used) const {
+    if (whole_cluster_) {
+      // Used and affinity nodes first, in the order below (ties by id), then the index.
+      std::vector<std::pair<std::tuple<int, int, int, int64_t, std::string>, const NodeEntry*>> first;
+      absl::flat_hash_set<std::string> skip;
+      auto add = [&](const std::string& id) {
+        auto it = cluster_.nodes_.find(id);
+        if (it == cluster_.nodes_.end() || !skip.insert(id).second) return;
+        const NodeEntry* n = &it->second;
+        first.push_back({{used.contains(id) ? 0 : 1, affinity_.contains(id) ? 0 : 1,
+                          -n->pool.FreeWholeDevices(), -n->pool.free().GetUnits(kGPU), id},
+                         n});
+      };
+      for (const std::string& id : used) add(id);
+      for (const std::string& id : affinity_) add(id);
+      std::sort(first.begin(), first.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::vector<const NodeEntry*> nodes;
+      for (const auto& [key, n] : first) nodes.push_back(n);
+      return LazyOrder(std::move(nodes), cluster_, std::move(skip));
+    }
     std::vector<std::pair<LazyOrder::Key, const NodeEntry*>> keyed;
     keyed.reserve(domain.size());
     for (size_t i = 0; i < domain.size(); ++i) {
@@ -471,6 +529,7 @@ class GroupPlanner {
   std::vector<std::optional<Slot>> placed_;
   absl::flat_hash_set<std::string> affinity_;
   std::map<std::string, Pool> scratch_;
+  bool whole_cluster_ = false;  // Order() walks the cluster's spread index, not a domain
   std::optional<size_t> failed_bundle_;
   mutable std::optional<std::vector<size_t>> missing_;
 };

@@ -88,6 +88,7 @@ void Cluster::Index(NodeEntry& n) {
   n.keys = KeysOf(n);
   by_gpu_.emplace(n.keys.gpu, n.spec.id);
   by_cpu_.emplace(n.keys.cpu, n.spec.id);
+  by_spread_.emplace(-int64_t(n.keys.whole), -n.keys.gpu, n.spec.id);
   for (const auto& [key, value] : n.spec.labels) {
     Domain& d = domains_[key][value];
     d.nodes.insert(n.spec.id);
@@ -98,6 +99,7 @@ void Cluster::Index(NodeEntry& n) {
 void Cluster::Unindex(const NodeEntry& n) {
   by_gpu_.erase({n.keys.gpu, n.spec.id});
   by_cpu_.erase({n.keys.cpu, n.spec.id});
+  by_spread_.erase({-int64_t(n.keys.whole), -n.keys.gpu, n.spec.id});
   for (const auto& [key, value] : n.spec.labels) {
     auto by_value = domains_.find(key);
     if (by_value == domains_.end()) continue;
@@ -122,13 +124,15 @@ void Cluster::Reindex(const std::string& node_id) {
 
 absl::Status Cluster::CheckIndex() const {
   std::vector<std::string> bad;
-  if (by_gpu_.size() != nodes_.size() || by_cpu_.size() != nodes_.size())
+  if (by_gpu_.size() != nodes_.size() || by_cpu_.size() != nodes_.size() ||
+      by_spread_.size() != nodes_.size())
     bad.push_back(absl::StrCat("index holds ", by_gpu_.size(), "/", by_cpu_.size(), " entries for ",
                                nodes_.size(), " nodes"));
   std::map<std::string, std::map<std::string, Domain>> domains;
   for (const auto& [id, n] : nodes_) {
     IndexKeys k = KeysOf(n);
-    if (!by_gpu_.contains({k.gpu, id}) || !by_cpu_.contains({k.cpu, id}))
+    if (!by_gpu_.contains({k.gpu, id}) || !by_cpu_.contains({k.cpu, id}) ||
+        !by_spread_.contains({-int64_t(k.whole), -k.gpu, id}))
       bad.push_back(absl::StrCat(id, ": indexed under stale free resources"));
     for (const auto& [key, value] : n.spec.labels) {
       domains[key][value].nodes.insert(id);

@@ -183,6 +183,9 @@ class Cluster {
 
   std::map<std::string, NodeEntry> nodes_;  // alive nodes, ordered by id
   std::set<std::pair<int64_t, std::string>> by_gpu_, by_cpu_;
+  // Nodes as groups fill or spread over them: the most free whole GPUs, then the most free
+  // GPU units, then by id (keys negated).
+  std::set<std::tuple<int64_t, int64_t, std::string>> by_spread_;
   std::map<std::string, std::map<std::string, Domain>> domains_;  // label -> value -> nodes
   absl::flat_hash_map<std::string, GroupEntry> groups_;
   absl::flat_hash_map<std::string, ActorEntry> actors_;

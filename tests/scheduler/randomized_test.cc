@@ -110,7 +110,7 @@ TEST_P(RandomizedTest, InvariantsHoldThroughRandomOperations) {
       int gpus = std::vector<int>{0, 2, 4, 8}[rng() % 4];
       NodeSpec n{absl::StrCat("n", next++),
                  *ResourceSet::Parse(absl::StrCat("CPU=16,GPU=", gpus)),
-                 {{"rack", absl::StrCat("r", rng() % 2)}},
+                 {{"rack", absl::StrCat("r", rng() % 2)}, {"all", "1"}},
                  {}};
       for (int i = 0; i < gpus; ++i) n.gpu_ids.push_back(i);
       ASSERT_TRUE(c.AddNode(n).ok());
@@ -134,6 +134,19 @@ TEST_P(RandomizedTest, InvariantsHoldThroughRandomOperations) {
       int bundles = 1 + rng() % 4;
       for (int i = 0; i < bundles; ++i) g.bundles.push_back(Demand{GpuRequest(rng), {}});
       absl::StatusOr<std::vector<Slot>> slots = c.PlanGroup(g);
+      if (g.domain_label.empty()) {
+        // Planned through the indexes; with every node in one domain ("all"), by the walk over
+        // that domain's nodes. The same plan.
+        GroupRequest one_domain = g;
+        one_domain.domain_label = "all";
+        absl::StatusOr<std::vector<Slot>> walked = c.PlanGroup(one_domain);
+        ASSERT_EQ(slots.ok(), walked.ok()) << slots.status() << " / " << walked.status();
+        if (slots.ok())
+          for (size_t i = 0; i < slots->size(); ++i) {
+            ASSERT_EQ((*slots)[i].node_id, (*walked)[i].node_id) << "bundle " << i;
+            ASSERT_EQ((*slots)[i].gpu_ids, (*walked)[i].gpu_ids) << "bundle " << i;
+          }
+      }
       if (g.strategy == Strategy::kStrictPack && g.domain_label.empty()) {
         std::optional<std::string> scan = ScanStrictPack(c, g);
         ASSERT_EQ(slots.ok(), scan.has_value()) << slots.status();
