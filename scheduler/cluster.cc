@@ -116,10 +116,20 @@ void Cluster::Reindex(const std::string& node_id) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) return;
   IndexKeys now = KeysOf(it->second);
-  if (now.gpu == it->second.keys.gpu && now.cpu == it->second.keys.cpu && now.whole == it->second.keys.whole)
-    return;
-  Unindex(it->second);
-  Index(it->second);
+  NodeEntry& n = it->second;
+  const IndexKeys was = n.keys;
+  if (now.gpu == was.gpu && now.cpu == was.cpu && now.whole == was.whole) return;
+  // Re-keyed in the ordered indexes; its domains keep it, their totals move by the change.
+  by_gpu_.erase({was.gpu, n.spec.id});
+  by_cpu_.erase({was.cpu, n.spec.id});
+  by_spread_.erase({-int64_t(was.whole), -was.gpu, n.spec.id});
+  n.keys = now;
+  by_gpu_.emplace(now.gpu, n.spec.id);
+  by_cpu_.emplace(now.cpu, n.spec.id);
+  by_spread_.emplace(-int64_t(now.whole), -now.gpu, n.spec.id);
+  if (now.whole != was.whole)
+    for (const auto& [key, value] : n.spec.labels)
+      domains_.at(key).at(value).free_whole += now.whole - was.whole;
 }
 
 absl::Status Cluster::CheckIndex() const {
