@@ -42,35 +42,27 @@ class GroupPlanner {
                                                      request_.bundles.size(), " bundles"));
     if (request_.bundles.empty()) return absl::InvalidArgumentError(absl::StrCat(Label(), ": no bundles"));
     CollectAffinity();
-    // The common case, one node for the whole group on any node, through the index: no
-    // walk over every node (a failure falls through to the full plan, which explains it).
-    if (request_.domain_label.empty() &&
-        (request_.strategy == Strategy::kStrictPack || request_.strategy == Strategy::kPack) &&
-        std::none_of(placed_.begin(), placed_.end(), [](const auto& p) { return p.has_value(); })) {
-      std::vector<Slot> out(placed_.size());
-      if (OneNodeIndexed(out)) {
-        Canonicalize(out);
-        return out;
-      }
-    }
     if (request_.domain_label.empty() &&
         std::none_of(placed_.begin(), placed_.end(), [](const auto& p) { return p.has_value(); })) {
-      // A new group on any node: filled or spread in the order of the index (OneNodeIndexed
-      // above tried one node), no walk over every node; the nodes are gathered to explain.
-      if (request_.strategy != Strategy::kStrictPack) {
+      // A new group on any node, through the indexes, with no walk over every node: one node
+      // for the whole group first (STRICT_PACK, PACK's first try), then PACK fills and SPREAD
+      // spreads in the index's order. The nodes are gathered only to explain a failure.
+      std::optional<std::vector<Slot>> slots;
+      if (std::vector<Slot> one(placed_.size());
+          (request_.strategy == Strategy::kStrictPack || request_.strategy == Strategy::kPack) &&
+          OneNodeIndexed(one)) {
+        slots = std::move(one);
+      } else if (request_.strategy != Strategy::kStrictPack) {
         whole_cluster_ = true;
         std::vector<Slot> out(placed_.size());
-        std::optional<std::vector<Slot>> slots =
-            request_.strategy == Strategy::kPack
-                ? Fill({}, {}, out)
-                : Spread({}, {}, out, request_.strategy == Strategy::kStrictSpread);
+        slots = request_.strategy == Strategy::kPack
+                    ? Fill({}, {}, out)
+                    : Spread({}, {}, out, request_.strategy == Strategy::kStrictSpread);
         whole_cluster_ = false;
-        if (slots) {
-          Canonicalize(*slots);
-          return *slots;
-        }
       }
-      return Explain(Domains());
+      if (!slots) return Explain(Domains());
+      Canonicalize(*slots);
+      return *slots;
     }
     if (request_.domain_label.empty()) {
       std::vector<std::vector<const NodeEntry*>> domains = Domains();

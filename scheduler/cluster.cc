@@ -84,11 +84,21 @@ Cluster::IndexKeys Cluster::KeysOf(const NodeEntry& n) {
                    n.pool.FreeWholeDevices()};
 }
 
+void Cluster::OrderIndexes(const std::string& id, const IndexKeys& keys, bool in) {
+  if (in) {
+    by_gpu_.emplace(keys.gpu, id);
+    by_cpu_.emplace(keys.cpu, id);
+    by_spread_.emplace(-int64_t(keys.whole), -keys.gpu, id);
+  } else {
+    by_gpu_.erase({keys.gpu, id});
+    by_cpu_.erase({keys.cpu, id});
+    by_spread_.erase({-int64_t(keys.whole), -keys.gpu, id});
+  }
+}
+
 void Cluster::Index(NodeEntry& n) {
   n.keys = KeysOf(n);
-  by_gpu_.emplace(n.keys.gpu, n.spec.id);
-  by_cpu_.emplace(n.keys.cpu, n.spec.id);
-  by_spread_.emplace(-int64_t(n.keys.whole), -n.keys.gpu, n.spec.id);
+  OrderIndexes(n.spec.id, n.keys, /*in=*/true);
   for (const auto& [key, value] : n.spec.labels) {
     Domain& d = domains_[key][value];
     d.nodes.insert(n.spec.id);
@@ -97,9 +107,7 @@ void Cluster::Index(NodeEntry& n) {
 }
 
 void Cluster::Unindex(const NodeEntry& n) {
-  by_gpu_.erase({n.keys.gpu, n.spec.id});
-  by_cpu_.erase({n.keys.cpu, n.spec.id});
-  by_spread_.erase({-int64_t(n.keys.whole), -n.keys.gpu, n.spec.id});
+  OrderIndexes(n.spec.id, n.keys, /*in=*/false);
   for (const auto& [key, value] : n.spec.labels) {
     auto by_value = domains_.find(key);
     if (by_value == domains_.end()) continue;
@@ -115,18 +123,14 @@ void Cluster::Unindex(const NodeEntry& n) {
 void Cluster::Reindex(const std::string& node_id) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) return;
-  IndexKeys now = KeysOf(it->second);
   NodeEntry& n = it->second;
+  const IndexKeys now = KeysOf(n);
   const IndexKeys was = n.keys;
   if (now.gpu == was.gpu && now.cpu == was.cpu && now.whole == was.whole) return;
   // Re-keyed in the ordered indexes; its domains keep it, their totals move by the change.
-  by_gpu_.erase({was.gpu, n.spec.id});
-  by_cpu_.erase({was.cpu, n.spec.id});
-  by_spread_.erase({-int64_t(was.whole), -was.gpu, n.spec.id});
+  OrderIndexes(n.spec.id, was, /*in=*/false);
   n.keys = now;
-  by_gpu_.emplace(now.gpu, n.spec.id);
-  by_cpu_.emplace(now.cpu, n.spec.id);
-  by_spread_.emplace(-int64_t(now.whole), -now.gpu, n.spec.id);
+  OrderIndexes(n.spec.id, now, /*in=*/true);
   if (now.whole != was.whole)
     for (const auto& [key, value] : n.spec.labels)
       domains_.at(key).at(value).free_whole += now.whole - was.whole;

@@ -175,6 +175,8 @@ class Cluster {
   // by node id. Every change of a node's own pool re-indexes that node (Reindex).
   static IndexKeys KeysOf(const NodeEntry& n);
   void Index(NodeEntry& n);
+  // Puts node `id` into (or takes it out of) the ordered indexes under `keys`.
+  void OrderIndexes(const std::string& id, const IndexKeys& keys, bool in);
   void Unindex(const NodeEntry& n);
   void Reindex(const std::string& node_id);
   friend class GroupPlanner;

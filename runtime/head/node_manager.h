@@ -233,7 +233,6 @@ class NodeManager {
 
   absl::Status Persist(const v1::NodeInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Check CheckLivenessLocked() ABSL_LOCKS_EXCLUDED(mu_);
-  // What confirms the death of `id` (just declared), from the lists it may hold.
   // The period asked of workers now: options.heartbeat_period, in whole multiples when the
   // ALIVE nodes would send more than options.heartbeats_per_s.
   absl::Duration PeriodLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -246,6 +245,7 @@ class NodeManager {
   absl::Duration LimitMax() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return longest_period_ * options_.heartbeat_misses;
   }
+  // What confirms the death of `id` (just declared), from the lists it may hold.
   Unconfirmed Confirmation(const NodeId& id, const v1::NodeInfo& info, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // When no lease renewed by the worker of `info`, last answered at `last_answered` (steady
