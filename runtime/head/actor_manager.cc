@@ -277,7 +277,7 @@ absl::Status ActorManager::Recover() {
 
 absl::StatusOr<ActorManager::Placement> ActorManager::Place(const ActorId& id, const v1::ActorSpec& spec) {
   absl::flat_hash_set<std::string> avoid;
-  // (A few tries: each passes over one more node whose death is being announced.)
+  // (A few tries: each passes over one more node that died after the scheduler placed it there.)
   for (int tries = 0;; ++tries) {
     absl::StatusOr<scheduler::Slot> slot = PlanAndTake(id, spec, avoid);
     if (!slot.ok()) return slot.status();

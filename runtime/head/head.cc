@@ -100,7 +100,7 @@ Head::Head(const HeadOptions& options, store::Store& store, WorkerClient& worker
                          .stall_grace = options.heartbeat_period * options.heartbeat_misses / 2,
                          .headless_keep = options.headless_keep,
                          .heartbeats_per_s = options.heartbeats_per_s},
-      &steady);
+      &steady, &resources_);
   demand_ = std::make_unique<DemandQueue>(steady, /*paused=*/true);  // until Recover is done
   actors_ = std::make_unique<ActorManager>(store_, *nodes_, resources_, workers, *demand_, clock_,
                                            options.retention);
@@ -141,12 +141,11 @@ absl::Status Head::Recover() {
   // Dependency order: alive nodes, then the bundles reserved on them, then the actors in
   // them; jobs last (they only refer to the others).
   if (absl::Status s = nodes_->Recover(); !s.ok()) return Annotate(s, "cannot recover cluster state");
-  AddAliveNodes(*nodes_, resources_);
   if (absl::Status s = groups_->Recover(); !s.ok())
     return Annotate(s, "cannot recover the placement group table");
   if (absl::Status s = actors_->Recover(); !s.ok()) return Annotate(s, "cannot recover the actor table");
   if (absl::Status s = jobs_->Recover(); !s.ok()) return Annotate(s, "cannot recover the job table");
-  listener_ = std::make_unique<SchedulingNodeListener>(resources_, *actors_, *groups_);
+  listener_ = std::make_unique<SchedulingNodeListener>(*actors_, *groups_);
   nodes_->SetListener(listener_.get());
   demand_->Resume();  // every table holds its resources again: what waits may be placed
   return absl::OkStatus();

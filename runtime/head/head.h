@@ -125,8 +125,8 @@ class Head {
   LatencyStats rpc_stats_{LatencyStats::RpcBounds()};
   store::Store& store_;
   const Clock& clock_;
+  ResourceTracker resources_;  // before the node table, which keeps its view of the nodes
   std::unique_ptr<NodeManager> nodes_;
-  ResourceTracker resources_;
   std::unique_ptr<DemandQueue> demand_;  // before the managers whose entries it holds
   std::unique_ptr<ActorManager> actors_;
   std::unique_ptr<PlacementGroupManager> groups_;

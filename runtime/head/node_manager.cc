@@ -54,8 +54,12 @@ absl::Status ValidateNodeInfo(const v1::NodeInfo& info) {
 }
 
 NodeManager::NodeManager(store::Store& store, const Clock& clock, NodeManagerOptions options,
-                         const Clock* steady)
-    : store_(store), clock_(clock), steady_(steady != nullptr ? *steady : clock), options_(options) {
+                         const Clock* steady, ResourceTracker* placement)
+    : store_(store),
+      clock_(clock),
+      steady_(steady != nullptr ? *steady : clock),
+      placement_(placement),
+      options_(options) {
   // Versions of one head never repeat those of an earlier one, whose lists workers may hold.
   absl::MutexLock lock(&mu_);
   peers_version_ = uint64_t(absl::ToUnixNanos(clock_.Now())) | 1;
@@ -82,31 +86,17 @@ absl::Duration NodeManager::PeriodOf(const v1::NodeInfo& info) const {
   return std::max(options_.heartbeat_period, absl::Milliseconds(info.heartbeat_period_ms()));
 }
 
-absl::StatusOr<absl::Duration> NodeManager::NotePeriod(const NodeId& id, absl::Duration applied) {
-  absl::MutexLock lock(&mu_);
-  auto it = nodes_.find(id);
-  if (it == nodes_.end() || it->second.state() != v1::NODE_ALIVE)
-    return absl::NotFoundError(absl::StrCat("node ", id.ToString(), " is unknown or dead: register again"));
-  const absl::Duration told = PeriodLocked();
-  longest_period_ = std::max(longest_period_, told);
-  // What it applies now, or the longest it may (not said: an older worker), and what it may
-  // apply once it has this reply.
-  const absl::Duration may = applied > absl::ZeroDuration() ? applied : PeriodOf(it->second);
-  const int64_t bound = absl::ToInt64Milliseconds(std::max(may, told));
-  if (bound == it->second.heartbeat_period_ms()) return told;
-  v1::NodeInfo updated = it->second;
-  updated.set_heartbeat_period_ms(bound);
-  if (absl::Status s = Persist(updated); !s.ok()) return s;
-  it->second = std::move(updated);
-  return told;
-}
-
 absl::Status NodeManager::Persist(const v1::NodeInfo& info) {
   absl::Status s = store_.Put(kNodesTable, info.node_id(), info.SerializeAsString());
   if (!s.ok()) return s;
-  ++peers_version_;  // every state or address change passes here (the caller then applies it)
   absl::StatusOr<NodeId> id = NodeId::Parse(info.node_id());
   if (!id.ok()) return s;
+  // Every state or address change passes here (the caller then applies it); a limit
+  // recorded from a heartbeat changes no peer list.
+  auto known = nodes_.find(*id);
+  if (known == nodes_.end() || known->second.state() != info.state() ||
+      known->second.address() != info.address())
+    ++peers_version_;
   const bool alive = info.state() == v1::NODE_ALIVE;
   if (alive_.contains(*id) != alive) {
     if (alive) {
@@ -179,6 +169,10 @@ absl::Status NodeManager::Recover() {
                  u.needed);
     unconfirmed_[id] = std::move(u);
   }
+  // Announced before the restart (a node back from a death still unconfirmed is announced
+  // once it is confirmed).
+  for (const auto& [id, info] : nodes_)
+    if (info.state() == v1::NODE_ALIVE && !info.death_unconfirmed()) JoinPlacement(info);
   spdlog::info("recovered {} nodes from the store", nodes_.size());
   return absl::OkStatus();
 }
@@ -244,25 +238,45 @@ absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead, 
         "node {} registered: {} resources {}", id.ToString(), info.hostname(),
         ResourceSet::FromMap({info.resources_total().begin(), info.resources_total().end()})->ToString());
     nodes_[id] = info;
+    if (announce) JoinPlacement(info);
   }
   if (listener_ && announce) listener_->OnNodeAlive(info);
   return id;
 }
 
-absl::Status NodeManager::Heartbeat(const NodeId& id, uint64_t known_peers_version, PeerList* peers,
-                                    const std::vector<PeerSupport>& supports,
-                                    const std::vector<ActorStart>& stopped, std::vector<ActorStart>* stop) {
+absl::StatusOr<HeartbeatOut> NodeManager::Heartbeat(const HeartbeatIn& in) {
+  const NodeId& id = in.node;
+  HeartbeatOut out;
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(id);
   if (it == nodes_.end() || it->second.state() != v1::NODE_ALIVE)
     return absl::NotFoundError(absl::StrCat(
         "node ", id.ToString(), it == nodes_.end() ? " is unknown" : " is dead", ": register again"));
+  out.period = PeriodLocked();
+  longest_period_ = std::max(longest_period_, out.period);
+  // The longest period and keep limit its worker may apply once it has this reply: the one
+  // it applies now (or, not said, the longest it may), or the one told, whichever is longer.
+  int64_t period_ms = it->second.heartbeat_period_ms();
+  if (in.period) {
+    const absl::Duration may = *in.period > absl::ZeroDuration() ? *in.period : PeriodOf(it->second);
+    period_ms = absl::ToInt64Milliseconds(std::max(may, out.period));
+  }
+  int64_t keep_ms = it->second.headless_keep_ms();
+  if (in.keep) keep_ms = KeepBoundMs(std::max<int64_t>(0, absl::ToInt64Milliseconds(*in.keep)));
+  if (period_ms != it->second.heartbeat_period_ms() || keep_ms != it->second.headless_keep_ms()) {
+    v1::NodeInfo updated = it->second;
+    updated.set_heartbeat_period_ms(period_ms);
+    updated.set_headless_keep_ms(keep_ms);
+    if (absl::Status s = Persist(updated); !s.ok()) return s;
+    it->second = std::move(updated);
+  }
   const absl::Time now = clock_.Now();
   it->second.set_last_heartbeat_unix_ms(absl::ToUnixMillis(now));
   answered_[id] = steady_.Now();
   gone_.erase(id);  // heard: whatever was reported gone was not its process
   // A heartbeat follows a registration whose reply the worker got: it knows of the death.
   unacknowledged_deaths_.erase(id);
+  uint64_t known_peers_version = in.peers_version;
   // Back from an unconfirmed death, it heartbeats (holding no list: a worker drops its list
   // on registering) after stopping its old actors; a heartbeat sent before is not that.
   if (auto u = unconfirmed_.find(id); u != unconfirmed_.end() && u->second.back && known_peers_version == 0)
@@ -272,31 +286,31 @@ absl::Status NodeManager::Heartbeat(const NodeId& id, uint64_t known_peers_versi
   HeldLists& held = held_[id];
   held.reported = known_peers_version;
   held.sent = known_peers_version;
-  if (peers != nullptr) {
-    FillPeers(id, known_peers_version, *peers);
+  if (in.send_peers) {
+    FillPeers(id, known_peers_version, out.peers);
     held.sent = peers_version_;
   }
   // Holding a list without them, this node no longer counts the unconfirmed dead alive.
   for (auto& [dead, u] : unconfirmed_)
     if (known_peers_version >= u.version && u.eligible.contains(id)) u.confirmed.insert(id);
   const absl::Duration limit = LimitMax();  // the supporter's threshold, at most
-  for (const PeerSupport& s : supports)
+  for (const PeerSupport& s : in.supports)
     if (auto u = unconfirmed_.find(s.node); u != unconfirmed_.end())
       u->second.not_before =
           std::max(u->second.not_before, now - std::max(s.ago, absl::ZeroDuration()) + limit);
   // Only what was asked counts: a worker cannot end a wait it was not part of.
-  std::vector<ActorStart> still_asked;  // (`stop` may be `stopped`)
   if (auto asked = stops_asked_.find(id); asked != stops_asked_.end()) {
-    for (const ActorStart& s : stopped)
+    for (const ActorStart& s : in.stopped)
       if (auto a = asked->second.find(s); a != asked->second.end()) {
         if (a->second) stops_done_[id].insert(s);
         asked->second.erase(a);
       }
-    for (const auto& [s, awaited] : asked->second) still_asked.push_back(s);
+    for (const auto& [s, awaited] : asked->second) out.stop.push_back(s);
     if (asked->second.empty()) stops_asked_.erase(asked);
   }
-  if (stop != nullptr) *stop = std::move(still_asked);
-  return absl::OkStatus();
+  ReportGoneLocked(id, in.gone);
+  out.checks = ProcessChecksLocked(id);
+  return out;
 }
 
 void NodeManager::RequestStop(const NodeId& node, const ActorStart& start, bool awaited) {
@@ -428,6 +442,19 @@ NodeManager::Unconfirmed NodeManager::Confirmation(const NodeId& id, const v1::N
   return u;
 }
 
+void NodeManager::JoinPlacement(const v1::NodeInfo& info) {
+  if (placement_ == nullptr) return;
+  // The node's row was checked when it came in (ValidateNodeInfo); a re-registration the
+  // scheduler refuses (it no longer holds what is placed there) keeps its previous entry.
+  absl::Status s = placement_->With([&](scheduler::Cluster& c) { return c.AddNode(ToNodeSpec(info)); });
+  if (!s.ok()) spdlog::error("node {}: the scheduler cannot take it: {}", info.node_id(), s.message());
+}
+
+Displaced NodeManager::LeavePlacement(const NodeId& id) {
+  if (placement_ == nullptr) return {};
+  return placement_->With([&](scheduler::Cluster& c) { return c.RemoveNode(id.ToString()); });
+}
+
 bool NodeManager::Confirm(const NodeId& id) {
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return true;
@@ -461,23 +488,8 @@ absl::Time NodeManager::Horizon(const v1::NodeInfo& info, absl::Time last_answer
   return last_answered + absl::Milliseconds(info.headless_keep_ms()) + LimitOf(info);
 }
 
-absl::Status NodeManager::NoteKeep(const NodeId& id, absl::Duration applied) {
-  absl::MutexLock lock(&mu_);
-  auto it = nodes_.find(id);
-  if (it == nodes_.end() || it->second.state() != v1::NODE_ALIVE)
-    return absl::NotFoundError(absl::StrCat("node ", id.ToString(), " is unknown or dead: register again"));
-  const int64_t bound = KeepBoundMs(std::max<int64_t>(0, absl::ToInt64Milliseconds(applied)));
-  if (bound == it->second.headless_keep_ms()) return absl::OkStatus();
-  v1::NodeInfo updated = it->second;
-  updated.set_headless_keep_ms(bound);
-  if (absl::Status s = Persist(updated); !s.ok()) return s;
-  it->second = std::move(updated);
-  return absl::OkStatus();
-}
-
-std::vector<ProcessCheck> NodeManager::ProcessChecks(const NodeId& asker) const {
+std::vector<ProcessCheck> NodeManager::ProcessChecksLocked(const NodeId& asker) const {
   std::vector<ProcessCheck> out;
-  absl::MutexLock lock(&mu_);
   auto me = nodes_.find(asker);
   if (me == nodes_.end() || me->second.process_space().empty()) return out;
   const absl::Time now = clock_.Now();
@@ -500,9 +512,8 @@ bool NodeManager::Silent(const NodeId& id, const v1::NodeInfo& info, absl::Time 
          now - absl::FromUnixMillis(info.last_heartbeat_unix_ms()) > PeriodOf(info) * 2;
 }
 
-void NodeManager::ReportGone(const NodeId& reporter, const std::vector<ProcessCheck>& gone) {
+void NodeManager::ReportGoneLocked(const NodeId& reporter, const std::vector<ProcessCheck>& gone) {
   if (gone.empty()) return;
-  absl::MutexLock lock(&mu_);
   auto me = nodes_.find(reporter);
   if (me == nodes_.end() || me->second.state() != v1::NODE_ALIVE || me->second.process_space().empty())
     return;
@@ -540,6 +551,7 @@ bool NodeManager::DeathUnconfirmed(absl::string_view node_id) const {
 absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason) {
   absl::MutexLock events(&events_mu_);
   std::string why;
+  Displaced displaced;  // (none when it left the scheduler's view earlier, declared dead)
   {
     absl::MutexLock lock(&mu_);
     auto it = nodes_.find(id);
@@ -561,6 +573,7 @@ absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason)
       if (absl::Status s = Persist(updated); !s.ok()) return s;
       why = updated.death_reason();
       it->second = std::move(updated);
+      displaced = LeavePlacement(id);
       held_.erase(id);
       unconfirmed_.erase(id);
       gone_.erase(id);
@@ -578,7 +591,7 @@ absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason)
       spdlog::info("node {} unregistered: {}", id.ToString(), reason.substr(0, 512));
     }
   }
-  if (listener_) listener_->OnNodeDead(id, why);
+  if (listener_) listener_->OnNodeDead(id, why, std::move(displaced));
   return absl::OkStatus();
 }
 
@@ -588,9 +601,13 @@ std::vector<NodeId> NodeManager::CheckLiveness() {
   if (listener_) {
     absl::flat_hash_set<NodeId> confirmed;
     for (const auto& [id, reason] : check.confirmed) confirmed.insert(id);
+    auto displaced = [&](const NodeId& id) {
+      auto d = check.displaced.find(id);
+      return d == check.displaced.end() ? Displaced{} : std::move(d->second);
+    };
     for (const NodeId& id : check.declared)
-      if (!confirmed.contains(id)) listener_->OnNodeSilent(id);
-    for (const auto& [id, reason] : check.confirmed) listener_->OnNodeDead(id, reason);
+      if (!confirmed.contains(id)) listener_->OnNodeSilent(id, displaced(id));
+    for (const auto& [id, reason] : check.confirmed) listener_->OnNodeDead(id, reason, displaced(id));
     for (const v1::NodeInfo& node : check.back) listener_->OnNodeAlive(node);
   }
   return check.declared;
@@ -666,7 +683,10 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
     if (!Confirm(id)) continue;
     spdlog::warn("node {}: death confirmed ({}); its actors restart elsewhere", id.ToString(), how);
     died.emplace_back(id, std::move(reason));
-    if (back) check.back.push_back(nodes_.at(id));
+    if (back) {
+      JoinPlacement(nodes_.at(id));
+      check.back.push_back(nodes_.at(id));
+    }
   }
   const bool confirm = options_.confirm_deaths && fencing();
   const absl::flat_hash_set<NodeId> just_confirmed(ready.begin(), ready.end());
@@ -704,6 +724,7 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
       continue;
     }
     check.declared.push_back(id);
+    check.displaced[id] = LeavePlacement(id);
     if (!wait) {
       spdlog::warn("node {} is dead: {}", id.ToString(), updated.death_reason());
       died.emplace_back(id, updated.death_reason());
@@ -733,7 +754,7 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
     }
     info = std::move(updated);
   }
-  // The nodes whose worker processes heartbeat replies ask about (ProcessChecks).
+  // The nodes whose worker processes heartbeat replies ask about (HeartbeatOut.checks).
   suspects_.clear();
   for (const auto& [id, info] : nodes_)
     if (!info.process_space().empty() && Silent(id, info, now)) suspects_.push_back(id);

@@ -21,7 +21,7 @@
 // their peers' word for at most the keep limit K (options.headless_keep) after the last
 // request the head answered, so at the latest K + T after the head last heard the node
 // (the lease runs 0.9 T past a renewal), whoever is left to confirm; or once another worker
-// in the same process space found its worker process gone (ReportGone: its actors stop with
+// in the same process space found its worker process gone (HeartbeatIn.gone: its actors stop with
 // it); or, failing all that, once the node's own retry window (NodeInfo.head_retry_window_ms,
 // after which its worker exits) and a threshold have passed since it was last heard. Two such
 // halves cannot both hold, so two incarnations of an actor do not serve at once, whichever
@@ -53,6 +53,7 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/ids.h"
+#include "runtime/head/resource_tracker.h"
 #include "runtime/store/store.h"
 #include "skyrl/node.pb.h"
 
@@ -116,18 +117,51 @@ struct ActorStart {
   }
 };
 
+// A heartbeat as NodeService checked it (v1::HeartbeatRequest).
+struct HeartbeatIn {
+  NodeId node;
+  uint64_t peers_version = 0;  // the peer list its worker holds (0: none)
+  bool send_peers = true;      // whether the reply carries the list when it changed
+  // The peers it counted alive lately, the starts it was asked to stop that no longer run
+  // there, and the worker processes of its process space it found gone (answering checks).
+  std::vector<PeerSupport> supports;
+  std::vector<ActorStart> stopped;
+  std::vector<ProcessCheck> gone;
+  // The keep limit its worker applies (zero: none) and the period (zero: not said). Before
+  // the reply goes out, the longest each may be from then on is recorded with the node (in
+  // the store), so that this head or the next never counts on less: the larger of the
+  // applied and this head's keep limit, and of the applied (else the longest recorded) and
+  // the told period. nullopt: not recorded (a reply that is never sent, in tests).
+  std::optional<absl::Duration> keep;
+  std::optional<absl::Duration> period;
+};
+
+// What a heartbeat's reply says (v1::HeartbeatReply).
+struct HeartbeatOut {
+  absl::Duration period;             // the period to apply (the one asked of every node)
+  PeerList peers;                    // its peers, when the list changed since it last had one
+  std::vector<ActorStart> stop;      // starts it is asked to stop (RequestStop)
+  std::vector<ProcessCheck> checks;  // silent nodes' worker processes in its process space
+};
+
 inline constexpr char kNodesTable[] = "nodes";
 
+// What a node's leaving the scheduler's view displaced: the actors and bundles placed there.
+using Displaced = scheduler::Cluster::Displaced;
+
 // Told of every node that becomes ALIVE (registered) or DEAD (unregistered, or silent too
-// long), after the change is stored and outside the manager's lock.
+// long), after the change is stored and the scheduler's view follows it, outside the
+// manager's lock, in the order the changes happened.
 class NodeListener {
  public:
   virtual ~NodeListener() = default;
   virtual void OnNodeAlive(const v1::NodeInfo& node) = 0;
-  virtual void OnNodeDead(const NodeId& node, const std::string& reason) = 0;
+  // `displaced`: what was placed on it when it left the scheduler's view (empty when it left
+  // earlier, silent: OnNodeSilent had it).
+  virtual void OnNodeDead(const NodeId& node, const std::string& reason, Displaced displaced) = 0;
   // Declared DEAD by silence, its death not yet confirmed: nothing new goes there, but its
   // actors stay until OnNodeDead.
-  virtual void OnNodeSilent(const NodeId& /*node*/) {}
+  virtual void OnNodeSilent(const NodeId& /*node*/, Displaced /*displaced*/) {}
 };
 
 class NodeManager {
@@ -140,8 +174,12 @@ class NodeManager {
 
   // `steady` (default: `clock`) times the lease horizon: when the head last answered each
   // node, and when that horizon passes (a step of the wall clock must not shorten it).
+  // `placement` (optional; outlives the manager): the scheduler's view of the nodes, which
+  // this table owns: a node is in it exactly while the table holds it ALIVE and announced
+  // (not back from a death still unconfirmed), changed in the same step as the table, so a
+  // node is placeable exactly when it can start actors. Lock order: this manager, then it.
   NodeManager(store::Store& store, const Clock& clock, NodeManagerOptions options,
-              const Clock* steady = nullptr);
+              const Clock* steady = nullptr, ResourceTracker* placement = nullptr);
 
   // Loads the node table from the store (after a head restart). The listener is not told.
   absl::Status Recover();
@@ -154,15 +192,11 @@ class NodeManager {
   // `period` (optional) gets the heartbeat period to tell the worker (recorded first).
   absl::StatusOr<NodeId> Register(v1::NodeInfo info, bool* was_dead = nullptr, uint64_t peers_version = 0,
                                   absl::Duration* period = nullptr);
-  // NotFound for an unknown or dead node. With `peers`, also the other ALIVE nodes'
-  // addresses when their list changed since `known_peers_version`. `supports`: the peers the
-  // node counted alive lately.
-  // `stopped`: starts it was asked to stop (RequestStop) that no longer run there; `stop`
-  // (optional) gets the starts it is asked to stop.
-  absl::Status Heartbeat(const NodeId& id, uint64_t known_peers_version = 0, PeerList* peers = nullptr,
-                         const std::vector<PeerSupport>& supports = {},
-                         const std::vector<ActorStart>& stopped = {},
-                         std::vector<ActorStart>* stop = nullptr);
+  // A heartbeat, in one step under the manager's lock with at most one store write: records
+  // the limits its worker applies, the liveness and peer-list facts it carries, and returns
+  // what the reply says. NotFound for an unknown or dead node; a store error when the limits
+  // could not be recorded (the heartbeat then counts for nothing).
+  absl::StatusOr<HeartbeatOut> Heartbeat(const HeartbeatIn& in);
   // A start on `node` that the head could not reach the worker to stop (a one-way partition:
   // the worker still reaches the head). Asked of the worker in each heartbeat reply until it
   // reports the start stopped, the request is forgotten, or (`awaited` false: nobody waits
@@ -171,25 +205,7 @@ class NodeManager {
   // Whether the node's worker reported the requested (awaited) `start` stopped.
   bool StopReported(const NodeId& node, const ActorStart& start) const;
   void ForgetStop(const NodeId& node, const ActorStart& start);
-  // The worker processes of the silent nodes (DEAD and unconfirmed, or ALIVE and unheard for
-  // two periods, as the last CheckLiveness found them) in the process space of `asker`'s
-  // worker: asked in its heartbeat reply.
-  std::vector<ProcessCheck> ProcessChecks(const NodeId& asker) const;
-  // `reporter`'s worker found these processes gone from its process space. Each that is the
-  // current process of a silent node there makes that node's death certain: it is declared
-  // and confirmed by the next CheckLiveness. Other reports are ignored.
-  void ReportGone(const NodeId& reporter, const std::vector<ProcessCheck>& gone);
-  // Before a heartbeat of `id` is answered: its worker applies the keep limit `applied` (zero:
-  // none), and may apply the head's own from the reply on. Records the larger of the two as
-  // the node's (NodeInfo.headless_keep_ms), in the store before the reply goes out, so that
-  // this head or the next never counts on a shorter one. NotFound for an unknown or dead node.
-  absl::Status NoteKeep(const NodeId& id, absl::Duration applied);
-  // The heartbeat period to tell node `id` in a heartbeat reply, its worker saying it applies
-  // `applied` now (zero: not said). Records (and stores) the longest it may apply from then
-  // on, before the reply goes out: max(applied, the one told), or when not said, the longest
-  // recorded or told. NotFound for an unknown or dead node.
-  absl::StatusOr<absl::Duration> NotePeriod(const NodeId& id, absl::Duration applied);
-  // The period heartbeats are asked to come at now (HeartbeatPeriod above).
+  // The period heartbeats are asked to come at now (NodeManagerOptions::heartbeats_per_s).
   absl::Duration HeartbeatPeriod() const;
   absl::Status Unregister(const NodeId& id, absl::string_view reason);
   // Marks every ALIVE node whose last heartbeat is older than period x misses DEAD and
@@ -227,6 +243,7 @@ class NodeManager {
   };
   struct Check {
     std::vector<NodeId> declared;
+    absl::flat_hash_map<NodeId, Displaced> displaced;       // the declared's
     std::vector<std::pair<NodeId, std::string>> confirmed;  // for the listener
     std::vector<v1::NodeInfo> back;                         // confirmed and ALIVE again: after their deaths
   };
@@ -253,10 +270,23 @@ class NodeManager {
   absl::Time Horizon(const v1::NodeInfo& info, absl::Time last_answered) const;
   // The keep limit a worker applying `applied` may apply once it has this head's reply.
   int64_t KeepBoundMs(int64_t applied_ms) const;
+  // Heartbeat's parts. The worker processes of the silent nodes (DEAD and unconfirmed, or
+  // ALIVE and unheard for two periods, as the last CheckLiveness found them) in the process
+  // space of `asker`'s worker.
+  std::vector<ProcessCheck> ProcessChecksLocked(const NodeId& asker) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `reporter`'s worker found these processes gone from its process space. Each that is the
+  // current process of a silent node there makes that node's death certain: it is declared
+  // and confirmed by the next CheckLiveness. Other reports are ignored.
+  void ReportGoneLocked(const NodeId& reporter, const std::vector<ProcessCheck>& gone)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whose worker process may be checked: DEAD and unconfirmed (not back), or ALIVE and
   // unheard for two periods.
   bool Silent(const NodeId& id, const v1::NodeInfo& info, absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The scheduler's view follows the table (`placement`): the node joins it, or leaves it
+  // (what was placed there is returned).
+  void JoinPlacement(const v1::NodeInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Displaced LeavePlacement(const NodeId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the confirmation of a DEAD node; false when the store refused (retried later).
   bool Confirm(const NodeId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gone for good: the stops asked of it that nobody waits for end.
@@ -276,6 +306,7 @@ class NodeManager {
   const Clock& clock_;
   const Clock& steady_;
   NodeListener* listener_ = nullptr;
+  ResourceTracker* const placement_;
   const NodeManagerOptions options_;
   // Held across a state change and its listener call, so listeners see node events in the
   // order they happened (a late "dead" never follows the re-registration it preceded).

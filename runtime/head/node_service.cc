@@ -45,7 +45,7 @@ grpc::ServerUnaryReactor* NodeServiceImpl::Heartbeat(grpc::CallbackServerContext
   if (req->supports_size() > kMaxSupports)
     return rpc::FinishNow(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                             absl::StrCat("supports: more than ", kMaxSupports)));
-  std::vector<PeerSupport> supports;
+  HeartbeatIn in{.node = *id, .peers_version = req->peers_version()};
   for (const v1::PeerSupport& s : req->supports()) {
     absl::StatusOr<NodeId> peer = NodeId::Parse(s.node_id());
     if (!peer.ok() || s.since_ms() < 0)
@@ -53,24 +53,22 @@ grpc::ServerUnaryReactor* NodeServiceImpl::Heartbeat(grpc::CallbackServerContext
           ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                             absl::StrCat("supports.node_id ", s.node_id().substr(0, 64), " / since_ms ",
                                          s.since_ms(), ": not a node id, or negative")));
-    supports.push_back({*peer, absl::Milliseconds(s.since_ms())});
+    in.supports.push_back({*peer, absl::Milliseconds(s.since_ms())});
   }
   if (req->stopped_size() > kMaxStopped)
     return rpc::FinishNow(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                             absl::StrCat("stopped: more than ", kMaxStopped)));
-  std::vector<ActorStart> stopped;
   for (const v1::ActorStart& s : req->stopped()) {
     if (!ActorId::Parse(s.actor_id()).ok() || s.incarnation() <= 0)
       return rpc::FinishNow(
           ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                             absl::StrCat("stopped.actor_id ", s.actor_id().substr(0, 64), " / incarnation ",
                                          s.incarnation(), ": not an actor id, or not above 0")));
-    stopped.push_back({s.actor_id(), s.incarnation()});
+    in.stopped.push_back({s.actor_id(), s.incarnation()});
   }
   if (req->gone_size() > kMaxSupports)
     return rpc::FinishNow(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                             absl::StrCat("gone: more than ", kMaxSupports)));
-  std::vector<ProcessCheck> gone;
   for (const v1::ProcessCheck& g : req->gone()) {
     absl::StatusOr<NodeId> node = NodeId::Parse(g.node_id());
     if (!node.ok() || g.pid() <= 0 || g.start_ticks() <= 0)
@@ -79,7 +77,7 @@ grpc::ServerUnaryReactor* NodeServiceImpl::Heartbeat(grpc::CallbackServerContext
           grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                        absl::StrCat("gone.node_id ", g.node_id().substr(0, 64), " / pid ", g.pid(),
                                     " / start_ticks ", g.start_ticks(), ": not a node id, or not above 0")));
-    gone.push_back({*node, g.pid(), g.start_ticks()});
+    in.gone.push_back({*node, g.pid(), g.start_ticks()});
   }
   if (req->keep_ms() < 0)
     return rpc::FinishNow(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -88,31 +86,27 @@ grpc::ServerUnaryReactor* NodeServiceImpl::Heartbeat(grpc::CallbackServerContext
     return rpc::FinishNow(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                             absl::StrCat("period_ms: ", req->period_ms(),
                                                          " is not within [0, ", kMaxPeriodMs, "]")));
-  // Recorded (and stored) before this reply, which carries the period to apply, goes out.
-  absl::StatusOr<absl::Duration> period = nodes_.NotePeriod(*id, absl::Milliseconds(req->period_ms()));
-  if (!period.ok()) return rpc::FinishNow(ctx, rpc::ToGrpc(period.status()));
-  reply->set_heartbeat_period_ms(absl::ToInt64Milliseconds(*period));
-  // Recorded (and stored) before this reply, which carries the head's own limit, goes out.
-  if (absl::Status s = nodes_.NoteKeep(*id, absl::Milliseconds(req->keep_ms())); !s.ok())
-    return rpc::FinishNow(ctx, rpc::ToGrpc(s));
-  PeerList peers;
-  std::vector<ActorStart> stop;
-  if (absl::Status s = nodes_.Heartbeat(*id, req->peers_version(), &peers, supports, stopped, &stop); !s.ok())
-    return rpc::FinishNow(ctx, rpc::ToGrpc(s));
+  // The limits its worker applies are recorded (and stored) before this reply, which
+  // carries the head's own, goes out.
+  in.period = absl::Milliseconds(req->period_ms());
+  in.keep = absl::Milliseconds(req->keep_ms());
+  absl::StatusOr<HeartbeatOut> out = nodes_.Heartbeat(in);
+  if (!out.ok()) return rpc::FinishNow(ctx, rpc::ToGrpc(out.status()));
+  reply->set_heartbeat_period_ms(absl::ToInt64Milliseconds(out->period));
   if (nodes_.fencing())
     reply->set_headless_keep_ms(absl::ToInt64Milliseconds(nodes_.options().headless_keep));
-  nodes_.ReportGone(*id, gone);
-  for (const ProcessCheck& c : nodes_.ProcessChecks(*id)) {
-    v1::ProcessCheck* out = reply->add_check();
-    out->set_node_id(c.node.ToString());
-    out->set_pid(c.pid);
-    out->set_start_ticks(c.start_ticks);
+  for (const ProcessCheck& c : out->checks) {
+    v1::ProcessCheck* check = reply->add_check();
+    check->set_node_id(c.node.ToString());
+    check->set_pid(c.pid);
+    check->set_start_ticks(c.start_ticks);
   }
-  for (ActorStart& s : stop) {
-    v1::ActorStart* out = reply->add_stop();
-    out->set_actor_id(std::move(s.actor_id));
-    out->set_incarnation(s.incarnation);
+  for (ActorStart& s : out->stop) {
+    v1::ActorStart* stop = reply->add_stop();
+    stop->set_actor_id(std::move(s.actor_id));
+    stop->set_incarnation(s.incarnation);
   }
+  PeerList& peers = out->peers;
   reply->set_peers_changed(peers.changed);
   reply->set_peers_version(peers.version);
   for (std::string& a : peers.addresses) reply->add_peer_addresses(std::move(a));

@@ -43,12 +43,12 @@ struct InProcessHead {
   store::MemoryStore store;
   FakeClock clock;
   testing::FakeWorkers workers;
-  NodeManager nodes{store, clock, {absl::Seconds(1), 5}};
   ResourceTracker tracker;
+  NodeManager nodes{store, clock, {absl::Seconds(1), 5}, nullptr, &tracker};
   DemandQueue demand{clock};
   ActorManager actors{store, nodes, tracker, workers, demand, clock};
   PlacementGroupManager groups{store, tracker, actors, demand, clock};
-  SchedulingNodeListener listener{tracker, actors, groups};
+  SchedulingNodeListener listener{actors, groups};
   bool registered = false;
 };
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "runtime/store/memory/memory_store.h"
 
 namespace skyrl::head {
@@ -19,6 +20,22 @@ v1::NodeInfo Node(double gpus = 2) {
   for (int i = 0; i < int(gpus); ++i) n.add_gpu_ids(i);
   (*n.mutable_labels())["pool"] = "train";
   return n;
+}
+
+// A heartbeat with the reply's peer list in `peers` (when given; else the reply carries
+// none) and the stops it asks in `stop`. It records no limits.
+absl::Status SendHeartbeat(NodeManager& nodes, const NodeId& id, uint64_t peers_version = 0,
+                           PeerList* peers = nullptr, std::vector<PeerSupport> supports = {},
+                           std::vector<ActorStart> stopped = {}, std::vector<ActorStart>* stop = nullptr) {
+  absl::StatusOr<HeartbeatOut> out = nodes.Heartbeat({.node = id,
+                                                      .peers_version = peers_version,
+                                                      .send_peers = peers != nullptr,
+                                                      .supports = std::move(supports),
+                                                      .stopped = std::move(stopped)});
+  if (!out.ok()) return out.status();
+  if (peers != nullptr) *peers = std::move(out->peers);
+  if (stop != nullptr) *stop = std::move(out->stop);
+  return absl::OkStatus();
 }
 
 // The death threshold alone, without the isolation guard (tested on its own below).
@@ -50,46 +67,46 @@ TEST_F(NodeManagerTest, AStopIsAskedInHeartbeatRepliesUntilTheWorkerReportsIt) {
   const ActorStart start{ActorId::Random().ToString(), 2};
   nodes_.RequestStop(a, start);
   std::vector<ActorStart> asked;
-  ASSERT_TRUE(nodes_.Heartbeat(b, 0, nullptr, {}, {}, &asked).ok());
+  ASSERT_TRUE(SendHeartbeat(nodes_, b, 0, nullptr, {}, {}, &asked).ok());
   EXPECT_TRUE(asked.empty()) << "asked only of its own node";
-  ASSERT_TRUE(nodes_.Heartbeat(a, 0, nullptr, {}, {}, &asked).ok());
+  ASSERT_TRUE(SendHeartbeat(nodes_, a, 0, nullptr, {}, {}, &asked).ok());
   EXPECT_EQ(asked, std::vector<ActorStart>{start});
   // Another node's report, or one of another start, ends nothing.
-  ASSERT_TRUE(nodes_.Heartbeat(b, 0, nullptr, {}, {start}, &asked).ok());
-  ASSERT_TRUE(nodes_.Heartbeat(a, 0, nullptr, {}, {{start.actor_id, 1}}, &asked).ok());
+  ASSERT_TRUE(SendHeartbeat(nodes_, b, 0, nullptr, {}, {start}, &asked).ok());
+  ASSERT_TRUE(SendHeartbeat(nodes_, a, 0, nullptr, {}, {{start.actor_id, 1}}, &asked).ok());
   EXPECT_FALSE(nodes_.StopReported(a, start));
   EXPECT_EQ(asked, std::vector<ActorStart>{start});
-  ASSERT_TRUE(nodes_.Heartbeat(a, 0, nullptr, {}, {start}, &asked).ok());
+  ASSERT_TRUE(SendHeartbeat(nodes_, a, 0, nullptr, {}, {start}, &asked).ok());
   EXPECT_TRUE(asked.empty()) << "no longer asked once reported";
   EXPECT_TRUE(nodes_.StopReported(a, start));
   EXPECT_FALSE(nodes_.StopReported(b, start));
   nodes_.RequestStop(a, start);  // asked again after the report: already done
-  ASSERT_TRUE(nodes_.Heartbeat(a, 0, nullptr, {}, {}, &asked).ok());
+  ASSERT_TRUE(SendHeartbeat(nodes_, a, 0, nullptr, {}, {}, &asked).ok());
   EXPECT_TRUE(asked.empty());
   nodes_.ForgetStop(a, start);
   EXPECT_FALSE(nodes_.StopReported(a, start));
   // Forgotten before any report: no longer asked.
   nodes_.RequestStop(b, start);
   nodes_.ForgetStop(b, start);
-  ASSERT_TRUE(nodes_.Heartbeat(b, 0, nullptr, {}, {}, &asked).ok());
+  ASSERT_TRUE(SendHeartbeat(nodes_, b, 0, nullptr, {}, {}, &asked).ok());
   EXPECT_TRUE(asked.empty());
   // A kill's stop, which nobody waits on, ends with the node: it stopped its actors leaving.
   const ActorStart killed{ActorId::Random().ToString(), 5};
   nodes_.RequestStop(b, killed, /*awaited=*/false);
-  ASSERT_TRUE(nodes_.Heartbeat(b, 0, nullptr, {}, {}, &asked).ok());
+  ASSERT_TRUE(SendHeartbeat(nodes_, b, 0, nullptr, {}, {}, &asked).ok());
   EXPECT_EQ(asked, std::vector<ActorStart>{killed});
   ASSERT_TRUE(nodes_.Unregister(b, "leaving").ok());
   v1::NodeInfo again = Node();
   again.set_node_id(b.ToString());
   ASSERT_EQ(*nodes_.Register(again), b);
-  ASSERT_TRUE(nodes_.Heartbeat(b, 0, nullptr, {}, {}, &asked).ok());
+  ASSERT_TRUE(SendHeartbeat(nodes_, b, 0, nullptr, {}, {}, &asked).ok());
   EXPECT_TRUE(asked.empty());
 }
 
 TEST_F(NodeManagerTest, NodeDiesAfterTheConfiguredMissesAndNotBefore) {
   NodeId id = *nodes_.Register(Node());
   clock_.Advance(absl::Seconds(4));
-  ASSERT_TRUE(nodes_.Heartbeat(id).ok());
+  ASSERT_TRUE(SendHeartbeat(nodes_, id).ok());
   clock_.Advance(absl::Seconds(5));  // exactly period x misses since the last heartbeat
   EXPECT_TRUE(nodes_.CheckLiveness().empty());
   clock_.Advance(absl::Milliseconds(1));
@@ -97,12 +114,12 @@ TEST_F(NodeManagerTest, NodeDiesAfterTheConfiguredMissesAndNotBefore) {
   v1::NodeInfo info = nodes_.List()[0];
   EXPECT_EQ(info.state(), v1::NODE_DEAD);
   EXPECT_NE(info.death_reason().find("no heartbeat"), std::string::npos) << info.death_reason();
-  EXPECT_TRUE(absl::IsNotFound(nodes_.Heartbeat(id)));
+  EXPECT_TRUE(absl::IsNotFound(SendHeartbeat(nodes_, id)));
   // Re-registering with its id brings it back.
   v1::NodeInfo again = Node();
   again.set_node_id(id.ToString());
   ASSERT_EQ(*nodes_.Register(again), id);
-  EXPECT_TRUE(nodes_.Heartbeat(id).ok());
+  EXPECT_TRUE(SendHeartbeat(nodes_, id).ok());
 }
 
 TEST_F(NodeManagerTest, RecoverRestoresNodesWithAFreshHeartbeatWindow) {
@@ -113,8 +130,8 @@ TEST_F(NodeManagerTest, RecoverRestoresNodesWithAFreshHeartbeatWindow) {
   NodeManager restarted(store_, clock_, {absl::Seconds(1), 5});
   ASSERT_TRUE(restarted.Recover().ok());
   EXPECT_TRUE(restarted.CheckLiveness().empty()) << "recovered nodes get a full window";
-  EXPECT_TRUE(restarted.Heartbeat(alive).ok());
-  EXPECT_TRUE(absl::IsNotFound(restarted.Heartbeat(left)));
+  EXPECT_TRUE(SendHeartbeat(restarted, alive).ok());
+  EXPECT_TRUE(absl::IsNotFound(SendHeartbeat(restarted, left)));
   EXPECT_EQ(restarted.List().size(), 2u);
 }
 
@@ -165,7 +182,7 @@ TEST(NodeManagerStallTest, AHeadThatStalledGivesNodesAFreshWindow) {
   EXPECT_TRUE(was_dead) << "re-registration after death is reported";
   ASSERT_TRUE(nodes.Register(nodes.List()[0], &was_dead).ok());
   EXPECT_TRUE(was_dead) << "again, while no heartbeat says the worker got the first reply";
-  ASSERT_TRUE(nodes.Heartbeat(id).ok());
+  ASSERT_TRUE(SendHeartbeat(nodes, id).ok());
   ASSERT_TRUE(nodes.Register(nodes.List()[0], &was_dead).ok());
   EXPECT_FALSE(was_dead);
 }
@@ -177,7 +194,7 @@ std::vector<NodeId> RunChecks(NodeManager& nodes, FakeClock& clock, absl::Durati
   std::vector<NodeId> dead;
   for (absl::Duration t; t < d; t += absl::Milliseconds(500)) {
     clock.Advance(absl::Milliseconds(500));
-    for (const NodeId& id : beating) EXPECT_TRUE(nodes.Heartbeat(id).ok());
+    for (const NodeId& id : beating) EXPECT_TRUE(SendHeartbeat(nodes, id).ok());
     for (const NodeId& id : nodes.CheckLiveness()) dead.push_back(id);
   }
   return dead;
@@ -230,15 +247,15 @@ TEST_F(IsolationGuardTest, HeartbeatsCarryThePeerListWhenItChanged) {
   second.set_address("10.0.0.2:7000");
   NodeId b = *nodes_.Register(second);
   PeerList peers;
-  ASSERT_TRUE(nodes_.Heartbeat(a, 0, &peers).ok());
+  ASSERT_TRUE(SendHeartbeat(nodes_, a, 0, &peers).ok());
   EXPECT_TRUE(peers.changed);
   EXPECT_EQ(peers.addresses, std::vector<std::string>{"10.0.0.2:7000"}) << "the others, not itself";
   PeerList again;
-  ASSERT_TRUE(nodes_.Heartbeat(a, peers.version, &again).ok());
+  ASSERT_TRUE(SendHeartbeat(nodes_, a, peers.version, &again).ok());
   EXPECT_FALSE(again.changed);
   EXPECT_TRUE(again.addresses.empty());
   ASSERT_TRUE(nodes_.Unregister(b, "test").ok());
-  ASSERT_TRUE(nodes_.Heartbeat(a, peers.version, &again).ok());
+  ASSERT_TRUE(SendHeartbeat(nodes_, a, peers.version, &again).ok());
   EXPECT_TRUE(again.changed) << "a node left";
   EXPECT_TRUE(again.addresses.empty());
 }
@@ -275,33 +292,51 @@ TEST_F(HeartbeatPeriodTest, ThePeriodGrowsWithTheClusterAndTheThresholdWithIt) {
   for (int i = 0; i < 24; ++i) others.push_back(*nodes_.Register(Node(0)));
   EXPECT_EQ(nodes_.HeartbeatPeriod(), absl::Seconds(3)) << "25 nodes at 10 heartbeats a second";
   // It applies 1 s and is told 3 s: it may apply either from this reply on.
-  ASSERT_EQ(*nodes_.NotePeriod(first, absl::Seconds(1)), absl::Seconds(3));
+  ASSERT_EQ(nodes_.Heartbeat({.node = first, .period = absl::Seconds(1)})->period, absl::Seconds(3));
   EXPECT_EQ(StoredPeriodMs(first), 3000) << "recorded (and stored) before the reply goes out";
   EXPECT_TRUE(Run(absl::Seconds(11), others).empty()) << "not before 4 x 3 s";
   EXPECT_EQ(Run(absl::Milliseconds(1500), others), std::vector<NodeId>{first});
+}
+
+// Recording a node's limits changes no one's peer list: the cluster growing past the budget
+// (every node's period recorded anew) does not send every node its list again.
+TEST_F(HeartbeatPeriodTest, RecordingAPeriodSendsNoPeerListAgain) {
+  std::vector<NodeId> ids;
+  for (int i = 0; i < 25; ++i) ids.push_back(*nodes_.Register(Node(0)));
+  absl::StatusOr<HeartbeatOut> first = nodes_.Heartbeat({.node = ids[0], .period = absl::Seconds(1)});
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(first->peers.changed);
+  for (int i = 1; i < 25; ++i)
+    ASSERT_TRUE(nodes_.Heartbeat({.node = ids[i], .period = absl::Seconds(1)}).ok());
+  for (const NodeId& id : ids) EXPECT_EQ(StoredPeriodMs(id), 3000) << "recorded and stored";
+  absl::StatusOr<HeartbeatOut> again =
+      nodes_.Heartbeat({.node = ids[0], .peers_version = first->peers.version, .period = absl::Seconds(3)});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->peers.changed) << "version " << first->peers.version << " -> " << again->peers.version;
+  EXPECT_TRUE(again->peers.addresses.empty());
 }
 
 TEST_F(HeartbeatPeriodTest, AShorterPeriodCountsOnlyOnceTheWorkerSaysItAppliesIt) {
   std::vector<NodeId> ids;
   for (int i = 0; i < 25; ++i) ids.push_back(*nodes_.Register(Node(0)));
   const NodeId a = ids[0];
-  ASSERT_EQ(*nodes_.NotePeriod(a, absl::Seconds(1)), absl::Seconds(3));
+  ASSERT_EQ(nodes_.Heartbeat({.node = a, .period = absl::Seconds(1)})->period, absl::Seconds(3));
   for (int i = 5; i < 25; ++i) ASSERT_TRUE(nodes_.Unregister(ids[i], "test").ok());
   EXPECT_EQ(nodes_.HeartbeatPeriod(), absl::Seconds(1)) << "5 nodes";
   // It still applies 3 s (and is told 1 s): 12 s.
-  ASSERT_EQ(*nodes_.NotePeriod(a, absl::Seconds(3)), absl::Seconds(1));
+  ASSERT_EQ(nodes_.Heartbeat({.node = a, .period = absl::Seconds(3)})->period, absl::Seconds(1));
   EXPECT_EQ(StoredPeriodMs(a), 3000);
   const std::vector<NodeId> rest(ids.begin() + 1, ids.begin() + 5);
-  ASSERT_TRUE(nodes_.Heartbeat(a).ok());
+  ASSERT_TRUE(SendHeartbeat(nodes_, a).ok());
   EXPECT_TRUE(Run(absl::Seconds(5), rest).empty()) << "not after 4 x 1 s";
   // Now it says it applies 1 s: 4 s.
-  ASSERT_EQ(*nodes_.NotePeriod(a, absl::Seconds(1)), absl::Seconds(1));
+  ASSERT_EQ(nodes_.Heartbeat({.node = a, .period = absl::Seconds(1)})->period, absl::Seconds(1));
   EXPECT_EQ(StoredPeriodMs(a), 1000);
-  ASSERT_TRUE(nodes_.Heartbeat(a).ok());
+  ASSERT_TRUE(SendHeartbeat(nodes_, a).ok());
   EXPECT_TRUE(Run(absl::Seconds(4), rest).empty());
   EXPECT_EQ(Run(absl::Seconds(1), rest), std::vector<NodeId>{a});
   // A worker that does not say (an older one) is held to the longest recorded or told.
-  ASSERT_EQ(*nodes_.NotePeriod(ids[1], absl::ZeroDuration()), absl::Seconds(1));
+  ASSERT_EQ(nodes_.Heartbeat({.node = ids[1], .period = absl::ZeroDuration()})->period, absl::Seconds(1));
   EXPECT_EQ(StoredPeriodMs(ids[1]), 1000);
 }
 
@@ -309,10 +344,10 @@ TEST_F(HeartbeatPeriodTest, AShorterPeriodCountsOnlyOnceTheWorkerSaysItAppliesIt
 class RecordingListener final : public NodeListener {
  public:
   void OnNodeAlive(const v1::NodeInfo& node) override { events.push_back("alive " + node.node_id()); }
-  void OnNodeDead(const NodeId& node, const std::string&) override {
+  void OnNodeDead(const NodeId& node, const std::string&, Displaced) override {
     events.push_back("dead " + node.ToString());
   }
-  void OnNodeSilent(const NodeId& node) override { events.push_back("silent " + node.ToString()); }
+  void OnNodeSilent(const NodeId& node, Displaced) override { events.push_back("silent " + node.ToString()); }
   std::vector<std::string> events;
 };
 
@@ -329,7 +364,7 @@ class ConfirmedDeathTest : public ::testing::Test {
   // A heartbeat naming the list the node holds; `adopt`: it takes the one sent back.
   void Beat(const NodeId& id, bool adopt = true, std::vector<PeerSupport> supports = {}) {
     PeerList peers;
-    ASSERT_TRUE(nodes_.Heartbeat(id, held_[id], &peers, supports).ok());
+    ASSERT_TRUE(SendHeartbeat(nodes_, id, held_[id], &peers, supports).ok());
     if (adopt) held_[id] = peers.version;
   }
   // Checks every 0.5 s for `d`, `beating` heartbeating (keeping the lists they hold unless
@@ -402,7 +437,7 @@ TEST_F(ConfirmedDeathTest, InALargeClusterAPeerListIsTheNodesRingNeighbours) {
   const int each = int(NodeManager::kPeersEachSide);
   for (int p = 0; p < int(ring.size()); ++p) {
     PeerList peers;
-    ASSERT_TRUE(nodes_.Heartbeat(ring[p], 0, &peers).ok());
+    ASSERT_TRUE(SendHeartbeat(nodes_, ring[p], 0, &peers).ok());
     std::set<std::string> got(peers.node_ids.begin(), peers.node_ids.end());
     std::set<std::string> want;
     for (int k = 1; k <= each; ++k) {
@@ -533,14 +568,14 @@ TEST_F(ConfirmedDeathTest, AfterAHeadRestartANodeSilentBeforeItsSecondHeartbeatW
   // holds is one the new head cannot know.
   for (int i = 0; i < 10; ++i) {
     clock_.Advance(absl::Milliseconds(500));
-    for (NodeId id : {b, c}) ASSERT_TRUE(next.Heartbeat(id, held_[id]).ok());
+    for (NodeId id : {b, c}) ASSERT_TRUE(SendHeartbeat(next, id, held_[id]).ok());
     next.CheckLiveness();
   }
   EXPECT_EQ(heard.events, std::vector<std::string>{Silent(a)}) << "not a lone node: the recovered three";
   for (int i = 0; i < 2; ++i)
     for (NodeId id : {b, c}) {
       PeerList peers;
-      ASSERT_TRUE(next.Heartbeat(id, held_[id], &peers).ok());
+      ASSERT_TRUE(SendHeartbeat(next, id, held_[id], &peers).ok());
       held_[id] = peers.version;
     }
   heard.events.clear();
@@ -552,7 +587,7 @@ TEST_F(ConfirmedDeathTest, AVersionThisHeadNeverSentConfirmsNothing) {
   NodeId a = Join(), b = Join(), c = Join();
   Settle({a, b, c});
   Run(absl::Seconds(5), {b, c});
-  for (NodeId id : {b, c}) ASSERT_TRUE(nodes_.Heartbeat(id, UINT64_MAX - 1).ok());
+  for (NodeId id : {b, c}) ASSERT_TRUE(SendHeartbeat(nodes_, id, UINT64_MAX - 1).ok());
   EXPECT_TRUE(Run(absl::Seconds(1), {b, c}).empty()) << "a list from the future is no list this head sent";
 }
 
@@ -569,7 +604,7 @@ TEST_F(ConfirmedDeathTest, ANodeThatComesBackConfirmsItsOwnDeath) {
   EXPECT_TRUE(nodes_.Find(a.ToString())->death_unconfirmed()) << "stored so, for a head restarted meanwhile";
   nodes_.CheckLiveness();
   EXPECT_TRUE(listener_.events.empty());
-  ASSERT_TRUE(nodes_.Heartbeat(a, held_[a]).ok());  // sent before it registered: not it
+  ASSERT_TRUE(SendHeartbeat(nodes_, a, held_[a]).ok());  // sent before it registered: not it
   nodes_.CheckLiveness();
   EXPECT_TRUE(listener_.events.empty()) << "a heartbeat naming a list is from before the registration";
   Beat(b), Beat(c), Beat(b), Beat(c);  // their lists have a again: they confirm nothing
@@ -612,7 +647,7 @@ TEST_F(ConfirmedDeathTest, AHeadRestartedAfterANodeCameBackStillTellsItToStopIts
   ASSERT_TRUE(next.Register(*next.Find(a.ToString()), &was_dead).ok());
   EXPECT_TRUE(was_dead) << "the new head knows its death is unconfirmed: it must stop its old actors";
   EXPECT_TRUE(heard.events.empty());
-  ASSERT_TRUE(next.Heartbeat(a, 0).ok());
+  ASSERT_TRUE(SendHeartbeat(next, a, 0).ok());
   next.CheckLiveness();
   EXPECT_EQ(heard.events, (std::vector<std::string>{Dead(a), "alive " + a.ToString()}));
 }
@@ -629,19 +664,19 @@ TEST_F(ConfirmedDeathTest, AHeadRestartedMeanwhileWaitsAgainForTheRecoveredNodes
   for (NodeId id : {b, c})  // the lists of the new head, twice: the second says they hold it
     for (int i = 0; i < 2; ++i) {
       PeerList peers;
-      ASSERT_TRUE(next.Heartbeat(id, held_[id], &peers).ok());
+      ASSERT_TRUE(SendHeartbeat(next, id, held_[id], &peers).ok());
       held_[id] = peers.version;
     }
   next.CheckLiveness();
   EXPECT_TRUE(heard.events.empty()) << "supports given before the restart are unknown: a threshold first";
   for (int i = 0; i < 7; ++i) {
     clock_.Advance(absl::Milliseconds(500));
-    for (NodeId id : {b, c}) ASSERT_TRUE(next.Heartbeat(id, held_[id]).ok());
+    for (NodeId id : {b, c}) ASSERT_TRUE(SendHeartbeat(next, id, held_[id]).ok());
     next.CheckLiveness();
   }
   EXPECT_TRUE(heard.events.empty()) << "3.5 s";
   clock_.Advance(absl::Milliseconds(500));
-  for (NodeId id : {b, c}) ASSERT_TRUE(next.Heartbeat(id, held_[id]).ok());
+  for (NodeId id : {b, c}) ASSERT_TRUE(SendHeartbeat(next, id, held_[id]).ok());
   next.CheckLiveness();
   EXPECT_EQ(heard.events, std::vector<std::string>{Dead(a)}) << "4 s: T after the recovery";
 }
@@ -663,10 +698,19 @@ class KeepLimitTest : public ConfirmedDeathTest {
   // A heartbeat from a worker that applies the head's limit (it had it in its registration
   // reply), as the node service makes it: the limit noted first.
   void BeatKeeping(const NodeId& id, absl::Duration applied = kKeep) {
-    ASSERT_TRUE(keeping_.NoteKeep(id, applied).ok());
-    PeerList peers;
-    ASSERT_TRUE(keeping_.Heartbeat(id, held_[id], &peers).ok());
-    held_[id] = peers.version;
+    absl::StatusOr<HeartbeatOut> out =
+        keeping_.Heartbeat({.node = id, .peers_version = held_[id], .keep = applied});
+    ASSERT_TRUE(out.ok()) << out.status();
+    held_[id] = out->peers.version;
+  }
+  // A heartbeat of `id` (as BeatKeeping) reporting `gone`: the checks its reply asks.
+  std::vector<ProcessCheck> BeatReporting(const NodeId& id, std::vector<ProcessCheck> gone = {}) {
+    absl::StatusOr<HeartbeatOut> out =
+        keeping_.Heartbeat({.node = id, .peers_version = held_[id], .gone = std::move(gone), .keep = kKeep});
+    EXPECT_TRUE(out.ok()) << out.status();
+    if (!out.ok()) return {};
+    held_[id] = out->peers.version;
+    return out->checks;
   }
   std::vector<std::string> RunKeeping(absl::Duration d, const std::vector<NodeId>& beating) {
     listener_.events.clear();
@@ -682,7 +726,7 @@ class KeepLimitTest : public ConfirmedDeathTest {
     heard.events.clear();
     for (absl::Duration t; t < span; t += absl::Milliseconds(500)) {
       clock_.Advance(absl::Milliseconds(500));
-      ASSERT_TRUE(head.Heartbeat(beating).ok());
+      ASSERT_TRUE(SendHeartbeat(head, beating).ok());
       head.CheckLiveness();
     }
   }
@@ -754,18 +798,18 @@ TEST_F(KeepLimitTest, TheStoredLimitIsTheLargerOfTheWorkersAndTheHeads) {
   again.set_headless_keep_ms(5000);  // registering again, it still applies a previous head's
   ASSERT_TRUE(keeping_.Register(again).ok());
   EXPECT_EQ(keeping_.Find(a.ToString())->headless_keep_ms(), 5000);
-  ASSERT_TRUE(keeping_.NoteKeep(a, absl::Seconds(1)).ok());
+  ASSERT_TRUE(keeping_.Heartbeat({.node = a, .keep = absl::Seconds(1)}).ok());
   EXPECT_EQ(keeping_.Find(a.ToString())->headless_keep_ms(), 2000) << "1 s now, or 2 s from this reply";
-  ASSERT_TRUE(keeping_.NoteKeep(a, absl::ZeroDuration()).ok());
+  ASSERT_TRUE(keeping_.Heartbeat({.node = a, .keep = absl::ZeroDuration()}).ok());
   EXPECT_EQ(keeping_.Find(a.ToString())->headless_keep_ms(), 0) << "none is the largest";
-  ASSERT_TRUE(keeping_.NoteKeep(a, kKeep).ok());
+  ASSERT_TRUE(keeping_.Heartbeat({.node = a, .keep = kKeep}).ok());
   EXPECT_EQ(keeping_.Find(a.ToString())->headless_keep_ms(), 2000);
   absl::StatusOr<std::string> stored = store_.Get(kNodesTable, a.ToString());
   ASSERT_TRUE(stored.ok());
   v1::NodeInfo info;
   ASSERT_TRUE(info.ParseFromString(*stored));
   EXPECT_EQ(info.headless_keep_ms(), 2000) << "stored, for the next head";
-  EXPECT_TRUE(absl::IsNotFound(keeping_.NoteKeep(NodeId::Random(), kKeep)));
+  EXPECT_TRUE(absl::IsNotFound(keeping_.Heartbeat({.node = NodeId::Random(), .keep = kKeep}).status()));
 }
 
 // The horizon runs on the steady clock: a step of the wall clock declares nodes dead (as it
@@ -781,10 +825,10 @@ TEST(KeepLimitClockTest, AWallClockStepDoesNotShortenTheHorizon) {
   nodes.SetListener(&heard);
   std::map<NodeId, uint64_t> held;
   auto beat = [&](const NodeId& id) {
-    ASSERT_TRUE(nodes.NoteKeep(id, absl::Seconds(2)).ok());
-    PeerList peers;
-    ASSERT_TRUE(nodes.Heartbeat(id, held[id], &peers).ok());
-    held[id] = peers.version;
+    absl::StatusOr<HeartbeatOut> out =
+        nodes.Heartbeat({.node = id, .peers_version = held[id], .keep = absl::Seconds(2)});
+    ASSERT_TRUE(out.ok()) << out.status();
+    held[id] = out->peers.version;
   };
   NodeId a = *nodes.Register(Node(0)), b = *nodes.Register(Node(0)), c = *nodes.Register(Node(0));
   for (int i = 0; i < 2; ++i)
@@ -792,19 +836,19 @@ TEST(KeepLimitClockTest, AWallClockStepDoesNotShortenTheHorizon) {
   NodeId d = *nodes.Register(Node(0));
   wall.Advance(absl::Hours(1));  // the wall clock jumps an hour; a second passes
   steady.Advance(absl::Seconds(1));
-  ASSERT_TRUE(nodes.Heartbeat(d).ok());
+  ASSERT_TRUE(SendHeartbeat(nodes, d).ok());
   nodes.CheckLiveness();
   EXPECT_TRUE(nodes.DeathUnconfirmed(a.ToString())) << "declared by the wall clock, not confirmed";
   for (int i = 0; i < 9; ++i) {
     steady.Advance(absl::Milliseconds(500));
     wall.Advance(absl::Milliseconds(500));
-    ASSERT_TRUE(nodes.Heartbeat(d).ok());
+    ASSERT_TRUE(SendHeartbeat(nodes, d).ok());
     nodes.CheckLiveness();
   }
   EXPECT_TRUE(nodes.DeathUnconfirmed(a.ToString())) << "5.5 s on the steady clock";
   steady.Advance(absl::Milliseconds(500));
   wall.Advance(absl::Milliseconds(500));
-  ASSERT_TRUE(nodes.Heartbeat(d).ok());
+  ASSERT_TRUE(SendHeartbeat(nodes, d).ok());
   nodes.CheckLiveness();
   EXPECT_FALSE(nodes.DeathUnconfirmed(a.ToString())) << "6 s = K + T on the steady clock";
 }
@@ -820,9 +864,12 @@ TEST_F(KeepLimitTest, ALimitFromAPreviousHeadCountsUntilTheWorkerSaysItAppliesTh
   next.SetListener(&heard);
   ASSERT_TRUE(next.Recover().ok());
   // b tells the new head it applies 2 s now; a and c never reach it.
-  ASSERT_TRUE(next.NoteKeep(b, kKeep).ok());
+  ASSERT_TRUE(
+      next.Heartbeat({.node = b, .peers_version = held_[b], .send_peers = false, .keep = kKeep}).ok());
   EXPECT_EQ(next.Find(b.ToString())->headless_keep_ms(), 2000);
-  ASSERT_TRUE(next.NoteKeep(c, absl::Seconds(9)).ok());
+  ASSERT_TRUE(
+      next.Heartbeat({.node = c, .peers_version = held_[c], .send_peers = false, .keep = absl::Seconds(9)})
+          .ok());
   EXPECT_EQ(next.Find(c.ToString())->headless_keep_ms(), 9000) << "it may take the new one from this reply";
   NodeId d = *next.Register(Node(0));
   auto run = [&](absl::Duration span) { RunOn(next, heard, d, span); };
@@ -840,25 +887,25 @@ TEST_F(KeepLimitTest, AWorkerOnTheSameMachineFindingASilentNodesProcessGoneMakes
          c = JoinKeeping("boot-2/ns-1", 300), d = JoinKeeping("boot-1/ns-1", 400);
   for (int i = 0; i < 2; ++i)
     for (NodeId id : {a, b, c, d}) BeatKeeping(id);
-  EXPECT_TRUE(keeping_.ProcessChecks(b).empty()) << "every node heard";
+  EXPECT_TRUE(BeatReporting(b).empty()) << "every node heard";
   RunKeeping(absl::Milliseconds(2500), {b, c, d});
-  const std::vector<ProcessCheck> asked = keeping_.ProcessChecks(b);
+  const std::vector<ProcessCheck> asked = BeatReporting(b);
   ASSERT_EQ(asked.size(), 1u) << "a, unheard for two periods, in b's space";
   EXPECT_EQ(asked[0].node, a);
   EXPECT_EQ(asked[0].pid, 100);
   EXPECT_EQ(asked[0].start_ticks, 1100);
-  EXPECT_TRUE(keeping_.ProcessChecks(c).empty()) << "another machine's pids say nothing of a";
+  EXPECT_TRUE(BeatReporting(c).empty()) << "another machine's pids say nothing of a";
   // Reports that prove nothing: from another space, of another start, of a heard node.
-  keeping_.ReportGone(c, {{a, 100, 1100}});
-  keeping_.ReportGone(b, {{a, 100, 1101}});
-  keeping_.ReportGone(b, {{d, 400, 1400}});
+  BeatReporting(c, {{a, 100, 1100}});
+  BeatReporting(b, {{a, 100, 1101}});
+  BeatReporting(b, {{d, 400, 1400}});
   EXPECT_TRUE(RunKeeping(absl::Milliseconds(500), {b, c, d}).empty());
   // A report is undone by a heartbeat of the node: heard, it was not its process.
-  keeping_.ReportGone(b, {{a, 100, 1100}});
+  BeatReporting(b, {{a, 100, 1100}});
   BeatKeeping(a);
   EXPECT_TRUE(RunKeeping(absl::Milliseconds(500), {a, b, c, d}).empty());
   RunKeeping(absl::Milliseconds(2500), {b, c, d});
-  keeping_.ReportGone(b, {{a, 100, 1100}});
+  BeatReporting(b, {{a, 100, 1100}});
   listener_.events.clear();
   keeping_.CheckLiveness();
   EXPECT_EQ(listener_.events, std::vector<std::string>{Dead(a)})
@@ -873,10 +920,10 @@ TEST_F(KeepLimitTest, AReportOfAGoneProcessConfirmsADeathThatWaitsForItsPeers) {
   for (int i = 0; i < 2; ++i)
     for (NodeId id : {a, b, c}) BeatKeeping(id);
   EXPECT_EQ(RunKeeping(absl::Milliseconds(4500), {b, c}), std::vector<std::string>{Silent(a)});
-  ASSERT_EQ(keeping_.ProcessChecks(b).size(), 1u);
-  keeping_.ReportGone(b, {{a, 100, 1100}});
+  ASSERT_EQ(BeatReporting(b).size(), 1u);
+  BeatReporting(b, {{a, 100, 1100}});
   EXPECT_EQ(RunKeeping(absl::Milliseconds(500), {b, c}), std::vector<std::string>{Dead(a)});
-  EXPECT_TRUE(keeping_.ProcessChecks(b).empty()) << "confirmed: nothing left to ask";
+  EXPECT_TRUE(BeatReporting(b).empty()) << "confirmed: nothing left to ask";
 }
 
 TEST_F(ConfirmedDeathTest, AHeadThatDoesNotAskWorkersToFenceConfirmsAtOnce) {
@@ -885,14 +932,106 @@ TEST_F(ConfirmedDeathTest, AHeadThatDoesNotAskWorkersToFenceConfirmsAtOnce) {
   three.SetListener(&heard);
   NodeId a = *three.Register(Node(0)), b = *three.Register(Node(0));
   PeerList peers;
-  ASSERT_TRUE(three.Heartbeat(a, 0, &peers).ok());
-  ASSERT_TRUE(three.Heartbeat(a, peers.version, &peers).ok());
+  ASSERT_TRUE(SendHeartbeat(three, a, 0, &peers).ok());
+  ASSERT_TRUE(SendHeartbeat(three, a, peers.version, &peers).ok());
   for (int i = 0; i < 8; ++i) {
     clock_.Advance(absl::Milliseconds(500));
-    ASSERT_TRUE(three.Heartbeat(b).ok());
+    ASSERT_TRUE(SendHeartbeat(three, b).ok());
     three.CheckLiveness();
   }
   EXPECT_NE(std::find(heard.events.begin(), heard.events.end(), Dead(a)), heard.events.end());
+}
+
+// The node table owns the scheduler's view of the nodes: a node is placeable exactly while
+// the table holds it ALIVE and announced, and a listener hears of a change only once the
+// view has followed it.
+class PlacementViewListener final : public NodeListener {
+ public:
+  explicit PlacementViewListener(ResourceTracker& resources) : resources_(resources) {}
+  void OnNodeAlive(const v1::NodeInfo& node) override { Note("alive", node.node_id(), {}); }
+  void OnNodeSilent(const NodeId& node, Displaced d) override { Note("silent", node.ToString(), d); }
+  void OnNodeDead(const NodeId& node, const std::string&, Displaced d) override {
+    Note("dead", node.ToString(), d);
+  }
+  std::vector<std::string> events;  // "<event>, placeable|unplaceable, <actors displaced>"
+
+ private:
+  void Note(const std::string& what, const std::string& node, const Displaced& d) {
+    const bool placeable = resources_.With([&](const scheduler::Cluster& c) { return c.HasNode(node); });
+    events.push_back(absl::StrCat(what, placeable ? ", placeable, " : ", unplaceable, ", d.actors.size()));
+  }
+  ResourceTracker& resources_;
+};
+
+TEST(NodeTableTest, TheSchedulersViewChangesWithTheTable) {
+  store::MemoryStore store;
+  FakeClock clock;
+  ResourceTracker resources;
+  NodeManager nodes(store, clock, {.heartbeat_period = absl::Seconds(1), .heartbeat_misses = 4}, nullptr,
+                    &resources);
+  PlacementViewListener heard(resources);
+  nodes.SetListener(&heard);
+  auto placeable = [&](const NodeId& id) {
+    return resources.With([&](const scheduler::Cluster& c) { return c.HasNode(id.ToString()); });
+  };
+  const NodeId a = *nodes.Register(Node(2)), b = *nodes.Register(Node(2)), c = *nodes.Register(Node(2));
+  EXPECT_EQ(heard.events, std::vector<std::string>(3, "alive, placeable, 0"));
+  ASSERT_TRUE(resources
+                  .With([&](scheduler::Cluster& cluster) {
+                    return cluster.AllocateActor("actor-1", *ResourceSet::FromMap({{"GPU", 1}}),
+                                                 scheduler::Slot{a.ToString(), {0}});
+                  })
+                  .ok());
+  std::map<NodeId, uint64_t> held;
+  auto beat = [&](const NodeId& id) {
+    absl::StatusOr<HeartbeatOut> out = nodes.Heartbeat({.node = id, .peers_version = held[id]});
+    ASSERT_TRUE(out.ok()) << out.status();
+    held[id] = out->peers.version;
+  };
+  for (int i = 0; i < 2; ++i)
+    for (const NodeId& id : {a, b, c}) beat(id);  // each holds a list with the others
+
+  // a falls silent: declared dead, out of the view (with its actor) before anyone hears it.
+  heard.events.clear();
+  for (int i = 0; i < 9; ++i) {
+    clock.Advance(absl::Milliseconds(500));
+    beat(b), beat(c);
+    nodes.CheckLiveness();
+  }
+  ASSERT_TRUE(nodes.DeathUnconfirmed(a.ToString()));
+  EXPECT_EQ(heard.events, std::vector<std::string>{"silent, unplaceable, 1"});
+  EXPECT_FALSE(placeable(a));
+
+  // Back before its death is confirmed: ALIVE in the table, not placeable until it has
+  // stopped its old actors (its first heartbeat) and the death is confirmed.
+  heard.events.clear();
+  v1::NodeInfo again = Node(2);
+  again.set_node_id(a.ToString());
+  bool was_dead = false;
+  ASSERT_TRUE(nodes.Register(again, &was_dead).ok());
+  EXPECT_TRUE(was_dead);
+  EXPECT_EQ(nodes.Find(a.ToString())->state(), v1::NODE_ALIVE);
+  EXPECT_FALSE(placeable(a));
+  held[a] = 0;
+  beat(a);
+  nodes.CheckLiveness();
+  // (The death confirmed is of what it ran before; the node itself is back by then.)
+  EXPECT_EQ(heard.events, (std::vector<std::string>{"dead, placeable, 0", "alive, placeable, 0"}));
+  EXPECT_TRUE(placeable(a));
+
+  // b leaves: out of the view in the same step.
+  heard.events.clear();
+  ASSERT_TRUE(nodes.Unregister(b, "drained").ok());
+  EXPECT_EQ(heard.events, std::vector<std::string>{"dead, unplaceable, 0"});
+
+  // A head restart: the recovered table fills a fresh view with the ALIVE nodes.
+  ResourceTracker recovered;
+  NodeManager next(store, clock, {.heartbeat_period = absl::Seconds(1), .heartbeat_misses = 4}, nullptr,
+                   &recovered);
+  ASSERT_TRUE(next.Recover().ok());
+  std::vector<std::string> expected = {a.ToString(), c.ToString()};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(recovered.With([](const scheduler::Cluster& cl) { return cl.NodeIds(); }), expected);
 }
 
 }  // namespace
