@@ -1,5 +1,6 @@
 // The one place where absl::Status and grpc::Status meet. Codes map one to one (both use
-// the canonical codes); messages pass through unchanged.
+// the canonical codes); messages pass through unchanged, but for an empty one on an error,
+// which becomes one that names the code and where nothing more was said.
 #pragma once
 
 #include <grpcpp/server_context.h>

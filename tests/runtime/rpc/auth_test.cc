@@ -71,5 +71,14 @@ TEST(StatusTest, CodesAndMessagesSurviveTheRoundTrip) {
   }
 }
 
+TEST(StatusTest, AnErrorWithoutAMessageSaysSo) {
+  grpc::Status g = ToGrpc(absl::InternalError(""));
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_EQ(g.error_message(), "INTERNAL with no message from this server");
+  absl::Status s = FromGrpc(grpc::Status(grpc::StatusCode::UNAVAILABLE, ""));
+  EXPECT_TRUE(absl::IsUnavailable(s));
+  EXPECT_EQ(s.message(), "UNAVAILABLE with no message from the peer or gRPC");
+}
+
 }  // namespace
 }  // namespace skyrl::rpc
