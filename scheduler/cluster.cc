@@ -270,7 +270,19 @@ absl::StatusOr<Slot> Cluster::PlanActor(const Demand& demand, const std::string&
     if (!ids) return std::nullopt;
     return Slot{id, std::move(*ids)};
   };
-  if (gpu_need > 0) {
+  if (const std::set<std::string>* few = FewMatching(demand.selector)) {
+    // A selective label selector (node affinity, a small pool): its nodes, in index order.
+    std::optional<std::pair<int64_t, std::string>> best;
+    std::optional<Slot> chosen;
+    for (const std::string& id : *few) {
+      std::optional<Slot> slot = fits(id);
+      if (!slot) continue;
+      const IndexKeys& k = nodes_.at(id).keys;
+      std::pair<int64_t, std::string> key{gpu_need > 0 ? k.gpu : k.cpu, id};
+      if (!best || key < *best) best = std::move(key), chosen = std::move(slot);
+    }
+    if (chosen) return *std::move(chosen);
+  } else if (gpu_need > 0) {
     // Nodes with fewer free GPU units than asked cannot take it: start past them.
     for (auto it = by_gpu_.lower_bound({gpu_need, std::string()}); it != by_gpu_.end(); ++it)
       if (std::optional<Slot> slot = fits(it->second)) return *slot;
@@ -318,6 +330,21 @@ absl::StatusOr<Slot> Cluster::PlanActor(const Demand& demand, const std::string&
       ever = true;
   return ever ? absl::UnavailableError(msg)
               : absl::ResourceExhaustedError(absl::StrCat(msg, " (no node of this cluster can ever fit it)"));
+}
+
+const std::set<std::string>* Cluster::FewMatching(const Labels& selector) const {
+  static const std::set<std::string> kNone;
+  const std::set<std::string>* few = nullptr;
+  for (const auto& [key, value] : selector) {
+    auto by_value = domains_.find(key);
+    if (by_value == domains_.end()) return &kNone;
+    auto domain = by_value->second.find(value);
+    if (domain == by_value->second.end()) return &kNone;
+    if (few == nullptr || domain->second.nodes.size() < few->size()) few = &domain->second.nodes;
+  }
+  // Few enough that visiting them all beats walking the index past the others.
+  if (few != nullptr && few->size() * kFewMatching <= nodes_.size()) return few;
+  return nullptr;
 }
 
 absl::Status Cluster::AllocateActor(const std::string& actor, const ResourceSet& need, const Slot& slot,

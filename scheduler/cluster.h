@@ -179,6 +179,11 @@ class Cluster {
   void OrderIndexes(const std::string& id, const IndexKeys& keys, bool in);
   void Unindex(const NodeEntry& n);
   void Reindex(const std::string& node_id);
+  // The nodes of the smallest domain named by `selector` (every node matching it is there)
+  // when that is at most 1/kFewMatching of the nodes, else null (the index walk is cheaper).
+  // A selector naming a label value no node has: an empty set.
+  const std::set<std::string>* FewMatching(const Labels& selector) const;
+  static constexpr size_t kFewMatching = 8;
   friend class GroupPlanner;
 
   static Pool BundlePool(const ResourceSet& need, const std::vector<int>& gpu_ids);

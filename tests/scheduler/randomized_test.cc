@@ -108,9 +108,10 @@ TEST_P(RandomizedTest, InvariantsHoldThroughRandomOperations) {
     int op = rng() % 100;
     if (op < 10 || t.nodes.size() < 2) {  // a node joins
       int gpus = std::vector<int>{0, 2, 4, 8}[rng() % 4];
-      NodeSpec n{absl::StrCat("n", next++),
+      const std::string host = absl::StrCat("n", next++);
+      NodeSpec n{host,
                  *ResourceSet::Parse(absl::StrCat("CPU=16,GPU=", gpus)),
-                 {{"rack", absl::StrCat("r", rng() % 2)}, {"all", "1"}},
+                 {{"rack", absl::StrCat("r", rng() % 2)}, {"all", "1"}, {"host", host}},
                  {}};
       for (int i = 0; i < gpus; ++i) n.gpu_ids.push_back(i);
       ASSERT_TRUE(c.AddNode(n).ok());
@@ -186,7 +187,10 @@ TEST_P(RandomizedTest, InvariantsHoldThroughRandomOperations) {
       }
     } else if (op < 80) {  // an actor is placed, on a node or in a group
       Demand d{GpuRequest(rng), {}};
+      // Selectors matching half the nodes (walked in index order), or one node, or none
+      // (visited as a set): the same choice as the scan.
       if (rng() % 4 == 0) d.selector["rack"] = absl::StrCat("r", rng() % 2);
+      if (rng() % 4 == 0) d.selector["host"] = absl::StrCat("n", rng() % (next + 2));
       std::string group;
       std::optional<int> bundle;
       if (!t.groups.empty() && rng() % 2) {
