@@ -10,6 +10,7 @@ find_package(PkgConfig REQUIRED)
 # hiredis's CMake config defines no target: go through pkg-config.
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)
 pkg_check_modules(LIBARCHIVE REQUIRED IMPORTED_TARGET libarchive)
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)  # weight sync deltas
 find_package(spdlog CONFIG REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)

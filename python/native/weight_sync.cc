@@ -267,7 +267,7 @@ class SyncPlan {
 struct Endpoint {
   std::string rendezvous, where, token, prefix, transport, bind_host, advertise_host;
   double io_timeout_s = 30;
-  bool checksums = false, in_place = false;
+  bool checksums = false, in_place = false, delta = false;
   int device = 0;
 
   static Endpoint From(const py::dict& d) {
@@ -283,9 +283,13 @@ struct Endpoint {
     if (d.contains("bind_host")) e.bind_host = d["bind_host"].cast<std::string>();
     if (d.contains("advertise_host")) e.advertise_host = d["advertise_host"].cast<std::string>();
     if (d.contains("in_place")) e.in_place = d["in_place"].cast<bool>();
+    if (d.contains("delta")) e.delta = d["delta"].cast<bool>();
     if (!(e.io_timeout_s > 0)) Raise(absl::InvalidArgumentError("io_timeout must be positive"));
     if (e.transport != "tcp" && e.transport != "nccl")
       Raise(absl::InvalidArgumentError(absl::StrCat("transport '", e.transport, "' is not tcp or nccl")));
+    if (e.delta && e.transport != "tcp")
+      Raise(absl::InvalidArgumentError(
+          absl::StrCat("delta: transport ", e.transport, " sends every byte (tcp only)")));
 #ifndef SKYRL_HAVE_NCCL
     if (e.transport == "nccl")
       Raise(absl::FailedPreconditionError(
@@ -334,6 +338,7 @@ class Link {
       o.key_prefix = e_.prefix;
       o.transfer = transfer_;
       o.zero_copy_send = false;
+      o.delta = e_.delta;
       if (!sender_) {
         o.receiver_rank = rank_;
         o.bind_host = e_.bind_host;

@@ -330,6 +330,13 @@ def _device_of(tensors, transport, who):
     return device, transport
 
 
+def _check_delta(delta, transport, who):
+    if not isinstance(delta, bool):
+        raise TypeError(f"{who}: delta must be True or False, not {delta!r}")
+    if delta and transport != "tcp":
+        raise ValueError(f"{who}: delta=True needs transport tcp (this sync moves {transport})")
+
+
 def _endpoint(rendezvous, group, io_timeout, checksums, transport, device, **extra):
     kind, where, token = _rendezvous(rendezvous)
     return {"rendezvous": kind, "where": where, "token": token, "prefix": f"weight_sync/{group}",
@@ -400,15 +407,17 @@ class WeightSender:
     a cluster; default, the cluster's KV store."""
 
     def __init__(self, plan, rank, params, *, group="weights", pack=True, rendezvous=None, io_timeout=30.0,
-                 checksums=False, transport=None):
+                 checksums=False, transport=None, delta=False):
         self.plan, self.rank = plan, int(rank)
         who = f"WeightSender rank {self.rank}"
         self._params = plan.sender_params(self.rank)
         tensors = _named(params)
         _check_tensors(tensors, self._params, who)
         self.device, self.transport = _device_of(tensors, transport, who)
+        _check_delta(delta, self.transport, who)
         self._native = _checked(_ws_native.Sender, plan._native, self.rank,
-                                _endpoint(rendezvous, group, io_timeout, checksums, self.transport, self.device))
+                                _endpoint(rendezvous, group, io_timeout, checksums, self.transport, self.device,
+                                          delta=bool(delta)))
         buffer = self._native.shard()  # host memory (TCP); else a torch tensor on the device
         self._flat = None if buffer is not None else torch.empty(self._native.shard_bytes, dtype=torch.uint8,
                                                                   device=self.device)
@@ -479,7 +488,7 @@ class WeightReceiver:
     device at the commit (bind needs CPU tensors)."""
 
     def __init__(self, plan, rank, tensors=None, *, group="weights", bind=False, rendezvous=None, host=None,
-                 io_timeout=30.0, checksums=False, staging="copy", transport=None):
+                 io_timeout=30.0, checksums=False, staging="copy", transport=None, delta=False):
         if staging not in ("copy", "in_place"):
             raise ValueError(f"WeightReceiver: staging must be copy or in_place, not {staging!r}")
         self.plan, self.rank = plan, int(rank)
@@ -496,9 +505,10 @@ class WeightReceiver:
         if bind and staging == "in_place":
             raise ValueError(f"{who}: bind=True keeps the live version in use, which in-place staging "
                              f"must overwrite: use staging='copy'")
+        _check_delta(delta, self.transport, who)
         self._bind = bool(bind)
         self._options = dict(group=group, rendezvous=rendezvous, io_timeout=float(io_timeout),
-                             checksums=bool(checksums), in_place=staging == "in_place",
+                             checksums=bool(checksums), in_place=staging == "in_place", delta=bool(delta),
                              host=host or os.environ.get("SKYRL_NODE_HOST") or "127.0.0.1")
         self._native = None
         self._prepared = 0  # the version prepare() left staged, or 0
@@ -513,7 +523,7 @@ class WeightReceiver:
                 return
             o = self._options
             endpoint = _endpoint(o["rendezvous"], o["group"], o["io_timeout"], o["checksums"], self.transport,
-                                 self.device, bind_host=o["host"], in_place=o["in_place"])
+                                 self.device, bind_host=o["host"], in_place=o["in_place"], delta=o["delta"])
             native = _checked(_ws_native.Receiver, self.plan._native, self.rank, endpoint)
             if self._tensors is not None:
                 initial = native.new_buffer()

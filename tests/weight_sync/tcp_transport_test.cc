@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/weight_sync/sync_harness.h"
 #include "weight_sync/checksum.h"
+#include "weight_sync/delta_codec.h"
 #include "weight_sync/plan/hf_params.h"
 #include "weight_sync/rendezvous.h"
 #include "weight_sync/tcp/direct_write.h"  // SharedMappings
@@ -35,6 +36,7 @@ using ::testing::HasSubstr;
 using testing::MakeWorld;
 using testing::MatrixTrainer;
 using testing::MatrixTrainers;
+using testing::SmallStep;
 using testing::World;
 
 // The wire format, written out independently of the implementation (it is a contract).
@@ -44,7 +46,7 @@ std::vector<uint8_t> HelloBytes(uint64_t version, uint32_t sender, uint32_t rece
   auto put32 = [&](size_t at, uint32_t v) { std::memcpy(&b[at], &v, 4); };
   auto put64 = [&](size_t at, uint64_t v) { std::memcpy(&b[at], &v, 8); };
   put32(0, 0x53574B53);
-  put32(4, 3);  // protocol
+  put32(4, 4);  // protocol
   put64(8, version);
   put32(16, sender);
   put32(20, receiver);
@@ -841,6 +843,238 @@ TEST(TcpSameHostTest, AReceiverThatDisallowsItOffersNoUnixSocket) {
   ASSERT_TRUE(CreateTcpTransport(o).ok());
   EXPECT_THAT(*rdv.Get("weight_sync/receiver/3", absl::Seconds(1)),
               ::testing::MatchesRegex("127\\.0\\.0\\.1:[0-9]+"));
+}
+
+// ---- deltas ----
+
+// One trainer rank to two TP2 engine ranks (runs that cut rows), deltas on, streamed (the
+// deltas' path; direct writes are a memcpy already): full bytes first, then deltas for a
+// small step, raw frames for a change everywhere, and every byte exact each time.
+class TcpDeltaTest : public ::testing::TestWithParam<Staging> {
+ protected:
+  void SetUp() override {
+    auto w = MakeWorld(OneMatrix(512, 384), Layout::Of(ModelParallel{}),
+                       Layout::Engines(1, ModelParallel{.tp = 2}));
+    ASSERT_TRUE(w.ok()) << w.status();
+    world_ = std::move(*w);
+    TcpOptions o;
+    o.rendezvous = &rdv_;
+    o.delta = true;
+    o.same_host_direct_write = false;
+    o.transfer.chunk_bytes = 20000;
+    o.transfer.bucket_bytes = 70000;
+    o.transfer.staging = GetParam();
+    o.stats = &stats_;
+    auto sender = CreateTcpTransport(o);
+    ASSERT_TRUE(sender.ok()) << sender.status();
+    sender_ = std::move(*sender);
+    for (int r = 0; r < world_->plan.num_receivers; ++r) {
+      TcpOptions ro = o;
+      ro.receiver_rank = r;
+      ro.stats = nullptr;
+      auto t = CreateTcpTransport(ro);
+      ASSERT_TRUE(t.ok()) << t.status();
+      receivers_.push_back(std::move(*t));
+      shards_.push_back(std::make_unique<VersionedShard>(world_->rlayout[r].Bytes()));
+    }
+  }
+  // Syncs `weights` as `version` to every receiver; the delta bytes, wire bytes, compressed
+  // and raw frames it took.
+  std::array<int64_t, 4> Sync(uint64_t version, const std::vector<std::vector<uint8_t>>& weights) {
+    const std::array<int64_t, 4> before = Counts();
+    std::vector<absl::Status> got(receivers_.size());
+    std::vector<std::thread> threads;
+    for (size_t r = 0; r < receivers_.size(); ++r)
+      threads.emplace_back(
+          [&, r] { got[r] = receivers_[r]->Receive(version, world_->recv_sched[r], *shards_[r]); });
+    std::vector<uint8_t> shard = world_->SenderShard(0, weights);
+    absl::Status sent = sender_->Send(version, world_->send_sched[0], absl::MakeConstSpan(shard));
+    for (auto& t : threads) t.join();
+    EXPECT_TRUE(sent.ok()) << sent;
+    for (size_t r = 0; r < receivers_.size(); ++r) {
+      EXPECT_TRUE(got[r].ok()) << got[r];
+      EXPECT_EQ(shards_[r]->Current().version, version);
+      EXPECT_TRUE(*shards_[r]->Current().bytes == world_->Expected(r, weights))
+          << "receiver " << r << " version " << version;
+    }
+    std::array<int64_t, 4> after = Counts();
+    for (int i = 0; i < 4; ++i) after[i] -= before[i];
+    return after;
+  }
+  std::array<int64_t, 4> Counts() const {
+    return {stats_.delta_bytes.load(), stats_.delta_wire_bytes.load(), stats_.delta_frames.load(),
+            stats_.delta_raw_frames.load()};
+  }
+  int64_t Payload(int r) const { return world_->recv_sched[r].peers[0].bytes; }
+
+  InMemoryRendezvous rdv_;
+  TcpStats stats_;
+  std::unique_ptr<World> world_;
+  std::unique_ptr<Transport> sender_;
+  std::vector<std::unique_ptr<Transport>> receivers_;
+  std::vector<std::unique_ptr<VersionedShard>> shards_;
+};
+
+TEST_P(TcpDeltaTest, ASmallStepGoesAsDeltasAndAChangeEverywhereRaw) {
+  const auto v1 = world_->Weights(1);
+  EXPECT_EQ(Sync(1, v1)[0], 0) << "nothing to send a delta against yet";
+  const auto v2 = SmallStep(v1, 64);
+  const std::array<int64_t, 4> step = Sync(2, v2);
+  EXPECT_EQ(step[0], Payload(0) + Payload(1)) << "every byte went as delta frames";
+  EXPECT_LT(step[1] * 4, step[0]) << "a small step takes under a quarter of its bytes: " << step[1];
+  EXPECT_GT(step[2], 0);
+  EXPECT_EQ(step[3], 0);
+  const auto v3 = world_->Weights(3);  // every byte changed: deltas do not pay
+  const std::array<int64_t, 4> all = Sync(3, v3);
+  EXPECT_EQ(all[1], all[0]) << "raw frames, byte for byte";
+  EXPECT_EQ(all[2], 0);
+  EXPECT_GT(all[3], 0);
+  EXPECT_EQ(Sync(4, SmallStep(v3, 16))[3], 0) << "deltas again against the raw version";
+}
+
+TEST_P(TcpDeltaTest, AReceiverHoldingAnotherVersionGetsEveryByte) {
+  const auto v1 = world_->Weights(1);
+  Sync(1, v1);
+  const auto v2 = SmallStep(v1, 64);
+  Sync(2, v2);
+  // Receiver 1 is replaced by one that holds version 1 (restarted from a checkpoint).
+  shards_[1] = std::make_unique<VersionedShard>(world_->rlayout[1].Bytes());
+  ASSERT_TRUE(shards_[1]->Load(1, world_->Expected(1, v1)).ok());
+  const std::array<int64_t, 4> step = Sync(3, SmallStep(v2, 64));
+  EXPECT_EQ(step[0], Payload(0)) << "deltas to receiver 0 only";
+  // A receiver that holds none (fresh) takes every byte too.
+  shards_[0] = std::make_unique<VersionedShard>(world_->rlayout[0].Bytes());
+  EXPECT_EQ(Sync(4, SmallStep(v2, 32))[0], Payload(1)) << "deltas to receiver 1 only";
+}
+
+INSTANTIATE_TEST_SUITE_P(Staging, TcpDeltaTest, ::testing::Values(Staging::kCopy, Staging::kInPlace),
+                         [](const ::testing::TestParamInfo<Staging>& i) {
+                           return i.param == Staging::kCopy ? "copy" : "in_place";
+                         });
+
+// A receiver applies a delta only to the version it said it holds, and commits nothing whose
+// checksum (of the result) fails: a hand-written sender lies in each way.
+class TcpDeltaPeerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto w = MakeWorld(OneMatrix(), Layout::Of(ModelParallel{}), Layout::Engines(1, ModelParallel{}));
+    ASSERT_TRUE(w.ok());
+    world_ = std::move(*w);
+    TcpOptions o;
+    o.rendezvous = &rdv_;
+    o.receiver_rank = 0;
+    o.delta = true;
+    o.same_host_unix_socket = false;
+    o.transfer.io_timeout = absl::Milliseconds(500);
+    auto t = CreateTcpTransport(o);
+    ASSERT_TRUE(t.ok()) << t.status();
+    receiver_ = std::move(*t);
+    shard_ = std::make_unique<VersionedShard>(world_->rlayout[0].Bytes());
+    ASSERT_TRUE(shard_->Load(1, std::vector<uint8_t>(Bytes(), 5)).ok());
+    receive_ = std::thread([this] { result_ = receiver_->Receive(2, world_->recv_sched[0], *shard_); });
+  }
+  void TearDown() override {
+    if (receive_.joinable()) receive_.join();
+  }
+  int64_t Bytes() const { return world_->recv_sched[0].peers[0].bytes; }
+  // Connects, says hello offering deltas, and reads the welcome and the version held.
+  tcp::socket Hello(uint64_t* held) {
+    auto where = rdv_.Get("weight_sync/receiver/0", absl::Seconds(1));
+    EXPECT_TRUE(where.ok());
+    tcp::socket s(io_);
+    s.connect(tcp::endpoint(asio::ip::make_address(where->substr(0, where->find(':'))),
+                            std::atoi(where->substr(where->find(':') + 1).c_str())));
+    asio::write(s, asio::buffer(HelloBytes(2, 0, 0, Bytes(), Bytes(), /*delta=*/4)));
+    EXPECT_EQ(ReadStatusCode(s), 0u);
+    asio::read(s, asio::buffer(held, 8));
+    return s;
+  }
+  // A delta bucket of every byte against `base`: its header and one frame of `kind` with
+  // `frame_sum` (the checksum of its result).
+  void SendDeltaBucket(tcp::socket& s, uint64_t base, uint32_t kind, const std::vector<uint8_t>& payload,
+                       uint64_t n, uint64_t frame_sum = 0) {
+    std::vector<uint8_t> h = BucketHeader(0, Bytes(), 0);
+    const uint32_t delta = 2;
+    std::memcpy(&h[4], &delta, 4);
+    h.resize(32);
+    std::memcpy(&h[24], &base, 8);
+    std::vector<uint8_t> f(32, 0);
+    const uint64_t wire = kind == 0 ? 0 : payload.size();
+    std::memcpy(&f[0], &kind, 4);
+    std::memcpy(&f[8], &n, 8);
+    std::memcpy(&f[16], &wire, 8);
+    std::memcpy(&f[24], &frame_sum, 8);
+    // (The receiver may refuse and hang up before it all arrives: a failed write is expected.)
+    boost::system::error_code ec;
+    asio::write(s, asio::buffer(h), ec);
+    asio::write(s, asio::buffer(f), ec);
+    asio::write(s, asio::buffer(payload), ec);
+  }
+  absl::Status Finish() {
+    receive_.join();
+    return result_;
+  }
+
+  InMemoryRendezvous rdv_;
+  std::unique_ptr<World> world_;
+  std::unique_ptr<Transport> receiver_;
+  std::unique_ptr<VersionedShard> shard_;
+  std::thread receive_;
+  absl::Status result_;
+  asio::io_context io_;
+};
+
+TEST_F(TcpDeltaPeerTest, ADeltaAgainstAnotherVersionIsDataLoss) {
+  uint64_t held = 0;
+  tcp::socket s = Hello(&held);
+  EXPECT_EQ(held, 1u);
+  SendDeltaBucket(s, /*base=*/7, /*raw=*/0, std::vector<uint8_t>(Bytes(), 9), Bytes());
+  absl::Status st = Finish();
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_THAT(std::string(st.message()),
+              HasSubstr("a delta against version 7, but this receiver holds version 1"));
+  EXPECT_EQ(shard_->Current().version, 1u);
+  EXPECT_TRUE(*shard_->Current().bytes == std::vector<uint8_t>(Bytes(), 5));
+}
+
+TEST_F(TcpDeltaPeerTest, AResultWhoseChecksumFailsIsNotCommittedEvenWithChecksumsOff) {
+  uint64_t held = 0;
+  tcp::socket s = Hello(&held);
+  // A well-formed delta (a few 9s over the base's 5s) whose checksum is of other bytes: what
+  // a base other than the sender's gives.
+  std::vector<uint8_t> want(Bytes(), 5), x(Bytes());
+  for (size_t i = 0; i < want.size(); i += 50) want[i] = 9;
+  XorBytes(x.data(), want.data(), std::vector<uint8_t>(Bytes(), 5).data(), x.size());
+  DeltaEncoder encoder;
+  std::optional<absl::Span<const uint8_t>> frame = encoder.Compress(x.data(), x.size(), x.size());
+  ASSERT_TRUE(frame.has_value());
+  want[100] ^= 1;
+  Checksum sum;
+  sum.Update(want.data(), want.size());
+  SendDeltaBucket(s, 1, /*xor=*/1, std::vector<uint8_t>(frame->begin(), frame->end()), Bytes(), sum.Digest());
+  absl::Status st = Finish();
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("checksum mismatch"));
+  EXPECT_EQ(shard_->Current().version, 1u);
+}
+
+TEST_F(TcpDeltaPeerTest, ACorruptCompressedFrameIsDataLoss) {
+  uint64_t held = 0;
+  tcp::socket s = Hello(&held);
+  SendDeltaBucket(s, 1, /*xor=*/1, std::vector<uint8_t>(64, 0xEE), Bytes());
+  absl::Status st = Finish();
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("delta frame"));
+  EXPECT_EQ(shard_->Current().version, 1u);
+}
+
+TEST_F(TcpDeltaPeerTest, AFrameLongerThanItsBucketIsDataLoss) {
+  uint64_t held = 0;
+  tcp::socket s = Hello(&held);
+  SendDeltaBucket(s, 1, /*raw=*/0, {}, Bytes() + 1);
+  absl::Status st = Finish();
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("a delta frame of"));
 }
 
 TEST(TcpOptionsTest, BadOptionsNameTheField) {

@@ -190,6 +190,32 @@ TEST_P(TransportContractTest, EveryReceiverShardEqualsItsSliceOfTheModel) {
   EXPECT_EQ(syncs + unrunnable, 72);
 }
 
+// Five versions a small step apart (what a transport with deltas sends as deltas), on every
+// layout pair: each arrives exact.
+TEST_P(TransportContractTest, FiveVersionsOfSmallStepsArriveExact) {
+  int syncs = 0;
+  for (const MatrixTrainer& t : MatrixTrainers())
+    ForEachMatrixEngines(t, [&](Layout engines, std::string where) {
+      if (::testing::Test::HasFatalFailure()) return;
+      auto w = MakeWorld(t.moe ? SmallMoe() : SmallDense(), t.layout, std::move(engines));
+      ASSERT_TRUE(w.ok()) << where << ": " << w.status();
+      if (!Missing(**w).empty()) return;
+      InMemoryRendezvous rdv;
+      Endpoints e = Make(**w, TestOptions(), rdv);
+      auto weights = (*w)->Weights(1);
+      for (uint64_t v = 1; v <= 5; ++v) {
+        if (v > 1) weights = testing::SmallStep(std::move(weights), 61 + v);
+        auto res = RunSync(**w, v, SenderShards(**w, weights), e.senders, e.receivers, e.shards);
+        ASSERT_EQ(res.FirstError(), "") << where << " version " << v;
+        for (int r = 0; r < (*w)->plan.num_receivers; ++r)
+          ASSERT_TRUE(*e.shards[r]->Current().bytes == (*w)->Expected(r, weights))
+              << where << ": receiver " << r << " version " << v;
+      }
+      ++syncs;
+    });
+  if (syncs == 0) GTEST_SKIP() << "no layout pair of the matrix runs here";
+}
+
 TEST_P(TransportContractTest, VersionsSwapAtomicallyForReaders) {
   auto w = MakeWorld(SmallDense(), Layout::Of(ModelParallel{.tp = 2, .replicas = 2}),
                      Layout::Engines(2, ModelParallel{.tp = 2}));

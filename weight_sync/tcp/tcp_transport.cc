@@ -3,9 +3,13 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -16,6 +20,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "weight_sync/checksum.h"
+#include "weight_sync/delta_codec.h"
 #include "weight_sync/tcp/connection.h"
 #include "weight_sync/tcp/direct_write.h"
 #include "weight_sync/tcp/listener.h"
@@ -28,10 +33,14 @@ namespace {
 using namespace tcp_internal;  // NOLINT: asio, tcp, error_code, Connection
 
 constexpr uint32_t kMagic = 0x53574B53;  // "SKWS"
-constexpr uint32_t kProtocol = 3;        // 3: direct writes (1: none; 2: direct reads, withdrawn)
+// 4: deltas; 3: direct writes (1: none; 2: direct reads, withdrawn)
+constexpr uint32_t kProtocol = 4;
 constexpr uint32_t kFlagChecksums = 1;
 // The sender can write into the receiver's staging buffer (tcp/direct_write.h).
 constexpr uint32_t kFlagDirectWrite = 2;
+// The sender holds a version it can send deltas against: the receiver's welcome is followed
+// by the version it holds (8 bytes; 0: none, or it takes no deltas).
+constexpr uint32_t kFlagDelta = 4;
 constexpr size_t kHelloSize = 48, kBucketHeaderSize = 24, kAckSize = 8;
 // The receiver's welcome when it grants direct writes: its staging buffer's descriptor rides
 // on the welcome, and the grant follows it (kGrantSize bytes, then the runs).
@@ -39,8 +48,18 @@ constexpr absl::string_view kDirectGranted = "direct-write";
 constexpr size_t kGrantSize = 32;
 // Most runs a grant may hold (a bound on what a peer makes the sender allocate: 64 MiB).
 constexpr uint32_t kMaxGrantRuns = uint32_t{1} << 22;
-// Bucket header, bytes 4-7: how the bucket's bytes came.
-constexpr uint32_t kBucketStreamed = 0, kBucketWritten = 1;
+// Bucket header, bytes 4-7: how the bucket's bytes came. A delta bucket's header is followed
+// by the base version (8 bytes), then frames: a frame header (kind u32, 0 u32, bytes u64,
+// wire bytes u64, checksum u64) and its payload, the XOR against the base compressed (the
+// checksum is of the result, always checked: it proves the base was the sender's) or the raw
+// bytes (checksum 0; the bucket's, when checksums are on, covers them).
+constexpr uint32_t kBucketStreamed = 0, kBucketWritten = 1, kBucketDelta = 2;
+constexpr size_t kFrameHeaderSize = 32;
+// A sender XORs this much of a piece first, and sends the piece raw at once when that holds
+// too few zero bytes (a change everywhere) instead of XORing and compressing the rest.
+constexpr int64_t kDeltaProbe = int64_t{64} << 10;
+constexpr uint32_t kFrameRaw = 0, kFrameXor = 1;
+constexpr int64_t kMaxDeltaFrame = int64_t{64} << 20;
 constexpr uint32_t kMaxAckMessage = 4096;
 // Receivers: SO_RCVLOWAT while payload streams in (see ReceiveFrom).
 constexpr int64_t kLowWater = int64_t{4} << 20;
@@ -168,6 +187,60 @@ void WriteStatus(Connection& c, const absl::Status& s, absl::Duration timeout) {
   WriteFrame(c, s.code(), s.message(), timeout);
 }
 
+// Delta frames shared by the connections of one Send that carry identical streams (replicas of
+// one shard): each frame is encoded once, by whichever connection needs it first, the others
+// wait for it, and it is dropped once every connection still sending deltas has sent it.
+class FrameCache {
+ public:
+  struct Frame {
+    bool compressed = false;  // else: sent raw, from the shard
+    std::vector<uint8_t> wire;
+    uint64_t sum = 0;  // of the frame's result bytes, when compressed
+  };
+  explicit FrameCache(int members) : members_(members) {}
+
+  std::shared_ptr<const Frame> Get(int64_t index, const std::function<Frame()>& encode) {
+    absl::MutexLock lock(&mu_);
+    Entry& e = entries_[index];  // (std::map: references stay valid while others come and go)
+    if (!e.started) {
+      e.started = true;
+      e.left = members_;
+      mu_.Unlock();
+      auto frame = std::make_shared<const Frame>(encode());
+      mu_.Lock();
+      e.frame = std::move(frame);
+    } else {
+      mu_.Await(absl::Condition(
+          +[](Entry* e) { return e->frame != nullptr; }, &e));
+    }
+    std::shared_ptr<const Frame> out = e.frame;
+    if (--e.left <= 0) entries_.erase(index);
+    return out;
+  }
+  // A connection that sends no more deltas, having got the frames before `next`.
+  void Leave(int64_t next) {
+    absl::MutexLock lock(&mu_);
+    --members_;
+    for (auto it = entries_.lower_bound(next); it != entries_.end();) {
+      if (--it->second.left <= 0 && it->second.frame != nullptr) {
+        it = entries_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+ private:
+  struct Entry {
+    bool started = false;
+    int left = 0;  // connections yet to get it
+    std::shared_ptr<const Frame> frame;
+  };
+  absl::Mutex mu_;
+  int members_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
+};
+
 class TcpTransport final : public Transport {
  public:
   explicit TcpTransport(const TcpOptions& o) : o_(o) {}
@@ -193,10 +266,12 @@ class TcpTransport final : public Transport {
   std::string ReceiverKey(int rank) const { return absl::StrCat(o_.key_prefix, "/receiver/", rank); }
   // `lockstep` (may be null) and `member`: this peer's place in a group of identical streams.
   absl::Status SendTo(uint64_t version, int me, const PeerStream& peer, const uint8_t* shard, Connection& c,
-                      Lockstep* lockstep, int member);
+                      Lockstep* lockstep, int member, FrameCache* frames);
   // `granted`: this sender may write buckets straight into `staging` (direct writes).
+  // `base`: the bytes of the version this receiver holds (`base_version`), which delta
+  // buckets apply to (null: it takes none).
   absl::Status ReceiveFrom(const Hello& hello, const PeerStream& peer, uint8_t* staging, Connection& c,
-                           bool granted);
+                           bool granted, const uint8_t* base, uint64_t base_version);
   // Sender: reads the receiver's welcome; on a grant of direct writes, returns where in our
   // mapping of its buffer each stream byte goes (the grant's runs) through `*target` and
   // `*target_runs`, else leaves *target null (stream). The outer status is the transport's,
@@ -210,9 +285,26 @@ class TcpTransport final : public Transport {
   // (and both sides allow it), else TCP. True: over the Unix socket.
   absl::StatusOr<bool> Dial(absl::string_view where, Connection& c);
 
+  // Sender, with `delta`: a delta bucket of `len` bytes at `cursor` against `base` (`base_`,
+  // at the same runs), frame by frame.
+  // `frames` (shared with connections carrying the same stream) and `frame`: the next
+  // frame's index in it.
+  absl::Status SendDeltaBucket(uint32_t b, int64_t len, RunCursor<const uint8_t*>& cursor,
+                               RunCursor<const uint8_t*>& base, std::array<uint8_t, kBucketHeaderSize>& hdr,
+                               Connection& c, SpliceWriter& writer, DeltaEncoder& encoder,
+                               std::unique_ptr<uint8_t[]>& x, FrameCache& frames, int64_t& frame);
+  // Receiver: applies a delta bucket of `len` bytes to `cursor`'s runs from `base`'s.
+  absl::Status ReceiveDeltaBucket(uint32_t b, int64_t len, RunCursor<uint8_t*>& cursor,
+                                  RunCursor<const uint8_t*>& base, Connection& c, DeltaDecoder& decoder,
+                                  std::vector<uint8_t>& wire, std::unique_ptr<uint8_t[]>& x);
+
   const TcpOptions o_;
   Listener listener_;        // receivers only
   SharedMappings mappings_;  // senders: receivers' staging buffers (direct writes)
+  // Senders with `delta`: the last version at least one receiver confirmed (the whole
+  // shard), which receivers that hold it get deltas against. Written by Send between syncs.
+  std::vector<uint8_t> base_;
+  uint64_t base_version_ = 0;
 };
 
 absl::StatusOr<bool> TcpTransport::Dial(absl::string_view where, Connection& c) {
@@ -354,17 +446,107 @@ error_code TcpTransport::WriteGrant(Connection& c, const ShardBytes& buffer, uin
   return WriteWithFd(c, frame, buffer.fd(), o_.transfer.io_timeout);
 }
 
-absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& peer, const uint8_t* shard,
-                                  Connection& c, Lockstep* lockstep, int member) {
+absl::Status TcpTransport::SendDeltaBucket(uint32_t b, int64_t len, RunCursor<const uint8_t*>& cursor,
+                                           RunCursor<const uint8_t*>& base,
+                                           std::array<uint8_t, kBucketHeaderSize>& hdr, Connection& c,
+                                           SpliceWriter& writer, DeltaEncoder& encoder,
+                                           std::unique_ptr<uint8_t[]>& x, FrameCache& frames,
+                                           int64_t& frame) {
   const TransferOptions& t = o_.transfer;
-  // However this ends, the group stops waiting for this member.
+  const int64_t frame_bytes = std::min(t.chunk_bytes, kMaxDeltaFrame);
+  if (x == nullptr) x = std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(frame_bytes));
+  if (t.checksums) {
+    Checksum sum;
+    cursor.Peek(len, [&](const uint8_t* p, int64_t n) { sum.Update(p, n); });
+    Put64(&hdr[16], sum.Digest());
+  }
+  Put32(&hdr[4], kBucketDelta);
+  std::array<uint8_t, 8> ext{};
+  Put64(&ext[0], base_version_);
+  std::vector<asio::const_buffer> head{asio::buffer(hdr), asio::buffer(ext)};
+  error_code ec;
+  auto failed = [&](const error_code& ec, absl::string_view what) {
+    absl::StatusOr<absl::Status> why = ReadStatus(c, absl::Milliseconds(100), what);
+    if (why.ok() && !why->ok()) return *why;
+    return FromAsio(ec, what);
+  };
+  if (ec = c.Write(head, t.io_timeout); ec) return failed(ec, absl::StrCat("bucket ", b, " header"));
+  std::vector<asio::const_buffer> bufs, base_bufs;
+  // XORs the piece's bytes from `from` on into x, up to `to`.
+  auto xor_range = [&](size_t from, size_t to) {
+    size_t at = 0;
+    for (size_t i = 0; i < bufs.size() && at < to; ++i) {
+      const size_t size = bufs[i].size();
+      const size_t lo = std::max(from, at), hi = std::min(to, at + size);
+      if (lo < hi)
+        XorBytes(x.get() + lo, static_cast<const uint8_t*>(bufs[i].data()) + (lo - at),
+                 static_cast<const uint8_t*>(base_bufs[i].data()) + (lo - at), hi - lo);
+      at += size;
+    }
+  };
+  for (int64_t done = 0; done < len;) {
+    const int64_t n = std::min(frame_bytes, len - done);
+    const size_t probe = static_cast<size_t>(std::min(n, kDeltaProbe));
+    cursor.Next(n, bufs);
+    base.Next(n, base_bufs);
+    std::shared_ptr<const FrameCache::Frame> f = frames.Get(frame++, [&] {
+      FrameCache::Frame out;
+      xor_range(0, probe);
+      if (!SparseEnough(x.get(), probe)) return out;
+      xor_range(probe, static_cast<size_t>(n));
+      // Worth it only when it saves a tenth at least.
+      std::optional<absl::Span<const uint8_t>> wire =
+          encoder.Compress(x.get(), static_cast<size_t>(n), static_cast<size_t>(n - n / 10));
+      if (!wire) return out;
+      out.compressed = true;
+      out.wire.assign(wire->begin(), wire->end());
+      Checksum sum;
+      for (const asio::const_buffer& p : bufs) sum.Update(p.data(), p.size());
+      out.sum = sum.Digest();
+      return out;
+    });
+    const bool compressed = f->compressed;
+    std::array<uint8_t, kFrameHeaderSize> fh{};
+    Put32(&fh[0], compressed ? kFrameXor : kFrameRaw);
+    Put64(&fh[8], n);
+    Put64(&fh[16], f->wire.size());
+    Put64(&fh[24], f->sum);
+    if (compressed) {
+      std::vector<asio::const_buffer> out{asio::buffer(fh), asio::buffer(f->wire)};
+      if (ec = c.Write(out, t.io_timeout); ec)
+        return failed(ec, absl::StrCat("bucket ", b, " at byte ", done));
+    } else {
+      if (ec = c.Write(asio::buffer(fh), t.io_timeout); ec)
+        return failed(ec, absl::StrCat("bucket ", b, " at byte ", done));
+      if (ec = writer.Write(c, bufs, t.io_timeout); ec)
+        return failed(ec, absl::StrCat("bucket ", b, " at byte ", done));
+    }
+    if (o_.stats != nullptr) {
+      o_.stats->delta_bytes += n;
+      o_.stats->delta_wire_bytes += compressed ? static_cast<int64_t>(f->wire.size()) : n;
+      ++(compressed ? o_.stats->delta_frames : o_.stats->delta_raw_frames);
+    }
+    done += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& peer, const uint8_t* shard,
+                                  Connection& c, Lockstep* lockstep, int member, FrameCache* frames) {
+  const TransferOptions& t = o_.transfer;
+  // However this ends, the group stops waiting for this member, and the frames it has not
+  // sent are not kept for it.
+  int64_t frame = 0;  // the next delta frame's index in `frames`
   struct LeaveOnExit {
     Lockstep*& lockstep;
     int member;
+    FrameCache*& frames;
+    int64_t& frame;
     ~LeaveOnExit() {
       if (lockstep != nullptr) lockstep->Leave(member);
+      if (frames != nullptr) frames->Leave(frame);
     }
-  } leave{lockstep, member};
+  } leave{lockstep, member, frames, frame};
   absl::StatusOr<std::string> where = o_.rendezvous->Get(ReceiverKey(peer.peer), t.io_timeout);
   if (!where.ok()) return where.status();
   absl::StatusOr<bool> local = Dial(*where, c);
@@ -379,7 +561,9 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
   h.receiver = peer.peer;
   h.bytes = peer.bytes;
   h.bucket_bytes = t.bucket_bytes;
-  h.flags = (t.checksums ? kFlagChecksums : 0) | (offer_direct ? kFlagDirectWrite : 0);
+  const bool offer_delta = o_.delta && base_version_ != 0;
+  h.flags = (t.checksums ? kFlagChecksums : 0) | (offer_direct ? kFlagDirectWrite : 0) |
+            (offer_delta ? kFlagDelta : 0);
   auto hello = h.Encode();
   if (ec = c.Write(asio::buffer(hello), t.io_timeout); ec) return FromAsio(ec, "hello");
   uint8_t* target = nullptr;  // direct writes: our mapping of the receiver's buffer
@@ -387,6 +571,22 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
   absl::StatusOr<absl::Status> welcome = ReadWelcome(c, peer, offer_direct, &target, &target_runs);
   if (!welcome.ok()) return welcome.status();
   if (!welcome->ok()) return *welcome;
+  // Deltas to a receiver that holds our base (not where we write into its buffer anyway).
+  bool use_delta = false;
+  if (offer_delta) {
+    std::array<uint8_t, 8> held{};
+    if (ec = c.Read(asio::buffer(held), t.io_timeout); ec)
+      return FromAsio(ec, "the version the receiver holds");
+    use_delta = Get64(&held[0]) == base_version_ && target == nullptr;
+  }
+  if (!use_delta && frames != nullptr) {
+    frames->Leave(0);
+    frames = nullptr;
+  }
+  if (use_delta && lockstep != nullptr) {  // frames go at the encoder's pace
+    lockstep->Leave(member);
+    lockstep = nullptr;
+  }
   // Only connections to this host go in lockstep: there every byte is copied from our pages
   // by a receiver (or by us, writing directly), best while the page is in the cache.
   if (!*local && lockstep != nullptr) {
@@ -419,11 +619,23 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
   int64_t sent = 0;
   RunCursor<uint8_t*> to(target_runs, target);  // direct writes
   std::vector<asio::mutable_buffer> to_bufs;
+  RunCursor<const uint8_t*> base_cursor(peer.runs, base_.data());  // deltas
+  std::optional<DeltaEncoder> encoder;
+  std::unique_ptr<uint8_t[]> x;
+  if (use_delta) encoder.emplace();
   for (uint32_t b = 0; sent < peer.bytes; ++b) {
     const int64_t len = std::min(t.bucket_bytes, peer.bytes - sent);
     std::array<uint8_t, kBucketHeaderSize> hdr{};
     Put32(&hdr[0], b);
     Put64(&hdr[8], len);
+    if (use_delta) {
+      if (absl::Status s =
+              SendDeltaBucket(b, len, cursor, base_cursor, hdr, c, writer, *encoder, x, *frames, frame);
+          !s.ok())
+        return s;
+      sent += len;
+      continue;
+    }
     if (t.checksums) {
       Checksum sum;
       cursor.Peek(len, [&](const uint8_t* p, int64_t n) { sum.Update(p, n); });
@@ -501,17 +713,37 @@ absl::Status TcpTransport::Send(uint64_t version, const RankSchedule& schedule,
       groups.push_back(std::make_unique<Lockstep>(o_.lockstep_window_bytes, absl::Milliseconds(50)));
       for (size_t j : same) member[j] = {groups.back().get(), groups.back()->Join()};
     }
+  // Deltas: one frame cache per distinct stream, shared by the peers that get it.
+  std::vector<std::unique_ptr<FrameCache>> caches;
+  std::vector<FrameCache*> cache(n, nullptr);
+  if (o_.delta && base_version_ != 0)
+    for (size_t i = 0; i < n; ++i) {
+      if (cache[i] != nullptr) continue;
+      std::vector<size_t> same{i};
+      for (size_t j = i + 1; j < n; ++j)
+        if (schedule.peers[j].bytes == schedule.peers[i].bytes &&
+            schedule.peers[j].runs == schedule.peers[i].runs)
+          same.push_back(j);
+      caches.push_back(std::make_unique<FrameCache>(static_cast<int>(same.size())));
+      for (size_t j : same) cache[j] = caches.back().get();
+    }
   std::vector<absl::Status> results(n);
   std::vector<std::thread> threads;
   for (size_t i = 0; i < n; ++i)
     threads.emplace_back([&, i] {
       BlockSigpipeInThisThread();  // splice raises SIGPIPE on a closed peer; this thread ends here
       results[i] = SendTo(version, schedule.rank, schedule.peers[i], shard.data(), *conns[i], member[i].first,
-                          member[i].second);
+                          member[i].second, cache[i]);
       // The receiver discards a buffer it granted for a failed sync: do not keep it mapped.
       if (!results[i].ok()) mappings_.Drop(schedule.peers[i].peer);
     });
   for (std::thread& th : threads) th.join();
+  // Deltas: receivers that confirmed hold this version now (one that failed, or aborts what
+  // it confirmed, says it holds another and is sent every byte).
+  if (o_.delta && std::any_of(results.begin(), results.end(), [](const absl::Status& s) { return s.ok(); })) {
+    base_.assign(shard.begin(), shard.begin() + schedule.shard_bytes);
+    base_version_ = version;
+  }
   for (size_t i = 0; i < n; ++i)
     if (!results[i].ok())
       return absl::Status(results[i].code(),
@@ -520,10 +752,70 @@ absl::Status TcpTransport::Send(uint64_t version, const RankSchedule& schedule,
   return absl::OkStatus();
 }
 
+absl::Status TcpTransport::ReceiveDeltaBucket(uint32_t b, int64_t len, RunCursor<uint8_t*>& cursor,
+                                              RunCursor<const uint8_t*>& base, Connection& c,
+                                              DeltaDecoder& decoder, std::vector<uint8_t>& wire,
+                                              std::unique_ptr<uint8_t[]>& x) {
+  const TransferOptions& t = o_.transfer;
+  std::vector<asio::mutable_buffer> bufs;
+  std::vector<asio::const_buffer> base_bufs;
+  error_code ec;
+  for (int64_t done = 0; done < len;) {
+    std::array<uint8_t, kFrameHeaderSize> fh{};
+    if (ec = c.Read(asio::buffer(fh), t.io_timeout); ec)
+      return FromAsio(ec, absl::StrCat("bucket ", b, " at byte ", done));
+    const uint32_t kind = Get32(&fh[0]);
+    const uint64_t n = Get64(&fh[8]), wire_n = Get64(&fh[16]);
+    if (n == 0 || n > static_cast<uint64_t>(len - done) || n > static_cast<uint64_t>(kMaxDeltaFrame))
+      return absl::DataLossError(absl::StrCat("bucket ", b, " at byte ", done, ": a delta frame of ", n,
+                                              " bytes (", len - done, " left, ", kMaxDeltaFrame,
+                                              " at most)"));
+    cursor.Next(static_cast<int64_t>(n), bufs);
+    base.Next(static_cast<int64_t>(n), base_bufs);
+    if (kind == kFrameRaw) {
+      if (wire_n != 0)
+        return absl::DataLossError(absl::StrCat("bucket ", b, ": a raw frame with ", wire_n, " wire bytes"));
+      if (ec = c.Read(bufs, t.io_timeout); ec)
+        return FromAsio(ec, absl::StrCat("bucket ", b, " at byte ", done));
+    } else if (kind == kFrameXor) {
+      if (wire_n == 0 || wire_n > MaxCompressedBytes(n))
+        return absl::DataLossError(
+            absl::StrCat("bucket ", b, ": a delta frame of ", wire_n, " wire bytes for ", n, " bytes"));
+      wire.resize(wire_n);
+      if (ec = c.Read(asio::buffer(wire), t.io_timeout); ec)
+        return FromAsio(ec, absl::StrCat("bucket ", b, " at byte ", done));
+      if (x == nullptr) x = std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(kMaxDeltaFrame));
+      if (absl::Status s = decoder.Decompress(wire.data(), wire.size(), x.get(), n); !s.ok())
+        return absl::DataLossError(absl::StrCat("bucket ", b, " at byte ", done, ": ", s.message()));
+      size_t at = 0;
+      Checksum sum;
+      for (size_t i = 0; i < bufs.size(); ++i) {
+        XorBytes(static_cast<uint8_t*>(bufs[i].data()), static_cast<const uint8_t*>(base_bufs[i].data()),
+                 x.get() + at, bufs[i].size());
+        sum.Update(bufs[i].data(), bufs[i].size());
+        at += bufs[i].size();
+      }
+      if (sum.Digest() != Get64(&fh[24]))
+        return absl::DataLossError(
+            absl::StrCat("bucket ", b, " at byte ", done, ": delta frame of ", n,
+                         " bytes: checksum mismatch (a base other than the sender's?)"));
+    } else {
+      return absl::DataLossError(absl::StrCat("bucket ", b, ": unknown delta frame kind ", kind));
+    }
+    done += static_cast<int64_t>(n);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, uint8_t* staging,
-                                       Connection& c, bool granted) {
+                                       Connection& c, bool granted, const uint8_t* base,
+                                       uint64_t base_version) {
   const TransferOptions& t = o_.transfer;
   RunCursor<uint8_t*> cursor(peer.runs, staging);
+  RunCursor<const uint8_t*> base_cursor(peer.runs, base);  // deltas
+  DeltaDecoder decoder;
+  std::vector<uint8_t> wire;
+  std::unique_ptr<uint8_t[]> x;
   std::vector<asio::mutable_buffer> bufs;
   int64_t got = 0;
   int low_water = 1;  // the socket's SO_RCVLOWAT
@@ -545,6 +837,16 @@ absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, u
                                                 ": the sender says it wrote it into our buffer, "
                                                 "which it was not given"));
       cursor.Next(len, bufs);
+    } else if (how == kBucketDelta) {
+      std::array<uint8_t, 8> ext{};
+      if (ec = c.Read(asio::buffer(ext), t.io_timeout); ec)
+        return FromAsio(ec, absl::StrCat("bucket ", b, " header"));
+      if (base == nullptr || Get64(&ext[0]) != base_version)
+        return absl::DataLossError(absl::StrCat(
+            "bucket ", b, ": a delta against version ", Get64(&ext[0]), ", but this receiver holds ",
+            base == nullptr ? "none it takes deltas against" : absl::StrCat("version ", base_version)));
+      if (absl::Status s = ReceiveDeltaBucket(b, len, cursor, base_cursor, c, decoder, wire, x); !s.ok())
+        return s;
     } else if (how != kBucketStreamed) {
       return absl::DataLossError(absl::StrCat("bucket ", b, ": unknown way of sending (", how, ")"));
     }
@@ -569,6 +871,10 @@ absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, u
         return FromAsio(ec, absl::StrCat("bucket ", b, " at byte ", done));
       done += n;
     }
+    if (base != nullptr && how != kBucketDelta) {  // (a sender sends deltas on all buckets or none)
+      std::vector<asio::const_buffer> skipped;
+      base_cursor.Next(len, skipped);
+    }
     if (h.flags & kFlagChecksums) {
       Checksum sum;
       start.Peek(len, [&](const uint8_t* p, int64_t n) { sum.Update(p, n); });
@@ -590,11 +896,23 @@ absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedul
                                                    " bytes, the schedule needs ", schedule.shard_bytes));
   int64_t incoming = 0;
   for (const PeerStream& p : schedule.peers) incoming += p.bytes;
+  // Deltas apply to the live version: beside the staging buffer, or (in place) in it.
+  const bool in_place = o_.transfer.staging == Staging::kInPlace;
+  uint64_t base_version = 0;
+  std::shared_ptr<const ShardBytes> base_bytes;
+  if (o_.delta) {
+    VersionedShard::Snapshot live = shard.Current();  // (dropped before an in-place start)
+    if (live.bytes != nullptr && live.version != 0) {
+      base_version = live.version;
+      if (!in_place) base_bytes = std::move(live.bytes);
+    }
+  }
   // Plans cover each byte at most once, so a schedule as large as the shard overwrites it all.
   absl::StatusOr<absl::Span<uint8_t>> staging =
       shard.BeginStaging(version, incoming < shard.Bytes(), o_.transfer.staging);
   if (!staging.ok())
     return absl::Status(staging.status().code(), absl::StrCat(who, ": ", staging.status().message()));
+  const uint8_t* base = base_version == 0 ? nullptr : in_place ? staging->data() : base_bytes->data();
   const TransferOptions& t = o_.transfer;
   // Run any wake-up a failed earlier sync posted, so it cannot end our first wait.
   listener_.Poll();
@@ -682,6 +1000,11 @@ absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedul
     } else {
       send_status(*c, absl::OkStatus());
     }
+    if (h.flags & kFlagDelta) {  // the version this receiver takes deltas against
+      std::array<uint8_t, 8> held{};
+      Put64(&held[0], base_version);
+      c->Write(asio::buffer(held), t.io_timeout);
+    }
     Connection* conn = c.get();
     {
       absl::MutexLock lock(&mu);
@@ -690,7 +1013,7 @@ absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedul
     }
     const PeerStream* peer = it->second;
     threads.emplace_back([&, h, peer, conn, granted] {
-      absl::Status s = ReceiveFrom(h, *peer, staging->data(), *conn, granted);
+      absl::Status s = ReceiveFrom(h, *peer, staging->data(), *conn, granted, base, base_version);
       if (!s.ok()) {
         send_status(*conn, s);
         fail(absl::Status(s.code(), absl::StrCat("from sender ", h.sender, ": ", s.message())));

@@ -36,6 +36,12 @@ struct TcpStats {
   // Connections a sender made, by path: Unix-domain (same host) and TCP.
   std::atomic<int64_t> local_connections{0};
   std::atomic<int64_t> tcp_connections{0};
+  // Deltas (TcpOptions::delta): payload sent as frames against the receiver's version, what
+  // those frames took on the wire, and how many frames went compressed and raw.
+  std::atomic<int64_t> delta_bytes{0};
+  std::atomic<int64_t> delta_wire_bytes{0};
+  std::atomic<int64_t> delta_frames{0};
+  std::atomic<int64_t> delta_raw_frames{0};
 };
 
 struct TcpOptions {
@@ -65,6 +71,15 @@ struct TcpOptions {
   // every receiver while it is in the cache (tcp/lockstep.h; best effort: a laggard is left
   // behind after 50 ms). 0: off; else 64 KiB to 1 GiB.
   int64_t lockstep_window_bytes = int64_t{2} << 20;
+  // Deltas. Sender: keep a copy of the last version sent (memory: one more shard) and send a
+  // receiver that still holds it, piece by piece (frames of up to chunk_bytes, 64 MiB at
+  // most), the XOR against it compressed with zstd, or the raw bytes where that does not pay
+  // (less than a tenth saved); a receiver holding another version (a new one, one that
+  // failed or aborted) gets every byte. Receiver: say which version it holds, apply the
+  // frames to it, and check every compressed frame's checksum (of the result: a base that
+  // is not the sender's fails it) whatever `checksums` says. Not with direct writes (already
+  // a memcpy) or NCCL.
+  bool delta = false;
   TcpStats* stats = nullptr;  // optional, not owned; must outlive the transport
 };
 
