@@ -19,6 +19,7 @@
 #include <optional>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
 namespace skyrl::weight_sync {
@@ -43,8 +44,15 @@ class DeltaEncoder {
   // so the caller sends the raw bytes; a sample of `x` with too few zero bytes says so
   // before any compression is spent.
   std::optional<absl::Span<const uint8_t>> Compress(const uint8_t* x, size_t n, size_t limit);
+  // The same for the XOR of `current` and `base`, packed as it is computed (no pass that
+  // writes the XOR out): the same frame as Compress of that XOR.
+  std::optional<absl::Span<const uint8_t>> CompressXor(const uint8_t* current, const uint8_t* base, size_t n,
+                                                       size_t limit);
 
  private:
+  // Compresses packed_'s first `packed` bytes within `limit`.
+  std::optional<absl::Span<const uint8_t>> Zip(size_t packed, size_t limit);
+
   struct Context;
   std::unique_ptr<Context> ctx_;
   int level_;
@@ -62,8 +70,15 @@ class DeltaDecoder {
   // Decompresses `wire` into exactly n bytes at `x`. DataLoss when the frame is corrupt or
   // its content is not exactly n bytes; nothing past x + n is written.
   absl::Status Decompress(const uint8_t* wire, size_t wire_n, uint8_t* x, size_t n);
+  // Applies the frame to n bytes: dst = base ^ x, touching only the changed words when dst is
+  // base (in place), else one copy of base first. DataLoss as Decompress, before dst is
+  // written.
+  absl::Status Apply(const uint8_t* wire, size_t wire_n, const uint8_t* base, uint8_t* dst, size_t n);
 
  private:
+  // Decompresses `wire` into packed_ and checks it against n bytes: its size.
+  absl::StatusOr<size_t> Unzip(const uint8_t* wire, size_t wire_n, size_t n);
+
   struct Context;
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<uint8_t[]> packed_;

@@ -493,10 +493,18 @@ absl::Status TcpTransport::SendDeltaBucket(uint32_t b, int64_t len, RunCursor<co
       FrameCache::Frame out;
       xor_range(0, probe);
       if (!SparseEnough(x.get(), probe)) return out;
-      xor_range(probe, static_cast<size_t>(n));
-      // Worth it only when it saves a tenth at least.
-      std::optional<absl::Span<const uint8_t>> wire =
-          encoder.Compress(x.get(), static_cast<size_t>(n), static_cast<size_t>(n - n / 10));
+      // Worth it only when it saves a tenth at least. One run (most pieces of large
+      // parameters): packed as it is XORed; else gathered first.
+      const size_t limit = static_cast<size_t>(n - n / 10);
+      std::optional<absl::Span<const uint8_t>> wire;
+      if (bufs.size() == 1) {
+        wire = encoder.CompressXor(static_cast<const uint8_t*>(bufs[0].data()),
+                                   static_cast<const uint8_t*>(base_bufs[0].data()), static_cast<size_t>(n),
+                                   limit);
+      } else {
+        xor_range(probe, static_cast<size_t>(n));
+        wire = encoder.Compress(x.get(), static_cast<size_t>(n), limit);
+      }
       if (!wire) return out;
       out.compressed = true;
       out.wire.assign(wire->begin(), wire->end());
@@ -784,16 +792,25 @@ absl::Status TcpTransport::ReceiveDeltaBucket(uint32_t b, int64_t len, RunCursor
       wire.resize(wire_n);
       if (ec = c.Read(asio::buffer(wire), t.io_timeout); ec)
         return FromAsio(ec, absl::StrCat("bucket ", b, " at byte ", done));
-      if (x == nullptr) x = std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(kMaxDeltaFrame));
-      if (absl::Status s = decoder.Decompress(wire.data(), wire.size(), x.get(), n); !s.ok())
-        return absl::DataLossError(absl::StrCat("bucket ", b, " at byte ", done, ": ", s.message()));
-      size_t at = 0;
       Checksum sum;
-      for (size_t i = 0; i < bufs.size(); ++i) {
-        XorBytes(static_cast<uint8_t*>(bufs[i].data()), static_cast<const uint8_t*>(base_bufs[i].data()),
-                 x.get() + at, bufs[i].size());
-        sum.Update(bufs[i].data(), bufs[i].size());
-        at += bufs[i].size();
+      if (bufs.size() == 1) {  // one run: applied where it lies (in place: only the changed words)
+        if (absl::Status s =
+                decoder.Apply(wire.data(), wire.size(), static_cast<const uint8_t*>(base_bufs[0].data()),
+                              static_cast<uint8_t*>(bufs[0].data()), n);
+            !s.ok())
+          return absl::DataLossError(absl::StrCat("bucket ", b, " at byte ", done, ": ", s.message()));
+        sum.Update(bufs[0].data(), bufs[0].size());
+      } else {
+        if (x == nullptr) x = std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(kMaxDeltaFrame));
+        if (absl::Status s = decoder.Decompress(wire.data(), wire.size(), x.get(), n); !s.ok())
+          return absl::DataLossError(absl::StrCat("bucket ", b, " at byte ", done, ": ", s.message()));
+        size_t at = 0;
+        for (size_t i = 0; i < bufs.size(); ++i) {
+          XorBytes(static_cast<uint8_t*>(bufs[i].data()), static_cast<const uint8_t*>(base_bufs[i].data()),
+                   x.get() + at, bufs[i].size());
+          sum.Update(bufs[i].data(), bufs[i].size());
+          at += bufs[i].size();
+        }
       }
       if (sum.Digest() != Get64(&fh[24]))
         return absl::DataLossError(
