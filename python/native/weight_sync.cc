@@ -339,6 +339,7 @@ class Link {
       o.transfer = transfer_;
       o.zero_copy_send = false;
       o.delta = e_.delta;
+      o.stats = &stats_;
       if (!sender_) {
         o.receiver_rank = rank_;
         o.bind_host = e_.bind_host;
@@ -348,6 +349,15 @@ class Link {
     }
   }
   bool nccl() const { return e_.transport == "nccl"; }
+  // What this rank's TCP syncs sent as deltas, over all syncs (zeros for NCCL).
+  py::dict DeltaStats() const {
+    py::dict d;
+    d["bytes"] = stats_.delta_bytes.load();
+    d["wire_bytes"] = stats_.delta_wire_bytes.load();
+    d["frames"] = stats_.delta_frames.load();
+    d["raw_frames"] = stats_.delta_raw_frames.load();
+    return d;
+  }
   // Runs `fn(transport)` for the sync of `version` with the GIL released; raises its failure.
   template <typename Fn>
   void Run(uint64_t version, Fn&& fn) {
@@ -411,6 +421,7 @@ class Link {
   const int rank_, senders_, receivers_;
   const ws::TransferOptions transfer_;
   uint64_t generation_ = 0;
+  ws::TcpStats stats_;                          // outlives the transport (declared before it)
   std::unique_ptr<ws::Rendezvous> rendezvous_;  // outlives the transport (declared before it)
   std::unique_ptr<ws::Transport> transport_;
 };
@@ -461,6 +472,7 @@ class Sender {
     for (const ws::PeerStream& p : schedule_.peers) n += p.bytes;
     return n;
   }
+  py::dict delta_stats() const { return link_->DeltaStats(); }
 
  private:
   std::shared_ptr<SyncPlan> plan_;
@@ -561,7 +573,8 @@ void BindWeightSync(py::module_& parent) {
       .def("shard", &Sender::shard)
       .def_property_readonly("shard_bytes", &Sender::shard_bytes)
       .def("send", &Sender::Send, py::arg("version"), py::arg("address") = 0)
-      .def_property_readonly("wire_bytes", &Sender::wire_bytes);
+      .def_property_readonly("wire_bytes", &Sender::wire_bytes)
+      .def_property_readonly("delta_stats", &Sender::delta_stats);
 
   py::class_<Receiver, std::shared_ptr<Receiver>>(m, "Receiver")
       .def(py::init<std::shared_ptr<SyncPlan>, int, const py::dict&>(), py::arg("plan"), py::arg("rank"),

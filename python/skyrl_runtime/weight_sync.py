@@ -444,8 +444,16 @@ class WeightSender:
 
     @property
     def wire_bytes(self):
-        """Bytes this rank puts on the wire per sync."""
+        """Bytes this rank puts on the wire per sync (every byte; with delta=True, see
+        delta_stats)."""
         return self._native.wire_bytes
+
+    @property
+    def delta_stats(self):
+        """With delta=True, over every send so far: {"bytes": payload sent as delta frames,
+        "wire_bytes": what those frames took on the wire, "frames": frames sent compressed,
+        "raw_frames": frames sent raw (the delta did not pay)}."""
+        return dict(self._native.delta_stats)
 
     def send(self, version):
         """Sends the tensors' current values as `version` (an integer larger than every engine's

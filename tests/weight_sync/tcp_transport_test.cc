@@ -117,12 +117,19 @@ class TcpPeerTest : public ::testing::Test {
     o.receiver_rank = 0;
     o.transfer.io_timeout = absl::Milliseconds(500);
     o.transfer.checksums = false;
+    Configure(o);
     auto t = CreateTcpTransport(o);
     ASSERT_TRUE(t.ok()) << t.status();
     receiver_ = std::move(*t);
     shard_ = std::make_unique<VersionedShard>(world_->rlayout[0].Bytes());
-    receive_ = std::thread([this] { result_ = receiver_->Receive(1, world_->recv_sched[0], *shard_); });
+    ASSERT_NO_FATAL_FAILURE(Prepare(*shard_));
+    receive_ =
+        std::thread([this] { result_ = receiver_->Receive(Version(), world_->recv_sched[0], *shard_); });
   }
+  // For variants: the receiver's options, its shard before the sync, the version it receives.
+  virtual void Configure(TcpOptions&) {}
+  virtual void Prepare(VersionedShard&) {}
+  virtual uint64_t Version() const { return 1; }
   void TearDown() override {
     if (receive_.joinable()) receive_.join();
   }
@@ -954,36 +961,19 @@ INSTANTIATE_TEST_SUITE_P(Staging, TcpDeltaTest, ::testing::Values(Staging::kCopy
 
 // A receiver applies a delta only to the version it said it holds, and commits nothing whose
 // checksum (of the result) fails: a hand-written sender lies in each way.
-class TcpDeltaPeerTest : public ::testing::Test {
+class TcpDeltaPeerTest : public TcpPeerTest {
  protected:
-  void SetUp() override {
-    auto w = MakeWorld(OneMatrix(), Layout::Of(ModelParallel{}), Layout::Engines(1, ModelParallel{}));
-    ASSERT_TRUE(w.ok());
-    world_ = std::move(*w);
-    TcpOptions o;
-    o.rendezvous = &rdv_;
-    o.receiver_rank = 0;
+  void Configure(TcpOptions& o) override {
     o.delta = true;
     o.same_host_unix_socket = false;
-    o.transfer.io_timeout = absl::Milliseconds(500);
-    auto t = CreateTcpTransport(o);
-    ASSERT_TRUE(t.ok()) << t.status();
-    receiver_ = std::move(*t);
-    shard_ = std::make_unique<VersionedShard>(world_->rlayout[0].Bytes());
-    ASSERT_TRUE(shard_->Load(1, std::vector<uint8_t>(Bytes(), 5)).ok());
-    receive_ = std::thread([this] { result_ = receiver_->Receive(2, world_->recv_sched[0], *shard_); });
   }
-  void TearDown() override {
-    if (receive_.joinable()) receive_.join();
+  void Prepare(VersionedShard& shard) override {
+    ASSERT_TRUE(shard.Load(1, std::vector<uint8_t>(Bytes(), 5)).ok());
   }
-  int64_t Bytes() const { return world_->recv_sched[0].peers[0].bytes; }
+  uint64_t Version() const override { return 2; }
   // Connects, says hello offering deltas, and reads the welcome and the version held.
   tcp::socket Hello(uint64_t* held) {
-    auto where = rdv_.Get("weight_sync/receiver/0", absl::Seconds(1));
-    EXPECT_TRUE(where.ok());
-    tcp::socket s(io_);
-    s.connect(tcp::endpoint(asio::ip::make_address(where->substr(0, where->find(':'))),
-                            std::atoi(where->substr(where->find(':') + 1).c_str())));
+    tcp::socket s = Connect();
     asio::write(s, asio::buffer(HelloBytes(2, 0, 0, Bytes(), Bytes(), /*delta=*/4)));
     EXPECT_EQ(ReadStatusCode(s), 0u);
     asio::read(s, asio::buffer(held, 8));
@@ -1010,18 +1000,6 @@ class TcpDeltaPeerTest : public ::testing::Test {
     asio::write(s, asio::buffer(f), ec);
     asio::write(s, asio::buffer(payload), ec);
   }
-  absl::Status Finish() {
-    receive_.join();
-    return result_;
-  }
-
-  InMemoryRendezvous rdv_;
-  std::unique_ptr<World> world_;
-  std::unique_ptr<Transport> receiver_;
-  std::unique_ptr<VersionedShard> shard_;
-  std::thread receive_;
-  absl::Status result_;
-  asio::io_context io_;
 };
 
 TEST_F(TcpDeltaPeerTest, ADeltaAgainstAnotherVersionIsDataLoss) {
