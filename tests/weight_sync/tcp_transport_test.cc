@@ -529,6 +529,21 @@ TEST(TcpDirectWriteTest, SharedMappingsKeepTheGrantedAndTheServedBufferPerReceiv
 
 // Over both sender paths: with zero-copy sends the kernel raises SIGPIPE on a closed peer,
 // which must fail the sync, not kill the process.
+// A receiver for every rank of `w`, with the sender's options `o` (without its stats), and
+// an empty shard each.
+void MakeReceivers(const World& w, const TcpOptions& o, std::vector<std::unique_ptr<Transport>>& receivers,
+                   std::vector<std::unique_ptr<VersionedShard>>& shards) {
+  for (int r = 0; r < w.plan.num_receivers; ++r) {
+    TcpOptions ro = o;
+    ro.receiver_rank = r;
+    ro.stats = nullptr;
+    auto t = CreateTcpTransport(ro);
+    ASSERT_TRUE(t.ok()) << t.status();
+    receivers.push_back(std::move(*t));
+    shards.push_back(std::make_unique<VersionedShard>(w.rlayout[r].Bytes()));
+  }
+}
+
 class TcpSenderTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(TcpSenderTest, ReceiverDyingMidStreamFailsTheSenderNamingIt) {
@@ -591,15 +606,7 @@ TEST_P(TcpSenderTest, PayloadGoesZeroCopyExactlyWhenAskedTo) {
   ASSERT_TRUE(sender.ok());
   std::vector<std::unique_ptr<Transport>> receivers;
   std::vector<std::unique_ptr<VersionedShard>> shards;
-  for (int r = 0; r < (*w)->plan.num_receivers; ++r) {
-    TcpOptions ro = o;
-    ro.receiver_rank = r;
-    ro.stats = nullptr;
-    auto t = CreateTcpTransport(ro);
-    ASSERT_TRUE(t.ok()) << t.status();
-    receivers.push_back(std::move(*t));
-    shards.push_back(std::make_unique<VersionedShard>((*w)->rlayout[r].Bytes()));
-  }
+  ASSERT_NO_FATAL_FAILURE(MakeReceivers(**w, o, receivers, shards));
   auto weights = (*w)->Weights(1);
   std::vector<absl::Status> got(receivers.size());
   std::vector<std::thread> threads;
@@ -875,15 +882,7 @@ class TcpDeltaTest : public ::testing::TestWithParam<Staging> {
     auto sender = CreateTcpTransport(o);
     ASSERT_TRUE(sender.ok()) << sender.status();
     sender_ = std::move(*sender);
-    for (int r = 0; r < world_->plan.num_receivers; ++r) {
-      TcpOptions ro = o;
-      ro.receiver_rank = r;
-      ro.stats = nullptr;
-      auto t = CreateTcpTransport(ro);
-      ASSERT_TRUE(t.ok()) << t.status();
-      receivers_.push_back(std::move(*t));
-      shards_.push_back(std::make_unique<VersionedShard>(world_->rlayout[r].Bytes()));
-    }
+    ASSERT_NO_FATAL_FAILURE(MakeReceivers(*world_, o, receivers_, shards_));
   }
   // Syncs `weights` as `version` to every receiver; the delta bytes, wire bytes, compressed
   // and raw frames it took.
@@ -1000,6 +999,13 @@ class TcpDeltaPeerTest : public TcpPeerTest {
     asio::write(s, asio::buffer(f), ec);
     asio::write(s, asio::buffer(payload), ec);
   }
+  // The sync fails with DATA_LOSS saying `why`, and version 1 stays live.
+  void ExpectDataLoss(const std::string& why) {
+    absl::Status st = Finish();
+    EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+    EXPECT_THAT(std::string(st.message()), HasSubstr(why));
+    EXPECT_EQ(shard_->Current().version, 1u);
+  }
 };
 
 TEST_F(TcpDeltaPeerTest, ADeltaAgainstAnotherVersionIsDataLoss) {
@@ -1007,11 +1013,7 @@ TEST_F(TcpDeltaPeerTest, ADeltaAgainstAnotherVersionIsDataLoss) {
   tcp::socket s = Hello(&held);
   EXPECT_EQ(held, 1u);
   SendDeltaBucket(s, /*base=*/7, /*raw=*/0, std::vector<uint8_t>(Bytes(), 9), Bytes());
-  absl::Status st = Finish();
-  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
-  EXPECT_THAT(std::string(st.message()),
-              HasSubstr("a delta against version 7, but this receiver holds version 1"));
-  EXPECT_EQ(shard_->Current().version, 1u);
+  ExpectDataLoss("a delta against version 7, but this receiver holds version 1");
   EXPECT_TRUE(*shard_->Current().bytes == std::vector<uint8_t>(Bytes(), 5));
 }
 
@@ -1030,29 +1032,21 @@ TEST_F(TcpDeltaPeerTest, AResultWhoseChecksumFailsIsNotCommittedEvenWithChecksum
   Checksum sum;
   sum.Update(want.data(), want.size());
   SendDeltaBucket(s, 1, /*xor=*/1, std::vector<uint8_t>(frame->begin(), frame->end()), Bytes(), sum.Digest());
-  absl::Status st = Finish();
-  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
-  EXPECT_THAT(std::string(st.message()), HasSubstr("checksum mismatch"));
-  EXPECT_EQ(shard_->Current().version, 1u);
+  ExpectDataLoss("checksum mismatch");
 }
 
 TEST_F(TcpDeltaPeerTest, ACorruptCompressedFrameIsDataLoss) {
   uint64_t held = 0;
   tcp::socket s = Hello(&held);
   SendDeltaBucket(s, 1, /*xor=*/1, std::vector<uint8_t>(64, 0xEE), Bytes());
-  absl::Status st = Finish();
-  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
-  EXPECT_THAT(std::string(st.message()), HasSubstr("delta frame"));
-  EXPECT_EQ(shard_->Current().version, 1u);
+  ExpectDataLoss("delta frame");
 }
 
 TEST_F(TcpDeltaPeerTest, AFrameLongerThanItsBucketIsDataLoss) {
   uint64_t held = 0;
   tcp::socket s = Hello(&held);
   SendDeltaBucket(s, 1, /*raw=*/0, {}, Bytes() + 1);
-  absl::Status st = Finish();
-  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
-  EXPECT_THAT(std::string(st.message()), HasSubstr("a delta frame of"));
+  ExpectDataLoss("a delta frame of");
 }
 
 TEST(TcpOptionsTest, BadOptionsNameTheField) {
