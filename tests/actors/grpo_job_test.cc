@@ -32,6 +32,8 @@ class GrpoJobTest : public testing::LocalClusterTest {
   virtual std::vector<std::string> WorkerFlags() const { return {}; }
   void SetUp() override {
     LocalClusterTest::SetUp();
+    // Training and generation fill both cores: a 400 ms stall must not fence the actors.
+    heartbeat_period_ms_ = 300;
     head_ = StartHead();
     w1_ = StartWorker("w1", "CPU=4,memory=8Gi", WorkerFlags());
     w2_ = StartWorker("w2", "CPU=4,memory=8Gi", WorkerFlags());

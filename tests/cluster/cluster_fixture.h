@@ -31,6 +31,10 @@ namespace skyrl::testing {
 
 class LocalClusterTest : public ::testing::Test {
  protected:
+  // The head's heartbeat period (x 10 misses: the death threshold T; a worker cut off from
+  // the head for 0.4 T fences its actors). Tests whose own actors load the cores take more.
+  int heartbeat_period_ms_ = 100;
+
   void SetUp() override {
     dir_ = testing::MakeTempDir("cluster");
     auto port = PickFreePort();
@@ -46,7 +50,7 @@ class LocalClusterTest : public ::testing::Test {
               "--store",
               store,
               "--heartbeat-period-ms",
-              "100",
+              absl::StrCat(heartbeat_period_ms_),
               "--heartbeat-misses",
               "10"};
     o.argv.insert(o.argv.end(), extra.begin(), extra.end());

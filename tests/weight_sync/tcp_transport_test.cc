@@ -953,6 +953,39 @@ TEST_P(TcpDeltaTest, AReceiverHoldingAnotherVersionGetsEveryByte) {
   EXPECT_EQ(Sync(4, SmallStep(v2, 32))[0], Payload(1)) << "deltas to receiver 1 only";
 }
 
+// The sender's base serves only the streams it was cut for: to receivers of another
+// schedule (other layouts) that hold the base's version number, every byte.
+TEST_P(TcpDeltaTest, AnotherScheduleGetsEveryByte) {
+  Sync(1, world_->Weights(1));
+  auto other =
+      MakeWorld(OneMatrix(256, 256), Layout::Of(ModelParallel{}), Layout::Engines(1, ModelParallel{.tp = 2}));
+  ASSERT_TRUE(other.ok()) << other.status();
+  TcpOptions o;
+  o.rendezvous = &rdv_;  // (they take over ranks 0 and 1's addresses)
+  o.delta = true;
+  o.same_host_direct_write = false;
+  std::vector<std::unique_ptr<Transport>> receivers;
+  std::vector<std::unique_ptr<VersionedShard>> shards;
+  ASSERT_NO_FATAL_FAILURE(MakeReceivers(**other, o, receivers, shards));
+  const auto v1 = (*other)->Weights(1), v2 = SmallStep(v1, 64);
+  for (int r = 0; r < (*other)->plan.num_receivers; ++r)
+    ASSERT_TRUE(shards[r]->Load(1, (*other)->Expected(r, v1)).ok());
+  std::vector<absl::Status> got(receivers.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < receivers.size(); ++r)
+    threads.emplace_back([&, r] { got[r] = receivers[r]->Receive(2, (*other)->recv_sched[r], *shards[r]); });
+  const int64_t before = stats_.delta_bytes.load();
+  std::vector<uint8_t> shard = (*other)->SenderShard(0, v2);
+  absl::Status sent = sender_->Send(2, (*other)->send_sched[0], absl::MakeConstSpan(shard));
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(sent.ok()) << sent;
+  EXPECT_EQ(stats_.delta_bytes.load(), before) << "no deltas against a base cut for other streams";
+  for (size_t r = 0; r < receivers.size(); ++r) {
+    ASSERT_TRUE(got[r].ok()) << got[r];
+    EXPECT_TRUE(*shards[r]->Current().bytes == (*other)->Expected(r, v2)) << "receiver " << r;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Staging, TcpDeltaTest, ::testing::Values(Staging::kCopy, Staging::kInPlace),
                          [](const ::testing::TestParamInfo<Staging>& i) {
                            return i.param == Staging::kCopy ? "copy" : "in_place";
@@ -970,10 +1003,11 @@ class TcpDeltaPeerTest : public TcpPeerTest {
     ASSERT_TRUE(shard.Load(1, std::vector<uint8_t>(Bytes(), 5)).ok());
   }
   uint64_t Version() const override { return 2; }
-  // Connects, says hello offering deltas, and reads the welcome and the version held.
-  tcp::socket Hello(uint64_t* held) {
+  // Connects, says hello for `version` offering deltas, and reads the welcome and the
+  // version held.
+  tcp::socket Hello(uint64_t* held, uint64_t version = 2) {
     tcp::socket s = Connect();
-    asio::write(s, asio::buffer(HelloBytes(2, 0, 0, Bytes(), Bytes(), /*delta=*/4)));
+    asio::write(s, asio::buffer(HelloBytes(version, 0, 0, Bytes(), Bytes(), /*delta=*/4)));
     EXPECT_EQ(ReadStatusCode(s), 0u);
     asio::read(s, asio::buffer(held, 8));
     return s;
@@ -1033,6 +1067,11 @@ TEST_F(TcpDeltaPeerTest, AResultWhoseChecksumFailsIsNotCommittedEvenWithChecksum
   sum.Update(want.data(), want.size());
   SendDeltaBucket(s, 1, /*xor=*/1, std::vector<uint8_t>(frame->begin(), frame->end()), Bytes(), sum.Digest());
   ExpectDataLoss("checksum mismatch");
+  // Its bytes are not the sender's version 1: it takes no more deltas against them.
+  receive_ = std::thread([this] { result_ = receiver_->Receive(3, world_->recv_sched[0], *shard_); });
+  uint64_t again = 1;
+  tcp::socket s3 = Hello(&again, 3);
+  EXPECT_EQ(again, 0u);
 }
 
 TEST_F(TcpDeltaPeerTest, ACorruptCompressedFrameIsDataLoss) {

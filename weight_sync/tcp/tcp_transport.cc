@@ -305,6 +305,11 @@ class TcpTransport final : public Transport {
   // shard), which receivers that hold it get deltas against. Written by Send between syncs.
   std::vector<uint8_t> base_;
   uint64_t base_version_ = 0;
+  // Where each peer's stream lay in it: deltas go to a peer only while its runs are the same.
+  std::map<int, std::vector<Interval>> base_runs_;
+  // Receivers with `delta`: a version this receiver holds against which a delta failed its
+  // checksum (its bytes are not the sender's): it takes every byte until it holds another.
+  std::atomic<uint64_t> distrusted_version_{0};
 };
 
 absl::StatusOr<bool> TcpTransport::Dial(absl::string_view where, Connection& c) {
@@ -585,7 +590,9 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
     std::array<uint8_t, 8> held{};
     if (ec = c.Read(asio::buffer(held), t.io_timeout); ec)
       return FromAsio(ec, "the version the receiver holds");
-    use_delta = Get64(&held[0]) == base_version_ && target == nullptr;
+    auto runs = base_runs_.find(peer.peer);
+    use_delta = Get64(&held[0]) == base_version_ && target == nullptr && runs != base_runs_.end() &&
+                runs->second == peer.runs;
   }
   if (!use_delta && frames != nullptr) {
     frames->Leave(0);
@@ -751,6 +758,8 @@ absl::Status TcpTransport::Send(uint64_t version, const RankSchedule& schedule,
   if (o_.delta && std::any_of(results.begin(), results.end(), [](const absl::Status& s) { return s.ok(); })) {
     base_.assign(shard.begin(), shard.begin() + schedule.shard_bytes);
     base_version_ = version;
+    base_runs_.clear();
+    for (const PeerStream& p : schedule.peers) base_runs_[p.peer] = p.runs;
   }
   for (size_t i = 0; i < n; ++i)
     if (!results[i].ok())
@@ -862,8 +871,11 @@ absl::Status TcpTransport::ReceiveFrom(const Hello& h, const PeerStream& peer, u
         return absl::DataLossError(absl::StrCat(
             "bucket ", b, ": a delta against version ", Get64(&ext[0]), ", but this receiver holds ",
             base == nullptr ? "none it takes deltas against" : absl::StrCat("version ", base_version)));
-      if (absl::Status s = ReceiveDeltaBucket(b, len, cursor, base_cursor, c, decoder, wire, x); !s.ok())
+      if (absl::Status s = ReceiveDeltaBucket(b, len, cursor, base_cursor, c, decoder, wire, x); !s.ok()) {
+        // Corrupt, or not against these bytes: no more deltas against them.
+        if (absl::IsDataLoss(s)) distrusted_version_.store(base_version);
         return s;
+      }
     } else if (how != kBucketStreamed) {
       return absl::DataLossError(absl::StrCat("bucket ", b, ": unknown way of sending (", how, ")"));
     }
@@ -919,7 +931,7 @@ absl::Status TcpTransport::Receive(uint64_t version, const RankSchedule& schedul
   std::shared_ptr<const ShardBytes> base_bytes;
   if (o_.delta) {
     VersionedShard::Snapshot live = shard.Current();  // (dropped before an in-place start)
-    if (live.bytes != nullptr && live.version != 0) {
+    if (live.bytes != nullptr && live.version != 0 && live.version != distrusted_version_.load()) {
       base_version = live.version;
       if (!in_place) base_bytes = std::move(live.bytes);
     }
