@@ -404,7 +404,9 @@ class WeightSender:
     communicator is formed at the first send, which every rank of the sync joins). group: names
     the sync, so several can run in one cluster; senders and receivers of one sync use the same,
     and a new run takes a new name. rendezvous: a directory for processes on one machine without
-    a cluster; default, the cluster's KV store."""
+    a cluster; default, the cluster's KV store. delta=True (TCP, with receivers that also ask
+    for it): each version after the first goes to a receiver on another host as the changes
+    against the version it holds (docs/weight_sync.md "Deltas"; delta_stats says how much)."""
 
     def __init__(self, plan, rank, params, *, group="weights", pack=True, rendezvous=None, io_timeout=30.0,
                  checksums=False, transport=None, delta=False):
@@ -493,7 +495,8 @@ class WeightReceiver:
 
     CUDA tensors are received over NCCL (builds with NCCL; formed at the first update, which
     every rank of the sync joins) into a staging buffer in host memory, then copied to the
-    device at the commit (bind needs CPU tensors)."""
+    device at the commit (bind needs CPU tensors). delta=True: take versions from senders on
+    other hosts as changes against the one held (TCP; the result is the same bytes)."""
 
     def __init__(self, plan, rank, tensors=None, *, group="weights", bind=False, rendezvous=None, host=None,
                  io_timeout=30.0, checksums=False, staging="copy", transport=None, delta=False):
