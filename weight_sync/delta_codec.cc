@@ -2,7 +2,6 @@
 
 #include <zstd.h>
 
-#include <algorithm>
 #include <bit>
 #include <cstring>
 

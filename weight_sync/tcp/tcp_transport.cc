@@ -187,6 +187,32 @@ void WriteStatus(Connection& c, const absl::Status& s, absl::Duration timeout) {
   WriteFrame(c, s.code(), s.message(), timeout);
 }
 
+// Sender: a write that failed may be the receiver giving up with a reason: that reason when
+// it is there, else the transport's error.
+absl::Status FailedWrite(Connection& c, const error_code& ec, absl::string_view what) {
+  absl::StatusOr<absl::Status> why = ReadStatus(c, absl::Milliseconds(100), what);
+  if (why.ok() && !why->ok()) return *why;
+  return FromAsio(ec, what);
+}
+
+// The schedule's peers grouped by stream: peers with the same bytes in the same runs (the
+// replicas of a broadcast) share a group, in peer order.
+std::vector<std::vector<size_t>> IdenticalStreams(const RankSchedule& schedule) {
+  std::vector<std::vector<size_t>> groups;
+  std::vector<bool> grouped(schedule.peers.size(), false);
+  for (size_t i = 0; i < schedule.peers.size(); ++i) {
+    if (grouped[i]) continue;
+    std::vector<size_t>& same = groups.emplace_back();
+    for (size_t j = i; j < schedule.peers.size(); ++j)
+      if (!grouped[j] && schedule.peers[j].bytes == schedule.peers[i].bytes &&
+          schedule.peers[j].runs == schedule.peers[i].runs) {
+        grouped[j] = true;
+        same.push_back(j);
+      }
+  }
+  return groups;
+}
+
 // Delta frames shared by the connections of one Send that carry identical streams (replicas of
 // one shard): each frame is encoded once, by whichever connection needs it first, the others
 // wait for it, and it is dropped once every connection still sending deltas has sent it.
@@ -470,12 +496,7 @@ absl::Status TcpTransport::SendDeltaBucket(uint32_t b, int64_t len, RunCursor<co
   Put64(&ext[0], base_version_);
   std::vector<asio::const_buffer> head{asio::buffer(hdr), asio::buffer(ext)};
   error_code ec;
-  auto failed = [&](const error_code& ec, absl::string_view what) {
-    absl::StatusOr<absl::Status> why = ReadStatus(c, absl::Milliseconds(100), what);
-    if (why.ok() && !why->ok()) return *why;
-    return FromAsio(ec, what);
-  };
-  if (ec = c.Write(head, t.io_timeout); ec) return failed(ec, absl::StrCat("bucket ", b, " header"));
+  if (ec = c.Write(head, t.io_timeout); ec) return FailedWrite(c, ec, absl::StrCat("bucket ", b, " header"));
   std::vector<asio::const_buffer> bufs, base_bufs;
   // XORs the piece's bytes from `from` on into x, up to `to`.
   auto xor_range = [&](size_t from, size_t to) {
@@ -527,12 +548,12 @@ absl::Status TcpTransport::SendDeltaBucket(uint32_t b, int64_t len, RunCursor<co
     if (compressed) {
       std::vector<asio::const_buffer> out{asio::buffer(fh), asio::buffer(f->wire)};
       if (ec = c.Write(out, t.io_timeout); ec)
-        return failed(ec, absl::StrCat("bucket ", b, " at byte ", done));
+        return FailedWrite(c, ec, absl::StrCat("bucket ", b, " at byte ", done));
     } else {
       if (ec = c.Write(asio::buffer(fh), t.io_timeout); ec)
-        return failed(ec, absl::StrCat("bucket ", b, " at byte ", done));
+        return FailedWrite(c, ec, absl::StrCat("bucket ", b, " at byte ", done));
       if (ec = writer.Write(c, bufs, t.io_timeout); ec)
-        return failed(ec, absl::StrCat("bucket ", b, " at byte ", done));
+        return FailedWrite(c, ec, absl::StrCat("bucket ", b, " at byte ", done));
     }
     if (o_.stats != nullptr) {
       o_.stats->delta_bytes += n;
@@ -610,12 +631,6 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
   }
   // Lockstepped writes go in steps of half the window (pipe-sized at the default 2 MiB).
   const int64_t step = lockstep != nullptr ? lockstep->window() / 2 : 0;
-  // A write that fails may be the receiver giving up with a reason: read it if it is there.
-  auto failed_write = [&](const error_code& ec, absl::string_view what) {
-    absl::StatusOr<absl::Status> why = ReadStatus(c, absl::Milliseconds(100), what);
-    if (why.ok() && !why->ok()) return *why;
-    return FromAsio(ec, what);
-  };
 
   RunCursor<const uint8_t*> cursor(peer.runs, shard);
   std::vector<asio::const_buffer> bufs;
@@ -662,7 +677,7 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
         if (c.aborted()) return FromAsio(asio::error::operation_aborted, absl::StrCat("bucket ", b));
         // A receiver that failed meanwhile says so (or hangs up): stop copying for nothing.
         if (PeerSpokeOrLeft(c))
-          return failed_write(asio::error::connection_aborted, absl::StrCat("bucket ", b));
+          return FailedWrite(c, asio::error::connection_aborted, absl::StrCat("bucket ", b));
         int64_t n = std::min(t.chunk_bytes, len - done);
         if (lockstep != nullptr) {
           n = std::min(n, step);
@@ -676,13 +691,13 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
       }
       Put32(&hdr[4], kBucketWritten);
       if (ec = c.Write(asio::buffer(hdr), t.io_timeout); ec)
-        return failed_write(ec, absl::StrCat("bucket ", b, " header"));
+        return FailedWrite(c, ec, absl::StrCat("bucket ", b, " header"));
       if (o_.stats != nullptr) o_.stats->direct_write_bytes += len;
       sent += len;
       continue;
     }
     if (ec = c.Write(asio::buffer(hdr), t.io_timeout); ec)
-      return failed_write(ec, absl::StrCat("bucket ", b, " header"));
+      return FailedWrite(c, ec, absl::StrCat("bucket ", b, " header"));
     for (int64_t done = 0; done < len;) {
       int64_t n = std::min(t.chunk_bytes, len - done);
       if (lockstep != nullptr) {
@@ -691,7 +706,7 @@ absl::Status TcpTransport::SendTo(uint64_t version, int me, const PeerStream& pe
       }
       cursor.Next(n, bufs);
       if (ec = writer.Write(c, bufs, t.io_timeout); ec)
-        return failed_write(ec, absl::StrCat("bucket ", b, " at byte ", done));
+        return FailedWrite(c, ec, absl::StrCat("bucket ", b, " at byte ", done));
       done += n;
       if (lockstep != nullptr) lockstep->Advance(member, sent + done);
     }
@@ -714,34 +729,22 @@ absl::Status TcpTransport::Send(uint64_t version, const RankSchedule& schedule,
   for (size_t i = 0; i < n; ++i) conns.push_back(std::make_unique<Connection>());
   // Peers with identical streams (a broadcast) form one lockstep group each; members join now,
   // before any of them sends, and leave again if their connection is not to this host.
+  // With deltas, one frame cache per distinct stream, shared by the peers that get it.
+  const std::vector<std::vector<size_t>> streams = IdenticalStreams(schedule);
   std::vector<std::unique_ptr<Lockstep>> groups;
   std::vector<std::pair<Lockstep*, int>> member(n, {nullptr, -1});
-  if (o_.lockstep_window_bytes > 0)
-    for (size_t i = 0; i < n; ++i) {
-      if (member[i].first != nullptr) continue;
-      std::vector<size_t> same{i};
-      for (size_t j = i + 1; j < n; ++j)
-        if (schedule.peers[j].bytes == schedule.peers[i].bytes &&
-            schedule.peers[j].runs == schedule.peers[i].runs)
-          same.push_back(j);
-      if (same.size() < 2) continue;
+  std::vector<std::unique_ptr<FrameCache>> caches;
+  std::vector<FrameCache*> cache(n, nullptr);
+  for (const std::vector<size_t>& same : streams) {
+    if (o_.lockstep_window_bytes > 0 && same.size() >= 2) {
       groups.push_back(std::make_unique<Lockstep>(o_.lockstep_window_bytes, absl::Milliseconds(50)));
       for (size_t j : same) member[j] = {groups.back().get(), groups.back()->Join()};
     }
-  // Deltas: one frame cache per distinct stream, shared by the peers that get it.
-  std::vector<std::unique_ptr<FrameCache>> caches;
-  std::vector<FrameCache*> cache(n, nullptr);
-  if (o_.delta && base_version_ != 0)
-    for (size_t i = 0; i < n; ++i) {
-      if (cache[i] != nullptr) continue;
-      std::vector<size_t> same{i};
-      for (size_t j = i + 1; j < n; ++j)
-        if (schedule.peers[j].bytes == schedule.peers[i].bytes &&
-            schedule.peers[j].runs == schedule.peers[i].runs)
-          same.push_back(j);
+    if (o_.delta && base_version_ != 0) {
       caches.push_back(std::make_unique<FrameCache>(static_cast<int>(same.size())));
       for (size_t j : same) cache[j] = caches.back().get();
     }
+  }
   std::vector<absl::Status> results(n);
   std::vector<std::thread> threads;
   for (size_t i = 0; i < n; ++i)
