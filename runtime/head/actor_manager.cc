@@ -205,6 +205,10 @@ void ActorManager::Trim(std::vector<store::Write>* deletes) {
 absl::Status ActorManager::Recover() {
   absl::StatusOr<std::vector<store::Entry>> entries = store_.Scan(kActorsTable, "");
   if (!entries.ok()) return entries.status();
+  // Nodes gone for good before the restart take no stop requests (their actors are stopped).
+  for (const v1::NodeInfo& node : nodes_.List())
+    if (node.state() == v1::NODE_DEAD && !node.death_unconfirmed())
+      if (absl::StatusOr<NodeId> n = NodeId::Parse(node.node_id()); n.ok()) stops_.NodeGone(*n);
   TrimmingLock lock(this);
   std::vector<std::pair<int64_t, ActorId>> dead;  // (died_unix_ms, id): the eviction order
   for (const auto& e : *entries) {
@@ -647,17 +651,17 @@ bool ActorManager::StopBeforeRestart(const ProcessAt& at) {
   }();
   const ActorStart start{at.actor_id.ToString(), at.incarnation};
   absl::Cleanup forget = [&] {
-    if (node_id) nodes_.ForgetStop(*node_id, start);
+    if (node_id) stops_.Forget(*node_id, start);
   };
   for (bool said = false;;) {
     std::optional<v1::NodeInfo> node = nodes_.Find(at.node_id);
     // Gone for good: a confirmed death means its worker fenced its actors, or their lease
     // ran out (NodeManager).
     if (!node || (node->state() != v1::NODE_ALIVE && !nodes_.DeathUnconfirmed(at.node_id))) return true;
-    if (node_id && nodes_.StopReported(*node_id, start)) return true;
+    if (node_id && stops_.Reported(*node_id, start)) return true;
     absl::Status s = workers_.KillActor(node->address(), kill);
     if (s.ok() || absl::IsNotFound(s)) return true;
-    if (node_id && !said) nodes_.RequestStop(*node_id, start);
+    if (node_id && !said) stops_.Request(*node_id, start);
     absl::MutexLock lock(&mu_);
     // (Killed meanwhile, the actor starts nowhere after this; its process is stopped all the same.)
     auto it = actors_.find(at.actor_id);
@@ -730,6 +734,7 @@ void ActorManager::OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit
 }
 
 void ActorManager::OnNodeDead(const NodeId& node, const std::string& reason) {
+  stops_.NodeGone(node);  // its worker fenced its actors, or left
   TrimmingLock lock(this);
   std::vector<ActorId> hit;
   for (const auto& [id, a] : actors_)
@@ -864,7 +869,7 @@ void ActorManager::SendKill(const std::string& address, const ProcessAt& process
                        kill.actor_id(), what, kill.incarnation(), address, s.message());
           // A worker the head cannot reach may still reach the head.
           if (absl::StatusOr<NodeId> n = NodeId::Parse(node_id); n.ok() && kill.incarnation() > 0)
-            nodes_.RequestStop(*n, {kill.actor_id(), kill.incarnation()}, /*awaited=*/false);
+            stops_.Request(*n, {kill.actor_id(), kill.incarnation()}, /*awaited=*/false);
         }
         after();
         absl::MutexLock lock(&async_mu_);

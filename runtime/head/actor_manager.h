@@ -42,6 +42,7 @@
 #include "runtime/head/node_manager.h"
 #include "runtime/head/resource_tracker.h"
 #include "runtime/head/retention.h"
+#include "runtime/head/stop_mailbox.h"
 #include "runtime/head/worker_client.h"
 #include "skyrl/actor_directory.pb.h"
 
@@ -109,8 +110,11 @@ class ActorManager {
 
   // A worker reports that an actor's process ended.
   void OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit);
-  // The node manager declared a node dead.
+  // The node manager declared a node dead (its death confirmed), or announced it ALIVE.
   void OnNodeDead(const NodeId& node, const std::string& reason);
+  void OnNodeAlive(const NodeId& node) { stops_.NodeBack(node); }
+  // The stops asked through heartbeat replies of workers the head could not reach.
+  StopMailbox& stops() { return stops_; }
   // Their placement group was removed: every actor of `group` that is not DEAD becomes
   // DEAD with `reason`, and its process is killed; `done` once every worker has been told.
   // Parks no thread.
@@ -235,6 +239,7 @@ class ActorManager {
 
   store::Store& store_;
   NodeManager& nodes_;
+  StopMailbox stops_;
   ResourceTracker& resources_;
   WorkerClient& workers_;
   DemandQueue& demand_;

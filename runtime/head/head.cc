@@ -35,7 +35,8 @@ class HeadServices {
   HeadServices(Head& head, const std::string& token, const archive::Limits& job_limits)
       : auth_(token),
         logs_(head.logs(), auth_),
-        nodes_(head.nodes(), head.resources(), auth_, [&head] { return head.metrics_port(); }),
+        nodes_(head.nodes(), head.actors().stops(), head.resources(), auth_,
+               [&head] { return head.metrics_port(); }),
         kv_(head.store(), auth_),
         actors_(head.actors(), auth_),
         groups_(head.groups(), auth_),

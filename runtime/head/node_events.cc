@@ -2,7 +2,8 @@
 
 namespace skyrl::head {
 
-void SchedulingNodeListener::OnNodeAlive(const v1::NodeInfo& /*node*/) {
+void SchedulingNodeListener::OnNodeAlive(const v1::NodeInfo& node) {
+  if (absl::StatusOr<NodeId> id = NodeId::Parse(node.node_id()); id.ok()) actors_.OnNodeAlive(*id);
   // It is in the scheduler's view already (the node table put it there).
   groups_.RetryPending();
 }

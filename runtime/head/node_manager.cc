@@ -298,47 +298,9 @@ absl::StatusOr<HeartbeatOut> NodeManager::Heartbeat(const HeartbeatIn& in) {
     if (auto u = unconfirmed_.find(s.node); u != unconfirmed_.end())
       u->second.not_before =
           std::max(u->second.not_before, now - std::max(s.ago, absl::ZeroDuration()) + limit);
-  // Only what was asked counts: a worker cannot end a wait it was not part of.
-  if (auto asked = stops_asked_.find(id); asked != stops_asked_.end()) {
-    for (const ActorStart& s : in.stopped)
-      if (auto a = asked->second.find(s); a != asked->second.end()) {
-        if (a->second) stops_done_[id].insert(s);
-        asked->second.erase(a);
-      }
-    for (const auto& [s, awaited] : asked->second) out.stop.push_back(s);
-    if (asked->second.empty()) stops_asked_.erase(asked);
-  }
   ReportGoneLocked(id, in.gone);
   out.checks = ProcessChecksLocked(id);
   return out;
-}
-
-void NodeManager::RequestStop(const NodeId& node, const ActorStart& start, bool awaited) {
-  absl::MutexLock lock(&mu_);
-  if (auto done = stops_done_.find(node); done != stops_done_.end() && done->second.contains(start)) return;
-  // A node gone for good has stopped its actors (and sends no more heartbeats).
-  auto it = nodes_.find(node);
-  if (it == nodes_.end() || (it->second.state() != v1::NODE_ALIVE && !unconfirmed_.contains(node))) return;
-  bool& a = stops_asked_[node][start];
-  a = a || awaited;
-}
-
-bool NodeManager::StopReported(const NodeId& node, const ActorStart& start) const {
-  absl::MutexLock lock(&mu_);
-  auto done = stops_done_.find(node);
-  return done != stops_done_.end() && done->second.contains(start);
-}
-
-void NodeManager::ForgetStop(const NodeId& node, const ActorStart& start) {
-  absl::MutexLock lock(&mu_);
-  auto forget = [&](auto& table) {
-    if (auto it = table.find(node); it != table.end()) {
-      it->second.erase(start);
-      if (it->second.empty()) table.erase(it);
-    }
-  };
-  forget(stops_asked_);
-  forget(stops_done_);
 }
 
 absl::flat_hash_set<NodeId> NodeManager::ListOf(const NodeId& id, const std::set<NodeId>& alive) {
@@ -465,11 +427,7 @@ bool NodeManager::Confirm(const NodeId& id) {
     return false;
   }
   it->second = std::move(updated);
-  unconfirmed_.erase(id);
-  gone_.erase(id);
-  answered_.erase(id);
-  held_.erase(id);
-  DropUnawaitedStops(id);
+  ForgetLocked(id);
   return true;
 }
 
@@ -533,12 +491,11 @@ void NodeManager::ReportGoneLocked(const NodeId& reporter, const std::vector<Pro
   }
 }
 
-void NodeManager::DropUnawaitedStops(const NodeId& id) {
-  // Its actors are stopped (fenced, or their lease ran out). Awaited ones end with their wait.
-  auto asked = stops_asked_.find(id);
-  if (asked == stops_asked_.end()) return;
-  absl::erase_if(asked->second, [](const auto& entry) { return !entry.second; });
-  if (asked->second.empty()) stops_asked_.erase(asked);
+void NodeManager::ForgetLocked(const NodeId& id) {
+  held_.erase(id);
+  unconfirmed_.erase(id);
+  gone_.erase(id);
+  answered_.erase(id);
 }
 
 bool NodeManager::DeathUnconfirmed(absl::string_view node_id) const {
@@ -574,11 +531,7 @@ absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason)
       why = updated.death_reason();
       it->second = std::move(updated);
       displaced = LeavePlacement(id);
-      held_.erase(id);
-      unconfirmed_.erase(id);
-      gone_.erase(id);
-      answered_.erase(id);
-      DropUnawaitedStops(id);
+      ForgetLocked(id);
       left_[id] = clock_.Now();
       // Gone, it supports no one: as good as a confirmation of every death it could confirm,
       // once the supports it may have given since its last heartbeat (unreported) run out.
@@ -728,11 +681,7 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
     if (!wait) {
       spdlog::warn("node {} is dead: {}", id.ToString(), updated.death_reason());
       died.emplace_back(id, updated.death_reason());
-      held_.erase(id);
-      unconfirmed_.erase(id);
-      gone_.erase(id);
-      answered_.erase(id);
-      DropUnawaitedStops(id);
+      ForgetLocked(id);
     } else {
       // Lists from the version just stored on leave it out.
       if (u.version != kNoConfirmations) u.version = peers_version_;

@@ -106,26 +106,14 @@ struct ProcessCheck {
   int64_t start_ticks = 0;
 };
 
-// One start of an actor (ActorInfo.incarnation).
-struct ActorStart {
-  std::string actor_id;
-  int64_t incarnation = 0;
-  friend bool operator==(const ActorStart&, const ActorStart&) = default;
-  template <typename H>
-  friend H AbslHashValue(H h, const ActorStart& s) {
-    return H::combine(std::move(h), s.actor_id, s.incarnation);
-  }
-};
-
 // A heartbeat as NodeService checked it (v1::HeartbeatRequest).
 struct HeartbeatIn {
   NodeId node;
   uint64_t peers_version = 0;  // the peer list its worker holds (0: none)
   bool send_peers = true;      // whether the reply carries the list when it changed
-  // The peers it counted alive lately, the starts it was asked to stop that no longer run
-  // there, and the worker processes of its process space it found gone (answering checks).
+  // The peers it counted alive lately, and the worker processes of its process space it
+  // found gone (answering checks). (The starts it reports stopped go to the StopMailbox.)
   std::vector<PeerSupport> supports;
-  std::vector<ActorStart> stopped;
   std::vector<ProcessCheck> gone;
   // The keep limit its worker applies (zero: none) and the period (zero: not said). Before
   // the reply goes out, the longest each may be from then on is recorded with the node (in
@@ -140,7 +128,6 @@ struct HeartbeatIn {
 struct HeartbeatOut {
   absl::Duration period;             // the period to apply (the one asked of every node)
   PeerList peers;                    // its peers, when the list changed since it last had one
-  std::vector<ActorStart> stop;      // starts it is asked to stop (RequestStop)
   std::vector<ProcessCheck> checks;  // silent nodes' worker processes in its process space
 };
 
@@ -197,14 +184,6 @@ class NodeManager {
   // what the reply says. NotFound for an unknown or dead node; a store error when the limits
   // could not be recorded (the heartbeat then counts for nothing).
   absl::StatusOr<HeartbeatOut> Heartbeat(const HeartbeatIn& in);
-  // A start on `node` that the head could not reach the worker to stop (a one-way partition:
-  // the worker still reaches the head). Asked of the worker in each heartbeat reply until it
-  // reports the start stopped, the request is forgotten, or (`awaited` false: nobody waits
-  // for StopReported) the node's death is confirmed.
-  void RequestStop(const NodeId& node, const ActorStart& start, bool awaited = true);
-  // Whether the node's worker reported the requested (awaited) `start` stopped.
-  bool StopReported(const NodeId& node, const ActorStart& start) const;
-  void ForgetStop(const NodeId& node, const ActorStart& start);
   // The period heartbeats are asked to come at now (NodeManagerOptions::heartbeats_per_s).
   absl::Duration HeartbeatPeriod() const;
   absl::Status Unregister(const NodeId& id, absl::string_view reason);
@@ -289,8 +268,9 @@ class NodeManager {
   Displaced LeavePlacement(const NodeId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the confirmation of a DEAD node; false when the store refused (retried later).
   bool Confirm(const NodeId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Gone for good: the stops asked of it that nobody waits for end.
-  void DropUnawaitedStops(const NodeId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gone for good (dead and confirmed, or left): what was kept to confirm its death, and
+  // about its worker, is dropped.
+  void ForgetLocked(const NodeId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The ALIVE nodes at this version, from the table and the change log (kept until the next
   // liveness check); null when the log no longer reaches back that far (or the version is
   // not this head's).
@@ -351,9 +331,6 @@ class NodeManager {
   absl::flat_hash_map<NodeId, absl::Time> answered_ ABSL_GUARDED_BY(mu_);
   // The silent nodes with a process space, as the last liveness check found them.
   std::vector<NodeId> suspects_ ABSL_GUARDED_BY(mu_);
-  // RequestStop's starts, by node: still asked (whether awaited), and reported stopped.
-  absl::flat_hash_map<NodeId, absl::flat_hash_map<ActorStart, bool>> stops_asked_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<NodeId, absl::flat_hash_set<ActorStart>> stops_done_ ABSL_GUARDED_BY(mu_);
 };
 
 // Validates a node description from outside; errors name the field.

@@ -58,13 +58,14 @@ grpc::ServerUnaryReactor* NodeServiceImpl::Heartbeat(grpc::CallbackServerContext
   if (req->stopped_size() > kMaxStopped)
     return rpc::FinishNow(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                             absl::StrCat("stopped: more than ", kMaxStopped)));
+  std::vector<ActorStart> stopped;
   for (const v1::ActorStart& s : req->stopped()) {
     if (!ActorId::Parse(s.actor_id()).ok() || s.incarnation() <= 0)
       return rpc::FinishNow(
           ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                             absl::StrCat("stopped.actor_id ", s.actor_id().substr(0, 64), " / incarnation ",
                                          s.incarnation(), ": not an actor id, or not above 0")));
-    in.stopped.push_back({s.actor_id(), s.incarnation()});
+    stopped.push_back({s.actor_id(), s.incarnation()});
   }
   if (req->gone_size() > kMaxSupports)
     return rpc::FinishNow(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -101,7 +102,8 @@ grpc::ServerUnaryReactor* NodeServiceImpl::Heartbeat(grpc::CallbackServerContext
     check->set_pid(c.pid);
     check->set_start_ticks(c.start_ticks);
   }
-  for (ActorStart& s : out->stop) {
+  // Stops are exchanged only with a node the table holds ALIVE (a dead one registers again).
+  for (ActorStart& s : stops_.Exchange(*id, stopped)) {
     v1::ActorStart* stop = reply->add_stop();
     stop->set_actor_id(std::move(s.actor_id));
     stop->set_incarnation(s.incarnation);

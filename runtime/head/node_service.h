@@ -7,6 +7,7 @@
 
 #include "runtime/head/node_manager.h"
 #include "runtime/head/resource_tracker.h"
+#include "runtime/head/stop_mailbox.h"
 #include "runtime/rpc/auth.h"
 #include "skyrl/node.grpc.pb.h"
 
@@ -14,11 +15,16 @@ namespace skyrl::head {
 
 class NodeServiceImpl final : public v1::NodeService::CallbackService {
  public:
-  // ListNodes reports each alive node's free resources from `resources`.
+  // ListNodes reports each alive node's free resources from `resources`. A heartbeat's
+  // stops (reported and asked) go through `stops`.
   // `metrics_port`: the head's own /metrics port for ListNodes (-1 or null: none).
-  NodeServiceImpl(NodeManager& nodes, const ResourceTracker& resources, const rpc::TokenAuth& auth,
-                  std::function<int()> metrics_port = nullptr)
-      : nodes_(nodes), resources_(resources), auth_(auth), metrics_port_(std::move(metrics_port)) {}
+  NodeServiceImpl(NodeManager& nodes, StopMailbox& stops, const ResourceTracker& resources,
+                  const rpc::TokenAuth& auth, std::function<int()> metrics_port = nullptr)
+      : nodes_(nodes),
+        stops_(stops),
+        resources_(resources),
+        auth_(auth),
+        metrics_port_(std::move(metrics_port)) {}
 
   grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext*, const v1::RegisterNodeRequest* req,
                                          v1::RegisterNodeReply* reply) override;
@@ -31,6 +37,7 @@ class NodeServiceImpl final : public v1::NodeService::CallbackService {
 
  private:
   NodeManager& nodes_;
+  StopMailbox& stops_;
   const ResourceTracker& resources_;
   const rpc::TokenAuth& auth_;
   const std::function<int()> metrics_port_;

@@ -373,11 +373,12 @@ TEST(ActorManagerTest, AStartWithAnUnknownOutcomeIsStoppedBeforeTheActorStartsAg
 // A one-way partition: the head cannot reach the worker, whose heartbeats still reach the
 // head. The heartbeat reply asks for the stop, and the worker's report of it ends the wait.
 // A heartbeat of `node` reporting `stopped`; the stops its reply asks, in `asked`.
-absl::Status HeartbeatReporting(head::NodeManager& nodes, const NodeId& node,
-                                std::vector<head::ActorStart> stopped, std::vector<head::ActorStart>* asked) {
-  absl::StatusOr<head::HeartbeatOut> out = nodes.Heartbeat({.node = node, .stopped = std::move(stopped)});
+// (As NodeService does: the node table takes the heartbeat, the actors' mailbox its stops.)
+absl::Status HeartbeatReporting(head::Head& head, const NodeId& node, std::vector<head::ActorStart> stopped,
+                                std::vector<head::ActorStart>* asked) {
+  absl::StatusOr<head::HeartbeatOut> out = head.nodes().Heartbeat({.node = node});
   if (!out.ok()) return out.status();
-  *asked = std::move(out->stop);
+  *asked = head.actors().stops().Exchange(node, stopped);
   return absl::OkStatus();
 }
 
@@ -391,7 +392,7 @@ TEST(ActorManagerTest, AnUnknownStartIsStoppedThroughTheHeartbeatsOfAWorkerTheHe
   const NodeId lost_on = *NodeId::Parse(workers.Started()[0].node_id());
   std::vector<head::ActorStart> asked;
   for (absl::Time deadline = absl::Now() + absl::Seconds(10); asked.empty() && absl::Now() < deadline;) {
-    ASSERT_TRUE(HeartbeatReporting(head->nodes(), lost_on, {}, &asked).ok());
+    ASSERT_TRUE(HeartbeatReporting(*head, lost_on, {}, &asked).ok());
     absl::SleepFor(absl::Milliseconds(10));
   }
   ASSERT_EQ(asked.size(), 1u) << "the heartbeat reply asks for the stop";
@@ -399,7 +400,7 @@ TEST(ActorManagerTest, AnUnknownStartIsStoppedThroughTheHeartbeatsOfAWorkerTheHe
   EXPECT_EQ(asked[0].incarnation, 1);
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_EQ(workers.Started().size(), 1u) << "started again before the worker said it stopped the first";
-  ASSERT_TRUE(HeartbeatReporting(head->nodes(), lost_on, asked, &asked).ok());
+  ASSERT_TRUE(HeartbeatReporting(*head, lost_on, asked, &asked).ok());
   EXPECT_TRUE(asked.empty()) << "reported: no longer asked";
   absl::StatusOr<v1::ActorInfo> alive = AwaitActorState(head->actors(), a->actor_id(), v1::ACTOR_ALIVE);
   ASSERT_TRUE(alive.ok()) << alive.status();
@@ -409,12 +410,16 @@ TEST(ActorManagerTest, AnUnknownStartIsStoppedThroughTheHeartbeatsOfAWorkerTheHe
   // A kill by the user that cannot reach the worker is asked in its heartbeats too.
   const NodeId now_on = *NodeId::Parse(alive->node_id());
   ASSERT_TRUE(head->actors().Kill(*ActorId::Parse(a->actor_id())).ok());
-  ASSERT_TRUE(HeartbeatReporting(head->nodes(), now_on, {}, &asked).ok());
+  ASSERT_TRUE(HeartbeatReporting(*head, now_on, {}, &asked).ok());
   ASSERT_EQ(asked.size(), 1u);
   EXPECT_EQ(asked[0].actor_id, a->actor_id());
   EXPECT_EQ(asked[0].incarnation, 2);
-  ASSERT_TRUE(HeartbeatReporting(head->nodes(), now_on, asked, &asked).ok());
+  ASSERT_TRUE(HeartbeatReporting(*head, now_on, asked, &asked).ok());
   EXPECT_TRUE(asked.empty()) << "reported: no longer asked";
+  // A stop nobody waits for ends with its node, whose worker stopped its actors leaving.
+  head->actors().stops().Request(now_on, {a->actor_id(), 7}, /*awaited=*/false);
+  ASSERT_TRUE(head->nodes().Unregister(now_on, "leaving").ok());
+  EXPECT_TRUE(head->actors().stops().Exchange(now_on, {}).empty());
   absl::Status s = Check(*head);
   EXPECT_TRUE(s.ok()) << s;
 }

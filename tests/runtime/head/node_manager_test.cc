@@ -23,18 +23,15 @@ v1::NodeInfo Node(double gpus = 2) {
 }
 
 // A heartbeat with the reply's peer list in `peers` (when given; else the reply carries
-// none) and the stops it asks in `stop`. It records no limits.
+// none). It records no limits.
 absl::Status SendHeartbeat(NodeManager& nodes, const NodeId& id, uint64_t peers_version = 0,
-                           PeerList* peers = nullptr, std::vector<PeerSupport> supports = {},
-                           std::vector<ActorStart> stopped = {}, std::vector<ActorStart>* stop = nullptr) {
+                           PeerList* peers = nullptr, std::vector<PeerSupport> supports = {}) {
   absl::StatusOr<HeartbeatOut> out = nodes.Heartbeat({.node = id,
                                                       .peers_version = peers_version,
                                                       .send_peers = peers != nullptr,
-                                                      .supports = std::move(supports),
-                                                      .stopped = std::move(stopped)});
+                                                      .supports = std::move(supports)});
   if (!out.ok()) return out.status();
   if (peers != nullptr) *peers = std::move(out->peers);
-  if (stop != nullptr) *stop = std::move(out->stop);
   return absl::OkStatus();
 }
 
@@ -57,50 +54,6 @@ TEST_F(NodeManagerTest, RegisterPersistsTheNode) {
   EXPECT_EQ(info.hostname(), "host-a");
   EXPECT_EQ(info.labels().at(kNodeIdLabel), id->ToString()) << "every node is labelled with its id";
   ASSERT_EQ(nodes_.List().size(), 1u);
-}
-
-// A start the head cannot reach the worker to stop is asked in that node's heartbeat replies
-// until the worker reports it stopped; a report of anything not asked counts for nothing.
-TEST_F(NodeManagerTest, AStopIsAskedInHeartbeatRepliesUntilTheWorkerReportsIt) {
-  NodeId a = *nodes_.Register(Node());
-  NodeId b = *nodes_.Register(Node());
-  const ActorStart start{ActorId::Random().ToString(), 2};
-  nodes_.RequestStop(a, start);
-  std::vector<ActorStart> asked;
-  ASSERT_TRUE(SendHeartbeat(nodes_, b, 0, nullptr, {}, {}, &asked).ok());
-  EXPECT_TRUE(asked.empty()) << "asked only of its own node";
-  ASSERT_TRUE(SendHeartbeat(nodes_, a, 0, nullptr, {}, {}, &asked).ok());
-  EXPECT_EQ(asked, std::vector<ActorStart>{start});
-  // Another node's report, or one of another start, ends nothing.
-  ASSERT_TRUE(SendHeartbeat(nodes_, b, 0, nullptr, {}, {start}, &asked).ok());
-  ASSERT_TRUE(SendHeartbeat(nodes_, a, 0, nullptr, {}, {{start.actor_id, 1}}, &asked).ok());
-  EXPECT_FALSE(nodes_.StopReported(a, start));
-  EXPECT_EQ(asked, std::vector<ActorStart>{start});
-  ASSERT_TRUE(SendHeartbeat(nodes_, a, 0, nullptr, {}, {start}, &asked).ok());
-  EXPECT_TRUE(asked.empty()) << "no longer asked once reported";
-  EXPECT_TRUE(nodes_.StopReported(a, start));
-  EXPECT_FALSE(nodes_.StopReported(b, start));
-  nodes_.RequestStop(a, start);  // asked again after the report: already done
-  ASSERT_TRUE(SendHeartbeat(nodes_, a, 0, nullptr, {}, {}, &asked).ok());
-  EXPECT_TRUE(asked.empty());
-  nodes_.ForgetStop(a, start);
-  EXPECT_FALSE(nodes_.StopReported(a, start));
-  // Forgotten before any report: no longer asked.
-  nodes_.RequestStop(b, start);
-  nodes_.ForgetStop(b, start);
-  ASSERT_TRUE(SendHeartbeat(nodes_, b, 0, nullptr, {}, {}, &asked).ok());
-  EXPECT_TRUE(asked.empty());
-  // A kill's stop, which nobody waits on, ends with the node: it stopped its actors leaving.
-  const ActorStart killed{ActorId::Random().ToString(), 5};
-  nodes_.RequestStop(b, killed, /*awaited=*/false);
-  ASSERT_TRUE(SendHeartbeat(nodes_, b, 0, nullptr, {}, {}, &asked).ok());
-  EXPECT_EQ(asked, std::vector<ActorStart>{killed});
-  ASSERT_TRUE(nodes_.Unregister(b, "leaving").ok());
-  v1::NodeInfo again = Node();
-  again.set_node_id(b.ToString());
-  ASSERT_EQ(*nodes_.Register(again), b);
-  ASSERT_TRUE(SendHeartbeat(nodes_, b, 0, nullptr, {}, {}, &asked).ok());
-  EXPECT_TRUE(asked.empty());
 }
 
 TEST_F(NodeManagerTest, NodeDiesAfterTheConfiguredMissesAndNotBefore) {
