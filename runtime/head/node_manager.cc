@@ -10,14 +10,6 @@
 #include "runtime/common/logging.h"
 
 namespace skyrl::head {
-namespace {
-// HeldLists for a list this head cannot know (sent by a previous head): never a version of
-// this head's, which start at its start time in nanoseconds.
-constexpr uint64_t kPreviousHeadsList = 2;
-// Unconfirmed::version of a death no list confirms (the node came back).
-constexpr uint64_t kNoConfirmations = UINT64_MAX;
-}  // namespace
-
 absl::Status ValidateNodeInfo(const v1::NodeInfo& info) {
   if (!info.node_id().empty())
     if (auto id = NodeId::Parse(info.node_id()); !id.ok())
@@ -59,13 +51,10 @@ NodeManager::NodeManager(store::Store& store, const Clock& clock, NodeManagerOpt
       clock_(clock),
       steady_(steady != nullptr ? *steady : clock),
       placement_(placement),
-      options_(options) {
-  // Versions of one head never repeat those of an earlier one, whose lists workers may hold.
-  absl::MutexLock lock(&mu_);
-  peers_version_ = uint64_t(absl::ToUnixNanos(clock_.Now())) | 1;
-  log_floor_ = peers_version_;
-  longest_period_ = options_.heartbeat_period;
-}
+      options_(options),
+      // Versions of one head never repeat those of an earlier one, whose lists workers may hold.
+      quorum_(uint64_t(absl::ToUnixNanos(clock.Now())) | 1),
+      longest_period_(options.heartbeat_period) {}
 
 absl::Duration NodeManager::PeriodLocked() const {
   const absl::Duration base = options_.heartbeat_period;
@@ -73,7 +62,7 @@ absl::Duration NodeManager::PeriodLocked() const {
   // Whole periods, so that the period (and every node's record) changes seldom.
   const double per_period = options_.heartbeats_per_s * absl::ToDoubleSeconds(base);
   const int64_t periods =
-      std::max<int64_t>(1, int64_t(std::ceil(double(alive_.size()) / std::max(1.0, per_period))));
+      std::max<int64_t>(1, int64_t(std::ceil(double(quorum_.alive_count()) / std::max(1.0, per_period))));
   return base * periods;
 }
 
@@ -96,20 +85,7 @@ absl::Status NodeManager::Persist(const v1::NodeInfo& info) {
   auto known = nodes_.find(*id);
   if (known == nodes_.end() || known->second.state() != info.state() ||
       known->second.address() != info.address())
-    ++peers_version_;
-  const bool alive = info.state() == v1::NODE_ALIVE;
-  if (alive_.contains(*id) != alive) {
-    if (alive) {
-      alive_.insert(*id);
-    } else {
-      alive_.erase(*id);
-    }
-    changes_.push_back({peers_version_, *id, alive});
-    if (changes_.size() > kMaxAliveChanges) {
-      log_floor_ = changes_.front().version;
-      changes_.pop_front();
-    }
-  }
+    quorum_.Changed(*id, info.state() == v1::NODE_ALIVE);
   return s;
 }
 
@@ -133,15 +109,14 @@ absl::Status NodeManager::Recover() {
     const absl::Duration window = absl::Milliseconds(info.head_retry_window_ms());
     const absl::Duration limit = LimitOf(info);
     longest_period_ = std::max(longest_period_, PeriodOf(info));
-    if (info.state() == v1::NODE_ALIVE || info.death_unconfirmed() || window == absl::ZeroDuration() ||
-        absl::FromUnixMillis(info.last_heartbeat_unix_ms()) + window + limit > now)
-      recovered_.push_back(*id);
-    if (info.state() == v1::NODE_ALIVE) {
+    const bool alive = info.state() == v1::NODE_ALIVE;
+    quorum_.Recovered(*id, alive,
+                      /*on_lists=*/alive || info.death_unconfirmed() || window == absl::ZeroDuration() ||
+                          absl::FromUnixMillis(info.last_heartbeat_unix_ms()) + window + limit > now);
+    if (alive) {
       info.set_last_heartbeat_unix_ms(now_ms);
-      held_[*id] = HeldLists{kPreviousHeadsList, kPreviousHeadsList};
       // A previous head answered it last before this one started.
       answered_[*id] = steady_now;
-      alive_.insert(*id);
     }
     nodes_[*id] = std::move(info);
   }
@@ -149,25 +124,16 @@ absl::Status NodeManager::Recover() {
   // out any support given meanwhile.
   for (const auto& [id, info] : nodes_) {
     if (!info.death_unconfirmed()) continue;
-    Unconfirmed u;
-    u.back = info.state() == v1::NODE_ALIVE;  // registered again, not yet heard since
-    // Back: only its own heartbeat (or the retry window) confirms it, as in Register.
-    u.version = u.back ? kNoConfirmations : peers_version_;
-    // The list a previous head sent it: its ring neighbours among the nodes recovered.
-    const absl::flat_hash_set<NodeId> list = ListOf(id, RecoveredSet());
-    for (const NodeId& other : list)
-      if (other != id) u.eligible.insert(other);
-    u.needed = list.size() <= 1 ? 0 : (list.size() + 1) / 2;
-    u.not_before = now + LimitMax();
-    u.give_up_at = info.head_retry_window_ms() > 0
-                       ? now + absl::Milliseconds(info.head_retry_window_ms()) + LimitOf(info)
-                       : absl::InfiniteFuture();
-    // A previous head answered it last before this one started.
-    u.horizon = Horizon(info, steady_now);
-    u.reason = info.death_reason();
+    const absl::Time give_up_at = info.head_retry_window_ms() > 0
+                                      ? now + absl::Milliseconds(info.head_retry_window_ms()) + LimitOf(info)
+                                      : absl::InfiniteFuture();
+    // Registered again and not yet heard since: back. A previous head answered it last
+    // before this one started.
+    quorum_.RecoveredPending(id, /*back=*/info.state() == v1::NODE_ALIVE, now + LimitMax(),
+                             {.give_up_at = give_up_at, .horizon = Horizon(info, steady_now)},
+                             info.death_reason());
     spdlog::info("node {}: its death is not confirmed yet; waiting for {} of its peers", id.ToString(),
-                 u.needed);
-    unconfirmed_[id] = std::move(u);
+                 quorum_.Find(id)->needed);
   }
   // Announced before the restart (a node back from a death still unconfirmed is announced
   // once it is confirmed).
@@ -201,8 +167,8 @@ absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead, 
     // Back from an unconfirmed death: it stops the actors it had on this reply, then
     // heartbeats; its death is confirmed (they restart elsewhere) and it is announced ALIVE
     // only then, in CheckLiveness. Stored so, in case the head restarts meanwhile.
-    auto u = unconfirmed_.find(id);
-    info.set_death_unconfirmed(u != unconfirmed_.end());
+    const bool pending = quorum_.pending(id);
+    info.set_death_unconfirmed(pending);
     auto known = nodes_.find(id);
     // The period the reply tells; registering again, it may still apply the one from before.
     const absl::Duration told = PeriodLocked();
@@ -213,26 +179,17 @@ absl::StatusOr<NodeId> NodeManager::Register(v1::NodeInfo info, bool* was_dead, 
     // Also when a registration since the death was made but not yet followed by a heartbeat:
     // its reply (with was_dead) may have been lost, and the worker is asking again.
     const bool dead = (known != nodes_.end() && known->second.state() == v1::NODE_DEAD) ||
-                      unacknowledged_deaths_.contains(id) || u != unconfirmed_.end();
+                      unacknowledged_deaths_.contains(id) || pending;
     if (was_dead) *was_dead = dead;
     if (absl::Status s = Persist(info); !s.ok()) return s;
     if (dead) unacknowledged_deaths_.insert(id);
-    if (u != unconfirmed_.end()) {
-      // Its peers' lists have it again: only its heartbeat (or the retry window) confirms.
-      u->second.back = true;
-      u->second.stopped = false;
-      u->second.confirmed.clear();
-      u->second.version = kNoConfirmations;
+    if (quorum_.Registered(id, peers_version)) {
       announce = false;
       spdlog::info(
           "node {} is back before its death was confirmed: confirmed once it has stopped its old actors",
           id.ToString());
     }
-    // It drops the list it holds once it has this reply, which may be lost: until its next
-    // heartbeat says which it holds, it may still count on that one.
-    held_[id] = HeldLists{.reported = peers_version};
     answered_[id] = steady_.Now();
-    left_.erase(id);
     gone_.erase(id);  // a report about its previous process says nothing of this one
     spdlog::info(
         "node {} registered: {} resources {}", id.ToString(), info.hostname(),
@@ -276,132 +233,33 @@ absl::StatusOr<HeartbeatOut> NodeManager::Heartbeat(const HeartbeatIn& in) {
   gone_.erase(id);  // heard: whatever was reported gone was not its process
   // A heartbeat follows a registration whose reply the worker got: it knows of the death.
   unacknowledged_deaths_.erase(id);
-  uint64_t known_peers_version = in.peers_version;
-  // Back from an unconfirmed death, it heartbeats (holding no list: a worker drops its list
-  // on registering) after stopping its old actors; a heartbeat sent before is not that.
-  if (auto u = unconfirmed_.find(id); u != unconfirmed_.end() && u->second.back && known_peers_version == 0)
-    u->second.stopped = true;
-  // A version this head never sent (a previous head's, or nonsense): a list it cannot know.
-  if (known_peers_version > peers_version_) known_peers_version = kPreviousHeadsList;
-  HeldLists& held = held_[id];
-  held.reported = known_peers_version;
-  held.sent = known_peers_version;
-  if (in.send_peers) {
-    FillPeers(id, known_peers_version, out.peers);
-    held.sent = peers_version_;
-  }
-  // Holding a list without them, this node no longer counts the unconfirmed dead alive.
-  for (auto& [dead, u] : unconfirmed_)
-    if (known_peers_version >= u.version && u.eligible.contains(id)) u.confirmed.insert(id);
-  const absl::Duration limit = LimitMax();  // the supporter's threshold, at most
-  for (const PeerSupport& s : in.supports)
-    if (auto u = unconfirmed_.find(s.node); u != unconfirmed_.end())
-      u->second.not_before =
-          std::max(u->second.not_before, now - std::max(s.ago, absl::ZeroDuration()) + limit);
+  const uint64_t held = quorum_.Heard(id, in.peers_version, in.send_peers, in.supports, now, LimitMax());
+  if (in.send_peers) FillPeers(id, held, out.peers);
   ReportGoneLocked(id, in.gone);
   out.checks = ProcessChecksLocked(id);
   return out;
 }
 
-absl::flat_hash_set<NodeId> NodeManager::ListOf(const NodeId& id, const std::set<NodeId>& alive) {
-  absl::flat_hash_set<NodeId> list = {id};
-  const size_t others = alive.size() - (alive.contains(id) ? 1 : 0);
-  if (others <= 2 * kPeersEachSide) {
-    list.insert(alive.begin(), alive.end());
-    return list;
-  }
-  // kPeersEachSide after it on the ring (wrapping round), and as many before it.
-  auto after = alive.upper_bound(id);
-  for (size_t k = 0; k < kPeersEachSide; ++k, ++after) {
-    if (after == alive.end()) after = alive.begin();
-    list.insert(*after);
-  }
-  auto before = alive.lower_bound(id);
-  for (size_t k = 0; k < kPeersEachSide; ++k) {
-    if (before == alive.begin()) before = alive.end();
-    list.insert(*--before);
-  }
-  return list;
-}
-
 void NodeManager::FillPeers(const NodeId& id, uint64_t known, PeerList& peers) const {
-  peers.version = peers_version_;
-  peers.changed = known != peers_version_;
+  peers.version = quorum_.version();
+  peers.changed = known != peers.version;
   peers.addresses.clear();
   peers.node_ids.clear();
   if (!peers.changed) return;
-  for (const NodeId& other : ListOf(id, alive_)) {
-    if (other == id) continue;
+  for (const NodeId& other : quorum_.PeersOf(id)) {
     peers.addresses.push_back(nodes_.at(other).address());
     peers.node_ids.push_back(other.ToString());
   }
 }
 
-const std::set<NodeId>& NodeManager::RecoveredSet() const {
-  if (!recovered_set_) recovered_set_.emplace(recovered_.begin(), recovered_.end());
-  return *recovered_set_;
-}
-
-const std::set<NodeId>* NodeManager::AliveAt(uint64_t version) const {
-  if (version < log_floor_ || version > peers_version_) return nullptr;
-  if (version == peers_version_) return &alive_;
-  // Many deaths in one check (a rack lost) mostly ask for the same few versions.
-  if (auto cached = alive_at_.find(version); cached != alive_at_.end()) return &cached->second;
-  std::set<NodeId>& alive = alive_at_[version];
-  alive = alive_;
-  // Undo the changes made after `version`, newest first.
-  for (auto it = changes_.rbegin(); it != changes_.rend() && it->version > version; ++it) {
-    if (it->alive) {
-      alive.erase(it->node);
-    } else {
-      alive.insert(it->node);
-    }
-  }
-  return &alive;
-}
-
-NodeManager::Unconfirmed NodeManager::Confirmation(const NodeId& id, const v1::NodeInfo& info,
-                                                   absl::Time now) {
-  const absl::Duration limit = LimitMax();  // a peer that left supports no one after its own
-  Unconfirmed u;
-  u.not_before = now;
-  u.give_up_at = info.head_retry_window_ms() > 0
-                     ? absl::FromUnixMillis(info.last_heartbeat_unix_ms()) +
-                           absl::Milliseconds(info.head_retry_window_ms()) + LimitOf(info)
-                     : absl::InfiniteFuture();
+DeathQuorum::Deadlines NodeManager::DeadlinesOf(const NodeId& id, const v1::NodeInfo& info) const {
+  DeathQuorum::Deadlines d;
+  if (info.head_retry_window_ms() > 0)
+    d.give_up_at = absl::FromUnixMillis(info.last_heartbeat_unix_ms()) +
+                   absl::Milliseconds(info.head_retry_window_ms()) + LimitOf(info);
   auto answered = answered_.find(id);
-  u.horizon = Horizon(info, answered != answered_.end() ? answered->second : steady_.Now());
-  HeldLists held;
-  if (auto h = held_.find(id); h != held_.end()) held = h->second;
-  // The lists it may hold, but for none (0: a worker holding none fences when cut off) and
-  // lists of itself alone (it may count itself a lone node, which keeps its actors whatever
-  // its peers say: they cannot confirm anything). None left: at once, as for a lone node.
-  std::vector<absl::flat_hash_set<NodeId>> views;
-  for (uint64_t v : {held.reported, held.sent}) {
-    if (v == 0) continue;
-    const std::set<NodeId>* alive = AliveAt(v);
-    if (alive == nullptr && !recovered_.empty()) alive = &RecoveredSet();
-    if (alive == nullptr) alive = &alive_;  // a list this head cannot know: from the nodes alive now
-    absl::flat_hash_set<NodeId> list = ListOf(id, *alive);
-    if (list.size() > 1) views.push_back(std::move(list));
-  }
-  if (views.empty()) return u;
-  size_t largest = 0;
-  for (const auto& view : views) largest = std::max(largest, view.size());
-  u.needed = (largest + 1) / 2;
-  for (const NodeId& peer : views[0]) {
-    if (peer == id) continue;
-    bool everywhere = true;
-    for (const auto& view : views) everywhere = everywhere && view.contains(peer);
-    if (!everywhere) continue;
-    u.eligible.insert(peer);
-    // Left since: it confirms (as in Unregister), once supports it may have given run out.
-    if (auto left = left_.find(peer); left != left_.end()) {
-      u.confirmed.insert(peer);
-      u.not_before = std::max(u.not_before, left->second + limit);
-    }
-  }
-  return u;
+  d.horizon = Horizon(info, answered != answered_.end() ? answered->second : steady_.Now());
+  return d;
 }
 
 void NodeManager::JoinPlacement(const v1::NodeInfo& info) {
@@ -465,7 +323,7 @@ std::vector<ProcessCheck> NodeManager::ProcessChecksLocked(const NodeId& asker) 
 }
 
 bool NodeManager::Silent(const NodeId& id, const v1::NodeInfo& info, absl::Time now) const {
-  if (auto u = unconfirmed_.find(id); u != unconfirmed_.end()) return !u->second.back;
+  if (const DeathQuorum::Pending* p = quorum_.Find(id)) return !p->back;
   return info.state() == v1::NODE_ALIVE &&
          now - absl::FromUnixMillis(info.last_heartbeat_unix_ms()) > PeriodOf(info) * 2;
 }
@@ -492,8 +350,7 @@ void NodeManager::ReportGoneLocked(const NodeId& reporter, const std::vector<Pro
 }
 
 void NodeManager::ForgetLocked(const NodeId& id) {
-  held_.erase(id);
-  unconfirmed_.erase(id);
+  quorum_.Forget(id);
   gone_.erase(id);
   answered_.erase(id);
 }
@@ -502,7 +359,7 @@ bool NodeManager::DeathUnconfirmed(absl::string_view node_id) const {
   absl::StatusOr<NodeId> id = NodeId::Parse(node_id);
   if (!id.ok()) return false;
   absl::MutexLock lock(&mu_);
-  return unconfirmed_.contains(*id);
+  return quorum_.pending(*id);
 }
 
 absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason) {
@@ -515,12 +372,12 @@ absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason)
     if (it == nodes_.end()) return absl::NotFoundError(absl::StrCat("node ", id.ToString(), " is unknown"));
     if (it->second.state() == v1::NODE_DEAD) {
       // Declared dead while cut off, and now leaving: it has stopped its actors.
-      auto u = unconfirmed_.find(id);
-      if (u == unconfirmed_.end()) return absl::OkStatus();
-      why = u->second.reason;
+      const DeathQuorum::Pending* pending = quorum_.Find(id);
+      if (pending == nullptr) return absl::OkStatus();
+      why = pending->reason;
       if (!Confirm(id))
         return absl::UnavailableError(absl::StrCat("node ", id.ToString(), ": cannot record its death"));
-      left_[id] = clock_.Now();
+      quorum_.Left(id, clock_.Now(), LimitMax());
       spdlog::info("node {} unregistered: its death is confirmed", id.ToString());
     } else {
       v1::NodeInfo updated = it->second;
@@ -532,15 +389,7 @@ absl::Status NodeManager::Unregister(const NodeId& id, absl::string_view reason)
       it->second = std::move(updated);
       displaced = LeavePlacement(id);
       ForgetLocked(id);
-      left_[id] = clock_.Now();
-      // Gone, it supports no one: as good as a confirmation of every death it could confirm,
-      // once the supports it may have given since its last heartbeat (unreported) run out.
-      const absl::Time supports_out = clock_.Now() + LimitMax();
-      for (auto& [dead, u] : unconfirmed_)
-        if (u.version != kNoConfirmations && u.eligible.contains(id)) {
-          u.confirmed.insert(id);
-          u.not_before = std::max(u.not_before, supports_out);
-        }
+      quorum_.Left(id, clock_.Now(), LimitMax());
       spdlog::info("node {} unregistered: {}", id.ToString(), reason.substr(0, 512));
     }
   }
@@ -570,7 +419,7 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
   Check check;
   std::vector<std::pair<NodeId, std::string>>& died = check.confirmed;
   absl::MutexLock lock(&mu_);
-  alive_at_.clear();  // past ALIVE sets are rebuilt at most once per check
+  quorum_.ClearCache();
   absl::Time now = clock_.Now();
   if (options_.isolation_guard) {
     int alive = 0;
@@ -611,28 +460,37 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
     return check;
   }
   // Deaths confirmed since the last check (one declared in this check waits for the next).
-  std::vector<NodeId> ready;
   const absl::Time steady_now = steady_.Now();
-  for (const auto& [id, u] : unconfirmed_)
-    if (u.stopped || (u.confirmed.size() >= u.needed && now >= u.not_before) || now >= u.give_up_at ||
-        steady_now >= u.horizon || (!u.back && gone_.contains(id)))
-      ready.push_back(id);
-  for (const NodeId& id : ready) {
-    const Unconfirmed& u = unconfirmed_.at(id);
-    auto gone = gone_.find(id);
-    std::string how =
-        u.stopped                        ? "it came back and stopped its old actors"
-        : gone != gone_.end() && !u.back ? gone->second
-        : u.confirmed.size() >= u.needed && now >= u.not_before
-            ? absl::StrCat(u.confirmed.size(), " of its peers know of it")
-        : steady_now >= u.horizon
-            ? absl::StrCat("no lease its worker renewed runs past now, ",
-                           absl::FormatDuration(absl::Milliseconds(nodes_.at(id).headless_keep_ms())),
-                           " (--headless-keep-ms) + ", absl::FormatDuration(LimitOf(nodes_.at(id))),
-                           " after it was last heard")
-            : "its worker has given up on the head and exited by now";
-    std::string reason = u.reason;
-    const bool back = u.back;
+  absl::flat_hash_set<NodeId> just_confirmed;
+  for (const DeathQuorum::Confirmed& c :
+       quorum_.Ready(now, steady_now, [&](const NodeId& id) { return gone_.contains(id); })) {
+    const NodeId& id = c.node;
+    const v1::NodeInfo& info = nodes_.at(id);
+    std::string how;
+    switch (c.why) {
+      case DeathQuorum::Why::kStopped:
+        how = "it came back and stopped its old actors";
+        break;
+      case DeathQuorum::Why::kProcessGone:
+        how = gone_.at(id);
+        break;
+      case DeathQuorum::Why::kPeers:
+        how = absl::StrCat(c.peers, " of its peers know of it");
+        break;
+      case DeathQuorum::Why::kHorizon:
+        how = absl::StrCat("no lease its worker renewed runs past now, ",
+                           absl::FormatDuration(absl::Milliseconds(info.headless_keep_ms())),
+                           " (--headless-keep-ms) + ", absl::FormatDuration(LimitOf(info)),
+                           " after it was last heard");
+        break;
+      case DeathQuorum::Why::kGaveUp:
+        how = "its worker has given up on the head and exited by now";
+        break;
+    }
+    const DeathQuorum::Pending& pending = *quorum_.Find(id);
+    std::string reason = pending.reason;
+    const bool back = pending.back;
+    just_confirmed.insert(id);  // (refused by the store: tried again in the next check)
     if (!Confirm(id)) continue;
     spdlog::warn("node {}: death confirmed ({}); its actors restart elsewhere", id.ToString(), how);
     died.emplace_back(id, std::move(reason));
@@ -642,7 +500,6 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
     }
   }
   const bool confirm = options_.confirm_deaths && fencing();
-  const absl::flat_hash_set<NodeId> just_confirmed(ready.begin(), ready.end());
   for (auto& [id, info] : nodes_) {
     if (info.state() != v1::NODE_ALIVE || just_confirmed.contains(id)) continue;
     absl::Duration silent = now - absl::FromUnixMillis(info.last_heartbeat_unix_ms());
@@ -655,21 +512,10 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
                             : absl::StrCat("node lost: no heartbeat for ",
                                            absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(1))),
                                            " (", options_.heartbeat_misses, " missed)"));
-    // Back from an unconfirmed death and silent again (it may never have had the reply that
-    // told it to stop its old actors): still unconfirmed, now by the retry window alone.
-    auto earlier = unconfirmed_.find(id);
-    Unconfirmed u;
-    if (earlier != unconfirmed_.end()) {
-      u = earlier->second;  // copied: it stays if the store refuses below
-      u.back = u.stopped = false;
-      const Unconfirmed fresh = Confirmation(id, info, now);
-      u.give_up_at = fresh.give_up_at;
-      u.horizon = fresh.horizon;
-    } else if (confirm) {
-      u = Confirmation(id, info, now);
-    }
-    // Its worker process gone: certain at once.
-    const bool wait = (u.needed > 0 || u.version == kNoConfirmations) && gone == gone_.end();
+    // What confirms it (copied: nothing changes if the store refuses below). Its worker
+    // process gone: certain at once.
+    DeathQuorum::Pending pending = quorum_.Declare(id, now, DeadlinesOf(id, info), confirm, LimitMax());
+    const bool wait = DeathQuorum::Waits(pending) && gone == gone_.end();
     updated.set_death_unconfirmed(wait);
     // Keep the node alive in memory if the store refuses; the next check retries.
     if (absl::Status s = Persist(updated); !s.ok()) {
@@ -683,15 +529,14 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
       died.emplace_back(id, updated.death_reason());
       ForgetLocked(id);
     } else {
-      // Lists from the version just stored on leave it out.
-      if (u.version != kNoConfirmations) u.version = peers_version_;
-      u.reason = updated.death_reason();
-      const absl::Duration horizon_in = u.horizon - steady_now, give_up_in = u.give_up_at - now;
+      pending.reason = updated.death_reason();
+      const absl::Duration horizon_in = pending.deadlines.horizon - steady_now,
+                           give_up_in = pending.deadlines.give_up_at - now;
       const absl::Duration latest = std::min(horizon_in, give_up_in);
       spdlog::warn(
           "node {} is dead: {}; its actors restart elsewhere once {} of the {} peers it knows of have heard "
           "so, or a worker on its machine finds its process gone{}",
-          id.ToString(), updated.death_reason(), u.needed, u.eligible.size(),
+          id.ToString(), updated.death_reason(), pending.needed, pending.eligible.size(),
           latest == absl::InfiniteDuration()
               ? ""
               : absl::StrCat(", or at the latest ",
@@ -699,7 +544,7 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
                              " from now, when ",
                              latest == horizon_in ? "no lease its worker renewed can still run"
                                                   : "its worker has given up on the head"));
-      unconfirmed_[id] = std::move(u);
+      quorum_.Await(id, std::move(pending));
     }
     info = std::move(updated);
   }

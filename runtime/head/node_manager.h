@@ -9,41 +9,20 @@
 // likely cut off from them than they all died at once: it declares none dead until one is
 // heard again, and then gives every ALIVE node a fresh window.
 //
-// Confirmed deaths (with the guard and 4 misses or more, when workers fence). A worker cut
-// off from the head keeps its actors only while more than half of the nodes on its peer list
-// (itself included) are cut off too and still count it alive (worker::HeadLink). So a node
-// declared DEAD by silence is marked `death_unconfirmed`, and its actors restart elsewhere
-// (the listener's OnNodeDead) only once
-//   - at least half (rounded up) of the nodes on every peer list it may hold have heartbeated
-//     with a list that no longer has it (they will not count it alive again), and
-//   - every support such a node gave it (HeartbeatRequest.supports) is a death threshold old,
-// or once no lease its worker may have renewed can still run: workers keep their actors on
-// their peers' word for at most the keep limit K (options.headless_keep) after the last
-// request the head answered, so at the latest K + T after the head last heard the node
-// (the lease runs 0.9 T past a renewal), whoever is left to confirm; or once another worker
-// in the same process space found its worker process gone (HeartbeatIn.gone: its actors stop with
-// it); or, failing all that, once the node's own retry window (NodeInfo.head_retry_window_ms,
-// after which its worker exits) and a threshold have passed since it was last heard. Two such
-// halves cannot both hold, so two incarnations of an actor do not serve at once, whichever
-// way the network splits (a start whose outcome the head never learned is the exception:
-// docs/operations.md "Partitions"); the price is that when more than half of a node's peers
-// die with it at once, its actors wait for the retry window. A node whose lists may all be
-// of itself alone, or none, is confirmed at once: a lone node cannot be told from a dead one.
-// A node back before its death is confirmed (told was_dead, so stopping its old actors) is
-// confirmed by its first heartbeat after (one naming no list), and only then announced
-// ALIVE. The confirmation state lives in memory; after a head restart, an unconfirmed death
-// (stored with the node) is confirmed afresh, taking the nodes that may be on a previous
-// head's lists (recovered_) for the list of any node that has not heartbeated twice since.
+// Confirmed deaths (with the guard and 4 misses or more, when workers fence): a node declared
+// DEAD by silence is marked `death_unconfirmed`, and its actors restart elsewhere (the
+// listener's OnNodeDead) only once its death is confirmed, by the rules of DeathQuorum
+// (runtime/head/death_quorum.h), which this table feeds with what nodes say and do. A node
+// back before its death is confirmed is announced ALIVE only once it is. After a head
+// restart, an unconfirmed death (stored with the node) is confirmed afresh.
 // Every state change is written to the store (table "nodes") before it is acknowledged;
 // heartbeat times are kept in memory only and restart from "now" after Recover().
 // Time comes from the injected Clock, so liveness is tested without sleeping.
 // Safe for concurrent use.
 #pragma once
 
-#include <deque>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -53,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime/common/clock.h"
 #include "runtime/common/ids.h"
+#include "runtime/head/death_quorum.h"
 #include "runtime/head/resource_tracker.h"
 #include "runtime/store/store.h"
 #include "skyrl/node.pb.h"
@@ -84,18 +64,12 @@ struct NodeManagerOptions {
   int heartbeats_per_s = 2500;
 };
 
-// A node's peers, for fencing: its ring neighbours (NodeManager::ListOf).
+// A node's peers, for fencing: its ring neighbours (DeathQuorum::PeersOf).
 struct PeerList {
   bool changed = false;  // false: the caller's version is current, `addresses` is empty
   uint64_t version = 0;
   std::vector<std::string> addresses;
   std::vector<std::string> node_ids;  // beside addresses
-};
-
-// A worker's word that it counted a cut-off peer alive (HeartbeatRequest.supports).
-struct PeerSupport {
-  NodeId node;
-  absl::Duration ago;  // when the heartbeat was sent
 };
 
 // A worker process: the node it serves, its pid and start time (NodeInfo.pid,
@@ -153,12 +127,6 @@ class NodeListener {
 
 class NodeManager {
  public:
-  // A node's peer list (what a worker asks when cut off, and whose half must confirm its
-  // death): the kPeersEachSide ALIVE nodes after it in node-id order and as many before it,
-  // wrapping round (all others in a smaller cluster). Symmetric: each is on the other's list.
-  // A list costs O(1), not O(nodes), to send and to hold, whatever the cluster's size.
-  static constexpr size_t kPeersEachSide = 8;
-
   // `steady` (default: `clock`) times the lease horizon: when the head last answered each
   // node, and when that horizon passes (a step of the wall clock must not shorten it).
   // `placement` (optional; outlives the manager): the scheduler's view of the nodes, which
@@ -200,26 +168,6 @@ class NodeManager {
   const NodeManagerOptions& options() const { return options_; }
 
  private:
-  // A death awaiting confirmation.
-  struct Unconfirmed {
-    uint64_t version = 0;                  // peer lists from this version on leave it out
-    absl::flat_hash_set<NodeId> eligible;  // on every list it may hold
-    size_t needed = 0;                     // confirmations it takes
-    absl::flat_hash_set<NodeId> confirmed;
-    absl::Time not_before;                        // supports given to it have run out
-    absl::Time give_up_at;                        // its worker has exited by then
-    absl::Time horizon = absl::InfiniteFuture();  // no lease it renewed runs past this
-    std::string reason;
-    // Registered again (ALIVE, told was_dead, so stopping its old actors); once it has
-    // heartbeated since, it has: confirmed.
-    bool back = false;
-    bool stopped = false;
-  };
-  // The peer lists a node may hold: the one it last said it has, and the one last sent.
-  struct HeldLists {
-    uint64_t reported = 0;
-    uint64_t sent = 0;
-  };
   struct Check {
     std::vector<NodeId> declared;
     absl::flat_hash_map<NodeId, Displaced> displaced;       // the declared's
@@ -241,8 +189,8 @@ class NodeManager {
   absl::Duration LimitMax() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return longest_period_ * options_.heartbeat_misses;
   }
-  // What confirms the death of `id` (just declared), from the lists it may hold.
-  Unconfirmed Confirmation(const NodeId& id, const v1::NodeInfo& info, absl::Time now)
+  // The latest the death of `id`, declared now, waits until (DeathQuorum::Deadlines).
+  DeathQuorum::Deadlines DeadlinesOf(const NodeId& id, const v1::NodeInfo& info) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // When no lease renewed by the worker of `info`, last answered at `last_answered` (steady
   // clock), can still run: InfiniteFuture when it may apply no keep limit.
@@ -271,14 +219,6 @@ class NodeManager {
   // Gone for good (dead and confirmed, or left): what was kept to confirm its death, and
   // about its worker, is dropped.
   void ForgetLocked(const NodeId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The ALIVE nodes at this version, from the table and the change log (kept until the next
-  // liveness check); null when the log no longer reaches back that far (or the version is
-  // not this head's).
-  const std::set<NodeId>* AliveAt(uint64_t version) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // recovered_ as a set (built once).
-  const std::set<NodeId>& RecoveredSet() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The peer list of `id` among `alive`, itself included (the list a worker holds, and itself).
-  static absl::flat_hash_set<NodeId> ListOf(const NodeId& id, const std::set<NodeId>& alive);
   // Fills `peers` for node `id`, which holds `known`.
   void FillPeers(const NodeId& id, uint64_t known, PeerList& peers) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -298,33 +238,10 @@ class NodeManager {
   // Nodes registered again after being declared dead that have not heartbeated since: a
   // repeated registration still answers was_dead (the first reply may have been lost).
   absl::flat_hash_set<NodeId> unacknowledged_deaths_ ABSL_GUARDED_BY(mu_);
-  // Changes whenever the set of ALIVE nodes or an address does (PeerList::version).
-  uint64_t peers_version_ ABSL_GUARDED_BY(mu_) = 1;
-  absl::flat_hash_map<NodeId, Unconfirmed> unconfirmed_ ABSL_GUARDED_BY(mu_);
-  // The ALIVE nodes in id order: the ring peer lists are cut from.
-  std::set<NodeId> alive_ ABSL_GUARDED_BY(mu_);
+  // The peer lists (PeerList::version changes whenever the set of ALIVE nodes or an
+  // address does) and the deaths waiting for confirmation.
+  DeathQuorum quorum_ ABSL_GUARDED_BY(mu_);
   absl::Duration longest_period_ ABSL_GUARDED_BY(mu_);  // LimitMax's
-  // Every change of the ALIVE set, with the version it made, so the set at a past version
-  // (whose lists a node may hold) is rebuilt from alive_ when a death needs it, instead of
-  // a copy kept per version. It holds every change after `log_floor_`, the most recent
-  // kMaxAliveChanges at most.
-  struct AliveChange {
-    uint64_t version = 0;
-    NodeId node;
-    bool alive = false;  // what the change made it
-  };
-  static constexpr size_t kMaxAliveChanges = 1 << 16;
-  std::deque<AliveChange> changes_ ABSL_GUARDED_BY(mu_);
-  mutable std::map<uint64_t, std::set<NodeId>> alive_at_ ABSL_GUARDED_BY(mu_);  // AliveAt's
-  mutable std::optional<std::set<NodeId>> recovered_set_ ABSL_GUARDED_BY(mu_);
-  uint64_t log_floor_ ABSL_GUARDED_BY(mu_) = 1;
-  absl::flat_hash_map<NodeId, HeldLists> held_ ABSL_GUARDED_BY(mu_);
-  // Nodes that unregistered (their worker stopped), and when: they support no one once a
-  // threshold has passed, so they count as confirming a later death too.
-  absl::flat_hash_map<NodeId, absl::Time> left_ ABSL_GUARDED_BY(mu_);
-  // The nodes ALIVE (or unconfirmed DEAD) when the table was recovered: the list taken for
-  // one a previous head sent.
-  std::vector<NodeId> recovered_ ABSL_GUARDED_BY(mu_);
   // Silent nodes whose worker process another worker in its process space found gone: why.
   absl::flat_hash_map<NodeId, std::string> gone_ ABSL_GUARDED_BY(mu_);
   // When this head last answered each node (steady clock): registered, or heartbeated.

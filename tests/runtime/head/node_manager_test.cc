@@ -387,7 +387,7 @@ TEST_F(ConfirmedDeathTest, InALargeClusterAPeerListIsTheNodesRingNeighbours) {
   for (int i = 0; i < 40; ++i) ids.push_back(Join());
   std::vector<NodeId> ring = ids;
   std::sort(ring.begin(), ring.end());
-  const int each = int(NodeManager::kPeersEachSide);
+  const int each = int(DeathQuorum::kPeersEachSide);
   for (int p = 0; p < int(ring.size()); ++p) {
     PeerList peers;
     ASSERT_TRUE(SendHeartbeat(nodes_, ring[p], 0, &peers).ok());
@@ -415,7 +415,7 @@ TEST_F(ConfirmedDeathTest, ALargeClustersSilentNodeNeedsHalfItsNeighboursNotHalf
   EXPECT_EQ(Run(absl::Seconds(5), others), std::vector<std::string>{Silent(silent)});
   // Its neighbours, nearest first, alternating sides.
   std::vector<NodeId> near;
-  for (int k = 1; k <= int(NodeManager::kPeersEachSide); ++k) {
+  for (int k = 1; k <= int(DeathQuorum::kPeersEachSide); ++k) {
     near.push_back(ring[k]);
     near.push_back(ring[ring.size() - k]);
   }
