@@ -144,7 +144,11 @@ ActorManager::~ActorManager() {
 }
 
 absl::Status ActorManager::Persist(const v1::ActorInfo& info) {
-  return store_.Put(kActorsTable, info.actor_id(), info.SerializeAsString());
+  absl::Status s = store_.Put(kActorsTable, info.actor_id(), info.SerializeAsString());
+  if (!s.ok())
+    spdlog::error("actor {}: the store did not take its {} record: {}", info.actor_id(),
+                  v1::ActorState_Name(info.state()), s.message());
+  return s;
 }
 
 const char* ActorManager::DeathCauseName(DeathCause cause) {
@@ -171,14 +175,22 @@ ActorManager::LifeCounts ActorManager::Counts() const {
   return out;
 }
 
-void ActorManager::SetDead(const ActorId& id, v1::ActorInfo& a, DeathCause cause) {
-  if (a.state() == v1::ACTOR_DEAD) return;
-  ++deaths_[static_cast<int>(cause)];
-  a.set_state(v1::ACTOR_DEAD);
-  a.set_died_unix_ms(absl::ToUnixMillis(clock_.Now()));
-  if (auto name = live_names_.find(NameKey(a.spec())); name != live_names_.end() && name->second == id)
-    live_names_.erase(name);
-  dead_.Push(id);
+absl::Status ActorManager::Transition(const ActorId& id, v1::ActorInfo& a, v1::ActorState to,
+                                      std::string reason, DeathCause cause) {
+  if (a.state() == v1::ACTOR_DEAD) return absl::OkStatus();  // final
+  if (Holds(a.state()) && !Holds(to)) Release(id);
+  if (to == v1::ACTOR_DEAD || to == v1::ACTOR_RESTARTING) a.clear_address();
+  if (to == v1::ACTOR_RESTARTING) a.clear_node_id();
+  if (to == v1::ACTOR_DEAD) {
+    ++deaths_[static_cast<int>(cause)];
+    a.set_died_unix_ms(absl::ToUnixMillis(clock_.Now()));
+    if (auto name = live_names_.find(NameKey(a.spec())); name != live_names_.end() && name->second == id)
+      live_names_.erase(name);
+    dead_.Push(id);
+  }
+  a.set_state(to);
+  if (!reason.empty()) a.set_death_reason(std::move(reason));
+  return Persist(a);
 }
 
 void ActorManager::Trim(std::vector<store::Write>* deletes) {
@@ -259,11 +271,7 @@ absl::Status ActorManager::Recover() {
     } else if (a.state() == v1::ACTOR_PENDING) {
       // Its start's outcome died with the previous head: stop whatever started, place it again.
       ProcessAt started{a.node_id(), id, a.incarnation()};
-      Release(id);
-      a.set_state(v1::ACTOR_RESTARTING);
-      a.set_death_reason("its start was interrupted by a head restart");
-      a.clear_node_id();
-      (void)Persist(a);
+      Transition(id, a, v1::ACTOR_RESTARTING, "its start was interrupted by a head restart");
       StartRestart(id, started.node_id.empty() ? std::nullopt : std::optional(started));
       ++resumed;
     } else if (a.state() == v1::ACTOR_ALIVE && WorkerAddress(a.node_id()).empty() &&
@@ -509,10 +517,9 @@ DemandQueue::Outcome ActorManager::TryPlaceWaiting(const ActorId& id) {
     // The head is stopping: leave the actor as the store has it for the next head.
     if (stopping_) return DemandQueue::Outcome::kGone;
     if (!group_live && a.state() == v1::ACTOR_PENDING) {
-      Release(id);
-      SetDead(id, a, DeathCause::kUnplaceable);
-      a.set_death_reason(absl::StrCat("cannot place: its placement group ", group, " was removed"));
-      (void)Persist(a);
+      Transition(id, a, v1::ACTOR_DEAD,
+                 absl::StrCat("cannot place: its placement group ", group, " was removed"),
+                 DeathCause::kUnplaceable);
       return DemandQueue::Outcome::kGone;
     }
     absl::StatusOr<Placement> p = Place(id, a.spec());
@@ -523,18 +530,16 @@ DemandQueue::Outcome ActorManager::TryPlaceWaiting(const ActorId& id) {
         if (a.state() == v1::ACTOR_RESTARTING && a.pending_reason().empty())
           spdlog::warn("actor {} waits for a node: {}", id.ToString(), p.status().message());
         a.set_pending_reason(std::string(p.status().message()));
-        (void)Persist(a);
+        Persist(a);
       }
       return DemandQueue::Outcome::kWaiting;
     }
     StartTicket t = MarkPending(id, a, p->slot, p->address);
     if (absl::Status s = Persist(a); !s.ok()) {
       // Not recorded: nothing may run under this placement.
-      Release(id);
-      SetDead(id, a, DeathCause::kStartFailed);
-      a.set_death_reason(absl::StrCat("the store refused its placement: ", s.message()));
       a.clear_node_id();
-      (void)Persist(a);
+      Transition(id, a, v1::ACTOR_DEAD, absl::StrCat("the store refused its placement: ", s.message()),
+                 DeathCause::kStartFailed);
       return DemandQueue::Outcome::kGone;
     }
     exited_while_starting_.erase(id);
@@ -568,10 +573,7 @@ absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const
       // The constructor's error (FAILED_PRECONDITION) is final; anything else counts as a death.
       std::string reason = absl::StrCat("failed to start on ", a.node_id(), ": ", started.status().message());
       if (absl::IsFailedPrecondition(started.status())) {
-        SetDead(id, a, DeathCause::kStartFailed);
-        a.set_death_reason(reason);
-        Release(id);
-        (void)Persist(a);
+        Transition(id, a, v1::ACTOR_DEAD, std::move(reason), DeathCause::kStartFailed);
       } else {
         // Timed out or cut off mid-start, say: it may run there, and is stopped (or its node's
         // death confirmed) before the actor starts anywhere else.
@@ -586,9 +588,8 @@ absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const
         HandleDeath(id, "exited right after it started", DeathCause::kExited);
         return a;
       }
-      a.set_state(v1::ACTOR_ALIVE);
       failed_starts_.erase(id);
-      (void)Persist(a);
+      Transition(id, a, v1::ACTOR_ALIVE, "");
       // Routine at thousands a second: debug (deaths and restarts are logged at info/warn).
       spdlog::debug("actor {} ({}) ALIVE on {} at {}", id.ToString(), a.spec().class_name(), a.node_id(),
                     a.address());
@@ -608,14 +609,11 @@ absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const
 void ActorManager::HandleDeath(const ActorId& id, const std::string& reason, DeathCause cause,
                                std::optional<ProcessAt> unknown) {
   v1::ActorInfo& a = actors_.at(id);
-  Release(id);
   int max = a.spec().max_restarts();
   if (max >= 0 && a.restarts() >= max) {
     failed_starts_.erase(id);
-    SetDead(id, a, cause);
-    a.set_death_reason(max > 0 ? absl::StrCat(reason, " (no restarts left: ", max, " used)") : reason);
-    a.set_address("");
-    (void)Persist(a);
+    Transition(id, a, v1::ACTOR_DEAD,
+               max > 0 ? absl::StrCat(reason, " (no restarts left: ", max, " used)") : reason, cause);
     spdlog::warn("actor {} is DEAD: {}", id.ToString(), a.death_reason());
     // Best effort: DEAD starts nothing anywhere.
     if (std::string address = unknown ? WorkerAddress(unknown->node_id) : ""; !address.empty())
@@ -624,11 +622,7 @@ void ActorManager::HandleDeath(const ActorId& id, const std::string& reason, Dea
   }
   a.set_restarts(a.restarts() + 1);
   ++restarts_total_;
-  a.set_state(v1::ACTOR_RESTARTING);
-  a.set_death_reason(reason);
-  a.set_address("");
-  a.clear_node_id();
-  (void)Persist(a);
+  Transition(id, a, v1::ACTOR_RESTARTING, reason);
   spdlog::warn("actor {} died ({}); restart {} of {}", id.ToString(), reason, a.restarts(),
                max < 0 ? std::string("unlimited") : std::to_string(max));
   // A stopping head leaves it RESTARTING in the store; the next head's Recover restarts it.
@@ -673,7 +667,7 @@ bool ActorManager::StopBeforeRestart(const ProcessAt& at) {
                                      s.message(), ")");
       spdlog::warn("actor {} {}", at.actor_id.ToString(), why);
       it->second.set_pending_reason(why);
-      (void)Persist(it->second);
+      Persist(it->second);
     }
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(200));
     if (stopping_) return false;
@@ -723,10 +717,8 @@ void ActorManager::OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit
   }
   if (a.state() != v1::ACTOR_ALIVE) return;
   if (exit.killed_by_request()) {
-    Release(*id);
-    SetDead(*id, a, DeathCause::kKilled);
-    if (a.death_reason().empty()) a.set_death_reason("killed by the user");
-    (void)Persist(a);
+    Transition(*id, a, v1::ACTOR_DEAD, a.death_reason().empty() ? "killed by the user" : "",
+               DeathCause::kKilled);
     return;
   }
   HandleDeath(*id, absl::StrCat("actor died on ", node.ToString(), ": ", exit.description()),
@@ -789,11 +781,9 @@ void ActorManager::KillAsync(const ActorId& id, StatusDone done) {
     if (a.state() == v1::ACTOR_DEAD) return done(absl::OkStatus());
     process.node_id = a.node_id();
     process.incarnation = a.incarnation();
-    Release(id);
-    SetDead(id, a, DeathCause::kKilled);
-    a.set_death_reason("killed by the user");
-    a.set_address("");
-    if (absl::Status s = Persist(a); !s.ok()) return done(s);
+    if (absl::Status s = Transition(id, a, v1::ACTOR_DEAD, "killed by the user", DeathCause::kKilled);
+        !s.ok())
+      return done(s);
   }
   const std::string address = WorkerAddress(process.node_id);
   if (address.empty()) return done(absl::OkStatus());
@@ -832,12 +822,8 @@ void ActorManager::MarkKilled(const ActorId& id, const std::string& reason, std:
   auto it = actors_.find(id);
   if (it == actors_.end() || it->second.state() == v1::ACTOR_DEAD) return;
   v1::ActorInfo& a = it->second;
-  Release(id);
   if (Holds(a.state())) kills.push_back(ProcessAt{a.node_id(), id, a.incarnation()});
-  SetDead(id, a, DeathCause::kKilled);
-  a.set_death_reason(reason);
-  a.set_address("");
-  (void)Persist(a);
+  Transition(id, a, v1::ACTOR_DEAD, reason, DeathCause::kKilled);
 }
 
 void ActorManager::KillGroupAsync(const std::string& group, const std::string& reason,

@@ -209,11 +209,20 @@ class ActorManager {
   // whose outcome is not known is rare).
   void StartRestart(const ActorId& id, std::optional<ProcessAt> stop_first,
                     absl::Duration delay = absl::ZeroDuration()) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the actor's record. A failure is logged here, naming the actor; the head's store
+  // then refuses every later write and says why (store::StickyStore), so a caller that
+  // answers nobody may go on. Returns it for the callers that answer a user.
   absl::Status Persist(const v1::ActorInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Makes `a` DEAD, stamped with the time, frees its name, and queues it for eviction (once:
-  // DEAD is final). Every transition to DEAD of an actor in the table goes through here.
+  // Every change of an actor's state in the table, but for a placement (MarkPending), goes
+  // through here: sets `to` and what goes with it, then persists (Persist's error).
+  //   - leaving PENDING or ALIVE: its resources are released (the demand queue kicked);
+  //   - DEAD or RESTARTING: no address; RESTARTING: no node either (placed again);
+  //   - DEAD: stamped with the time, counted under `cause`, its name freed, queued for
+  //     eviction; final (a DEAD actor does not change again);
+  //   - `reason` becomes its death_reason (empty: the one it has is kept).
   // REQUIRES: `a` is actors_[id].
-  void SetDead(const ActorId& id, v1::ActorInfo& a, DeathCause cause) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Transition(const ActorId& id, v1::ActorInfo& a, v1::ActorState to, std::string reason,
+                          DeathCause cause = DeathCause::kKilled) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Evicts the DEAD actors over the cap, oldest first, from memory and from the store (or,
   // with `deletes`, appends the store's deletes there for the caller to apply).
   // REQUIRES: the caller holds no reference into actors_.
@@ -251,7 +260,7 @@ class ActorManager {
   absl::flat_hash_map<ActorId, v1::ActorInfo> actors_ ABSL_GUARDED_BY(mu_);
   // Live (not DEAD) named actors by NameKey(namespace, name): names are unique among them,
   // checked without scanning every actor. An actor enters when admitted or recovered live and
-  // leaves when it becomes DEAD (SetDead); restarts keep it, and eviction touches only DEAD
+  // leaves when it becomes DEAD (Transition); restarts keep it, and eviction touches only DEAD
   // actors, which are already out.
   absl::flat_hash_map<std::string, ActorId> live_names_ ABSL_GUARDED_BY(mu_);
   // Placement group id -> its actors, so removing a group does not scan every actor.

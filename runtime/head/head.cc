@@ -93,7 +93,9 @@ absl::Status Annotate(const absl::Status& s, absl::string_view what) {
 
 Head::Head(const HeadOptions& options, store::Store& store, WorkerClient& workers, const Clock& clock,
            const Clock& steady)
-    : options_(options), store_(store), clock_(clock) {
+    : options_(options),
+      store_(store, [this](const absl::Status& lost) { OnStoreLost(lost); }),
+      clock_(clock) {
   nodes_ = std::make_unique<NodeManager>(
       store_, clock_,
       NodeManagerOptions{.heartbeat_period = options.heartbeat_period,
@@ -152,6 +154,15 @@ absl::Status Head::Recover() {
   return absl::OkStatus();
 }
 
+void Head::OnStoreLost(const absl::Status& lost) {
+  spdlog::critical(
+      "the metadata store lost a write ({}): this head takes no more changes and reports NOT_SERVING; "
+      "restart it to recover from the store",
+      lost.message());
+  absl::MutexLock lock(&health_mu_);
+  if (server_) server_->GetHealthCheckService()->SetServingStatus(false);
+}
+
 absl::Status Head::Start() {
   if (server_) return absl::FailedPreconditionError("head: already started");
   // Metrics first: ListNodes tells the head's metrics port, so it is known before any RPC.
@@ -174,7 +185,11 @@ absl::Status Head::Start() {
     metrics_port_.store(-1);
     return listening.status();
   }
-  server_ = std::move(listening->server);
+  {
+    absl::MutexLock lock(&health_mu_);
+    server_ = std::move(listening->server);
+    if (!store_.lost().ok()) server_->GetHealthCheckService()->SetServingStatus(false);
+  }
   port_ = listening->port;
   if (options_.dashboard_port >= 0) {
     dashboard_ = std::make_unique<Dashboard>(*this, options_.token, clock_);
@@ -185,6 +200,7 @@ absl::Status Head::Start() {
       metrics_server_.reset();
       metrics_port_.store(-1);
       server_->Shutdown();
+      absl::MutexLock lock(&health_mu_);
       server_.reset();
       return absl::UnavailableError(absl::StrCat("dashboard: ", d.status().message()));
     }

@@ -26,6 +26,7 @@
 #include "runtime/metrics/metrics_server.h"
 #include "runtime/common/latency_stats.h"
 #include "runtime/store/metered_store.h"
+#include "runtime/store/sticky_store.h"
 #include "runtime/store/store.h"
 #include "runtime/store/write_behind_store.h"
 
@@ -95,7 +96,10 @@ class Head {
   http::Response MetricsTargets(const http::Request& req) const;
   int dashboard_port() const;  // the dashboard's port after Start, or -1 when off
 
-  store::Store& store() { return store_; }
+  // The store as the managers write it: after a lost write it refuses every other
+  // (store::StickyStore), the gRPC health service says NOT_SERVING, and
+  // skyrl_store_write_lost is 1.
+  store::StickyStore& store() { return store_; }
   NodeManager& nodes() { return *nodes_; }
   ResourceTracker& resources() { return resources_; }
   DemandQueue& demand() { return *demand_; }
@@ -115,6 +119,8 @@ class Head {
   Head(const HeadOptions& options, store::Store& store, WorkerClient& workers, const Clock& clock,
        const Clock& steady);
   absl::Status Recover();
+  // The store lost a write (store_'s callback): says so, and stops serving health.
+  void OnStoreLost(const absl::Status& lost);
 
   const HeadOptions options_;
   // Set by OpenHead: what the head owns (declared first, so destroyed last).
@@ -123,7 +129,7 @@ class Head {
   const store::MeteredStore* metered_store_ = nullptr;
   const store::WriteBehindStore* write_behind_ = nullptr;
   LatencyStats rpc_stats_{LatencyStats::RpcBounds()};
-  store::Store& store_;
+  store::StickyStore store_;
   const Clock& clock_;
   ResourceTracker resources_;  // before the node table, which keeps its view of the nodes
   std::unique_ptr<NodeManager> nodes_;
@@ -134,6 +140,9 @@ class Head {
   std::unique_ptr<ActorLogRelay> logs_;
   std::unique_ptr<NodeListener> listener_;
   std::unique_ptr<HeadServices> services_;
+  // Held while server_ is set or reset (the store may report a lost write from an RPC
+  // meanwhile), never around a call into the server that waits for RPCs.
+  absl::Mutex health_mu_;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<HeadMetrics> metrics_;
   std::unique_ptr<metrics::MetricsServer> metrics_server_;

@@ -183,6 +183,10 @@ std::vector<MetricFamily> HeadMetrics::Collect() const {
                          "Writes acknowledged and waiting for the store backend (Redis down)",
                          {{{}, wb ? static_cast<double>(wb->pending()) : 0.0}}));
   }
+  out.push_back(
+      Gauges("skyrl_store_write_lost",
+             "1 once the metadata store lost a write: the head takes no more changes until restarted",
+             {{{}, head_.store().lost().ok() ? 0.0 : 1.0}}));
   return out;
 }
 

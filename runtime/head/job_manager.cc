@@ -110,7 +110,11 @@ JobManager::~JobManager() {
 }
 
 absl::Status JobManager::Persist(const v1::JobInfo& info) {
-  return store_.Put(kJobsTable, info.job_id(), info.SerializeAsString());
+  absl::Status s = store_.Put(kJobsTable, info.job_id(), info.SerializeAsString());
+  if (!s.ok())
+    spdlog::error("job {}: the store did not take its {} record: {}", info.job_id(),
+                  v1::JobState_Name(info.state()), s.message());
+  return s;
 }
 
 absl::Status JobManager::Recover() {
@@ -133,7 +137,7 @@ absl::Status JobManager::Recover() {
                                : "driver lost: it died with the head that ran it");
         info.set_ended_unix_ms(absl::ToUnixMillis(clock_.Now()));
         info.set_pid(0);
-        (void)Persist(info);
+        Persist(info);
         lost.push_back(info.job_id());
       }
       jobs_[info.job_id()] = std::move(info);
@@ -195,7 +199,7 @@ absl::StatusOr<v1::JobInfo> JobManager::Submit(v1::JobSpec spec, const std::stri
     j.set_state(v1::JOB_FAILED);
     j.set_message(why);
     j.set_ended_unix_ms(absl::ToUnixMillis(clock_.Now()));
-    (void)Persist(j);
+    Persist(j);
     ended_.SignalAll();
     return j;
   };
@@ -210,7 +214,8 @@ absl::StatusOr<v1::JobInfo> JobManager::Submit(v1::JobSpec spec, const std::stri
       {
         absl::MutexLock lock(&mu_);
         jobs_.erase(id);
-        (void)store_.Delete(kJobsTable, id);
+        if (absl::StatusOr<bool> d = store_.Delete(kJobsTable, id); !d.ok())
+          spdlog::error("job {}: refused, but the store kept its record: {}", id, d.status().message());
       }
       fs::remove_all(dir, ec);
       return s;
@@ -241,7 +246,7 @@ absl::StatusOr<v1::JobInfo> JobManager::Submit(v1::JobSpec spec, const std::stri
   j.set_state(v1::JOB_RUNNING);
   j.set_pid(p->pid());
   j.set_started_unix_ms(absl::ToUnixMillis(clock_.Now()));
-  (void)Persist(j);
+  Persist(j);
   spdlog::info("job {} RUNNING: pid {}, log {}", id, p->pid(), j.log_path());
   auto proc = std::make_shared<Subprocess>(std::move(*p));
   // Watchers of ended jobs have finished (or are finishing their clean-up): join them now
@@ -274,7 +279,7 @@ absl::StatusOr<v1::JobInfo> JobManager::Submit(v1::JobSpec spec, const std::stri
         j.set_state(exit.ok() ? v1::JOB_SUCCEEDED : v1::JOB_FAILED);
         j.set_message(exit.Describe());
       }
-      (void)Persist(j);
+      Persist(j);
       spdlog::info("job {} {}: {}", id, v1::JobState_Name(j.state()), j.message());
     }
     CleanUp(id);
@@ -362,7 +367,9 @@ absl::Status JobManager::Delete(const std::string& job_id) {
   // The job's step metrics (job_metrics_keys.h) go with it; what cannot be read now stays.
   if (absl::StatusOr<std::vector<store::Entry>> metrics = store_.Scan(kKvTable, JobMetricsPrefix(job_id));
       metrics.ok())
-    for (const store::Entry& e : *metrics) (void)store_.Delete(kKvTable, e.key);
+    for (const store::Entry& e : *metrics)
+      if (absl::StatusOr<bool> d = store_.Delete(kKvTable, e.key); !d.ok())
+        spdlog::warn("job {}: its metric {} stays in the store: {}", job_id, e.key, d.status().message());
   return absl::OkStatus();
 }
 

@@ -68,6 +68,8 @@ class JobManager {
 
  private:
   struct Running;
+  // Writes the record; a failure is logged here (the head's store then refuses every later
+  // write and says why: store::StickyStore) and returned for callers that answer a user.
   absl::Status Persist(const v1::JobInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Watch(std::string job_id);
   void Audit(const v1::JobInfo& info);

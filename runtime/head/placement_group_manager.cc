@@ -102,7 +102,11 @@ void PlacementGroupManager::Changed() {
 }
 
 absl::Status PlacementGroupManager::Persist(const v1::PlacementGroupInfo& info) {
-  return store_.Put(kPlacementGroupsTable, info.placement_group_id(), info.SerializeAsString());
+  absl::Status s = store_.Put(kPlacementGroupsTable, info.placement_group_id(), info.SerializeAsString());
+  if (!s.ok())
+    spdlog::error("placement group {}: the store did not take its {} record: {}", info.placement_group_id(),
+                  v1::PlacementGroupState_Name(info.state()), s.message());
+  return s;
 }
 
 void PlacementGroupManager::Trim(std::vector<store::Write>* deletes) {
@@ -150,7 +154,7 @@ absl::Status PlacementGroupManager::Recover() {
           if (!slots[i]) info.mutable_bundles(i)->Clear();
         info.set_state(v1::PG_RESCHEDULING);
         info.set_pending_reason("node lost while the head was down");
-        (void)Persist(info);
+        Persist(info);
       }
     }
     if (info.state() == v1::PG_PENDING || info.state() == v1::PG_RESCHEDULING) Queue(*id);
@@ -246,7 +250,7 @@ bool PlacementGroupManager::TryPlace(v1::PlacementGroupInfo& info) {
   if (!slots.ok()) {
     if (info.pending_reason() == slots.status().message()) return false;
     info.set_pending_reason(std::string(slots.status().message()));
-    (void)Persist(info);
+    Persist(info);
     return true;
   }
   v1::PlacementGroupInfo placed = info;
@@ -325,7 +329,7 @@ void PlacementGroupManager::OnBundlesLost(const std::vector<std::pair<std::strin
       g.set_state(v1::PG_RESCHEDULING);
       Queue(*id);
       g.set_pending_reason(absl::StrCat("bundle(s) lost with their node: ", reason));
-      (void)Persist(g);
+      Persist(g);
       spdlog::warn("placement group {}: bundle {} lost: {}", gid, index, reason);
     }
     Changed();

@@ -89,6 +89,8 @@ class PlacementGroupManager {
   void OnBundlesLost(const std::vector<std::pair<std::string, int>>& bundles, const std::string& reason);
 
  private:
+  // Writes the record; a failure is logged here (the head's store then refuses every later
+  // write and says why: store::StickyStore) and returned for callers that answer a user.
   absl::Status Persist(const v1::PlacementGroupInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Evicts the REMOVED groups over the cap, oldest first, from memory and from the store.
   // With `deletes`, the store's deletes are appended there for the caller to apply.

@@ -6,6 +6,7 @@
 // the scheduler's accounting equals the tables.
 #include <gtest/gtest.h>
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -19,8 +20,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "runtime/head/head_metrics.h"
+#include "runtime/rpc/channel.h"
 #include "runtime/store/memory/memory_store.h"
 #include "tests/runtime/head/head_fixture.h"
+#include "tests/runtime/metrics/flatten.h"
+#include "tests/util/flaky_store.h"
 
 namespace skyrl::head {
 namespace {
@@ -180,6 +185,73 @@ TEST(HeadTest, ConcurrentCreationsNeverDoubleBookAGpu) {
   EXPECT_GT(ok.load(), 5);
   absl::Status s = Check(*head);
   EXPECT_TRUE(s.ok()) << s;
+}
+
+// What a Kubernetes probe asks: grpc.health.v1.Health/Check with an empty request, no token.
+// Whether the answer is SERVING (field 1 = 1: bytes 08 01).
+absl::StatusOr<bool> Serving(int port) {
+  grpc::GenericStub stub(rpc::MakeChannel(absl::StrCat("127.0.0.1:", port)));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Slice empty{std::string()};
+  grpc::ByteBuffer request(&empty, 1), response;
+  absl::Notification done;
+  grpc::Status status;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  if (!status.ok()) return absl::UnavailableError(status.error_message());
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return absl::InternalError("unreadable reply");
+  std::string bytes;
+  for (const grpc::Slice& slice : slices)
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  return bytes == std::string("\x08\x01", 2);
+}
+
+// The store loses a write (the write-behind queue full, say): the change that met it fails as
+// the store said, every later change is refused naming it, the health check turns NOT_SERVING
+// (a Kubernetes liveness probe restarts the head) and the metric says so. What happened in the
+// cluster still happens in memory: the killed actor is DEAD.
+TEST(HeadTest, AHeadWhoseStoreLostAWriteTakesNoMoreChangesAndSaysWhy) {
+  store::MemoryStore real;
+  skyrl::testing::FlakyStore flaky(real);
+  FakeClock clock;
+  testing::FakeWorkers workers;
+  HeadOptions options;
+  options.port = 0;
+  options.token = "head-test-token-0123456789abcdef";
+  options.jobs_dir = ::testing::TempDir() + "/head-store-lost-jobs";
+  absl::StatusOr<std::unique_ptr<Head>> opened = Head::Open(options, flaky, workers, clock);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  Head& head = **opened;
+  ASSERT_TRUE(head.Start().ok());
+  AddGpuNode(head, 3001, 4);
+  absl::StatusOr<v1::ActorInfo> a = head.actors().Create(Spec("Trainer", 1));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(Serving(head.port()).value_or(false), true);
+
+  flaky.writes_down = true;
+  absl::Status kill = head.actors().Kill(*ActorId::Parse(a->actor_id()));
+  EXPECT_TRUE(absl::IsUnavailable(kill)) << kill;
+  flaky.writes_down = false;  // the store works again; the record it missed stays stale
+  EXPECT_EQ(head.actors().Get(*ActorId::Parse(a->actor_id()))->state(), v1::ACTOR_DEAD);
+
+  absl::StatusOr<v1::ActorInfo> b = head.actors().Create(Spec("Trainer", 1));
+  ASSERT_TRUE(absl::IsFailedPrecondition(b.status())) << b.status();
+  EXPECT_NE(b.status().message().find(absl::StrCat("actors/", a->actor_id())), absl::string_view::npos)
+      << b.status();
+  EXPECT_NE(b.status().message().find("restart it"), absl::string_view::npos) << b.status();
+  v1::PlacementGroupSpec group;
+  (*group.add_bundles()->mutable_resources())["GPU"] = 1;
+  absl::StatusOr<v1::PlacementGroupInfo> refused_group = head.groups().Create(group);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused_group.status())) << refused_group.status();
+  EXPECT_EQ(Serving(head.port()).value_or(true), false);
+  EXPECT_EQ(skyrl::testing::Flatten(HeadMetrics(head).Collect())["skyrl_store_write_lost"], 1);
+  head.Shutdown();
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "runtime/store/memory/memory_store.h"
 #include "runtime/store/metered_store.h"
+#include "runtime/store/sticky_store.h"
 #include "runtime/store/write_behind_store.h"
 #include "runtime/store/redis/redis_store.h"
 #include "tests/util/redis_server.h"
@@ -26,6 +27,11 @@ class StoreContractTest : public TestWithParam<std::string> {
       store_ = std::make_unique<MeteredStore>(std::make_unique<MemoryStore>(), RealClock::Get());
       return;
     }
+    if (GetParam() == "sticky") {
+      inner_ = std::make_unique<MemoryStore>();
+      store_ = std::make_unique<StickyStore>(*inner_);
+      return;
+    }
     if (GetParam() == "write_behind") {
       auto wb = WriteBehindStore::Open(std::make_unique<MemoryStore>(), {});
       ASSERT_TRUE(wb.ok()) << wb.status();
@@ -41,6 +47,7 @@ class StoreContractTest : public TestWithParam<std::string> {
     store_ = std::move(*store);
   }
   std::unique_ptr<testing::RedisServer> redis_;
+  std::unique_ptr<Store> inner_;  // the store a "sticky" one wraps
   std::unique_ptr<Store> store_;
 };
 
@@ -174,7 +181,7 @@ TEST_P(StoreContractTest, LargeValueRoundTrips) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StoreContractTest,
-                         ::testing::Values("memory", "redis", "write_behind", "metered"),
+                         ::testing::Values("memory", "redis", "write_behind", "metered", "sticky"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

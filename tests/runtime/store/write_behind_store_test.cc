@@ -8,52 +8,12 @@
 #include <atomic>
 
 #include "runtime/store/memory/memory_store.h"
+#include "tests/util/flaky_store.h"
 
 namespace skyrl::store {
 namespace {
 
-// A backend that is down while `down` is set (every call Unavailable), counting calls.
-class FlakyStore final : public Store {
- public:
-  explicit FlakyStore(Store& real) : real_(real) {}
-  std::atomic<bool> down{false};
-  std::atomic<int> calls{0};
-
-  absl::Status Put(absl::string_view t, absl::string_view k, absl::string_view v) override {
-    if (Down()) return absl::UnavailableError("backend down");
-    return real_.Put(t, k, v);
-  }
-  absl::StatusOr<std::string> Get(absl::string_view t, absl::string_view k) override {
-    if (Down()) return absl::UnavailableError("backend down");
-    return real_.Get(t, k);
-  }
-  absl::StatusOr<bool> Delete(absl::string_view t, absl::string_view k) override {
-    if (Down()) return absl::UnavailableError("backend down");
-    return real_.Delete(t, k);
-  }
-  absl::StatusOr<std::vector<Entry>> Scan(absl::string_view t, absl::string_view p) override {
-    if (Down()) return absl::UnavailableError("backend down");
-    return real_.Scan(t, p);
-  }
-  absl::StatusOr<bool> CompareAndSet(absl::string_view t, absl::string_view k,
-                                     std::optional<absl::string_view> e,
-                                     std::optional<absl::string_view> d) override {
-    if (Down()) return absl::UnavailableError("backend down");
-    return real_.CompareAndSet(t, k, e, d);
-  }
-  absl::Status Apply(const std::vector<Write>& b) override {
-    if (Down()) return absl::UnavailableError("backend down");
-    return real_.Apply(b);
-  }
-  std::string Describe() const override { return "flaky"; }
-
- private:
-  bool Down() {
-    ++calls;
-    return down.load();
-  }
-  Store& real_;
-};
+using testing::FlakyStore;
 
 WriteBehindOptions Fast(std::vector<std::string> tables = {"t"}) {
   WriteBehindOptions o;
