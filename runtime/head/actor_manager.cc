@@ -127,17 +127,16 @@ ActorManager::ActorManager(store::Store& store, NodeManager& nodes, ResourceTrac
       workers_(workers),
       demand_(demand),
       clock_(clock),
-      dead_(retention.keep_terminal) {}
+      dead_(retention.keep_terminal) {
+  stops_.SetOnReported([this](const NodeId& node, const ActorStart& start) { OnStopReported(node, start); });
+}
 
 ActorManager::~ActorManager() {
-  std::vector<Restart> restarts;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    restarts.swap(restarts_);
   }
   demand_.Detach(this);  // no attempt of ours runs after this
-  for (auto& r : restarts) r.thread.join();
   absl::MutexLock lock(&async_mu_);
   async_mu_.Await(absl::Condition(
       +[](int* n) { return *n == 0; }, &async_in_flight_));
@@ -634,66 +633,96 @@ void ActorManager::HandleDeath(const ActorId& id, const std::string& reason, Dea
   if (!stopping_) StartRestart(id, std::move(unknown), delay);
 }
 
-bool ActorManager::StopBeforeRestart(const ProcessAt& at) {
-  v1::KillActorRequest kill;
-  kill.set_actor_id(at.actor_id.ToString());
-  kill.set_incarnation(at.incarnation);
-  // Also asked through the node's heartbeats: a worker the head cannot reach may reach it.
-  const std::optional<NodeId> node_id = [&]() -> std::optional<NodeId> {
-    absl::StatusOr<NodeId> id = NodeId::Parse(at.node_id);
-    return id.ok() ? std::optional(*id) : std::nullopt;
-  }();
-  const ActorStart start{at.actor_id.ToString(), at.incarnation};
-  absl::Cleanup forget = [&] {
-    if (node_id) stops_.Forget(*node_id, start);
-  };
-  for (bool said = false;;) {
-    std::optional<v1::NodeInfo> node = nodes_.Find(at.node_id);
-    // Gone for good: a confirmed death means its worker fenced its actors, or their lease
-    // ran out (NodeManager).
-    if (!node || (node->state() != v1::NODE_ALIVE && !nodes_.DeathUnconfirmed(at.node_id))) return true;
-    if (node_id && stops_.Reported(*node_id, start)) return true;
-    absl::Status s = workers_.KillActor(node->address(), kill);
-    if (s.ok() || absl::IsNotFound(s)) return true;
-    if (node_id && !said) stops_.Request(*node_id, start);
-    absl::MutexLock lock(&mu_);
-    // (Killed meanwhile, the actor starts nowhere after this; its process is stopped all the same.)
-    auto it = actors_.find(at.actor_id);
-    if (!said && it != actors_.end() && it->second.state() == v1::ACTOR_RESTARTING) {
-      said = true;
-      std::string why = absl::StrCat("waits until its start on node ", at.node_id,
-                                     " is stopped or that node's death is confirmed (the worker "
-                                     "cannot be reached: ",
-                                     s.message(), ")");
-      spdlog::warn("actor {} {}", at.actor_id.ToString(), why);
-      it->second.set_pending_reason(why);
-      Persist(it->second);
-    }
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(200));
-    if (stopping_) return false;
-  }
-}
-
 void ActorManager::StartRestart(const ActorId& id, std::optional<ProcessAt> stop_first,
                                 absl::Duration delay) {
-  const v1::ActorSpec& spec = actors_.at(id).spec();
-  if (!stop_first) return Enqueue(id, spec, delay);
-  for (auto it = restarts_.begin(); it != restarts_.end();) {
-    if (it->done->load()) {
-      it->thread.join();  // already finished: returns at once
-      it = restarts_.erase(it);
-    } else {
-      ++it;
+  if (!stop_first) return Enqueue(id, actors_.at(id).spec(), delay);
+  const ActorStart start{stop_first->actor_id.ToString(), stop_first->incarnation};
+  awaited_stops_[start] = AwaitedStop{.at = *stop_first, .delay = delay};
+  QueueStopTry(start, absl::ZeroDuration());
+}
+
+void ActorManager::QueueStopTry(const ActorStart& start, absl::Duration delay) {
+  // A shape of its own: a stop that fails does not hold up any other.
+  demand_.Push(
+      this, absl::StrCat("stop;", start.actor_id, ";", start.incarnation),
+      [this, start] { return TryStop(start); }, delay);
+}
+
+DemandQueue::Outcome ActorManager::TryStop(const ActorStart& start) {
+  std::string address;
+  {
+    TrimmingLock lock(this);
+    auto it = awaited_stops_.find(start);
+    if (it == awaited_stops_.end() || stopping_) return DemandQueue::Outcome::kGone;
+    const ProcessAt& at = it->second.at;
+    // Gone for good: a confirmed death means its worker fenced its actors, or their lease ran
+    // out (NodeManager); a stop its worker reported through a heartbeat is done.
+    std::optional<v1::NodeInfo> node = nodes_.Find(at.node_id);
+    absl::StatusOr<NodeId> node_id = NodeId::Parse(at.node_id);
+    if (!node || (node->state() != v1::NODE_ALIVE && !nodes_.DeathUnconfirmed(at.node_id)) ||
+        (node_id.ok() && stops_.Reported(*node_id, start))) {
+      ResolveStopLocked(start);
+      return DemandQueue::Outcome::kGone;
     }
+    address = node->address();
   }
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  restarts_.push_back(Restart{std::thread([this, id, spec, done, stop_first, delay] {
-                                // A process left from an interrupted start must not serve beside
-                                // the next one.
-                                if (StopBeforeRestart(*stop_first)) Enqueue(id, spec, delay);
-                                done->store(true);
-                              }),
-                              done});
+  // With no lock held: a kill may answer at once, on this thread.
+  v1::KillActorRequest kill;
+  kill.set_actor_id(start.actor_id);
+  kill.set_incarnation(start.incarnation);
+  {
+    absl::MutexLock lock(&async_mu_);
+    ++async_in_flight_;
+  }
+  workers_.KillActorAsync(address, kill, [this, start](absl::Status s) {
+    OnStopAnswer(start, s);
+    absl::MutexLock lock(&async_mu_);
+    --async_in_flight_;
+  });
+  return DemandQueue::Outcome::kGone;  // the answer queues the next try, if one is needed
+}
+
+void ActorManager::OnStopAnswer(const ActorStart& start, const absl::Status& s) {
+  TrimmingLock lock(this);
+  auto it = awaited_stops_.find(start);
+  if (it == awaited_stops_.end()) return;
+  if (s.ok() || absl::IsNotFound(s)) return ResolveStopLocked(start);
+  AwaitedStop& w = it->second;
+  // Also asked through the node's heartbeats: a worker the head cannot reach may reach it.
+  if (absl::StatusOr<NodeId> node = NodeId::Parse(w.at.node_id); node.ok() && w.tries == 0)
+    stops_.Request(*node, start);
+  // (Killed meanwhile, the actor starts nowhere after this; its process is stopped all the same.)
+  if (auto a = actors_.find(w.at.actor_id);
+      !w.said && a != actors_.end() && a->second.state() == v1::ACTOR_RESTARTING) {
+    w.said = true;
+    std::string why = absl::StrCat(
+        "waits until its start on node ", w.at.node_id,
+        " is stopped or that node's death is confirmed (the worker cannot be reached: ", s.message(), ")");
+    spdlog::warn("actor {} {}", start.actor_id, why);
+    a->second.set_pending_reason(why);
+    Persist(a->second);
+  }
+  const absl::Duration next =
+      std::min(absl::Milliseconds(200) * (1 << std::min(w.tries, 4)), absl::Seconds(2));
+  ++w.tries;
+  QueueStopTry(start, next);
+}
+
+void ActorManager::ResolveStopLocked(const ActorStart& start) {
+  auto it = awaited_stops_.find(start);
+  if (it == awaited_stops_.end()) return;
+  const AwaitedStop w = std::move(it->second);
+  awaited_stops_.erase(it);
+  if (absl::StatusOr<NodeId> node = NodeId::Parse(w.at.node_id); node.ok()) stops_.Forget(*node, start);
+  // A process left from an interrupted start no longer runs: the restart may start another.
+  if (auto a = actors_.find(w.at.actor_id); a != actors_.end() && !stopping_)
+    Enqueue(w.at.actor_id, a->second.spec(), w.delay);
+}
+
+void ActorManager::OnStopReported(const NodeId& node, const ActorStart& start) {
+  TrimmingLock lock(this);
+  auto it = awaited_stops_.find(start);
+  if (it != awaited_stops_.end() && it->second.at.node_id == node.ToString()) ResolveStopLocked(start);
 }
 
 void ActorManager::OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit) {
@@ -728,6 +757,11 @@ void ActorManager::OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit
 void ActorManager::OnNodeDead(const NodeId& node, const std::string& reason) {
   stops_.NodeGone(node);  // its worker fenced its actors, or left
   TrimmingLock lock(this);
+  // Its processes are stopped: the restarts waiting for one of them may go on.
+  std::vector<ActorStart> stopped;
+  for (const auto& [start, w] : awaited_stops_)
+    if (w.at.node_id == node.ToString()) stopped.push_back(start);
+  for (const ActorStart& start : stopped) ResolveStopLocked(start);
   std::vector<ActorId> hit;
   for (const auto& [id, a] : actors_)
     if (a.node_id() == node.ToString() && Holds(a.state())) hit.push_back(id);
@@ -797,7 +831,7 @@ void ActorManager::RestartAsync(const ActorId& id, StatusDone done) {
     if (it == actors_.end()) return done(absl::NotFoundError(absl::StrCat("no actor ", id.ToString())));
     const v1::ActorInfo& a = it->second;
     if (a.state() == v1::ACTOR_ALIVE)
-      // The process is stopped before the restart starts another (StopBeforeRestart).
+      // The process is stopped before the restart starts another (AwaitedStop).
       HandleDeath(id, "killed by the user to restart (kill with no_restart=False)", DeathCause::kKilled,
                   ProcessAt{a.node_id(), id, a.incarnation()});
   }

@@ -113,6 +113,8 @@ class ActorManager {
   // The node manager declared a node dead (its death confirmed), or announced it ALIVE.
   void OnNodeDead(const NodeId& node, const std::string& reason);
   void OnNodeAlive(const NodeId& node) { stops_.NodeBack(node); }
+  // The worker of `node` reported `start` stopped (through the StopMailbox).
+  void OnStopReported(const NodeId& node, const ActorStart& start);
   // The stops asked through heartbeat replies of workers the head could not reach.
   StopMailbox& stops() { return stops_; }
   // Their placement group was removed: every actor of `group` that is not DEAD becomes
@@ -167,10 +169,24 @@ class ActorManager {
   // process is, for the log).
   void SendKill(const std::string& address, const ProcessAt& process, const char* what,
                 std::function<void()> after);
-  // Until the process is known to be stopped: its worker stopped it or does not run it, or
-  // its node's death is confirmed (it fenced its actors). Tries every 200 ms, recording why
-  // the actor waits. False when the manager stops first.
-  bool StopBeforeRestart(const ProcessAt& at);
+  // A restart waiting for the process of an earlier start to stop (StartRestart's
+  // `stop_first`), by that start. It ends (ResolveStopLocked: the restart is queued) when the
+  // worker stops the process or says it does not run it, when the worker reports it stopped
+  // through a heartbeat (the StopMailbox), or when the node's death is confirmed or it is
+  // gone for good (its worker fenced its actors). The kill is retried on the demand queue's
+  // clock, 200 ms after the first failure, doubling up to 2 s; no thread waits.
+  struct AwaitedStop {
+    ProcessAt at;
+    absl::Duration delay;  // the restart's own delay, once the process is stopped
+    int tries = 0;
+    bool said = false;  // the actor's pending_reason says what it waits for
+  };
+  // One attempt to stop `start` (on the demand queue's thread, no lock held).
+  DemandQueue::Outcome TryStop(const ActorStart& start);
+  // A kill of `start` answered `s`.
+  void OnStopAnswer(const ActorStart& start, const absl::Status& s);
+  void ResolveStopLocked(const ActorStart& start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void QueueStopTry(const ActorStart& start, absl::Duration delay);
   // A start to make: where, and which incarnation it is for.
   struct StartTicket {
     std::string worker_address, node_id;
@@ -205,8 +221,7 @@ class ActorManager {
   void HandleDeath(const ActorId& id, const std::string& reason, DeathCause cause,
                    std::optional<ProcessAt> unknown = std::nullopt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues it to be placed and started again, after `delay`; when `stop_first` is given,
-  // only once that process is stopped (StopBeforeRestart, on a thread of its own: a start
-  // whose outcome is not known is rare).
+  // only once that process is stopped (AwaitedStop).
   void StartRestart(const ActorId& id, std::optional<ProcessAt> stop_first,
                     absl::Duration delay = absl::ZeroDuration()) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the actor's record. A failure is logged here, naming the actor; the head's store
@@ -269,13 +284,7 @@ class ActorManager {
   // Starts that failed in a row (not the constructor's error): each restart after the first
   // waits longer, so a node that keeps refusing is not asked thousands of times a second.
   absl::flat_hash_map<ActorId, int> failed_starts_ ABSL_GUARDED_BY(mu_);
-  // Restarts waiting for a process to stop first, each on its own thread; finished ones are
-  // joined when the next one starts, so the list stays as long as those actually waiting.
-  struct Restart {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> done;
-  };
-  std::vector<Restart> restarts_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<ActorStart, AwaitedStop> awaited_stops_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Asynchronous starts and kills whose completion has not run yet: the destructor waits
   // for them, since their completions use this manager.

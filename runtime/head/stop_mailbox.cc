@@ -29,17 +29,24 @@ void StopMailbox::Forget(const NodeId& node, const ActorStart& start) {
 }
 
 std::vector<ActorStart> StopMailbox::Exchange(const NodeId& node, const std::vector<ActorStart>& stopped) {
-  std::vector<ActorStart> ask;
-  absl::MutexLock lock(&mu_);
-  auto asked = asked_.find(node);
-  if (asked == asked_.end()) return ask;
-  for (const ActorStart& s : stopped)
-    if (auto a = asked->second.find(s); a != asked->second.end()) {
-      if (a->second) done_[node].insert(s);
-      asked->second.erase(a);
-    }
-  for (const auto& [s, awaited] : asked->second) ask.push_back(s);
-  if (asked->second.empty()) asked_.erase(asked);
+  std::vector<ActorStart> ask, done;
+  {
+    absl::MutexLock lock(&mu_);
+    auto asked = asked_.find(node);
+    if (asked == asked_.end()) return ask;
+    for (const ActorStart& s : stopped)
+      if (auto a = asked->second.find(s); a != asked->second.end()) {
+        if (a->second) {
+          done_[node].insert(s);
+          done.push_back(s);
+        }
+        asked->second.erase(a);
+      }
+    for (const auto& [s, awaited] : asked->second) ask.push_back(s);
+    if (asked->second.empty()) asked_.erase(asked);
+  }
+  if (reported_)
+    for (const ActorStart& s : done) reported_(node, s);
   return ask;
 }
 

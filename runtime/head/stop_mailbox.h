@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,11 @@ struct ActorStart {
 
 class StopMailbox {
  public:
+  // `reported` (optional; set before use) is told of each awaited start a worker reports
+  // stopped, after Exchange releases the mailbox's lock.
+  using OnReported = std::function<void(const NodeId& node, const ActorStart& start)>;
+  void SetOnReported(OnReported reported) { reported_ = std::move(reported); }
+
   // Asks `node`'s worker to stop `start` (already reported stopped: nothing to ask).
   // `awaited`: someone waits for Reported, so the request outlives the node's death.
   void Request(const NodeId& node, const ActorStart& start, bool awaited = true);
@@ -54,6 +60,7 @@ class StopMailbox {
   void NodeBack(const NodeId& node);
 
  private:
+  OnReported reported_;
   mutable absl::Mutex mu_;
   // Still asked (whether awaited), and reported stopped, by node.
   absl::flat_hash_map<NodeId, absl::flat_hash_map<ActorStart, bool>> asked_ ABSL_GUARDED_BY(mu_);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -334,17 +335,27 @@ TEST(ActorManagerTest, AStartWithAnUnknownOutcomeIsStoppedBeforeTheActorStartsAg
   EXPECT_EQ(a->state(), v1::ACTOR_RESTARTING);
   v1::ActorSpec spec = a->spec();
   const ActorId id = *ActorId::Parse(a->actor_id());
-  absl::SleepFor(absl::Milliseconds(600));
+  // The kill is retried on the head's clock (200 ms after the first failure, doubling): no
+  // thread waits, nothing polls.
+  for (absl::Time deadline = absl::Now() + absl::Seconds(10);
+       workers.Kills().size() < 3 && absl::Now() < deadline;) {
+    clock.Advance(absl::Milliseconds(500));
+    head->demand().Kick();
+    absl::SleepFor(absl::Milliseconds(5));
+  }
   EXPECT_EQ(workers.Started().size(), 1u) << "started again while the first start may run";
-  EXPECT_GE(workers.Kills().size(), 2u) << "the stop is retried";
+  EXPECT_GE(workers.Kills().size(), 3u) << "the stop is retried";
   for (const v1::KillActorRequest& k : workers.Kills()) EXPECT_EQ(k.incarnation(), 1);
   absl::StatusOr<v1::ActorInfo> waiting = head->actors().Get(id);
   ASSERT_TRUE(waiting.ok()) << waiting.status();
   EXPECT_EQ(waiting->state(), v1::ACTOR_RESTARTING);
   EXPECT_NE(waiting->pending_reason().find(workers.Started()[0].node_id()), std::string::npos)
       << "it says what it waits for: " << waiting->pending_reason();
-  // The worker answers again: the first start is stopped, and only then the second made.
+  // The worker answers again: the first start is stopped (at the next try), and only then
+  // the second made.
   workers.unreachable = false;
+  clock.Advance(absl::Seconds(2));
+  head->demand().Kick();
   absl::StatusOr<v1::ActorInfo> alive = AwaitActorState(head->actors(), a->actor_id(), v1::ACTOR_ALIVE);
   ASSERT_TRUE(alive.ok()) << alive.status();
   EXPECT_EQ(workers.Killed(), std::vector<std::string>{a->actor_id()});
@@ -368,6 +379,49 @@ TEST(ActorManagerTest, AStartWithAnUnknownOutcomeIsStoppedBeforeTheActorStartsAg
   EXPECT_EQ(workers.Started().size(), 4u);
   absl::Status s = Check(*head);
   EXPECT_TRUE(s.ok()) << s;
+}
+
+// Threads of this process now.
+size_t ThreadCount() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// Restarts that wait for a stop park no thread of their own, however many there are.
+TEST(ActorManagerTest, ManyRestartsWaitingForAStopTakeNoThreadEach) {
+  store::MemoryStore store;
+  FakeClock clock;
+  testing::FakeWorkers workers;
+  auto head = OpenTestHead(store, clock, workers);
+  AddGpuNode(*head, 3000, 0);
+  AddGpuNode(*head, 3001, 0);
+  const size_t before = ThreadCount();
+  constexpr int kActors = 64;
+  workers.lose_starts = kActors;
+  workers.unreachable = true;
+  for (int i = 0; i < kActors; ++i) {
+    v1::ActorSpec spec = Spec("echo", 0);
+    spec.set_max_restarts(-1);
+    absl::StatusOr<v1::ActorInfo> a = head->actors().Create(spec);
+    ASSERT_TRUE(a.ok() && a->state() == v1::ACTOR_RESTARTING) << a.status();
+  }
+  for (int i = 0; i < 3; ++i) {
+    clock.Advance(absl::Seconds(1));
+    head->demand().Kick();
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_LE(ThreadCount(), before + 2) << kActors << " restarts wait for their stops";
+  EXPECT_EQ(workers.Started().size(), size_t{kActors}) << "none started again yet";
+  // Their worker answers again: every stop is made, and every actor starts again.
+  workers.unreachable = false;
+  clock.Advance(absl::Seconds(2));
+  head->demand().Kick();
+  for (absl::Time deadline = absl::Now() + absl::Seconds(10);
+       workers.Started().size() < 2 * kActors && absl::Now() < deadline;)
+    absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(workers.Started().size(), size_t{2 * kActors});
+  EXPECT_EQ(workers.Killed().size(), size_t{kActors});
 }
 
 // A one-way partition: the head cannot reach the worker, whose heartbeats still reach the
