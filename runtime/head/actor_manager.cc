@@ -651,7 +651,7 @@ void ActorManager::QueueStopTry(const ActorStart& start, absl::Duration delay) {
 DemandQueue::Outcome ActorManager::TryStop(const ActorStart& start) {
   std::string address;
   {
-    TrimmingLock lock(this);
+    absl::MutexLock lock(&mu_);  // (no actor dies here)
     auto it = awaited_stops_.find(start);
     if (it == awaited_stops_.end() || stopping_) return DemandQueue::Outcome::kGone;
     const ProcessAt& at = it->second.at;
@@ -683,7 +683,7 @@ DemandQueue::Outcome ActorManager::TryStop(const ActorStart& start) {
 }
 
 void ActorManager::OnStopAnswer(const ActorStart& start, const absl::Status& s) {
-  TrimmingLock lock(this);
+  absl::MutexLock lock(&mu_);  // (no actor dies here)
   auto it = awaited_stops_.find(start);
   if (it == awaited_stops_.end()) return;
   if (s.ok() || absl::IsNotFound(s)) return ResolveStopLocked(start);
@@ -720,7 +720,7 @@ void ActorManager::ResolveStopLocked(const ActorStart& start) {
 }
 
 void ActorManager::OnStopReported(const NodeId& node, const ActorStart& start) {
-  TrimmingLock lock(this);
+  absl::MutexLock lock(&mu_);  // (no actor dies here)
   auto it = awaited_stops_.find(start);
   if (it != awaited_stops_.end() && it->second.at.node_id == node.ToString()) ResolveStopLocked(start);
 }
