@@ -361,14 +361,8 @@ ActorManager::StartTicket ActorManager::MarkPending(const ActorId& id, v1::Actor
   t.incarnation = a.incarnation();
   v1::StartActorRequest& req = t.request;
   req.set_actor_id(id.ToString());
-  req.set_class_name(a.spec().class_name());
-  req.set_init_args(a.spec().init_args());
+  *req.mutable_spec() = a.spec();
   *req.mutable_gpu_ids() = a.gpu_ids();
-  req.set_max_concurrency(a.spec().max_concurrency());
-  req.set_host(a.spec().host());
-  req.set_working_dir(a.spec().working_dir());
-  *req.mutable_env() = a.spec().env();
-  if (!a.spec().detached()) req.set_job_id(a.spec().job_id());
   req.set_node_id(a.node_id());
   req.set_incarnation(t.incarnation);
   return t;

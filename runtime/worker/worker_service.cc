@@ -126,15 +126,23 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
   if (grpc::Status s = auth_.Check(ctx); !s.ok()) return s;
   absl::StatusOr<ActorId> id = ActorId::Parse(req->actor_id());
   if (!id.ok()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(id.status().message()));
-  if (absl::Status s = ValidateName("class_name", req->class_name()); !s.ok())
+  // What this worker uses of the spec (the head validated the whole of it).
+  const v1::ActorSpec& spec = req->spec();
+  if (absl::Status s = ValidateName("spec.class_name", spec.class_name()); !s.ok())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message()));
-  if (req->max_concurrency() < 0 || req->max_concurrency() > 100000)
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "max_concurrency must be in 0-100000");
-  if (absl::Status s = ValidateHostFlavour("host", req->host()); !s.ok())
+  if (spec.max_concurrency() < 0 || spec.max_concurrency() > 100000)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "spec.max_concurrency must be in 0-100000");
+  if (absl::Status s = ValidateHostFlavour("spec.host", spec.host()); !s.ok())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message()));
-  if (!req->job_id().empty())
-    if (absl::Status s = ValidateName("job_id", req->job_id()); !s.ok())
+  // The job that owns the actor; a detached one outlives its job.
+  const std::string job_id = spec.detached() ? "" : spec.job_id();
+  if (!job_id.empty())
+    if (absl::Status s = ValidateName("spec.job_id", job_id); !s.ok())
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(s.message()));
+  if (spec.env_size() > 256)
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "spec.env: at most 256 variables");
+  for (const auto& [k, v] : spec.env())
+    if (absl::Status s = ValidateActorEnvVar("spec.env", k, v); !s.ok()) return rpc::ToGrpc(s);
   if (!req->node_id().empty())
     if (absl::Status s = NodeId::Parse(req->node_id()).status(); !s.ok())
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat("node_id: ", s.message()));
@@ -153,16 +161,16 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
   // The start timeout covers fetching the working directory too.
   const absl::Time deadline = absl::Now() + options_.start_timeout;
   std::string working_dir;
-  if (!req->working_dir().empty()) {
-    absl::StatusOr<std::string> dir = working_dirs_.Get(req->working_dir());
+  if (!spec.working_dir().empty()) {
+    absl::StatusOr<std::string> dir = working_dirs_.Get(spec.working_dir());
     if (!dir.ok()) return rpc::ToGrpc(dir.status());
     working_dir = *dir;
   }
   // A host flavour is skyrl-actor-host-<flavour> from the actor's working directory (a user's
   // own actor classes, shipped with it), else from beside the built-in host.
   std::string host_binary = options_.actor_host;
-  if (!req->host().empty()) {
-    const std::string name = absl::StrCat("skyrl-actor-host-", req->host());
+  if (!spec.host().empty()) {
+    const std::string name = absl::StrCat("skyrl-actor-host-", spec.host());
     const std::string shipped =
         working_dir.empty() ? "" : (std::filesystem::path(working_dir) / name).string();
     host_binary = !shipped.empty() && access(shipped.c_str(), X_OK) == 0
@@ -171,7 +179,7 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
     if (access(host_binary.c_str(), X_OK) != 0)
       return grpc::Status(
           grpc::StatusCode::FAILED_PRECONDITION,
-          absl::StrCat("this node has no actor host \"", req->host(), "\" (", host_binary,
+          absl::StrCat("this node has no actor host \"", spec.host(), "\" (", host_binary,
                        " is missing or not executable",
                        working_dir.empty() ? "" : ", nor is it in the actor's working_dir", ")"));
   }
@@ -182,31 +190,28 @@ grpc::Status WorkerServiceImpl::StartActor(grpc::ServerContext* ctx, const v1::S
   // Named per start: a stale or repeated start of the same actor cannot overwrite it.
   std::string init_file =
       absl::StrCat(options_.log_dir, "/", id->ToString(), ".", ActorId::Random().ToString(), ".init");
-  if (absl::Status s = WritePrivateFile(init_file, req->init_args()); !s.ok())
+  if (absl::Status s = WritePrivateFile(init_file, spec.init_args()); !s.ok())
     return grpc::Status(grpc::StatusCode::INTERNAL, std::string(s.message()));
   ActorLaunch launch{
       *id,
-      {host_binary, "--class", req->class_name(), "--init-args-file", init_file, "--bind", options_.bind_host,
-       "--port-file", port_file, "--max-concurrency", std::to_string(std::max(1, req->max_concurrency())),
+      {host_binary, "--class", spec.class_name(), "--init-args-file", init_file, "--bind", options_.bind_host,
+       "--port-file", port_file, "--max-concurrency", std::to_string(std::max(1, spec.max_concurrency())),
        "--call-records-file", HostTelemetry::RecordsPath(options_.log_dir, *id)},
       {req->gpu_ids().begin(), req->gpu_ids().end()},
       // SKYRL_NODE_HOST: where this node's actors listen (weight-sync receivers bind there).
       {{actor_env::kToken, options_.token},
        {actor_env::kAddress, options_.head_address},
        {actor_env::kNodeHost, options_.bind_host}}};
-  for (const auto& [k, v] : req->env()) {
-    if (absl::Status s = ValidateActorEnvVar("env", k, v); !s.ok()) return rpc::ToGrpc(s);
-    launch.env[k] = v;
-  }
+  for (const auto& [k, v] : spec.env()) launch.env[k] = v;
   // The job that owns the actor: what the actor creates is the job's too (the client sends
   // SKYRL_JOB_ID), and get_runtime_context().get_job_id() reads it.
-  if (!req->job_id().empty()) launch.env[actor_env::kJobId] = req->job_id();
+  if (!job_id.empty()) launch.env[actor_env::kJobId] = job_id;
   if (!req->node_id().empty()) launch.env[actor_env::kNodeId] = req->node_id();
   if (!options_.python.empty()) launch.env[actor_env::kPython] = options_.python;
   if (!working_dir.empty()) {
     launch.working_dir = working_dir;
     launch.env[actor_env::kWorkingDir] = working_dir;
-    launch.env[actor_env::kWorkingDirDigest] = req->working_dir();
+    launch.env[actor_env::kWorkingDirDigest] = spec.working_dir();
   }
   launch.incarnation = req->incarnation();
   // A previous incarnation being stopped here (the head restarts an actor on the node it ran

@@ -161,8 +161,8 @@ class LocalClusterTest : public ::testing::Test {
                                             const std::string& init_args = "") {
     v1::StartActorRequest req;
     req.set_actor_id(id.ToString());
-    req.set_class_name(class_name);
-    req.set_init_args(init_args);
+    req.mutable_spec()->set_class_name(class_name);
+    req.mutable_spec()->set_init_args(init_args);
     return req;
   }
 

@@ -249,7 +249,7 @@ TEST_F(LocalClusterTest, WorkerRunsActorsOnRequestAndTheyDieWithIt) {
   // A constructor error comes back from StartActor itself.
   v1::StartActorRequest bad = start;
   bad.set_actor_id(ActorId::Random().ToString());
-  bad.set_init_args("not-a-number");
+  bad.mutable_spec()->set_init_args("not-a-number");
   s = call([&](grpc::ClientContext* c) { return worker->StartActor(c, bad, &started); });
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(s.error_message().find("is not an integer"), std::string::npos) << s.error_message();

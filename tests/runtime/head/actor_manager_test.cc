@@ -528,9 +528,12 @@ TEST(ActorManagerTest, AStartNamesTheOwningJobAndTheNodeButNotForDetachedActors)
   std::vector<v1::StartActorRequest> started = workers.Started();
   ASSERT_EQ(started.size(), 3u);
   EXPECT_EQ(started[0].actor_id(), a->actor_id());
-  EXPECT_EQ(started[0].job_id(), job);  // what it creates belongs to the job as well
-  EXPECT_EQ(started[1].job_id(), "");   // a detached actor outlives the job, and so do its own
-  EXPECT_EQ(started[2].job_id(), "");
+  // The spec goes whole; the worker gives a detached actor no job (WorkerServiceTest).
+  EXPECT_EQ(started[0].spec().job_id(), job);  // what it creates belongs to the job as well
+  EXPECT_FALSE(started[0].spec().detached());
+  EXPECT_EQ(started[1].spec().job_id(), job);
+  EXPECT_TRUE(started[1].spec().detached());  // it outlives the job, and so do its own
+  EXPECT_EQ(started[2].spec().job_id(), "");
   for (size_t i = 0; i < started.size(); ++i) EXPECT_EQ(started[i].node_id(), a->node_id()) << i;
 }
 

@@ -77,9 +77,9 @@ class FakeWorkers final : public head::WorkerClient {
       absl::MutexLock lock(&mu_);
       started_.push_back(req);
     }
-    if (req.class_name() == "broken")
+    if (req.spec().class_name() == "broken")
       return absl::FailedPreconditionError("constructor of broken failed: no config");
-    if (req.class_name() == "refused") return absl::UnavailableError("the worker cannot start it");
+    if (req.spec().class_name() == "refused") return absl::UnavailableError("the worker cannot start it");
     if (lose_starts.load() > 0 && lose_starts.fetch_sub(1) > 0)
       return absl::DeadlineExceededError("the worker did not answer in time");
     v1::StartActorReply r;

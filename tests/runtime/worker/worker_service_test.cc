@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "runtime/common/actor_env.h"
 #include "runtime/common/ids.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
@@ -55,7 +56,7 @@ class WorkerServiceTest : public ::testing::Test {
   grpc::Status Start() {
     v1::StartActorRequest req;
     req.set_actor_id(ActorId::Random().ToString());
-    req.set_class_name("echo");
+    req.mutable_spec()->set_class_name("echo");
     grpc::ClientContext ctx;
     rpc::PrepareCall(&ctx, kToken, absl::Seconds(30));
     v1::StartActorReply reply;
@@ -64,12 +65,37 @@ class WorkerServiceTest : public ::testing::Test {
   grpc::Status StartAs(const ActorId& id, int64_t incarnation) {
     v1::StartActorRequest req;
     req.set_actor_id(id.ToString());
-    req.set_class_name("echo");
+    req.mutable_spec()->set_class_name("echo");
     req.set_incarnation(incarnation);
     grpc::ClientContext ctx;
     rpc::PrepareCall(&ctx, kToken, absl::Seconds(30));
     v1::StartActorReply reply;
     return stub_->StartActor(&ctx, req, &reply);
+  }
+  grpc::Status StartSpec(const v1::ActorSpec& spec) {
+    v1::StartActorRequest req;
+    req.set_actor_id(ActorId::Random().ToString());
+    *req.mutable_spec() = spec;
+    grpc::ClientContext ctx;
+    rpc::PrepareCall(&ctx, kToken, absl::Seconds(30));
+    v1::StartActorReply reply;
+    return stub_->StartActor(&ctx, req, &reply);
+  }
+  // An actor host that writes what it was started with to `out` (its class, concurrency,
+  // job and variable A), serves at once (it writes a port) and then sleeps.
+  void InstallRecordingHost(const std::string& out) {
+    const std::string path = dir_ + "/no-such-actor-host";
+    std::ofstream(path)
+        << "#!/bin/sh\n"
+           "while [ $# -gt 0 ]; do\n"
+           "  case \"$1\" in --port-file) echo 1 > \"$2\";; --class) c=$2;; --max-concurrency) m=$2;; esac\n"
+           "  shift\n"
+           "done\n"
+           "echo \"class=$c concurrency=$m job=$SKYRL_JOB_ID a=$A\" >> "
+        << out
+        << "\n"
+           "exec sleep 60\n";
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
   }
   // An actor host that serves at once (it writes a port) and ignores SIGTERM.
   void InstallStubbornHost() {
@@ -194,6 +220,47 @@ TEST_F(WorkerServiceTest, AStoppedStartIsGoneAndOneThatHadNotArrivedIsRefusedLat
   EXPECT_TRUE(s.ok()) << s.error_message();
   s = StartAs(killed, 2);
   EXPECT_TRUE(s.ok()) << s.error_message();
+}
+
+// The start carries the actor's spec whole; the worker takes from it what it launches with,
+// and a detached actor gets no job (it outlives the one that made it).
+TEST_F(WorkerServiceTest, AStartLaunchesFromTheSpecItCarries) {
+  const std::string out = dir_ + "/started.txt";
+  InstallRecordingHost(out);
+  v1::ActorSpec spec;
+  spec.set_class_name("counter");
+  spec.set_max_concurrency(3);
+  spec.set_job_id("job-7");
+  (*spec.mutable_env())["A"] = "1";
+  grpc::Status s = StartSpec(spec);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  spec.set_detached(true);
+  s = StartSpec(spec);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  std::ifstream in(out);
+  std::string first, second;
+  std::getline(in, first);
+  std::getline(in, second);
+  EXPECT_EQ(first, "class=counter concurrency=3 job=job-7 a=1");
+  EXPECT_EQ(second, "class=counter concurrency=3 job= a=1");
+  service_->Stop(service_->Running());
+
+  // What it uses is checked, naming the spec's field; nothing is launched.
+  v1::ActorSpec bad = spec;
+  (*bad.mutable_env())[actor_env::kToken] = "mine";
+  s = StartSpec(bad);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("spec.env"), std::string::npos) << s.error_message();
+  bad = spec;
+  bad.set_class_name("no spaces allowed");
+  s = StartSpec(bad);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("spec.class_name"), std::string::npos) << s.error_message();
+  bad = spec;
+  bad.set_max_concurrency(-1);
+  s = StartSpec(bad);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("spec.max_concurrency"), std::string::npos) << s.error_message();
 }
 
 }  // namespace
