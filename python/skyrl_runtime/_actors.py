@@ -8,16 +8,12 @@ import time
 import cloudpickle
 
 from . import _api, _native, _wire
-from . import _methods
+from . import _methods, _options
 from ._refs import refs_of
-from .exceptions import RayError
+from .exceptions import PendingCallsLimitExceeded, RayError
 
 # Methods every Python actor has, as in Ray (_host.py serves them).
 _RAY_METHODS = frozenset({"__ray_ready__", "__ray_call__", "__ray_terminate__"})
-_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "name", "namespace", "max_restarts", "runtime_env",
-            "scheduling_strategy", "max_concurrency", "lifetime", "get_if_exists", "max_task_retries",
-            "label_selector", "placement_group", "placement_group_bundle_index",
-            "placement_group_capture_child_tasks", "concurrency_groups", "fallback_strategy"}
 
 
 def _as_bytes(value, what):
@@ -161,17 +157,24 @@ class ActorHandle:
     Python actors' handles (_python_actors.PyActorHandle) differ only in their methods.
 
     `retries` is max_task_retries; `error`, set when the actor could never be made, fails every
-    call's get() with it (Ray reports an infeasible actor at get, not at .remote())."""
+    call's get() with it (Ray reports an infeasible actor at get, not at .remote()).
+    `max_pending_calls` (-1: no limit) bounds the calls of this handle (and its pickled
+    copies, each on its own) whose results are not in yet: one more raises
+    PendingCallsLimitExceeded at .remote(), as in Ray."""
 
     _method_type = ActorMethod
 
-    def __init__(self, actor_id, class_name, retries=0, error=None, starting=False, methods=None):
+    def __init__(self, actor_id, class_name, retries=0, error=None, starting=False, methods=None,
+                 max_pending_calls=-1):
         self._actor_id = actor_id
         self._class_name = class_name
         self._retries = retries
         self._error = error
         self._starting = _Starting() if starting else None
         self._methods = methods or {}  # method name: its @method options (_methods.py)
+        self._max_pending = max_pending_calls
+        self._pending = []  # the futures of calls not known to be done (with a limit only)
+        self._pending_lock = threading.Lock()
 
     def _call(self, method, payload, decode, timeout=None, retries=None, num_returns=1, retry_exceptions=False):
         """The call's refs (refs_of: one, None or a list); `retries` overrides the handle's
@@ -179,15 +182,29 @@ class ActorHandle:
         what = f"{self._class_name}.{method}"
         if self._error is not None:
             return refs_of(_Failed(self._error), decode, what, num_returns)
+        if self._max_pending <= 0:
+            return refs_of(self._send(method, payload, timeout, retries, retry_exceptions), decode, what, num_returns)
+        with self._pending_lock:
+            self._pending = [f for f in self._pending if not f.done()]
+            if len(self._pending) >= self._max_pending:
+                raise PendingCallsLimitExceeded(
+                    f"{what}: {len(self._pending)} calls of this handle are pending (max_pending_calls="
+                    f"{self._max_pending}): wait for some of their results first", "RESOURCE_EXHAUSTED")
+            future = self._send(method, payload, timeout, retries, retry_exceptions)
+            self._pending.append(future)
+        return refs_of(future, decode, what, num_returns)
+
+    def _send(self, method, payload, timeout, retries, retry_exceptions):
+        """Sends the call (queued behind the actor's start while it starts); its future."""
         starting = self._starting
         first = starting.submit(self, method, payload, timeout) if starting is not None else None
         if first is None:
             first = _api._current().client.call_async(self._actor_id, method, payload, timeout)
         retries = self._retries if retries is None else retries
         if retries == 0:
-            return refs_of(first, decode, what, num_returns)
+            return first
         submit = lambda: _api._current().client.call_async(self._actor_id, method, payload, timeout)  # noqa: E731
-        return refs_of(_Retrying(submit, retries, first, retry_exceptions), decode, what, num_returns)
+        return _Retrying(submit, retries, first, retry_exceptions)
 
     def __getattr__(self, name):
         if name.startswith("_") and name not in _RAY_METHODS:
@@ -210,7 +227,7 @@ class ActorHandle:
 
     def __reduce__(self):
         return (type(self), (self._actor_id, self._class_name, self._retries, self._error, self._starting is not None,
-                             self._methods))
+                             self._methods, self._max_pending))
 
     def _describe(self):
         return _api._current().client.describe(self._actor_id)
@@ -238,70 +255,7 @@ class CppActorClass:
 
 
 def _check_options(options):
-    unknown = sorted(set(options) - _OPTIONS)
-    if unknown:
-        raise TypeError(f"options: unknown option {unknown[0]} (known: {', '.join(sorted(_OPTIONS))})")
-    if "runtime_env" in options:
-        check_runtime_env(options["runtime_env"], "options: runtime_env")
-    if options.get("label_selector") is not None:
-        check_label_selector(options["label_selector"])
-    if options.get("fallback_strategy") is not None:
-        check_fallback_strategy(options["fallback_strategy"])
-    if "bundle" in (options.get("resources") or {}):
-        raise ValueError("options: resources: 'bundle' is a name Ray reserves for placement-group bundles")
-    _methods.check_concurrency_groups(options.get("concurrency_groups"), "options")
-
-
-def check_label_selector(selector):
-    """Ray's label_selector: node labels the actor or task needs, {"name": "value"}. Values
-    must match exactly here; Ray's operators ("!v", "in(a,b)", "!in(...)") are refused."""
-    if not isinstance(selector, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in selector.items()):
-        raise TypeError(f"options: label_selector must map str to str, got {selector!r}")
-    for k, v in selector.items():
-        if v.startswith("!") or v.startswith("in(") or v.startswith("!in("):
-            raise NotImplementedError(f"options: label_selector[{k!r}] = {v!r}: only exact values are supported "
-                                      "(no !, in() or !in())")
-
-
-def check_fallback_strategy(fallbacks):
-    """Ray's fallback_strategy: [{"label_selector": {...}}, ...], the selectors tried in order
-    when no node matching label_selector has room (at most 16)."""
-    if not isinstance(fallbacks, (list, tuple)):
-        raise TypeError(f"options: fallback_strategy must be a list of dicts, got {fallbacks!r}")
-    if len(fallbacks) > 16:
-        raise ValueError(f"options: fallback_strategy has {len(fallbacks)} options (at most 16)")
-    for i, option in enumerate(fallbacks):
-        if not isinstance(option, dict) or "label_selector" not in option:
-            raise TypeError(f"options: fallback_strategy[{i}] must be a dict with a label_selector, got {option!r}")
-        unknown = sorted(set(option) - {"label_selector"})
-        if unknown:
-            raise NotImplementedError(f"options: fallback_strategy[{i}]: {unknown[0]} is not supported "
-                                      "(label_selector is)")
-        check_label_selector(option["label_selector"])
-
-
-_RUNTIME_ENV_KEYS = ("env_vars", "working_dir")
-
-
-def check_runtime_env(env, what):
-    """Validates a runtime_env: env_vars (str to str) and working_dir (a local folder)."""
-    if env is None:
-        return
-    if not isinstance(env, dict):
-        raise TypeError(f"{what}: a dict, got {type(env).__name__}")
-    unknown = sorted(set(env) - set(_RUNTIME_ENV_KEYS))
-    if unknown:
-        raise NotImplementedError(f"{what}: {unknown[0]} is not supported ({' and '.join(_RUNTIME_ENV_KEYS)} are; "
-                                  "install packages into the worker's interpreter, skyrl-worker --python)")
-    env_vars = env.get("env_vars") or {}
-    if not isinstance(env_vars, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env_vars.items()):
-        raise TypeError(f"{what}: env_vars must map str to str")
-    working_dir = env.get("working_dir")
-    if working_dir is not None:
-        if not isinstance(working_dir, (str, os.PathLike)):
-            raise TypeError(f"{what}: working_dir must be a path, got {type(working_dir).__name__}")
-        if not os.path.isdir(working_dir):
-            raise ValueError(f"{what}: working_dir {os.fspath(working_dir)!r} is not a folder")
+    _options.check(options, "actor")
 
 
 def merged_runtime_env(*envs):
@@ -361,6 +315,7 @@ def _create(class_name, init_args, o, host, handle_type, handle_name, wait=False
         strategy = PlacementGroupSchedulingStrategy(o["placement_group"], o.get("placement_group_bundle_index", -1))
     group_id, bundle, selector = placement_of(strategy, placement or resources)
     selector = {**(o.get("label_selector") or {}), **selector}
+    pending = o.get("max_pending_calls", -1)
     retries = int(o.get("max_task_retries", 0))
     if retries < -1:
         raise ValueError(f"options: max_task_retries must be -1 (without end) or more, got {retries}")
@@ -368,7 +323,8 @@ def _create(class_name, init_args, o, host, handle_type, handle_name, wait=False
     working_dir = working_dir_digest(state, env["working_dir"]) if env.get("working_dir") else ""
     if o.get("get_if_exists") and o.get("name"):
         try:
-            return handle_type(state.client.get_actor(o["name"], namespace), handle_name, retries, methods=methods)
+            return handle_type(state.client.get_actor(o["name"], namespace), handle_name, retries, methods=methods,
+                               max_pending_calls=pending)
         except RayError as e:
             if e.code != "NOT_FOUND":
                 raise
@@ -384,17 +340,18 @@ def _create(class_name, init_args, o, host, handle_type, handle_name, wait=False
     except RayError as e:
         if o.get("get_if_exists") and o.get("name") and e.code == "ALREADY_EXISTS":
             # Another driver made it between the look-up and the create: that one is ours too.
-            return handle_type(state.client.get_actor(o["name"], namespace), handle_name, retries, methods=methods)
+            return handle_type(state.client.get_actor(o["name"], namespace), handle_name, retries, methods=methods,
+                               max_pending_calls=pending)
         if wait or e.code != "RESOURCE_EXHAUSTED":
             raise
         if o.get("get_if_exists") and o.get("name"):
             raise
-        return handle_type("", handle_name, retries, error=e, methods=methods)
+        return handle_type("", handle_name, retries, error=e, methods=methods, max_pending_calls=pending)
     if not detached:
         state.own("actors", actor_id)
     if methods and o.get("name"):
         _methods.store(state.client, actor_id, methods)
-    return handle_type(actor_id, handle_name, retries, starting=not wait, methods=methods)
+    return handle_type(actor_id, handle_name, retries, starting=not wait, methods=methods, max_pending_calls=pending)
 
 
 def get_actor(name, namespace=None):

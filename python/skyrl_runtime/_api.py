@@ -8,6 +8,7 @@ import threading
 import warnings
 
 from . import _edge, _native
+from ._options import check_runtime_env
 from ._cluster import LocalCluster, check_system_config
 from .exceptions import RayError
 
@@ -97,7 +98,6 @@ def init(address=None, *, namespace=None, num_cpus=None, num_gpus=None, resource
     by a signal leaves them: submit it as a job, `skyrl job submit`, for that too.)
     """
     global _state
-    from ._actors import check_runtime_env
     for name in sorted(unknown):
         if not name.startswith("_"):
             raise TypeError(f"init: unknown keyword {name!r}")

@@ -13,17 +13,13 @@ import time
 
 import cloudpickle
 
-from . import _api, _methods
-from ._actors import _Retrying, check_runtime_env, kill
+from . import _api, _methods, _options
+from ._actors import _Retrying, kill
 from ._python_actors import PyActorClass
 from ._refs import lend_cpu, reclaim_cpu, refs_of, resolve_argument
 from .exceptions import RayError
 
 _MAX_POOL = 64
-_TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "memory", "runtime_env", "max_retries", "scheduling_strategy",
-                 "num_returns", "retry_exceptions", "name", "label_selector", "placement_group",
-                 "placement_group_bundle_index", "placement_group_capture_child_tasks", "fallback_strategy",
-                 "max_calls"}
 _NOT_SHAPE = ("max_retries", "num_returns", "retry_exceptions", "name")
 _DEFAULT_RETRIES = 3  # Ray's default for tasks
 
@@ -184,25 +180,7 @@ class RemoteFunction:
     process and returns an ObjectRef of its return value (its exception re-raises from get)."""
 
     def __init__(self, fn, options):
-        unknown = sorted(set(options) - _TASK_OPTIONS)
-        if unknown:
-            raise TypeError(f"options: unknown task option {unknown[0]} (known: {', '.join(sorted(_TASK_OPTIONS))})")
-        if "runtime_env" in options:
-            check_runtime_env(options["runtime_env"], "options: runtime_env")
-        if "num_returns" in options:
-            _methods.check({"num_returns": options["num_returns"]}, "options")
-        if options.get("label_selector") is not None:
-            from ._actors import check_label_selector
-            check_label_selector(options["label_selector"])
-        if options.get("fallback_strategy") is not None:
-            from ._actors import check_fallback_strategy
-            check_fallback_strategy(options["fallback_strategy"])
-        if "retry_exceptions" in options:
-            _methods.check_retry_exceptions(options["retry_exceptions"], "options")
-        if "name" in options and not isinstance(options["name"], str):
-            raise TypeError(f"options: name must be a str, got {options['name']!r}")
-        if options.get("max_calls") is not None and (type(options["max_calls"]) is not int or options["max_calls"] < 0):
-            raise ValueError(f"options: max_calls must be an int >= 0 (0: no limit), got {options['max_calls']!r}")
+        _options.check(options, "task")
         self._fn = fn
         self._options = dict(options)
         self._blob = None

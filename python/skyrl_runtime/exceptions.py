@@ -33,6 +33,10 @@ class ActorUnavailableError(RayActorError):
     """The actor cannot be reached now (its process died and may be restarting)."""
 
 
+class PendingCallsLimitExceeded(RayError):
+    """A call on a handle that already has max_pending_calls calls pending (Ray's name)."""
+
+
 class AsyncioActorExit(RayError):
     """Raised by exit_actor() in an async actor's coroutine: it ends the actor, as Ray's."""
 

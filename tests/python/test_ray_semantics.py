@@ -680,3 +680,38 @@ def test_max_calls_ends_an_executor_after_that_many_tasks(fresh):
     assert assigned == {"CPU": 1.0, "memory": 100.0}
     with pytest.raises(ValueError, match="max_calls"):
         pid.options(max_calls=-1)
+
+
+@ray.remote(num_cpus=0, max_concurrency=4)
+class Gate:
+    def wait(self, path):
+        deadline = time.monotonic() + 30
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return "through"
+
+
+def test_max_pending_calls_bounds_a_handles_calls_in_flight(cluster, tmp_path):
+    # As Ray's: the limit counts this handle's calls whose results are not in yet; one more
+    # is refused at .remote(), and room comes back as results do.
+    gate = Gate.options(max_pending_calls=2).remote()
+    opened = str(tmp_path / "open")
+    first, second = gate.wait.remote(opened), gate.wait.remote(opened)
+    with pytest.raises(ray.exceptions.PendingCallsLimitExceeded, match="max_pending_calls=2"):
+        gate.wait.remote(opened)
+    open(opened, "w").close()
+    assert ray.get([first, second]) == ["through", "through"]
+    assert ray.get([gate.wait.remote(opened), gate.wait.remote(opened)]) == ["through", "through"]
+    # Without the option, no limit; a bad limit is refused naming it.
+    free = Gate.remote()
+    assert ray.get([free.wait.remote(opened) for _ in range(8)]) == ["through"] * 8
+    for bad in (0, -2, 1.5, "2"):
+        with pytest.raises(ValueError, match="max_pending_calls"):
+            Gate.options(max_pending_calls=bad)
+    # Tasks do not take it.
+    @ray.remote
+    def task():
+        return 1
+
+    with pytest.raises(TypeError, match="unknown task option max_pending_calls"):
+        task.options(max_pending_calls=1)
