@@ -527,13 +527,15 @@ DemandQueue::Outcome ActorManager::TryPlaceWaiting(const ActorId& id) {
       }
       return DemandQueue::Outcome::kWaiting;
     }
+    const v1::ActorInfo before = a;
     StartTicket t = MarkPending(id, a, p->slot, p->address);
     if (absl::Status s = Persist(a); !s.ok()) {
-      // Not recorded: nothing may run under this placement.
-      a.clear_node_id();
-      Transition(id, a, v1::ACTOR_DEAD, absl::StrCat("the store refused its placement: ", s.message()),
-                 DeathCause::kStartFailed);
-      return DemandQueue::Outcome::kGone;
+      // Not recorded: nothing may run under this placement. It waits as the store has it
+      // (the head takes no more changes once a write is lost: a restart recovers it).
+      Release(id, /*kick=*/false);
+      a = before;
+      a.set_pending_reason(absl::StrCat("the store refused its placement: ", s.message()));
+      return DemandQueue::Outcome::kWaiting;
     }
     exited_while_starting_.erase(id);
     ticket = std::move(t);
@@ -801,6 +803,7 @@ absl::Status ActorManager::Kill(const ActorId& id) {
 
 void ActorManager::KillAsync(const ActorId& id, StatusDone done) {
   ProcessAt process{.actor_id = id};
+  absl::Status recorded;
   {
     TrimmingLock lock(this);
     auto it = actors_.find(id);
@@ -809,13 +812,13 @@ void ActorManager::KillAsync(const ActorId& id, StatusDone done) {
     if (a.state() == v1::ACTOR_DEAD) return done(absl::OkStatus());
     process.node_id = a.node_id();
     process.incarnation = a.incarnation();
-    if (absl::Status s = Transition(id, a, v1::ACTOR_DEAD, "killed by the user", DeathCause::kKilled);
-        !s.ok())
-      return done(s);
+    // A write the store refused is the caller's answer; the process is stopped all the same
+    // (the actor is DEAD here: nothing may run as it).
+    recorded = Transition(id, a, v1::ACTOR_DEAD, "killed by the user", DeathCause::kKilled);
   }
   const std::string address = WorkerAddress(process.node_id);
-  if (address.empty()) return done(absl::OkStatus());
-  SendKill(address, process, "a killed actor", [done = std::move(done)] { done(absl::OkStatus()); });
+  if (address.empty()) return done(recorded);
+  SendKill(address, process, "a killed actor", [recorded, done = std::move(done)] { done(recorded); });
 }
 
 void ActorManager::RestartAsync(const ActorId& id, StatusDone done) {

@@ -158,6 +158,8 @@ class DeathQuorum {
   void Await(const NodeId& id, Pending pending);
   // Whether a death from Declare waits at all (else it is certain at once).
   static bool Waits(const Pending& p) { return p.needed > 0 || p.version == kNoConfirmations; }
+  // The pending death of `id`, or null. The pointer is valid until the next call that
+  // changes the quorum: copy what is needed before one.
   const Pending* Find(const NodeId& id) const;
   bool pending(const NodeId& id) const { return pending_.contains(id); }
   // The pending deaths confirmed by now; `process_gone`: a node whose worker process was

@@ -124,7 +124,12 @@ Head::Head(const HeadOptions& options, store::Store& store, WorkerClient& worker
   logs_ = std::make_unique<ActorLogRelay>(*actors_, *nodes_, options.token);
 }
 
-Head::~Head() { Shutdown(); }
+Head::~Head() {
+  Shutdown();
+  // Nothing waiting is tried while the managers are destroyed (an actor's attempt asks the
+  // group manager, destroyed first).
+  demand_->Stop();
+}
 
 absl::StatusOr<std::unique_ptr<Head>> Head::Open(const HeadOptions& options, store::Store& store,
                                                  WorkerClient& workers, const Clock& clock,
@@ -244,6 +249,11 @@ void Head::Shutdown() {
   groups_->StopWaits();  // open WaitPlacementGroup calls answer now instead of holding Shutdown
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
   if (liveness_.joinable()) liveness_.join();
+  std::unique_ptr<grpc::Server> server;
+  {
+    absl::MutexLock lock(&health_mu_);
+    server = std::move(server_);  // a loss reported from now on has no health check to turn
+  }
 }
 
 absl::StatusOr<std::unique_ptr<Head>> OpenHead(const HeadOptions& options) {

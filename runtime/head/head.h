@@ -131,6 +131,10 @@ class Head {
   LatencyStats rpc_stats_{LatencyStats::RpcBounds()};
   store::StickyStore store_;
   const Clock& clock_;
+  // Held while server_ is set or reset (the store may report a lost write from an RPC
+  // meanwhile), never around a call into the server that waits for RPCs. Declared before
+  // the managers: a write they make while they are destroyed may still report a loss.
+  absl::Mutex health_mu_;
   ResourceTracker resources_;  // before the node table, which keeps its view of the nodes
   std::unique_ptr<NodeManager> nodes_;
   std::unique_ptr<DemandQueue> demand_;  // before the managers whose entries it holds
@@ -140,10 +144,7 @@ class Head {
   std::unique_ptr<ActorLogRelay> logs_;
   std::unique_ptr<NodeListener> listener_;
   std::unique_ptr<HeadServices> services_;
-  // Held while server_ is set or reset (the store may report a lost write from an RPC
-  // meanwhile), never around a call into the server that waits for RPCs.
-  absl::Mutex health_mu_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> server_;  // set under health_mu_; gone after Shutdown
   std::shared_ptr<HeadMetrics> metrics_;
   std::unique_ptr<metrics::MetricsServer> metrics_server_;
   std::atomic<int> metrics_port_{-1};  // set in Start, -1 again at Shutdown; read by RPCs

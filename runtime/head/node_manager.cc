@@ -462,10 +462,15 @@ NodeManager::Check NodeManager::CheckLivenessLocked() {
   // Deaths confirmed since the last check (one declared in this check waits for the next).
   const absl::Time steady_now = steady_.Now();
   absl::flat_hash_set<NodeId> just_confirmed;
-  for (const DeathQuorum::Confirmed& c :
-       quorum_.Ready(now, steady_now, [&](const NodeId& id) { return gone_.contains(id); })) {
+  auto process_gone = [&](const NodeId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return gone_.contains(id); };
+  for (const DeathQuorum::Confirmed& c : quorum_.Ready(now, steady_now, process_gone)) {
     const NodeId& id = c.node;
-    const v1::NodeInfo& info = nodes_.at(id);
+    auto row = nodes_.find(id);
+    if (row == nodes_.end()) {  // (a pending death always has its row; nothing to record without one)
+      quorum_.Forget(id);
+      continue;
+    }
+    const v1::NodeInfo& info = row->second;
     std::string how;
     switch (c.why) {
       case DeathQuorum::Why::kStopped:

@@ -18,6 +18,7 @@
 #include <thread>
 #include <tuple>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "runtime/head/head_metrics.h"
@@ -232,6 +233,19 @@ TEST(HeadTest, AHeadWhoseStoreLostAWriteTakesNoMoreChangesAndSaysWhy) {
   AddGpuNode(head, 3001, 4);
   absl::StatusOr<v1::ActorInfo> a = head.actors().Create(Spec("Trainer", 1));
   ASSERT_TRUE(a.ok()) << a.status();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(head.actors().Create(Spec("Trainer", 1)).ok());
+  // One more waits for room (the node's four GPUs are taken).
+  absl::Notification recorded;
+  std::string waiting_id;
+  head.actors().CreateAsync(
+      Spec("Trainer", 1),
+      [&](absl::StatusOr<v1::ActorInfo> w) {
+        if (w.ok()) waiting_id = w->actor_id();
+        recorded.Notify();
+      },
+      /*return_pending=*/true);
+  recorded.WaitForNotification();
+  ASSERT_FALSE(waiting_id.empty());
   EXPECT_EQ(Serving(head.port()).value_or(false), true);
 
   flaky.writes_down = true;
@@ -239,6 +253,21 @@ TEST(HeadTest, AHeadWhoseStoreLostAWriteTakesNoMoreChangesAndSaysWhy) {
   EXPECT_TRUE(absl::IsUnavailable(kill)) << kill;
   flaky.writes_down = false;  // the store works again; the record it missed stays stale
   EXPECT_EQ(head.actors().Get(*ActorId::Parse(a->actor_id()))->state(), v1::ACTOR_DEAD);
+  EXPECT_EQ(workers.Killed(), std::vector<std::string>{a->actor_id()})
+      << "its process is stopped all the same";
+  // The kill freed a GPU: the waiting actor's placement cannot be recorded, so it waits on,
+  // as the store has it, saying why.
+  absl::StatusOr<v1::ActorInfo> waiting;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(10); absl::Now() < deadline;
+       absl::SleepFor(absl::Milliseconds(10))) {
+    waiting = head.actors().Get(*ActorId::Parse(waiting_id));
+    if (waiting.ok() && absl::StrContains(waiting->pending_reason(), "refused its placement")) break;
+  }
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_EQ(waiting->state(), v1::ACTOR_PENDING);
+  EXPECT_TRUE(waiting->node_id().empty()) << waiting->node_id();
+  EXPECT_NE(waiting->pending_reason().find("lost a write"), std::string::npos) << waiting->pending_reason();
+  EXPECT_EQ(workers.Started().size(), 4u) << "nothing started under a placement the store does not have";
 
   absl::StatusOr<v1::ActorInfo> b = head.actors().Create(Spec("Trainer", 1));
   ASSERT_TRUE(absl::IsFailedPrecondition(b.status())) << b.status();
