@@ -29,6 +29,7 @@
 #include "runtime/rpc/status.h"
 #include "skyrl/node.grpc.pb.h"
 #include "skyrl/placement_group.grpc.pb.h"
+#include "python/native/actor_spec.h"
 #include "python/native/edge.h"
 #include "python/native/weight_sync.h"
 
@@ -133,34 +134,6 @@ class CallFuture {
   std::future<absl::StatusOr<std::string>> f_;
   std::optional<absl::StatusOr<std::shared_ptr<Blob>>> result_;
 };
-
-ActorOptions ToOptions(const std::string& init_args, const std::map<std::string, double>& resources,
-                       const std::string& name, const std::string& ns, int max_restarts, int max_concurrency,
-                       const std::string& placement_group_id, int bundle_index, bool detached,
-                       const std::string& host, const std::string& working_dir,
-                       const std::map<std::string, std::string>& label_selector, bool return_pending,
-                       const std::map<std::string, std::string>& env,
-                       const std::map<std::string, double>& placement_resources,
-                       const std::vector<std::map<std::string, std::string>>& fallback_label_selectors) {
-  ActorOptions o;
-  o.init_args = init_args;
-  o.resources = resources;
-  o.name = name;
-  o.ns = ns;
-  o.max_restarts = max_restarts;
-  o.max_concurrency = max_concurrency;
-  o.placement_group_id = placement_group_id;
-  o.bundle_index = bundle_index;
-  o.detached = detached;
-  o.host = host;
-  o.working_dir = working_dir;
-  o.label_selector = label_selector;
-  o.return_pending = return_pending;
-  o.env = env;
-  o.placement_resources = placement_resources;
-  o.fallback_label_selectors = fallback_label_selectors;
-  return o;
-}
 
 py::dict ActorDict(const v1::ActorInfo& a) {
   py::dict d;
@@ -381,34 +354,17 @@ class Error(RuntimeError):
           "arguments (and result) of an actor call (None: ClientOptions' default)")
       .def(
           "create_actor",
-          [](Client& c, const std::string& class_name, py::bytes init_args,
-             const std::map<std::string, double>& resources, const std::string& name, const std::string& ns,
-             int max_restarts, int max_concurrency, const std::string& placement_group_id, int bundle_index,
-             bool detached, const std::string& host, const std::string& working_dir,
-             const std::map<std::string, std::string>& label_selector, bool return_pending,
-             const std::map<std::string, std::string>& env,
-             const std::map<std::string, double>& placement_resources,
-             const std::vector<std::map<std::string, std::string>>& fallback_label_selectors) {
-            ActorOptions o =
-                ToOptions(init_args, resources, name, ns, max_restarts, max_concurrency, placement_group_id,
-                          bundle_index, detached, host, working_dir, label_selector, return_pending, env,
-                          placement_resources, fallback_label_selectors);
+          [](Client& c, const py::dict& spec, bool return_pending) {
+            v1::ActorSpec s = Unwrap(SpecFromDict(spec));
             absl::StatusOr<ActorHandle> h;
             {
               py::gil_scoped_release release;
-              h = c.CreateActor(class_name, o);
+              h = c.CreateActor(std::move(s), return_pending);
             }
             return Unwrap(std::move(h)).actor_id;
           },
-          py::arg("class_name"), py::arg("init_args") = py::bytes(),
-          py::arg("resources") = std::map<std::string, double>{}, py::arg("name") = "",
-          py::arg("namespace") = "default", py::arg("max_restarts") = 0, py::arg("max_concurrency") = 1,
-          py::arg("placement_group_id") = "", py::arg("bundle_index") = -1, py::arg("detached") = false,
-          py::arg("host") = "", py::arg("working_dir") = "",
-          py::arg("label_selector") = std::map<std::string, std::string>{}, py::arg("return_pending") = false,
-          py::arg("env") = std::map<std::string, std::string>{},
-          py::arg("placement_resources") = std::map<std::string, double>{},
-          py::arg("fallback_label_selectors") = std::vector<std::map<std::string, std::string>>{})
+          py::arg("spec"), py::arg("return_pending") = false,
+          "creates an actor from a dict of v1::ActorSpec's fields (actor_spec.proto); its id")
       .def(
           "upload_working_dir",
           [](Client& c, const std::string& dir) {

@@ -330,13 +330,16 @@ def _create(class_name, init_args, o, host, handle_type, handle_name, wait=False
                 raise
     detached = o.get("lifetime") == "detached"
     try:
-        actor_id = state.client.create_actor(
-            class_name, init_args, resources, name=o.get("name") or "", namespace=namespace,
-            max_restarts=int(o.get("max_restarts", 0)), max_concurrency=int(o.get("max_concurrency", 1)),
-            placement_group_id=group_id, bundle_index=bundle, detached=detached, host=host,
-            working_dir=working_dir, label_selector=selector, return_pending=not wait, env=env["env_vars"],
-            placement_resources=placement,
-            fallback_label_selectors=[f["label_selector"] for f in o.get("fallback_strategy") or []])
+        # v1::ActorSpec's fields by name (protos/skyrl/actor_spec.proto), bound once.
+        actor_id = state.client.create_actor({
+            "class_name": class_name, "init_args": init_args, "resources": resources,
+            "name": o.get("name") or "", "namespace": namespace, "max_restarts": int(o.get("max_restarts", 0)),
+            "max_concurrency": int(o.get("max_concurrency", 1)), "placement_group_id": group_id,
+            "bundle_index": bundle if bundle >= 0 else None, "detached": detached, "host": host,
+            "working_dir": working_dir, "label_selector": selector, "env": env["env_vars"],
+            "placement_resources": placement,
+            "fallback_label_selectors": [{"labels": f["label_selector"]} for f in o.get("fallback_strategy") or []],
+        }, return_pending=not wait)
     except RayError as e:
         if o.get("get_if_exists") and o.get("name") and e.code == "ALREADY_EXISTS":
             # Another driver made it between the look-up and the create: that one is ours too.

@@ -130,6 +130,10 @@ class Client {
   // with its message.
   virtual absl::StatusOr<ActorHandle> CreateActor(const std::string& class_name,
                                                   const ActorOptions& options) = 0;
+  // The same from the spec itself (the Python binding's way: an option needs no argument of
+  // its own); its job is this client's (SKYRL_JOB_ID) unless it names one. With
+  // `return_pending`, as ActorOptions::return_pending.
+  virtual absl::StatusOr<ActorHandle> CreateActor(v1::ActorSpec spec, bool return_pending) = 0;
   // Many actors in one CreateActors call per 10,000 (an engine fleet): one result per
   // (class name, options), in order. Each is created or fails on its own, as CreateActor
   // would (a constructor error is FailedPrecondition); a failed item leaves nothing behind

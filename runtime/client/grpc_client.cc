@@ -117,9 +117,16 @@ void GrpcClient::FillSpec(const std::string& class_name, const ActorOptions& o, 
 }
 
 absl::StatusOr<ActorHandle> GrpcClient::CreateActor(const std::string& class_name, const ActorOptions& o) {
+  v1::ActorSpec spec;
+  FillSpec(class_name, o, &spec);
+  return CreateActor(std::move(spec), o.return_pending);
+}
+
+absl::StatusOr<ActorHandle> GrpcClient::CreateActor(v1::ActorSpec spec, bool return_pending) {
   v1::CreateActorRequest req;
-  FillSpec(class_name, o, req.mutable_spec());
-  req.set_return_pending(o.return_pending);
+  if (spec.job_id().empty()) spec.set_job_id(job_id_);
+  *req.mutable_spec() = std::move(spec);
+  req.set_return_pending(return_pending);
   grpc::ClientContext ctx;
   rpc::PrepareCall(&ctx, token_, options_.call_timeout);
   v1::CreateActorReply reply;

@@ -33,6 +33,7 @@ class GrpcClient final : public Client {
 
   absl::StatusOr<ActorHandle> CreateActor(const std::string& class_name,
                                           const ActorOptions& options) override;
+  absl::StatusOr<ActorHandle> CreateActor(v1::ActorSpec spec, bool return_pending) override;
   std::vector<absl::StatusOr<ActorHandle>> CreateActors(
       const std::vector<std::pair<std::string, ActorOptions>>& actors) override;
   absl::StatusOr<ActorHandle> GetActor(const std::string& name, const std::string& ns) override;

@@ -715,3 +715,26 @@ def test_max_pending_calls_bounds_a_handles_calls_in_flight(cluster, tmp_path):
 
     with pytest.raises(TypeError, match="unknown task option max_pending_calls"):
         task.options(max_pending_calls=1)
+
+
+def test_the_binding_takes_the_actor_spec_by_its_field_names(cluster):
+    # The native binding fills v1::ActorSpec from a dict by the proto's field names: a new
+    # option needs no binding code, and a wrong key or kind is refused naming it.
+    from skyrl_runtime import _api
+    from skyrl_runtime._actors import ActorHandle
+    from skyrl_runtime.exceptions import RayError
+
+    client = _api._current().client
+    for spec, field in (({"class_name": "echo", "bogus": 1}, "spec.bogus"),
+                        ({"class_name": "echo", "max_restarts": "2"}, "spec.max_restarts"),
+                        ({"class_name": "echo", "resources": {"CPU": "1"}}, "spec.resources[CPU]"),
+                        ({"class_name": "echo", "fallback_label_selectors": [{"label": {}}]},
+                         "spec.fallback_label_selectors[0].label")):
+        with pytest.raises(RayError, match=field.replace("[", r"\[").replace("]", r"\]")) as e:
+            client.create_actor(spec)
+        assert e.value.code == "INVALID_ARGUMENT"
+    actor_id = client.create_actor({"class_name": "echo", "resources": {"CPU": 0}, "max_restarts": 1,
+                                    "label_selector": {}, "bundle_index": None})
+    info = client.describe(actor_id)
+    assert info["class_name"] == "echo" and info["state"] in ("PENDING", "ALIVE"), info
+    ray.kill(ActorHandle(actor_id, "echo"))
