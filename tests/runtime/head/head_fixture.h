@@ -22,13 +22,21 @@
 
 namespace skyrl::head {
 
+// A test head's options: the test token, a jobs folder `jobs` under the test's temporary
+// folder, and port 0 (any free one) should it serve.
+inline HeadOptions TestHeadOptions(const std::string& jobs) {
+  HeadOptions options;
+  options.port = 0;
+  options.token = "head-test-token-0123456789abcdef";
+  options.jobs_dir = ::testing::TempDir() + "/" + jobs;
+  return options;
+}
+
 // One head incarnation, recovered from `store` (its nodes heartbeat every second, dead after
 // five misses), not serving: tests call the managers directly or serve one service themselves.
 inline std::unique_ptr<Head> OpenTestHead(store::Store& store, const Clock& clock, WorkerClient& workers,
                                           RetentionOptions retention = {}) {
-  HeadOptions options;
-  options.token = "head-test-token-0123456789abcdef";
-  options.jobs_dir = ::testing::TempDir() + "/head-test-jobs";
+  HeadOptions options = TestHeadOptions("head-test-jobs");
   options.retention = retention;
   absl::StatusOr<std::unique_ptr<Head>> head = Head::Open(options, store, workers, clock);
   EXPECT_TRUE(head.ok()) << head.status();

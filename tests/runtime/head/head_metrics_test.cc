@@ -63,10 +63,7 @@ TEST(HeadMetricsTest, AStartedHeadServesThemOverHttpOnlyWhenAsked) {
   store::MemoryStore store;
   FakeClock clock;
   testing::FakeWorkers workers;
-  HeadOptions options;
-  options.port = 0;
-  options.token = "head-test-token-0123456789abcdef";
-  options.jobs_dir = ::testing::TempDir() + "/head-metrics-jobs";
+  HeadOptions options = TestHeadOptions("head-metrics-jobs");
   {
     absl::StatusOr<std::unique_ptr<Head>> off = Head::Open(options, store, workers, clock);
     ASSERT_TRUE(off.ok()) << off.status();

@@ -222,11 +222,8 @@ TEST(HeadTest, AHeadWhoseStoreLostAWriteTakesNoMoreChangesAndSaysWhy) {
   skyrl::testing::FlakyStore flaky(real);
   FakeClock clock;
   testing::FakeWorkers workers;
-  HeadOptions options;
-  options.port = 0;
-  options.token = "head-test-token-0123456789abcdef";
-  options.jobs_dir = ::testing::TempDir() + "/head-store-lost-jobs";
-  absl::StatusOr<std::unique_ptr<Head>> opened = Head::Open(options, flaky, workers, clock);
+  absl::StatusOr<std::unique_ptr<Head>> opened =
+      Head::Open(TestHeadOptions("head-store-lost-jobs"), flaky, workers, clock);
   ASSERT_TRUE(opened.ok()) << opened.status();
   Head& head = **opened;
   ASSERT_TRUE(head.Start().ok());
