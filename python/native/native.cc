@@ -139,6 +139,7 @@ py::dict ActorDict(const v1::ActorInfo& a) {
   py::dict d;
   d["actor_id"] = a.actor_id();
   d["class_name"] = a.spec().class_name();
+  d["max_pending_calls"] = a.spec().max_pending_calls();
   d["name"] = a.spec().name();
   d["namespace"] = a.spec().namespace_();
   std::string state = v1::ActorState_Name(a.state());

@@ -158,8 +158,8 @@ class ActorHandle:
 
     `retries` is max_task_retries; `error`, set when the actor could never be made, fails every
     call's get() with it (Ray reports an infeasible actor at get, not at .remote()).
-    `max_pending_calls` (-1: no limit) bounds the calls of this handle (and its pickled
-    copies, each on its own) whose results are not in yet: one more raises
+    `max_pending_calls` (-1: no limit; the actor's, from its spec) bounds the calls of this
+    handle (and of each pickled copy, on its own) whose results are not in yet: one more raises
     PendingCallsLimitExceeded at .remote(), as in Ray."""
 
     _method_type = ActorMethod
@@ -339,6 +339,7 @@ def _create(class_name, init_args, o, host, handle_type, handle_name, wait=False
             "working_dir": working_dir, "label_selector": selector, "env": env["env_vars"],
             "placement_resources": placement,
             "fallback_label_selectors": [{"labels": f["label_selector"]} for f in o.get("fallback_strategy") or []],
+            "max_pending_calls": max(0, pending),
         }, return_pending=not wait)
     except RayError as e:
         if o.get("get_if_exists") and o.get("name") and e.code == "ALREADY_EXISTS":
@@ -373,8 +374,9 @@ def get_actor(name, namespace=None):
                          f"{info['death_reason']}")
     if info["class_name"] == "python":
         from ._python_actors import PyActorHandle
-        return PyActorHandle(actor_id, "python", methods=_methods.load(state.client, actor_id))
-    return ActorHandle(actor_id, info["class_name"])
+        return PyActorHandle(actor_id, "python", methods=_methods.load(state.client, actor_id),
+                             max_pending_calls=info["max_pending_calls"] or -1)
+    return ActorHandle(actor_id, info["class_name"], max_pending_calls=info["max_pending_calls"] or -1)
 
 
 def kill(actor, *, no_restart=True):

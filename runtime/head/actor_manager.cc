@@ -113,6 +113,8 @@ absl::Status ValidateSpec(v1::ActorSpec& spec) {
   // 1,000 by default as in Ray, waits on its event loop).
   if (spec.max_concurrency() < 0 || spec.max_concurrency() > 100000)
     return absl::InvalidArgumentError("spec.max_concurrency: must be in 0-100000");
+  if (spec.max_pending_calls() < 0)
+    return absl::InvalidArgumentError("spec.max_pending_calls: must be 0 (no limit) or more");
   return absl::OkStatus();
 }
 

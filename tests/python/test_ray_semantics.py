@@ -702,6 +702,16 @@ def test_max_pending_calls_bounds_a_handles_calls_in_flight(cluster, tmp_path):
     open(opened, "w").close()
     assert ray.get([first, second]) == ["through", "through"]
     assert ray.get([gate.wait.remote(opened), gate.wait.remote(opened)]) == ["through", "through"]
+    # A handle from get_actor has the actor's limit too (it is in the actor's spec).
+    named = Gate.options(max_pending_calls=1, name="gate-limited").remote()
+    other = ray.get_actor("gate-limited")
+    shut = str(tmp_path / "shut")
+    held = other.wait.remote(shut)
+    with pytest.raises(ray.exceptions.PendingCallsLimitExceeded, match="max_pending_calls=1"):
+        other.wait.remote(shut)
+    open(shut, "w").close()
+    assert ray.get(held) == "through"
+    ray.kill(named)
     # Without the option, no limit; a bad limit is refused naming it.
     free = Gate.remote()
     assert ray.get([free.wait.remote(opened) for _ in range(8)]) == ["through"] * 8

@@ -510,6 +510,28 @@ TEST(ActorManagerTest, PlacementResourcesMustBeFreeButAreNotHeld) {
       << refused.status();
 }
 
+// max_pending_calls is kept in the spec for every client (0: no limit); a negative one is
+// refused naming it, and nothing is recorded.
+TEST(ActorManagerTest, TheSpecKeepsMaxPendingCallsAndRefusesANegativeOne) {
+  store::MemoryStore store;
+  FakeClock clock;
+  testing::FakeWorkers workers;
+  auto head = OpenTestHead(store, clock, workers);
+  AddGpuNode(*head, 3000, 1);
+  v1::ActorSpec spec = Spec("echo", 0);
+  spec.set_max_pending_calls(3);
+  absl::StatusOr<v1::ActorInfo> a = head->actors().Create(spec);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(head->actors().Get(*ActorId::Parse(a->actor_id()))->spec().max_pending_calls(), 3);
+  EXPECT_EQ(workers.Started().back().spec().max_pending_calls(), 3);
+  spec.set_max_pending_calls(-1);
+  absl::StatusOr<v1::ActorInfo> refused = head->actors().Create(spec);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("spec.max_pending_calls"), absl::string_view::npos)
+      << refused.status();
+  EXPECT_EQ(head->actors().List().size(), 1u);
+}
+
 TEST(ActorManagerTest, AStartNamesTheOwningJobAndTheNodeButNotForDetachedActors) {
   store::MemoryStore store;
   FakeClock clock;
