@@ -635,7 +635,9 @@ void ActorManager::StartRestart(const ActorId& id, std::optional<ProcessAt> stop
                                 absl::Duration delay) {
   if (!stop_first) return Enqueue(id, actors_.at(id).spec(), delay);
   const ActorStart start{stop_first->actor_id.ToString(), stop_first->incarnation};
-  awaited_stops_[start] = AwaitedStop{.at = *stop_first, .delay = delay};
+  absl::StatusOr<NodeId> node = NodeId::Parse(stop_first->node_id);
+  awaited_stops_[start] =
+      AwaitedStop{.at = *stop_first, .node = node.ok() ? std::optional(*node) : std::nullopt, .delay = delay};
   QueueStopTry(start, absl::ZeroDuration());
 }
 
@@ -653,12 +655,12 @@ DemandQueue::Outcome ActorManager::TryStop(const ActorStart& start) {
     auto it = awaited_stops_.find(start);
     if (it == awaited_stops_.end() || stopping_) return DemandQueue::Outcome::kGone;
     const ProcessAt& at = it->second.at;
+    const std::optional<NodeId>& node_id = it->second.node;
     // Gone for good: a confirmed death means its worker fenced its actors, or their lease ran
     // out (NodeManager); a stop its worker reported through a heartbeat is done.
     std::optional<v1::NodeInfo> node = nodes_.Find(at.node_id);
-    absl::StatusOr<NodeId> node_id = NodeId::Parse(at.node_id);
     if (!node || (node->state() != v1::NODE_ALIVE && !nodes_.DeathUnconfirmed(at.node_id)) ||
-        (node_id.ok() && stops_.Reported(*node_id, start))) {
+        (node_id && stops_.Reported(*node_id, start))) {
       ResolveStopLocked(start);
       return DemandQueue::Outcome::kGone;
     }
@@ -687,8 +689,7 @@ void ActorManager::OnStopAnswer(const ActorStart& start, const absl::Status& s) 
   if (s.ok() || absl::IsNotFound(s)) return ResolveStopLocked(start);
   AwaitedStop& w = it->second;
   // Also asked through the node's heartbeats: a worker the head cannot reach may reach it.
-  if (absl::StatusOr<NodeId> node = NodeId::Parse(w.at.node_id); node.ok() && w.tries == 0)
-    stops_.Request(*node, start);
+  if (w.node && w.tries == 0) stops_.Request(*w.node, start);
   // (Killed meanwhile, the actor starts nowhere after this; its process is stopped all the same.)
   if (auto a = actors_.find(w.at.actor_id);
       !w.said && a != actors_.end() && a->second.state() == v1::ACTOR_RESTARTING) {
@@ -711,7 +712,7 @@ void ActorManager::ResolveStopLocked(const ActorStart& start) {
   if (it == awaited_stops_.end()) return;
   const AwaitedStop w = std::move(it->second);
   awaited_stops_.erase(it);
-  if (absl::StatusOr<NodeId> node = NodeId::Parse(w.at.node_id); node.ok()) stops_.Forget(*node, start);
+  if (w.node) stops_.Forget(*w.node, start);
   // A process left from an interrupted start no longer runs: the restart may start another.
   if (auto a = actors_.find(w.at.actor_id); a != actors_.end() && !stopping_)
     Enqueue(w.at.actor_id, a->second.spec(), w.delay);
@@ -720,7 +721,7 @@ void ActorManager::ResolveStopLocked(const ActorStart& start) {
 void ActorManager::OnStopReported(const NodeId& node, const ActorStart& start) {
   absl::MutexLock lock(&mu_);  // (no actor dies here)
   auto it = awaited_stops_.find(start);
-  if (it != awaited_stops_.end() && it->second.at.node_id == node.ToString()) ResolveStopLocked(start);
+  if (it != awaited_stops_.end() && it->second.node == node) ResolveStopLocked(start);
 }
 
 void ActorManager::OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit) {
@@ -758,7 +759,7 @@ void ActorManager::OnNodeDead(const NodeId& node, const std::string& reason) {
   // Its processes are stopped: the restarts waiting for one of them may go on.
   std::vector<ActorStart> stopped;
   for (const auto& [start, w] : awaited_stops_)
-    if (w.at.node_id == node.ToString()) stopped.push_back(start);
+    if (w.node == node) stopped.push_back(start);
   for (const ActorStart& start : stopped) ResolveStopLocked(start);
   std::vector<ActorId> hit;
   for (const auto& [id, a] : actors_)

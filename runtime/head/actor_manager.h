@@ -30,7 +30,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <variant>
 #include <vector>
 
@@ -177,7 +176,8 @@ class ActorManager {
   // clock, 200 ms after the first failure, doubling up to 2 s; no thread waits.
   struct AwaitedStop {
     ProcessAt at;
-    absl::Duration delay;  // the restart's own delay, once the process is stopped
+    std::optional<NodeId> node;  // at.node_id, parsed once (none: not a node id)
+    absl::Duration delay;        // the restart's own delay, once the process is stopped
     int tries = 0;
     bool said = false;  // the actor's pending_reason says what it waits for
   };

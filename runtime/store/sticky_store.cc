@@ -70,8 +70,10 @@ absl::StatusOr<bool> StickyStore::CompareAndSet(absl::string_view table, absl::s
 
 absl::Status StickyStore::Apply(const std::vector<Write>& batch) {
   if (absl::Status r = Refusal(); !r.ok()) return r;
-  if (batch.empty()) return inner_.Apply(batch);
-  return Note(inner_.Apply(batch), "apply", batch.front().table,
+  absl::Status s = inner_.Apply(batch);
+  if (s.ok() || batch.empty()) return s;
+  // The batch named by its first write (built only on a failure).
+  return Note(std::move(s), "apply", batch.front().table,
               batch.size() == 1 ? batch.front().key
                                 : absl::StrCat(batch.front().key, " and ", batch.size() - 1, " more"));
 }
