@@ -380,20 +380,28 @@ class Error(RuntimeError):
       .def(
           "call_async",
           [](Client& c, const std::string& actor_id, const std::string& method, py::object args,
-             std::optional<double> timeout) {
+             std::optional<double> timeout, int retries, const std::string& retry_tags) {
             std::string a = Join(args);
+            CallOptions o;
+            // As in Ray, a call without a timeout has no deadline: get(timeout=) bounds the
+            // wait, not the call, and a training step may take an hour.
+            o.timeout = timeout ? Seconds(*timeout) : absl::InfiniteDuration();
+            o.retries = retries;
+            if (!retry_tags.empty())
+              o.retry_result = [retry_tags](const std::string& r) {
+                return !r.empty() && retry_tags.find(r[0]) != std::string::npos;
+              };
             std::future<absl::StatusOr<std::string>> f;
             {
               py::gil_scoped_release release;
-              // As in Ray, a call without a timeout has no deadline: get(timeout=) bounds the
-              // wait, not the call, and a training step may take an hour.
-              f = c.CallAsync(ActorHandle{actor_id}, method, a,
-                              timeout ? Seconds(*timeout) : absl::InfiniteDuration());
+              f = c.CallAsync(ActorHandle{actor_id}, method, a, std::move(o));
             }
             return std::make_shared<CallFuture>(std::move(f));
           },
           py::arg("actor_id"), py::arg("method"), py::arg("args") = py::bytes(),
-          py::arg("timeout") = py::none())
+          py::arg("timeout") = py::none(), py::arg("retries") = 0, py::arg("retry_tags") = std::string(),
+          "Calls the method; never waits. `retries` is max_task_retries (-1: without end); a result "
+          "whose first byte is one of `retry_tags` is made again as a failure would be (retry_exceptions)")
       .def(
           "kv_put",
           [](Client& c, const std::string& key, const std::string& value) {

@@ -3,11 +3,8 @@ actor hosts serve (C++ classes registered with SKYRL_REGISTER_ACTOR)."""
 
 import os
 import threading
-import time
 
-import cloudpickle
-
-from . import _api, _native, _wire
+from . import _api, _wire
 from . import _methods, _options
 from ._refs import refs_of
 from .exceptions import PendingCallsLimitExceeded, RayError
@@ -50,127 +47,26 @@ class _Failed:
         raise self._error
 
 
-class _Retrying:
-    """A call's result, made again (up to `retries` times; -1: without end) when the actor
-    died under it (UNAVAILABLE: it may be restarting); the method's own errors are results
-    and are not retried. As Ray's max_task_retries and tasks' max_retries."""
-
-    def __init__(self, submit, retries, first=None, retry_exceptions=False):
-        self._submit = submit
-        self._left = retries
-        self._f = first if first is not None else submit()
-        self._lock = threading.Lock()  # readers in several threads submit a retry once
-        # Ray's retry_exceptions: False, True (any exception) or a list of classes.
-        self._retry_exceptions = retry_exceptions
-
-    def done(self):
-        return self._f.done()
-
-    def view(self, timeout=None):
-        with _methods.exclusive(self._lock, timeout) as left:
-            while True:
-                try:
-                    payload = self._f.view(left)
-                except _native.Error as e:
-                    if e.code != "UNAVAILABLE" or self._left == 0:
-                        raise
-                else:
-                    if self._left == 0 or not self._retry_exceptions or not self._raised_retryable(payload):
-                        return payload
-                self._left -= 1
-                self._f = self._submit()
-
-    def _raised_retryable(self, payload):
-        """Whether the result is an exception that retry_exceptions says to run again for."""
-        if len(payload) == 0 or memoryview(payload)[0] != _wire.ERROR:
-            return False
-        if self._retry_exceptions is True:
-            return True
-        blob = _wire.decode(payload)[1][0]
-        try:
-            exc = cloudpickle.loads(blob) if blob is not None else None
-        except Exception:  # noqa: BLE001 - a class that does not unpickle here matches nothing
-            return False
-        return isinstance(exc, tuple(self._retry_exceptions))
-
-
-class _Deferred:
-    """A call queued behind the actor's start: the native future once the call is sent."""
-
-    def __init__(self):
-        self._sent = threading.Event()
-        self._f = None
-
-    def send(self, future):
-        self._f = future
-        self._sent.set()
-
-    def done(self):
-        return self._sent.is_set() and self._f.done()
-
-    def view(self, timeout=None):
-        start = time.monotonic()
-        if not self._sent.wait(timeout):
-            raise _native.Error("DEADLINE_EXCEEDED", f"no result within {timeout} s (the actor is still starting)")
-        return self._f.view(None if timeout is None else max(0.0, timeout - (time.monotonic() - start)))
-
-
-class _Starting:
-    """Calls on an actor whose start goes on in the background: sent in order by one thread
-    (the first send waits while the client looks the actor up), so .remote() returns at once
-    as in Ray. Once every queued call is sent, the handle calls directly."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.queue = []
-        self.thread = None
-
-    def submit(self, handle, method, payload, timeout):
-        """The call's future, or None when the handle calls directly by now."""
-        d = _Deferred()
-        with self.lock:
-            if handle._starting is not self:
-                return None
-            self.queue.append((method, payload, timeout, d))
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._drain, args=(handle,), daemon=True,
-                                               name=f"skyrl-start-{handle._actor_id}")
-                self.thread.start()
-        return d
-
-    def _drain(self, handle):
-        while True:
-            with self.lock:
-                if not self.queue:
-                    handle._starting = None  # from now on, calls go straight out
-                    return
-                method, payload, timeout, d = self.queue.pop(0)
-            try:
-                d.send(_api._current().client.call_async(handle._actor_id, method, payload, timeout))
-            except BaseException as e:  # noqa: BLE001 - the caller's get() raises it
-                d.send(_Failed(e))
-
-
 class ActorHandle:
     """An actor. Methods are attributes: handle.echo.remote(b"hi"). Pickles (to its id), so
     it can be passed to other actors and tasks. This class calls C++ actors (bytes in and out);
     Python actors' handles (_python_actors.PyActorHandle) differ only in their methods.
 
-    `retries` is max_task_retries; `error`, set when the actor could never be made, fails every
-    call's get() with it (Ray reports an infeasible actor at get, not at .remote()).
+    `retries` is max_task_retries (the client makes a call again when the actor died under it);
+    `error`, set when the actor could never be made, fails every call's get() with it (Ray
+    reports an infeasible actor at get, not at .remote()). Calls made while the actor starts
+    wait in the client, in order, and .remote() returns at once, as in Ray.
     `max_pending_calls` (-1: no limit; the actor's, from its spec) bounds the calls of this
     handle (and of each pickled copy, on its own) whose results are not in yet: one more raises
     PendingCallsLimitExceeded at .remote(), as in Ray."""
 
     _method_type = ActorMethod
 
-    def __init__(self, actor_id, class_name, retries=0, error=None, starting=False, methods=None,
-                 max_pending_calls=-1):
+    def __init__(self, actor_id, class_name, retries=0, error=None, methods=None, max_pending_calls=-1):
         self._actor_id = actor_id
         self._class_name = class_name
         self._retries = retries
         self._error = error
-        self._starting = _Starting() if starting else None
         self._methods = methods or {}  # method name: its @method options (_methods.py)
         self._max_pending = max_pending_calls
         self._pending = []  # the futures of calls not known to be done (with a limit only)
@@ -195,16 +91,10 @@ class ActorHandle:
         return refs_of(future, decode, what, num_returns)
 
     def _send(self, method, payload, timeout, retries, retry_exceptions):
-        """Sends the call (queued behind the actor's start while it starts); its future."""
-        starting = self._starting
-        first = starting.submit(self, method, payload, timeout) if starting is not None else None
-        if first is None:
-            first = _api._current().client.call_async(self._actor_id, method, payload, timeout)
+        """Sends the call (the client holds it while the actor starts); its future."""
         retries = self._retries if retries is None else retries
-        if retries == 0:
-            return first
-        submit = lambda: _api._current().client.call_async(self._actor_id, method, payload, timeout)  # noqa: E731
-        return _Retrying(submit, retries, first, retry_exceptions)
+        return _api._current().client.call_async(self._actor_id, method, payload, timeout, retries,
+                                                 _wire.retry_tags(retry_exceptions))
 
     def __getattr__(self, name):
         if name.startswith("_") and name not in _RAY_METHODS:
@@ -226,8 +116,8 @@ class ActorHandle:
         return hash(self._actor_id) if self._actor_id else id(self)
 
     def __reduce__(self):
-        return (type(self), (self._actor_id, self._class_name, self._retries, self._error, self._starting is not None,
-                             self._methods, self._max_pending))
+        return (type(self), (self._actor_id, self._class_name, self._retries, self._error, self._methods,
+                             self._max_pending))
 
     def _describe(self):
         return _api._current().client.describe(self._actor_id)
@@ -355,7 +245,7 @@ def _create(class_name, init_args, o, host, handle_type, handle_name, wait=False
         state.own("actors", actor_id)
     if methods and o.get("name"):
         _methods.store(state.client, actor_id, methods)
-    return handle_type(actor_id, handle_name, retries, starting=not wait, methods=methods, max_pending_calls=pending)
+    return handle_type(actor_id, handle_name, retries, methods=methods, max_pending_calls=pending)
 
 
 def get_actor(name, namespace=None):

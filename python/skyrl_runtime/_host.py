@@ -183,6 +183,7 @@ _exited = None  # why, once a method called exit_actor(): every later call fails
 def _dispatch(obj, method, payload):
     global _exited
     current.call = (next(_calls), method, None)
+    meta = {}
     try:
         if _exited:
             return _exited_error(_exited)
@@ -219,7 +220,9 @@ def _dispatch(obj, method, payload):
             blob = cloudpickle.dumps(e)
         except Exception:
             blob = None
-        return _wire.encode_error((blob, type(e).__name__, str(e), tb))
+        retry_on = meta.get("retry_on")  # the caller's retry_exceptions classes, when a list
+        return _wire.encode_error((blob, type(e).__name__, str(e), tb),
+                                  retry=bool(retry_on) and isinstance(e, tuple(retry_on)))
     finally:
         current.call = None
 

@@ -70,13 +70,16 @@ class PyActorMethod:
         options = self._handle._methods.get(self._name, {}) if self._options is None else self._options
         # A call in a concurrency group, or with a name of its own, says so (_host.py reads it).
         meta = {k: options[k] for k in ("concurrency_group", "name") if options.get(k) is not None}
+        retry_exceptions = options.get("retry_exceptions", False)
+        if retry_exceptions and retry_exceptions is not True:
+            meta["retry_on"] = tuple(retry_exceptions)  # the host tags those RETRY (_wire.py)
         try:
             payload = _wire.encode((args, kwargs, meta) if meta else (args, kwargs))
         except Exception as e:
             raise TypeError(f"{self._handle._class_name}.{self._name}.remote: an argument does not pickle: {e}") from None
         return self._handle._call(self._name, payload, _decode, retries=options.get("max_task_retries"),
                                   num_returns=options.get("num_returns", 1),
-                                  retry_exceptions=options.get("retry_exceptions", False))
+                                  retry_exceptions=retry_exceptions)
 
 
 class PyActorHandle(ActorHandle):

@@ -14,8 +14,8 @@ import time
 import cloudpickle
 
 from . import _api, _methods, _options
-from ._actors import _Retrying, kill
-from ._python_actors import PyActorClass
+from ._actors import kill
+from ._python_actors import PyActorClass, PyActorMethod
 from ._refs import lend_cpu, reclaim_cpu, refs_of, resolve_argument
 from .exceptions import RayError
 
@@ -145,7 +145,10 @@ class _Pool:
                 pass
         return len(idle)
 
-    def submit(self, fn_blob, args, kwargs, meta=None):
+    def submit(self, fn_blob, args, kwargs, meta=None, retries=0, retry_exceptions=False):
+        """The task's ref. The client makes its call again (on the same executor, restarted)
+        when the executor dies under it, `retries` times (-1: without end), and for the
+        exceptions `retry_exceptions` names, as Ray's max_retries and retry_exceptions."""
         with self._lock:
             slot = next((s for s in self._slots if s[1] is None or s[1]._future.done()), None)
             if slot is None and len(self._slots) < self._limit():
@@ -153,7 +156,9 @@ class _Pool:
             if slot is None:
                 slot = self._slots[self._turn % len(self._slots)]
                 self._turn += 1
-            ref = slot[0].run.remote(fn_blob, args, kwargs, meta)
+            run = slot[0].run if retries == 0 else PyActorMethod(
+                slot[0], "run", {"max_task_retries": retries, "retry_exceptions": retry_exceptions})
+            ref = run.remote(fn_blob, args, kwargs, meta)
             slot[1] = ref
             slot[2] += 1
             if self._max_calls and slot[2] >= self._max_calls:
@@ -219,15 +224,8 @@ class RemoteFunction:
         with _LOCK:
             pool = pools.get(key) or pools.setdefault(key, _Pool(shape))
         meta = self._meta()
-        first = pool.submit(self._blob, args, kwargs, meta)
-        what = f"{self._fn.__name__}()"
-        num_returns = self._options.get("num_returns", 1)
-        if retries == 0:
-            return refs_of(first._future, first._decode, what, num_returns)
-        futures = iter([first._future])
-        submit = lambda: next(futures, None) or pool.submit(self._blob, args, kwargs, meta)._future  # noqa: E731
-        return refs_of(_Retrying(submit, retries, retry_exceptions=self._options.get("retry_exceptions", False)),
-                       first._decode, what, num_returns)
+        ref = pool.submit(self._blob, args, kwargs, meta, retries, self._options.get("retry_exceptions", False))
+        return refs_of(ref._future, ref._decode, f"{self._fn.__name__}()", self._options.get("num_returns", 1))
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"{self._fn.__name__} is a remote function: call it with {self._fn.__name__}.remote(...)")

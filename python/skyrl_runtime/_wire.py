@@ -4,6 +4,8 @@ and read in place on the other side, never element by element in Python.
 
 A payload is one tag byte, then:
   VALUE, ERROR: the pickle.
+  RETRY:        an ERROR whose exception is one the caller asked to retry for (a call's
+                meta "retry_on"): the client makes such a call again without reading it.
   BUFFERS:      u32 n, u64 pickle length, n u64 buffer lengths, the pickle, then the n buffers,
                 each starting at a multiple of 64 bytes from the payload's start.
 encode() returns the payload as a list of parts (the C++ side joins them); decode() reads a
@@ -17,7 +19,7 @@ import sys
 
 import cloudpickle
 
-VALUE, ERROR, BUFFERS = 0, 1, 2
+VALUE, ERROR, BUFFERS, RETRY = 0, 1, 2, 3
 _ALIGN = 64
 _PAD = bytes(_ALIGN)
 
@@ -103,9 +105,18 @@ def decode_value(payload):
     return value
 
 
-def encode_error(obj):
-    """The payload of an error report (pickled in-band)."""
-    return b"\x01" + cloudpickle.dumps(obj)
+def encode_error(obj, retry=False):
+    """The payload of an error report (pickled in-band); tagged RETRY when `retry`."""
+    return (b"\x03" if retry else b"\x01") + cloudpickle.dumps(obj)
+
+
+def retry_tags(retry_exceptions):
+    """The tags of results a call with Ray's `retry_exceptions` makes again (the client
+    reads only the first byte): any error for True, those the actor found in the call's
+    "retry_on" classes for a list, none for False."""
+    if retry_exceptions is True:
+        return bytes((ERROR, RETRY))
+    return bytes((RETRY,)) if retry_exceptions else b""
 
 
 def decode(payload):
@@ -113,7 +124,7 @@ def decode(payload):
     view = memoryview(payload)
     tag = view[0]
     if tag != BUFFERS:
-        return tag, pickle.loads(view[1:])
+        return (ERROR if tag == RETRY else tag), pickle.loads(view[1:])
     n, body_len = struct.unpack_from("<IQ", view, 1)
     lengths = struct.unpack_from(f"<{n}Q", view, 13)
     at = 13 + 8 * n

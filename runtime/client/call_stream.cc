@@ -47,7 +47,7 @@ void CallStream::Start() {
 }
 
 bool CallStream::Enqueue(absl::string_view method, absl::string_view args, absl::Duration timeout,
-                         std::promise<CallResult>& done) {
+                         CallDone& done) {
   bool write, earliest = false;
   const absl::Time deadline = absl::Now() + timeout;
   {
@@ -190,13 +190,13 @@ void CallStream::OnReadDone(bool ok) {
     PopAnsweredLocked();
   }
   // Completed outside mu_: a waiter may call again at once.
-  for (auto& [done, result] : completions_) done.set_value(std::move(result));
+  for (auto& [done, result] : completions_) done(std::move(result));
   completions_.clear();
   StartRead(&in_);
 }
 
 absl::Time CallStream::Expire(absl::Time now, bool* expired_any) {
-  std::vector<std::pair<std::promise<CallResult>, absl::Status>> expired;
+  std::vector<std::pair<CallDone, absl::Status>> expired;
   absl::Time earliest = absl::InfiniteFuture();
   {
     absl::MutexLock lock(&mu_);
@@ -219,13 +219,13 @@ absl::Time CallStream::Expire(absl::Time now, bool* expired_any) {
     PopAnsweredLocked();
   }
   if (expired_any != nullptr) *expired_any = !expired.empty();
-  for (auto& [done, status] : expired) done.set_value(status);
+  for (auto& [done, status] : expired) done(status);
   return earliest;
 }
 
-std::vector<std::promise<CallResult>> CallStream::TakeUnansweredLocked() {
+std::vector<CallDone> CallStream::TakeUnansweredLocked() {
   ended_ = true;
-  std::vector<std::promise<CallResult>> unanswered;
+  std::vector<CallDone> unanswered;
   for (Slot& slot : slots_)
     if (!slot.answered) unanswered.push_back(std::move(slot.done));
   first_id_ += slots_.size();
@@ -235,7 +235,7 @@ std::vector<std::promise<CallResult>> CallStream::TakeUnansweredLocked() {
 }
 
 void CallStream::Shutdown(const absl::Status& why) {
-  std::vector<std::promise<CallResult>> unanswered;
+  std::vector<CallDone> unanswered;
   bool release, cancel;
   {
     absl::MutexLock lock(&mu_);
@@ -243,7 +243,7 @@ void CallStream::Shutdown(const absl::Status& why) {
     release = ReleaseHoldLocked();
     cancel = !done_;
   }
-  for (auto& done : unanswered) done.set_value(why);
+  for (auto& done : unanswered) done(why);
   // The context holds its own reference to the call, so cancelling a finished call is harmless.
   if (cancel) ctx_.TryCancel();
   if (release) RemoveHold();

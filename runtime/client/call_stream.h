@@ -27,12 +27,14 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <optional>
 #include <memory>
 #include <queue>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -41,6 +43,25 @@
 namespace skyrl::client_internal {
 
 using CallResult = absl::StatusOr<std::string>;
+// What a call's result (or failure) is handed to, exactly once: its caller's promise, or a
+// function (the client's retry logic). A promise costs no allocation of its own.
+class CallDone {
+ public:
+  CallDone() = default;
+  explicit CallDone(std::promise<CallResult> promise) : promise_(std::move(promise)) {}
+  explicit CallDone(absl::AnyInvocable<void(CallResult)> then) : then_(std::move(then)) {}
+  void operator()(CallResult result) {
+    if (promise_) {
+      promise_->set_value(std::move(result));
+    } else if (then_) {
+      then_(std::move(result));
+    }
+  }
+
+ private:
+  std::optional<std::promise<CallResult>> promise_;
+  absl::AnyInvocable<void(CallResult)> then_;
+};
 
 // Upper bound of what one StreamedCall adds to its batch besides its method and args bytes.
 inline constexpr size_t kCallOverhead = 64;
@@ -56,7 +77,7 @@ struct StreamEnd {
   std::string actor_id;
   std::string address;
   grpc::Status status;
-  std::vector<std::promise<CallResult>> unanswered;
+  std::vector<CallDone> unanswered;
 };
 
 struct CallStreamOptions {
@@ -92,8 +113,7 @@ class CallStream final : public grpc::ClientBidiReactor<v1::ActorCallBatch, v1::
   // ended: `done` is untouched and the caller opens a new stream. Args that do not fit in one
   // message go as consecutive parts (StreamedCall.more). Precondition: the method name leaves
   // room for args (method.size() + kCallOverhead < max_message_bytes).
-  bool Enqueue(absl::string_view method, absl::string_view args, absl::Duration timeout,
-               std::promise<CallResult>& done);
+  bool Enqueue(absl::string_view method, absl::string_view args, absl::Duration timeout, CallDone& done);
 
   // Fails the calls whose deadline is past `now`; returns the earliest deadline still in the
   // heap (InfiniteFuture when none). That may be the deadline of a call answered meanwhile
@@ -120,7 +140,7 @@ class CallStream final : public grpc::ClientBidiReactor<v1::ActorCallBatch, v1::
              CallStreamOptions options);
 
   struct Slot {
-    std::promise<CallResult> done;
+    CallDone done;
     absl::Duration timeout;  // for the error; the deadline is in deadlines_
     std::string method;
     std::string parts;  // a result arriving in parts: those so far
@@ -140,17 +160,17 @@ class CallStream final : public grpc::ClientBidiReactor<v1::ActorCallBatch, v1::
   void PopAnsweredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether call `id` has its result (or failed, or was handed over): no slot, or answered.
   bool SettledLocked(uint64_t id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ends the stream for new calls and hands over the promises of every call not answered.
-  std::vector<std::promise<CallResult>> TakeUnansweredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the stream for new calls and hands over the completions of every call not answered.
+  std::vector<CallDone> TakeUnansweredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<v1::ActorService::Stub> stub_;
   const std::shared_ptr<std::atomic<uint64_t>> next_seq_;
   const CallStreamOptions options_;
   grpc::ClientContext ctx_;
-  std::shared_ptr<CallStream> self_;  // set by Create, released by OnDone
-  v1::ActorResultBatch in_;           // the reader's (one read in flight at a time)
-  v1::ActorCallBatch out_;            // the writer's (one write in flight at a time)
-  std::vector<std::pair<std::promise<CallResult>, CallResult>> completions_;  // the reader's scratch
+  std::shared_ptr<CallStream> self_;                          // set by Create, released by OnDone
+  v1::ActorResultBatch in_;                                   // the reader's (one read in flight at a time)
+  v1::ActorCallBatch out_;                                    // the writer's (one write in flight at a time)
+  std::vector<std::pair<CallDone, CallResult>> completions_;  // the reader's scratch
 
   absl::Mutex mu_;
   // Slot i is call id first_id_ + i; answered slots at the front are popped.

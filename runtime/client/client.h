@@ -5,22 +5,23 @@
 // - a call that fails because the actor died returns "actor died: <reason>": Unavailable while
 //   it restarts, FailedPrecondition when it is DEAD for good (Ray's ActorUnavailableError and
 //   ActorDiedError);
-// - the next call waits (up to `restart_wait`) for a RESTARTING actor to be ALIVE again, then
-//   goes to its new address;
-// - a call to a DEAD actor fails at once with FailedPrecondition "actor is dead: <reason>";
-//   once the head has evicted the record (skyrl-head --keep-terminal), NotFound.
+// - calls made while the actor is PENDING or RESTARTING wait in the client (up to
+//   `restart_wait`) until it is ALIVE, then go to its address in the order they were made;
+//   CallAsync itself never waits;
+// - a call to a DEAD actor fails with FailedPrecondition "actor is dead: <reason>"; once the
+//   head has evicted the record (skyrl-head --keep-terminal), NotFound.
 //
 // Every call (Call is CallAsync(...).get()) is queued on this client's one CallStream to the
-// actor's process (opened on first use, again after it ends). Calls queued while the previous message was on
-// the
-//   wire go out together in one message, and results come back the same way, so many calls
-//   in flight cost a few RPC messages instead of one RPC each. Futures are completed on
-//   gRPC's callback threads (results) or on the client's two own threads (deadlines,
-//   failures). Every call has its own deadline (DEADLINE_EXCEEDED; the stream and the other
-//   calls go on); when the stream breaks, every call not yet answered fails with the same
-//   explanation ("actor died: <reason>" when the head says so), asked once. While calls are
-//   in flight the connection is pinged (ClientOptions.keepalive_*), so a frozen or cut-off
-//   process fails them as unreachable before their deadlines.
+// actor's process (opened on first use, again after it ends). Calls queued while the previous
+// message was on the wire go out together in one message, and results come back the same
+// way, so many calls in flight cost a few RPC messages instead of one RPC each. Futures are
+// completed on gRPC's callback threads (results, look-ups) or on the client's three own
+// threads (deadlines, failures, retries). Every call has its own deadline (DEADLINE_EXCEEDED;
+// the stream and the other calls go on); when the stream breaks, every call not yet answered
+// fails with the same explanation ("actor died: <reason>" when the head says so), asked once,
+// or is made again when its CallOptions.retries allow. While calls are in flight the
+// connection is pinged (ClientOptions.keepalive_*), so a frozen or cut-off process fails them
+// as unreachable before their deadlines.
 // With max_concurrency 1, calls of one Client run in the order they were made (each carries
 // this client's sequence number for the actor's incarnation, kept across streams).
 // Arguments bigger than one message (ClientOptions.max_message_bytes) fail at once with
@@ -31,6 +32,7 @@
 // gRPC implementation (runtime/client/grpc_client.h).
 #pragma once
 
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -117,6 +119,22 @@ struct ClientOptions {
   absl::Duration keepalive_timeout = absl::Seconds(10);
 };
 
+// How one call is made.
+struct CallOptions {
+  // The call's deadline, counted from when it goes out to the actor (InfiniteDuration: none);
+  // zero: ClientOptions.call_timeout. A deadline fails the call, never retries it.
+  absl::Duration timeout = absl::ZeroDuration();
+  // Ray's max_task_retries: the call is made again, up to this many times (-1: without end),
+  // when it fails with Unavailable (the actor died under it and may restart, or could not be
+  // reached) or when `retry_result` says so of its result. Each retry waits a little longer
+  // (5 ms, doubling, at most 1 s) and goes to wherever the actor is then. A retry runs after
+  // calls made since: only the first attempt keeps its place in the order.
+  int retries = 0;
+  // A result (not an error) that asks to be made again, retries permitting: Ray's
+  // retry_exceptions, for results that carry an exception. Called on the client's threads.
+  std::function<bool(const std::string& result)> retry_result;
+};
+
 class Client {
  public:
   // `head` is HOST:PORT; `token` the cluster token (see rpc::LoadToken).
@@ -185,15 +203,26 @@ class Client {
                                    const std::string& args, absl::Duration timeout) {
     return CallAsync(actor, method, args, timeout).get();
   }
-  // One call on the actor's CallStream; the future holds the result. Returns at once unless
-  // the actor's address must be looked up first (then it waits as Call does).
-  virtual std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor,
-                                                             const std::string& method,
-                                                             const std::string& args) = 0;
+  // One call on the actor's CallStream; the future holds the result. Never blocks: a call to
+  // an actor whose address is not known yet (starting, restarting, moved) waits in this
+  // client, in the order it was made, while the client asks the head where the actor is;
+  // then it goes out ahead of any later call. A call whose actor stays PENDING or RESTARTING
+  // for ClientOptions.restart_wait fails with Unavailable saying so; one to a DEAD actor
+  // fails with FailedPrecondition.
   virtual std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor,
                                                              const std::string& method,
                                                              const std::string& args,
-                                                             absl::Duration timeout) = 0;
+                                                             CallOptions options) = 0;
+  std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor, const std::string& method,
+                                                     const std::string& args) {
+    return CallAsync(actor, method, args, CallOptions{});
+  }
+  std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor, const std::string& method,
+                                                     const std::string& args, absl::Duration timeout) {
+    CallOptions o;
+    o.timeout = timeout;
+    return CallAsync(actor, method, args, std::move(o));
+  }
 
   // Protobuf messages as arguments and results: serializes `request`, parses the result as
   // `Reply`; a result that does not parse is Internal naming the type.

@@ -16,6 +16,8 @@
 namespace skyrl {
 namespace {
 
+using client_internal::CallDone;
+using client_internal::CallResult;
 using client_internal::CallStream;
 using client_internal::StreamEnd;
 
@@ -75,12 +77,36 @@ GrpcClient::GrpcClient(const std::string& head, std::string token, ClientOptions
       groups_(v1::PlacementGroupService::NewStub(rpc::MakeChannel(head))),
       kv_(v1::KvService::NewStub(rpc::MakeChannel(head))),
       expirer_([this] { ExpireLoop(); }),
-      explainer_([this] { FailureLoop(); }) {}
+      explainer_([this] { FailureLoop(); }),
+      resolver_([this] { ResolveLoop(); }) {}
 
 GrpcClient::~GrpcClient() {
+  std::vector<HeldCallPtr> held;
   {
     absl::MutexLock lock(&mu_);
-    shutting_down_ = true;  // no new streams from here on
+    shutting_down_ = true;  // no new streams, look-ups or retries from here on
+    for (auto it = routes_.begin(); it != routes_.end();) {
+      auto here = it++;
+      if (!here->second.resolving) continue;
+      for (HeldCallPtr& call : here->second.waiting) held.push_back(std::move(call));
+      routes_.erase(here);
+    }
+    for (; !timers_.empty(); timers_.pop())
+      if (timers_.top().call != nullptr) held.push_back(timers_.top().call);
+    for (auto& [l, owned] : lookups_) l->ctx.TryCancel();
+  }
+  for (HeldCallPtr& call : held) call->done(absl::CancelledError("the client is shutting down"));
+  {
+    // A look-up's callback uses this client until it leaves lookups_.
+    absl::MutexLock lock(&mu_);
+    while (!lookups_.empty()) resolver_cv_.Wait(&mu_);
+    resolver_stop_ = true;
+  }
+  resolver_cv_.SignalAll();
+  resolver_.join();
+  {
+    absl::MutexLock lock(&mu_);
+    answered_.clear();
   }
   {
     absl::MutexLock lock(&streams_mu_);
@@ -299,43 +325,8 @@ absl::Status GrpcClient::KillActor(const ActorHandle& actor, bool restart) {
   v1::KillActorByIdReply reply;
   absl::Status s = rpc::FromGrpc(head_->KillActor(&ctx, req, &reply));
   absl::MutexLock lock(&mu_);
-  routes_.erase(actor.actor_id);
+  ForgetRouteLocked(actor.actor_id);
   return s;
-}
-
-absl::StatusOr<GrpcClient::Route> GrpcClient::Resolve(const std::string& actor_id) {
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = routes_.find(actor_id);
-    if (it != routes_.end()) return it->second;
-  }
-  const absl::Time start = absl::Now();
-  const absl::Time deadline = start + options_.restart_wait;
-  while (true) {
-    absl::StatusOr<v1::ActorInfo> info = Describe({actor_id});
-    if (!info.ok()) return info.status();
-    if (info->state() == v1::ACTOR_DEAD)
-      return absl::FailedPreconditionError(absl::StrCat("actor is dead: ", info->death_reason()));
-    if (info->state() == v1::ACTOR_ALIVE) {
-      Route r{info->address(), v1::ActorService::NewStub(ActorChannel(info->address(), options_)),
-              std::make_shared<std::atomic<uint64_t>>(1), nullptr};
-      // Threads that looked up together share one route (one sequence, one stream); a
-      // different address is newer news of the actor.
-      absl::MutexLock lock(&mu_);
-      auto [it, inserted] = routes_.try_emplace(actor_id, r);
-      if (!inserted && it->second.address != r.address) it->second = r;
-      return it->second;
-    }
-    if (absl::Now() > deadline)
-      return absl::UnavailableError(
-          absl::StrCat("actor ", actor_id, " is still ", rpc::ActorStateName(info->state()), " after ",
-                       absl::FormatDuration(options_.restart_wait),
-                       info->pending_reason().empty() ? "" : absl::StrCat(": ", info->pending_reason())));
-    // An actor starting now is up in tens of milliseconds (a Python actor forked by its
-    // worker's fork server): asked often at first, then every 20 ms.
-    absl::SleepFor(absl::Now() - start < absl::Milliseconds(200) ? absl::Milliseconds(2)
-                                                                 : absl::Milliseconds(20));
-  }
 }
 
 absl::Status GrpcClient::Explain(const std::string& actor_id, const std::string& address,
@@ -350,7 +341,7 @@ absl::Status GrpcClient::Explain(const std::string& actor_id, const std::string&
   if (!unreachable && !maybe_died) return rpc::FromGrpc(failure);
   if (unreachable) {
     absl::MutexLock lock(&mu_);
-    routes_.erase(actor_id);
+    ForgetRouteLocked(actor_id);
   }
   // Give the head a moment to hear of the death from the worker.
   absl::Time deadline = absl::Now() + (unreachable ? absl::Seconds(5) : absl::Milliseconds(300));
@@ -358,7 +349,7 @@ absl::Status GrpcClient::Explain(const std::string& actor_id, const std::string&
     absl::StatusOr<v1::ActorInfo> info = Describe({actor_id});
     if (info.ok() && (info->state() != v1::ACTOR_ALIVE || info->address() != address)) {
       absl::MutexLock lock(&mu_);
-      routes_.erase(actor_id);
+      ForgetRouteLocked(actor_id);
       // DEAD for good is FailedPrecondition (Ray's ActorDiedError); dying to restart, or
       // already restarted elsewhere, is Unavailable (ActorUnavailableError).
       std::string why = absl::StrCat("actor died: ", info->death_reason());
@@ -387,56 +378,91 @@ absl::Status GrpcClient::CheckSize(const ActorHandle& actor, const std::string& 
 
 std::future<absl::StatusOr<std::string>> GrpcClient::CallAsync(const ActorHandle& actor,
                                                                const std::string& method,
-                                                               const std::string& args) {
-  return CallAsync(actor, method, args, options_.call_timeout);
-}
-
-std::future<absl::StatusOr<std::string>> GrpcClient::CallAsync(const ActorHandle& actor,
-                                                               const std::string& method,
-                                                               const std::string& args,
-                                                               absl::Duration timeout) {
-  std::promise<absl::StatusOr<std::string>> done;
-  std::future<absl::StatusOr<std::string>> result = done.get_future();
-  if (absl::Status s = CheckSize(actor, method, args); !s.ok()) {
-    done.set_value(s);
+                                                               const std::string& args, CallOptions o) {
+  std::promise<CallResult> promise;
+  std::future<CallResult> result = promise.get_future();
+  CallDone done(std::move(promise));
+  absl::Status invalid = CheckSize(actor, method, args);
+  if (invalid.ok() && o.retries < -1)
+    invalid = absl::InvalidArgumentError(
+        absl::StrCat("CallOptions.retries: ", o.retries, " is below -1 (-1: retry without end)"));
+  if (invalid.ok() && o.timeout < absl::ZeroDuration())
+    invalid = absl::InvalidArgumentError(
+        absl::StrCat("CallOptions.timeout: ", absl::FormatDuration(o.timeout), " is negative"));
+  if (!invalid.ok()) {
+    done(invalid);
     return result;
   }
-  // A stream that ended between the lookup and the enqueue is replaced; a fresh one ends only
-  // after a connection attempt, so a second try practically always takes the call.
-  std::shared_ptr<CallStream> ended;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    absl::StatusOr<std::shared_ptr<CallStream>> stream = StreamFor(actor.actor_id, ended.get());
-    if (!stream.ok()) {
-      done.set_value(stream.status());
-      return result;
+  const absl::Duration timeout = o.timeout == absl::ZeroDuration() ? options_.call_timeout : o.timeout;
+  if (o.retries == 0) {
+    // The common case, an open stream and nothing to keep: the args are copied once, into the
+    // stream's batch. Calls waiting for a look-up go first, so it is taken only when none wait.
+    std::shared_ptr<CallStream> stream;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = routes_.find(actor.actor_id);
+      if (it != routes_.end() && !it->second.resolving) stream = it->second.stream;
     }
-    if ((*stream)->Enqueue(method, args, timeout, done)) return result;
-    ended = std::move(*stream);
+    if (stream != nullptr && stream->Enqueue(method, args, timeout, done)) return result;
   }
-  done.set_value(absl::UnavailableError(
-      absl::StrCat("actor ", actor.actor_id, ": its call stream ended as soon as it opened, three times")));
+  auto call = std::make_shared<HeldCall>();
+  call->actor_id = actor.actor_id;
+  call->method = method;
+  call->args = args;
+  call->timeout = timeout;
+  call->retries = o.retries;
+  call->retry_result = std::move(o.retry_result);
+  call->done = std::move(done);
+  Submit(std::move(call));
   return result;
 }
 
-absl::StatusOr<std::shared_ptr<CallStream>> GrpcClient::StreamFor(const std::string& actor_id,
-                                                                  const CallStream* ended) {
-  {
-    // The common case: one lookup under mu_; whether the stream still takes calls is for
-    // Enqueue to say.
-    absl::MutexLock lock(&mu_);
-    if (shutting_down_) return absl::CancelledError("the client is shutting down");
-    auto it = routes_.find(actor_id);
-    if (it != routes_.end() && it->second.stream != nullptr && it->second.stream.get() != ended)
-      return it->second.stream;
+bool GrpcClient::EnqueueOn(CallStream& stream, const HeldCallPtr& call) {
+  if (call->retries == 0) return stream.Enqueue(call->method, call->args, call->timeout, call->done);
+  CallDone finish([this, call](CallResult r) { Finish(call, std::move(r)); });
+  return stream.Enqueue(call->method, call->args, call->timeout, finish);
+}
+
+void GrpcClient::Submit(HeldCallPtr call) {
+  const std::string actor_id = call->actor_id;
+  // A stream that ended between the lookup and the enqueue is replaced; a fresh one ends only
+  // after a connection attempt, so a second try practically always takes the call.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::shared_ptr<CallStream> stream;
+    bool lookup = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (shutting_down_) break;
+      auto [it, inserted] = routes_.try_emplace(actor_id);
+      Route& r = it->second;
+      if (inserted) {
+        r.resolving = true;
+        r.resolve_start = absl::Now();
+        lookup = true;
+      }
+      if (r.resolving) {
+        r.waiting.push_back(std::move(call));
+      } else {
+        if (r.stream == nullptr || r.stream->ended()) OpenStreamLocked(it->first, r);
+        stream = r.stream;
+      }
+    }
+    if (lookup) StartLookup(actor_id);
+    if (stream == nullptr) return;  // held until the look-up says where the actor is
+    if (EnqueueOn(*stream, call)) return;
   }
-  absl::StatusOr<Route> route = Resolve(actor_id);
-  if (!route.ok()) return route.status();
-  absl::MutexLock lock(&mu_);
-  if (shutting_down_) return absl::CancelledError("the client is shutting down");
-  auto it = routes_.find(actor_id);
-  if (it == routes_.end()) it = routes_.emplace(actor_id, *route).first;  // forgotten meanwhile
-  Route& r = it->second;
-  if (r.stream != nullptr && r.stream.get() != ended && !r.stream->ended()) return r.stream;
+  bool stopping;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping = shutting_down_;
+  }
+  call->done(
+      stopping ? absl::CancelledError("the client is shutting down")
+               : absl::UnavailableError(absl::StrCat(
+                     "actor ", call->actor_id, ": its call stream ended as soon as it opened, three times")));
+}
+
+void GrpcClient::OpenStreamLocked(const std::string& actor_id, Route& r) {
   client_internal::CallStreamOptions o{actor_id,
                                        r.address,
                                        token_,
@@ -455,7 +481,137 @@ absl::StatusOr<std::shared_ptr<CallStream>> GrpcClient::StreamFor(const std::str
     live_.insert(r.stream.get());
   }
   r.stream->Start();
-  return r.stream;
+}
+
+void GrpcClient::ForgetRouteLocked(const std::string& actor_id) {
+  auto it = routes_.find(actor_id);
+  if (it != routes_.end() && !it->second.resolving) routes_.erase(it);
+}
+
+void GrpcClient::StartLookup(const std::string& actor_id) {
+  auto lookup = std::make_unique<AsyncLookup>();
+  AsyncLookup* l = lookup.get();
+  l->actor_id = actor_id;
+  l->request.set_actor_id(actor_id);
+  rpc::PrepareCall(&l->ctx, token_, absl::Seconds(10));
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return;  // the destructor fails the calls that wait
+    lookups_.emplace(l, std::move(lookup));
+  }
+  head_->async()->GetActor(&l->ctx, &l->request, &l->reply, [this, l](grpc::Status s) { OnLookup(*l, s); });
+}
+
+void GrpcClient::OnLookup(AsyncLookup& l, const grpc::Status& status) {
+  std::deque<HeldCallPtr> failed;
+  absl::Status why;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = routes_.find(l.actor_id);
+    if (!shutting_down_ && it != routes_.end() && it->second.resolving) {
+      Route& r = it->second;
+      const v1::ActorInfo& info = l.reply.actor();
+      const absl::Time now = absl::Now();
+      if (!status.ok()) {
+        why = rpc::FromGrpc(status);
+      } else if (info.state() == v1::ACTOR_DEAD) {
+        why = absl::FailedPreconditionError(absl::StrCat("actor is dead: ", info.death_reason()));
+      } else if (info.state() == v1::ACTOR_ALIVE) {
+        r.address = info.address();
+        r.stub = v1::ActorService::NewStub(ActorChannel(info.address(), options_));
+        r.next_seq = std::make_shared<std::atomic<uint64_t>>(1);
+        r.resolving = false;
+        // The calls that waited go out first, in order, before any call made from now on.
+        int opened = 0;
+        while (!r.waiting.empty()) {
+          if (r.stream == nullptr || r.stream->ended()) {
+            if (++opened > 3) break;
+            OpenStreamLocked(it->first, r);
+          }
+          if (EnqueueOn(*r.stream, r.waiting.front())) r.waiting.pop_front();
+        }
+        failed.swap(r.waiting);
+        why = absl::UnavailableError(
+            absl::StrCat("actor ", l.actor_id, ": its call stream ended as soon as it opened, three times"));
+      } else if (now - r.resolve_start > options_.restart_wait) {
+        why = absl::UnavailableError(
+            absl::StrCat("actor ", l.actor_id, " is still ", rpc::ActorStateName(info.state()), " after ",
+                         absl::FormatDuration(options_.restart_wait),
+                         info.pending_reason().empty() ? "" : absl::StrCat(": ", info.pending_reason())));
+      } else {
+        // An actor starting now is up in tens of milliseconds (a Python actor forked by its
+        // worker's fork server): asked often at first, then every 20 ms.
+        absl::Duration again =
+            now - r.resolve_start < absl::Milliseconds(200) ? absl::Milliseconds(2) : absl::Milliseconds(20);
+        if (timers_.empty() || now + again < timers_.top().when) resolver_cv_.SignalAll();
+        timers_.push(Timer{now + again, l.actor_id, nullptr});
+      }
+      if (!why.ok() && r.resolving) {
+        failed.swap(r.waiting);
+        routes_.erase(it);
+      }
+    }
+  }
+  for (HeldCallPtr& call : failed) Finish(std::move(call), why);
+  absl::MutexLock lock(&mu_);
+  auto node = lookups_.extract(&l);
+  answered_.push_back(std::move(node.mapped()));
+  resolver_cv_.SignalAll();  // the resolver frees it; the destructor waits for lookups_ to empty
+}
+
+void GrpcClient::Finish(HeldCallPtr call, CallResult result) {
+  const bool again =
+      call->retries != 0 && ((!result.ok() && absl::IsUnavailable(result.status())) ||
+                             (result.ok() && call->retry_result && call->retry_result(*result)));
+  if (again) {
+    absl::MutexLock lock(&mu_);
+    if (!shutting_down_) {
+      if (call->retries > 0) --call->retries;
+      ++call->attempts;
+      const absl::Duration backoff = std::min(
+          absl::Milliseconds(5) * (int64_t{1} << std::min(call->attempts - 1, 10)), absl::Seconds(1));
+      const absl::Time when = absl::Now() + backoff;
+      if (timers_.empty() || when < timers_.top().when) resolver_cv_.SignalAll();
+      timers_.push(Timer{when, call->actor_id, std::move(call)});
+      return;
+    }
+    result = absl::CancelledError("the client is shutting down");
+  }
+  call->done(std::move(result));
+}
+
+void GrpcClient::ResolveLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!resolver_stop_) {
+    if (!answered_.empty()) {
+      std::vector<std::unique_ptr<AsyncLookup>> answered;
+      answered.swap(answered_);
+      mu_.Unlock();
+      answered.clear();
+      mu_.Lock();
+      continue;
+    }
+    const absl::Time now = absl::Now();
+    std::vector<std::string> lookups;
+    std::vector<HeldCallPtr> again;
+    while (!timers_.empty() && timers_.top().when <= now) {
+      Timer t = timers_.top();
+      timers_.pop();
+      if (t.call != nullptr) {
+        again.push_back(std::move(t.call));
+      } else if (auto it = routes_.find(t.actor_id); it != routes_.end() && it->second.resolving) {
+        lookups.push_back(std::move(t.actor_id));
+      }
+    }
+    if (lookups.empty() && again.empty()) {
+      resolver_cv_.WaitWithDeadline(&mu_, timers_.empty() ? absl::InfiniteFuture() : timers_.top().when);
+      continue;
+    }
+    mu_.Unlock();
+    for (const std::string& id : lookups) StartLookup(id);
+    for (HeldCallPtr& call : again) Submit(std::move(call));
+    mu_.Lock();
+  }
 }
 
 void GrpcClient::OnStreamEnd(StreamEnd end) {
@@ -578,7 +734,7 @@ void GrpcClient::ExplainEnded(StreamEnd end, bool stopping) {
     // One explanation (a look at the head) for every call the stream still carried.
     why = Explain(end.actor_id, end.address, status);
   }
-  for (auto& done : end.unanswered) done.set_value(why);
+  for (auto& done : end.unanswered) done(why);
 }
 
 }  // namespace skyrl

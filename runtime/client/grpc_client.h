@@ -7,7 +7,9 @@
 #include <atomic>
 #include <deque>
 #include <future>
+#include <functional>
 #include <limits>
+#include <queue>
 #include <memory>
 #include <string>
 #include <thread>
@@ -48,33 +50,76 @@ class GrpcClient final : public Client {
   absl::StatusOr<std::string> UploadWorkingDir(const std::string& dir) override;
   absl::Status KvPut(const std::string& key, const std::string& value) override;
   absl::StatusOr<std::string> KvGet(const std::string& key) override;
+  using Client::CallAsync;
   std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor, const std::string& method,
-                                                     const std::string& args) override;
-  std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor, const std::string& method,
-                                                     const std::string& args,
-                                                     absl::Duration timeout) override;
+                                                     const std::string& args, CallOptions options) override;
 
  private:
+  // A call the client holds on to: made while its actor's address was being looked up, or
+  // with retries (its args kept for the next attempt).
+  struct HeldCall {
+    std::string actor_id;
+    std::string method;
+    std::string args;
+    absl::Duration timeout;
+    int retries = 0;  // left; -1: without end
+    std::function<bool(const std::string&)> retry_result;
+    int attempts = 0;                // retries made so far
+    client_internal::CallDone done;  // the caller's future
+  };
+  using HeldCallPtr = std::shared_ptr<HeldCall>;
   struct Route {
+    // While the head is asked where the actor is: the calls made meanwhile, in order, and
+    // when to give up (restart_wait after the first).
+    bool resolving = false;
+    std::deque<HeldCallPtr> waiting;
+    absl::Time resolve_start;
     std::string address;
     std::shared_ptr<v1::ActorService::Stub> stub;
     // This client's call sequence for this incarnation of the actor (see ActorCallRequest.seq).
     std::shared_ptr<std::atomic<uint64_t>> next_seq;
     std::shared_ptr<client_internal::CallStream> stream;  // CallAsync's; null until first used
   };
+  // One GetActor in flight for a route being resolved (gRPC's callback API).
+  struct AsyncLookup {
+    std::string actor_id;
+    grpc::ClientContext ctx;
+    v1::GetActorRequest request;
+    v1::GetActorReply reply;
+  };
+  // Work for the resolver thread at `when`: ask again where `actor_id` is, or make `call`
+  // again.
+  struct Timer {
+    absl::Time when;
+    std::string actor_id;
+    HeldCallPtr call;
+    bool operator>(const Timer& o) const { return when > o.when; }
+  };
   void FillSpec(const std::string& class_name, const ActorOptions& options, v1::ActorSpec* spec) const;
   absl::Status KillActor(const ActorHandle& actor, bool restart);  // Kill and Restart
   absl::StatusOr<v1::ActorInfo> Lookup(const v1::GetActorRequest& request,
                                        absl::Duration timeout = absl::Seconds(10));
-  // The actor's current route: cached, or looked up (waiting out RESTARTING/PENDING).
-  absl::StatusOr<Route> Resolve(const std::string& actor_id);
+  // Sends `call` on its actor's stream, or holds it while the actor's address is looked up
+  // (starting the look-up when none is under way). Never blocks.
+  void Submit(HeldCallPtr call);
+  // Enqueues `call` on `stream`; false when the stream has ended (the call is untouched).
+  bool EnqueueOn(client_internal::CallStream& stream, const HeldCallPtr& call);
+  // A call's outcome: made again (on the resolver thread, after a back-off) when its retries
+  // allow, else handed to its caller.
+  void Finish(HeldCallPtr call, client_internal::CallResult result);
+  // Asks the head (asynchronously) where `actor_id` is; OnLookup takes the answer.
+  void StartLookup(const std::string& actor_id);
+  void OnLookup(AsyncLookup& lookup, const grpc::Status& status);
+  // Opens a new CallStream on `route` (whose address is known), replacing its ended one.
+  void OpenStreamLocked(const std::string& actor_id, Route& route) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the route, unless a look-up is under way (its calls wait on it).
+  void ForgetRouteLocked(const std::string& actor_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs timers_: re-asks the head about starting actors, makes retried calls again.
+  void ResolveLoop();
   // After a failed call: forget the route and say why, asking the head.
   absl::Status Explain(const std::string& actor_id, const std::string& address, const grpc::Status& failure);
   // InvalidArgument when one call cannot fit in a message.
   absl::Status CheckSize(const ActorHandle& actor, const std::string& method, const std::string& args) const;
-  // The actor's CallStream, opened (after Resolve) when there is none or it is `ended`.
-  absl::StatusOr<std::shared_ptr<client_internal::CallStream>> StreamFor(
-      const std::string& actor_id, const client_internal::CallStream* ended);
   void OnStreamEnd(client_internal::StreamEnd end);
   // Fails streamed calls past their deadline: sleeps until the earliest deadline any stream
   // has pending, or until OnEarlierDeadline brings a new earlier one.
@@ -101,6 +146,14 @@ class GrpcClient final : public Client {
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Route> routes_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Look-ups in flight (cancelled at shutdown), and those answered, freed by the resolver
+  // thread: a look-up holds a reference to the head's channel, and the last one must not be
+  // released on a gRPC callback thread (see StreamEnd::stream).
+  absl::flat_hash_map<AsyncLookup*, std::unique_ptr<AsyncLookup>> lookups_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<AsyncLookup>> answered_ ABSL_GUARDED_BY(mu_);
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_ ABSL_GUARDED_BY(mu_);
+  absl::CondVar resolver_cv_;  // timers_ gained an earlier timer, lookups_ shrank, or shutdown
+  bool resolver_stop_ ABSL_GUARDED_BY(mu_) = false;
   // Streams that have not ended (a stream leaves in OnStreamEnd, so a pointer here is alive
   // while streams_mu_ is held), and ended streams, released (and their calls explained) on
   // explainer_, never on gRPC's threads. Lock order: mu_, then streams_mu_, then a stream's
@@ -121,6 +174,7 @@ class GrpcClient final : public Client {
   absl::CondVar expire_cv_;  // wakes the expiry loop (a new earlier deadline, or stop_)
   std::thread expirer_;
   std::thread explainer_;
+  std::thread resolver_;
 };
 
 }  // namespace skyrl

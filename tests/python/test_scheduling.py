@@ -3,6 +3,7 @@ frees up waits for it; one that can never fit fails the first get with the sched
 explanation), node affinity, and calls retried across an actor's restart."""
 
 import os
+import threading
 import time
 
 import pytest
@@ -20,6 +21,10 @@ class Box:
     def pid(self):
         return os.getpid()
 
+    def note(self, i):
+        self.__dict__.setdefault("notes", []).append(i)
+        return list(self.notes)
+
     def die_once(self, marker):
         if not os.path.exists(marker):
             open(marker, "w").close()
@@ -33,11 +38,15 @@ def test_remote_returns_at_once_and_a_request_waits_for_room(cluster):
     t0 = time.monotonic()
     waiting = Box.options(num_cpus=2).remote()
     assert time.monotonic() - t0 < 1.0, "remote() does not wait for room"
+    threads = threading.active_count()
     ref = waiting.pid.remote()
+    notes = [waiting.note.remote(i) for i in range(50)]  # wait in the client, in order
     info = waiting._describe()
     assert info["state"] == "PENDING" and "CPU" in info["pending_reason"], info
+    assert threading.active_count() == threads, "calls to a pending actor wait without a thread of their own"
     ray.kill(hog)
     assert ray.get(ref, timeout=30) != os.getpid(), "it started once room came"
+    assert ray.get(notes[-1], timeout=30) == list(range(50)), "the calls that waited ran in the order they were made"
 
 
 def test_an_actor_the_cluster_can_never_hold_fails_its_first_get_saying_why(cluster):

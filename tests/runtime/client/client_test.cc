@@ -7,8 +7,12 @@
 
 #include <chrono>
 #include <future>
+#include <map>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "runtime/client/client.h"
 #include "skyrl/actor.grpc.pb.h"
 #include "runtime/common/subprocess.h"
@@ -268,6 +272,181 @@ TEST(ClientStreamTest, StreamsThatEndAtOnceLeaveNothingBehind) {
         << r.status();
   }
   head.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+}
+
+// An actor's CallStream that answers every call at once and records the methods in the order
+// they came: "list" answers with them joined by commas. "unavailable-N" fails with
+// UNAVAILABLE (as a call to a dying actor does) and "again-N" answers "again", the first N
+// times each is called; then they answer "ok".
+class RecordingActor final : public v1::ActorService::Service {
+ public:
+  grpc::Status CallStream(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<v1::ActorResultBatch, v1::ActorCallBatch>* stream) override {
+    for (v1::ActorCallBatch in; stream->Read(&in);) {
+      v1::ActorResultBatch out;
+      for (const v1::StreamedCall& c : in.calls()) {
+        v1::StreamedResult* r = out.add_results();
+        r->set_call_id(c.call_id());
+        absl::MutexLock lock(&mu_);
+        const std::string& m = c.method();
+        if (m == "list") {
+          r->set_result(absl::StrJoin(methods_, ","));
+          continue;
+        }
+        methods_.push_back(m);
+        const int seen = ++counts_[m];
+        int n = 0;
+        if (absl::StartsWith(m, "unavailable-") && absl::SimpleAtoi(m.substr(12), &n) && seen <= n) {
+          r->set_code(int(absl::StatusCode::kUnavailable));
+          r->set_message("the actor died under the call");
+        } else if (absl::StartsWith(m, "again-") && absl::SimpleAtoi(m.substr(6), &n) && seen <= n) {
+          r->set_result("again");
+        } else {
+          r->set_result("ok");
+        }
+      }
+      if (!stream->Write(out)) break;
+    }
+    return grpc::Status::OK;
+  }
+  int Count(const std::string& method) {
+    absl::MutexLock lock(&mu_);
+    return counts_[method];
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> methods_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> counts_ ABSL_GUARDED_BY(mu_);
+};
+
+// An in-process head whose actors all serve at `actor`, and a client of it.
+struct RecordingCluster {
+  RecordingCluster() {
+    actor_server = testing::StartLoopbackServer({&actor});
+    h.workers.actor_address = actor_server.address();
+    head = testing::StartLoopbackServer({&service});
+    absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(head.address(), kToken);
+    if (c.ok()) client = std::move(*c);
+  }
+  ~RecordingCluster() {
+    client.reset();
+    h.workers.hold = false;
+    h.workers.Release();  // the head's manager waits for the starts it began
+    actor_server.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    head.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  }
+  InProcessHead h;
+  RecordingActor actor;
+  testing::LoopbackServer actor_server;
+  rpc::TokenAuth auth{kToken};
+  ActorDirectoryImpl service{h.actors, auth};
+  testing::LoopbackServer head;
+  std::unique_ptr<Client> client;
+};
+
+TEST(ClientCallQueueTest, CallsToAStartingActorReturnAtOnceAndGoOutInOrderOnceItIsAlive) {
+  RecordingCluster c;
+  ASSERT_TRUE(c.h.registered && c.client != nullptr);
+  c.h.workers.hold = true;  // the actor's start waits for Release
+  ActorOptions o;
+  o.return_pending = true;
+  absl::StatusOr<ActorHandle> actor = c.client->CreateActor("recording", o);
+  ASSERT_TRUE(actor.ok()) << actor.status();
+  ASSERT_EQ(c.h.workers.Parked(), 1u);
+
+  // Every call returns while the actor is still starting: none can have gone anywhere.
+  std::vector<CallFuture> calls;
+  std::string expected;
+  for (int i = 0; i < 300; ++i) {
+    calls.push_back(c.client->CallAsync(*actor, absl::StrCat("c", i), ""));
+    absl::StrAppend(&expected, i == 0 ? "" : ",", "c", i);
+  }
+  absl::StatusOr<v1::ActorInfo> info = c.client->Describe(*actor);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_NE(info->state(), v1::ACTOR_ALIVE);
+  for (CallFuture& f : calls) EXPECT_FALSE(Settled(f)) << "a call settled before its actor started";
+
+  c.h.workers.Release();
+  for (CallFuture& f : calls) {
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    absl::StatusOr<std::string> r = f.get();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(*r, "ok");
+  }
+  absl::StatusOr<std::string> order = c.client->Call(*actor, "list", "");
+  ASSERT_TRUE(order.ok()) << order.status();
+  EXPECT_EQ(*order, expected) << "the calls that waited went out out of order";
+}
+
+TEST(ClientCallQueueTest, CallsWaitingForAnActorThatDiesFailSayingSoAndShutdownCancelsTheRest) {
+  RecordingCluster c;
+  ASSERT_TRUE(c.h.registered && c.client != nullptr);
+  c.h.workers.hold = true;
+  ActorOptions o;
+  o.return_pending = true;
+  absl::StatusOr<ActorHandle> doomed = c.client->CreateActor("recording", o);
+  ASSERT_TRUE(doomed.ok()) << doomed.status();
+  CallFuture before = c.client->CallAsync(*doomed, "c", "");
+  ASSERT_TRUE(c.client->Kill(*doomed).ok());
+  ASSERT_EQ(before.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  absl::StatusOr<std::string> r = before.get();
+  EXPECT_TRUE(absl::IsFailedPrecondition(r.status())) << r.status();
+  EXPECT_NE(r.status().message().find("actor is dead"), absl::string_view::npos) << r.status();
+
+  // Calls still waiting when the client goes fail with Cancelled; the destructor does not
+  // wait for the actor.
+  absl::StatusOr<ActorHandle> waiting = c.client->CreateActor("recording", o);
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  std::vector<CallFuture> held;
+  for (int i = 0; i < 10; ++i) held.push_back(c.client->CallAsync(*waiting, "c", ""));
+  c.client.reset();
+  for (CallFuture& f : held) {
+    ASSERT_TRUE(Settled(f)) << "a waiting call outlived its client";
+    absl::StatusOr<std::string> out = f.get();
+    EXPECT_TRUE(absl::IsCancelled(out.status())) << out.status();
+  }
+}
+
+TEST(ClientRetryTest, ACallIsMadeAgainWhenUnavailableOrAskedToUpToItsRetries) {
+  RecordingCluster c;
+  ASSERT_TRUE(c.h.registered && c.client != nullptr);
+  absl::StatusOr<ActorHandle> actor = c.client->CreateActor("recording", ActorOptions{});
+  ASSERT_TRUE(actor.ok()) << actor.status();
+  auto call = [&](const std::string& method, int retries, bool retry_again) {
+    CallOptions o;
+    o.retries = retries;
+    if (retry_again) o.retry_result = [](const std::string& r) { return r == "again"; };
+    return c.client->CallAsync(*actor, method, "", std::move(o)).get();
+  };
+  // Two failures, three retries: the third attempt answers.
+  absl::StatusOr<std::string> r = call("unavailable-2", 3, false);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, "ok");
+  EXPECT_EQ(c.actor.Count("unavailable-2"), 3);
+  // One retry is not enough: the second failure is the result.
+  r = call("unavailable-3", 1, false);
+  EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+  EXPECT_EQ(c.actor.Count("unavailable-3"), 2);
+  // Without retries, as before.
+  r = call("unavailable-1", 0, false);
+  EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+  EXPECT_EQ(c.actor.Count("unavailable-1"), 1);
+  // A result the caller asks to retry for, without end (-1).
+  r = call("again-4", -1, true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, "ok");
+  EXPECT_EQ(c.actor.Count("again-4"), 5);
+  // The same result is an answer when nothing asks to retry it.
+  r = call("again-1", 2, false);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, "again");
+  // Bad options are refused, naming the field, and nothing is sent.
+  r = call("unavailable-0", -2, false);
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_NE(r.status().message().find("CallOptions.retries"), absl::string_view::npos) << r.status();
+  EXPECT_EQ(c.actor.Count("unavailable-0"), 0);
 }
 
 }  // namespace
