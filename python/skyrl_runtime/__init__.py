@@ -12,10 +12,11 @@ client (skyrl_runtime._native). docs/python.md says what is and is not here.
 
 from . import actor, cross_language, exceptions, util
 from ._missing import module_getattr
-from ._actors import ActorHandle, get_actor, kill
+from ._actors import ActorHandle, kill
 from ._methods import method
 from ._api import available_resources, cluster_resources, init, is_initialized, nodes, report_step, shutdown
-from ._python_actors import remote
+from ._python_actors import get_actor
+from ._tasks import remote
 from ._context import get_gpu_ids, get_runtime_context
 from ._refs import ObjectRef, get, put, wait
 

@@ -6,6 +6,7 @@ import threading
 
 from . import _api, _wire
 from . import _methods, _options
+from ._placement import PlacementGroupSchedulingStrategy, placement_of
 from ._refs import refs_of
 from .exceptions import PendingCallsLimitExceeded, RayError
 
@@ -60,7 +61,7 @@ class ActorHandle:
     handle (and of each pickled copy, on its own) whose results are not in yet: one more raises
     PendingCallsLimitExceeded at .remote(), as in Ray."""
 
-    _method_type = ActorMethod
+    _method_type: type = ActorMethod  # PyActorHandle's: PyActorMethod
 
     def __init__(self, actor_id, class_name, retries=0, error=None, methods=None, max_pending_calls=-1):
         self._actor_id = actor_id
@@ -178,7 +179,7 @@ def actor_resources(o):
 def working_dir_digest(state, path):
     """The digest of folder `path` on the head, uploaded the first time this driver uses it
     (packed by the C++ client; the head keeps one copy per content)."""
-    cache = state.__dict__.setdefault("working_dirs", {})
+    cache = state.working_dirs
     digest = cache.get(path)
     if digest is None:
         digest = cache[path] = state.client.upload_working_dir(path)
@@ -198,7 +199,6 @@ def _create(class_name, init_args, o, host, handle_type, handle_name, wait=False
         raise ValueError(f"options: lifetime must be 'detached' or 'non_detached', got {o['lifetime']!r}")
     state = _api._current()
     namespace = o.get("namespace") or state.namespace
-    from ._placement import PlacementGroupSchedulingStrategy, placement_of
     strategy = o.get("scheduling_strategy")
     if o.get("placement_group") not in (None, "default"):
         # Ray's older options, still accepted by Ray: the same as the strategy they name.
@@ -248,28 +248,7 @@ def _create(class_name, init_args, o, host, handle_type, handle_name, wait=False
     return handle_type(actor_id, handle_name, retries, methods=methods, max_pending_calls=pending)
 
 
-def get_actor(name, namespace=None):
-    """The live actor named `name` in `namespace` (default: the one init() set); ValueError when
-    there is none, as in Ray."""
-    state = _api._current()
-    try:
-        actor_id = state.client.get_actor(name, namespace or state.namespace)
-    except RayError as e:
-        if e.code == "NOT_FOUND":
-            raise ValueError(f"get_actor: no actor named {name!r} in namespace {namespace or state.namespace!r}") from None
-        raise
-    info = state.client.describe(actor_id)
-    if info["state"] == "DEAD":  # kept by the head for `skyrl list`, but gone: as Ray, not found
-        raise ValueError(f"get_actor: the actor named {name!r} in namespace {namespace or state.namespace!r} is dead: "
-                         f"{info['death_reason']}")
-    if info["class_name"] == "python":
-        from ._python_actors import PyActorHandle
-        return PyActorHandle(actor_id, "python", methods=_methods.load(state.client, actor_id),
-                             max_pending_calls=info["max_pending_calls"] or -1)
-    return ActorHandle(actor_id, info["class_name"], max_pending_calls=info["max_pending_calls"] or -1)
-
-
-def kill(actor, *, no_restart=True):
+def kill(actor: ActorHandle, *, no_restart: bool = True) -> None:
     """Kills the actor's process. With no_restart (the default) it stays dead; with
     no_restart=False it restarts as after a crash, if its max_restarts allow, as in Ray."""
     if type(no_restart) is not bool:

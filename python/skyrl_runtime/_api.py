@@ -6,6 +6,7 @@ import math
 import os
 import threading
 import warnings
+from typing import Any, Optional
 
 from . import _edge, _native
 from ._options import check_runtime_env
@@ -17,7 +18,8 @@ _state = None  # _State while initialized
 
 
 class _State:
-    def __init__(self, address, token, namespace, cluster, runtime_env=None, max_call_bytes=None):
+    def __init__(self, address: str, token: str, namespace: str, cluster: Any,
+                 runtime_env: Optional[dict[str, Any]] = None, max_call_bytes: Optional[int] = None) -> None:
         self.runtime_env = runtime_env  # the default of every actor and task this driver starts
         self.address = address
         self.token = token
@@ -28,7 +30,11 @@ class _State:
         # non-detached actors and placement groups, killed and removed by shutdown() (and so
         # at exit). Only for a plain driver on a cluster it did not start: a job's head does
         # this for the job (and so for its actors' own), and a local cluster stops whole.
-        self.owned = None
+        self.owned: Optional[dict[str, set[str]]] = None
+        # Folders uploaded as working dirs ({absolute path: digest}), and the task pools
+        # ({resource shape: _tasks._Pool}), made once per connection.
+        self.working_dirs: dict[str, str] = {}
+        self.task_pools: dict[str, Any] = {}
         if cluster is None and not os.environ.get("SKYRL_JOB_ID") and not os.environ.get("SKYRL_ACTOR_ID"):
             self.owned = {"actors": set(), "groups": set()}
 
@@ -77,10 +83,13 @@ def _reachable(address, token):
         raise
 
 
-def init(address=None, *, namespace=None, num_cpus=None, num_gpus=None, resources=None, labels=None,
-         object_store_memory=None, local_mode=False, ignore_reinit_error=False, include_dashboard=None,
-         logging_level=None, log_to_driver=True, configure_logging=True, runtime_env=None, max_call_bytes=None,
-         _system_config=None, **unknown):
+def init(address: Optional[str] = None, *, namespace: Optional[str] = None, num_cpus: Optional[float] = None,
+         num_gpus: Optional[float] = None, resources: Optional[dict[str, float]] = None,
+         labels: Optional[dict[str, str]] = None, object_store_memory: Optional[int] = None, local_mode: bool = False,
+         ignore_reinit_error: bool = False, include_dashboard: Optional[bool] = None, logging_level: Any = None,
+         log_to_driver: bool = True, configure_logging: bool = True, runtime_env: Optional[dict[str, Any]] = None,
+         max_call_bytes: Optional[int] = None, _system_config: Optional[dict[str, Any]] = None,
+         **unknown: Any) -> "_State":
     """Connects this process to a cluster, as ray.init() does.
 
     The address is the argument, else $SKYRL_ADDRESS, else the head `skyrl start --head` runs
@@ -150,6 +159,7 @@ def init(address=None, *, namespace=None, num_cpus=None, num_gpus=None, resource
         if inherited and not (runtime_env or {}).get("working_dir"):
             runtime_env = {**(runtime_env or {}), "working_dir": inherited}
         try:
+            assert target is not None and token is not None  # found, or the local cluster's
             _state = _State(target, token, namespace or "default", cluster, runtime_env, max_call_bytes)
             if inherited and os.environ.get("SKYRL_WORKING_DIR_DIGEST"):
                 _state.working_dirs = {os.path.abspath(inherited): os.environ["SKYRL_WORKING_DIR_DIGEST"]}
@@ -206,11 +216,11 @@ def _check_node_keywords(num_cpus, num_gpus, resources, labels, object_store_mem
     return given
 
 
-def is_initialized():
+def is_initialized() -> bool:
     return _state is not None
 
 
-def shutdown():
+def shutdown() -> None:
     """Disconnects; stops the local cluster init() started, if any. Calls in flight fail."""
     global _state
     with _lock:
@@ -218,7 +228,7 @@ def shutdown():
     if state is None:
         return
     state.release_owned()
-    state.client = None  # the C++ client fails what is still in flight, then is gone
+    del state.client  # the C++ client fails what is still in flight, then is gone
     if state.cluster:
         state.cluster.stop()
 
@@ -239,7 +249,7 @@ def _current():
     return _state
 
 
-def nodes():
+def nodes() -> list[dict[str, Any]]:
     """Every node the head knows, as dicts (NodeID, Alive, Resources, ... as Ray names them, and
     this runtime's own fields: gpu_ids, labels, resources_available)."""
     s = _current()
@@ -260,12 +270,12 @@ def _summed(field):
     return total
 
 
-def cluster_resources():
+def cluster_resources() -> dict[str, float]:
     """Resources of the alive nodes, summed."""
     return _summed("resources")
 
 
-def available_resources():
+def available_resources() -> dict[str, float]:
     """Resources not held by actors or placement groups, summed over the alive nodes."""
     return _summed("resources_available")
 
@@ -290,7 +300,8 @@ def _name(value, what):
     return value
 
 
-def report_step(step, metrics, *, start=None, phases=None):
+def report_step(step: int, metrics: dict[str, float], *, start: Optional[float] = None,
+                phases: Optional[dict[str, Any]] = None) -> bool:
     """Records one training step of this job, as the C++ GRPO job does: the dashboard's plots,
     `skyrl timeline` (a steps track, each step with its phases) and the head's skyrl_job_*
     metrics read these records. `metrics` maps names to numbers; the ones the head exports
@@ -306,7 +317,7 @@ def report_step(step, metrics, *, start=None, phases=None):
         raise ValueError(f"report_step: step must be an int in 0-{_STEP_MAX}, got {step!r}")
     if not isinstance(metrics, dict) or len(metrics) > _MAX_METRICS:
         raise ValueError(f"report_step: metrics must be a dict of at most {_MAX_METRICS} numbers")
-    record = {"step": step}
+    record: dict[str, Any] = {"step": step}
     for k, v in metrics.items():
         _name(k, "a metric's name")
         if k in _RESERVED:
@@ -319,7 +330,7 @@ def report_step(step, metrics, *, start=None, phases=None):
     if phases is not None:
         if not isinstance(phases, dict) or len(phases) > _MAX_PHASES:
             raise ValueError(f"report_step: phases must be a dict of at most {_MAX_PHASES} (start, end) pairs")
-        spans = []
+        spans: list[dict[str, Any]] = []
         for name, span in phases.items():
             _name(name, "a phase's name")
             if not isinstance(span, (tuple, list)) or len(span) != 2:

@@ -2,10 +2,11 @@
 
 import os
 
-from . import _api
+from . import _api, _host, _methods
+from ._python_actors import PyActorHandle
 
 
-def get_gpu_ids():
+def get_gpu_ids() -> list[int]:
     """The GPU ids this actor or task was given ($SKYRL_GPU_IDS, set by the worker; also what it
     sets CUDA_VISIBLE_DEVICES to, unless RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES leaves that
     to the actor); [] in a driver or without GPUs."""
@@ -39,7 +40,6 @@ class RuntimeContext:
         return _api._current().namespace
 
     def _call(self):
-        from . import _host
         return getattr(_host.current, "call", None), getattr(_host.current, "task", None)
 
     def get_task_id(self):
@@ -58,7 +58,6 @@ class RuntimeContext:
         if task:
             return task.get("name")
         if call:
-            from . import _host
             if len(call) > 2 and call[2]:  # the call's own name: handle.method.options(name=...)
                 return call[2]
             return f"{_host.actor_class.__name__}.{call[1]}" if _host.actor_class else call[1]
@@ -70,7 +69,6 @@ class RuntimeContext:
         if task:
             return task.get("function")
         if call:
-            from . import _host
             cls = _host.actor_class
             return f"{cls.__module__}.{cls.__qualname__}.{call[1]}" if cls else call[1]
         return None
@@ -83,7 +81,6 @@ class RuntimeContext:
             return dict(task.get("resources") or {})
         if self.get_actor_id() is None:
             return {}
-        from . import _host
         return {k: v for k, v in _host.actor_resources.items() if v > 0}
 
     @property
@@ -92,8 +89,6 @@ class RuntimeContext:
         actor_id = self.get_actor_id()
         if actor_id is None or self._call()[1]:
             raise RuntimeError("current_actor: this code does not run in an actor")
-        from . import _host, _methods
-        from ._python_actors import PyActorHandle
         cls = _host.actor_class
         return PyActorHandle(actor_id, cls.__name__ if cls else "python",
                              methods=_methods.of_class(cls) if cls else None)
@@ -109,5 +104,5 @@ class RuntimeContext:
         return out
 
 
-def get_runtime_context():
+def get_runtime_context() -> "RuntimeContext":
     return RuntimeContext()

@@ -34,7 +34,7 @@ from . import _host, _methods, _native, _wire
 try:  # what most actors import anyway: imported once here instead of in each
     import numpy
 except ImportError:  # pragma: no cover - numpy is a dependency, but an interpreter may lack it
-    numpy = None
+    numpy = None  # type: ignore[assignment]
 
 _MAX_FRAME = 64 << 20
 

@@ -15,14 +15,15 @@ import pickle
 import sys
 import threading
 import traceback
+from typing import NoReturn
 
 import cloudpickle
 
-from . import _methods, _native, _wire
-from .exceptions import AsyncioActorExit
+from . import _api, _methods, _native, _wire
+from .exceptions import ActorDiedError, AsyncioActorExit
 
 
-_loops = {}  # concurrency group (None: the default one) -> its event loop
+_loops: dict = {}  # concurrency group (None: the default one) -> its event loop
 _loop_lock = threading.Lock()
 
 
@@ -140,7 +141,6 @@ def _special(obj, method, args, kwargs):
     if method == "__ray_call__":
         fn, *rest = args
         return fn(obj, *rest, **kwargs)
-    from .actor import exit_actor
     exit_actor()
 
 
@@ -172,7 +172,6 @@ def _in_group(name, fn, args, kwargs, method):
 
 
 def _exited_error(why):
-    from .exceptions import ActorDiedError
     return _wire.encode_error((cloudpickle.dumps(ActorDiedError(f"the actor exited: {why}", "FAILED_PRECONDITION")),
                                "ActorDiedError", "exit_actor() was called", f"raised in {_where()}"))
 
@@ -243,7 +242,34 @@ def entry():
     """The process's start (skyrl-actor-host-python): an actor, or with `--fork-server FD` the
     worker's fork server (_forkserver.py), which forks this node's Python actors."""
     if sys.argv[1:2] == ["--fork-server"]:
-        from . import _forkserver
+        from . import _forkserver  # only in a fork server's process: it imports numpy and this module
         _forkserver.serve(int(sys.argv[2]))
     else:
         main()
+
+
+def exit_actor() -> NoReturn:
+    """Ends the calling actor for good, as Ray's: the head stops it without a restart (its death
+    reason says it was killed by the user), the call that asked gets ActorDiedError, calls
+    queued behind it fail, and the process's atexit functions run. In an async actor's coroutine
+    it raises AsyncioActorExit (an Exception, as Ray's, so that the event loop goes on). TypeError
+    outside an actor's method (in a driver or a task)."""
+    global _exited
+    actor_id = os.environ.get("SKYRL_ACTOR_ID")
+    in_coroutine = _running_loop() is not None
+    on_host_thread = getattr(current, "call", None) is not None
+    if (not actor_id or actor_class is None or is_task_executor()
+            or not (on_host_thread or in_coroutine)):
+        raise TypeError("exit_actor API is called on a non-actor worker: exit_actor() ends the actor whose "
+                        "method calls it")
+    _api._current().client.kill(actor_id)
+    # Even when the method catches what is raised here, its call and every later one fail.
+    _exited = f"{actor_class.__name__}: exit_actor() was called"
+    raise AsyncioActorExit("exit_actor() was called", "CANCELLED") if in_coroutine else ActorExit()
+
+
+def _running_loop():
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

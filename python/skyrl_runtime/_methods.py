@@ -8,8 +8,10 @@ import json
 import threading
 import time
 import weakref
+from typing import Any, Callable
 
 from . import _native
+from ._futures import Future
 from .exceptions import RayError
 
 _OPTIONS = ("num_returns", "max_task_retries", "retry_exceptions", "concurrency_group", "name")
@@ -65,7 +67,7 @@ def is_async_class(cls):
                for klass in cls.__mro__ for v in vars(klass).values())
 
 
-_SIGNATURES = weakref.WeakKeyDictionary()  # class -> signatures_of(class), made once
+_SIGNATURES: weakref.WeakKeyDictionary[type, dict] = weakref.WeakKeyDictionary()  # class -> signatures_of(class), made once
 
 
 def signatures_of(cls):
@@ -127,7 +129,7 @@ def check_arguments(fn, args, kwargs, what):
         raise TypeError(f"{what}: {e}") from None
 
 
-def method(*args, **options):
+def method(*args: Any, **options: Any) -> Any:
     """@method(num_returns=N, max_task_retries=K, retry_exceptions=..., concurrency_group=G) on
     a method of a @remote class, as ray.method: with num_returns=N its calls return N refs (the
     method returns N values), 0 returns None; its calls run in the actor's group G."""
@@ -208,7 +210,7 @@ class Split:
     """One call's result shared by the refs of its `n` values (num_returns=n): awaited and
     decoded once; each ref takes its value (decode=lambda values: values[i])."""
 
-    def __init__(self, future, decode, n, what):
+    def __init__(self, future: Future, decode: Callable[[Any], Any], n: int, what: str) -> None:
         self._future = future
         self._decode = decode
         self._n = n

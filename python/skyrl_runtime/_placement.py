@@ -3,8 +3,9 @@ ray.util.scheduling_strategies). Bundles keep their order, and the table says ea
 node and GPU ids, so nobody needs probe actors to learn where a bundle landed."""
 
 import threading
+from typing import Any, Optional
 
-from . import _api, _edge, _native
+from . import _api, _edge, _host, _native
 from ._refs import ObjectRef
 from .exceptions import RayError
 
@@ -111,7 +112,8 @@ def validate_placement_group(bundles, strategy="PACK", name="", lifetime=None, *
         raise ValueError(f"placement_group: lifetime must be None or 'detached', got {lifetime!r}")
 
 
-def placement_group(bundles, strategy="PACK", name="", lifetime=None, _wait_for_nodes=False):
+def placement_group(bundles: list[dict[str, float]], strategy: str = "PACK", name: str = "",
+                    lifetime: Optional[str] = None, _wait_for_nodes: bool = False) -> "PlacementGroup":
     """Reserves `bundles` (dicts of resources, e.g. {"CPU": 1, "GPU": 1}) with `strategy` (PACK,
     SPREAD, STRICT_PACK, STRICT_SPREAD). Returns at once; ready()/wait() say when it is placed.
     A group this cluster can never hold fails here, saying what is missing and where."""
@@ -126,17 +128,16 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None, _wait_for_
     return PlacementGroup(info)
 
 
-def get_current_placement_group():
+def get_current_placement_group() -> Optional["PlacementGroup"]:
     """The placement group the calling actor (or task) was placed in; None in a driver or
     outside a group, as Ray's."""
-    from . import _host
     if not _host.actor_placement_group:
         return None
     state = _api._current()
     return PlacementGroup(_edge.get_placement_group(state.address, state.token, _host.actor_placement_group))
 
 
-def placement_group_table(pg):
+def placement_group_table(pg: "PlacementGroup") -> dict[str, Any]:
     """The group as the head has it: state, strategy, bundles (resources, node and GPU ids in
     bundle order), and Ray's bundles_to_node_id."""
     state = _api._current()
@@ -146,7 +147,7 @@ def placement_group_table(pg):
     return info
 
 
-def remove_placement_group(pg):
+def remove_placement_group(pg: "PlacementGroup") -> None:
     """Frees the bundles; the actors in them are killed."""
     state = _api._current()
     state.client.remove_placement_group(pg.id)

@@ -4,11 +4,13 @@ travel as cloudpickle (_wire.py: arrays and tensors out of band), so classes def
 driver's __main__ work, as in Ray."""
 
 import functools
+from typing import Optional
 
 import cloudpickle
 
-from . import _methods, _wire
+from . import _api, _methods, _wire
 from ._actors import ActorHandle, _check_options, _create, actor_resources
+from .actor import ActorClassInheritanceException
 from ._refs import ObjectRef, resolve_argument
 from .exceptions import RayError, UnserializableException, as_task_error
 
@@ -150,25 +152,26 @@ class PyActorClass:
         return value
 
     def __mro_entries__(self, bases):
-        from .actor import ActorClassInheritanceException
         raise ActorClassInheritanceException(
             f"Inheriting from actor classes is not currently supported: {self._cls.__name__} is a remote class; "
             "derive from the plain class and decorate the result")
 
 
-def remote(*args, **options):
-    """@remote or @remote(num_cpus=..., ...) on a class (a Python actor class) or a function (a
-    task, run by pooled worker processes: _tasks.py)."""
-    def make(obj):
-        if isinstance(obj, type):
-            _check_options(options)
-            return PyActorClass(obj, options)
-        if callable(obj):
-            from ._tasks import RemoteFunction
-            return RemoteFunction(obj, options)
-        raise TypeError(f"remote: wants a class or a function, got {type(obj).__name__}")
-    if len(args) == 1 and not options and callable(args[0]):
-        return make(args[0])
-    if args or not options:  # as Ray, which refuses @remote() with nothing in the parentheses
-        raise TypeError("remote: use @remote, or @remote(option=value, ...) with at least one option")
-    return make
+def get_actor(name: str, namespace: Optional[str] = None) -> ActorHandle:
+    """The live actor named `name` in `namespace` (default: the one init() set); ValueError when
+    there is none, as in Ray."""
+    state = _api._current()
+    try:
+        actor_id = state.client.get_actor(name, namespace or state.namespace)
+    except RayError as e:
+        if e.code == "NOT_FOUND":
+            raise ValueError(f"get_actor: no actor named {name!r} in namespace {namespace or state.namespace!r}") from None
+        raise
+    info = state.client.describe(actor_id)
+    if info["state"] == "DEAD":  # kept by the head for `skyrl list`, but gone: as Ray, not found
+        raise ValueError(f"get_actor: the actor named {name!r} in namespace {namespace or state.namespace!r} is dead: "
+                         f"{info['death_reason']}")
+    if info["class_name"] == "python":
+        return PyActorHandle(actor_id, "python", methods=_methods.load(state.client, actor_id),
+                             max_pending_calls=info["max_pending_calls"] or -1)
+    return ActorHandle(actor_id, info["class_name"], max_pending_calls=info["max_pending_calls"] or -1)

@@ -7,8 +7,11 @@ import os
 import pickle
 import threading
 import time
+from typing import Any, Callable, Optional, Sequence, Union
 
-from . import _native, _wire
+from . import _api, _host, _native, _wire
+from ._futures import Future
+from ._methods import Split
 from .exceptions import GetTimeoutError, RayError, from_native
 
 
@@ -17,8 +20,9 @@ class ObjectRef:
     through future() / as_future(), as Ray's."""
 
     __slots__ = ("_future", "_decode", "_what", "_hex")
+    _hex: Optional[str]
 
-    def __init__(self, future, decode, what):
+    def __init__(self, future: Future, decode: Callable[[Any], Any], what: str) -> None:
         self._future = future
         self._decode = decode
         self._what = what
@@ -123,14 +127,14 @@ def _resolved(value, what):
     return ObjectRef(_Ready(value), _same, what)
 
 
-def refs_of(future, decode, what, num_returns):
+def refs_of(future: Future, decode: Callable[[Any], Any], what: str,
+            num_returns: int) -> Union["ObjectRef", None, list["ObjectRef"]]:
     """The refs of one call's result as num_returns asks: one ref (1), None (0: the result is
     not kept), or a list of `num_returns` refs, one per value of the tuple the call returns."""
     if num_returns == 1:
         return ObjectRef(future, decode, what)
     if num_returns == 0:
         return None
-    from ._methods import Split
     split = Split(future, decode, num_returns, what)
     return [ObjectRef(split, _Item(i), f"{what}[{i}]")
             for i in range(num_returns)]
@@ -148,7 +152,7 @@ class _Item:
         return values[self.i]
 
 
-def put(value):
+def put(value: Any) -> "ObjectRef":
     """A ref to `value`, for passing to calls and get(). It stays in this process: a call
     that takes it as an argument receives the value, serialized once however many calls
     take it."""
@@ -176,7 +180,6 @@ _cpu_lent = False
 def lend_cpu():
     """Lends this executor's CPU, once; best effort (a head that cannot be asked: nothing)."""
     global _cpu_lent
-    from . import _api
     with _cpu_lock:
         if _cpu_lent:
             return
@@ -190,7 +193,6 @@ def lend_cpu():
 def reclaim_cpu():
     """Takes back what lend_cpu lent, if it is free now (else it stays lent: asked again next time)."""
     global _cpu_lent
-    from . import _api
     with _cpu_lock:
         if not _cpu_lent:
             return
@@ -203,7 +205,6 @@ def reclaim_cpu():
 @contextlib.contextmanager
 def _lending_cpu(refs, timeout):
     """Around a task's wait for results not here yet: its CPU lent meanwhile."""
-    from . import _host
     if (timeout == 0 or getattr(_host.current, "task", None) is None
             or all(getattr(r._future, "done", lambda: True)() for r in refs)):
         yield
@@ -215,7 +216,7 @@ def _lending_cpu(refs, timeout):
         reclaim_cpu()
 
 
-def get(refs, *, timeout=None):
+def get(refs: Union["ObjectRef", Sequence["ObjectRef"]], *, timeout: Optional[float] = None) -> Any:
     """The value of one ref, or a list of values for a list of refs, as ray.get(): waits at most
     `timeout` seconds over all (GetTimeoutError), raises the first call's error."""
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -235,7 +236,8 @@ def get(refs, *, timeout=None):
     return out
 
 
-def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
+def wait(refs: Sequence["ObjectRef"], *, num_returns: int = 1, timeout: Optional[float] = None,
+         fetch_local: bool = True) -> tuple[list["ObjectRef"], list["ObjectRef"]]:
     """(ready, not_ready) as ray.wait(): the first `num_returns` refs whose results are here, in
     the order given, waiting at most `timeout` seconds for them. As Ray: TypeError unless
     `refs` is a list of ObjectRefs, ValueError when one is there twice. `fetch_local` is Ray's

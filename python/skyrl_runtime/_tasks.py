@@ -10,10 +10,11 @@ import asyncio
 import inspect
 import threading
 import time
+from typing import Any
 
 import cloudpickle
 
-from . import _api, _methods, _options
+from . import _api, _host, _methods, _options
 from ._actors import kill
 from ._python_actors import PyActorClass, PyActorMethod
 from ._refs import lend_cpu, reclaim_cpu, refs_of, resolve_argument
@@ -41,7 +42,6 @@ class _Executor:
         threading.Thread(target=self._lend_when_idle, name="skyrl-idle-lender", daemon=True).start()
 
     def run(self, fn_blob, args, kwargs, meta=None):
-        from . import _host
         with self._idle:
             self._running += 1
             self._idle_since = None
@@ -236,7 +236,7 @@ _LOCK = threading.Lock()
 
 
 def _pools(state):
-    return state.__dict__.setdefault("task_pools", {})
+    return state.task_pools
 
 
 def _release_idle(asking):
@@ -244,3 +244,20 @@ def _release_idle(asking):
     with _LOCK:
         others = [p for p in _pools(_api._current()).values() if p is not asking]
     return sum(p.release_idle() for p in others) > 0
+
+
+def remote(*args: Any, **options: Any) -> Any:
+    """@remote or @remote(num_cpus=..., ...) on a class (a Python actor class) or a function (a
+    task, run by pooled worker processes: _tasks.py)."""
+    def make(obj):
+        if isinstance(obj, type):
+            _options.check(options, "actor")
+            return PyActorClass(obj, options)
+        if callable(obj):
+            return RemoteFunction(obj, options)
+        raise TypeError(f"remote: wants a class or a function, got {type(obj).__name__}")
+    if len(args) == 1 and not options and callable(args[0]):
+        return make(args[0])
+    if args or not options:  # as Ray, which refuses @remote() with nothing in the parentheses
+        raise TypeError("remote: use @remote, or @remote(option=value, ...) with at least one option")
+    return make

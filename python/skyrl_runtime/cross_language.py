@@ -5,7 +5,7 @@ RL roles). Arguments and results are bytes."""
 from ._actors import CppActorClass
 
 
-def cpp_actor_class(class_name, host=""):
+def cpp_actor_class(class_name: str, host: str = "") -> CppActorClass:
     """The C++ class `class_name`, served by the actor host `host` ("" the built-in one)."""
     if not class_name:
         raise ValueError("cpp_actor_class: class_name is empty")

@@ -63,7 +63,7 @@ class UnserializableException(RayTaskError):
     and the remote traceback, in its text."""
 
 
-_DUAL = {}
+_DUAL: dict[type, type] = {}
 
 
 def as_task_error(cause, traceback_str):

@@ -28,6 +28,7 @@ from collections import namedtuple
 
 import torch
 
+from . import _api
 from ._native import Error as _NativeError
 from ._native import weight_sync as _ws_native
 from .exceptions import WeightSyncError
@@ -384,8 +385,6 @@ def _rendezvous(rendezvous):
     if rendezvous is not None:
         os.makedirs(rendezvous, exist_ok=True)
         return "dir", str(rendezvous), ""
-    from . import _api
-
     state = _api._current()
     return "kv", state.address, state.token
 
