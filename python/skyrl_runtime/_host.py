@@ -219,9 +219,10 @@ def _dispatch(obj, method, payload):
             blob = cloudpickle.dumps(e)
         except Exception:
             blob = None
-        retry_on = meta.get("retry_on")  # the caller's retry_exceptions classes, when a list
-        return _wire.encode_error((blob, type(e).__name__, str(e), tb),
-                                  retry=bool(retry_on) and isinstance(e, tuple(retry_on)))
+        # The caller's retry_exceptions: True (any Exception, as Ray's), or its classes.
+        retry_on = meta.get("retry_on")
+        retry = isinstance(e, Exception) if retry_on is True else bool(retry_on) and isinstance(e, tuple(retry_on))
+        return _wire.encode_error((blob, type(e).__name__, str(e), tb), retry=retry)
     finally:
         current.call = None
 

@@ -73,13 +73,15 @@ class PyActorMethod:
         # A call in a concurrency group, or with a name of its own, says so (_host.py reads it).
         meta = {k: options[k] for k in ("concurrency_group", "name") if options.get(k) is not None}
         retry_exceptions = options.get("retry_exceptions", False)
-        if retry_exceptions and retry_exceptions is not True:
-            meta["retry_on"] = tuple(retry_exceptions)  # the host tags those RETRY (_wire.py)
+        retries = options.get("max_task_retries")
+        if retry_exceptions and (self._handle._retries if retries is None else retries) != 0:
+            # The host tags what to retry for RETRY (_wire.py).
+            meta["retry_on"] = True if retry_exceptions is True else tuple(retry_exceptions)
         try:
             payload = _wire.encode((args, kwargs, meta) if meta else (args, kwargs))
         except Exception as e:
             raise TypeError(f"{self._handle._class_name}.{self._name}.remote: an argument does not pickle: {e}") from None
-        return self._handle._call(self._name, payload, _decode, retries=options.get("max_task_retries"),
+        return self._handle._call(self._name, payload, _decode, retries=retries,
                                   num_returns=options.get("num_returns", 1),
                                   retry_exceptions=retry_exceptions)
 

@@ -7,6 +7,7 @@ while every executor has a task in flight, up to as many as the cluster could ho
 (at most 64); after that tasks queue on the executors in turn."""
 
 import asyncio
+import collections
 import inspect
 import threading
 import time
@@ -84,8 +85,7 @@ class _Pool:
         # A pool's first executor when there is no room now: PENDING until there is (a task
         # this process runs lends its CPU while it waits, as Ray's blocked tasks do).
         self._waiting_class = PyActorClass(_Executor, {**shape, "max_restarts": -1})
-        # [handle, the last ref submitted to it]: an executor runs its calls in order, so it is
-        # idle once its last one is done.
+        # [handle, the refs submitted to it and maybe in flight, tasks sent]: see _idle.
         self._slots = []
         self._lock = threading.Lock()
         self._turn = 0
@@ -111,7 +111,7 @@ class _Pool:
         idle leased workers."""
         for attempt in (0, 1):
             try:
-                slot = [self._class.remote(), None, 0]  # handle, last ref, tasks sent
+                slot = [self._class.remote(), collections.deque(), 0]
                 self._slots.append(slot)
                 return slot
             except RayError as e:
@@ -122,7 +122,7 @@ class _Pool:
                 if self._slots:
                     return None
                 # None at all: one that waits for room (one that can never fit still fails).
-                slot = [self._waiting_class.remote(), None, 0]
+                slot = [self._waiting_class.remote(), collections.deque(), 0]
                 self._slots.append(slot)
                 return slot
 
@@ -133,7 +133,7 @@ class _Pool:
         if not self._lock.acquire(blocking=False):
             return 0
         try:
-            idle = [s for s in self._slots if s[1] is None or s[1]._future.done()]
+            idle = [s for s in self._slots if _idle(s)]
             for s in idle:
                 self._slots.remove(s)
         finally:
@@ -150,7 +150,7 @@ class _Pool:
         when the executor dies under it, `retries` times (-1: without end), and for the
         exceptions `retry_exceptions` names, as Ray's max_retries and retry_exceptions."""
         with self._lock:
-            slot = next((s for s in self._slots if s[1] is None or s[1]._future.done()), None)
+            slot = next((s for s in self._slots if _idle(s)), None)
             if slot is None and len(self._slots) < self._limit():
                 slot = self._grow()
             if slot is None:
@@ -159,7 +159,7 @@ class _Pool:
             run = slot[0].run if retries == 0 else PyActorMethod(
                 slot[0], "run", {"max_task_retries": retries, "retry_exceptions": retry_exceptions})
             ref = run.remote(fn_blob, args, kwargs, meta)
-            slot[1] = ref
+            slot[1].append(ref)
             slot[2] += 1
             if self._max_calls and slot[2] >= self._max_calls:
                 self._slots.remove(slot)  # takes no more: ends once its tasks are done
@@ -167,12 +167,23 @@ class _Pool:
         return ref
 
 
+def _idle(slot):
+    """Whether the executor has no task in flight. Its refs finish about in order (it runs its
+    calls in order), but not exactly: a task the client makes again (retries) runs after later
+    ones. So every ref is kept until it is done, and those done leave from the front: amortized
+    constant time, and never idle while one is in flight."""
+    refs = slot[1]
+    while refs and refs[0]._future.done():
+        refs.popleft()
+    return not refs
+
+
 def _retire(slot):
     """Ends an executor that ran its max_calls tasks, once the last is done (its resources, a
     GPU's memory say, go back with its process, as Ray's max_calls intends)."""
     # Watched, not waited on: the result is its caller's to read (a second reader of one
     # future would wait out its caller's timeout).
-    while not slot[1]._future.done():
+    while not _idle(slot):
         time.sleep(0.02)
     try:
         kill(slot[0])

@@ -5,7 +5,8 @@ and read in place on the other side, never element by element in Python.
 A payload is one tag byte, then:
   VALUE, ERROR: the pickle.
   RETRY:        an ERROR whose exception is one the caller asked to retry for (a call's
-                meta "retry_on"): the client makes such a call again without reading it.
+                meta "retry_on": True for any Exception, or a tuple of classes): the
+                client makes such a call again without reading it.
   BUFFERS:      u32 n, u64 pickle length, n u64 buffer lengths, the pickle, then the n buffers,
                 each starting at a multiple of 64 bytes from the payload's start.
 encode() returns the payload as a list of parts (the C++ side joins them); decode() reads a
@@ -112,10 +113,8 @@ def encode_error(obj, retry=False):
 
 def retry_tags(retry_exceptions):
     """The tags of results a call with Ray's `retry_exceptions` makes again (the client
-    reads only the first byte): any error for True, those the actor found in the call's
-    "retry_on" classes for a list, none for False."""
-    if retry_exceptions is True:
-        return bytes((ERROR, RETRY))
+    reads only the first byte): RETRY, which the actor's host sets as the call's "retry_on"
+    asks, when there is anything to retry for."""
     return bytes((RETRY,)) if retry_exceptions else b""
 
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "runtime/rpc/auth.h"
@@ -14,7 +15,9 @@ CallResult ToResult(v1::StreamedResult& r) {
   if (r.code() == 0) return std::move(*r.mutable_result());
   absl::StatusCode code =
       r.code() > 0 && r.code() <= 16 ? absl::StatusCode(r.code()) : absl::StatusCode::kUnknown;
-  return absl::Status(code, r.message());
+  absl::Status s(code, r.message());
+  s.SetPayload(kFromActorPayload, absl::Cord("1"));
+  return s;
 }
 
 }  // namespace

@@ -66,6 +66,11 @@ class CallDone {
 // Upper bound of what one StreamedCall adds to its batch besides its method and args bytes.
 inline constexpr size_t kCallOverhead = 64;
 
+// Marks an error the actor answered with (its method's own status), as opposed to one the
+// client found (the stream broke, a deadline passed): see FromActor.
+inline constexpr char kFromActorPayload[] = "type.skyrl.dev/skyrl.client.FromActor";
+inline bool FromActor(const absl::Status& s) { return s.GetPayload(kFromActorPayload).has_value(); }
+
 class CallStream;
 
 // Calls left without a result when a stream ended, and why it ended.

@@ -34,6 +34,7 @@
 
 #include <functional>
 #include <future>
+#include <optional>
 #include <map>
 #include <memory>
 #include <string>
@@ -122,11 +123,12 @@ struct ClientOptions {
 // How one call is made.
 struct CallOptions {
   // The call's deadline, counted from when it goes out to the actor (InfiniteDuration: none);
-  // zero: ClientOptions.call_timeout. A deadline fails the call, never retries it.
-  absl::Duration timeout = absl::ZeroDuration();
+  // unset: ClientOptions.call_timeout. A deadline fails the call, never retries it.
+  std::optional<absl::Duration> timeout;
   // Ray's max_task_retries: the call is made again, up to this many times (-1: without end),
-  // when it fails with Unavailable (the actor died under it and may restart, or could not be
-  // reached) or when `retry_result` says so of its result. Each retry waits a little longer
+  // when the client finds it Unavailable (the actor died under it and may restart, or could
+  // not be reached; an Unavailable the actor's method returns is its result, not retried) or
+  // when `retry_result` says so of its result. Each retry waits a little longer
   // (5 ms, doubling, at most 1 s) and goes to wherever the actor is then. A retry runs after
   // calls made since: only the first attempt keeps its place in the order.
   int retries = 0;

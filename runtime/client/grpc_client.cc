@@ -386,14 +386,14 @@ std::future<absl::StatusOr<std::string>> GrpcClient::CallAsync(const ActorHandle
   if (invalid.ok() && o.retries < -1)
     invalid = absl::InvalidArgumentError(
         absl::StrCat("CallOptions.retries: ", o.retries, " is below -1 (-1: retry without end)"));
-  if (invalid.ok() && o.timeout < absl::ZeroDuration())
+  if (invalid.ok() && o.timeout && *o.timeout < absl::ZeroDuration())
     invalid = absl::InvalidArgumentError(
-        absl::StrCat("CallOptions.timeout: ", absl::FormatDuration(o.timeout), " is negative"));
+        absl::StrCat("CallOptions.timeout: ", absl::FormatDuration(*o.timeout), " is negative"));
   if (!invalid.ok()) {
     done(invalid);
     return result;
   }
-  const absl::Duration timeout = o.timeout == absl::ZeroDuration() ? options_.call_timeout : o.timeout;
+  const absl::Duration timeout = o.timeout.value_or(options_.call_timeout);
   if (o.retries == 0) {
     // The common case, an open stream and nothing to keep: the args are copied once, into the
     // stream's batch. Calls waiting for a look-up go first, so it is taken only when none wait.
@@ -456,10 +456,13 @@ void GrpcClient::Submit(HeldCallPtr call) {
     absl::MutexLock lock(&mu_);
     stopping = shutting_down_;
   }
-  call->done(
-      stopping ? absl::CancelledError("the client is shutting down")
-               : absl::UnavailableError(absl::StrCat(
-                     "actor ", call->actor_id, ": its call stream ended as soon as it opened, three times")));
+  if (stopping) {
+    call->done(absl::CancelledError("the client is shutting down"));
+    return;
+  }
+  const std::string why =
+      absl::StrCat("actor ", call->actor_id, ": its call stream ended as soon as it opened, three times");
+  Finish(std::move(call), absl::UnavailableError(why));
 }
 
 void GrpcClient::OpenStreamLocked(const std::string& actor_id, Route& r) {
@@ -513,7 +516,9 @@ void GrpcClient::OnLookup(AsyncLookup& l, const grpc::Status& status) {
       const v1::ActorInfo& info = l.reply.actor();
       const absl::Time now = absl::Now();
       if (!status.ok()) {
-        why = rpc::FromGrpc(status);
+        absl::Status head = rpc::FromGrpc(status);
+        why = absl::Status(head.code(),
+                           absl::StrCat("asking the head where actor ", l.actor_id, " is: ", head.message()));
       } else if (info.state() == v1::ACTOR_DEAD) {
         why = absl::FailedPreconditionError(absl::StrCat("actor is dead: ", info.death_reason()));
       } else if (info.state() == v1::ACTOR_ALIVE) {
@@ -561,7 +566,8 @@ void GrpcClient::OnLookup(AsyncLookup& l, const grpc::Status& status) {
 
 void GrpcClient::Finish(HeldCallPtr call, CallResult result) {
   const bool again =
-      call->retries != 0 && ((!result.ok() && absl::IsUnavailable(result.status())) ||
+      call->retries != 0 && ((!result.ok() && absl::IsUnavailable(result.status()) &&
+                              !client_internal::FromActor(result.status())) ||
                              (result.ok() && call->retry_result && call->retry_result(*result)));
   if (again) {
     absl::MutexLock lock(&mu_);

@@ -264,6 +264,16 @@ def test_retry_exceptions_runs_a_failing_task_or_method_again(cluster, tmp_path)
         ray.get(f.once.remote())
     assert ray.get(f.step.remote()) == 5, "once ran once"
 
+    @ray.remote(num_cpus=0)
+    class Quits:
+        @ray.method(retry_exceptions=True, max_task_retries=-1)
+        def quit(self):
+            ray.actor.exit_actor()
+
+    # The actor's end is no exception of the method's: not retried (without end, it would hang).
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(Quits.remote().quit.remote(), timeout=30)
+
 
 def test_bad_calls_are_refused_when_made(cluster):
     @ray.remote

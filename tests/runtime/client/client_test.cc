@@ -275,9 +275,9 @@ TEST(ClientStreamTest, StreamsThatEndAtOnceLeaveNothingBehind) {
 }
 
 // An actor's CallStream that answers every call at once and records the methods in the order
-// they came: "list" answers with them joined by commas. "unavailable-N" fails with
-// UNAVAILABLE (as a call to a dying actor does) and "again-N" answers "again", the first N
-// times each is called; then they answer "ok".
+// they came: "list" answers with them joined by commas. The first N times each is called,
+// "unavailable-N" fails with UNAVAILABLE (the method's own error), "again-N" answers "again"
+// and "die-N" ends the stream as a dying process would; then they answer "ok".
 class RecordingActor final : public v1::ActorService::Service {
  public:
   grpc::Status CallStream(
@@ -300,6 +300,8 @@ class RecordingActor final : public v1::ActorService::Service {
         if (absl::StartsWith(m, "unavailable-") && absl::SimpleAtoi(m.substr(12), &n) && seen <= n) {
           r->set_code(int(absl::StatusCode::kUnavailable));
           r->set_message("the actor died under the call");
+        } else if (absl::StartsWith(m, "die-") && absl::SimpleAtoi(m.substr(4), &n) && seen <= n) {
+          return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the actor's process died");
         } else if (absl::StartsWith(m, "again-") && absl::SimpleAtoi(m.substr(6), &n) && seen <= n) {
           r->set_result("again");
         } else {
@@ -409,7 +411,7 @@ TEST(ClientCallQueueTest, CallsWaitingForAnActorThatDiesFailSayingSoAndShutdownC
   }
 }
 
-TEST(ClientRetryTest, ACallIsMadeAgainWhenUnavailableOrAskedToUpToItsRetries) {
+TEST(ClientRetryTest, ACallIsMadeAgainWhenItsActorDiesOrItsResultAsksUpToItsRetries) {
   RecordingCluster c;
   ASSERT_TRUE(c.h.registered && c.client != nullptr);
   absl::StatusOr<ActorHandle> actor = c.client->CreateActor("recording", ActorOptions{});
@@ -420,17 +422,15 @@ TEST(ClientRetryTest, ACallIsMadeAgainWhenUnavailableOrAskedToUpToItsRetries) {
     if (retry_again) o.retry_result = [](const std::string& r) { return r == "again"; };
     return c.client->CallAsync(*actor, method, "", std::move(o)).get();
   };
-  // Two failures, three retries: the third attempt answers.
-  absl::StatusOr<std::string> r = call("unavailable-2", 3, false);
+  // The actor's process dies under the call (the stream breaks): made again, and answered.
+  // (The head still has it ALIVE at the same address, so the client first gives the head
+  // its 5 s to hear of the death.)
+  absl::StatusOr<std::string> r = call("die-1", 1, false);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(*r, "ok");
-  EXPECT_EQ(c.actor.Count("unavailable-2"), 3);
-  // One retry is not enough: the second failure is the result.
-  r = call("unavailable-3", 1, false);
-  EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
-  EXPECT_EQ(c.actor.Count("unavailable-3"), 2);
-  // Without retries, as before.
-  r = call("unavailable-1", 0, false);
+  EXPECT_EQ(c.actor.Count("die-1"), 2);
+  // An Unavailable the method itself returns is its result, as in Ray: not made again.
+  r = call("unavailable-1", 3, false);
   EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
   EXPECT_EQ(c.actor.Count("unavailable-1"), 1);
   // A result the caller asks to retry for, without end (-1).
