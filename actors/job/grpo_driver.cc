@@ -57,8 +57,8 @@ class Job {
   };
   // Whole groups per engine, every engine at once. An engine that died (TP 1) gets the
   // current weights again once the runtime restarted it, and is asked again, up to
-  // engine_retries times; `recoveries` counts those.
-  absl::StatusOr<Generated> Generate(const PromptSet& prompts, int step, int* recoveries);
+  // engine_retries times; `recovered` counts those.
+  absl::StatusOr<Generated> Generate(const PromptSet& prompts, int step, Recoveries& recovered);
 
   struct Scores {
     Scored scored;
@@ -79,9 +79,9 @@ class Job {
 
   // One version to every engine: weight_sync's TCP transport ("tcp"), falling back to the
   // push for the step when it fails, or the push ("push"). Returns the shards' encode seconds.
-  absl::StatusOr<double> Sync(int64_t version, int* recoveries, int* fallbacks) {
-    return opt_.weight_sync == "tcp" ? SyncTcp(version, recoveries, fallbacks)
-                                     : Push(actors_.engines, recoveries);
+  absl::StatusOr<double> Sync(int64_t version, Recoveries& recovered) {
+    return opt_.weight_sync == WeightSyncMode::kTcp ? SyncTcp(version, recovered)
+                                                    : Push(actors_.engines, recovered);
   }
 
   // colocate_all: every engine rank sleeps (drops its weights, freeing the shared device for
@@ -101,8 +101,8 @@ class Job {
   int64_t last_sync_bytes() const { return last_sync_bytes_; }
 
  private:
-  absl::StatusOr<double> SyncTcp(int64_t version, int* recoveries, int* fallbacks);
-  absl::StatusOr<double> Push(std::vector<std::string> engines, int* recoveries);
+  absl::StatusOr<double> SyncTcp(int64_t version, Recoveries& recovered);
+  absl::StatusOr<double> Push(std::vector<std::string> engines, Recoveries& recovered);
   absl::StatusOr<std::string> CreateRole(const std::string& cls, const RoleArgs& a, int bundle, double cpu,
                                          int max_restarts);
   // "host:port" of a TP group's rank 0 (its actor's host, the port its TP group listens on).
@@ -249,14 +249,14 @@ absl::Status Job::Start() {
   if (!reference.ok()) return reference.status();
   actors_.reference = *reference;
   reference_.emplace(client_, *reference, "reference");
-  int ignored = 0;
-  return Sync(0, nullptr, &ignored).status();
+  Recoveries uncounted;  // the first version, before any step
+  return Sync(0, uncounted).status();
 }
 
 // One version through weight_sync's TCP transport: every engine receives while every trainer
 // shard sends (all in flight at once). On failure: a message on stderr, a new key prefix (so
 // a restarted engine's new address is the one looked up next time), and the push.
-absl::StatusOr<double> Job::SyncTcp(int64_t version, int* recoveries, int* fallbacks) {
+absl::StatusOr<double> Job::SyncTcp(int64_t version, Recoveries& recovered) {
   if (hosts_epoch_ != epoch_) {
     engine_hosts_.clear();
     for (const auto& e : actors_.engines) {
@@ -307,15 +307,15 @@ absl::StatusOr<double> Job::SyncTcp(int64_t version, int* recoveries, int* fallb
   }
   std::fprintf(stderr, "skyrl-grpo: TCP weight sync of version %lld failed (%s); pushing it instead\n",
                static_cast<long long>(version), error.c_str());
-  ++*fallbacks;
+  ++recovered.sync_fallbacks;
   ++epoch_;
-  return Push(actors_.engines, recoveries);
+  return Push(actors_.engines, recovered);
 }
 
 // Every trainer shard pushes its shard to `engines`; engines that failed are retried (their
 // restart is awaited by the client) up to engine_retries times. Returns the seconds the
 // shards spent encoding (serialization overhead).
-absl::StatusOr<double> Job::Push(std::vector<std::string> engines, int* recoveries) {
+absl::StatusOr<double> Job::Push(std::vector<std::string> engines, Recoveries& recovered) {
   double encode_s = 0;
   for (int attempt = 0; !engines.empty(); ++attempt) {
     std::vector<Pending<role::SyncWeightsReply>> calls;
@@ -336,7 +336,7 @@ absl::StatusOr<double> Job::Push(std::vector<std::string> engines, int* recoveri
         return absl::UnavailableError(absl::StrCat("weight sync to engine ", failed[0], " failed ",
                                                    attempt + 1, " times; last: ", last_error));
       }
-      if (recoveries) ++*recoveries;
+      ++recovered.engine_calls;
       ++epoch_;
     }
     engines = failed;
@@ -344,7 +344,7 @@ absl::StatusOr<double> Job::Push(std::vector<std::string> engines, int* recoveri
   return encode_s;
 }
 
-absl::StatusOr<Job::Generated> Job::Generate(const PromptSet& prompts, int step, int* recoveries) {
+absl::StatusOr<Job::Generated> Job::Generate(const PromptSet& prompts, int step, Recoveries& recovered) {
   const int etp = actors_.engine_tp;
   const int engines = static_cast<int>(engines_.size()) / etp;
   const auto slices = SplitPrompts(prompts, s_.grpo.group_size, engines);
@@ -369,9 +369,10 @@ absl::StatusOr<Job::Generated> Job::Generate(const PromptSet& prompts, int step,
          ++attempt) {
       // The engine died (or came back empty): the runtime restarts it; give it the
       // current weights, then ask again.
-      ++*recoveries;
-      ++epoch_;  // its TCP endpoint is new: look addresses up under a fresh prefix
-      if (auto s = Push({actors_.engines[e]}, nullptr); !s.ok()) return s.status();
+      ++recovered.engine_calls;
+      ++epoch_;              // its TCP endpoint is new: look addresses up under a fresh prefix
+      Recoveries uncounted;  // the retry of the generation is what counts
+      if (auto s = Push({actors_.engines[e]}, uncounted); !s.ok()) return s.status();
       reply = engines_[e].Generate(requests[e]).Get();
     }
     if (!reply.ok()) return reply.status();
@@ -513,7 +514,7 @@ class Loop {
   int64_t version_ = 0;  // the trainer's
   int at_target_run_ = 0;
   double step_total_ = 0;
-  int ahead_recoveries_ = 0;  // the generation thread's; folded in after each get
+  Recoveries ahead_recovered_;  // the generation thread's; folded in after each get
   Ahead ahead_;
 };
 
@@ -526,14 +527,14 @@ absl::StatusOr<std::pair<PromptSet, Job::Generated>> Loop::GeneratePhase(int ste
   std::pair<PromptSet, Job::Generated> now;
   if (tc_.async_enabled && step > 1) {
     auto got = ahead_.get();  // generated while step - 1 trained
-    out_.engine_recoveries += ahead_recoveries_;
-    ahead_recoveries_ = 0;
+    out_.recovered += ahead_recovered_;
+    ahead_recovered_ = Recoveries{};
     if (!got.ok()) return got.status();
     now = std::move(*got);
   } else {
     auto prompts = Prompts();
     if (!prompts.ok()) return prompts.status();
-    auto gen = job_.Generate(*prompts, step, &out_.engine_recoveries);
+    auto gen = job_.Generate(*prompts, step, out_.recovered);
     if (!gen.ok()) return gen.status();
     now = {std::move(*prompts), std::move(*gen)};
   }
@@ -545,7 +546,7 @@ absl::StatusOr<std::pair<PromptSet, Job::Generated>> Loop::GeneratePhase(int ste
     ahead_ = std::async(
         std::launch::async,
         [this, p = std::move(*next), step]() mutable -> absl::StatusOr<std::pair<PromptSet, Job::Generated>> {
-          auto g = job_.Generate(p, step + 1, &ahead_recoveries_);
+          auto g = job_.Generate(p, step + 1, ahead_recovered_);
           if (!g.ok()) return g.status();
           return std::make_pair(std::move(p), std::move(*g));
         });
@@ -617,7 +618,7 @@ absl::StatusOr<bool> Loop::Step(int step, std::function<void(const StepMetrics&)
   timer.Lap(Phase::kWait);
 
   version_ = trained->version;
-  auto synced = job_.Sync(version_, &out_.engine_recoveries, &out_.sync_fallbacks);
+  auto synced = job_.Sync(version_, out_.recovered);
   if (!synced.ok()) return synced.status();
   timer.Lap(Phase::kSync);
 
@@ -667,14 +668,16 @@ absl::Status ValidateDistributed(const JobConfig& config, const DistributedOptio
                                                    " engines for ", tc.train_batch_size,
                                                    " prompts per step"));
   }
-  if (options.weight_sync != "tcp" && options.weight_sync != "push") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("weight_sync: tcp or push, got '", options.weight_sync, "'"));
-  }
   return absl::OkStatus();
 }
 
 }  // namespace
+
+absl::StatusOr<WeightSyncMode> ParseWeightSyncMode(absl::string_view name, absl::string_view what) {
+  if (name == "tcp") return WeightSyncMode::kTcp;
+  if (name == "push") return WeightSyncMode::kPush;
+  return absl::InvalidArgumentError(absl::StrCat(what, ": tcp or push, got '", name, "'"));
+}
 
 absl::StatusOr<DistributedSummary> RunDistributedGrpo(
     Client& client, const std::string& config_yaml, const JobConfig& config,

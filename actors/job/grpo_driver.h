@@ -38,15 +38,33 @@
 
 namespace skyrl::actors {
 
+// How each step's weights reach the engines.
+enum class WeightSyncMode {
+  // weight_sync's TCP transport on the PreparedSync plan (trainer TP layout -> engines),
+  // falling back to kPush for a step when it fails.
+  kTcp,
+  kPush,  // every shard pushes to every engine with actor calls
+};
+// "tcp" or "push" (the --weight-sync flag); InvalidArgument naming `what` otherwise.
+absl::StatusOr<WeightSyncMode> ParseWeightSyncMode(absl::string_view name, absl::string_view what);
+
 struct DistributedOptions {
   int stop_after_target = 0;  // as RunLocalGrpo
   int engine_retries = 3;
   absl::Duration ready_timeout = absl::Seconds(120);  // placement group
   bool remove_actors = true;                          // kill the actors and remove the group at the end
-  // "tcp": weight_sync's TCP transport on the PreparedSync plan (trainer TP layout -> engines),
-  // falling back to "push" for a step when it fails; "push": every shard pushes to every engine
-  // with actor calls.
-  std::string weight_sync = "tcp";
+  WeightSyncMode weight_sync = WeightSyncMode::kTcp;
+};
+
+// What a run recovered from, counted as it goes.
+struct Recoveries {
+  int engine_calls = 0;    // calls retried after an engine restarted
+  int sync_fallbacks = 0;  // steps whose TCP weight sync failed and were pushed instead
+  Recoveries& operator+=(const Recoveries& o) {
+    engine_calls += o.engine_calls;
+    sync_fallbacks += o.sync_fallbacks;
+    return *this;
+  }
 };
 
 struct JobActors {
@@ -63,8 +81,7 @@ struct DistributedSummary {
   double overhead_fraction = 0;                       // sum(step_s - critical-path compute_s) / sum(step_s)
   double compute_s = 0;                               // critical-path model compute over the run
   std::vector<std::vector<int64_t>> engine_versions;  // per step: each engine rank's version after sync
-  int engine_recoveries = 0;                          // calls retried after an engine restarted
-  int sync_fallbacks = 0;  // steps whose TCP weight sync failed and were pushed instead
+  Recoveries recovered;
   // Connections the trainer shards opened for TCP weight sync over the run, by path: TCP, or
   // a Unix socket to an engine on the same host; and the bytes written straight into
   // same-host engines' buffers.

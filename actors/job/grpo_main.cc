@@ -68,7 +68,7 @@ int Report(const skyrl::actors::JobConfig& config, const skyrl::actors::Distribu
       "baseline reward %.3f, final reward %.3f (mean of last steps), first step at target %d (%.1fs), "
       "%d steps in %.1fs after %.1fs of set-up; %d engine recoveries, %d weight-sync fallbacks\n",
       run.run.baseline_reward, run.run.final_reward, run.run.first_step_at_target, run.run.seconds_to_target,
-      run.run.steps, run.run.total_s, run.setup_s, run.engine_recoveries, run.sync_fallbacks);
+      run.run.steps, run.run.total_s, run.setup_s, run.recovered.engine_calls, run.recovered.sync_fallbacks);
   if (run.sync_tcp_connections + run.sync_local_connections > 0)
     std::printf(
         "weight sync connections: %lld over TCP, %lld over Unix sockets (same host), %lld bytes written "
@@ -86,6 +86,9 @@ int Run(const Options& opts) {
   std::string yaml;
   auto config = LoadConfig(opts, &yaml);
   if (!config.ok()) return Fail(std::string(config.status().message()), 2);
+  absl::StatusOr<skyrl::actors::WeightSyncMode> mode =
+      skyrl::actors::ParseWeightSyncMode(opts.weight_sync, "--weight-sync");
+  if (!mode.ok()) return Fail(std::string(mode.status().message()), 2);
 
   std::string address = opts.address;
   if (address.empty() && std::getenv("SKYRL_ADDRESS")) address = std::getenv("SKYRL_ADDRESS");
@@ -100,7 +103,7 @@ int Run(const Options& opts) {
 
   skyrl::actors::DistributedOptions dopts;
   dopts.stop_after_target = opts.stop_after;
-  dopts.weight_sync = opts.weight_sync;
+  dopts.weight_sync = *mode;
   std::printf("skyrl-grpo: trainer tp %d, %d engine(s), task %s, up to %d steps\n", config->trainer.tp_size,
               config->generator.num_engines, config->environment.task.c_str(), config->trainer.steps);
   std::fflush(stdout);

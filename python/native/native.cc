@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/actor/actor.h"
 #include "runtime/actor/host.h"
-#include "runtime/cli/daemons.h"
+#include "runtime/daemons/daemons.h"
 #include "runtime/client/client.h"
 #include "runtime/common/job_metrics_keys.h"
 #include "runtime/rpc/auth.h"
@@ -530,6 +530,6 @@ class Error(RuntimeError):
       "load_token", [](const std::string& token_file) { return Unwrap(rpc::LoadToken(token_file, false)); },
       py::arg("token_file") = "",
       "the cluster token as the CLI finds it: the file, $SKYRL_TOKEN, ~/.skyrl/token");
-  m.def("started_head_address", &cli::StartedHeadAddress,
+  m.def("started_head_address", &daemons::StartedHeadAddress,
         "the address of the head `skyrl start --head` runs on this machine (~/.skyrl/run), or \"\"");
 }

@@ -7,7 +7,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/time/clock.h"
 #include "runtime/cli/commands.h"
-#include "runtime/cli/status_view.h"
+#include "runtime/views/status_view.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
 #include "runtime/rpc/status.h"
@@ -18,6 +18,14 @@
 #include "skyrl/placement_group.grpc.pb.h"
 
 namespace skyrl::cli {
+
+using views::RenderActorsJson;
+using views::RenderActorsTable;
+using views::RenderGroupsJson;
+using views::RenderGroupsTable;
+using views::RenderNodesJson;
+using views::RenderNodesTable;
+using views::RenderStatus;
 
 absl::StatusOr<std::vector<v1::NodeInfo>> FetchNodes(const std::string& address, const std::string& token) {
   auto stub = v1::NodeService::NewStub(rpc::MakeChannel(address));

@@ -6,12 +6,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "runtime/cli/commands.h"
-#include "runtime/cli/daemons.h"
+#include "runtime/daemons/daemons.h"
 #include "runtime/common/ids.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
 
 namespace skyrl::cli {
+
+using daemons::RecordStartedHead;
+using daemons::StartDaemon;
+using daemons::StopDaemons;
 namespace {
 
 struct StartOptions {

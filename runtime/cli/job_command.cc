@@ -11,13 +11,17 @@
 #include "absl/time/clock.h"
 #include "runtime/archive/archive.h"
 #include "runtime/cli/commands.h"
-#include "runtime/cli/status_view.h"
+#include "runtime/views/status_view.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
 #include "runtime/rpc/status.h"
 #include "skyrl/job.grpc.pb.h"
 
 namespace skyrl::cli {
+
+using views::JobStateName;
+using views::RenderJobJson;
+using views::RenderJobsJson;
 namespace {
 
 constexpr size_t kChunk = 1 << 20;

@@ -6,7 +6,7 @@
 #include "CLI/CLI.hpp"
 #include "catalog/plan_command.h"
 #include "runtime/cli/commands.h"
-#include "runtime/cli/daemons.h"
+#include "runtime/daemons/daemons.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"skyrl: control a SkyRL Runtime cluster"};
@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   app.fallthrough();  // --address and --token-file may follow the subcommand
   skyrl::cli::GlobalOptions global;
   const char* env_address = std::getenv("SKYRL_ADDRESS");
-  const std::string started = skyrl::cli::StartedHeadAddress();
+  const std::string started = skyrl::daemons::StartedHeadAddress();
   global.address = env_address ? env_address : !started.empty() ? started : "127.0.0.1:7420";
   app.add_option("--address", global.address,
                  "head HOST:PORT (default $SKYRL_ADDRESS, else the head `skyrl start --head` runs here, else "

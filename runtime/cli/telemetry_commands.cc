@@ -9,7 +9,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "runtime/cli/commands.h"
-#include "runtime/cli/telemetry_view.h"
+#include "runtime/views/telemetry_view.h"
 #include "runtime/common/job_metrics_keys.h"
 #include "runtime/rpc/auth.h"
 #include "runtime/rpc/channel.h"
@@ -21,6 +21,15 @@
 #include "skyrl/node.grpc.pb.h"
 
 namespace skyrl::cli {
+
+using views::ActorCalls;
+using views::CollectActorCalls;
+using views::HostOf;
+using views::MetricsTarget;
+using views::MetricsTargets;
+using views::RenderTargetsJson;
+using views::RenderTargetsTable;
+using views::RenderTimeline;
 namespace {
 
 struct TimelineOptions {

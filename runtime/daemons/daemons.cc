@@ -1,4 +1,4 @@
-#include "runtime/cli/daemons.h"
+#include "runtime/daemons/daemons.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -15,7 +15,7 @@
 #include "runtime/common/log_tail.h"
 #include "runtime/common/subprocess.h"
 
-namespace skyrl::cli {
+namespace skyrl::daemons {
 namespace {
 
 namespace fs = std::filesystem;
@@ -143,4 +143,4 @@ std::string StartedHeadAddress() {
   return address;
 }
 
-}  // namespace skyrl::cli
+}  // namespace skyrl::daemons

@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace skyrl::cli {
+namespace skyrl::daemons {
 
 struct StartedDaemon {
   int pid = 0;
@@ -34,4 +34,4 @@ std::vector<std::string> StopDaemons(absl::Duration grace);
 void RecordStartedHead(const std::string& address);
 std::string StartedHeadAddress();
 
-}  // namespace skyrl::cli
+}  // namespace skyrl::daemons

@@ -14,8 +14,8 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
-#include "runtime/cli/status_view.h"
-#include "runtime/cli/telemetry_view.h"
+#include "runtime/views/status_view.h"
+#include "runtime/views/telemetry_view.h"
 #include "runtime/common/job_metrics_keys.h"
 #include "runtime/head/head.h"
 #include "runtime/head/kv_service.h"
@@ -163,13 +163,13 @@ Response Dashboard::Api(const Request& req) {
   const std::vector<std::string> parts = absl::StrSplit(req.path.substr(5), '/', absl::SkipEmpty());
   if (parts.size() == 1 && parts[0] == "nodes")
     return Response::Json(
-        200, cli::RenderNodesJson(head_.nodes().List(), head_.actors().List(), head_.groups().List()));
+        200, views::RenderNodesJson(head_.nodes().List(), head_.actors().List(), head_.groups().List()));
   if (parts.size() == 1 && parts[0] == "actors")
-    return Response::Json(200, cli::RenderActorsJson(head_.actors().List()));
+    return Response::Json(200, views::RenderActorsJson(head_.actors().List()));
   if (parts.size() == 1 && parts[0] == "placement-groups")
-    return Response::Json(200, cli::RenderGroupsJson(head_.groups().List()));
+    return Response::Json(200, views::RenderGroupsJson(head_.groups().List()));
   if (parts.size() == 1 && parts[0] == "jobs")
-    return Response::Json(200, cli::RenderJobsJson(head_.jobs().List()));
+    return Response::Json(200, views::RenderJobsJson(head_.jobs().List()));
   if (parts.size() >= 2 && parts.size() <= 3 && parts[0] == "jobs")
     return Job(parts[1], parts.size() == 3 ? parts[2] : "", req);
   if (parts.size() == 3 && parts[0] == "actors" && parts[2] == "log") return ActorLog(parts[1], req);
@@ -207,7 +207,7 @@ Response Dashboard::Job(const std::string& job_id, const std::string& what, cons
   absl::StatusOr<v1::JobInfo> job = head_.jobs().Get(job_id);
   if (!job.ok())
     return JsonError(absl::IsNotFound(job.status()) ? 404 : 503, std::string(job.status().message()));
-  if (what.empty()) return Response::Json(200, cli::RenderJobJson(*job));
+  if (what.empty()) return Response::Json(200, views::RenderJobJson(*job));
   if (what == "log") {
     size_t tail = options_.default_log_tail;
     if (const std::string t = req.Param("tail"); !t.empty() && (!absl::SimpleAtoi(t, &tail) || tail == 0))
@@ -233,11 +233,11 @@ Response Dashboard::Job(const std::string& job_id, const std::string& what, cons
     if (!entries.ok()) return JsonError(503, std::string(entries.status().message()));
     std::vector<std::string> steps;
     for (store::Entry& e : *entries) steps.push_back(std::move(e.value));
-    std::vector<cli::ActorCalls> calls;
+    std::vector<views::ActorCalls> calls;
     for (v1::ActorInfo& a : head_.actors().List())
       if (a.spec().job_id() == job_id) calls.emplace_back().actor = std::move(a);
-    cli::CollectActorCalls(calls, [this](const v1::ActorCallsRequest& r) { return head_.logs().Calls(r); });
-    Response out = Response::Json(200, cli::RenderTimeline(job_id, steps, calls));
+    views::CollectActorCalls(calls, [this](const v1::ActorCallsRequest& r) { return head_.logs().Calls(r); });
+    Response out = Response::Json(200, views::RenderTimeline(job_id, steps, calls));
     out.headers.emplace_back("Content-Disposition",
                              absl::StrCat("attachment; filename=\"timeline-", job_id, ".json\""));
     return out;

@@ -11,7 +11,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/cli/telemetry_view.h"
+#include "runtime/views/telemetry_view.h"
 #include "runtime/common/logging.h"
 #include "runtime/common/signals.h"
 #include "runtime/head/actor_directory_service.h"
@@ -223,7 +223,7 @@ absl::Status Head::Start() {
 
 http::Response Head::MetricsTargets(const http::Request& req) const {
   // The head as the scraper reached it (the Host header), else as it is bound.
-  std::string host = cli::HostOf(req.Header("host"));
+  std::string host = views::HostOf(req.Header("host"));
   if (host.empty()) host = options_.bind;
   if (host == "0.0.0.0" || host == "::" || host == "[::]") {
     char name[256] = {};
@@ -233,7 +233,7 @@ http::Response Head::MetricsTargets(const http::Request& req) const {
   v1::ListNodesReply nodes;
   for (v1::NodeInfo& n : nodes_->List()) *nodes.add_nodes() = std::move(n);
   nodes.set_head_metrics_port(std::max(0, metrics_port()));
-  return http::Response::Json(200, cli::RenderTargetsJson(cli::MetricsTargets(host, nodes)));
+  return http::Response::Json(200, views::RenderTargetsJson(views::MetricsTargets(host, nodes)));
 }
 
 // From an atomic, not metrics_server_: ListNodes reads it on gRPC threads while Shutdown resets

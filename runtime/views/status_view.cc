@@ -1,4 +1,4 @@
-#include "runtime/cli/status_view.h"
+#include "runtime/views/status_view.h"
 
 #include <algorithm>
 
@@ -9,7 +9,7 @@
 #include "nlohmann/json.hpp"
 #include "runtime/common/resources.h"
 
-namespace skyrl::cli {
+namespace skyrl::views {
 namespace {
 
 ResourceSet Resources(const v1::NodeInfo& n) {
@@ -295,4 +295,4 @@ std::string RenderJobsJson(const std::vector<v1::JobInfo>& jobs) {
   return arr.dump(2) + "\n";
 }
 
-}  // namespace skyrl::cli
+}  // namespace skyrl::views

@@ -11,7 +11,7 @@
 #include "skyrl/node.pb.h"
 #include "skyrl/placement_group.pb.h"
 
-namespace skyrl::cli {
+namespace skyrl::views {
 
 // Nodes (total and used), placement groups, actors by state, pending demands with their
 // reasons, and recent failures.
@@ -36,4 +36,4 @@ std::string JobStateName(v1::JobState s);
 std::string RenderJobJson(const v1::JobInfo& job);
 std::string RenderJobsJson(const std::vector<v1::JobInfo>& jobs);
 
-}  // namespace skyrl::cli
+}  // namespace skyrl::views

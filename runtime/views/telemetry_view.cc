@@ -1,4 +1,4 @@
-#include "runtime/cli/telemetry_view.h"
+#include "runtime/views/telemetry_view.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include "nlohmann/json.hpp"
 #include "runtime/common/parallel.h"
 
-namespace skyrl::cli {
+namespace skyrl::views {
 
 std::string HostOf(const std::string& address) {
   if (!address.empty() && address.front() == '[') {
@@ -185,4 +185,4 @@ std::string RenderTimeline(const std::string& job_id, const std::vector<std::str
   return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-}  // namespace skyrl::cli
+}  // namespace skyrl::views

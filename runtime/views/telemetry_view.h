@@ -14,7 +14,7 @@
 #include "skyrl/logs.pb.h"
 #include "skyrl/node.pb.h"
 
-namespace skyrl::cli {
+namespace skyrl::views {
 
 // "host" of "host:port" or "[v6]:port" (the brackets kept); `address` itself when it has no port.
 std::string HostOf(const std::string& address);
@@ -54,4 +54,4 @@ void CollectActorCalls(std::vector<ActorCalls>& actors, const AskCalls& ask);
 std::string RenderTimeline(const std::string& job_id, const std::vector<std::string>& steps,
                            const std::vector<ActorCalls>& actors);
 
-}  // namespace skyrl::cli
+}  // namespace skyrl::views

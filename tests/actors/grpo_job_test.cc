@@ -60,6 +60,14 @@ class GrpoJobTest : public testing::LocalClusterTest {
 
 // A short run learns (reward above the random policy's) and after every step every engine
 // holds the trainer's new version.
+TEST(WeightSyncModeTest, TheFlagsNamesParseAndAnythingElseIsRefusedNamingTheFlag) {
+  EXPECT_EQ(*ParseWeightSyncMode("tcp", "--weight-sync"), WeightSyncMode::kTcp);
+  EXPECT_EQ(*ParseWeightSyncMode("push", "--weight-sync"), WeightSyncMode::kPush);
+  absl::StatusOr<WeightSyncMode> bad = ParseWeightSyncMode("nccl-ish", "--weight-sync");
+  ASSERT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  EXPECT_EQ(bad.status().message(), "--weight-sync: tcp or push, got 'nccl-ish'");
+}
+
 TEST_F(GrpoJobTest, ShortRunBeatsBaselineAndEveryEngineAdvances) {
   config_.trainer.steps = 20;
   auto run = RunDistributedGrpo(*client_, yaml_, config_, {}, nullptr);
@@ -75,8 +83,8 @@ TEST_F(GrpoJobTest, ShortRunBeatsBaselineAndEveryEngineAdvances) {
   EXPECT_GT(last3, run->run.baseline_reward + 0.05) << "baseline " << run->run.baseline_reward;
   EXPECT_GT(run->overhead_fraction, 0);
   EXPECT_LT(run->overhead_fraction, 1);
-  EXPECT_EQ(run->engine_recoveries, 0);
-  EXPECT_EQ(run->sync_fallbacks, 0) << "the TCP weight sync failed and the push path stood in";
+  EXPECT_EQ(run->recovered.engine_calls, 0);
+  EXPECT_EQ(run->recovered.sync_fallbacks, 0) << "the TCP weight sync failed and the push path stood in";
   // Every process is on this host: the shards reach the engines over Unix sockets and write
   // into their buffers (across hosts it is TCP: tests/netns/hosts_test.cc).
   EXPECT_GT(run->sync_local_connections, 0);
@@ -89,12 +97,12 @@ TEST_F(GrpoJobTest, ShortRunBeatsBaselineAndEveryEngineAdvances) {
 TEST_F(GrpoJobTest, PushAndTcpWeightSyncAgree) {
   config_.trainer.steps = 4;
   DistributedOptions tcp, push;
-  push.weight_sync = "push";
+  push.weight_sync = WeightSyncMode::kPush;
   auto a = RunDistributedGrpo(*client_, yaml_, config_, tcp, nullptr);
   ASSERT_TRUE(a.ok()) << a.status();
   auto b = RunDistributedGrpo(*client_, yaml_, config_, push, nullptr);
   ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ(a->sync_fallbacks, 0);
+  EXPECT_EQ(a->recovered.sync_fallbacks, 0);
   for (int s = 0; s < 4; ++s) {
     EXPECT_EQ(a->run.history[s].mean_reward, b->run.history[s].mean_reward) << "step " << s + 1;
     EXPECT_EQ(a->run.history[s].loss, b->run.history[s].loss) << "step " << s + 1;
@@ -123,7 +131,7 @@ TEST_F(GrpoJobTest, KilledEngineRestartsWithCurrentWeightsAndTheJobContinues) {
   ASSERT_TRUE(run.ok()) << run.status();
   ASSERT_FALSE(killed.empty());
   EXPECT_EQ(run->run.steps, 6);
-  EXPECT_GE(run->engine_recoveries, 1);
+  EXPECT_GE(run->recovered.engine_calls, 1);
   for (size_t s = 0; s < run->engine_versions.size(); ++s) {
     for (int64_t v : run->engine_versions[s]) EXPECT_EQ(v, static_cast<int64_t>(s) + 1) << "step " << s + 1;
   }
@@ -184,7 +192,7 @@ TEST_F(GrpoJobTest, TensorParallelEnginesMatchTheSingleProcessRun) {
       RunDistributedGrpo(*client_, yaml_, config_, {}, nullptr, [&](const JobActors& a) { actors = a; });
   ASSERT_TRUE(dist.ok()) << dist.status();
   EXPECT_EQ(actors.engines.size(), 4u);
-  EXPECT_EQ(dist->sync_fallbacks, 0);
+  EXPECT_EQ(dist->recovered.sync_fallbacks, 0);
   JobConfig local = config_;
   local.trainer.tp_size = 1;
   local.generator.tensor_parallel_size = 1;

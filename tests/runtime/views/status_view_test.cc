@@ -1,5 +1,5 @@
 // What `skyrl status` and `skyrl list ... [--json]` print, from fixed tables.
-#include "runtime/cli/status_view.h"
+#include "runtime/views/status_view.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 
-namespace skyrl::cli {
+namespace skyrl::views {
 namespace {
 
 const absl::Time kNow = absl::FromUnixMillis(1'000'000);
@@ -178,4 +178,4 @@ TEST(StatusViewTest, GroupsTableShowsEachBundlesNodeAndDevices) {
 }
 
 }  // namespace
-}  // namespace skyrl::cli
+}  // namespace skyrl::views

@@ -1,5 +1,5 @@
 // telemetry_view.h: scrape targets from the node table, and a job's timeline as a Chrome trace.
-#include "runtime/cli/telemetry_view.h"
+#include "runtime/views/telemetry_view.h"
 
 #include <map>
 #include <string>
@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
-namespace skyrl::cli {
+namespace skyrl::views {
 namespace {
 
 TEST(TelemetryViewTest, HostOfDropsThePort) {
@@ -173,4 +173,4 @@ TEST(TelemetryViewTest, TimelineSkipsFieldsOfTheWrongTypeAndReplacesBadUtf8) {
 }
 
 }  // namespace
-}  // namespace skyrl::cli
+}  // namespace skyrl::views
