@@ -1,5 +1,5 @@
 // Tensors as actor call arguments and results, without LibTorch: a dtype name, a shape and
-// the raw row-major bytes, checked for consistency both ways. actors/ converts these to and
+// the raw row-major bytes, checked for consistency both ways. rl/ converts these to and
 // from torch::Tensor; everything else (drivers, the CLI, tests) can build and read them.
 //
 //   skyrl::TensorBytes t{"float32", {2, 3}, bytes};

@@ -1,5 +1,5 @@
 """The copy task: the policy sees "<bos>407<sep>" and must answer "407<eos>". Token ids are the
-C++ demo's (actors/tasks/tokenizer.h): PAD 0, BOS 1, EOS 2, SEP 3, '0'..'9' 4..13."""
+C++ demo's (rl/tasks/tokenizer.h): PAD 0, BOS 1, EOS 2, SEP 3, '0'..'9' 4..13."""
 
 import random
 
