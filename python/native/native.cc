@@ -387,6 +387,7 @@ class Error(RuntimeError):
             // wait, not the call, and a training step may take an hour.
             o.timeout = timeout ? Seconds(*timeout) : absl::InfiniteDuration();
             o.retries = retries;
+            o.pending_limit = false;  // each handle counts its own (_actors.py)
             if (!retry_tags.empty())
               o.retry_result = [retry_tags](const std::string& r) {
                 return !r.empty() && retry_tags.find(r[0]) != std::string::npos;

@@ -135,6 +135,9 @@ struct CallOptions {
   // A result (not an error) that asks to be made again, retries permitting: Ray's
   // retry_exceptions, for results that carry an exception. Called on the client's threads.
   std::function<bool(const std::string& result)> retry_result;
+  // Whether the actor's max_pending_calls bounds this call (see CallAsync). The Python
+  // binding says no: Python handles count their own calls, each copy of a handle apart.
+  bool pending_limit = true;
 };
 
 class Client {
@@ -210,7 +213,10 @@ class Client {
   // client, in the order it was made, while the client asks the head where the actor is;
   // then it goes out ahead of any later call. A call whose actor stays PENDING or RESTARTING
   // for ClientOptions.restart_wait fails with Unavailable saying so; one to a DEAD actor
-  // fails with FailedPrecondition.
+  // fails with FailedPrecondition. An actor whose spec sets max_pending_calls takes at most
+  // that many of this client's calls whose results are not in yet: one more fails at once
+  // with ResourceExhausted (Ray's PendingCallsLimitExceeded); the client knows the limit once
+  // it has created or looked up the actor (its first call looks it up).
   virtual std::future<absl::StatusOr<std::string>> CallAsync(const ActorHandle& actor,
                                                              const std::string& method,
                                                              const std::string& args,

@@ -160,6 +160,7 @@ absl::StatusOr<ActorHandle> GrpcClient::CreateActor(v1::ActorSpec spec, bool ret
   if (reply.actor().state() == v1::ACTOR_DEAD)
     return absl::FailedPreconditionError(
         absl::StrCat("actor ", reply.actor().actor_id(), " could not start: ", reply.actor().death_reason()));
+  NoteLimit(reply.actor());
   return ActorHandle{reply.actor().actor_id()};
 }
 
@@ -191,6 +192,7 @@ std::vector<absl::StatusOr<ActorHandle>> GrpcClient::CreateActors(
         out.push_back(absl::FailedPreconditionError(
             absl::StrCat("actor ", r.actor().actor_id(), " could not start: ", r.actor().death_reason())));
       } else {
+        NoteLimit(r.actor());
         out.push_back(ActorHandle{r.actor().actor_id()});
       }
     }
@@ -283,7 +285,28 @@ absl::StatusOr<v1::ActorInfo> GrpcClient::Lookup(const v1::GetActorRequest& req,
   rpc::PrepareCall(&ctx, token_, timeout);
   v1::GetActorReply reply;
   if (absl::Status s = rpc::FromGrpc(head_->GetActor(&ctx, req, &reply)); !s.ok()) return s;
+  NoteLimit(reply.actor());
   return std::move(*reply.mutable_actor());
+}
+
+void GrpcClient::NoteLimit(const v1::ActorInfo& info) {
+  constexpr size_t kMaxLimits = 100000;
+  const int limit = info.spec().max_pending_calls();
+  absl::MutexLock lock(&mu_);
+  auto it = limits_.find(info.actor_id());
+  if (it != limits_.end()) {
+    it->second->limit.store(limit);
+    return;
+  }
+  if (limit <= 0) return;
+  auto entry = std::make_shared<PendingLimit>();
+  entry->limit = limit;
+  limits_.emplace(info.actor_id(), std::move(entry));
+  limits_order_.push_back(info.actor_id());
+  if (limits_order_.size() > kMaxLimits) {
+    limits_.erase(limits_order_.front());
+    limits_order_.pop_front();
+  }
 }
 
 absl::StatusOr<ActorHandle> GrpcClient::GetActor(const std::string& name, const std::string& ns) {
@@ -394,15 +417,34 @@ std::future<absl::StatusOr<std::string>> GrpcClient::CallAsync(const ActorHandle
     return result;
   }
   const absl::Duration timeout = o.timeout.value_or(options_.call_timeout);
+  std::shared_ptr<PendingLimit> limit;
+  std::shared_ptr<CallStream> stream;
+  {
+    absl::MutexLock lock(&mu_);
+    if (o.pending_limit && !limits_.empty()) {
+      if (auto l = limits_.find(actor.actor_id); l != limits_.end()) limit = l->second;
+    }
+    auto it = routes_.find(actor.actor_id);
+    if (it != routes_.end() && !it->second.resolving) stream = it->second.stream;
+  }
+  if (limit != nullptr && limit->limit.load() > 0) {
+    // Ray's max_pending_calls: this client's calls to the actor whose results are not in yet.
+    const int before = limit->in_flight.fetch_add(1);
+    if (before >= limit->limit.load()) {
+      limit->in_flight.fetch_sub(1);
+      done(absl::ResourceExhaustedError(absl::StrCat(
+          "actor ", actor.actor_id, ": ", before, " calls of this client are pending (max_pending_calls=",
+          limit->limit.load(), "): wait for some of their results first")));
+      return result;
+    }
+    done = CallDone([inner = std::move(done), limit](CallResult r) mutable {
+      limit->in_flight.fetch_sub(1);
+      inner(std::move(r));
+    });
+  }
   if (o.retries == 0) {
     // The common case, an open stream and nothing to keep: the args are copied once, into the
     // stream's batch. Calls waiting for a look-up go first, so it is taken only when none wait.
-    std::shared_ptr<CallStream> stream;
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = routes_.find(actor.actor_id);
-      if (it != routes_.end() && !it->second.resolving) stream = it->second.stream;
-    }
     if (stream != nullptr && stream->Enqueue(method, args, timeout, done)) return result;
   }
   auto call = std::make_shared<HeldCall>();

@@ -80,6 +80,11 @@ class GrpcClient final : public Client {
     std::shared_ptr<std::atomic<uint64_t>> next_seq;
     std::shared_ptr<client_internal::CallStream> stream;  // CallAsync's; null until first used
   };
+  // An actor's max_pending_calls (ActorSpec), and this client's calls to it not yet settled.
+  struct PendingLimit {
+    std::atomic<int> limit{0};
+    std::atomic<int> in_flight{0};
+  };
   // One GetActor in flight for a route being resolved (gRPC's callback API).
   struct AsyncLookup {
     std::string actor_id;
@@ -112,6 +117,8 @@ class GrpcClient final : public Client {
   void OnLookup(AsyncLookup& lookup, const grpc::Status& status);
   // Opens a new CallStream on `route` (whose address is known), replacing its ended one.
   void OpenStreamLocked(const std::string& actor_id, Route& route) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records what the head says of an actor's max_pending_calls (0: no limit).
+  void NoteLimit(const v1::ActorInfo& info);
   // Forgets the route, unless a look-up is under way (its calls wait on it).
   void ForgetRouteLocked(const std::string& actor_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs timers_: re-asks the head about starting actors, makes retried calls again.
@@ -146,6 +153,10 @@ class GrpcClient final : public Client {
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Route> routes_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Actors with a max_pending_calls, by id, learnt from their creation or a look-up. At most
+  // kMaxLimits: past that the oldest are forgotten (their calls are not limited).
+  absl::flat_hash_map<std::string, std::shared_ptr<PendingLimit>> limits_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> limits_order_ ABSL_GUARDED_BY(mu_);
   // Look-ups in flight (cancelled at shutdown), and those answered, freed by the resolver
   // thread: a look-up holds a reference to the head's channel, and the last one must not be
   // released on a gRPC callback thread (see StreamEnd::stream).

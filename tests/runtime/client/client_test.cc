@@ -449,5 +449,50 @@ TEST(ClientRetryTest, ACallIsMadeAgainWhenItsActorDiesOrItsResultAsksUpToItsRetr
   EXPECT_EQ(c.actor.Count("unavailable-0"), 0);
 }
 
+TEST(ClientPendingLimitTest, AnActorsMaxPendingCallsBoundsThisClientsUnsettledCalls) {
+  InProcessHead h;
+  ASSERT_TRUE(h.registered);
+  HoldingActor holding;
+  testing::LoopbackServer actor_server = testing::StartLoopbackServer({&holding});
+  ASSERT_TRUE(actor_server.server && actor_server.port > 0);
+  h.workers.actor_address = actor_server.address();
+  rpc::TokenAuth auth(kToken);
+  ActorDirectoryImpl service(h.actors, auth);
+  testing::LoopbackServer head = testing::StartLoopbackServer({&service});
+  ASSERT_TRUE(head.server && head.port > 0);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(head.address(), kToken);
+  ASSERT_TRUE(client.ok()) << client.status();
+
+  v1::ActorSpec spec;
+  spec.set_class_name("holding");
+  (*spec.mutable_resources())["CPU"] = 1;
+  spec.set_max_pending_calls(2);
+  absl::StatusOr<ActorHandle> actor = (*client)->CreateActor(spec, /*return_pending=*/false);
+  ASSERT_TRUE(actor.ok()) << actor.status();
+  CallFuture first = (*client)->CallAsync(*actor, "hold", "");
+  CallFuture second = (*client)->CallAsync(*actor, "hold", "");
+  CallFuture third = (*client)->CallAsync(*actor, "hold", "");
+  ASSERT_TRUE(Settled(third)) << "the call over the limit is refused at once";
+  absl::StatusOr<std::string> refused = third.get();
+  EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("max_pending_calls=2"), absl::string_view::npos)
+      << refused.status();
+  EXPECT_FALSE(Settled(first));
+  EXPECT_FALSE(Settled(second));
+
+  // A call that opts out is not counted; once results come in, calls are taken again.
+  CallOptions unlimited;
+  unlimited.pending_limit = false;
+  EXPECT_EQ(*(*client)->CallAsync(*actor, "release", "", unlimited).get(), "now");
+  EXPECT_EQ(*first.get(), "late");
+  EXPECT_EQ(*second.get(), "late");
+  absl::StatusOr<std::string> again = (*client)->Call(*actor, "now", "");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, "now");
+  client->reset();
+  actor_server.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  head.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+}
+
 }  // namespace
 }  // namespace skyrl::head
