@@ -364,7 +364,7 @@ absl::Status GrpcClient::Explain(const std::string& actor_id, const std::string&
   if (!unreachable && !maybe_died) return rpc::FromGrpc(failure);
   if (unreachable) {
     absl::MutexLock lock(&mu_);
-    ForgetRouteLocked(actor_id);
+    ForgetRouteLocked(actor_id, address);
   }
   // Give the head a moment to hear of the death from the worker.
   absl::Time deadline = absl::Now() + (unreachable ? absl::Seconds(5) : absl::Milliseconds(300));
@@ -372,7 +372,7 @@ absl::Status GrpcClient::Explain(const std::string& actor_id, const std::string&
     absl::StatusOr<v1::ActorInfo> info = Describe({actor_id});
     if (info.ok() && (info->state() != v1::ACTOR_ALIVE || info->address() != address)) {
       absl::MutexLock lock(&mu_);
-      ForgetRouteLocked(actor_id);
+      ForgetRouteLocked(actor_id, address);
       // DEAD for good is FailedPrecondition (Ray's ActorDiedError); dying to restart, or
       // already restarted elsewhere, is Unavailable (ActorUnavailableError).
       std::string why = absl::StrCat("actor died: ", info->death_reason());
@@ -528,9 +528,12 @@ void GrpcClient::OpenStreamLocked(const std::string& actor_id, Route& r) {
   r.stream->Start();
 }
 
-void GrpcClient::ForgetRouteLocked(const std::string& actor_id) {
+void GrpcClient::ForgetRouteLocked(const std::string& actor_id, absl::string_view address) {
   auto it = routes_.find(actor_id);
-  if (it != routes_.end() && !it->second.resolving) routes_.erase(it);
+  if (it == routes_.end() || it->second.resolving) return;
+  // A route to another address is newer news of the actor (another call found it meanwhile).
+  if (!address.empty() && it->second.address != address) return;
+  routes_.erase(it);
 }
 
 void GrpcClient::StartLookup(const std::string& actor_id) {

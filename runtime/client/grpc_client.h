@@ -119,8 +119,10 @@ class GrpcClient final : public Client {
   void OpenStreamLocked(const std::string& actor_id, Route& route) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records what the head says of an actor's max_pending_calls (0: no limit).
   void NoteLimit(const v1::ActorInfo& info);
-  // Forgets the route, unless a look-up is under way (its calls wait on it).
-  void ForgetRouteLocked(const std::string& actor_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the route, unless a look-up is under way (its calls wait on it) or, when
+  // `address` is given, the route leads elsewhere by now.
+  void ForgetRouteLocked(const std::string& actor_id, absl::string_view address = {})
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs timers_: re-asks the head about starting actors, makes retried calls again.
   void ResolveLoop();
   // After a failed call: forget the route and say why, asking the head.
