@@ -165,40 +165,62 @@ class HoldingActor final : public v1::ActorService::Service {
   }
 };
 
+// An in-process head whose actors all serve at one `Service` (`actor`), and a client of it.
+template <typename Service>
+struct ServedCluster {
+  ServedCluster() {
+    actor_server = testing::StartLoopbackServer({&actor});
+    h.workers.actor_address = actor_server.address();
+    head = testing::StartLoopbackServer({&service});
+    absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(head.address(), kToken);
+    if (c.ok()) client = std::move(*c);
+  }
+  ~ServedCluster() {
+    client.reset();
+    h.workers.hold = false;
+    h.workers.Release();  // the head's manager waits for the starts it began
+    if (actor_server.server)
+      actor_server.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    if (head.server) head.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  }
+  // Every part started: the node registered, both servers listening, the client connected.
+  bool ok() const {
+    return h.registered && actor_server.server && actor_server.port > 0 && head.server && head.port > 0 &&
+           client != nullptr;
+  }
+  InProcessHead h;
+  Service actor;
+  testing::LoopbackServer actor_server;
+  rpc::TokenAuth auth{kToken};
+  ActorDirectoryImpl service{h.actors, auth};
+  testing::LoopbackServer head;
+  std::unique_ptr<Client> client;
+};
+
 using CallFuture = std::future<absl::StatusOr<std::string>>;
 bool Settled(CallFuture& f) { return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
 
 TEST(ClientCallDeadlineTest, EachStreamedCallFailsAtItsOwnDeadlineAndTheOthersGoOn) {
-  InProcessHead h;
-  ASSERT_TRUE(h.registered);
-  HoldingActor holding;
-  testing::LoopbackServer actor_server = testing::StartLoopbackServer({&holding});
-  ASSERT_TRUE(actor_server.server && actor_server.port > 0);
-  h.workers.actor_address = actor_server.address();
-  rpc::TokenAuth auth(kToken);
-  ActorDirectoryImpl service(h.actors, auth);
-  testing::LoopbackServer head = testing::StartLoopbackServer({&service});
-  ASSERT_TRUE(head.server && head.port > 0);
-
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(head.address(), kToken);
-  ASSERT_TRUE(client.ok()) << client.status();
-  absl::StatusOr<ActorHandle> actor = (*client)->CreateActor("holding", ActorOptions{});
+  ServedCluster<HoldingActor> c;
+  ASSERT_TRUE(c.ok());
+  std::unique_ptr<Client>& client = c.client;
+  absl::StatusOr<ActorHandle> actor = client->CreateActor("holding", ActorOptions{});
   ASSERT_TRUE(actor.ok()) << actor.status();
-  ASSERT_EQ(*(*client)->Call(*actor, "now", ""), "now");  // the stream is open
+  ASSERT_EQ(*client->Call(*actor, "now", ""), "now");  // the stream is open
 
   // The first call's deadline is far away, so the expiry loop sleeps until then; each later,
   // earlier deadline must wake it. Deadlines are a second or more apart, so the order holds
   // on a loaded machine; no call may fail before its own deadline.
   const absl::Time start = absl::Now();
-  CallFuture far = (*client)->CallAsync(*actor, "hold", "", absl::Seconds(120));
+  CallFuture far = client->CallAsync(*actor, "hold", "", absl::Seconds(120));
   const std::vector<absl::Duration> timeouts = {absl::Milliseconds(300), absl::Milliseconds(1500),
                                                 absl::Milliseconds(2700)};
   std::vector<CallFuture> held;
   // Enqueued latest deadline first: each is a new earliest deadline of the stream.
   for (auto t = timeouts.rbegin(); t != timeouts.rend(); ++t)
-    held.push_back((*client)->CallAsync(*actor, "hold", "", *t));
+    held.push_back(client->CallAsync(*actor, "hold", "", *t));
   std::reverse(held.begin(), held.end());
-  EXPECT_EQ(*(*client)->Call(*actor, "now", ""), "now") << "a call after held ones is answered";
+  EXPECT_EQ(*client->Call(*actor, "now", ""), "now") << "a call after held ones is answered";
   for (size_t i = 0; i < held.size(); ++i) {
     ASSERT_EQ(held[i].wait_for(std::chrono::seconds(30)), std::future_status::ready)
         << "the call with timeout " << timeouts[i] << " never failed: the expiry loop slept through it";
@@ -214,14 +236,11 @@ TEST(ClientCallDeadlineTest, EachStreamedCallFailsAtItsOwnDeadlineAndTheOthersGo
     EXPECT_GE(waited, timeouts[i]) << "failed before its deadline";
   }
   // The stream lives on: the far call is still pending, and answered when the actor answers.
-  EXPECT_EQ(*(*client)->Call(*actor, "release", ""), "now");
+  EXPECT_EQ(*client->Call(*actor, "release", ""), "now");
   ASSERT_EQ(far.wait_for(std::chrono::seconds(30)), std::future_status::ready);
   absl::StatusOr<std::string> late = far.get();
   ASSERT_TRUE(late.ok()) << late.status();
   EXPECT_EQ(*late, "late");
-  client->reset();
-  actor_server.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  head.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
 }
 
 // Streams to an actor whose port refuses connections end as soon as they start, on gRPC's
@@ -323,34 +342,11 @@ class RecordingActor final : public v1::ActorService::Service {
   std::map<std::string, int> counts_ ABSL_GUARDED_BY(mu_);
 };
 
-// An in-process head whose actors all serve at `actor`, and a client of it.
-struct RecordingCluster {
-  RecordingCluster() {
-    actor_server = testing::StartLoopbackServer({&actor});
-    h.workers.actor_address = actor_server.address();
-    head = testing::StartLoopbackServer({&service});
-    absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(head.address(), kToken);
-    if (c.ok()) client = std::move(*c);
-  }
-  ~RecordingCluster() {
-    client.reset();
-    h.workers.hold = false;
-    h.workers.Release();  // the head's manager waits for the starts it began
-    actor_server.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    head.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  }
-  InProcessHead h;
-  RecordingActor actor;
-  testing::LoopbackServer actor_server;
-  rpc::TokenAuth auth{kToken};
-  ActorDirectoryImpl service{h.actors, auth};
-  testing::LoopbackServer head;
-  std::unique_ptr<Client> client;
-};
+using RecordingCluster = ServedCluster<RecordingActor>;
 
 TEST(ClientCallQueueTest, CallsToAStartingActorReturnAtOnceAndGoOutInOrderOnceItIsAlive) {
   RecordingCluster c;
-  ASSERT_TRUE(c.h.registered && c.client != nullptr);
+  ASSERT_TRUE(c.ok());
   c.h.workers.hold = true;  // the actor's start waits for Release
   ActorOptions o;
   o.return_pending = true;
@@ -384,7 +380,7 @@ TEST(ClientCallQueueTest, CallsToAStartingActorReturnAtOnceAndGoOutInOrderOnceIt
 
 TEST(ClientCallQueueTest, CallsWaitingForAnActorThatDiesFailSayingSoAndShutdownCancelsTheRest) {
   RecordingCluster c;
-  ASSERT_TRUE(c.h.registered && c.client != nullptr);
+  ASSERT_TRUE(c.ok());
   c.h.workers.hold = true;
   ActorOptions o;
   o.return_pending = true;
@@ -413,7 +409,7 @@ TEST(ClientCallQueueTest, CallsWaitingForAnActorThatDiesFailSayingSoAndShutdownC
 
 TEST(ClientRetryTest, ACallIsMadeAgainWhenItsActorDiesOrItsResultAsksUpToItsRetries) {
   RecordingCluster c;
-  ASSERT_TRUE(c.h.registered && c.client != nullptr);
+  ASSERT_TRUE(c.ok());
   absl::StatusOr<ActorHandle> actor = c.client->CreateActor("recording", ActorOptions{});
   ASSERT_TRUE(actor.ok()) << actor.status();
   auto call = [&](const std::string& method, int retries, bool retry_again) {
@@ -450,28 +446,19 @@ TEST(ClientRetryTest, ACallIsMadeAgainWhenItsActorDiesOrItsResultAsksUpToItsRetr
 }
 
 TEST(ClientPendingLimitTest, AnActorsMaxPendingCallsBoundsThisClientsUnsettledCalls) {
-  InProcessHead h;
-  ASSERT_TRUE(h.registered);
-  HoldingActor holding;
-  testing::LoopbackServer actor_server = testing::StartLoopbackServer({&holding});
-  ASSERT_TRUE(actor_server.server && actor_server.port > 0);
-  h.workers.actor_address = actor_server.address();
-  rpc::TokenAuth auth(kToken);
-  ActorDirectoryImpl service(h.actors, auth);
-  testing::LoopbackServer head = testing::StartLoopbackServer({&service});
-  ASSERT_TRUE(head.server && head.port > 0);
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(head.address(), kToken);
-  ASSERT_TRUE(client.ok()) << client.status();
+  ServedCluster<HoldingActor> c;
+  ASSERT_TRUE(c.ok());
+  std::unique_ptr<Client>& client = c.client;
 
   v1::ActorSpec spec;
   spec.set_class_name("holding");
   (*spec.mutable_resources())["CPU"] = 1;
   spec.set_max_pending_calls(2);
-  absl::StatusOr<ActorHandle> actor = (*client)->CreateActor(spec, /*return_pending=*/false);
+  absl::StatusOr<ActorHandle> actor = client->CreateActor(spec, /*return_pending=*/false);
   ASSERT_TRUE(actor.ok()) << actor.status();
-  CallFuture first = (*client)->CallAsync(*actor, "hold", "");
-  CallFuture second = (*client)->CallAsync(*actor, "hold", "");
-  CallFuture third = (*client)->CallAsync(*actor, "hold", "");
+  CallFuture first = client->CallAsync(*actor, "hold", "");
+  CallFuture second = client->CallAsync(*actor, "hold", "");
+  CallFuture third = client->CallAsync(*actor, "hold", "");
   ASSERT_TRUE(Settled(third)) << "the call over the limit is refused at once";
   absl::StatusOr<std::string> refused = third.get();
   EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
@@ -483,15 +470,12 @@ TEST(ClientPendingLimitTest, AnActorsMaxPendingCallsBoundsThisClientsUnsettledCa
   // A call that opts out is not counted; once results come in, calls are taken again.
   CallOptions unlimited;
   unlimited.pending_limit = false;
-  EXPECT_EQ(*(*client)->CallAsync(*actor, "release", "", unlimited).get(), "now");
+  EXPECT_EQ(*client->CallAsync(*actor, "release", "", unlimited).get(), "now");
   EXPECT_EQ(*first.get(), "late");
   EXPECT_EQ(*second.get(), "late");
-  absl::StatusOr<std::string> again = (*client)->Call(*actor, "now", "");
+  absl::StatusOr<std::string> again = client->Call(*actor, "now", "");
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(*again, "now");
-  client->reset();
-  actor_server.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  head.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
 }
 
 }  // namespace
