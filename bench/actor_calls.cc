@@ -165,7 +165,7 @@ bool CreateEchoActors(skyrl::Client& client, int nn, const std::string& dir,
   for (int i = 0; i < nn; ++i) {
     absl::StatusOr<skyrl::ActorHandle> a;
     for (int attempt = 0; attempt < 200; ++attempt) {  // the worker may still be registering
-      a = client.CreateActor("echo", {});
+      a = client.CreateActor("echo");
       if (a.ok()) break;
       absl::SleepFor(absl::Milliseconds(50));
     }

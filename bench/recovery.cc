@@ -124,10 +124,9 @@ class Cluster {
     absl::StatusOr<std::unique_ptr<Client>> c = Client::Connect(address_, Token(), o);
     if (!c.ok()) return c.status();
     client_ = std::move(*c);
-    ActorOptions a;
-    a.resources = {{"CPU", 1}};
-    a.max_restarts = -1;
-    absl::StatusOr<ActorHandle> actor = client_->CreateActor("echo", a);
+    v1::ActorSpec spec = ActorSpecFor("echo");
+    spec.set_max_restarts(-1);
+    absl::StatusOr<ActorHandle> actor = client_->CreateActor(spec);
     if (!actor.ok()) return actor.status();
     actor_ = *actor;
     absl::StatusOr<v1::ActorInfo> info = client_->Describe(*actor_);

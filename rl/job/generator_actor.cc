@@ -2,7 +2,7 @@
 // skyrl-actor-host-rl. An engine's ranks form their own TCP group as the trainer's do ("port"
 // on rank 0), and every rank of an engine gets the same generate call. Weights arrive through
 // ws_receive, or through load_shard from every trainer rank (gathered, then cut to this rank).
-// Methods and wire: role_protocol.h, role::engine. One call at a time (max_concurrency 1).
+// Methods: role_protocol.h, role::engine (rl.proto). One call at a time (max_concurrency 1).
 #include <unistd.h>
 
 #include <cstdlib>
@@ -54,26 +54,30 @@ class GeneratorActor : public Actor {
     t.Add(role::engine::kWakeUp, &GeneratorActor::WakeUp);
     t.Add(role::engine::kVersion, &GeneratorActor::Version);
     t.Add(role::engine::kState, &GeneratorActor::EngineState);
-    t.Add(role::engine::kPid, &GeneratorActor::Pid);
     t.Add(role::engine::kPort, &GeneratorActor::Port);
   }
-  absl::StatusOr<std::string> Port(absl::string_view) { return absl::StrCat(group_.port()); }
+  absl::StatusOr<pb::Port> Port(const pb::Empty&) {
+    pb::Port p;
+    p.set_port(group_.port());
+    return p;
+  }
 
   // One trainer rank's shard; the version swaps in once every rank's shard is here. Returns
   // the engine's version after the call. A version at or below the current one is ignored (a
   // retried push), not an error.
-  absl::StatusOr<std::string> LoadShard(absl::string_view args) {
+  absl::StatusOr<pb::Version> LoadShard(const pb::LoadShardRequest& request) {
+    if (auto s = role::CheckLoadShard(request); !s.ok()) return s;
     if (auto s = Ready(); !s.ok()) return s;
-    auto request = role::DecodeLoadShardRequest(args);
-    if (!request.ok()) return request.status();
-    const int64_t version = request->version;
-    const int world = request->world;
-    if (version <= engine_->version()) return absl::StrCat(engine_->version());
+    const int64_t version = request.version();
+    const int world = request.world();
+    if (version <= engine_->version()) return CurrentVersion();
+    auto shard = DecodeTensors(request.shard());
+    if (!shard.ok()) return shard.status();
     auto& pending = pending_[version];
     pending.resize(world);
-    pending[request->rank] = std::move(request->shard);
+    pending[request.rank()] = std::move(*shard);
     for (const auto& p : pending) {
-      if (p.empty()) return absl::StrCat(engine_->version());  // more ranks to come
+      if (p.empty()) return CurrentVersion();  // more ranks to come
     }
     absl::StatusOr<NamedTensors> full =
         world == 1 ? absl::StatusOr<NamedTensors>(pending[0]) : GatherShards(setup_.model, pending);
@@ -82,46 +86,41 @@ class GeneratorActor : public Actor {
     if (!full.ok()) return full.status();
     if (auto s = engine_->LoadWeights(version, *full); !s.ok()) return s;
     pending_.erase(pending_.begin(), pending_.upper_bound(version));
-    return absl::StrCat(engine_->version());
+    return CurrentVersion();
   }
 
   // Receives the trainer's version through the TCP transport and swaps it in.
-  absl::StatusOr<std::string> WsReceive(absl::string_view args) {
+  absl::StatusOr<pb::WsReceiveReply> WsReceive(const pb::WsRequest& a) {
+    if (auto s = role::CheckWsReceive(a); !s.ok()) return s;
     if (auto s = Ready(); !s.ok()) return s;
-    auto a = role::DecodeWsRequest(args);
-    if (!a.ok()) return a.status();
-    const int64_t version = a->version;
-    if (version < 0 || a->rank < 0 || a->rank >= a->engines * a->engine_tp) {
-      return absl::InvalidArgumentError(
-          "ws_receive: version and receiver rank (0..engines*engine_tp-1) needed");
-    }
+    const int64_t version = a.version();
     const auto t0 = RoleClock::now();
-    if (!ws_ || ws_engines_ != a->engines || ws_prefix_ != a->prefix || ws_rank_ != a->rank) {
+    if (!ws_ || ws_engines_ != a.engines() || ws_prefix_ != a.prefix() || ws_rank_ != a.rank()) {
       if (!rendezvous_) {
         auto r = ConnectRendezvous("weight sync");
         if (!r.ok()) return r.status();
         rendezvous_ = std::move(*r);
       }
-      auto plan = MakePolicySync(setup_.model, a->trainer_tp, a->engines, a->engine_tp);
+      auto plan = MakePolicySync(setup_.model, role::TrainerTp(a), a.engines(), role::EngineTp(a));
       if (!plan.ok()) return plan.status();
-      auto sched = (*plan)->ReceiverSchedule(a->rank);
+      auto sched = (*plan)->ReceiverSchedule(a.rank());
       if (!sched.ok()) return sched.status();
       weight_sync::TcpOptions o;
       o.rendezvous = rendezvous_.get();
-      o.key_prefix = a->prefix;
-      o.receiver_rank = a->rank;
-      o.bind_host = a->host;
-      o.transfer.io_timeout = absl::Seconds(a->io_timeout_s);
-      o.transfer.sync_timeout = absl::Seconds(a->io_timeout_s * 3);
+      o.key_prefix = a.prefix();
+      o.receiver_rank = a.rank();
+      o.bind_host = role::Host(a);
+      o.transfer.io_timeout = absl::Seconds(role::IoTimeoutS(a));
+      o.transfer.sync_timeout = absl::Seconds(role::IoTimeoutS(a) * 3);
       ws_.reset();  // a new listener replaces the old one's published address
       auto transport = weight_sync::CreateTcpTransport(o);
       if (!transport.ok()) return transport.status();
       ws_ = std::move(*transport);
       ws_schedule_ = std::move(*sched);
       ws_shard_ = std::make_unique<weight_sync::VersionedShard>(ws_schedule_.shard_bytes);
-      ws_engines_ = a->engines;
-      ws_prefix_ = a->prefix;
-      ws_rank_ = a->rank;
+      ws_engines_ = a.engines();
+      ws_prefix_ = a.prefix();
+      ws_rank_ = a.rank();
     }
     if (auto s = ws_->Receive(static_cast<uint64_t>(version) + 1, ws_schedule_, *ws_shard_); !s.ok())
       return s;
@@ -133,54 +132,72 @@ class GeneratorActor : public Actor {
     if (version > engine_->version()) {
       if (auto s = engine_->LoadWeights(version, *full); !s.ok()) return s;
     }
-    return role::Encode(role::WsReceiveReply{engine_->version(), SecondsSince(t0), SecondsSince(t1)});
+    pb::WsReceiveReply r;
+    r.set_version(engine_->version());
+    r.set_seconds(SecondsSince(t0));
+    r.set_decode_s(SecondsSince(t1));
+    return r;
   }
 
   // FailedPrecondition when the engine is not AWAKE (EngineStub::Recoverable relies on it).
-  absl::StatusOr<std::string> Generate(absl::string_view args) {
+  absl::StatusOr<pb::GenerateReply> Generate(const pb::GenerateRequest& request) {
     if (auto s = Ready(); !s.ok()) return s;
     const auto t0 = RoleClock::now();
-    auto request = role::DecodeGenerateRequest(args);
-    if (!request.ok()) return request.status();
-    auto r =
-        engine_->Generate(request->batch, setup_.sampling, Tokenizer::kEos, Tokenizer::kPad, request->seed);
+    auto batch = role::BatchOf(request);
+    if (!batch.ok()) return batch.status();
+    auto r = engine_->Generate(*batch, setup_.sampling, Tokenizer::kEos, Tokenizer::kPad, request.seed());
     if (!r.ok()) return r.status();
-    return role::Encode(role::GenerateReply{r->version, SecondsSince(t0), std::move(r->rollout)});
+    auto rollout = EncodeRollout(r->rollout);
+    if (!rollout.ok()) return rollout.status();
+    pb::GenerateReply reply;
+    reply.set_version(r->version);
+    reply.set_compute_s(SecondsSince(t0));
+    reply.set_rollout(*std::move(rollout));
+    return reply;
   }
-  absl::StatusOr<std::string> Sleep(absl::string_view level) {
+  absl::StatusOr<pb::EngineState> Sleep(const pb::SleepRequest& request) {
     if (auto s = Ready(); !s.ok()) return s;
-    if (level != role::engine::kSleepKeep && level != role::engine::kSleepDrop) {
-      return absl::InvalidArgumentError(absl::StrCat("sleep: level must be keep or drop, got '", level, "'"));
-    }
-    if (auto s =
-            engine_->Sleep(level == role::engine::kSleepKeep ? GeneratorEngine::SleepLevel::kKeepWeights
-                                                             : GeneratorEngine::SleepLevel::kDropWeights);
+    if (auto s = engine_->Sleep(request.keep_weights() ? GeneratorEngine::SleepLevel::kKeepWeights
+                                                       : GeneratorEngine::SleepLevel::kDropWeights);
         !s.ok()) {
       return s;
     }
     ++sleeps_;
-    return std::string(GeneratorEngine::StateName(engine_->state()));
+    return State();
   }
-  absl::StatusOr<std::string> WakeUp(absl::string_view) {
+  absl::StatusOr<pb::EngineState> WakeUp(const pb::Empty&) {
     if (auto s = Ready(); !s.ok()) return s;
     if (auto s = engine_->WakeUp(); !s.ok()) return s;
     ++wakes_;
-    return std::string(GeneratorEngine::StateName(engine_->state()));
+    return State();
   }
-  absl::StatusOr<std::string> Version(absl::string_view) {
+  absl::StatusOr<pb::Version> Version(const pb::Empty&) {
     if (auto s = Ready(); !s.ok()) return s;
-    return absl::StrCat(engine_->version());
+    return CurrentVersion();
   }
-  absl::StatusOr<std::string> EngineState(absl::string_view) {
+  absl::StatusOr<pb::EngineState> EngineState(const pb::Empty&) {
     if (auto s = Ready(); !s.ok()) return s;
-    const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
-    return role::Encode(role::EngineStateReply{std::string(GeneratorEngine::StateName(engine_->state())),
-                                               engine_->version(), sleeps_, wakes_, cvd ? cvd : ""});
+    return State();
   }
-  absl::StatusOr<std::string> Pid(absl::string_view) { return absl::StrCat(getpid()); }
 
  private:
   GeneratorActor() = default;
+  pb::Version CurrentVersion() const {
+    pb::Version v;
+    v.set_version(engine_->version());
+    return v;
+  }
+  pb::EngineState State() const {
+    pb::EngineState s;
+    s.set_state(std::string(GeneratorEngine::StateName(engine_->state())));
+    s.set_version(engine_->version());
+    s.set_sleeps(sleeps_);
+    s.set_wakes(wakes_);
+    const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+    s.set_cuda_visible_devices(cvd ? cvd : "");
+    s.set_pid(getpid());
+    return s;
+  }
   // Rank 0 of an engine group: the group is complete once every rank has connected.
   absl::Status Ready() {
     if (engine_) return absl::OkStatus();

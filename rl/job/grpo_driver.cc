@@ -70,7 +70,7 @@ class Job {
   absl::StatusOr<Scores> Score(const PromptSet& prompts, const Rollout& rollout);
 
   struct Trained {
-    role::TrainReply rank0;  // loss, KL, ... as rank 0 reports them
+    pb::TrainReply rank0;  // loss, KL, ... as rank 0 reports them
     int64_t version = 0;
     double compute_s = 0;  // the slowest shard's
   };
@@ -128,15 +128,14 @@ class Job {
 
 absl::StatusOr<std::string> Job::CreateRole(const std::string& cls, const RoleArgs& a, int bundle, double cpu,
                                             int max_restarts) {
-  ActorOptions o;
-  o.init_args = EncodeRoleArgs(a);
-  o.resources = {{"CPU", cpu}};
-  if (gpu_ && bundle != aux_bundle_) o.resources["GPU"] = 0.5;
-  o.placement_group_id = actors_.placement_group;
-  o.bundle_index = bundle;
-  o.host = "rl";
-  o.max_restarts = max_restarts;
-  auto h = client_.CreateActor(cls, o);
+  v1::ActorSpec spec = ActorSpecFor(cls, {{"CPU", cpu}});
+  if (gpu_ && bundle != aux_bundle_) (*spec.mutable_resources())["GPU"] = 0.5;
+  spec.set_init_args(EncodeRoleArgs(a));
+  spec.set_placement_group_id(actors_.placement_group);
+  spec.set_bundle_index(bundle);
+  spec.set_host("rl");
+  spec.set_max_restarts(max_restarts);
+  auto h = client_.CreateActor(spec);
   if (!h.ok()) return Prefix(absl::StrCat(cls, " (bundle ", bundle, ")"), h.status());
   return h->actor_id;
 }
@@ -266,39 +265,39 @@ absl::StatusOr<double> Job::SyncTcp(int64_t version, Recoveries& recovered) {
     }
     hosts_epoch_ = epoch_;
   }
-  role::WsRequest request;
-  request.prefix = absl::StrCat("grpo/", actors_.placement_group, "/", epoch_);
-  request.engine_tp = actors_.engine_tp;
-  request.engines = static_cast<int>(engines_.size()) / actors_.engine_tp;
-  request.trainer_tp = static_cast<int>(trainers_.size());
-  request.version = version;
-  std::vector<Pending<role::WsReceiveReply>> recv;
+  pb::WsRequest request;
+  request.set_prefix(absl::StrCat("grpo/", actors_.placement_group, "/", epoch_));
+  request.set_engine_tp(actors_.engine_tp);
+  request.set_engines(static_cast<int>(engines_.size()) / actors_.engine_tp);
+  request.set_trainer_tp(static_cast<int>(trainers_.size()));
+  request.set_version(version);
+  std::vector<Pending<pb::WsReceiveReply>> recv;
   for (size_t e = 0; e < engines_.size(); ++e) {
-    role::WsRequest r = request;
-    r.rank = static_cast<int>(e);
-    r.host = engine_hosts_[e];
+    pb::WsRequest r = request;
+    r.set_rank(static_cast<int>(e));
+    r.set_host(engine_hosts_[e]);
     recv.push_back(engines_[e].WsReceive(r));
   }
-  std::vector<Pending<role::WsSendReply>> send;
+  std::vector<Pending<pb::WsSendReply>> send;
   for (const TrainerStub& t : trainers_) send.push_back(t.WsSend(request));
   double encode_s = 0;
   int64_t bytes = 0;
   std::string error;
   last_sync_bytes_ = 0;
   for (size_t r = 0; r < send.size(); ++r) {
-    absl::StatusOr<role::WsSendReply> sent = send[r].Get();
+    absl::StatusOr<pb::WsSendReply> sent = send[r].Get();
     if (!sent.ok()) {
       if (error.empty()) error = sent.status().ToString();
       continue;
     }
-    encode_s = std::max(encode_s, sent->encode_s);
-    bytes += sent->bytes;
+    encode_s = std::max(encode_s, sent->encode_s());
+    bytes += sent->bytes();
     // Cumulative per shard (a shard's transport lives as long as the shard).
     if (r >= shard_paths_.size()) shard_paths_.resize(r + 1);
-    shard_paths_[r] = {sent->tcp_connections, sent->local_connections, sent->direct_write_bytes};
+    shard_paths_[r] = {sent->tcp_connections(), sent->local_connections(), sent->direct_write_bytes()};
   }
   for (auto& pending : recv) {
-    absl::StatusOr<role::WsReceiveReply> got = pending.Get();
+    absl::StatusOr<pb::WsReceiveReply> got = pending.Get();
     if (!got.ok() && error.empty()) error = got.status().ToString();
   }
   if (error.empty()) {
@@ -318,17 +317,19 @@ absl::StatusOr<double> Job::SyncTcp(int64_t version, Recoveries& recovered) {
 absl::StatusOr<double> Job::Push(std::vector<std::string> engines, Recoveries& recovered) {
   double encode_s = 0;
   for (int attempt = 0; !engines.empty(); ++attempt) {
-    std::vector<Pending<role::SyncWeightsReply>> calls;
-    for (const TrainerStub& t : trainers_) calls.push_back(t.SyncWeights({engines}));
+    pb::SyncWeightsRequest request;
+    request.mutable_engines()->Add(engines.begin(), engines.end());
+    std::vector<Pending<pb::SyncWeightsReply>> calls;
+    for (const TrainerStub& t : trainers_) calls.push_back(t.SyncWeights(request));
     std::vector<std::string> failed;
     std::string last_error;
     for (auto& call : calls) {
-      absl::StatusOr<role::SyncWeightsReply> reply = call.Get();
+      absl::StatusOr<pb::SyncWeightsReply> reply = call.Get();
       if (!reply.ok()) return reply.status();
-      encode_s = std::max(encode_s, reply->encode_s);
-      for (const auto& [id, error] : reply->failed) {
-        last_error = error;
-        if (std::find(failed.begin(), failed.end(), id) == failed.end()) failed.push_back(id);
+      encode_s = std::max(encode_s, reply->encode_s());
+      for (const pb::EngineFailure& f : reply->failed()) {
+        last_error = f.error();
+        if (std::find(failed.begin(), failed.end(), f.engine()) == failed.end()) failed.push_back(f.engine());
       }
     }
     if (!failed.empty()) {
@@ -348,20 +349,21 @@ absl::StatusOr<Job::Generated> Job::Generate(const PromptSet& prompts, int step,
   const int etp = actors_.engine_tp;
   const int engines = static_cast<int>(engines_.size()) / etp;
   const auto slices = SplitPrompts(prompts, s_.grpo.group_size, engines);
-  std::vector<role::GenerateRequest> requests(engines);
+  std::vector<absl::StatusOr<pb::GenerateRequest>> requests;
   for (int e = 0; e < engines; ++e)
-    requests[e] = {EngineSeed(static_cast<uint64_t>(s_.config.trainer.seed), step, e), slices[e].batch};
+    requests.push_back(role::MakeGenerateRequest(
+        EngineSeed(static_cast<uint64_t>(s_.config.trainer.seed), step, e), slices[e].batch));
   // Every rank of an engine gets the same call (their TP collective needs them together);
   // the ranks sample the same tokens, rank 0 answers for the engine.
-  std::vector<Pending<role::GenerateReply>> calls;
+  std::vector<Pending<pb::GenerateReply>> calls;
   for (int i = 0; i < engines * etp; ++i) calls.push_back(engines_[i].Generate(requests[i / etp]));
   Generated g;
   g.min_version = INT64_MAX;
   std::vector<Rollout> parts(engines);
   for (int e = 0; e < engines; ++e) {
-    absl::StatusOr<role::GenerateReply> reply = calls[e * etp].Get();
+    absl::StatusOr<pb::GenerateReply> reply = calls[e * etp].Get();
     for (int r = 1; r < etp; ++r) {
-      absl::StatusOr<role::GenerateReply> other = calls[e * etp + r].Get();
+      absl::StatusOr<pb::GenerateReply> other = calls[e * etp + r].Get();
       if (!other.ok() && reply.ok()) reply = other.status();
     }
     for (int attempt = 0;
@@ -376,9 +378,11 @@ absl::StatusOr<Job::Generated> Job::Generate(const PromptSet& prompts, int step,
       reply = engines_[e].Generate(requests[e]).Get();
     }
     if (!reply.ok()) return reply.status();
-    parts[e] = std::move(reply->rollout);
-    g.min_version = std::min<int64_t>(g.min_version, reply->version);
-    g.compute_s = std::max(g.compute_s, reply->compute_s);
+    absl::StatusOr<Rollout> rollout = DecodeRollout(reply->rollout());
+    if (!rollout.ok()) return Prefix(engines_[e * etp].name(), rollout.status());
+    parts[e] = *std::move(rollout);
+    g.min_version = std::min<int64_t>(g.min_version, reply->version());
+    g.compute_s = std::max(g.compute_s, reply->compute_s());
   }
   auto joined = ConcatRollouts(parts, Tokenizer::kPad);
   if (!joined.ok()) return joined.status();
@@ -389,32 +393,34 @@ absl::StatusOr<Job::Generated> Job::Generate(const PromptSet& prompts, int step,
 absl::StatusOr<Job::Scores> Job::Score(const PromptSet& prompts, const Rollout& rollout) {
   auto rollout_bytes = EncodeRollout(rollout);
   if (!rollout_bytes.ok()) return rollout_bytes.status();
-  Pending<role::ScoreReply> score_call = reward_->Score(prompts.examples, *rollout_bytes);
-  Pending<role::LogprobsReply> ref_call = reference_->Logprobs(*rollout_bytes);
-  absl::StatusOr<role::ScoreReply> score = score_call.Get();
-  absl::StatusOr<role::LogprobsReply> ref = ref_call.Get();
+  Pending<pb::ScoreReply> score_call = reward_->Score(prompts.examples, *rollout_bytes);
+  Pending<pb::LogprobsReply> ref_call = reference_->Logprobs(*std::move(rollout_bytes));
+  absl::StatusOr<pb::ScoreReply> score = score_call.Get();
+  absl::StatusOr<pb::LogprobsReply> ref = ref_call.Get();
   if (!score.ok()) return score.status();
   if (!ref.ok()) return ref.status();
-  return Scores{std::move(score->scored), std::move(ref->ref), std::max(score->compute_s, ref->compute_s),
-                ref->compute_s};
+  absl::StatusOr<torch::Tensor> logprobs = role::RefOf(*ref);
+  if (!logprobs.ok()) return Prefix(reference_->name(), logprobs.status());
+  return Scores{role::ScoredOf(*score), *std::move(logprobs), std::max(score->compute_s(), ref->compute_s()),
+                ref->compute_s()};
 }
 
 absl::StatusOr<Job::Trained> Job::Train(const TrainBatch& batch, int64_t version) {
   auto batch_bytes = EncodeTrainBatch(batch);
   if (!batch_bytes.ok()) return batch_bytes.status();
-  std::vector<Pending<role::TrainReply>> calls;
+  std::vector<Pending<pb::TrainReply>> calls;
   for (const TrainerStub& t : trainers_) calls.push_back(t.Train(*batch_bytes));
   Trained out;
   out.version = version + 1;
   absl::Status error;
   for (size_t r = 0; r < calls.size(); ++r) {
-    absl::StatusOr<role::TrainReply> reply = calls[r].Get();
+    absl::StatusOr<pb::TrainReply> reply = calls[r].Get();
     if (!reply.ok()) {
       if (error.ok()) error = reply.status();
       continue;
     }
-    out.compute_s = std::max(out.compute_s, reply->compute_s);
-    out.version = reply->version;
+    out.compute_s = std::max(out.compute_s, reply->compute_s());
+    out.version = reply->version();
     if (r == 0) out.rank0 = *reply;
   }
   if (!error.ok()) return error;
@@ -422,14 +428,14 @@ absl::StatusOr<Job::Trained> Job::Train(const TrainBatch& batch, int64_t version
 }
 
 absl::StatusOr<int> Job::SleepEngines() {
-  std::vector<Pending<std::string>> calls;
+  std::vector<Pending<pb::EngineState>> calls;
   for (const EngineStub& e : engines_) calls.push_back(e.Sleep(/*keep_weights=*/false));
   int n = 0;
   for (size_t i = 0; i < calls.size(); ++i) {
-    absl::StatusOr<std::string> r = calls[i].Get();
+    absl::StatusOr<pb::EngineState> r = calls[i].Get();
     if (!r.ok()) return r.status();
-    if (*r != role::engine::kAsleep)
-      return absl::InternalError(absl::StrCat(engines_[i].name(), ": sleep left it ", *r));
+    if (r->state() != role::engine::kAsleep)
+      return absl::InternalError(absl::StrCat(engines_[i].name(), ": sleep left it ", r->state()));
     ++n;
   }
   return n;
@@ -439,11 +445,11 @@ absl::StatusOr<int> Job::SleepEngines() {
 // Unavailable while it restarts), and Generate's recovery gives it the current weights, so
 // those are skipped here.
 absl::StatusOr<int> Job::WakeEngines() {
-  std::vector<Pending<std::string>> calls;
+  std::vector<Pending<pb::EngineState>> calls;
   for (const EngineStub& e : engines_) calls.push_back(e.WakeUp());
   int n = 0;
   for (auto& call : calls) {
-    absl::StatusOr<std::string> r = call.Get();
+    absl::StatusOr<pb::EngineState> r = call.Get();
     if (r.ok()) {
       ++n;
     } else if (!EngineStub::Recoverable(r.status())) {
@@ -626,11 +632,11 @@ absl::StatusOr<bool> Loop::Step(int step, std::function<void(const StepMetrics&)
   m.mean_reward = scores->scored.mean_reward;
   m.exact_fraction = scores->scored.exact_fraction;
   m.response_tokens = scores->scored.response_tokens;
-  m.loss = trained->rank0.loss;
-  m.policy_loss = trained->rank0.policy_loss;
-  m.kl = trained->rank0.kl;
-  m.clip_fraction = trained->rank0.clip_fraction;
-  m.grad_norm = trained->rank0.grad_norm;
+  m.loss = trained->rank0.loss();
+  m.policy_loss = trained->rank0.policy_loss();
+  m.kl = trained->rank0.kl();
+  m.clip_fraction = trained->rank0.clip_fraction();
+  m.grad_norm = trained->rank0.grad_norm();
   m.sync_bytes = job_.last_sync_bytes();
   timer.Finish(&m);
   // Model compute on the critical path: the slowest engine, then reward/reference (run

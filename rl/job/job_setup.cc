@@ -1,10 +1,10 @@
 #include "rl/job/job_setup.h"
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_cat.h"
 #include "rl/tasks/tasks.h"
 #include "rl/tasks/tokenizer.h"
+#include "runtime/common/proto_method.h"
+#include "skyrl/rl.pb.h"
 
 namespace skyrl::rl {
 
@@ -44,28 +44,21 @@ absl::StatusOr<JobSetup> MakeJobSetup(const JobConfig& config) {
 }
 
 std::string EncodeRoleArgs(const RoleArgs& a) {
-  nlohmann::json j;
-  j["config"] = a.config_yaml;
-  j["rank"] = a.rank;
-  j["world"] = a.world;
-  j["master"] = a.master;
-  j["engine"] = a.engine;
-  return j.dump();
+  v1::rl::RoleArgs m;
+  m.set_config_yaml(a.config_yaml);
+  m.set_rank(a.rank);
+  m.set_world(a.world);
+  m.set_master(a.master);
+  m.set_engine(a.engine);
+  return m.SerializeAsString();
 }
 
-absl::StatusOr<RoleArgs> DecodeRoleArgs(absl::string_view json) {
-  nlohmann::json j = nlohmann::json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError("init args: not a JSON object");
-  RoleArgs a;
-  try {
-    a.config_yaml = j.at("config").get<std::string>();
-    a.rank = j.value("rank", 0);
-    a.world = j.value("world", 1);
-    a.master = j.value("master", std::string());
-    a.engine = j.value("engine", 0);
-  } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("init args: ", e.what()));
-  }
+absl::StatusOr<RoleArgs> DecodeRoleArgs(absl::string_view bytes) {
+  absl::StatusOr<v1::rl::RoleArgs> m =
+      ParseMessage<v1::rl::RoleArgs>(bytes, absl::StatusCode::kInvalidArgument, "init args");
+  if (!m.ok()) return m.status();
+  if (m->config_yaml().empty()) return absl::InvalidArgumentError("init args: config_yaml: needed");
+  RoleArgs a{m->config_yaml(), m->rank(), m->world(), m->master(), m->engine()};
   if (a.world < 1 || a.rank < 0 || a.rank >= a.world) {
     return absl::InvalidArgumentError(
         absl::StrCat("init args: rank ", a.rank, " of world ", a.world, " is out of range"));

@@ -27,6 +27,7 @@ struct JobSetup {
 // InvalidArgument naming the config key.
 absl::StatusOr<JobSetup> MakeJobSetup(const JobConfig& config);
 
+// A role actor's constructor arguments, on the wire as rl.proto's RoleArgs.
 struct RoleArgs {
   std::string config_yaml;
   int rank = 0;
@@ -35,7 +36,7 @@ struct RoleArgs {
   int engine = 0;
 };
 std::string EncodeRoleArgs(const RoleArgs& a);
-// InvalidArgument naming the field.
-absl::StatusOr<RoleArgs> DecodeRoleArgs(absl::string_view json);
+// InvalidArgument naming the field: no config, rank outside 0..world-1, no master for rank > 0.
+absl::StatusOr<RoleArgs> DecodeRoleArgs(absl::string_view bytes);
 
 }  // namespace skyrl::rl

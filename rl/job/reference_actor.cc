@@ -1,6 +1,6 @@
 // grpo_reference: the frozen initial policy at TP 1 (InitFullParameters with the trainer's
 // seed), as an actor of skyrl-actor-host-rl: the reference log-probs for the KL term.
-// Methods and wire: role_protocol.h, role::reference.
+// Methods: role_protocol.h, role::reference (rl.proto).
 #include "absl/strings/str_cat.h"
 #include "rl/job/role_env.h"
 #include "rl/job/role_protocol.h"
@@ -33,10 +33,9 @@ class ReferenceActor : public Actor {
     t.Add(role::reference::kLogprobs, &ReferenceActor::Logprobs);
   }
 
-  // args: EncodeRollout.
-  absl::StatusOr<std::string> Logprobs(absl::string_view args) {
+  absl::StatusOr<pb::LogprobsReply> Logprobs(const pb::LogprobsRequest& request) {
     const auto t0 = RoleClock::now();
-    auto rollout = DecodeRollout(std::string(args));
+    auto rollout = DecodeRollout(request.rollout());
     if (!rollout.ok()) return rollout.status();
     absl::StatusOr<torch::Tensor> ref =
         RunTorch("reference logprobs", [&]() -> absl::StatusOr<torch::Tensor> {
@@ -45,7 +44,7 @@ class ReferenceActor : public Actor {
                                   setup_.sampling.temperature);
         });
     if (!ref.ok()) return ref.status();
-    return role::Encode(role::LogprobsReply{SecondsSince(t0), *ref});
+    return role::MakeLogprobsReply(SecondsSince(t0), *ref);
   }
 
  private:

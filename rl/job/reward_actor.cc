@@ -1,5 +1,5 @@
 // grpo_reward: the rule-based rewards of the job's task, as an actor of skyrl-actor-host-rl.
-// Methods and wire: role_protocol.h, role::reward.
+// Methods: role_protocol.h, role::reward (rl.proto).
 #include "absl/strings/str_cat.h"
 #include "rl/job/role_env.h"
 #include "rl/job/role_protocol.h"
@@ -27,13 +27,13 @@ class RewardActor : public Actor {
     t.Add(role::reward::kScore, &RewardActor::Score);
   }
 
-  absl::StatusOr<std::string> Score(absl::string_view args) {
+  absl::StatusOr<pb::ScoreReply> Score(const pb::ScoreRequest& request) {
     const auto t0 = RoleClock::now();
-    auto request = role::DecodeScoreRequest(args);
-    if (!request.ok()) return request.status();
-    auto scored = ScoreRollout(*task_, request->examples, request->rollout);
+    auto rollout = DecodeRollout(request.rollout());
+    if (!rollout.ok()) return rollout.status();
+    auto scored = ScoreRollout(*task_, role::ExamplesOf(request), *rollout);
     if (!scored.ok()) return scored.status();
-    return role::Encode(role::ScoreReply{std::move(*scored), SecondsSince(t0)});
+    return role::MakeScoreReply(*scored, SecondsSince(t0));
   }
 
  private:

@@ -1,190 +1,99 @@
-// The RL roles' wire protocol, written once for both sides: each role's class and method
-// names, and each method's request and reply with their encoding. The role actors
-// (trainer_actor.cc, generator_actor.cc, reward_actor.cc, reference_actor.cc) decode requests
-// and encode replies with these; the driver's typed stubs (role_stubs.h) do the opposite.
+// The RL roles' methods, declared once for both sides: each role's class name, and each
+// method with its request and reply (protos/skyrl/rl.proto) as a ProtoMethod. The role actors
+// (trainer_actor.cc, generator_actor.cc, reward_actor.cc, reference_actor.cc) register their
+// methods against these, and the driver's stubs (role_stubs.h) call them, so a request or
+// reply of the wrong type on either side does not compile.
 //
-// Headers are JSON objects; tensors travel as checkpoint archives (EncodeTensors), several
-// parts framed by PackParts (wire.h). Every reply of a method that does model work carries
-// compute_s, the seconds it computed, so the driver can tell its own overhead apart.
-// Decoders answer InvalidArgument (requests) or Internal (replies) naming the method and field.
+// Also here: what a request must hold beyond its type (Check*, InvalidArgument naming the
+// method and field), and the conversions between the messages' tensor archives and torch.
 #pragma once
 
-#include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "rl/algo/sampler.h"
-#include "rl/policy/policy.h"
 #include "rl/tasks/tasks.h"
 #include "rl/train/grpo_step.h"
+#include "runtime/common/proto_method.h"
+#include "skyrl/rl.pb.h"
 
-namespace skyrl::rl::role {
+namespace skyrl::rl {
+
+namespace pb = ::skyrl::v1::rl;  // the messages of protos/skyrl/rl.proto
+
+namespace role {
 
 // grpo_trainer: one TP rank of the trainer.
 namespace trainer {
 inline constexpr char kClass[] = "grpo_trainer";
-inline constexpr char kPort[] = "port";                 // "" -> TP group port (rank 0)
-inline constexpr char kTrain[] = "train";               // EncodeTrainBatch -> TrainReply
-inline constexpr char kSyncWeights[] = "sync_weights";  // SyncWeightsRequest -> SyncWeightsReply
-inline constexpr char kWsSend[] = "ws_send";            // WsRequest -> WsSendReply
-inline constexpr char kSave[] = "save";                 // directory -> version
-inline constexpr char kLoad[] = "load";                 // directory -> version
-inline constexpr char kVersion[] = "version";           // "" -> version
+inline constexpr ProtoMethod<pb::Empty, pb::Port> kPort{"port"};  // rank 0: the TP group port
+// Every rank of the trainer must train on the same batch at once (their TP collective).
+inline constexpr ProtoMethod<pb::TrainRequest, pb::TrainReply> kTrain{"train"};
+inline constexpr ProtoMethod<pb::SyncWeightsRequest, pb::SyncWeightsReply> kSyncWeights{"sync_weights"};
+inline constexpr ProtoMethod<pb::WsRequest, pb::WsSendReply> kWsSend{"ws_send"};
+inline constexpr ProtoMethod<pb::Directory, pb::Version> kSave{"save"};
+inline constexpr ProtoMethod<pb::Directory, pb::Version> kLoad{"load"};
+inline constexpr ProtoMethod<pb::Empty, pb::Version> kVersion{"version"};
 }  // namespace trainer
 
 // grpo_generator: one TP rank of an inference engine.
 namespace engine {
 inline constexpr char kClass[] = "grpo_generator";
-inline constexpr char kPort[] = "port";
-inline constexpr char kLoadShard[] = "load_shard";  // LoadShardRequest -> version
-inline constexpr char kGenerate[] = "generate";     // GenerateRequest -> GenerateReply
-inline constexpr char kWsReceive[] = "ws_receive";  // WsRequest -> WsReceiveReply
-inline constexpr char kSleep[] = "sleep";           // kSleepKeep | kSleepDrop -> state name
-inline constexpr char kWakeUp[] = "wake_up";        // "" -> state name
-inline constexpr char kVersion[] = "version";       // "" -> version
-inline constexpr char kState[] = "state";           // "" -> EngineStateReply (tests, operators)
-inline constexpr char kPid[] = "pid";               // "" -> pid (tests: the process to signal)
-inline constexpr char kSleepKeep[] = "keep";
-inline constexpr char kSleepDrop[] = "drop";
-inline constexpr char kAsleep[] = "ASLEEP";  // what sleep answers when the engine went to sleep
+inline constexpr ProtoMethod<pb::Empty, pb::Port> kPort{"port"};
+// Answers the engine's version after the call.
+inline constexpr ProtoMethod<pb::LoadShardRequest, pb::Version> kLoadShard{"load_shard"};
+inline constexpr ProtoMethod<pb::GenerateRequest, pb::GenerateReply> kGenerate{"generate"};
+inline constexpr ProtoMethod<pb::WsRequest, pb::WsReceiveReply> kWsReceive{"ws_receive"};
+inline constexpr ProtoMethod<pb::SleepRequest, pb::EngineState> kSleep{"sleep"};
+inline constexpr ProtoMethod<pb::Empty, pb::EngineState> kWakeUp{"wake_up"};
+inline constexpr ProtoMethod<pb::Empty, pb::Version> kVersion{"version"};
+// For tests and operators: its state, counts, devices and process id.
+inline constexpr ProtoMethod<pb::Empty, pb::EngineState> kState{"state"};
+inline constexpr char kAsleep[] = "ASLEEP";  // EngineState.state once the engine went to sleep
 }  // namespace engine
 
 // grpo_reward: rule-based rewards of the config's task.
 namespace reward {
 inline constexpr char kClass[] = "grpo_reward";
-inline constexpr char kScore[] = "score";  // ScoreRequest -> ScoreReply
+inline constexpr ProtoMethod<pb::ScoreRequest, pb::ScoreReply> kScore{"score"};
 }  // namespace reward
 
 // grpo_reference: the frozen initial policy at TP 1.
 namespace reference {
 inline constexpr char kClass[] = "grpo_reference";
-inline constexpr char kLogprobs[] = "logprobs";  // EncodeRollout -> LogprobsReply
+inline constexpr ProtoMethod<pb::LogprobsRequest, pb::LogprobsReply> kLogprobs{"logprobs"};
 }  // namespace reference
 
-// ---- trainer ----
+// ---- checks: InvalidArgument naming the method and field ----
 
-struct TrainReply {
-  double loss = 0, policy_loss = 0, kl = 0, clip_fraction = 0, grad_norm = 0;
-  int64_t version = 0;  // the shard's version after the update
-  double compute_s = 0;
-};
-std::string Encode(const TrainReply& r);
-absl::StatusOr<TrainReply> DecodeTrainReply(absl::string_view bytes);
+// prefix set and engines >= 1; engine_tp, trainer_tp and io_timeout_s not negative.
+absl::Status CheckWsSend(const pb::WsRequest& r);
+// CheckWsSend's, and the version (0 or more) and the receiver rank (0 .. engines*engine_tp-1).
+absl::Status CheckWsReceive(const pb::WsRequest& r);
+// world >= 1, 0 <= rank < world, version >= 0.
+absl::Status CheckLoadShard(const pb::LoadShardRequest& r);
+// What a WsRequest's unset fields mean.
+inline int EngineTp(const pb::WsRequest& r) { return r.engine_tp() > 0 ? r.engine_tp() : 1; }
+inline int TrainerTp(const pb::WsRequest& r) { return r.trainer_tp() > 0 ? r.trainer_tp() : 1; }
+inline std::string Host(const pb::WsRequest& r) { return r.host().empty() ? "127.0.0.1" : r.host(); }
+inline double IoTimeoutS(const pb::WsRequest& r) { return r.io_timeout_s() > 0 ? r.io_timeout_s() : 20; }
 
-// Push sync: the trainer rank sends its shard to each engine with load_shard calls.
-struct SyncWeightsRequest {
-  std::vector<std::string> engines;  // actor ids
-};
-struct SyncWeightsReply {
-  int64_t version = 0;
-  // Engines that could not take the shard (dead, restarting), each with its error: reported,
-  // not fatal; the driver retries them.
-  std::vector<std::pair<std::string, std::string>> failed;
-  double encode_s = 0, seconds = 0;
-  int64_t bytes = 0;
-};
-std::string Encode(const SyncWeightsRequest& r);
-absl::StatusOr<SyncWeightsRequest> DecodeSyncWeightsRequest(absl::string_view bytes);
-std::string Encode(const SyncWeightsReply& r);
-absl::StatusOr<SyncWeightsReply> DecodeSyncWeightsReply(absl::string_view bytes);
+// ---- tensors in the messages ----
 
-// One version through weight_sync's TCP transport, for ws_send (trainer ranks) and
-// ws_receive (engine ranks); addresses meet under `prefix` in the head's KV.
-struct WsRequest {
-  std::string prefix;
-  int engines = 0, engine_tp = 1;
-  int trainer_tp = 1;              // ws_receive
-  int rank = -1;                   // ws_receive: the receiver rank, engine e's rank r at e * engine_tp + r
-  std::string host = "127.0.0.1";  // ws_receive: the address to listen on and advertise
-  int64_t version = -1;            // ws_receive: the trainer's version being sent
-  double io_timeout_s = 20;
-};
-std::string Encode(const WsRequest& r);
-absl::StatusOr<WsRequest> DecodeWsRequest(absl::string_view bytes);
+absl::StatusOr<pb::GenerateRequest> MakeGenerateRequest(uint64_t seed, const PromptBatch& batch);
+// InvalidArgument unless the batch holds the tensors "tokens" and "valid".
+absl::StatusOr<PromptBatch> BatchOf(const pb::GenerateRequest& r);
+absl::StatusOr<pb::LoadShardRequest> MakeLoadShardRequest(int64_t version, int rank, int world,
+                                                          const NamedTensors& shard);
+absl::StatusOr<pb::LogprobsReply> MakeLogprobsReply(double compute_s, const torch::Tensor& ref);
+// Internal unless the reply holds one tensor.
+absl::StatusOr<torch::Tensor> RefOf(const pb::LogprobsReply& r);
+// `encoded_rollout`: EncodeRollout's bytes, so one encoding serves the reward and the reference.
+pb::ScoreRequest MakeScoreRequest(const std::vector<Example>& examples, std::string encoded_rollout);
+std::vector<Example> ExamplesOf(const pb::ScoreRequest& r);
+pb::ScoreReply MakeScoreReply(const Scored& scored, double compute_s);
+Scored ScoredOf(const pb::ScoreReply& r);
 
-struct WsSendReply {
-  int64_t version = 0;
-  double encode_s = 0, seconds = 0;
-  int64_t bytes = 0;
-  // Cumulative over the shard's transports: connections by path and bytes written straight
-  // into same-host receivers' buffers.
-  int64_t tcp_connections = 0, local_connections = 0, direct_write_bytes = 0;
-};
-std::string Encode(const WsSendReply& r);
-absl::StatusOr<WsSendReply> DecodeWsSendReply(absl::string_view bytes);
-
-// ---- engine ----
-
-struct WsReceiveReply {
-  int64_t version = 0;  // the engine's, after the swap
-  double seconds = 0, decode_s = 0;
-};
-std::string Encode(const WsReceiveReply& r);
-absl::StatusOr<WsReceiveReply> DecodeWsReceiveReply(absl::string_view bytes);
-
-// One trainer rank's shard of one version (push sync).
-struct LoadShardRequest {
-  int64_t version = -1;
-  int rank = -1, world = 0;
-  NamedTensors shard;
-};
-absl::StatusOr<std::string> Encode(const LoadShardRequest& r);
-absl::StatusOr<LoadShardRequest> DecodeLoadShardRequest(absl::string_view bytes);
-
-struct GenerateRequest {
-  uint64_t seed = 0;
-  PromptBatch batch;
-};
-absl::StatusOr<std::string> Encode(const GenerateRequest& r);
-absl::StatusOr<GenerateRequest> DecodeGenerateRequest(absl::string_view bytes);
-
-struct GenerateReply {
-  int64_t version = -1;  // the weights it generated with
-  double compute_s = 0;
-  Rollout rollout;
-};
-absl::StatusOr<std::string> Encode(const GenerateReply& r);
-absl::StatusOr<GenerateReply> DecodeGenerateReply(absl::string_view bytes);
-
-struct EngineStateReply {
-  std::string state;  // GeneratorEngine::StateName
-  int64_t version = 0;
-  int64_t sleeps = 0, wakes = 0;  // successful sleep / wake_up calls since the process started
-  std::string cuda_visible_devices;
-};
-std::string Encode(const EngineStateReply& r);
-absl::StatusOr<EngineStateReply> DecodeEngineStateReply(absl::string_view bytes);
-
-// ---- reward and reference ----
-
-struct ScoreRequest {
-  std::vector<Example> examples;
-  Rollout rollout;
-};
-absl::StatusOr<std::string> Encode(const ScoreRequest& r);
-// The same with the rollout already encoded (EncodeRollout), so one encoding serves the reward
-// and the reference.
-std::string EncodeScoreRequest(const std::vector<Example>& examples, const std::string& encoded_rollout);
-absl::StatusOr<ScoreRequest> DecodeScoreRequest(absl::string_view bytes);
-
-struct ScoreReply {
-  Scored scored;
-  double compute_s = 0;
-};
-std::string Encode(const ScoreReply& r);
-absl::StatusOr<ScoreReply> DecodeScoreReply(absl::string_view bytes);
-
-struct LogprobsReply {
-  double compute_s = 0;
-  torch::Tensor ref;  // [B, N]
-};
-absl::StatusOr<std::string> Encode(const LogprobsReply& r);
-absl::StatusOr<LogprobsReply> DecodeLogprobsReply(absl::string_view bytes);
-
-// A version number or port as the methods answer it (decimal text).
-absl::StatusOr<int64_t> DecodeNumber(absl::string_view bytes, absl::string_view what);
-
-}  // namespace skyrl::rl::role
+}  // namespace role
+}  // namespace skyrl::rl

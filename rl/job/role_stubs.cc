@@ -2,52 +2,38 @@
 
 namespace skyrl::rl {
 
-absl::StatusOr<int64_t> RoleStub::Number(const char* method) const {
-  absl::StatusOr<std::string> r = client_->Call(ActorHandle{id_}, method, "");
-  const std::string what = absl::StrCat(name_, ": ", method);
-  if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat(what, ": ", r.status().message()));
-  return role::DecodeNumber(*r, what);
+absl::StatusOr<int64_t> RoleStub::Version(const ProtoMethod<pb::Empty, pb::Version>& method) const {
+  absl::StatusOr<pb::Version> v = Call(method, pb::Empty()).Get();
+  if (!v.ok()) return v.status();
+  return v->version();
 }
 
-Pending<std::string> RoleStub::Text(const char* method, std::string args) const {
-  return Call<std::string>(method, std::move(args), [](absl::string_view s) { return std::string(s); });
+absl::StatusOr<int64_t> RoleStub::Port(const ProtoMethod<pb::Empty, pb::Port>& method) const {
+  absl::StatusOr<pb::Port> p = Call(method, pb::Empty()).Get();
+  if (!p.ok()) return p.status();
+  return p->port();
 }
 
-Pending<role::TrainReply> TrainerStub::Train(const std::string& encoded_batch) const {
-  return Call<role::TrainReply>(role::trainer::kTrain, encoded_batch, role::DecodeTrainReply);
-}
-Pending<role::SyncWeightsReply> TrainerStub::SyncWeights(const role::SyncWeightsRequest& request) const {
-  return Call<role::SyncWeightsReply>(role::trainer::kSyncWeights, role::Encode(request),
-                                      role::DecodeSyncWeightsReply);
-}
-Pending<role::WsSendReply> TrainerStub::WsSend(const role::WsRequest& request) const {
-  return Call<role::WsSendReply>(role::trainer::kWsSend, role::Encode(request), role::DecodeWsSendReply);
+Pending<pb::TrainReply> TrainerStub::Train(std::string encoded_batch) const {
+  pb::TrainRequest request;
+  request.set_batch(std::move(encoded_batch));
+  return Call(role::trainer::kTrain, request);
 }
 
-Pending<role::GenerateReply> EngineStub::Generate(const role::GenerateRequest& request) const {
-  return Call<role::GenerateReply>(role::engine::kGenerate, role::Encode(request), role::DecodeGenerateReply);
+Pending<pb::EngineState> EngineStub::Sleep(bool keep_weights) const {
+  pb::SleepRequest request;
+  request.set_keep_weights(keep_weights);
+  return Call(role::engine::kSleep, request);
 }
-Pending<role::WsReceiveReply> EngineStub::WsReceive(const role::WsRequest& request) const {
-  return Call<role::WsReceiveReply>(role::engine::kWsReceive, role::Encode(request),
-                                    role::DecodeWsReceiveReply);
-}
-Pending<std::string> EngineStub::Sleep(bool keep_weights) const {
-  return Text(role::engine::kSleep, keep_weights ? role::engine::kSleepKeep : role::engine::kSleepDrop);
-}
-Pending<std::string> EngineStub::WakeUp() const { return Text(role::engine::kWakeUp, ""); }
 
 bool EngineStub::Recoverable(const absl::Status& s) {
   return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) || absl::IsFailedPrecondition(s);
 }
 
-Pending<role::ScoreReply> RewardStub::Score(const std::vector<Example>& examples,
-                                            const std::string& encoded_rollout) const {
-  return Call<role::ScoreReply>(role::reward::kScore, role::EncodeScoreRequest(examples, encoded_rollout),
-                                role::DecodeScoreReply);
-}
-
-Pending<role::LogprobsReply> ReferenceStub::Logprobs(const std::string& encoded_rollout) const {
-  return Call<role::LogprobsReply>(role::reference::kLogprobs, encoded_rollout, role::DecodeLogprobsReply);
+Pending<pb::LogprobsReply> ReferenceStub::Logprobs(std::string encoded_rollout) const {
+  pb::LogprobsRequest request;
+  request.set_rollout(std::move(encoded_rollout));
+  return Call(role::reference::kLogprobs, request);
 }
 
 }  // namespace skyrl::rl

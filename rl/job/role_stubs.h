@@ -1,6 +1,6 @@
 // The driver's typed view of the RL role actors: one stub per role over skyrl::Client, whose
-// methods encode the request and decode the reply with role_protocol.h, so no method name or
-// wire field is written in the driver. A method returns a Pending<Reply> (the call is in
+// methods call the ProtoMethods of role_protocol.h, so no method name or wire field is written
+// in the driver. A method returns a Pending<Reply> (the call is in
 // flight) or, for the small ones, the reply. Every error names the actor ("trainer rank 1:
 // train: ...") and keeps the code it came with.
 // Stubs are cheap values; safe for concurrent use (the Client is).
@@ -55,20 +55,26 @@ class RoleStub {
   const std::string& name() const { return name_; }
 
  protected:
-  template <typename Reply>
-  Pending<Reply> Call(const char* method, std::string args, typename Pending<Reply>::Decode decode) const {
-    return Pending<Reply>(client_->CallAsync(ActorHandle{id_}, method, std::move(args)), std::move(decode),
-                          absl::StrCat(name_, ": ", method));
+  // A reply that does not parse as the method's is Internal.
+  template <typename Request, typename Reply>
+  Pending<Reply> Call(const ProtoMethod<Request, Reply>& method, const Request& request) const {
+    return Pending<Reply>(
+        client_->CallAsync(ActorHandle{id_}, method.name, request.SerializeAsString()),
+        [](absl::string_view bytes) {
+          return ParseMessage<Reply>(bytes, absl::StatusCode::kInternal, "reply");
+        },
+        absl::StrCat(name_, ": ", method.name));
   }
-  template <typename Reply>
-  Pending<Reply> Call(const char* method, absl::StatusOr<std::string> args,
-                      typename Pending<Reply>::Decode decode) const {
-    if (!args.ok()) return Pending<Reply>(args.status(), absl::StrCat(name_, ": ", method));
-    return Call<Reply>(method, std::move(*args), std::move(decode));
+  // A request that could not be made (its tensors did not encode) is the answer.
+  template <typename Request, typename Reply>
+  Pending<Reply> Call(const ProtoMethod<Request, Reply>& method,
+                      const absl::StatusOr<Request>& request) const {
+    if (!request.ok()) return Pending<Reply>(request.status(), absl::StrCat(name_, ": ", method.name));
+    return Call(method, *request);
   }
-  // A number the actor answers as text (version, port).
-  absl::StatusOr<int64_t> Number(const char* method) const;
-  Pending<std::string> Text(const char* method, std::string args) const;
+  // The version or port a method answers, waited for.
+  absl::StatusOr<int64_t> Version(const ProtoMethod<pb::Empty, pb::Version>& method) const;
+  absl::StatusOr<int64_t> Port(const ProtoMethod<pb::Empty, pb::Port>& method) const;
 
   Client* client_;
   std::string id_, name_;
@@ -77,26 +83,36 @@ class RoleStub {
 class TrainerStub : public RoleStub {
  public:
   using RoleStub::RoleStub;
-  absl::StatusOr<int64_t> Port() const { return Number(role::trainer::kPort); }
+  absl::StatusOr<int64_t> Port() const { return RoleStub::Port(role::trainer::kPort); }
   // Every rank of the trainer must train on the same batch at once (their TP collective).
-  Pending<role::TrainReply> Train(const std::string& encoded_batch) const;
-  Pending<role::SyncWeightsReply> SyncWeights(const role::SyncWeightsRequest& request) const;
-  Pending<role::WsSendReply> WsSend(const role::WsRequest& request) const;
-  absl::StatusOr<int64_t> Version() const { return Number(role::trainer::kVersion); }
+  // `encoded_batch`: EncodeTrainBatch's bytes.
+  Pending<pb::TrainReply> Train(std::string encoded_batch) const;
+  Pending<pb::SyncWeightsReply> SyncWeights(const pb::SyncWeightsRequest& request) const {
+    return Call(role::trainer::kSyncWeights, request);
+  }
+  Pending<pb::WsSendReply> WsSend(const pb::WsRequest& request) const {
+    return Call(role::trainer::kWsSend, request);
+  }
+  absl::StatusOr<int64_t> Version() const { return RoleStub::Version(role::trainer::kVersion); }
 };
 
 class EngineStub : public RoleStub {
  public:
   using RoleStub::RoleStub;
-  absl::StatusOr<int64_t> Port() const { return Number(role::engine::kPort); }
+  absl::StatusOr<int64_t> Port() const { return RoleStub::Port(role::engine::kPort); }
   // FailedPrecondition: the engine is not AWAKE (a restarted engine comes back EMPTY, without
   // weights); see Recoverable.
-  Pending<role::GenerateReply> Generate(const role::GenerateRequest& request) const;
-  Pending<role::WsReceiveReply> WsReceive(const role::WsRequest& request) const;
-  // Answers the engine's state name: role::engine::kAsleep once asleep.
-  Pending<std::string> Sleep(bool keep_weights) const;
-  Pending<std::string> WakeUp() const;
-  absl::StatusOr<int64_t> Version() const { return Number(role::engine::kVersion); }
+  Pending<pb::GenerateReply> Generate(const absl::StatusOr<pb::GenerateRequest>& request) const {
+    return Call(role::engine::kGenerate, request);
+  }
+  Pending<pb::WsReceiveReply> WsReceive(const pb::WsRequest& request) const {
+    return Call(role::engine::kWsReceive, request);
+  }
+  // Answers the engine's state: role::engine::kAsleep once asleep.
+  Pending<pb::EngineState> Sleep(bool keep_weights) const;
+  Pending<pb::EngineState> WakeUp() const { return Call(role::engine::kWakeUp, pb::Empty()); }
+  Pending<pb::EngineState> State() const { return Call(role::engine::kState, pb::Empty()); }
+  absl::StatusOr<int64_t> Version() const { return RoleStub::Version(role::engine::kVersion); }
 
   // Whether a failed engine call is worth the job's recovery (push the current weights, call
   // again), decided on the code alone: the engine died and the runtime restarts it
@@ -108,14 +124,15 @@ class RewardStub : public RoleStub {
  public:
   using RoleStub::RoleStub;
   // `encoded_rollout`: EncodeRollout's bytes (the reference takes the same).
-  Pending<role::ScoreReply> Score(const std::vector<Example>& examples,
-                                  const std::string& encoded_rollout) const;
+  Pending<pb::ScoreReply> Score(const std::vector<Example>& examples, std::string encoded_rollout) const {
+    return Call(role::reward::kScore, role::MakeScoreRequest(examples, std::move(encoded_rollout)));
+  }
 };
 
 class ReferenceStub : public RoleStub {
  public:
   using RoleStub::RoleStub;
-  Pending<role::LogprobsReply> Logprobs(const std::string& encoded_rollout) const;
+  Pending<pb::LogprobsReply> Logprobs(std::string encoded_rollout) const;
 };
 
 }  // namespace skyrl::rl

@@ -1,7 +1,7 @@
 // grpo_trainer: one TP rank of the trainer (TrainerShard: policy shard, frozen reference
 // shard, AdamW), as an actor of skyrl-actor-host-rl. Rank 0 binds the TP group's port in its
 // constructor and answers it from "port"; the driver passes host:port to ranks >= 1, whose
-// constructors connect (TpGroup). Methods and wire: role_protocol.h, role::trainer. Weights
+// constructors connect (TpGroup). Methods: role_protocol.h, role::trainer (rl.proto). Weights
 // leave through ws_send (weight_sync's TCP transport on the PreparedSync plan, sync_layout.h)
 // or sync_weights (pushed to each engine with load_shard calls: the fallback, and how a
 // restarted engine catches up). One call at a time (max_concurrency 1).
@@ -51,81 +51,93 @@ class TrainerActor : public Actor {
     t.Add(role::trainer::kVersion, &TrainerActor::Version);
   }
 
-  absl::StatusOr<std::string> Port(absl::string_view) { return absl::StrCat(group_.port()); }
+  absl::StatusOr<pb::Port> Port(const pb::Empty&) {
+    pb::Port p;
+    p.set_port(group_.port());
+    return p;
+  }
 
   // Every rank must be called with the same batch, concurrently.
-  absl::StatusOr<std::string> Train(absl::string_view args) {
+  absl::StatusOr<pb::TrainReply> Train(const pb::TrainRequest& request) {
     if (auto s = Ready(); !s.ok()) return s;
     const auto t0 = RoleClock::now();
-    auto batch = DecodeTrainBatch(std::string(args));
+    auto batch = DecodeTrainBatch(request.batch());
     if (!batch.ok()) return batch.status();
     auto stats = shard_->Update(*batch);
     if (!stats.ok()) return stats.status();
-    return role::Encode(role::TrainReply{stats->loss, stats->policy_loss, stats->kl, stats->clip_fraction,
-                                         stats->grad_norm, shard_->version(), SecondsSince(t0)});
+    pb::TrainReply r;
+    r.set_loss(stats->loss);
+    r.set_policy_loss(stats->policy_loss);
+    r.set_kl(stats->kl);
+    r.set_clip_fraction(stats->clip_fraction);
+    r.set_grad_norm(stats->grad_norm);
+    r.set_version(shard_->version());
+    r.set_compute_s(SecondsSince(t0));
+    return r;
   }
 
   // Pushes this rank's shard of the current version to each engine (in parallel), straight
   // from this process.
-  absl::StatusOr<std::string> SyncWeights(absl::string_view args) {
+  absl::StatusOr<pb::SyncWeightsReply> SyncWeights(const pb::SyncWeightsRequest& request) {
     if (auto s = Ready(); !s.ok()) return s;
-    auto request = role::DecodeSyncWeightsRequest(args);
-    if (!request.ok()) return request.status();
     const auto t0 = RoleClock::now();
     if (!client_) {
       auto c = ConnectClient("sync_weights");
       if (!c.ok()) return c.status();
       client_ = std::move(*c);
     }
-    auto payload = role::Encode(
-        role::LoadShardRequest{shard_->version(), args_.rank, args_.world, shard_->ExportShard()});
-    if (!payload.ok()) return payload.status();
+    auto shard =
+        role::MakeLoadShardRequest(shard_->version(), args_.rank, args_.world, shard_->ExportShard());
+    if (!shard.ok()) return shard.status();
+    const std::string payload = shard->SerializeAsString();
     const double encode_s = SecondsSince(t0);
     std::vector<std::future<absl::StatusOr<std::string>>> calls;
-    for (const auto& id : request->engines)
-      calls.push_back(client_->CallAsync(ActorHandle{id}, role::engine::kLoadShard, *payload));
-    role::SyncWeightsReply reply;
+    for (const auto& id : request.engines())
+      calls.push_back(client_->CallAsync(ActorHandle{id}, role::engine::kLoadShard.name, payload));
+    pb::SyncWeightsReply reply;
     for (size_t i = 0; i < calls.size(); ++i) {
       auto r = calls[i].get();
-      if (!r.ok()) reply.failed.emplace_back(request->engines[i], r.status().ToString());
+      if (r.ok()) continue;
+      pb::EngineFailure* f = reply.add_failed();
+      f->set_engine(request.engines(static_cast<int>(i)));
+      f->set_error(r.status().ToString());
     }
-    reply.version = shard_->version();
-    reply.encode_s = encode_s;
-    reply.seconds = SecondsSince(t0);
-    reply.bytes = static_cast<int64_t>(payload->size());
-    return role::Encode(reply);
+    reply.set_version(shard_->version());
+    reply.set_encode_s(encode_s);
+    reply.set_seconds(SecondsSince(t0));
+    reply.set_bytes(static_cast<int64_t>(payload.size()));
+    return reply;
   }
 
   // Sends this rank's shard of the current version (as transport version = trainer version
   // + 1) to the engines that need its bytes, per the plan; returns once every receiver
   // confirmed.
-  absl::StatusOr<std::string> WsSend(absl::string_view args) {
+  absl::StatusOr<pb::WsSendReply> WsSend(const pb::WsRequest& a) {
+    if (auto s = role::CheckWsSend(a); !s.ok()) return s;
     if (auto s = Ready(); !s.ok()) return s;
-    auto a = role::DecodeWsRequest(args);
-    if (!a.ok()) return a.status();
     const auto t0 = RoleClock::now();
-    if (!ws_ || ws_engines_ != a->engines || ws_prefix_ != a->prefix) {
+    if (!ws_ || ws_engines_ != a.engines() || ws_prefix_ != a.prefix()) {
       if (!rendezvous_) {
         auto r = ConnectRendezvous("weight sync");
         if (!r.ok()) return r.status();
         rendezvous_ = std::move(*r);
       }
-      auto plan = MakePolicySync(setup_.model, args_.world, a->engines, a->engine_tp);
+      auto plan = MakePolicySync(setup_.model, args_.world, a.engines(), role::EngineTp(a));
       if (!plan.ok()) return plan.status();
       auto sched = (*plan)->SenderSchedule(args_.rank);
       if (!sched.ok()) return sched.status();
       weight_sync::TcpOptions o;
       o.rendezvous = rendezvous_.get();
-      o.key_prefix = a->prefix;
-      o.transfer.io_timeout = absl::Seconds(a->io_timeout_s);
-      o.transfer.sync_timeout = absl::Seconds(a->io_timeout_s * 3);
+      o.key_prefix = a.prefix();
+      o.transfer.io_timeout = absl::Seconds(role::IoTimeoutS(a));
+      o.transfer.sync_timeout = absl::Seconds(role::IoTimeoutS(a) * 3);
       o.stats = &ws_stats_;
       auto transport = weight_sync::CreateTcpTransport(o);
       if (!transport.ok()) return transport.status();
       ws_ = std::move(*transport);
       ws_schedule_ = std::move(*sched);
-      ws_engines_ = a->engines;
-      ws_prefix_ = a->prefix;
+      ws_engines_ = a.engines();
+      ws_prefix_ = a.prefix();
     }
     const std::vector<uint8_t> bytes = FlattenShard(shard_->ExportShard());
     if (static_cast<int64_t>(bytes.size()) != ws_schedule_.shard_bytes) {
@@ -136,29 +148,39 @@ class TrainerActor : public Actor {
     if (auto s = ws_->Send(static_cast<uint64_t>(shard_->version()) + 1, ws_schedule_, bytes); !s.ok())
       return s;
     // Which paths the sync took, cumulative over this shard's transports.
-    return role::Encode(
-        role::WsSendReply{shard_->version(), encode_s, SecondsSince(t0), static_cast<int64_t>(bytes.size()),
-                          ws_stats_.tcp_connections.load(), ws_stats_.local_connections.load(),
-                          ws_stats_.direct_write_bytes.load()});
+    pb::WsSendReply r;
+    r.set_version(shard_->version());
+    r.set_encode_s(encode_s);
+    r.set_seconds(SecondsSince(t0));
+    r.set_bytes(static_cast<int64_t>(bytes.size()));
+    r.set_tcp_connections(ws_stats_.tcp_connections.load());
+    r.set_local_connections(ws_stats_.local_connections.load());
+    r.set_direct_write_bytes(ws_stats_.direct_write_bytes.load());
+    return r;
   }
 
-  absl::StatusOr<std::string> Save(absl::string_view dir) {
+  absl::StatusOr<pb::Version> Save(const pb::Directory& dir) {
     if (auto s = Ready(); !s.ok()) return s;
-    if (auto s = shard_->Save(std::string(dir)); !s.ok()) return s;
-    return absl::StrCat(shard_->version());
+    if (auto s = shard_->Save(dir.path()); !s.ok()) return s;
+    return CurrentVersion();
   }
-  absl::StatusOr<std::string> Load(absl::string_view dir) {
+  absl::StatusOr<pb::Version> Load(const pb::Directory& dir) {
     if (auto s = Ready(); !s.ok()) return s;
-    if (auto s = shard_->Load(std::string(dir)); !s.ok()) return s;
-    return absl::StrCat(shard_->version());
+    if (auto s = shard_->Load(dir.path()); !s.ok()) return s;
+    return CurrentVersion();
   }
-  absl::StatusOr<std::string> Version(absl::string_view) {
+  absl::StatusOr<pb::Version> Version(const pb::Empty&) {
     if (auto s = Ready(); !s.ok()) return s;
-    return absl::StrCat(shard_->version());
+    return CurrentVersion();
   }
 
  private:
   TrainerActor() = default;
+  pb::Version CurrentVersion() const {
+    pb::Version v;
+    v.set_version(shard_->version());
+    return v;
+  }
   absl::Status MakeShard() {
     TrainerShardOptions o{setup_.model, setup_.grpo, setup_.optim, setup_.sampling.temperature,
                           static_cast<uint64_t>(setup_.config.trainer.seed)};

@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "runtime/common/proto_method.h"
 
 namespace skyrl {
 
@@ -38,6 +39,20 @@ class MethodTable {
  public:
   void Add(const std::string& name, absl::StatusOr<std::string> (T::*fn)(absl::string_view)) {
     methods_[name] = [fn](Actor& self, absl::string_view args) { return (static_cast<T&>(self).*fn)(args); };
+  }
+  // A method on protobuf messages (runtime/common/proto_method.h): arguments that do not
+  // parse as its request are InvalidArgument naming the method, and its reply is serialized.
+  template <typename Request, typename Reply>
+  void Add(const ProtoMethod<Request, Reply>& method, absl::StatusOr<Reply> (T::*fn)(const Request&)) {
+    std::string name = method.name;
+    methods_[name] = [fn, name](Actor& self, absl::string_view args) -> absl::StatusOr<std::string> {
+      absl::StatusOr<Request> request =
+          ParseMessage<Request>(args, absl::StatusCode::kInvalidArgument, absl::StrCat(name, ": arguments"));
+      if (!request.ok()) return request.status();
+      absl::StatusOr<Reply> reply = (static_cast<T&>(self).*fn)(*request);
+      if (!reply.ok()) return reply.status();
+      return reply->SerializeAsString();
+    };
   }
   std::map<std::string, ActorMethod>& methods() { return methods_; }
 

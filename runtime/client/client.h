@@ -42,6 +42,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "runtime/common/proto_method.h"
 #include "runtime/rpc/channel.h"
 #include "skyrl/actor_directory.pb.h"
 #include "skyrl/placement_group.pb.h"
@@ -51,35 +52,15 @@ namespace skyrl {
 // The largest working directory (compressed) UploadWorkingDir takes: what one head KV value holds.
 inline constexpr int64_t kMaxWorkingDirBytes = (64 << 20) - 4096;
 
-struct ActorOptions {
-  std::string init_args;
-  std::map<std::string, double> resources = {{"CPU", 1}};
-  std::string name;  // optional, unique in its namespace
-  std::string ns = "default";
-  int max_restarts = 0;  // -1: unlimited
-  int max_concurrency = 1;
-  std::map<std::string, std::string> label_selector;  // node labels that must match
-  std::string placement_group_id;                     // place it in this group's bundles,
-  int bundle_index = -1;                              // in this one (-1: any bundle of the group)
-  bool detached = false;                              // outlives the job whose driver created it
-  std::string host;  // actor host flavour: "" built-in classes, "rl" the LibTorch roles
-  // "sha256:<hex>" of a working directory uploaded with UploadWorkingDir: the actor starts in
-  // it (unpacked by its worker). Empty: none.
-  std::string working_dir;
-  // CreateActor returns once the head has recorded the actor (PENDING), not once it is
-  // ALIVE: calls made meanwhile wait for it (up to ClientOptions.restart_wait), and a
-  // constructor error is the actor's death reason. A cluster with no room now but room
-  // enough in principle keeps it PENDING until room comes; one that can never hold it is
-  // still ResourceExhausted at once. (Ray's semantics.)
-  bool return_pending = false;
-  std::map<std::string, std::string> env;  // set in the actor's process (runtime_env env_vars)
-  // Needed free where it is placed, beyond `resources` (per name, the larger counts), but not
-  // held while it runs: Ray's default actor is placed with {"CPU": 1} and holds none.
-  std::map<std::string, double> placement_resources;
-  // Ray's fallback_strategy: label selectors tried in order when no node matching
-  // `label_selector` has room (at most 16).
-  std::vector<std::map<std::string, std::string>> fallback_label_selectors;
-};
+// An actor's options are its spec (protos/skyrl/actor_spec.proto): the one options type of the
+// Python and C++ clients, the head and the worker, so an option added to the proto needs no
+// code here. ActorSpecFor makes one: the class, its resources (default one CPU), namespace
+// "default"; the rest is set on the spec itself.
+//   v1::ActorSpec spec = ActorSpecFor("counter", {{"GPU", 1}});
+//   spec.set_name("tally");
+//   client->CreateActor(spec);
+v1::ActorSpec ActorSpecFor(const std::string& class_name,
+                           const std::map<std::string, double>& resources = {{"CPU", 1}});
 
 struct Bundle {
   std::map<std::string, double> resources;
@@ -150,21 +131,25 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // Creates the actor and returns once it is ALIVE; a constructor error is FailedPrecondition
-  // with its message.
-  virtual absl::StatusOr<ActorHandle> CreateActor(const std::string& class_name,
-                                                  const ActorOptions& options) = 0;
-  // The same from the spec itself (the Python binding's way: an option needs no argument of
-  // its own); its job is this client's (SKYRL_JOB_ID) unless it names one. With
-  // `return_pending`, as ActorOptions::return_pending.
+  // with its message. Its job is this client's (SKYRL_JOB_ID) unless the spec names one.
+  // With `return_pending`, returns once the head has recorded the actor (PENDING), not once
+  // it is ALIVE: calls made meanwhile wait for it (up to ClientOptions.restart_wait), and a
+  // constructor error is the actor's death reason. A cluster with no room now but room
+  // enough in principle keeps it PENDING until room comes; one that can never hold it is
+  // still ResourceExhausted at once. (Ray's semantics.)
   virtual absl::StatusOr<ActorHandle> CreateActor(v1::ActorSpec spec, bool return_pending) = 0;
-  // Many actors in one CreateActors call per 10,000 (an engine fleet): one result per
-  // (class name, options), in order. Each is created or fails on its own, as CreateActor
-  // would (a constructor error is FailedPrecondition); a failed item leaves nothing behind
-  // and does not stop the others. When the call itself fails, every item of it carries that
-  // error: none was created when it was refused (e.g. Unauthenticated), but after a deadline
-  // some may have been, as with CreateActor.
-  virtual std::vector<absl::StatusOr<ActorHandle>> CreateActors(
-      const std::vector<std::pair<std::string, ActorOptions>>& actors) = 0;
+  absl::StatusOr<ActorHandle> CreateActor(v1::ActorSpec spec) { return CreateActor(std::move(spec), false); }
+  // An actor of `class_name` with the default spec (ActorSpecFor).
+  absl::StatusOr<ActorHandle> CreateActor(const std::string& class_name) {
+    return CreateActor(ActorSpecFor(class_name), false);
+  }
+  // Many actors in one CreateActors call per 10,000 (an engine fleet): one result per spec,
+  // in order. Each is created or fails on its own, as CreateActor would (a constructor error
+  // is FailedPrecondition); a failed item leaves nothing behind and does not stop the
+  // others. When the call itself fails, every item of it carries that error: none was
+  // created when it was refused (e.g. Unauthenticated), but after a deadline some may have
+  // been, as with CreateActor.
+  virtual std::vector<absl::StatusOr<ActorHandle>> CreateActors(std::vector<v1::ActorSpec> specs) = 0;
   virtual absl::StatusOr<ActorHandle> GetActor(const std::string& name,
                                                const std::string& ns = "default") = 0;
   virtual absl::StatusOr<v1::ActorInfo> Describe(const ActorHandle& actor) = 0;
@@ -189,7 +174,7 @@ class Client {
   // Runtime environments: packs folder `dir` (regular files, folders and symlinks inside it;
   // at most kMaxWorkingDirBytes compressed, else FailedPrecondition naming the limit) and
   // stores it on the head once, named by its content; returns that name ("sha256:<hex>") for
-  // ActorOptions.working_dir. Uploading the same content again stores nothing new.
+  // ActorSpec.working_dir. Uploading the same content again stores nothing new.
   virtual absl::StatusOr<std::string> UploadWorkingDir(const std::string& dir) = 0;
 
   // The head's KV store: sets `key` to `value`, replacing what is there.
@@ -244,6 +229,12 @@ class Client {
       return absl::InternalError("actor " + actor.actor_id + " method " + method + ": result is not a " +
                                  Reply::descriptor()->full_name());
     return reply;
+  }
+  // The same for a method declared as a ProtoMethod: its request and reply types are checked.
+  template <typename Request, typename Reply>
+  absl::StatusOr<Reply> CallProto(const ActorHandle& actor, const ProtoMethod<Request, Reply>& method,
+                                  const Request& request) {
+    return CallProto<Reply>(actor, method.name, request);
   }
 
  protected:

@@ -121,31 +121,12 @@ GrpcClient::~GrpcClient() {
   explainer_.join();
 }
 
-void GrpcClient::FillSpec(const std::string& class_name, const ActorOptions& o, v1::ActorSpec* spec) const {
-  spec->set_class_name(class_name);
-  spec->set_init_args(o.init_args);
-  for (const auto& [k, v] : o.resources) (*spec->mutable_resources())[k] = v;
-  for (const auto& [k, v] : o.placement_resources) (*spec->mutable_placement_resources())[k] = v;
-  spec->set_name(o.name);
-  spec->set_namespace_(o.ns);
-  spec->set_max_restarts(o.max_restarts);
-  spec->set_max_concurrency(o.max_concurrency);
-  for (const auto& [k, v] : o.label_selector) (*spec->mutable_label_selector())[k] = v;
-  for (const auto& selector : o.fallback_label_selectors)
-    spec->add_fallback_label_selectors()->mutable_labels()->insert(selector.begin(), selector.end());
-  spec->set_placement_group_id(o.placement_group_id);
-  if (o.bundle_index >= 0) spec->set_bundle_index(o.bundle_index);
-  spec->set_job_id(job_id_);
-  spec->set_detached(o.detached);
-  spec->set_host(o.host);
-  spec->set_working_dir(o.working_dir);
-  for (const auto& [k, v] : o.env) (*spec->mutable_env())[k] = v;
-}
-
-absl::StatusOr<ActorHandle> GrpcClient::CreateActor(const std::string& class_name, const ActorOptions& o) {
+v1::ActorSpec ActorSpecFor(const std::string& class_name, const std::map<std::string, double>& resources) {
   v1::ActorSpec spec;
-  FillSpec(class_name, o, &spec);
-  return CreateActor(std::move(spec), o.return_pending);
+  spec.set_class_name(class_name);
+  spec.set_namespace_("default");
+  spec.mutable_resources()->insert(resources.begin(), resources.end());
+  return spec;
 }
 
 absl::StatusOr<ActorHandle> GrpcClient::CreateActor(v1::ActorSpec spec, bool return_pending) {
@@ -164,15 +145,18 @@ absl::StatusOr<ActorHandle> GrpcClient::CreateActor(v1::ActorSpec spec, bool ret
   return ActorHandle{reply.actor().actor_id()};
 }
 
-std::vector<absl::StatusOr<ActorHandle>> GrpcClient::CreateActors(
-    const std::vector<std::pair<std::string, ActorOptions>>& actors) {
+std::vector<absl::StatusOr<ActorHandle>> GrpcClient::CreateActors(std::vector<v1::ActorSpec> specs) {
   constexpr size_t kPerCall = 10000;  // the head's limit per CreateActors call
   std::vector<absl::StatusOr<ActorHandle>> out;
-  out.reserve(actors.size());
-  for (size_t first = 0; first < actors.size(); first += kPerCall) {
-    size_t last = std::min(actors.size(), first + kPerCall);
+  out.reserve(specs.size());
+  for (size_t first = 0; first < specs.size(); first += kPerCall) {
+    size_t last = std::min(specs.size(), first + kPerCall);
     v1::CreateActorsRequest req;
-    for (size_t i = first; i < last; ++i) FillSpec(actors[i].first, actors[i].second, req.add_specs());
+    for (size_t i = first; i < last; ++i) {
+      v1::ActorSpec* spec = req.add_specs();
+      *spec = std::move(specs[i]);
+      if (spec->job_id().empty()) spec->set_job_id(job_id_);
+    }
     grpc::ClientContext ctx;
     rpc::PrepareCall(&ctx, token_, options_.call_timeout);
     v1::CreateActorsReply reply;

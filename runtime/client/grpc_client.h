@@ -33,11 +33,9 @@ class GrpcClient final : public Client {
   GrpcClient(const std::string& head, std::string token, ClientOptions options);
   ~GrpcClient() override;
 
-  absl::StatusOr<ActorHandle> CreateActor(const std::string& class_name,
-                                          const ActorOptions& options) override;
+  using Client::CreateActor;
   absl::StatusOr<ActorHandle> CreateActor(v1::ActorSpec spec, bool return_pending) override;
-  std::vector<absl::StatusOr<ActorHandle>> CreateActors(
-      const std::vector<std::pair<std::string, ActorOptions>>& actors) override;
+  std::vector<absl::StatusOr<ActorHandle>> CreateActors(std::vector<v1::ActorSpec> specs) override;
   absl::StatusOr<ActorHandle> GetActor(const std::string& name, const std::string& ns) override;
   absl::StatusOr<v1::ActorInfo> Describe(const ActorHandle& actor) override;
   absl::Status Kill(const ActorHandle& actor) override;
@@ -100,7 +98,6 @@ class GrpcClient final : public Client {
     HeldCallPtr call;
     bool operator>(const Timer& o) const { return when > o.when; }
   };
-  void FillSpec(const std::string& class_name, const ActorOptions& options, v1::ActorSpec* spec) const;
   absl::Status KillActor(const ActorHandle& actor, bool restart);  // Kill and Restart
   absl::StatusOr<v1::ActorInfo> Lookup(const v1::GetActorRequest& request,
                                        absl::Duration timeout = absl::Seconds(10));

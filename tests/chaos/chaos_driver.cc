@@ -127,13 +127,12 @@ void Work(skyrl::Client& client, const std::vector<skyrl::ActorHandle>& actors, 
 // when one cannot be created.
 bool CreateChaosActors(skyrl::Client& client, const Flags& f, std::vector<skyrl::ActorHandle>& actors) {
   for (int i = 0; i < f.actors; ++i) {
-    skyrl::ActorOptions o;
-    o.name = absl::StrCat("chaos-", i);
-    o.max_restarts = -1;
-    o.resources = {{"CPU", f.actor_cpu}};
-    absl::StatusOr<skyrl::ActorHandle> a = client.CreateActor("echo", o);
+    skyrl::v1::ActorSpec spec = skyrl::ActorSpecFor("echo", {{"CPU", f.actor_cpu}});
+    spec.set_name(absl::StrCat("chaos-", i));
+    spec.set_max_restarts(-1);
+    absl::StatusOr<skyrl::ActorHandle> a = client.CreateActor(spec);
     if (!a.ok()) {
-      std::fprintf(stderr, "chaos-driver: create %s: %s\n", o.name.c_str(),
+      std::fprintf(stderr, "chaos-driver: create %s: %s\n", spec.name().c_str(),
                    std::string(a.status().message()).c_str());
       return false;
     }

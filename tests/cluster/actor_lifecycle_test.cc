@@ -155,12 +155,14 @@ TEST_F(ActorLifecycleTest, ClientCreatesFindsCallsAndKillsActors) {
   ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
   auto client = Client::Connect(address_, Token());
   ASSERT_TRUE(client.ok()) << client.status();
-  auto counter = (*client)->CreateActor("counter", {.name = "tally"});
+  v1::ActorSpec tally = ActorSpecFor("counter");
+  tally.set_name("tally");
+  auto counter = (*client)->CreateActor(tally);
   ASSERT_TRUE(counter.ok()) << counter.status();
   auto found = (*client)->GetActor("tally");
   ASSERT_TRUE(found.ok()) << found.status();
   EXPECT_EQ(found->actor_id, counter->actor_id);
-  EXPECT_TRUE(absl::IsAlreadyExists((*client)->CreateActor("counter", {.name = "tally"}).status()));
+  EXPECT_TRUE(absl::IsAlreadyExists((*client)->CreateActor(tally).status()));
 
   auto one = (*client)->Call(*counter, "add", "1");
   ASSERT_TRUE(one.ok()) << one.status();
@@ -171,7 +173,7 @@ TEST_F(ActorLifecycleTest, ClientCreatesFindsCallsAndKillsActors) {
   EXPECT_EQ(*(*client)->Call(*counter, "get", ""), "1001");
 
   // Calls from one caller to a max_concurrency-1 actor run in the order they were made.
-  auto log = (*client)->CreateActor("echo", {});
+  auto log = (*client)->CreateActor("echo");
   ASSERT_TRUE(log.ok()) << log.status();
   std::vector<std::future<absl::StatusOr<std::string>>> ordered;
   std::string expected;
@@ -182,7 +184,9 @@ TEST_F(ActorLifecycleTest, ClientCreatesFindsCallsAndKillsActors) {
   for (auto& f : ordered) ASSERT_TRUE(f.get().ok());
   EXPECT_EQ(*(*client)->Call(*log, "history", ""), expected);
 
-  auto ctor = (*client)->CreateActor("counter", {.init_args = "nope"});
+  v1::ActorSpec bad_args = ActorSpecFor("counter");
+  bad_args.set_init_args("nope");
+  auto ctor = (*client)->CreateActor(bad_args);
   EXPECT_TRUE(absl::IsFailedPrecondition(ctor.status())) << ctor.status();
   EXPECT_NE(ctor.status().message().find("is not an integer"), std::string::npos) << ctor.status();
 
@@ -207,7 +211,9 @@ TEST_F(ActorLifecycleTest, ClientSaysWhyACallFailedAndFollowsTheRestart) {
   ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
   auto client = Client::Connect(address_, Token());
   ASSERT_TRUE(client.ok());
-  auto actor = (*client)->CreateActor("crash", {.max_restarts = 1});
+  v1::ActorSpec once = ActorSpecFor("crash");
+  once.set_max_restarts(1);
+  auto actor = (*client)->CreateActor(once);
   ASSERT_TRUE(actor.ok()) << actor.status();
   auto died = (*client)->Call(*actor, "crash", "signal 9");
   EXPECT_TRUE(absl::IsUnavailable(died.status())) << died.status();
@@ -278,16 +284,16 @@ TEST_F(ActorLifecycleTest, WorkingDirsAreStoredByContentAndCheckedAtEveryStep) {
   grpc::Status refused = Authed([&](grpc::ClientContext* c) { return kv->Put(c, lie, &reply); });
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << refused.error_message();
 
-  ActorOptions o;
-  o.working_dir = *digest;
-  auto ok = (*client)->CreateActor("echo", o);
+  v1::ActorSpec o = ActorSpecFor("echo");
+  o.set_working_dir(*digest);
+  auto ok = (*client)->CreateActor(o);
   ASSERT_TRUE(ok.ok()) << ok.status();
-  o.working_dir = "sha256:nope";
-  auto bad = (*client)->CreateActor("echo", o);
+  o.set_working_dir("sha256:nope");
+  auto bad = (*client)->CreateActor(o);
   EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
   EXPECT_NE(bad.status().message().find("spec.working_dir"), std::string::npos) << bad.status();
-  o.working_dir = "sha256:" + std::string(64, 'b');
-  auto missing = (*client)->CreateActor("echo", o);
+  o.set_working_dir("sha256:" + std::string(64, 'b'));
+  auto missing = (*client)->CreateActor(o);
   EXPECT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("the head has no such archive"), std::string::npos)
       << missing.status();

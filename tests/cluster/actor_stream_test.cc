@@ -44,7 +44,7 @@ class ActorStreamTest : public ActorLifecycleTest {
 
 TEST_F(ActorStreamTest, ManyCallsInFlightCompleteWithTheirOwnResults) {
   auto client = Connect();
-  auto echo = client->CreateActor("echo", {});
+  auto echo = client->CreateActor("echo");
   ASSERT_TRUE(echo.ok()) << echo.status();
   std::vector<Future> inflight;
   for (int i = 0; i < 5000; ++i)
@@ -56,7 +56,7 @@ TEST_F(ActorStreamTest, ManyCallsInFlightCompleteWithTheirOwnResults) {
   }
 
   // Streamed and unary calls of one client share the actor's state and its order.
-  auto counter = client->CreateActor("counter", {});
+  auto counter = client->CreateActor("counter");
   ASSERT_TRUE(counter.ok()) << counter.status();
   inflight.clear();
   for (int i = 0; i < 2000; ++i) {
@@ -95,7 +95,7 @@ TEST_F(ActorStreamTest, ManyCallsInFlightCompleteWithTheirOwnResults) {
 
 TEST_F(ActorStreamTest, OneCallersOrderHoldsAcrossBatchesWithMaxConcurrencyOne) {
   auto client = Connect();
-  auto log = client->CreateActor("echo", {});
+  auto log = client->CreateActor("echo");
   ASSERT_TRUE(log.ok()) << log.status();
   // Bursts with pauses between them: the calls travel in many batches of varying size.
   std::vector<Future> inflight;
@@ -113,7 +113,7 @@ TEST_F(ActorStreamTest, OneCallersOrderHoldsAcrossBatchesWithMaxConcurrencyOne) 
   EXPECT_EQ(*history, expected);
 
   // Four threads of one client: each thread's calls run in the order that thread made them.
-  auto log2 = client->CreateActor("echo", {});
+  auto log2 = client->CreateActor("echo");
   ASSERT_TRUE(log2.ok()) << log2.status();
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
@@ -140,7 +140,9 @@ TEST_F(ActorStreamTest, OneCallersOrderHoldsAcrossBatchesWithMaxConcurrencyOne) 
 
 TEST_F(ActorStreamTest, ACallPastItsDeadlineFailsWhileTheStreamGoesOn) {
   auto client = Connect();
-  auto sleeper = client->CreateActor("sleep", {.max_concurrency = 2});
+  v1::ActorSpec two = ActorSpecFor("sleep");
+  two.set_max_concurrency(2);
+  auto sleeper = client->CreateActor(two);
   ASSERT_TRUE(sleeper.ok()) << sleeper.status();
   Future warm = client->CallAsync(*sleeper, "sleep", "1");
   ASSERT_TRUE(Get(warm).ok());
@@ -167,7 +169,9 @@ TEST_F(ActorStreamTest, ACallPastItsDeadlineFailsWhileTheStreamGoesOn) {
 
 TEST_F(ActorStreamTest, ACrashMidBatchFailsEveryCallInFlightAndLaterCallsFollowTheRestart) {
   auto client = Connect();
-  auto actor = client->CreateActor("crash", {.max_restarts = 1});
+  v1::ActorSpec once = ActorSpecFor("crash");
+  once.set_max_restarts(1);
+  auto actor = client->CreateActor(once);
   ASSERT_TRUE(actor.ok()) << actor.status();
   ASSERT_TRUE(client->Call(*actor, "ping", "").ok());
   // The process SIGKILLs itself in the middle of what the stream carries.
@@ -208,7 +212,7 @@ TEST_F(ActorStreamTest, ACrashMidBatchFailsEveryCallInFlightAndLaterCallsFollowT
 
 TEST_F(ActorStreamTest, KillingTheActorOrDroppingTheClientEndsCallsInFlight) {
   auto client = Connect();
-  auto sleeper = client->CreateActor("sleep", {});
+  auto sleeper = client->CreateActor("sleep");
   ASSERT_TRUE(sleeper.ok()) << sleeper.status();
   // The host stops on SIGTERM: the running call and those queued behind it are answered
   // with the reason the head gives.
@@ -228,7 +232,7 @@ TEST_F(ActorStreamTest, KillingTheActorOrDroppingTheClientEndsCallsInFlight) {
   EXPECT_LT(absl::Now() - t0, absl::Seconds(8));
 
   // Destroying the client fails what it still waits for, at once.
-  auto second = client->CreateActor("sleep", {});
+  auto second = client->CreateActor("sleep");
   ASSERT_TRUE(second.ok()) << second.status();
   inflight.clear();
   for (int i = 0; i < 50; ++i) inflight.push_back(client->CallAsync(*second, "sleep", "2000"));
@@ -281,7 +285,7 @@ TEST_F(ActorStreamTest, AFrozenActorFailsCallsInFlightWithoutWaitingForTheirDead
   options.keepalive_time = absl::Seconds(5);
   options.keepalive_timeout = absl::Seconds(1);
   auto client = Connect(options);
-  auto echo = client->CreateActor("echo", {});
+  auto echo = client->CreateActor("echo");
   ASSERT_TRUE(echo.ok()) << echo.status();
   Future warm = client->CallAsync(*echo, "echo", "warm");
   ASSERT_TRUE(Get(warm).ok());
@@ -311,7 +315,7 @@ TEST_F(ActorStreamTest, LargeArgsGoInPartsAndBigBatchesAreSplit) {
   options.max_message_bytes = 1 << 20;
   options.max_call_bytes = 8 << 20;
   auto client = Connect(options);
-  auto echo = client->CreateActor("echo", {});
+  auto echo = client->CreateActor("echo");
   ASSERT_TRUE(echo.ok()) << echo.status();
   // Args of 2.5 MiB, over a channel that refuses any message above 1 MiB: three parts each,
   // from four threads at once with small calls between; every result equals its args.

@@ -54,11 +54,10 @@ TEST_F(PlacementGroupTest, BundlesGetOrderedGpusAndActorsSeeExactlyThem) {
 
   std::vector<ActorHandle> shards;
   for (int i = 0; i < 4; ++i) {
-    ActorOptions o;
-    o.resources = {{"GPU", 2}, {"CPU", 1}};
-    o.placement_group_id = g->placement_group_id();
-    o.bundle_index = i;
-    absl::StatusOr<ActorHandle> a = client->CreateActor("echo", o);
+    v1::ActorSpec spec = ActorSpecFor("echo", {{"GPU", 2}, {"CPU", 1}});
+    spec.set_placement_group_id(g->placement_group_id());
+    spec.set_bundle_index(i);
+    absl::StatusOr<ActorHandle> a = client->CreateActor(spec);
     ASSERT_TRUE(a.ok()) << a.status();
     absl::StatusOr<v1::ActorInfo> info = client->Describe(*a);
     ASSERT_TRUE(info.ok());
@@ -67,9 +66,7 @@ TEST_F(PlacementGroupTest, BundlesGetOrderedGpusAndActorsSeeExactlyThem) {
     shards.push_back(*a);
   }
   // The cluster has no GPU left outside the group.
-  ActorOptions outside;
-  outside.resources = {{"GPU", 1}};
-  absl::StatusOr<ActorHandle> none = client->CreateActor("echo", outside);
+  absl::StatusOr<ActorHandle> none = client->CreateActor(ActorSpecFor("echo", {{"GPU", 1}}));
   EXPECT_TRUE(absl::IsResourceExhausted(none.status())) << none.status();
   int code = -1;
   std::string status = RunCli({"status"}, &code);
@@ -84,9 +81,9 @@ TEST_F(PlacementGroupTest, BundlesGetOrderedGpusAndActorsSeeExactlyThem) {
     EXPECT_NE(info->death_reason().find("was removed"), std::string::npos) << info->death_reason();
   }
   // Freed: two colocated halves now share one device, as trainer and generator do.
-  outside.resources = {{"GPU", 0.5}};
-  absl::StatusOr<ActorHandle> trainer = client->CreateActor("echo", outside);
-  absl::StatusOr<ActorHandle> generator = client->CreateActor("echo", outside);
+  const v1::ActorSpec half = ActorSpecFor("echo", {{"GPU", 0.5}});
+  absl::StatusOr<ActorHandle> trainer = client->CreateActor(half);
+  absl::StatusOr<ActorHandle> generator = client->CreateActor(half);
   ASSERT_TRUE(trainer.ok() && generator.ok()) << trainer.status() << generator.status();
   EXPECT_EQ(client->Describe(*trainer)->node_id(), client->Describe(*generator)->node_id());
   std::string dev = Env(*client, *trainer);
@@ -155,12 +152,11 @@ TEST_F(PlacementGroupTest, LostBundlesAreRescheduledAndTheirActorsRestartThere) 
   absl::StatusOr<v1::PlacementGroupInfo> g =
       client->CreatePlacementGroup(Group("engines", 2, {{"GPU", 1}, {"CPU", 1}}, v1::STRICT_SPREAD));
   ASSERT_TRUE(g.ok()) << g.status();
-  ActorOptions o;
-  o.resources = {{"GPU", 1}, {"CPU", 1}};
-  o.placement_group_id = g->placement_group_id();
-  o.bundle_index = 1;
-  o.max_restarts = 2;
-  absl::StatusOr<ActorHandle> a = client->CreateActor("echo", o);
+  v1::ActorSpec spec = ActorSpecFor("echo", {{"GPU", 1}, {"CPU", 1}});
+  spec.set_placement_group_id(g->placement_group_id());
+  spec.set_bundle_index(1);
+  spec.set_max_restarts(2);
+  absl::StatusOr<ActorHandle> a = client->CreateActor(spec);
   ASSERT_TRUE(a.ok()) << a.status();
   std::string lost_node = g->bundles(1).node_id();
   std::vector<v1::NodeInfo> nodes = ListNodes();
@@ -210,11 +206,10 @@ TEST_F(PlacementGroupTest, GroupsSurviveAHeadRestartOnRedisWithoutDoubleBooking)
   absl::StatusOr<v1::PlacementGroupInfo> g =
       client->CreatePlacementGroup(Group("t", 3, {{"GPU", 1}}, v1::PACK));
   ASSERT_TRUE(g.ok()) << g.status();
-  ActorOptions o;
-  o.resources = {{"GPU", 1}};
-  o.placement_group_id = g->placement_group_id();
-  o.bundle_index = 2;
-  absl::StatusOr<ActorHandle> a = client->CreateActor("echo", o);
+  v1::ActorSpec spec = ActorSpecFor("echo", {{"GPU", 1}});
+  spec.set_placement_group_id(g->placement_group_id());
+  spec.set_bundle_index(2);
+  absl::StatusOr<ActorHandle> a = client->CreateActor(spec);
   ASSERT_TRUE(a.ok()) << a.status();
   head.Signal(SIGKILL).IgnoreError();
   head.Wait();
@@ -234,9 +229,7 @@ TEST_F(PlacementGroupTest, GroupsSurviveAHeadRestartOnRedisWithoutDoubleBooking)
       client->CreatePlacementGroup(Group("two", 2, {{"GPU", 1}}, v1::PACK));
   ASSERT_TRUE(two.ok()) << two.status();
   EXPECT_EQ(two->state(), v1::PG_PENDING) << "the recovered reservation still holds its devices";
-  ActorOptions free_one;
-  free_one.resources = {{"GPU", 1}};
-  absl::StatusOr<ActorHandle> last = client->CreateActor("echo", free_one);
+  absl::StatusOr<ActorHandle> last = client->CreateActor(ActorSpecFor("echo", {{"GPU", 1}}));
   ASSERT_TRUE(last.ok()) << last.status();
   EXPECT_EQ(Env(*client, *last), "3");
   EXPECT_EQ(Env(*client, *a), Ids(g->bundles(2))) << "the actor kept running through the restart";
@@ -256,21 +249,21 @@ TEST_F(PlacementGroupTest, BadSpecsAreRejectedNamingTheField) {
   g = client->CreatePlacementGroup(Group("bad name!", 1, {{"CPU", 1}}, v1::PACK));
   EXPECT_TRUE(absl::IsInvalidArgument(g.status()));
   EXPECT_NE(g.status().message().find("spec.name"), std::string::npos) << g.status();
-  ActorOptions flavour;
-  flavour.host = "../../bin/sh";
-  absl::StatusOr<ActorHandle> bad_host = client->CreateActor("echo", flavour);
+  v1::ActorSpec flavour = ActorSpecFor("echo");
+  flavour.set_host("../../bin/sh");
+  absl::StatusOr<ActorHandle> bad_host = client->CreateActor(flavour);
   EXPECT_TRUE(absl::IsInvalidArgument(bad_host.status())) << bad_host.status();
   EXPECT_NE(bad_host.status().message().find("spec.host"), std::string::npos) << bad_host.status();
-  flavour.host = "nosuch";
-  bad_host = client->CreateActor("echo", flavour);
+  flavour.set_host("nosuch");
+  bad_host = client->CreateActor(flavour);
   EXPECT_TRUE(absl::IsFailedPrecondition(bad_host.status())) << bad_host.status();
   EXPECT_NE(bad_host.status().message().find("no actor host \"nosuch\""), std::string::npos)
       << bad_host.status();
-  ActorOptions o;
-  o.placement_group_id = "pg-nothex";
-  EXPECT_TRUE(absl::IsInvalidArgument(client->CreateActor("echo", o).status()));
-  o.placement_group_id = PlacementGroupId::Random().ToString();
-  absl::StatusOr<ActorHandle> a = client->CreateActor("echo", o);
+  v1::ActorSpec o = ActorSpecFor("echo");
+  o.set_placement_group_id("pg-nothex");
+  EXPECT_TRUE(absl::IsInvalidArgument(client->CreateActor(o).status()));
+  o.set_placement_group_id(PlacementGroupId::Random().ToString());
+  absl::StatusOr<ActorHandle> a = client->CreateActor(o);
   EXPECT_TRUE(absl::IsFailedPrecondition(a.status())) << a.status();
   ASSERT_TRUE(client->CreatePlacementGroup(Group("same", 1, {{"CPU", 1}}, v1::PACK)).ok());
   EXPECT_TRUE(

@@ -43,7 +43,7 @@ TEST_F(LocalClusterTest, TensorsTravelThroughAnActorCall) {
   ASSERT_TRUE(WaitFor([](const auto& n) { return Count(n, v1::NODE_ALIVE) == 1; }));
   auto client = Client::Connect(address_, Token());
   ASSERT_TRUE(client.ok());
-  absl::StatusOr<ActorHandle> a = (*client)->CreateActor("echo", {});
+  absl::StatusOr<ActorHandle> a = (*client)->CreateActor("echo");
   ASSERT_TRUE(a.ok()) << a.status();
   TensorBytes big = Floats({256, 1024}, std::vector<float>(256 * 1024, 0.5f));
   absl::StatusOr<v1::Tensor> reply = (*client)->CallProto<v1::Tensor>(*a, "echo", *ToProto(big));

@@ -21,12 +21,12 @@ int main() {
     return 3;
   }
   for (bool detached : {false, true}) {
-    skyrl::ActorOptions o;
-    o.name = detached ? "detached" : "attached";
-    o.detached = detached;
-    auto a = (*client)->CreateActor("echo", o);
+    skyrl::v1::ActorSpec spec = skyrl::ActorSpecFor("echo");
+    spec.set_name(detached ? "detached" : "attached");
+    spec.set_detached(detached);
+    auto a = (*client)->CreateActor(spec);
     if (!a.ok()) {
-      std::fprintf(stderr, "test-driver: create %s: %s\n", o.name.c_str(),
+      std::fprintf(stderr, "test-driver: create %s: %s\n", spec.name().c_str(),
                    std::string(a.status().message()).c_str());
       return 4;
     }

@@ -42,7 +42,7 @@ TEST_F(TlsTest, TheClusterSpeaksMutualTlsAndRefusesOthers) {
       << "the worker registers over TLS";
   auto client = Client::Connect(address_, Token());
   ASSERT_TRUE(client.ok());
-  absl::StatusOr<ActorHandle> a = (*client)->CreateActor("echo", {});
+  absl::StatusOr<ActorHandle> a = (*client)->CreateActor("echo");
   ASSERT_TRUE(a.ok()) << a.status();
   absl::StatusOr<std::string> echo = (*client)->Call(*a, "echo", "over tls");
   ASSERT_TRUE(echo.ok()) << echo.status();

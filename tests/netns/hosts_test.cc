@@ -246,10 +246,9 @@ TEST_F(PartitionTest, AWorkerThatLostOnlyTheHeadFencesOnItsPeersWord) {
 }
 
 void PartitionTest::StartEcho(Echo* echo) {
-  ActorOptions o;
-  o.resources = {{"CPU", 1}};
-  o.max_restarts = -1;
-  absl::StatusOr<ActorHandle> actor = client_->CreateActor("echo", o);
+  v1::ActorSpec spec = ActorSpecFor("echo");
+  spec.set_max_restarts(-1);
+  absl::StatusOr<ActorHandle> actor = client_->CreateActor(spec);
   ASSERT_TRUE(actor.ok()) << actor.status();
   echo->actor = *actor;
   absl::StatusOr<v1::ActorInfo> info = client_->Describe(*actor);

@@ -120,11 +120,10 @@ TEST_F(GrpoJobTest, KilledEngineRestartsWithCurrentWeightsAndTheJobContinues) {
       *client_, yaml_, config_, {},
       [&](const StepMetrics& m) {
         if (m.step != 2) return;
-        auto pid = client_->Call(ActorHandle{actors.engines[1]}, role::engine::kPid, "");
-        ASSERT_TRUE(pid.ok()) << pid.status();
-        int p = 0;
-        ASSERT_TRUE(absl::SimpleAtoi(*pid, &p));
-        ASSERT_EQ(kill(p, SIGKILL), 0);
+        auto state = client_->CallProto(ActorHandle{actors.engines[1]}, role::engine::kState, pb::Empty());
+        ASSERT_TRUE(state.ok()) << state.status();
+        ASSERT_GT(state->pid(), 0);
+        ASSERT_EQ(kill(static_cast<pid_t>(state->pid()), SIGKILL), 0);
         killed = actors.engines[1];
       },
       [&](const JobActors& a) { actors = a; });
@@ -319,14 +318,12 @@ TEST_F(GrpoJobGpuTest, ColocateAllSharesDevicesAndSleepsEnginesDuringTraining) {
         for (size_t r = 0; r < actors.engines.size(); ++r) {
           // After the step's sync the engine is still asleep: it slept through training and
           // holds the new version staged, woken only at the next step's generation.
-          auto st = client_->Call(ActorHandle{actors.engines[r]}, role::engine::kState, "");
-          ASSERT_TRUE(st.ok()) << st.status();
-          auto j = role::DecodeEngineStateReply(*st);
+          auto j = client_->CallProto(ActorHandle{actors.engines[r]}, role::engine::kState, pb::Empty());
           ASSERT_TRUE(j.ok()) << j.status();
-          EXPECT_EQ(j->state, role::engine::kAsleep) << "engine " << r << " step " << m.step;
-          EXPECT_EQ(j->sleeps, m.step) << "engine " << r;
-          EXPECT_EQ(j->wakes, m.step - 1) << "engine " << r;
-          EXPECT_EQ(j->version, m.step) << "engine " << r;
+          EXPECT_EQ(j->state(), role::engine::kAsleep) << "engine " << r << " step " << m.step;
+          EXPECT_EQ(j->sleeps(), m.step) << "engine " << r;
+          EXPECT_EQ(j->wakes(), m.step - 1) << "engine " << r;
+          EXPECT_EQ(j->version(), m.step) << "engine " << r;
           if (m.step != 1) continue;
           auto t = client_->Describe(ActorHandle{actors.trainers[r]});
           auto e = client_->Describe(ActorHandle{actors.engines[r]});
@@ -337,7 +334,7 @@ TEST_F(GrpoJobGpuTest, ColocateAllSharesDevicesAndSleepsEnginesDuringTraining) {
           EXPECT_EQ(t->gpu_ids(0), e->gpu_ids(0)) << "rank " << r;
           EXPECT_EQ(t->bundle_index(), e->bundle_index());
           // The engine's process sees exactly that device.
-          EXPECT_EQ(j->cuda_visible_devices, std::to_string(e->gpu_ids(0)));
+          EXPECT_EQ(j->cuda_visible_devices(), std::to_string(e->gpu_ids(0)));
           ++checked;
         }
       },

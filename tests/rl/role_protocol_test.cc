@@ -1,12 +1,14 @@
-// The RL roles' wire protocol: every request and reply survives its encoding, malformed input
-// is refused naming the method and field, and the driver's recovery is decided on codes.
+// The RL roles' methods (rl.proto through role_protocol.h): the tensors in the messages survive
+// their encoding, requests are checked naming the method and field, and the driver's recovery
+// is decided on codes.
 #include "rl/job/role_protocol.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "rl/algo/checkpoint.h"
+#include "rl/job/job_setup.h"
 #include "rl/job/role_stubs.h"
-#include "rl/job/wire.h"
 
 namespace skyrl::rl::role {
 namespace {
@@ -22,132 +24,125 @@ Rollout SmallRollout() {
   return r;
 }
 
-TEST(RoleProtocolTest, TrainerRepliesAndRequestsRoundTrip) {
-  TrainReply t{0.5, -0.25, 0.01, 0.2, 1.5, 7, 0.125};
-  absl::StatusOr<TrainReply> t2 = DecodeTrainReply(Encode(t));
-  ASSERT_TRUE(t2.ok()) << t2.status();
-  EXPECT_EQ(t2->loss, 0.5);
-  EXPECT_EQ(t2->kl, 0.01);
-  EXPECT_EQ(t2->grad_norm, 1.5);
-  EXPECT_EQ(t2->version, 7);
-  EXPECT_EQ(t2->compute_s, 0.125);
+TEST(RoleProtocolTest, TensorsInTheMessagesRoundTrip) {
+  PromptBatch batch{torch::tensor({{5, 6}}, torch::kInt64), torch::tensor({{true, false}})};
+  absl::StatusOr<pb::GenerateRequest> g = MakeGenerateRequest(42, batch);
+  ASSERT_TRUE(g.ok()) << g.status();
+  pb::GenerateRequest g2;
+  ASSERT_TRUE(g2.ParseFromString(g->SerializeAsString()));
+  EXPECT_EQ(g2.seed(), 42u);
+  absl::StatusOr<PromptBatch> back = BatchOf(g2);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(torch::equal(back->tokens, batch.tokens));
+  EXPECT_TRUE(torch::equal(back->valid, batch.valid));
 
-  absl::StatusOr<SyncWeightsRequest> sw = DecodeSyncWeightsRequest(Encode(SyncWeightsRequest{{"a", "b"}}));
-  ASSERT_TRUE(sw.ok()) << sw.status();
-  EXPECT_EQ(sw->engines, (std::vector<std::string>{"a", "b"}));
-  SyncWeightsReply swr;
-  swr.version = 3;
-  swr.failed = {{"b", "UNAVAILABLE: restarting"}};
-  swr.bytes = 4096;
-  absl::StatusOr<SyncWeightsReply> swr2 = DecodeSyncWeightsReply(Encode(swr));
-  ASSERT_TRUE(swr2.ok()) << swr2.status();
-  EXPECT_EQ(swr2->failed, swr.failed);
-  EXPECT_EQ(swr2->bytes, 4096);
-
-  WsRequest ws;
-  ws.prefix = "grpo/pg/0";
-  ws.engines = 2;
-  ws.engine_tp = 2;
-  ws.trainer_tp = 4;
-  ws.rank = 3;
-  ws.host = "10.0.0.7";
-  ws.version = 5;
-  absl::StatusOr<WsRequest> ws2 = DecodeWsRequest(Encode(ws));
-  ASSERT_TRUE(ws2.ok()) << ws2.status();
-  EXPECT_EQ(ws2->prefix, ws.prefix);
-  EXPECT_EQ(ws2->engines, 2);
-  EXPECT_EQ(ws2->engine_tp, 2);
-  EXPECT_EQ(ws2->trainer_tp, 4);
-  EXPECT_EQ(ws2->rank, 3);
-  EXPECT_EQ(ws2->host, "10.0.0.7");
-  EXPECT_EQ(ws2->version, 5);
-
-  WsSendReply sent{4, 0.1, 0.2, 1 << 20, 2, 1, 4096};
-  absl::StatusOr<WsSendReply> sent2 = DecodeWsSendReply(Encode(sent));
-  ASSERT_TRUE(sent2.ok()) << sent2.status();
-  EXPECT_EQ(sent2->tcp_connections, 2);
-  EXPECT_EQ(sent2->local_connections, 1);
-  EXPECT_EQ(sent2->direct_write_bytes, 4096);
-}
-
-TEST(RoleProtocolTest, EngineMessagesRoundTripWithTheirTensors) {
-  GenerateRequest g{42, PromptBatch{torch::tensor({{5, 6}}, torch::kInt64), torch::tensor({{true, false}})}};
-  absl::StatusOr<std::string> gb = Encode(g);
-  ASSERT_TRUE(gb.ok()) << gb.status();
-  absl::StatusOr<GenerateRequest> g2 = DecodeGenerateRequest(*gb);
-  ASSERT_TRUE(g2.ok()) << g2.status();
-  EXPECT_EQ(g2->seed, 42u);
-  EXPECT_TRUE(torch::equal(g2->batch.tokens, g.batch.tokens));
-  EXPECT_TRUE(torch::equal(g2->batch.valid, g.batch.valid));
-
-  absl::StatusOr<std::string> rb = Encode(GenerateReply{3, 0.5, SmallRollout()});
-  ASSERT_TRUE(rb.ok()) << rb.status();
-  absl::StatusOr<GenerateReply> r2 = DecodeGenerateReply(*rb);
-  ASSERT_TRUE(r2.ok()) << r2.status();
-  EXPECT_EQ(r2->version, 3);
-  EXPECT_EQ(r2->rollout.prompt_len, 2);
-  EXPECT_TRUE(torch::equal(r2->rollout.sequences, SmallRollout().sequences));
-
-  LoadShardRequest shard{2, 1, 2, {{"w", torch::arange(6, torch::kFloat32).reshape({2, 3})}}};
-  absl::StatusOr<std::string> sb = Encode(shard);
-  ASSERT_TRUE(sb.ok()) << sb.status();
-  absl::StatusOr<LoadShardRequest> s2 = DecodeLoadShardRequest(*sb);
+  NamedTensors shard{{"w", torch::arange(6, torch::kFloat32).reshape({2, 3})}};
+  absl::StatusOr<pb::LoadShardRequest> s = MakeLoadShardRequest(2, 1, 2, shard);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(CheckLoadShard(*s).ok());
+  absl::StatusOr<NamedTensors> s2 = DecodeTensors(s->shard());
   ASSERT_TRUE(s2.ok()) << s2.status();
-  EXPECT_EQ(s2->version, 2);
-  EXPECT_EQ(s2->rank, 1);
-  ASSERT_EQ(s2->shard.size(), 1u);
-  EXPECT_EQ(s2->shard[0].first, "w");
-  EXPECT_TRUE(torch::equal(s2->shard[0].second, shard.shard[0].second));
+  ASSERT_EQ(s2->size(), 1u);
+  EXPECT_EQ((*s2)[0].first, "w");
+  EXPECT_TRUE(torch::equal((*s2)[0].second, shard[0].second));
 
-  EngineStateReply st{"ASLEEP", 4, 3, 2, "0"};
-  absl::StatusOr<EngineStateReply> st2 = DecodeEngineStateReply(Encode(st));
-  ASSERT_TRUE(st2.ok()) << st2.status();
-  EXPECT_EQ(st2->state, "ASLEEP");
-  EXPECT_EQ(st2->sleeps, 3);
-  EXPECT_EQ(st2->cuda_visible_devices, "0");
+  absl::StatusOr<pb::LogprobsReply> l = MakeLogprobsReply(0.2, torch::tensor({{-1.0f, -2.0f}}));
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->compute_s(), 0.2);
+  absl::StatusOr<torch::Tensor> ref = RefOf(*l);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_TRUE(torch::equal(*ref, torch::tensor({{-1.0f, -2.0f}})));
+
+  absl::StatusOr<std::string> rollout = EncodeRollout(SmallRollout());
+  ASSERT_TRUE(rollout.ok()) << rollout.status();
+  pb::ScoreRequest score = MakeScoreRequest({{"12", "21"}, {"34", "43"}}, *rollout);
+  std::vector<Example> examples = ExamplesOf(score);
+  ASSERT_EQ(examples.size(), 2u);
+  EXPECT_EQ(examples[1].prompt, "34");
+  EXPECT_EQ(examples[1].target, "43");
+  absl::StatusOr<Rollout> r2 = DecodeRollout(score.rollout());
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  EXPECT_EQ(r2->prompt_len, 2);
+  EXPECT_TRUE(torch::equal(r2->sequences, SmallRollout().sequences));
+
+  Scored scored = ScoredOf(MakeScoreReply(Scored{{1.0f, 0.5f}, 0.75, 0.5, 3}, 0.01));
+  EXPECT_EQ(scored.rewards, (std::vector<float>{1.0f, 0.5f}));
+  EXPECT_EQ(scored.mean_reward, 0.75);
+  EXPECT_EQ(scored.exact_fraction, 0.5);
+  EXPECT_EQ(scored.response_tokens, 3);
 }
 
-TEST(RoleProtocolTest, RewardAndReferenceRoundTrip) {
-  ScoreRequest req{{{"12", "21"}, {"34", "43"}}, SmallRollout()};
-  absl::StatusOr<std::string> rb = Encode(req);
-  ASSERT_TRUE(rb.ok()) << rb.status();
-  absl::StatusOr<ScoreRequest> req2 = DecodeScoreRequest(*rb);
-  ASSERT_TRUE(req2.ok()) << req2.status();
-  ASSERT_EQ(req2->examples.size(), 2u);
-  EXPECT_EQ(req2->examples[1].target, "43");
+TEST(RoleProtocolTest, RequestsAreCheckedNamingTheMethodAndField) {
+  pb::WsRequest ws;
+  ws.set_engines(2);
+  absl::Status no_prefix = CheckWsSend(ws);
+  EXPECT_TRUE(absl::IsInvalidArgument(no_prefix)) << no_prefix;
+  EXPECT_NE(no_prefix.message().find("ws_send: prefix"), absl::string_view::npos) << no_prefix;
+  ws.set_prefix("grpo/pg/0");
+  EXPECT_TRUE(CheckWsSend(ws).ok());
+  // Unset fields mean what they always meant.
+  EXPECT_EQ(EngineTp(ws), 1);
+  EXPECT_EQ(TrainerTp(ws), 1);
+  EXPECT_EQ(Host(ws), "127.0.0.1");
+  EXPECT_EQ(IoTimeoutS(ws), 20);
+  ws.set_engine_tp(2);
+  ws.set_rank(4);  // receivers are 0..3
+  absl::Status rank = CheckWsReceive(ws);
+  EXPECT_TRUE(absl::IsInvalidArgument(rank)) << rank;
+  EXPECT_NE(rank.message().find("ws_receive: rank: 4 (receiver ranks are 0..3)"), absl::string_view::npos)
+      << rank;
+  ws.set_rank(3);
+  EXPECT_TRUE(CheckWsReceive(ws).ok());
+  ws.set_version(-1);
+  EXPECT_TRUE(absl::IsInvalidArgument(CheckWsReceive(ws)));
+  ws.set_version(0);
+  ws.set_engines(0);
+  EXPECT_NE(CheckWsReceive(ws).message().find("engines: 0"), absl::string_view::npos);
 
-  ScoreReply sc{Scored{{1.0f, 0.5f}, 0.75, 0.5, 3}, 0.01};
-  absl::StatusOr<ScoreReply> sc2 = DecodeScoreReply(Encode(sc));
-  ASSERT_TRUE(sc2.ok()) << sc2.status();
-  EXPECT_EQ(sc2->scored.rewards, sc.scored.rewards);
-  EXPECT_EQ(sc2->scored.response_tokens, 3);
+  pb::LoadShardRequest shard;
+  shard.set_version(1);
+  shard.set_rank(2);
+  shard.set_world(2);
+  absl::Status bad_rank = CheckLoadShard(shard);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad_rank)) << bad_rank;
+  EXPECT_NE(bad_rank.message().find("load_shard: rank: 2 of world 2"), absl::string_view::npos) << bad_rank;
 
-  absl::StatusOr<std::string> lb = Encode(LogprobsReply{0.2, torch::tensor({{-1.0f, -2.0f}})});
-  ASSERT_TRUE(lb.ok()) << lb.status();
-  absl::StatusOr<LogprobsReply> l2 = DecodeLogprobsReply(*lb);
-  ASSERT_TRUE(l2.ok()) << l2.status();
-  EXPECT_EQ(l2->compute_s, 0.2);
-  EXPECT_TRUE(torch::equal(l2->ref, torch::tensor({{-1.0f, -2.0f}})));
+  pb::GenerateRequest one_tensor;
+  absl::StatusOr<std::string> t = EncodeTensors({{"tokens", torch::tensor({{1}}, torch::kInt64)}});
+  ASSERT_TRUE(t.ok());
+  one_tensor.set_batch(*t);
+  absl::StatusOr<PromptBatch> b = BatchOf(one_tensor);
+  EXPECT_TRUE(absl::IsInvalidArgument(b.status())) << b.status();
+  EXPECT_NE(b.status().message().find("generate: batch"), absl::string_view::npos) << b.status();
+
+  pb::LogprobsReply two;
+  absl::StatusOr<std::string> t2 =
+      EncodeTensors({{"a", torch::tensor({1.0f})}, {"b", torch::tensor({2.0f})}});
+  ASSERT_TRUE(t2.ok());
+  two.set_ref(*t2);
+  EXPECT_TRUE(absl::IsInternal(RefOf(two).status()));
 }
 
-TEST(RoleProtocolTest, MalformedInputIsRefusedNamingWhatIsWrong) {
-  absl::StatusOr<WsRequest> no_prefix = DecodeWsRequest(R"({"engines": 2})");
-  EXPECT_TRUE(absl::IsInvalidArgument(no_prefix.status())) << no_prefix.status();
-  EXPECT_NE(no_prefix.status().message().find("prefix"), absl::string_view::npos) << no_prefix.status();
-  absl::StatusOr<SyncWeightsRequest> bad_engines = DecodeSyncWeightsRequest(R"({"engines": 3})");
-  EXPECT_TRUE(absl::IsInvalidArgument(bad_engines.status())) << bad_engines.status();
-  EXPECT_NE(bad_engines.status().message().find("engines"), absl::string_view::npos) << bad_engines.status();
-  EXPECT_TRUE(absl::IsInvalidArgument(DecodeSyncWeightsRequest("not json").status()));
-  absl::StatusOr<LoadShardRequest> bad_rank =
-      DecodeLoadShardRequest(PackParts({R"({"version": 1, "rank": 2, "world": 2})", ""}));
-  EXPECT_TRUE(absl::IsInvalidArgument(bad_rank.status())) << bad_rank.status();
-  EXPECT_NE(bad_rank.status().message().find("load_shard"), absl::string_view::npos) << bad_rank.status();
-  absl::StatusOr<ScoreReply> short_reply = DecodeScoreReply(R"({"rewards": [1.0]})");
-  EXPECT_TRUE(absl::IsInternal(short_reply.status())) << short_reply.status();
-  EXPECT_TRUE(absl::IsInternal(DecodeNumber("seven", "engine 0 rank 0: version").status()));
-  absl::StatusOr<int64_t> n = DecodeNumber("7", "version");
-  ASSERT_TRUE(n.ok());
-  EXPECT_EQ(*n, 7);
+TEST(RoleProtocolTest, RoleArgsRoundTripAndBadOnesAreRefusedNamingTheField) {
+  absl::StatusOr<RoleArgs> a = DecodeRoleArgs(EncodeRoleArgs({"trainer: {}", 1, 2, "10.0.0.1:7000", 0}));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->config_yaml, "trainer: {}");
+  EXPECT_EQ(a->rank, 1);
+  EXPECT_EQ(a->world, 2);
+  EXPECT_EQ(a->master, "10.0.0.1:7000");
+  absl::StatusOr<RoleArgs> no_master = DecodeRoleArgs(EncodeRoleArgs({"trainer: {}", 1, 2, "", 0}));
+  EXPECT_TRUE(absl::IsInvalidArgument(no_master.status())) << no_master.status();
+  EXPECT_NE(no_master.status().message().find("master"), absl::string_view::npos) << no_master.status();
+  EXPECT_TRUE(absl::IsInvalidArgument(DecodeRoleArgs(EncodeRoleArgs({"x", 2, 2, "h:1", 0})).status()));
+  absl::StatusOr<RoleArgs> no_config = DecodeRoleArgs(EncodeRoleArgs({"", 0, 1, "", 0}));
+  EXPECT_NE(no_config.status().message().find("config_yaml"), absl::string_view::npos) << no_config.status();
+  absl::StatusOr<RoleArgs> garbage =
+      DecodeRoleArgs(std::string("\x0a\x09"
+                                 "short",
+                                 7));
+  EXPECT_TRUE(absl::IsInvalidArgument(garbage.status())) << garbage.status();
+  EXPECT_NE(garbage.status().message().find("init args: not a skyrl.v1.rl.RoleArgs"), absl::string_view::npos)
+      << garbage.status();
 }
 
 TEST(RoleProtocolTest, EngineRecoveryIsDecidedOnTheCodeAlone) {

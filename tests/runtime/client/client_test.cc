@@ -66,17 +66,14 @@ TEST(ClientCreateActorsTest, EachItemIsCreatedOrExplainedOnItsOwn) {
 
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(loopback.address(), kToken);
   ASSERT_TRUE(client.ok()) << client.status();
-  auto opts = [](double gpus, const std::string& name = "") {
-    ActorOptions o;
-    o.resources = {{"GPU", gpus}};
-    o.name = name;
-    return o;
+  auto opts = [](const std::string& class_name, double gpus, const std::string& name = "") {
+    v1::ActorSpec spec = ActorSpecFor(class_name, {{"GPU", gpus}});
+    spec.set_name(name);
+    return spec;
   };
-  std::vector<absl::StatusOr<ActorHandle>> r = (*client)->CreateActors({{"echo", opts(1, "engine-0")},
-                                                                        {"echo", opts(8)},
-                                                                        {"broken", opts(1)},
-                                                                        {"echo", opts(1, "engine-0")},
-                                                                        {"echo", opts(1, "engine-1")}});
+  std::vector<absl::StatusOr<ActorHandle>> r =
+      (*client)->CreateActors({opts("echo", 1, "engine-0"), opts("echo", 8), opts("broken", 1),
+                               opts("echo", 1, "engine-0"), opts("echo", 1, "engine-1")});
   ASSERT_EQ(r.size(), 5u);
   ASSERT_TRUE(r[0].ok()) << r[0].status();
   EXPECT_TRUE(absl::IsResourceExhausted(r[1].status())) << r[1].status();
@@ -100,7 +97,7 @@ TEST(ClientCreateActorsTest, EachItemIsCreatedOrExplainedOnItsOwn) {
   ASSERT_TRUE(stranger.ok());
   size_t before = h.actors.List().size();
   std::vector<absl::StatusOr<ActorHandle>> refused =
-      (*stranger)->CreateActors({{"echo", opts(0)}, {"echo", opts(0)}});
+      (*stranger)->CreateActors({opts("echo", 0), opts("echo", 0)});
   ASSERT_EQ(refused.size(), 2u);
   for (const auto& x : refused) EXPECT_TRUE(absl::IsUnauthenticated(x.status())) << x.status();
   EXPECT_EQ(h.actors.List().size(), before);
@@ -204,7 +201,7 @@ TEST(ClientCallDeadlineTest, EachStreamedCallFailsAtItsOwnDeadlineAndTheOthersGo
   ServedCluster<HoldingActor> c;
   ASSERT_TRUE(c.ok());
   std::unique_ptr<Client>& client = c.client;
-  absl::StatusOr<ActorHandle> actor = client->CreateActor("holding", ActorOptions{});
+  absl::StatusOr<ActorHandle> actor = client->CreateActor("holding");
   ASSERT_TRUE(actor.ok()) << actor.status();
   ASSERT_EQ(*client->Call(*actor, "now", ""), "now");  // the stream is open
 
@@ -263,7 +260,7 @@ TEST(ClientStreamTest, StreamsThatEndAtOnceLeaveNothingBehind) {
   options.call_timeout = absl::Milliseconds(50);  // the expiry loop runs all the time
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(head.address(), kToken, options);
   ASSERT_TRUE(client.ok()) << client.status();
-  absl::StatusOr<ActorHandle> actor = (*client)->CreateActor("echo", ActorOptions{});
+  absl::StatusOr<ActorHandle> actor = (*client)->CreateActor("echo");
   ASSERT_TRUE(actor.ok()) << actor.status();
   std::vector<CallFuture> calls;
   for (absl::Time end = absl::Now() + absl::Seconds(3); absl::Now() < end;)
@@ -348,9 +345,8 @@ TEST(ClientCallQueueTest, CallsToAStartingActorReturnAtOnceAndGoOutInOrderOnceIt
   RecordingCluster c;
   ASSERT_TRUE(c.ok());
   c.h.workers.hold = true;  // the actor's start waits for Release
-  ActorOptions o;
-  o.return_pending = true;
-  absl::StatusOr<ActorHandle> actor = c.client->CreateActor("recording", o);
+  absl::StatusOr<ActorHandle> actor =
+      c.client->CreateActor(ActorSpecFor("recording"), /*return_pending=*/true);
   ASSERT_TRUE(actor.ok()) << actor.status();
   ASSERT_EQ(c.h.workers.Parked(), 1u);
 
@@ -382,9 +378,8 @@ TEST(ClientCallQueueTest, CallsWaitingForAnActorThatDiesFailSayingSoAndShutdownC
   RecordingCluster c;
   ASSERT_TRUE(c.ok());
   c.h.workers.hold = true;
-  ActorOptions o;
-  o.return_pending = true;
-  absl::StatusOr<ActorHandle> doomed = c.client->CreateActor("recording", o);
+  absl::StatusOr<ActorHandle> doomed =
+      c.client->CreateActor(ActorSpecFor("recording"), /*return_pending=*/true);
   ASSERT_TRUE(doomed.ok()) << doomed.status();
   CallFuture before = c.client->CallAsync(*doomed, "c", "");
   ASSERT_TRUE(c.client->Kill(*doomed).ok());
@@ -395,7 +390,8 @@ TEST(ClientCallQueueTest, CallsWaitingForAnActorThatDiesFailSayingSoAndShutdownC
 
   // Calls still waiting when the client goes fail with Cancelled; the destructor does not
   // wait for the actor.
-  absl::StatusOr<ActorHandle> waiting = c.client->CreateActor("recording", o);
+  absl::StatusOr<ActorHandle> waiting =
+      c.client->CreateActor(ActorSpecFor("recording"), /*return_pending=*/true);
   ASSERT_TRUE(waiting.ok()) << waiting.status();
   std::vector<CallFuture> held;
   for (int i = 0; i < 10; ++i) held.push_back(c.client->CallAsync(*waiting, "c", ""));
@@ -410,7 +406,7 @@ TEST(ClientCallQueueTest, CallsWaitingForAnActorThatDiesFailSayingSoAndShutdownC
 TEST(ClientRetryTest, ACallIsMadeAgainWhenItsActorDiesOrItsResultAsksUpToItsRetries) {
   RecordingCluster c;
   ASSERT_TRUE(c.ok());
-  absl::StatusOr<ActorHandle> actor = c.client->CreateActor("recording", ActorOptions{});
+  absl::StatusOr<ActorHandle> actor = c.client->CreateActor("recording");
   ASSERT_TRUE(actor.ok()) << actor.status();
   auto call = [&](const std::string& method, int retries, bool retry_again) {
     CallOptions o;
@@ -450,11 +446,9 @@ TEST(ClientPendingLimitTest, AnActorsMaxPendingCallsBoundsThisClientsUnsettledCa
   ASSERT_TRUE(c.ok());
   std::unique_ptr<Client>& client = c.client;
 
-  v1::ActorSpec spec;
-  spec.set_class_name("holding");
-  (*spec.mutable_resources())["CPU"] = 1;
+  v1::ActorSpec spec = ActorSpecFor("holding");
   spec.set_max_pending_calls(2);
-  absl::StatusOr<ActorHandle> actor = client->CreateActor(spec, /*return_pending=*/false);
+  absl::StatusOr<ActorHandle> actor = client->CreateActor(spec);
   ASSERT_TRUE(actor.ok()) << actor.status();
   CallFuture first = client->CallAsync(*actor, "hold", "");
   CallFuture second = client->CallAsync(*actor, "hold", "");
