@@ -121,27 +121,43 @@ absl::Status ValidateSpec(v1::ActorSpec& spec) {
 }  // namespace
 
 ActorManager::ActorManager(store::Store& store, NodeManager& nodes, ResourceTracker& resources,
-                           WorkerClient& workers, DemandQueue& demand, const Clock& clock,
+                           WorkerClient& workers, DemandQueue& demand, EventLoop& loop, const Clock& clock,
                            RetentionOptions retention)
     : store_(store),
       nodes_(nodes),
       resources_(resources),
       workers_(workers),
       demand_(demand),
+      loop_(loop),
       clock_(clock),
       dead_(retention.keep_terminal) {
   stops_.SetOnReported([this](const NodeId& node, const ActorStart& start) { OnStopReported(node, start); });
 }
 
 ActorManager::~ActorManager() {
-  {
-    absl::MutexLock lock(&mu_);
+  loop_.Run([this] {
+    loop_.AssertOnLoop();
     stopping_ = true;
-  }
+  });
   demand_.Detach(this);  // no attempt of ours runs after this
-  absl::MutexLock lock(&async_mu_);
-  async_mu_.Await(absl::Condition(
-      +[](int* n) { return *n == 0; }, &async_in_flight_));
+  loop_.Drain();         // starts and kills in flight have answered, and their answers run
+}
+
+template <typename F>
+std::invoke_result_t<F> ActorManager::OnLoop(F&& fn) {
+  if (loop_.OnLoop()) return fn();
+  return loop_.Run([&]() -> std::invoke_result_t<F> {
+    loop_.AssertOnLoop();
+    absl::Cleanup trim = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { Trim(); };
+    return fn();
+  });
+}
+
+void ActorManager::PostTask(std::function<void()> task) {
+  loop_.Post([this, task = std::move(task)]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    task();
+    Trim();
+  });
 }
 
 absl::Status ActorManager::Persist(const v1::ActorInfo& info) {
@@ -169,11 +185,14 @@ const char* ActorManager::DeathCauseName(DeathCause cause) {
 }
 
 ActorManager::LifeCounts ActorManager::Counts() const {
-  LifeCounts out;
-  absl::MutexLock lock(&mu_);
-  out.restarts = restarts_total_;
-  for (int c = 0; c < kDeathCauses; ++c) out.deaths[DeathCauseName(static_cast<DeathCause>(c))] = deaths_[c];
-  return out;
+  return loop_.Run([this] {
+    loop_.AssertOnLoop();
+    LifeCounts out;
+    out.restarts = restarts_total_;
+    for (int c = 0; c < kDeathCauses; ++c)
+      out.deaths[DeathCauseName(static_cast<DeathCause>(c))] = deaths_[c];
+    return out;
+  });
 }
 
 absl::Status ActorManager::Transition(const ActorId& id, v1::ActorInfo& a, v1::ActorState to,
@@ -222,9 +241,15 @@ absl::Status ActorManager::Recover() {
   for (const v1::NodeInfo& node : nodes_.List())
     if (node.state() == v1::NODE_DEAD && !node.death_unconfirmed())
       if (absl::StatusOr<NodeId> n = NodeId::Parse(node.node_id()); n.ok()) stops_.NodeGone(*n);
-  TrimmingLock lock(this);
+  return OnLoop([&] {
+    loop_.AssertOnLoop();
+    return RecoverTable(*entries);
+  });
+}
+
+absl::Status ActorManager::RecoverTable(const std::vector<store::Entry>& entries) {
   std::vector<std::pair<int64_t, ActorId>> dead;  // (died_unix_ms, id): the eviction order
-  for (const auto& e : *entries) {
+  for (const auto& e : entries) {
     v1::ActorInfo info;
     absl::StatusOr<ActorId> id = ActorId::Parse(e.key);
     if (!id.ok() || !info.ParseFromString(e.value)) {
@@ -370,14 +395,13 @@ ActorManager::StartTicket ActorManager::MarkPending(const ActorId& id, v1::Actor
   return t;
 }
 
+bool ActorManager::GroupWaiting(const v1::ActorSpec& spec) const {
+  return !spec.placement_group_id().empty() && group_waiting_ && group_waiting_(spec.placement_group_id());
+}
+
 absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorManager::Admit(
-    v1::ActorSpec& spec, ActorId& id, bool wait_for_room) {
-  if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
+    const v1::ActorSpec& spec, ActorId& id, bool wait_for_room, bool group_waiting) {
   id = ActorId::Random();
-  // Asked before this manager's lock is taken (the group manager locks before this one).
-  const bool group_waiting = wait_for_room && !spec.placement_group_id().empty() && group_waiting_ &&
-                             group_waiting_(spec.placement_group_id());
-  TrimmingLock lock(this);
   const std::string name_key = NameKey(spec);
   if (!name_key.empty())
     if (auto other = live_names_.find(name_key); other != live_names_.end())
@@ -429,41 +453,55 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
 }
 
 absl::StatusOr<v1::ActorInfo> ActorManager::Create(v1::ActorSpec spec) {
+  if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
   ActorId id;
-  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> placed = Admit(spec, id);
+  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> placed = OnLoop([&] {
+    loop_.AssertOnLoop();
+    return Admit(spec, id, /*wait_for_room=*/false, /*group_waiting=*/false);
+  });
   if (!placed.ok()) return placed.status();
   if (auto* final_state = std::get_if<v1::ActorInfo>(&*placed)) return std::move(*final_state);
   const StartTicket& ticket = std::get<StartTicket>(*placed);
-  return FinishStart(id, ticket, workers_.StartActor(ticket.worker_address, ticket.request));
+  // The worker is waited for on the caller's thread, not the loop's.
+  absl::StatusOr<v1::StartActorReply> started = workers_.StartActor(ticket.worker_address, ticket.request);
+  return OnLoop([&] {
+    loop_.AssertOnLoop();
+    return FinishStart(id, ticket, std::move(started));
+  });
 }
 
 void ActorManager::CreateAsync(v1::ActorSpec spec, CreateDone done, bool return_pending) {
-  ActorId id;
-  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> placed = Admit(spec, id, return_pending);
-  if (!placed.ok()) return done(placed.status());
-  if (auto* final_state = std::get_if<v1::ActorInfo>(&*placed)) return done(std::move(*final_state));
-  if (return_pending) {
-    absl::StatusOr<v1::ActorInfo> now = Get(id);
-    done(std::move(now));
-    done = nullptr;
-  }
-  StartAsync(id, std::move(std::get<StartTicket>(*placed)), std::move(done));
+  if (absl::Status s = ValidateSpec(spec); !s.ok()) return done(s);
+  PostTask([this, spec = std::move(spec), done = std::move(done), return_pending]() mutable {
+    loop_.AssertOnLoop();
+    const bool group_waiting = return_pending && GroupWaiting(spec);
+    ActorId id;
+    absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> placed =
+        Admit(spec, id, return_pending, group_waiting);
+    if (!placed.ok()) return done(placed.status());
+    if (auto* final_state = std::get_if<v1::ActorInfo>(&*placed)) return done(std::move(*final_state));
+    if (return_pending) {
+      // The start is on its way before the caller hears of the actor.
+      v1::ActorInfo pending = actors_.at(id);
+      StartAsync(id, std::move(std::get<StartTicket>(*placed)), nullptr);
+      return done(std::move(pending));
+    }
+    StartAsync(id, std::move(std::get<StartTicket>(*placed)), std::move(done));
+  });
 }
 
 void ActorManager::StartAsync(const ActorId& id, StartTicket ticket, CreateDone done) {
-  {
-    absl::MutexLock lock(&async_mu_);
-    ++async_in_flight_;
-  }
+  auto hold = std::make_shared<EventLoop::Hold>(loop_.Acquire());
   auto shared = std::make_shared<StartTicket>(std::move(ticket));
-  workers_.StartActorAsync(shared->worker_address, shared->request,
-                           [this, id, shared, done = std::move(done)](absl::StatusOr<v1::StartActorReply> r) {
-                             absl::StatusOr<v1::ActorInfo> final_state =
-                                 FinishStart(id, *shared, std::move(r));
-                             if (done) done(std::move(final_state));
-                             absl::MutexLock lock(&async_mu_);
-                             --async_in_flight_;
-                           });
+  workers_.StartActorAsync(
+      shared->worker_address, shared->request,
+      [this, id, shared, hold, done = std::move(done)](absl::StatusOr<v1::StartActorReply> r) {
+        PostTask([this, id, shared, hold, done, r = std::move(r)]() mutable {
+          loop_.AssertOnLoop();
+          absl::StatusOr<v1::ActorInfo> final_state = FinishStart(id, *shared, std::move(r));
+          if (done) done(std::move(final_state));
+        });
+      });
 }
 
 void ActorManager::CreateBatchAsync(std::vector<v1::ActorSpec> specs, BatchDone done) {
@@ -491,24 +529,25 @@ void ActorManager::Enqueue(const ActorId& id, const v1::ActorSpec& spec, absl::D
 }
 
 DemandQueue::Outcome ActorManager::TryPlaceWaiting(const ActorId& id) {
-  std::string group;
+  // The demand queue's pass runs on the loop (a task of its own, in which nothing of ours
+  // refers to an entry), so this trims even when it runs inline.
+  return loop_.Run([&] {
+    loop_.AssertOnLoop();
+    absl::Cleanup trim = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { Trim(); };
+    return PlaceWaiting(id);
+  });
+}
+
+DemandQueue::Outcome ActorManager::PlaceWaiting(const ActorId& id) {
   {
-    absl::MutexLock lock(&mu_);
-    auto found = actors_.find(id);
-    if (found == actors_.end() || !Waiting(found->second)) return DemandQueue::Outcome::kGone;
-    group = found->second.spec().placement_group_id();
-  }
-  // A creation that waits for its group: the group may have been removed meanwhile (asked
-  // with no lock of ours held, as in Admit).
-  const bool group_live = group.empty() || !group_waiting_ || group_waiting_(group) ||
-                          resources_.With([&](const scheduler::Cluster& c) { return c.HasGroup(group); });
-  std::optional<StartTicket> ticket;
-  {
-    TrimmingLock lock(this);
     auto found = actors_.find(id);
     // Killed meanwhile (perhaps already evicted), or started by another path.
     if (found == actors_.end() || !Waiting(found->second)) return DemandQueue::Outcome::kGone;
     v1::ActorInfo& a = found->second;
+    // A creation that waits for its group: the group may have been removed meanwhile.
+    const std::string& group = a.spec().placement_group_id();
+    const bool group_live = group.empty() || !group_waiting_ || group_waiting_(group) ||
+                            resources_.With([&](const scheduler::Cluster& c) { return c.HasGroup(group); });
     // The head is stopping: leave the actor as the store has it for the next head.
     if (stopping_) return DemandQueue::Outcome::kGone;
     if (!group_live && a.state() == v1::ACTOR_PENDING) {
@@ -540,9 +579,8 @@ DemandQueue::Outcome ActorManager::TryPlaceWaiting(const ActorId& id) {
       return DemandQueue::Outcome::kWaiting;
     }
     exited_while_starting_.erase(id);
-    ticket = std::move(t);
+    StartAsync(id, std::move(t), nullptr);
   }
-  StartAsync(id, std::move(*ticket), nullptr);
   return DemandQueue::Outcome::kPlaced;
 }
 
@@ -552,7 +590,6 @@ absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const
   v1::ActorInfo out;
   absl::Status evicted;
   {
-    TrimmingLock lock(this);
     auto found = actors_.find(id);
     if (found == actors_.end()) {
       // Killed while starting and already evicted as one of the oldest DEAD.
@@ -593,7 +630,7 @@ absl::StatusOr<v1::ActorInfo> ActorManager::FinishStart(const ActorId& id, const
       return a;
     }
   }
-  // Outside the lock: the process of an incarnation that no longer exists must not run.
+  // The process of an incarnation that no longer exists must not run.
   if (stale) {
     // Named by its incarnation: not a newer start on the same node.
     SendKill(ticket.worker_address, ProcessAt{ticket.node_id, id, ticket.incarnation}, "a stale start",
@@ -649,11 +686,11 @@ void ActorManager::QueueStopTry(const ActorStart& start, absl::Duration delay) {
 }
 
 DemandQueue::Outcome ActorManager::TryStop(const ActorStart& start) {
-  std::string address;
-  {
-    absl::MutexLock lock(&mu_);  // (no actor dies here)
+  std::string address = loop_.Run([&]() -> std::string {
+    loop_.AssertOnLoop();
+    absl::Cleanup trim = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { Trim(); };  // as TryPlaceWaiting
     auto it = awaited_stops_.find(start);
-    if (it == awaited_stops_.end() || stopping_) return DemandQueue::Outcome::kGone;
+    if (it == awaited_stops_.end() || stopping_) return "";
     const ProcessAt& at = it->second.at;
     const std::optional<NodeId>& node_id = it->second.node;
     // Gone for good: a confirmed death means its worker fenced its actors, or their lease ran
@@ -662,28 +699,25 @@ DemandQueue::Outcome ActorManager::TryStop(const ActorStart& start) {
     if (!node || (node->state() != v1::NODE_ALIVE && !nodes_.DeathUnconfirmed(at.node_id)) ||
         (node_id && stops_.Reported(*node_id, start))) {
       ResolveStopLocked(start);
-      return DemandQueue::Outcome::kGone;
+      return "";
     }
-    address = node->address();
-  }
-  // With no lock held: a kill may answer at once, on this thread.
+    return node->address();
+  });
+  if (address.empty()) return DemandQueue::Outcome::kGone;
   v1::KillActorRequest kill;
   kill.set_actor_id(start.actor_id);
   kill.set_incarnation(start.incarnation);
-  {
-    absl::MutexLock lock(&async_mu_);
-    ++async_in_flight_;
-  }
-  workers_.KillActorAsync(address, kill, [this, start](absl::Status s) {
-    OnStopAnswer(start, s);
-    absl::MutexLock lock(&async_mu_);
-    --async_in_flight_;
+  auto hold = std::make_shared<EventLoop::Hold>(loop_.Acquire());
+  workers_.KillActorAsync(address, kill, [this, start, hold](absl::Status s) {
+    PostTask([this, start, hold, s] {
+      loop_.AssertOnLoop();
+      OnStopAnswer(start, s);
+    });
   });
   return DemandQueue::Outcome::kGone;  // the answer queues the next try, if one is needed
 }
 
 void ActorManager::OnStopAnswer(const ActorStart& start, const absl::Status& s) {
-  absl::MutexLock lock(&mu_);  // (no actor dies here)
   auto it = awaited_stops_.find(start);
   if (it == awaited_stops_.end()) return;
   if (s.ok() || absl::IsNotFound(s)) return ResolveStopLocked(start);
@@ -719,9 +753,12 @@ void ActorManager::ResolveStopLocked(const ActorStart& start) {
 }
 
 void ActorManager::OnStopReported(const NodeId& node, const ActorStart& start) {
-  absl::MutexLock lock(&mu_);  // (no actor dies here)
-  auto it = awaited_stops_.find(start);
-  if (it != awaited_stops_.end() && it->second.node == node) ResolveStopLocked(start);
+  // Posted: the mailbox may call this with its lock held.
+  PostTask([this, node, start] {
+    loop_.AssertOnLoop();
+    auto it = awaited_stops_.find(start);
+    if (it != awaited_stops_.end() && it->second.node == node) ResolveStopLocked(start);
+  });
 }
 
 void ActorManager::OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit) {
@@ -730,8 +767,14 @@ void ActorManager::OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit
   // A node back from an unconfirmed death stops its old actors: their confirmed death (the
   // listener's OnNodeDead) restarts them.
   if (nodes_.DeathUnconfirmed(node.ToString())) return;
-  TrimmingLock lock(this);
-  auto it = actors_.find(*id);
+  OnLoop([&] {
+    loop_.AssertOnLoop();
+    ExitedOnLoop(node, *id, exit);
+  });
+}
+
+void ActorManager::ExitedOnLoop(const NodeId& node, const ActorId& id, const v1::ActorExitInfo& exit) {
+  auto it = actors_.find(id);
   if (it == actors_.end() || it->second.node_id() != node.ToString()) return;  // stale report
   v1::ActorInfo& a = it->second;
   // An older start's process, on the node the actor runs on again (its kill came late, or the
@@ -740,22 +783,28 @@ void ActorManager::OnActorExit(const NodeId& node, const v1::ActorExitInfo& exit
   if (a.state() == v1::ACTOR_PENDING) {
     // An exit that was asked for is a previous incarnation's on this node (from a worker
     // that does not say which), not the one starting.
-    if (!exit.killed_by_request()) exited_while_starting_.insert(*id);
+    if (!exit.killed_by_request()) exited_while_starting_.insert(id);
     return;
   }
   if (a.state() != v1::ACTOR_ALIVE) return;
   if (exit.killed_by_request()) {
-    Transition(*id, a, v1::ACTOR_DEAD, a.death_reason().empty() ? "killed by the user" : "",
+    Transition(id, a, v1::ACTOR_DEAD, a.death_reason().empty() ? "killed by the user" : "",
                DeathCause::kKilled);
     return;
   }
-  HandleDeath(*id, absl::StrCat("actor died on ", node.ToString(), ": ", exit.description()),
+  HandleDeath(id, absl::StrCat("actor died on ", node.ToString(), ": ", exit.description()),
               DeathCause::kExited);
 }
 
 void ActorManager::OnNodeDead(const NodeId& node, const std::string& reason) {
   stops_.NodeGone(node);  // its worker fenced its actors, or left
-  TrimmingLock lock(this);
+  OnLoop([&] {
+    loop_.AssertOnLoop();
+    NodeDeadOnLoop(node, reason);
+  });
+}
+
+void ActorManager::NodeDeadOnLoop(const NodeId& node, const std::string& reason) {
   // Its processes are stopped: the restarts waiting for one of them may go on.
   std::vector<ActorStart> stopped;
   for (const auto& [start, w] : awaited_stops_)
@@ -769,14 +818,22 @@ void ActorManager::OnNodeDead(const NodeId& node, const std::string& reason) {
 }
 
 absl::StatusOr<v1::ActorInfo> ActorManager::Get(const ActorId& id) const {
-  absl::MutexLock lock(&mu_);
-  auto it = actors_.find(id);
-  if (it == actors_.end()) return absl::NotFoundError(absl::StrCat("no actor ", id.ToString()));
-  return it->second;
+  return loop_.Run([&]() -> absl::StatusOr<v1::ActorInfo> {
+    loop_.AssertOnLoop();
+    auto it = actors_.find(id);
+    if (it == actors_.end()) return absl::NotFoundError(absl::StrCat("no actor ", id.ToString()));
+    return it->second;
+  });
 }
 
 absl::StatusOr<v1::ActorInfo> ActorManager::GetByName(absl::string_view ns, absl::string_view name) const {
-  absl::MutexLock lock(&mu_);
+  return loop_.Run([&] {
+    loop_.AssertOnLoop();
+    return FindByName(ns, name);
+  });
+}
+
+absl::StatusOr<v1::ActorInfo> ActorManager::FindByName(absl::string_view ns, absl::string_view name) const {
   std::string space = ns.empty() ? "default" : std::string(ns);
   // The live actor of that name, from the index; only when there is none, a DEAD one (kept
   // up to --keep-terminal), which takes a scan.
@@ -805,28 +862,25 @@ absl::Status ActorManager::Kill(const ActorId& id) {
 }
 
 void ActorManager::KillAsync(const ActorId& id, StatusDone done) {
-  ProcessAt process{.actor_id = id};
-  absl::Status recorded;
-  {
-    TrimmingLock lock(this);
+  PostTask([this, id, done = std::move(done)] {
+    loop_.AssertOnLoop();
     auto it = actors_.find(id);
     if (it == actors_.end()) return done(absl::NotFoundError(absl::StrCat("no actor ", id.ToString())));
     v1::ActorInfo& a = it->second;
     if (a.state() == v1::ACTOR_DEAD) return done(absl::OkStatus());
-    process.node_id = a.node_id();
-    process.incarnation = a.incarnation();
+    const ProcessAt process{a.node_id(), id, a.incarnation()};
     // A write the store refused is the caller's answer; the process is stopped all the same
     // (the actor is DEAD here: nothing may run as it).
-    recorded = Transition(id, a, v1::ACTOR_DEAD, "killed by the user", DeathCause::kKilled);
-  }
-  const std::string address = WorkerAddress(process.node_id);
-  if (address.empty()) return done(recorded);
-  SendKill(address, process, "a killed actor", [recorded, done = std::move(done)] { done(recorded); });
+    absl::Status recorded = Transition(id, a, v1::ACTOR_DEAD, "killed by the user", DeathCause::kKilled);
+    const std::string address = WorkerAddress(process.node_id);
+    if (address.empty()) return done(recorded);
+    SendKill(address, process, "a killed actor", [recorded, done] { done(recorded); });
+  });
 }
 
 void ActorManager::RestartAsync(const ActorId& id, StatusDone done) {
-  {
-    TrimmingLock lock(this);
+  PostTask([this, id, done = std::move(done)] {
+    loop_.AssertOnLoop();
     auto it = actors_.find(id);
     if (it == actors_.end()) return done(absl::NotFoundError(absl::StrCat("no actor ", id.ToString())));
     const v1::ActorInfo& a = it->second;
@@ -834,12 +888,18 @@ void ActorManager::RestartAsync(const ActorId& id, StatusDone done) {
       // The process is stopped before the restart starts another (AwaitedStop).
       HandleDeath(id, "killed by the user to restart (kill with no_restart=False)", DeathCause::kKilled,
                   ProcessAt{a.node_id(), id, a.incarnation()});
-  }
-  done(absl::OkStatus());
+    done(absl::OkStatus());
+  });
 }
 
 absl::StatusOr<bool> ActorManager::SetBlocked(const ActorId& id, bool blocked) {
-  TrimmingLock lock(this);
+  return OnLoop([&] {
+    loop_.AssertOnLoop();
+    return BlockOnLoop(id, blocked);
+  });
+}
+
+absl::StatusOr<bool> ActorManager::BlockOnLoop(const ActorId& id, bool blocked) {
   auto it = actors_.find(id);
   if (it == actors_.end()) return absl::NotFoundError(absl::StrCat("no actor ", id.ToString()));
   if (it->second.state() != v1::ACTOR_ALIVE) return !blocked;
@@ -862,14 +922,14 @@ void ActorManager::MarkKilled(const ActorId& id, const std::string& reason, std:
 
 void ActorManager::KillGroupAsync(const std::string& group, const std::string& reason,
                                   std::function<void()> done) {
-  std::vector<ProcessAt> kills;
-  {
-    TrimmingLock lock(this);
+  PostTask([this, group, reason, done = std::move(done)] {
+    loop_.AssertOnLoop();
+    std::vector<ProcessAt> kills;
     auto members = by_group_.extract(group);
     if (!members.empty())
       for (const ActorId& id : members.mapped()) MarkKilled(id, reason, kills);
-  }
-  KillProcessesAsync(kills, std::move(done));
+    KillProcessesAsync(kills, done);
+  });
 }
 
 void ActorManager::SendKill(const std::string& address, const ProcessAt& process, const char* what,
@@ -877,23 +937,20 @@ void ActorManager::SendKill(const std::string& address, const ProcessAt& process
   v1::KillActorRequest kill;
   kill.set_actor_id(process.actor_id.ToString());
   kill.set_incarnation(process.incarnation);
-  {
-    absl::MutexLock lock(&async_mu_);
-    ++async_in_flight_;
-  }
+  auto hold = std::make_shared<EventLoop::Hold>(loop_.Acquire());
   workers_.KillActorAsync(
-      address, kill,
-      [this, address, node_id = process.node_id, kill, what, after = std::move(after)](absl::Status s) {
-        if (!s.ok() && !absl::IsNotFound(s)) {
-          spdlog::warn("kill {} ({}, start {}) on {}: {}; asking in that node's heartbeat replies",
-                       kill.actor_id(), what, kill.incarnation(), address, s.message());
-          // A worker the head cannot reach may still reach the head.
-          if (absl::StatusOr<NodeId> n = NodeId::Parse(node_id); n.ok() && kill.incarnation() > 0)
-            stops_.Request(*n, {kill.actor_id(), kill.incarnation()}, /*awaited=*/false);
-        }
-        after();
-        absl::MutexLock lock(&async_mu_);
-        --async_in_flight_;
+      address, kill, [this, address, node_id = process.node_id, kill, what, after, hold](absl::Status s) {
+        PostTask([this, address, node_id, kill, what, after, hold, s] {
+          loop_.AssertOnLoop();
+          if (!s.ok() && !absl::IsNotFound(s)) {
+            spdlog::warn("kill {} ({}, start {}) on {}: {}; asking in that node's heartbeat replies",
+                         kill.actor_id(), what, kill.incarnation(), address, s.message());
+            // A worker the head cannot reach may still reach the head.
+            if (absl::StatusOr<NodeId> n = NodeId::Parse(node_id); n.ok() && kill.incarnation() > 0)
+              stops_.Request(*n, {kill.actor_id(), kill.incarnation()}, /*awaited=*/false);
+          }
+          after();
+        });
       });
 }
 
@@ -917,27 +974,31 @@ void ActorManager::KillProcessesAsync(const std::vector<ProcessAt>& kills, std::
 
 void ActorManager::KillJob(const std::string& job_id, const std::string& reason) {
   if (job_id.empty()) return;
-  std::vector<ProcessAt> kills;
-  {
-    TrimmingLock lock(this);
+  // Returns once every worker has been told, as the job manager expects.
+  absl::Notification told;
+  OnLoop([&] {
+    loop_.AssertOnLoop();
+    std::vector<ProcessAt> kills;
     std::vector<ActorId> ids;
     for (const auto& [id, a] : actors_)
       if (a.spec().job_id() == job_id && !a.spec().detached() && a.state() != v1::ACTOR_DEAD)
         ids.push_back(id);
     for (const ActorId& id : ids) MarkKilled(id, reason, kills);
-  }
-  // Returns once every worker has been told, as the job manager expects.
-  absl::Notification told;
-  KillProcessesAsync(kills, [&told] { told.Notify(); });
+    KillProcessesAsync(kills, [&told] { told.Notify(); });
+  });
   told.WaitForNotification();
 }
 
 std::vector<v1::ActorInfo> ActorManager::List() const {
-  absl::MutexLock lock(&mu_);
-  std::vector<v1::ActorInfo> out;
-  for (const auto& [id, a] : actors_) out.push_back(a);
-  std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.actor_id() < y.actor_id(); });
-  return out;
+  return loop_.Run([this] {
+    loop_.AssertOnLoop();
+    std::vector<v1::ActorInfo> out;
+    out.reserve(actors_.size());
+    for (const auto& [id, a] : actors_) out.push_back(a);
+    std::sort(out.begin(), out.end(),
+              [](const auto& x, const auto& y) { return x.actor_id() < y.actor_id(); });
+    return out;
+  });
 }
 
 }  // namespace skyrl::head

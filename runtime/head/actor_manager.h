@@ -15,7 +15,13 @@
 // Placement is the scheduler's (scheduler::Cluster through the shared ResourceTracker): on
 // any node that fits, or in a placement group's bundle; fractions of a GPU share a device.
 // An actor holds its resources while PENDING or ALIVE and gives them back on every other
-// transition. Safe for concurrent use.
+// transition.
+//
+// The table lives on the head's EventLoop (event_loop.h): every change runs there, one at a
+// time, so this manager takes no lock. Asynchronous methods post their work and return;
+// the others run on the loop and wait for it (on the loop thread itself, inline). Answers of
+// the workers (starts, kills) post back to the loop. Safe for concurrent use; Create, Kill
+// and KillJob wait for workers and must not be called on the loop thread.
 //
 // DEAD is final, and DEAD actors are kept only up to RetentionOptions::keep_terminal (the
 // head's --keep-terminal): past it, the actor that died first is evicted from memory and
@@ -38,6 +44,7 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime/common/clock.h"
 #include "runtime/head/demand_queue.h"
+#include "runtime/head/event_loop.h"
 #include "runtime/head/node_manager.h"
 #include "runtime/head/resource_tracker.h"
 #include "runtime/head/retention.h"
@@ -56,10 +63,11 @@ class ActorManager {
   using StatusDone = std::function<void(absl::Status)>;
 
   // `clock` stamps deaths (died_unix_ms), which order eviction across head restarts.
-  // Actors waiting for room wait in `demand`, which must outlive this manager.
+  // Actors waiting for room wait in `demand`; the table lives on `loop`. Both must outlive
+  // this manager.
   ActorManager(store::Store& store, NodeManager& nodes, ResourceTracker& resources, WorkerClient& workers,
-               DemandQueue& demand, const Clock& clock, RetentionOptions retention = {});
-  ~ActorManager();  // waits for restarts and asynchronous starts and kills in progress
+               DemandQueue& demand, EventLoop& loop, const Clock& clock, RetentionOptions retention = {});
+  ~ActorManager();  // drains the loop: starts and kills in progress answer first
 
   // Loads the actor table and gives PENDING/ALIVE actors their resources back in the
   // tracker; DEAD actors are queued for eviction by died_unix_ms (0 for old records: first),
@@ -72,8 +80,8 @@ class ActorManager {
   // now: says what it needs and what the best node offers, and whether it could ever fit).
   absl::StatusOr<v1::ActorInfo> Create(v1::ActorSpec spec);
   // Create without holding the caller's thread while the worker starts the process: `done`
-  // runs once with what Create would return, inline when the outcome is known at once (an
-  // invalid spec, nothing fits), else on the worker client's completion thread.
+  // runs once with what Create would return, inline for an invalid spec, else on the loop
+  // thread.
   // With `return_pending`, `done` runs as soon as the actor is recorded PENDING, and its
   // start goes on in the background (ending ALIVE, or DEAD with the reason); when no node has
   // room now but one could, or its placement group is not placed yet (PENDING or
@@ -104,7 +112,8 @@ class ActorManager {
   std::vector<v1::ActorInfo> List() const;
   // How actors learn whether a placement group is waiting to be placed (PENDING or
   // RESCHEDULING): an actor of such a group created with return_pending waits for it. Set
-  // once, before the manager is used; called with no lock of this manager held.
+  // once, before the manager is used; called on the loop thread, so it must not wait on the
+  // loop (the group manager takes its own lock, and never waits on the loop holding it).
   void SetGroupWaiting(std::function<bool(const std::string& group_id)> waiting);
 
   // A worker reports that an actor's process ended.
@@ -146,13 +155,13 @@ class ActorManager {
     std::string address;  // the node's worker
   };
   absl::StatusOr<Placement> Place(const ActorId& id, const v1::ActorSpec& spec)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
   // One plan (passing over `avoid`), and its resources taken.
   absl::StatusOr<scheduler::Slot> PlanAndTake(const ActorId& id, const v1::ActorSpec& spec,
                                               const absl::flat_hash_set<std::string>& avoid)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
   // Gives the actor's resources back; with `kick`, the demand queue looks for what fits now.
-  void Release(const ActorId& id, bool kick = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Release(const ActorId& id, bool kick = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
   // A process to stop: the actor's start `incarnation` on `node_id`.
   struct ProcessAt {
     std::string node_id;
@@ -161,7 +170,7 @@ class ActorManager {
   };
   // DEAD with `reason`, resources released; the process to kill goes into `kills`.
   void MarkKilled(const ActorId& id, const std::string& reason, std::vector<ProcessAt>& kills)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
   void KillProcessesAsync(const std::vector<ProcessAt>& kills, std::function<void()> done);
   // Kills `process` at its worker (`address`), then calls `after`. A kill that fails (the
   // worker cannot be reached) is asked in its node's heartbeat replies instead (`what` the
@@ -181,11 +190,11 @@ class ActorManager {
     int tries = 0;
     bool said = false;  // the actor's pending_reason says what it waits for
   };
-  // One attempt to stop `start` (on the demand queue's thread, no lock held).
+  // One attempt to stop `start` (on the demand queue's thread).
   DemandQueue::Outcome TryStop(const ActorStart& start);
   // A kill of `start` answered `s`.
-  void OnStopAnswer(const ActorStart& start, const absl::Status& s);
-  void ResolveStopLocked(const ActorStart& start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnStopAnswer(const ActorStart& start, const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
+  void ResolveStopLocked(const ActorStart& start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
   void QueueStopTry(const ActorStart& start, absl::Duration delay);
   // A start to make: where, and which incarnation it is for.
   struct StartTicket {
@@ -193,16 +202,29 @@ class ActorManager {
     int64_t incarnation = 0;
     v1::StartActorRequest request;
   };
-  // A new actor: validates the spec, checks the name, places it and records it PENDING (or
-  // DEAD when its node has no worker address); sets `id`. Returns the start to make, or its
-  // final state. Nothing is recorded on error. With `wait_for_room`, an actor no node has
-  // room for now (but one could), or whose group is waiting to be placed, is recorded PENDING
-  // with no node, queued in the demand queue, and returned so.
-  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> Admit(v1::ActorSpec& spec, ActorId& id,
-                                                                 bool wait_for_room = false);
+  // The bodies of the public methods of those names, on the loop.
+  absl::Status RecoverTable(const std::vector<store::Entry>& entries) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
+  DemandQueue::Outcome PlaceWaiting(const ActorId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
+  void ExitedOnLoop(const NodeId& node, const ActorId& id, const v1::ActorExitInfo& exit)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
+  void NodeDeadOnLoop(const NodeId& node, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
+  absl::StatusOr<v1::ActorInfo> FindByName(absl::string_view ns, absl::string_view name) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
+  absl::StatusOr<bool> BlockOnLoop(const ActorId& id, bool blocked) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
+  // A new actor, its spec validated (ValidateSpec): checks the name, places it and records
+  // it PENDING (or DEAD when its node has no worker address); sets `id`. Returns the start to
+  // make, or its final state. Nothing is recorded on error. With `wait_for_room`, an actor no
+  // node has room for now (but one could), or whose group is waiting to be placed
+  // (`group_waiting`), is recorded PENDING with no node, queued in the demand queue, and
+  // returned so.
+  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> Admit(const v1::ActorSpec& spec, ActorId& id,
+                                                                 bool wait_for_room, bool group_waiting)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
+  // Whether the actor's placement group is waiting to be placed (group_waiting_).
+  bool GroupWaiting(const v1::ActorSpec& spec) const;
   // Sets `a` PENDING at `slot` (not persisted) and returns the start that goes with it.
   StartTicket MarkPending(const ActorId& id, v1::ActorInfo& a, const scheduler::Slot& slot,
-                          const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                          const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
   // The demand queue's attempt for a waiting actor: places it, records it PENDING and starts
   // it (kPlaced); kWaiting with its pending_reason updated while nothing fits; kGone when it
   // no longer waits (killed, evicted, or started meanwhile).
@@ -214,20 +236,21 @@ class ActorManager {
   void StartAsync(const ActorId& id, StartTicket ticket, CreateDone done);
   // Records the worker's answer to `ticket`: ALIVE, DEAD (constructor error) or a death.
   absl::StatusOr<v1::ActorInfo> FinishStart(const ActorId& id, const StartTicket& ticket,
-                                            absl::StatusOr<v1::StartActorReply> started);
+                                            absl::StatusOr<v1::StartActorReply> started)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
   std::string WorkerAddress(const std::string& node_id) const;
   // An unexpected death: restart if allowed, else DEAD. `unknown` is a start whose outcome
   // is not known (it may run): it is stopped before the actor starts elsewhere.
   void HandleDeath(const ActorId& id, const std::string& reason, DeathCause cause,
-                   std::optional<ProcessAt> unknown = std::nullopt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                   std::optional<ProcessAt> unknown = std::nullopt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
   // Queues it to be placed and started again, after `delay`; when `stop_first` is given,
   // only once that process is stopped (AwaitedStop).
   void StartRestart(const ActorId& id, std::optional<ProcessAt> stop_first,
-                    absl::Duration delay = absl::ZeroDuration()) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                    absl::Duration delay = absl::ZeroDuration()) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
   // Writes the actor's record. A failure is logged here, naming the actor; the head's store
   // then refuses every later write and says why (store::StickyStore), so a caller that
   // answers nobody may go on. Returns it for the callers that answer a user.
-  absl::Status Persist(const v1::ActorInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Persist(const v1::ActorInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
   // Every change of an actor's state in the table, but for a placement (MarkPending), goes
   // through here: sets `to` and what goes with it, then persists (Persist's error).
   //   - leaving PENDING or ALIVE: its resources are released (the demand queue kicked);
@@ -237,29 +260,19 @@ class ActorManager {
   //   - `reason` becomes its death_reason (empty: the one it has is kept).
   // REQUIRES: `a` is actors_[id].
   absl::Status Transition(const ActorId& id, v1::ActorInfo& a, v1::ActorState to, std::string reason,
-                          DeathCause cause = DeathCause::kKilled) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                          DeathCause cause = DeathCause::kKilled) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
   // Evicts the DEAD actors over the cap, oldest first, from memory and from the store (or,
   // with `deletes`, appends the store's deletes there for the caller to apply).
   // REQUIRES: the caller holds no reference into actors_.
-  void Trim(std::vector<store::Write>* deletes = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Trim(std::vector<store::Write>* deletes = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
 
-  // Holds mu_ and trims on release. Every operation that can make an actor DEAD locks
-  // through it, so an eviction (which erases a table entry) never happens while the
-  // operation still refers to the entry: a result returned from under it is copied out
-  // before the lock is released.
-  class ABSL_SCOPED_LOCKABLE TrimmingLock {
-   public:
-    explicit TrimmingLock(ActorManager* m) ABSL_EXCLUSIVE_LOCK_FUNCTION(m->mu_) : m_(m) { m_->mu_.Lock(); }
-    ~TrimmingLock() ABSL_UNLOCK_FUNCTION() {
-      m_->Trim();
-      m_->mu_.Unlock();
-    }
-    TrimmingLock(const TrimmingLock&) = delete;
-    TrimmingLock& operator=(const TrimmingLock&) = delete;
-
-   private:
-    ActorManager* const m_;
-  };
+  // Runs `fn` on the loop, waiting for its answer, then trims (Trim): an eviction never
+  // happens while a task still refers to an entry. On the loop thread: inline, and the task
+  // around it trims.
+  template <typename F>
+  std::invoke_result_t<F> OnLoop(F&& fn);
+  // Posts `task` to the loop; it trims after it runs.
+  void PostTask(std::function<void()> task);
 
   store::Store& store_;
   NodeManager& nodes_;
@@ -267,32 +280,27 @@ class ActorManager {
   ResourceTracker& resources_;
   WorkerClient& workers_;
   DemandQueue& demand_;
+  EventLoop& loop_;
   const Clock& clock_;
   std::function<bool(const std::string&)> group_waiting_;  // set once, before use
-  mutable absl::Mutex mu_;
   // DEAD actors in the order they died: the eviction queue.
-  TerminalFifo<ActorId> dead_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<ActorId, v1::ActorInfo> actors_ ABSL_GUARDED_BY(mu_);
+  TerminalFifo<ActorId> dead_ ABSL_GUARDED_BY(loop_);
+  absl::flat_hash_map<ActorId, v1::ActorInfo> actors_ ABSL_GUARDED_BY(loop_);
   // Live (not DEAD) named actors by NameKey(namespace, name): names are unique among them,
   // checked without scanning every actor. An actor enters when admitted or recovered live and
   // leaves when it becomes DEAD (Transition); restarts keep it, and eviction touches only DEAD
   // actors, which are already out.
-  absl::flat_hash_map<std::string, ActorId> live_names_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, ActorId> live_names_ ABSL_GUARDED_BY(loop_);
   // Placement group id -> its actors, so removing a group does not scan every actor.
-  absl::flat_hash_map<std::string, absl::flat_hash_set<ActorId>> by_group_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<ActorId> exited_while_starting_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, absl::flat_hash_set<ActorId>> by_group_ ABSL_GUARDED_BY(loop_);
+  absl::flat_hash_set<ActorId> exited_while_starting_ ABSL_GUARDED_BY(loop_);
   // Starts that failed in a row (not the constructor's error): each restart after the first
   // waits longer, so a node that keeps refusing is not asked thousands of times a second.
-  absl::flat_hash_map<ActorId, int> failed_starts_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<ActorStart, AwaitedStop> awaited_stops_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  // Asynchronous starts and kills whose completion has not run yet: the destructor waits
-  // for them, since their completions use this manager.
-  // (Its own lock: a kill sent with mu_ held may complete at once, on the same thread.)
-  absl::Mutex async_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  int async_in_flight_ ABSL_GUARDED_BY(async_mu_) = 0;
-  uint64_t restarts_total_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t deaths_[kDeathCauses] ABSL_GUARDED_BY(mu_) = {};  // by DeathCause
+  absl::flat_hash_map<ActorId, int> failed_starts_ ABSL_GUARDED_BY(loop_);
+  absl::flat_hash_map<ActorStart, AwaitedStop> awaited_stops_ ABSL_GUARDED_BY(loop_);
+  bool stopping_ ABSL_GUARDED_BY(loop_) = false;
+  uint64_t restarts_total_ ABSL_GUARDED_BY(loop_) = 0;
+  uint64_t deaths_[kDeathCauses] ABSL_GUARDED_BY(loop_) = {};  // by DeathCause
 };
 
 }  // namespace skyrl::head

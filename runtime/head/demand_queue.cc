@@ -4,8 +4,8 @@
 
 namespace skyrl::head {
 
-DemandQueue::DemandQueue(const Clock& clock, bool paused)
-    : clock_(clock), paused_(paused), thread_([this] { Run(); }) {}
+DemandQueue::DemandQueue(const Clock& clock, bool paused, EventLoop* loop)
+    : clock_(clock), loop_(loop), paused_(paused), thread_([this] { Run(); }) {}
 
 DemandQueue::~DemandQueue() { Stop(); }
 
@@ -102,7 +102,18 @@ void DemandQueue::Run() {
     const absl::Time next = paused_ ? absl::InfiniteFuture() : ReleaseDue();
     if (dirty_ && !paused_) {
       dirty_ = false;
-      if (queued_ > 0) Pass();
+      if (queued_ == 0) continue;
+      if (loop_ == nullptr) {
+        Pass();
+        continue;
+      }
+      // The pass as one task on the loop; this thread waits for it without the lock.
+      mu_.Unlock();
+      loop_->Run([this] {
+        absl::MutexLock pass(&mu_);
+        Pass();
+      });
+      mu_.Lock();
       continue;
     }
     const absl::Duration wait =

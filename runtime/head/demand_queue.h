@@ -19,7 +19,9 @@
 // earlier that are already due), measured by the injected clock: a restart's back-off. With a FakeClock, the
 // test advances it and Kicks.
 //
-// Attempts run on the queue's thread, with no lock of the queue held: they may Push and Kick.
+// Attempts run with no lock of the queue held: they may Push and Kick. They run on the queue's
+// thread, or, given the head's event loop, on the loop: a whole pass is one task there, so an
+// attempt that changes state on the loop (the actor table's) is a plain call, not a hop.
 // Safe for concurrent use; its mutex is a leaf (callers may hold their own locks).
 #pragma once
 
@@ -35,6 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "runtime/common/clock.h"
+#include "runtime/head/event_loop.h"
 
 namespace skyrl::head {
 
@@ -49,7 +52,8 @@ class DemandQueue {
 
   // A `paused` queue keeps what is pushed and tries nothing until Resume(): the head pauses
   // it while it recovers its tables, so nothing is placed on resources not yet taken back.
-  explicit DemandQueue(const Clock& clock, bool paused = false);
+  // With a `loop` (which must outlive the queue), passes run on it.
+  explicit DemandQueue(const Clock& clock, bool paused = false, EventLoop* loop = nullptr);
   ~DemandQueue();  // Stop()
   DemandQueue(const DemandQueue&) = delete;
   DemandQueue& operator=(const DemandQueue&) = delete;
@@ -102,6 +106,7 @@ class DemandQueue {
   }
 
   const Clock& clock_;
+  EventLoop* const loop_;
   mutable absl::Mutex mu_;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   // Entries by shape, each deque oldest first; `heads_` orders the shapes by their oldest.

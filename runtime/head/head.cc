@@ -104,8 +104,8 @@ Head::Head(const HeadOptions& options, store::Store& store, WorkerClient& worker
                          .headless_keep = options.headless_keep,
                          .heartbeats_per_s = options.heartbeats_per_s},
       &steady, &resources_);
-  demand_ = std::make_unique<DemandQueue>(steady, /*paused=*/true);  // until Recover is done
-  actors_ = std::make_unique<ActorManager>(store_, *nodes_, resources_, workers, *demand_, clock_,
+  demand_ = std::make_unique<DemandQueue>(steady, /*paused=*/true, &loop_);  // paused until Recover is done
+  actors_ = std::make_unique<ActorManager>(store_, *nodes_, resources_, workers, *demand_, loop_, clock_,
                                            options.retention);
   groups_ = std::make_unique<PlacementGroupManager>(store_, resources_, *actors_, *demand_, clock_,
                                                     options.retention);

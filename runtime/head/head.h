@@ -16,6 +16,7 @@
 #include "runtime/common/clock.h"
 #include "runtime/head/actor_log_service.h"
 #include "runtime/head/actor_manager.h"
+#include "runtime/head/event_loop.h"
 #include "runtime/head/job_manager.h"
 #include "runtime/head/node_manager.h"
 #include "runtime/head/placement_group_manager.h"
@@ -100,6 +101,8 @@ class Head {
   // (store::StickyStore), the gRPC health service says NOT_SERVING, and
   // skyrl_store_write_lost is 1.
   store::StickyStore& store() { return store_; }
+  // Where the managers' state lives (ActorManager's table so far).
+  EventLoop& loop() { return loop_; }
   NodeManager& nodes() { return *nodes_; }
   ResourceTracker& resources() { return resources_; }
   DemandQueue& demand() { return *demand_; }
@@ -135,6 +138,9 @@ class Head {
   // meanwhile), never around a call into the server that waits for RPCs. Declared before
   // the managers: a write they make while they are destroyed may still report a loss.
   absl::Mutex health_mu_;
+  // Where the managers' state lives (ActorManager's table so far): before them, so it
+  // outlives them.
+  EventLoop loop_;
   ResourceTracker resources_;  // before the node table, which keeps its view of the nodes
   std::unique_ptr<NodeManager> nodes_;
   std::unique_ptr<DemandQueue> demand_;  // before the managers whose entries it holds

@@ -16,7 +16,9 @@
 // (the head's --keep-terminal): past it, the group removed first is evicted from memory and
 // from the store, and Get, WaitAsync and Remove no longer know it (NotFound). Live groups are never
 // evicted.
-// Safe for concurrent use. Lock order: this manager, then ActorManager, then the tracker.
+// Safe for concurrent use. Lock order: this manager, then the tracker. The actor table's
+// tasks on the head's event loop take this manager's lock (IsWaiting), so it never waits on
+// the loop while it holds it: what it asks of the actors (KillGroupAsync) is posted.
 #pragma once
 
 #include <functional>

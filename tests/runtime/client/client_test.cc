@@ -50,14 +50,17 @@ struct InProcessHead {
   ResourceTracker tracker;
   NodeManager nodes{store, clock, {absl::Seconds(1), 5}, nullptr, &tracker};
   DemandQueue demand{clock};
-  ActorManager actors{store, nodes, tracker, workers, demand, clock};
+  EventLoop loop;
+  ActorManager actors{store, nodes, tracker, workers, demand, loop, clock};
   PlacementGroupManager groups{store, tracker, actors, demand, clock};
   SchedulingNodeListener listener{actors, groups};
   bool registered = false;
 };
 
 TEST(ClientCreateActorsTest, EachItemIsCreatedOrExplainedOnItsOwn) {
-  InProcessHead h(/*gpus=*/2);
+  // A GPU for each item that is placed: the broken one holds its GPU until its start's
+  // answer is in, and the items are admitted before that.
+  InProcessHead h(/*gpus=*/3);
   ASSERT_TRUE(h.registered);
   rpc::TokenAuth auth(kToken);
   ActorDirectoryImpl service(h.actors, auth);

@@ -570,7 +570,8 @@ TEST(ActorManagerTest, CreateWaitsForTheWorkerWithoutHoldingTheCaller) {
   head->actors().CreateAsync(Spec("echo", 1), [&](absl::StatusOr<v1::ActorInfo> a) { first = std::move(a); });
   head->actors().CreateAsync(Spec("echo", 1),
                              [&](absl::StatusOr<v1::ActorInfo> a) { second = std::move(a); });
-  // Both returned at once, both PENDING with their GPUs booked, waiting for the worker.
+  Settle(*head);
+  // Both PENDING with their GPUs booked, waiting for the worker.
   EXPECT_FALSE(first.has_value());
   EXPECT_FALSE(second.has_value());
   EXPECT_EQ(workers.Parked(), 2u);
@@ -580,12 +581,14 @@ TEST(ActorManagerTest, CreateWaitsForTheWorkerWithoutHoldingTheCaller) {
   // A third does not fit while the two hold the node's GPUs.
   std::optional<absl::StatusOr<v1::ActorInfo>> third;
   head->actors().CreateAsync(Spec("echo", 1), [&](absl::StatusOr<v1::ActorInfo> a) { third = std::move(a); });
+  Settle(*head);
   ASSERT_TRUE(third.has_value());
   EXPECT_TRUE(absl::IsResourceExhausted(third->status())) << third->status();
   // One is killed while its start is in flight: its late start is answered DEAD and the
   // process it started is killed.
   ASSERT_TRUE(head->actors().Kill(*ActorId::Parse(listed[0].actor_id())).ok());
   workers.Release();
+  Settle(*head);
   ASSERT_TRUE(first.has_value() && second.has_value());
   std::map<std::string, v1::ActorState> states;
   for (auto* r : {&*first, &*second}) {

@@ -127,6 +127,13 @@ inline v1::ActorSpec Spec(const std::string& cls, double gpus, const std::string
   return spec;
 }
 
+// Every task the head's loop has been given has run, and what those gave it: the fake
+// workers answer on the caller's thread, and their answers post to the loop.
+inline void Settle(Head& h) {
+  do h.loop().Run([] {});
+  while (h.loop().stats().queued > 0);
+}
+
 // PlacementGroupManager::WaitAsync, blocking the test until it is settled.
 inline absl::StatusOr<v1::PlacementGroupInfo> WaitFor(PlacementGroupManager& groups,
                                                       const PlacementGroupId& id, absl::Duration timeout) {

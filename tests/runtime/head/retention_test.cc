@@ -241,6 +241,7 @@ TEST(RetentionTest, KeepNoneForgetsEachAtOnceEvenWhileItsStartIsInFlight) {
   EXPECT_TRUE(head->actors().List().empty());
   EXPECT_TRUE(absl::IsNotFound(head->actors().Get(id).status()));
   workers.Release();
+  Settle(*head);
   ASSERT_TRUE(created.has_value());
   EXPECT_TRUE(absl::IsNotFound(created->status())) << created->status();
   std::vector<std::string> killed = workers.Killed();

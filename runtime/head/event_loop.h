@@ -1,0 +1,128 @@
+// The head's event loop: one thread that runs state changes one at a time, in the order they
+// were posted (as Ray's GCS runs its managers on one io_context). A manager whose state lives
+// on the loop takes no lock of its own: RPC handlers and callbacks post to it (Post) or run on
+// it and wait for the answer (Run); code on the loop thread runs to completion before the next
+// task starts, so nothing changes under it.
+//
+//   Post(task) ----> [queue] ----> loop thread: task()
+//   Run(fn)    --/                    (fn's result handed back to the waiting caller)
+//
+// Work outside the loop whose completion posts back (an RPC in flight) holds the loop
+// (Hold), so Drain can wait for it: a manager's destructor drains before it goes, and no
+// completion runs on a manager that is gone.
+//
+// Static analysis: the loop is a capability. State that lives on it is ABSL_GUARDED_BY the
+// loop; a task proves it runs there with AssertOnLoop() (checked at run time too).
+// Safe for concurrent use; its mutex is a leaf (tasks run without it).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+
+namespace skyrl::head {
+
+class ABSL_LOCKABLE EventLoop {
+ public:
+  using Task = std::function<void()>;
+
+  EventLoop();
+  ~EventLoop();  // Shutdown()
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  // Runs `task` on the loop thread after every task posted before it. Never blocks; after
+  // Shutdown the task is dropped (destroyed without running).
+  void Post(Task task);
+
+  // Runs `fn` on the loop and returns what it returns, waiting for it; on the loop thread
+  // itself, runs it inline (a task may call a manager's blocking method). Must not be called
+  // with a lock held that a task takes.
+  // REQUIRES: the loop is not shut down.
+  template <typename F>
+  std::invoke_result_t<F> Run(F&& fn) {
+    using R = std::invoke_result_t<F>;
+    if (OnLoop()) return fn();
+    absl::Notification done;
+    if constexpr (std::is_void_v<R>) {
+      PostOrDie([&] {
+        fn();
+        done.Notify();
+      });
+      done.WaitForNotification();
+    } else {
+      std::optional<R> result;
+      PostOrDie([&] {
+        result.emplace(fn());
+        done.Notify();
+      });
+      done.WaitForNotification();
+      return *std::move(result);
+    }
+  }
+
+  bool OnLoop() const { return std::this_thread::get_id() == loop_id_; }
+  // Aborts off the loop thread; for the static analysis, holds the loop from here on.
+  void AssertOnLoop() const ABSL_ASSERT_EXCLUSIVE_LOCK();
+
+  // Work outside the loop that will post back when it completes. Movable; releasing it
+  // (destruction) tells Drain the work is done. Take it before starting the work and release
+  // it after the completion has posted.
+  class Hold {
+   public:
+    Hold() = default;
+    explicit Hold(EventLoop* loop) : loop_(loop) {}
+    Hold(Hold&& o) noexcept : loop_(std::exchange(o.loop_, nullptr)) {}
+    Hold& operator=(Hold&& o) noexcept {
+      Release();
+      loop_ = std::exchange(o.loop_, nullptr);
+      return *this;
+    }
+    ~Hold() { Release(); }
+    void Release();
+
+   private:
+    EventLoop* loop_ = nullptr;
+  };
+  Hold Acquire();
+
+  // Waits until no hold is left and every task posted has run (tasks those post run too).
+  // REQUIRES: not on the loop thread.
+  void Drain();
+  // Drain, then ends the thread. Idempotent.
+  void Shutdown();
+
+  struct Stats {
+    uint64_t tasks = 0;  // run so far
+    size_t queued = 0;
+    int holds = 0;
+  };
+  Stats stats() const;
+
+ private:
+  void PostOrDie(Task task);  // Run's: a shut-down loop would never answer
+  void Loop();
+  bool Idle() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return queue_.empty() && !running_ && holds_ == 0; }
+  bool HasWork() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopping_; }
+
+  mutable absl::Mutex mu_;
+  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  int holds_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t tasks_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;
+  std::thread::id loop_id_;
+};
+
+}  // namespace skyrl::head
