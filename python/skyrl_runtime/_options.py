@@ -86,6 +86,7 @@ class Option(NamedTuple):
     actor: bool  # actors take it
     task: bool  # tasks take it
     check: Optional[Callable[[Any, str], None]] = None  # (value, "options: <name>"); None: no check here
+    task_check: Optional[Callable[[Any, str], None]] = None  # for tasks only, after `check`
 
 
 def _skip_none(check: Callable[[Any, str], None]) -> Callable[[Any, str], None]:
@@ -106,7 +107,7 @@ OPTIONS: Dict[str, Option] = {
     "fallback_strategy": Option(True, True, _skip_none(lambda v, what: check_fallback_strategy(v))),
     "runtime_env": Option(True, True, check_runtime_env),
     # Actors.
-    "name": Option(True, True),  # a task's name is checked with the task options below
+    "name": Option(True, True, task_check=_name),  # an actor's: the native spec checks it
     "namespace": Option(True, False),
     "lifetime": Option(True, False),
     "get_if_exists": Option(True, False),
@@ -122,9 +123,6 @@ OPTIONS: Dict[str, Option] = {
     "max_calls": Option(False, True, _max_calls),
 }
 
-_TASK_ONLY_CHECKS: Dict[str, Callable[[Any, str], None]] = {"name": _name}
-
-
 def check(options: Dict[str, Any], kind: str) -> None:
     """Checks `options` for an actor (`kind` "actor") or a task ("task"): TypeError naming an
     unknown option, ValueError (or TypeError, NotImplementedError) naming a bad value."""
@@ -136,5 +134,5 @@ def check(options: Dict[str, Any], kind: str) -> None:
             raise TypeError(f"options: unknown {'task ' if kind == 'task' else ''}option {key} (known: {known})")
         if option.check is not None:
             option.check(value, f"options: {key}")
-        if kind == "task" and key in _TASK_ONLY_CHECKS:
-            _TASK_ONLY_CHECKS[key](value, f"options: {key}")
+        if kind == "task" and option.task_check is not None:
+            option.task_check(value, f"options: {key}")

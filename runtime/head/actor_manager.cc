@@ -134,7 +134,10 @@ ActorManager::ActorManager(store::Store& store, NodeManager& nodes, ResourceTrac
   stops_.SetOnReported([this](const NodeId& node, const ActorStart& start) { OnStopReported(node, start); });
 }
 
-ActorManager::~ActorManager() {
+ActorManager::~ActorManager() { Stop(); }
+
+void ActorManager::Stop() {
+  loop_.AssertOffLoop("ActorManager::Stop");
   loop_.Run([this] {
     loop_.AssertOnLoop();
     stopping_ = true;
@@ -145,17 +148,24 @@ ActorManager::~ActorManager() {
 
 template <typename F>
 std::invoke_result_t<F> ActorManager::OnLoop(F&& fn) {
-  if (loop_.OnLoop()) return fn();
+  // Inside a task of ours: that task trims when it ends.
+  if (loop_.OnLoop() && in_task_) return fn();
   return loop_.Run([&]() -> std::invoke_result_t<F> {
     loop_.AssertOnLoop();
-    absl::Cleanup trim = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { Trim(); };
+    in_task_ = true;
+    absl::Cleanup trim = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      in_task_ = false;
+      Trim();
+    };
     return fn();
   });
 }
 
 void ActorManager::PostTask(std::function<void()> task) {
   loop_.Post([this, task = std::move(task)]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    in_task_ = true;
     task();
+    in_task_ = false;
     Trim();
   });
 }
@@ -453,6 +463,7 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
 }
 
 absl::StatusOr<v1::ActorInfo> ActorManager::Create(v1::ActorSpec spec) {
+  loop_.AssertOffLoop("ActorManager::Create");
   if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
   ActorId id;
   absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> placed = OnLoop([&] {
@@ -529,11 +540,8 @@ void ActorManager::Enqueue(const ActorId& id, const v1::ActorSpec& spec, absl::D
 }
 
 DemandQueue::Outcome ActorManager::TryPlaceWaiting(const ActorId& id) {
-  // The demand queue's pass runs on the loop (a task of its own, in which nothing of ours
-  // refers to an entry), so this trims even when it runs inline.
-  return loop_.Run([&] {
+  return OnLoop([&] {
     loop_.AssertOnLoop();
-    absl::Cleanup trim = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { Trim(); };
     return PlaceWaiting(id);
   });
 }
@@ -686,9 +694,8 @@ void ActorManager::QueueStopTry(const ActorStart& start, absl::Duration delay) {
 }
 
 DemandQueue::Outcome ActorManager::TryStop(const ActorStart& start) {
-  std::string address = loop_.Run([&]() -> std::string {
+  std::string address = OnLoop([&]() -> std::string {
     loop_.AssertOnLoop();
-    absl::Cleanup trim = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { Trim(); };  // as TryPlaceWaiting
     auto it = awaited_stops_.find(start);
     if (it == awaited_stops_.end() || stopping_) return "";
     const ProcessAt& at = it->second.at;
@@ -851,6 +858,7 @@ absl::StatusOr<v1::ActorInfo> ActorManager::FindByName(absl::string_view ns, abs
 }
 
 absl::Status ActorManager::Kill(const ActorId& id) {
+  loop_.AssertOffLoop("ActorManager::Kill");
   absl::Status out;
   absl::Notification done;
   KillAsync(id, [&](absl::Status s) {
@@ -973,6 +981,7 @@ void ActorManager::KillProcessesAsync(const std::vector<ProcessAt>& kills, std::
 }
 
 void ActorManager::KillJob(const std::string& job_id, const std::string& reason) {
+  loop_.AssertOffLoop("ActorManager::KillJob");
   if (job_id.empty()) return;
   // Returns once every worker has been told, as the job manager expects.
   absl::Notification told;

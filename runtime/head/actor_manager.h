@@ -67,7 +67,11 @@ class ActorManager {
   // this manager.
   ActorManager(store::Store& store, NodeManager& nodes, ResourceTracker& resources, WorkerClient& workers,
                DemandQueue& demand, EventLoop& loop, const Clock& clock, RetentionOptions retention = {});
-  ~ActorManager();  // drains the loop: starts and kills in progress answer first
+  ~ActorManager();  // Stop()
+  // Takes no more waiting work and drains the loop: starts and kills in flight answer, and
+  // their answers run, while what they call is still there. The head calls it before it
+  // destroys the managers. Idempotent. Not on the loop thread.
+  void Stop();
 
   // Loads the actor table and gives PENDING/ALIVE actors their resources back in the
   // tracker; DEAD actors are queued for eviction by died_unix_ms (0 for old records: first),
@@ -299,6 +303,7 @@ class ActorManager {
   absl::flat_hash_map<ActorId, int> failed_starts_ ABSL_GUARDED_BY(loop_);
   absl::flat_hash_map<ActorStart, AwaitedStop> awaited_stops_ ABSL_GUARDED_BY(loop_);
   bool stopping_ ABSL_GUARDED_BY(loop_) = false;
+  bool in_task_ ABSL_GUARDED_BY(loop_) = false;  // a task of ours (PostTask, OnLoop) is running
   uint64_t restarts_total_ ABSL_GUARDED_BY(loop_) = 0;
   uint64_t deaths_[kDeathCauses] ABSL_GUARDED_BY(loop_) = {};  // by DeathCause
 };

@@ -1,5 +1,6 @@
 #include "runtime/head/demand_queue.h"
 
+#include <cstdint>
 #include <utility>
 
 namespace skyrl::head {
@@ -81,6 +82,7 @@ void DemandQueue::Detach(const void* owner) {
 DemandQueue::Stats DemandQueue::stats() const {
   absl::MutexLock lock(&mu_);
   Stats s = stats_;
+  s.busy = passing_ || (dirty_ && !paused_ && queued_ > 0);
   s.waiting = queued_ + delayed_.size();
   s.delayed = delayed_.size();
   if (!delayed_.empty()) s.next_due = delayed_.begin()->first;
@@ -103,17 +105,23 @@ void DemandQueue::Run() {
     if (dirty_ && !paused_) {
       dirty_ = false;
       if (queued_ == 0) continue;
+      ++stats_.passes;
+      absl::flat_hash_set<std::string> failed;  // shapes that found no room in this pass
       if (loop_ == nullptr) {
-        Pass();
+        Pass(failed, SIZE_MAX);
         continue;
       }
-      // The pass as one task on the loop; this thread waits for it without the lock.
-      mu_.Unlock();
-      loop_->Run([this] {
-        absl::MutexLock pass(&mu_);
-        Pass();
-      });
-      mu_.Lock();
+      // Slices of the pass as tasks on the loop; this thread waits for each without the lock.
+      passing_ = true;
+      for (bool over = false; !over && !stopping_;) {
+        mu_.Unlock();
+        loop_->Run([&] {
+          absl::MutexLock slice(&mu_);
+          over = Pass(failed, kSlice);
+        });
+        mu_.Lock();
+      }
+      passing_ = false;
       continue;
     }
     const absl::Duration wait =
@@ -122,13 +130,12 @@ void DemandQueue::Run() {
   }
 }
 
-void DemandQueue::Pass() {
-  ++stats_.passes;
-  absl::flat_hash_set<std::string> failed;  // shapes that found no room in this pass
-  while (!stopping_) {
+bool DemandQueue::Pass(absl::flat_hash_set<std::string>& failed, size_t budget) {
+  for (size_t tried = 0; !stopping_; ++tried) {
     auto head = heads_.begin();
     while (head != heads_.end() && failed.contains(head->second)) ++head;
-    if (head == heads_.end()) return;
+    if (head == heads_.end()) return true;
+    if (tried == budget) return false;
     const std::string shape = head->second;
     heads_.erase(head);
     auto q = by_shape_.find(shape);
@@ -156,6 +163,7 @@ void DemandQueue::Pass() {
     same.push_front(std::move(e));
     ++queued_;
   }
+  return true;
 }
 
 }  // namespace skyrl::head

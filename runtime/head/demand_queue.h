@@ -20,8 +20,9 @@
 // test advances it and Kicks.
 //
 // Attempts run with no lock of the queue held: they may Push and Kick. They run on the queue's
-// thread, or, given the head's event loop, on the loop: a whole pass is one task there, so an
-// attempt that changes state on the loop (the actor table's) is a plain call, not a hop.
+// thread, or, given the head's event loop, on the loop, in slices of at most kSlice attempts
+// per task: an attempt that changes state on the loop (the actor table's) is a plain call,
+// not a hop, and a long pass does not hold the loop from the RPCs waiting for it.
 // Safe for concurrent use; its mutex is a leaf (callers may hold their own locks).
 #pragma once
 
@@ -71,7 +72,10 @@ class DemandQueue {
   // Ends the thread (an attempt in progress finishes first); entries left are dropped.
   void Stop();
 
+  static constexpr size_t kSlice = 256;
+
   struct Stats {
+    bool busy = false;                             // a pass is under way or about to start
     size_t waiting = 0;                            // entries in the queue, delayed ones included
     size_t delayed = 0;                            // of those, entries whose delay has not passed
     absl::Time next_due = absl::InfiniteFuture();  // when the first delayed one is due
@@ -93,8 +97,9 @@ class DemandQueue {
   void Enqueue(Entry e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves delayed entries that are due into the queue; returns when the next one is due.
   absl::Time ReleaseDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // One pass, as above. Returns with mu_ held.
-  void Pass() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One pass, as above, or its next `budget` attempts (`failed`: the shapes that found no
+  // room in it so far). Returns with mu_ held: whether the pass is over.
+  bool Pass(absl::flat_hash_set<std::string>& failed, size_t budget) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Woken() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return (dirty_ && !paused_) || stopping_; }
   struct Detaching {
     const DemandQueue* queue;
@@ -117,6 +122,7 @@ class DemandQueue {
   bool dirty_ ABSL_GUARDED_BY(mu_) = false;
   bool paused_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool passing_ ABSL_GUARDED_BY(mu_) = false;
   const void* running_owner_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::flat_hash_set<const void*> detached_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);

@@ -21,7 +21,7 @@ void EventLoop::Post(Task task) {
 
 void EventLoop::PostOrDie(Task task) {
   absl::MutexLock lock(&mu_);
-  if (stopped_ || stopping_) {
+  if (stopped_) {
     std::fprintf(stderr, "EventLoop: Run after Shutdown\n");
     std::abort();
   }
@@ -31,6 +31,13 @@ void EventLoop::PostOrDie(Task task) {
 void EventLoop::AssertOnLoop() const {
   if (!OnLoop()) {
     std::fprintf(stderr, "EventLoop: state of the loop touched off the loop thread\n");
+    std::abort();
+  }
+}
+
+void EventLoop::AssertOffLoop(const char* what) const {
+  if (OnLoop()) {
+    std::fprintf(stderr, "EventLoop: %s waits for later tasks and cannot run on the loop thread\n", what);
     std::abort();
   }
 }
@@ -58,14 +65,12 @@ void EventLoop::Drain() {
 }
 
 void EventLoop::Shutdown() {
+  AssertOffLoop("EventLoop::Shutdown");
+  absl::MutexLock once(&shutdown_mu_);
+  if (!thread_.joinable()) return;
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_) return;
-  }
-  Drain();
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
+    stopping_ = true;  // the thread ends once the queue is empty and no hold is out
   }
   thread_.join();
 }
@@ -80,7 +85,7 @@ void EventLoop::Loop() {
   absl::MutexLock lock(&mu_);
   while (true) {
     mu_.Await(absl::Condition(this, &EventLoop::HasWork));
-    if (queue_.empty()) break;  // stopping, and drained
+    if (queue_.empty()) break;  // stopping, drained, and no hold out
     // Everything queued at once, for one lock round trip however many tasks there are.
     batch.swap(queue_);
     running_ = true;

@@ -73,6 +73,9 @@ class ABSL_LOCKABLE EventLoop {
   bool OnLoop() const { return std::this_thread::get_id() == loop_id_; }
   // Aborts off the loop thread; for the static analysis, holds the loop from here on.
   void AssertOnLoop() const ABSL_ASSERT_EXCLUSIVE_LOCK();
+  // Aborts on the loop thread, naming `what`: for methods that wait for something only a
+  // later task can bring (a worker's answer), which would wait forever there.
+  void AssertOffLoop(const char* what) const;
 
   // Work outside the loop that will post back when it completes. Movable; releasing it
   // (destruction) tells Drain the work is done. Take it before starting the work and release
@@ -98,7 +101,8 @@ class ABSL_LOCKABLE EventLoop {
   // Waits until no hold is left and every task posted has run (tasks those post run too).
   // REQUIRES: not on the loop thread.
   void Drain();
-  // Drain, then ends the thread. Idempotent.
+  // Ends the thread once no hold is left and every task posted has run; tasks posted after
+  // that are dropped. Idempotent; concurrent calls all return once the thread has ended.
   void Shutdown();
 
   struct Stats {
@@ -112,7 +116,10 @@ class ABSL_LOCKABLE EventLoop {
   void PostOrDie(Task task);  // Run's: a shut-down loop would never answer
   void Loop();
   bool Idle() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return queue_.empty() && !running_ && holds_ == 0; }
-  bool HasWork() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !queue_.empty() || stopping_; }
+  // Something to run, or nothing left to wait for once stopping (a hold still out will post).
+  bool HasWork() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return !queue_.empty() || (stopping_ && holds_ == 0);
+  }
 
   mutable absl::Mutex mu_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
@@ -121,7 +128,8 @@ class ABSL_LOCKABLE EventLoop {
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   int holds_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t tasks_ ABSL_GUARDED_BY(mu_) = 0;
-  std::thread thread_;
+  absl::Mutex shutdown_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // one Shutdown joins; the others wait for it
+  std::thread thread_ ABSL_GUARDED_BY(shutdown_mu_);
   std::thread::id loop_id_;
 };
 

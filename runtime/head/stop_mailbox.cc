@@ -52,7 +52,14 @@ std::vector<ActorStart> StopMailbox::Exchange(const NodeId& node, const std::vec
 
 void StopMailbox::NodeGone(const NodeId& node) {
   absl::MutexLock lock(&mu_);
-  gone_.insert(node);
+  const uint64_t n = ++gone_count_;
+  gone_[node] = n;
+  gone_order_.emplace_back(node, n);
+  while (gone_order_.size() > keep_gone_) {
+    const auto& [oldest, when] = gone_order_.front();
+    if (auto g = gone_.find(oldest); g != gone_.end() && g->second == when) gone_.erase(g);
+    gone_order_.pop_front();
+  }
   // Awaited requests end with their wait.
   auto asked = asked_.find(node);
   if (asked == asked_.end()) return;

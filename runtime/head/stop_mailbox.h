@@ -9,11 +9,15 @@
 // A request ends when the worker reports the start stopped, when it is forgotten, or (one
 // that nobody waits for: `awaited` false) when the node is gone for good (NodeGone: its
 // death confirmed, so its worker fenced its actors or left). A node gone for good takes no
-// requests until it is back (NodeBack: registered and announced again).
+// requests until it is back (NodeBack: registered and announced again). Only the last
+// `keep_gone` nodes gone are remembered so (a churning cluster's ids do not pile up): a
+// request for a node gone before those is kept, as for a node still there.
 // Safe for concurrent use; its mutex is a leaf.
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <utility>
 #include <functional>
 #include <string>
 #include <vector>
@@ -38,6 +42,8 @@ struct ActorStart {
 
 class StopMailbox {
  public:
+  explicit StopMailbox(size_t keep_gone = 10000) : keep_gone_(keep_gone) {}
+
   // `reported` (optional; set before use) is told of each awaited start a worker reports
   // stopped, after Exchange releases the mailbox's lock.
   using OnReported = std::function<void(const NodeId& node, const ActorStart& start)>;
@@ -65,7 +71,12 @@ class StopMailbox {
   // Still asked (whether awaited), and reported stopped, by node.
   absl::flat_hash_map<NodeId, absl::flat_hash_map<ActorStart, bool>> asked_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<NodeId, absl::flat_hash_set<ActorStart>> done_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<NodeId> gone_ ABSL_GUARDED_BY(mu_);
+  // Nodes gone for good, each with the number of its NodeGone; gone_order_ in that order
+  // (an entry whose number no longer matches is stale: the node came back, and went again).
+  const size_t keep_gone_;
+  uint64_t gone_count_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<NodeId, uint64_t> gone_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<NodeId, uint64_t>> gone_order_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace skyrl::head

@@ -133,6 +133,11 @@ def test_method_options_are_checked_by_name():
         ray.method(lambda self: None)
     with pytest.raises(ValueError, match="num_returns must be an int"):
         ray.remote(num_returns=-1)(lambda: None)
+    # A task's name is checked with the task options; an actor takes the option too.
+    with pytest.raises(TypeError, match="options: name must be a str"):
+        ray.remote(name=7)(lambda: None)
+    with pytest.raises(TypeError, match="unknown task option namespace"):
+        ray.remote(namespace="x")(lambda: None)
 
     class Base:
         @ray.method(num_returns=2)

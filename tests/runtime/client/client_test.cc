@@ -44,13 +44,15 @@ struct InProcessHead {
     for (int i = 0; i < gpus; ++i) node.add_gpu_ids(i);
     registered = nodes.Register(node).ok();
   }
+  // As the head does: answers in flight run while the group manager is still here.
+  ~InProcessHead() { actors.Stop(); }
   store::MemoryStore store;
   FakeClock clock;
   testing::FakeWorkers workers;
   ResourceTracker tracker;
   NodeManager nodes{store, clock, {absl::Seconds(1), 5}, nullptr, &tracker};
-  DemandQueue demand{clock};
   EventLoop loop;
+  DemandQueue demand{clock, /*paused=*/false, &loop};
   ActorManager actors{store, nodes, tracker, workers, demand, loop, clock};
   PlacementGroupManager groups{store, tracker, actors, demand, clock};
   SchedulingNodeListener listener{actors, groups};

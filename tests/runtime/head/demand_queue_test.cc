@@ -215,5 +215,31 @@ TEST(DemandQueueTest, StopEndsWithEntriesLeft) {
   EXPECT_EQ(q.stats().waiting, 0u);
 }
 
+// Given the head's event loop, attempts run on it, a long pass in slices: tasks posted
+// meanwhile run between slices instead of after the whole pass.
+TEST(DemandQueueTest, OnTheLoopAPassRunsInSlicesThatLetOtherTasksIn) {
+  EventLoop loop;
+  RealClock& clock = RealClock::Get();
+  DemandQueue q(clock, /*paused=*/true, &loop);
+  constexpr int kEntries = 4 * static_cast<int>(DemandQueue::kSlice);
+  std::atomic<int> off_loop{0}, tried{0};
+  std::atomic<int> tried_when_posted_ran{-1};
+  for (int i = 0; i < kEntries; ++i)
+    q.Push(&loop, "shape-" + std::to_string(i), [&] {
+      if (!loop.OnLoop()) off_loop.fetch_add(1);
+      // Halfway through the pass's first slice, another task asks for the loop.
+      if (tried.fetch_add(1) == 10) loop.Post([&] { tried_when_posted_ran = tried.load(); });
+      return Outcome::kWaiting;  // every shape fails: one attempt each, one pass
+    });
+  q.Resume();
+  ASSERT_TRUE(Eventually([&] { return tried.load() == kEntries && !q.stats().busy; }));
+  EXPECT_EQ(off_loop.load(), 0) << "attempts ran off the loop";
+  EXPECT_EQ(q.stats().passes, 1u);
+  // The posted task ran right after the first slice, not after the last.
+  ASSERT_TRUE(Eventually([&] { return tried_when_posted_ran.load() >= 0; }));
+  EXPECT_EQ(tried_when_posted_ran.load(), static_cast<int>(DemandQueue::kSlice));
+  q.Stop();
+}
+
 }  // namespace
 }  // namespace skyrl::head

@@ -127,11 +127,12 @@ inline v1::ActorSpec Spec(const std::string& cls, double gpus, const std::string
   return spec;
 }
 
-// Every task the head's loop has been given has run, and what those gave it: the fake
-// workers answer on the caller's thread, and their answers post to the loop.
+// Every task the head's loop has been given has run, and what those gave it, demand passes
+// included: the fake workers answer on the caller's thread, and their answers post to the
+// loop.
 inline void Settle(Head& h) {
   do h.loop().Run([] {});
-  while (h.loop().stats().queued > 0);
+  while (h.loop().stats().queued > 0 || h.demand().stats().busy);
 }
 
 // PlacementGroupManager::WaitAsync, blocking the test until it is settled.

@@ -70,5 +70,30 @@ TEST(StopMailboxTest, AnAwaitedRequestWinsOverAnUnawaitedOne) {
   EXPECT_TRUE(stops.Reported(node, start));
 }
 
+// Only the last keep_gone nodes gone are remembered: churn does not grow the mailbox, and a
+// node that came back and went again counts from its latest departure.
+TEST(StopMailboxTest, OnlyTheLastNodesGoneAreRemembered) {
+  StopMailbox stops(/*keep_gone=*/2);
+  const NodeId a = NodeId::Random(), b = NodeId::Random(), c = NodeId::Random();
+  const ActorStart start{ActorId::Random().ToString(), 1};
+  stops.NodeGone(a);
+  stops.NodeGone(b);
+  stops.Request(a, start, /*awaited=*/false);
+  EXPECT_TRUE(stops.Exchange(a, {}).empty()) << "a is remembered gone: nothing asked of it";
+  // a comes back and goes again: its first departure must not push out its second.
+  stops.NodeBack(a);
+  stops.NodeGone(a);
+  stops.NodeGone(c);  // the oldest entry (a's first departure) is stale; b's goes
+  stops.Request(a, start, /*awaited=*/false);
+  EXPECT_TRUE(stops.Exchange(a, {}).empty()) << "a's latest departure is still remembered";
+  stops.Request(b, start, /*awaited=*/false);
+  EXPECT_EQ(stops.Exchange(b, {}), Starts{start}) << "b is forgotten, so asked as a node still there";
+  stops.Request(c, start, /*awaited=*/false);
+  EXPECT_TRUE(stops.Exchange(c, {}).empty());
+  for (int i = 0; i < 1000; ++i) stops.NodeGone(NodeId::Random());
+  stops.Request(c, start, /*awaited=*/false);
+  EXPECT_EQ(stops.Exchange(c, {}), Starts{start}) << "c was pushed out by the churn";
+}
+
 }  // namespace
 }  // namespace skyrl::head
