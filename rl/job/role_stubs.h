@@ -6,7 +6,6 @@
 // Stubs are cheap values; safe for concurrent use (the Client is).
 #pragma once
 
-#include <functional>
 #include <future>
 #include <string>
 #include <vector>
@@ -17,13 +16,13 @@
 
 namespace skyrl::rl {
 
-// A call in flight; Get() waits for its reply, decoded. Move-only; Get() once.
+// A call in flight; Get() waits for its reply, parsed (a reply that is not a Reply is
+// Internal). Move-only; Get() once.
 template <typename Reply>
 class Pending {
  public:
-  using Decode = std::function<absl::StatusOr<Reply>(absl::string_view)>;
-  Pending(std::future<absl::StatusOr<std::string>> call, Decode decode, std::string what)
-      : call_(std::move(call)), decode_(std::move(decode)), what_(std::move(what)) {}
+  Pending(std::future<absl::StatusOr<std::string>> call, std::string what)
+      : call_(std::move(call)), what_(std::move(what)) {}
   // An answer known before any call (a request that could not be encoded).
   Pending(absl::Status error, std::string what) : error_(std::move(error)), what_(std::move(what)) {}
 
@@ -31,7 +30,7 @@ class Pending {
     if (!error_.ok()) return Named(error_);
     absl::StatusOr<std::string> bytes = call_.get();
     if (!bytes.ok()) return Named(bytes.status());
-    absl::StatusOr<Reply> reply = decode_(*bytes);
+    absl::StatusOr<Reply> reply = ParseMessage<Reply>(*bytes, absl::StatusCode::kInternal, "reply");
     if (!reply.ok()) return Named(reply.status());
     return reply;
   }
@@ -41,7 +40,6 @@ class Pending {
     return absl::Status(s.code(), absl::StrCat(what_, ": ", s.message()));
   }
   std::future<absl::StatusOr<std::string>> call_;
-  Decode decode_;
   absl::Status error_;
   std::string what_;
 };
@@ -55,15 +53,10 @@ class RoleStub {
   const std::string& name() const { return name_; }
 
  protected:
-  // A reply that does not parse as the method's is Internal.
   template <typename Request, typename Reply>
   Pending<Reply> Call(const ProtoMethod<Request, Reply>& method, const Request& request) const {
-    return Pending<Reply>(
-        client_->CallAsync(ActorHandle{id_}, method.name, request.SerializeAsString()),
-        [](absl::string_view bytes) {
-          return ParseMessage<Reply>(bytes, absl::StatusCode::kInternal, "reply");
-        },
-        absl::StrCat(name_, ": ", method.name));
+    return Pending<Reply>(client_->CallAsync(ActorHandle{id_}, method.name, request.SerializeAsString()),
+                          absl::StrCat(name_, ": ", method.name));
   }
   // A request that could not be made (its tensors did not encode) is the answer.
   template <typename Request, typename Reply>

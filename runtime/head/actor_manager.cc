@@ -170,6 +170,14 @@ void ActorManager::PostTask(std::function<void()> task) {
   });
 }
 
+template <typename Answer>
+std::function<void(Answer)> ActorManager::AnswerOnLoop(std::function<void(Answer)> fn) {
+  auto hold = std::make_shared<EventLoop::Hold>(loop_.Acquire());
+  return [this, hold, fn = std::move(fn)](Answer answer) {
+    PostTask([hold, fn, answer = std::move(answer)]() mutable { fn(std::move(answer)); });
+  };
+}
+
 absl::Status ActorManager::Persist(const v1::ActorInfo& info) {
   absl::Status s = store_.Put(kActorsTable, info.actor_id(), info.SerializeAsString());
   if (!s.ok())
@@ -410,7 +418,7 @@ bool ActorManager::GroupWaiting(const v1::ActorSpec& spec) const {
 }
 
 absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorManager::Admit(
-    const v1::ActorSpec& spec, ActorId& id, bool wait_for_room, bool group_waiting) {
+    const v1::ActorSpec& spec, ActorId& id, bool wait_for_room) {
   id = ActorId::Random();
   const std::string name_key = NameKey(spec);
   if (!name_key.empty())
@@ -424,7 +432,7 @@ absl::StatusOr<std::variant<v1::ActorInfo, ActorManager::StartTicket>> ActorMana
   // is recorded PENDING with no node and waits in the demand queue, as a restart does.
   const bool wait =
       !p.ok() && wait_for_room && !stopping_ &&
-      (absl::IsUnavailable(p.status()) || (absl::IsFailedPrecondition(p.status()) && group_waiting));
+      (absl::IsUnavailable(p.status()) || (absl::IsFailedPrecondition(p.status()) && GroupWaiting(spec)));
   if (!p.ok() && !wait) {
     // Unavailable would read as "the head is down, retry" to gRPC clients.
     if (absl::IsUnavailable(p.status())) return absl::ResourceExhaustedError(p.status().message());
@@ -468,7 +476,7 @@ absl::StatusOr<v1::ActorInfo> ActorManager::Create(v1::ActorSpec spec) {
   ActorId id;
   absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> placed = OnLoop([&] {
     loop_.AssertOnLoop();
-    return Admit(spec, id, /*wait_for_room=*/false, /*group_waiting=*/false);
+    return Admit(spec, id, /*wait_for_room=*/false);
   });
   if (!placed.ok()) return placed.status();
   if (auto* final_state = std::get_if<v1::ActorInfo>(&*placed)) return std::move(*final_state);
@@ -485,10 +493,8 @@ void ActorManager::CreateAsync(v1::ActorSpec spec, CreateDone done, bool return_
   if (absl::Status s = ValidateSpec(spec); !s.ok()) return done(s);
   PostTask([this, spec = std::move(spec), done = std::move(done), return_pending]() mutable {
     loop_.AssertOnLoop();
-    const bool group_waiting = return_pending && GroupWaiting(spec);
     ActorId id;
-    absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> placed =
-        Admit(spec, id, return_pending, group_waiting);
+    absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> placed = Admit(spec, id, return_pending);
     if (!placed.ok()) return done(placed.status());
     if (auto* final_state = std::get_if<v1::ActorInfo>(&*placed)) return done(std::move(*final_state));
     if (return_pending) {
@@ -502,17 +508,15 @@ void ActorManager::CreateAsync(v1::ActorSpec spec, CreateDone done, bool return_
 }
 
 void ActorManager::StartAsync(const ActorId& id, StartTicket ticket, CreateDone done) {
-  auto hold = std::make_shared<EventLoop::Hold>(loop_.Acquire());
   auto shared = std::make_shared<StartTicket>(std::move(ticket));
-  workers_.StartActorAsync(
-      shared->worker_address, shared->request,
-      [this, id, shared, hold, done = std::move(done)](absl::StatusOr<v1::StartActorReply> r) {
-        PostTask([this, id, shared, hold, done, r = std::move(r)]() mutable {
-          loop_.AssertOnLoop();
-          absl::StatusOr<v1::ActorInfo> final_state = FinishStart(id, *shared, std::move(r));
-          if (done) done(std::move(final_state));
-        });
-      });
+  workers_.StartActorAsync(shared->worker_address, shared->request,
+                           AnswerOnLoop<absl::StatusOr<v1::StartActorReply>>(
+                               [this, id, shared, done](absl::StatusOr<v1::StartActorReply> r) {
+                                 loop_.AssertOnLoop();
+                                 absl::StatusOr<v1::ActorInfo> final_state =
+                                     FinishStart(id, *shared, std::move(r));
+                                 if (done) done(std::move(final_state));
+                               }));
 }
 
 void ActorManager::CreateBatchAsync(std::vector<v1::ActorSpec> specs, BatchDone done) {
@@ -714,13 +718,10 @@ DemandQueue::Outcome ActorManager::TryStop(const ActorStart& start) {
   v1::KillActorRequest kill;
   kill.set_actor_id(start.actor_id);
   kill.set_incarnation(start.incarnation);
-  auto hold = std::make_shared<EventLoop::Hold>(loop_.Acquire());
-  workers_.KillActorAsync(address, kill, [this, start, hold](absl::Status s) {
-    PostTask([this, start, hold, s] {
-      loop_.AssertOnLoop();
-      OnStopAnswer(start, s);
-    });
-  });
+  workers_.KillActorAsync(address, kill, AnswerOnLoop<absl::Status>([this, start](absl::Status s) {
+                            loop_.AssertOnLoop();
+                            OnStopAnswer(start, s);
+                          }));
   return DemandQueue::Outcome::kGone;  // the answer queues the next try, if one is needed
 }
 
@@ -945,21 +946,20 @@ void ActorManager::SendKill(const std::string& address, const ProcessAt& process
   v1::KillActorRequest kill;
   kill.set_actor_id(process.actor_id.ToString());
   kill.set_incarnation(process.incarnation);
-  auto hold = std::make_shared<EventLoop::Hold>(loop_.Acquire());
   workers_.KillActorAsync(
-      address, kill, [this, address, node_id = process.node_id, kill, what, after, hold](absl::Status s) {
-        PostTask([this, address, node_id, kill, what, after, hold, s] {
-          loop_.AssertOnLoop();
-          if (!s.ok() && !absl::IsNotFound(s)) {
-            spdlog::warn("kill {} ({}, start {}) on {}: {}; asking in that node's heartbeat replies",
-                         kill.actor_id(), what, kill.incarnation(), address, s.message());
-            // A worker the head cannot reach may still reach the head.
-            if (absl::StatusOr<NodeId> n = NodeId::Parse(node_id); n.ok() && kill.incarnation() > 0)
-              stops_.Request(*n, {kill.actor_id(), kill.incarnation()}, /*awaited=*/false);
-          }
-          after();
-        });
-      });
+      address, kill,
+      AnswerOnLoop<absl::Status>(
+          [this, address, node_id = process.node_id, kill, what, after](absl::Status s) {
+            loop_.AssertOnLoop();
+            if (!s.ok() && !absl::IsNotFound(s)) {
+              spdlog::warn("kill {} ({}, start {}) on {}: {}; asking in that node's heartbeat replies",
+                           kill.actor_id(), what, kill.incarnation(), address, s.message());
+              // A worker the head cannot reach may still reach the head.
+              if (absl::StatusOr<NodeId> n = NodeId::Parse(node_id); n.ok() && kill.incarnation() > 0)
+                stops_.Request(*n, {kill.actor_id(), kill.incarnation()}, /*awaited=*/false);
+            }
+            after();
+          }));
 }
 
 void ActorManager::KillProcessesAsync(const std::vector<ProcessAt>& kills, std::function<void()> done) {

@@ -219,10 +219,10 @@ class ActorManager {
   // it PENDING (or DEAD when its node has no worker address); sets `id`. Returns the start to
   // make, or its final state. Nothing is recorded on error. With `wait_for_room`, an actor no
   // node has room for now (but one could), or whose group is waiting to be placed
-  // (`group_waiting`), is recorded PENDING with no node, queued in the demand queue, and
+  // (GroupWaiting), is recorded PENDING with no node, queued in the demand queue, and
   // returned so.
   absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> Admit(const v1::ActorSpec& spec, ActorId& id,
-                                                                 bool wait_for_room, bool group_waiting)
+                                                                 bool wait_for_room)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
   // Whether the actor's placement group is waiting to be placed (group_waiting_).
   bool GroupWaiting(const v1::ActorSpec& spec) const;
@@ -277,6 +277,10 @@ class ActorManager {
   std::invoke_result_t<F> OnLoop(F&& fn);
   // Posts `task` to the loop; it trims after it runs.
   void PostTask(std::function<void()> task);
+  // The completion to give work outside the loop (a worker's start or kill): it holds the
+  // loop until the answer has run `fn` there (PostTask), so Stop waits for it.
+  template <typename Answer>
+  std::function<void(Answer)> AnswerOnLoop(std::function<void(Answer)> fn);
 
   store::Store& store_;
   NodeManager& nodes_;

@@ -56,10 +56,7 @@ EventLoop::Hold EventLoop::Acquire() {
 }
 
 void EventLoop::Drain() {
-  if (OnLoop()) {
-    std::fprintf(stderr, "EventLoop: Drain on the loop thread would wait for itself\n");
-    std::abort();
-  }
+  AssertOffLoop("EventLoop::Drain");
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(this, &EventLoop::Idle));
 }

@@ -20,11 +20,9 @@
 #include <deque>
 #include <functional>
 #include <optional>
-#include <string>
 #include <thread>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
