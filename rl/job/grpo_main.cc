@@ -3,7 +3,6 @@
 // --address HOST:PORT and the token from $SKYRL_TOKEN or ~/.skyrl/token. Wiring only.
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -39,14 +38,7 @@ absl::StatusOr<skyrl::rl::JobConfig> LoadConfig(const Options& opts, std::string
   *yaml = text.str();
   auto config = skyrl::rl::ParseJobConfig(*yaml, opts.config_path);
   if (!config.ok()) return config;
-  if (opts.steps > 0) config->trainer.steps = opts.steps;
-  if (!opts.output_dir.empty()) config->trainer.output_dir = opts.output_dir;
-  std::error_code ec;
-  std::filesystem::create_directories(config->trainer.output_dir, ec);
-  if (ec) {
-    return absl::InvalidArgumentError("trainer.output_dir " + config->trainer.output_dir + ": " +
-                                      ec.message());
-  }
+  if (absl::Status s = skyrl::rl::ApplyRunOverrides(*config, opts.steps, opts.output_dir); !s.ok()) return s;
   return config;
 }
 

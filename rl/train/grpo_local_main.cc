@@ -1,7 +1,6 @@
 // skyrl-grpo-local: the GRPO job in one process (TP = 1, sync mode), for calibrating the demo
 // task and as the reference the distributed `skyrl-grpo` must match. Wiring only.
 #include <cstdio>
-#include <filesystem>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
@@ -24,14 +23,7 @@ struct Options {
 absl::StatusOr<skyrl::rl::JobConfig> LoadConfig(const Options& opts) {
   auto config = skyrl::rl::LoadJobConfig(opts.config_path);
   if (!config.ok()) return config;
-  if (opts.steps > 0) config->trainer.steps = opts.steps;
-  if (!opts.output_dir.empty()) config->trainer.output_dir = opts.output_dir;
-  std::error_code ec;
-  std::filesystem::create_directories(config->trainer.output_dir, ec);
-  if (ec) {
-    return absl::InvalidArgumentError("trainer.output_dir " + config->trainer.output_dir + ": " +
-                                      ec.message());
-  }
+  if (absl::Status s = skyrl::rl::ApplyRunOverrides(*config, opts.steps, opts.output_dir); !s.ok()) return s;
   return config;
 }
 

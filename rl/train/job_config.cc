@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -241,6 +242,17 @@ absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ParseJobConfig(ss.str(), path);
+}
+
+absl::Status ApplyRunOverrides(JobConfig& config, int steps, const std::string& output_dir) {
+  if (steps > 0) config.trainer.steps = steps;
+  if (!output_dir.empty()) config.trainer.output_dir = output_dir;
+  std::error_code ec;
+  std::filesystem::create_directories(config.trainer.output_dir, ec);
+  if (ec)
+    return absl::InvalidArgumentError(
+        absl::StrCat("trainer.output_dir ", config.trainer.output_dir, ": ", ec.message()));
+  return absl::OkStatus();
 }
 
 }  // namespace skyrl::rl

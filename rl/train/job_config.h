@@ -70,5 +70,8 @@ struct JobConfig {
 absl::StatusOr<JobConfig> ParseJobConfig(absl::string_view yaml, absl::string_view source);
 // NotFound when the file cannot be read.
 absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path);
+// A run's command-line overrides over the file's: `steps` (> 0) and `output_dir` (non-empty);
+// then creates the output directory (InvalidArgument naming trainer.output_dir when it cannot).
+absl::Status ApplyRunOverrides(JobConfig& config, int steps, const std::string& output_dir);
 
 }  // namespace skyrl::rl
