@@ -161,14 +161,18 @@ std::invoke_result_t<F> ActorManager::OnLoop(F&& fn) {
   });
 }
 
-void ActorManager::PostTask(std::function<void()> task) {
-  loop_.Post([this, task = std::move(task)]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+EventLoop::Task ActorManager::Trimming(std::function<void()> task) {
+  return [this, task = std::move(task)]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     in_task_ = true;
     task();
     in_task_ = false;
     Trim();
-  });
+  };
 }
+
+void ActorManager::PostTask(std::function<void()> task) { loop_.Post(Trimming(std::move(task))); }
+
+void ActorManager::DispatchTask(std::function<void()> task) { loop_.Dispatch(Trimming(std::move(task))); }
 
 template <typename Answer>
 std::function<void(Answer)> ActorManager::AnswerOnLoop(std::function<void(Answer)> fn) {
@@ -491,20 +495,24 @@ absl::StatusOr<v1::ActorInfo> ActorManager::Create(v1::ActorSpec spec) {
 
 void ActorManager::CreateAsync(v1::ActorSpec spec, CreateDone done, bool return_pending) {
   if (absl::Status s = ValidateSpec(spec); !s.ok()) return done(s);
-  PostTask([this, spec = std::move(spec), done = std::move(done), return_pending]() mutable {
+  DispatchTask([this, spec = std::move(spec), done = std::move(done), return_pending]() mutable {
     loop_.AssertOnLoop();
-    ActorId id;
-    absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> placed = Admit(spec, id, return_pending);
-    if (!placed.ok()) return done(placed.status());
-    if (auto* final_state = std::get_if<v1::ActorInfo>(&*placed)) return done(std::move(*final_state));
-    if (return_pending) {
-      // The start is on its way before the caller hears of the actor.
-      v1::ActorInfo pending = actors_.at(id);
-      StartAsync(id, std::move(std::get<StartTicket>(*placed)), nullptr);
-      return done(std::move(pending));
-    }
-    StartAsync(id, std::move(std::get<StartTicket>(*placed)), std::move(done));
+    CreateOnLoop(spec, std::move(done), return_pending);
   });
+}
+
+void ActorManager::CreateOnLoop(const v1::ActorSpec& spec, CreateDone done, bool return_pending) {
+  ActorId id;
+  absl::StatusOr<std::variant<v1::ActorInfo, StartTicket>> placed = Admit(spec, id, return_pending);
+  if (!placed.ok()) return done(placed.status());
+  if (auto* final_state = std::get_if<v1::ActorInfo>(&*placed)) return done(std::move(*final_state));
+  if (return_pending) {
+    // The start is on its way before the caller hears of the actor.
+    v1::ActorInfo pending = actors_.at(id);
+    StartAsync(id, std::move(std::get<StartTicket>(*placed)), nullptr);
+    return done(std::move(pending));
+  }
+  StartAsync(id, std::move(std::get<StartTicket>(*placed)), std::move(done));
 }
 
 void ActorManager::StartAsync(const ActorId& id, StartTicket ticket, CreateDone done) {
@@ -531,11 +539,25 @@ void ActorManager::CreateBatchAsync(std::vector<v1::ActorSpec> specs, BatchDone 
   batch->left = specs.size();
   batch->done = std::move(done);
   // Each completion writes only its own slot; the last one to finish hands the batch over.
-  for (size_t i = 0; i < specs.size(); ++i)
-    CreateAsync(std::move(specs[i]), [batch, i](absl::StatusOr<v1::ActorInfo> r) {
+  auto settle = [batch](size_t i) {
+    return [batch, i](absl::StatusOr<v1::ActorInfo> r) {
       batch->results[i] = std::move(r);
       if (batch->left.fetch_sub(1) == 1) batch->done(std::move(batch->results));
-    });
+    };
+  };
+  std::vector<size_t> valid;  // checked off the loop; the rest are admitted in one task
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (absl::Status s = ValidateSpec(specs[i]); !s.ok()) {
+      settle(i)(s);
+    } else {
+      valid.push_back(i);
+    }
+  }
+  if (valid.empty()) return;
+  DispatchTask([this, specs = std::move(specs), valid = std::move(valid), settle]() mutable {
+    loop_.AssertOnLoop();
+    for (size_t i : valid) CreateOnLoop(specs[i], settle(i), /*return_pending=*/false);
+  });
 }
 
 void ActorManager::Enqueue(const ActorId& id, const v1::ActorSpec& spec, absl::Duration delay) {

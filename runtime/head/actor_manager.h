@@ -18,10 +18,13 @@
 // transition.
 //
 // The table lives on the head's EventLoop (event_loop.h): every change runs there, one at a
-// time, so this manager takes no lock. Asynchronous methods post their work and return;
-// the others run on the loop and wait for it (on the loop thread itself, inline). Answers of
-// the workers (starts, kills) post back to the loop. Safe for concurrent use; Create, Kill
-// and KillJob wait for workers and must not be called on the loop thread.
+// time, so this manager takes no lock. Asynchronous methods post their work and return (or,
+// with the loop idle, run it at once on the caller's thread: EventLoop::Dispatch); the others
+// run on the loop and wait for it (on the loop itself, inline). Answers of the workers
+// (starts, kills) post back to the loop: the loop thread takes them in batches and finishes
+// their RPCs together (answering each on its own gRPC thread cost the head and its callers
+// more CPU per create). Safe for concurrent use; Create, Kill and KillJob wait for workers
+// and must not be called on the loop.
 //
 // DEAD is final, and DEAD actors are kept only up to RetentionOptions::keep_terminal (the
 // head's --keep-terminal): past it, the actor that died first is evicted from memory and
@@ -70,7 +73,7 @@ class ActorManager {
   ~ActorManager();  // Stop()
   // Takes no more waiting work and drains the loop: starts and kills in flight answer, and
   // their answers run, while what they call is still there. The head calls it before it
-  // destroys the managers. Idempotent. Not on the loop thread.
+  // destroys the managers. Idempotent. Not on the loop.
   void Stop();
 
   // Loads the actor table and gives PENDING/ALIVE actors their resources back in the
@@ -85,7 +88,8 @@ class ActorManager {
   absl::StatusOr<v1::ActorInfo> Create(v1::ActorSpec spec);
   // Create without holding the caller's thread while the worker starts the process: `done`
   // runs once with what Create would return, inline for an invalid spec, else on the loop
-  // thread.
+  // (which may be this thread, while the loop is idle: EventLoop::Dispatch). The caller
+  // holds no lock a task of the loop takes.
   // With `return_pending`, `done` runs as soon as the actor is recorded PENDING, and its
   // start goes on in the background (ending ALIVE, or DEAD with the reason); when no node has
   // room now but one could, or its placement group is not placed yet (PENDING or
@@ -116,8 +120,8 @@ class ActorManager {
   std::vector<v1::ActorInfo> List() const;
   // How actors learn whether a placement group is waiting to be placed (PENDING or
   // RESCHEDULING): an actor of such a group created with return_pending waits for it. Set
-  // once, before the manager is used; called on the loop thread, so it must not wait on the
-  // loop (the group manager takes its own lock, and never waits on the loop holding it).
+  // once, before the manager is used; called on the loop, so it must not wait on the loop
+  // (the group manager takes its own lock, and never waits on the loop holding it).
   void SetGroupWaiting(std::function<bool(const std::string& group_id)> waiting);
 
   // A worker reports that an actor's process ended.
@@ -207,6 +211,8 @@ class ActorManager {
     v1::StartActorRequest request;
   };
   // The bodies of the public methods of those names, on the loop.
+  void CreateOnLoop(const v1::ActorSpec& spec, CreateDone done, bool return_pending)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
   absl::Status RecoverTable(const std::vector<store::Entry>& entries) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
   DemandQueue::Outcome PlaceWaiting(const ActorId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
   void ExitedOnLoop(const NodeId& node, const ActorId& id, const v1::ActorExitInfo& exit)
@@ -271,12 +277,17 @@ class ActorManager {
   void Trim(std::vector<store::Write>* deletes = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(loop_);
 
   // Runs `fn` on the loop, waiting for its answer, then trims (Trim): an eviction never
-  // happens while a task still refers to an entry. On the loop thread: inline, and the task
+  // happens while a task still refers to an entry. On the loop: inline, and the task
   // around it trims.
   template <typename F>
   std::invoke_result_t<F> OnLoop(F&& fn);
+  // `task`, then a trim (and in_task_ set while it runs).
+  EventLoop::Task Trimming(std::function<void()> task);
   // Posts `task` to the loop; it trims after it runs.
   void PostTask(std::function<void()> task);
+  // PostTask, or at once on this thread while the loop is idle (EventLoop::Dispatch): for
+  // callers that hold no lock a task takes (RPC handlers).
+  void DispatchTask(std::function<void()> task);
   // The completion to give work outside the loop (a worker's start or kill): it holds the
   // loop until the answer has run `fn` there (PostTask), so Stop waits for it.
   template <typename Answer>

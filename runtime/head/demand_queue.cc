@@ -115,7 +115,7 @@ void DemandQueue::Run() {
       passing_ = true;
       for (bool over = false; !over && !stopping_;) {
         mu_.Unlock();
-        loop_->Run([&] {
+        loop_->RunOnLoopThread([&] {
           absl::MutexLock slice(&mu_);
           over = Pass(failed, kSlice);
         });

@@ -20,9 +20,11 @@
 // test advances it and Kicks.
 //
 // Attempts run with no lock of the queue held: they may Push and Kick. They run on the queue's
-// thread, or, given the head's event loop, on the loop, in slices of at most kSlice attempts
-// per task: an attempt that changes state on the loop (the actor table's) is a plain call,
-// not a hop, and a long pass does not hold the loop from the RPCs waiting for it.
+// thread, or, given the head's event loop, on the loop thread (EventLoop::RunOnLoopThread),
+// in slices of at most kSlice attempts per task: an attempt that changes state on the loop
+// (the actor table's) is a plain call, not a hop, a long pass does not hold the loop from the
+// RPCs waiting for it, and the answers its starts bring run between slices. (Slices run on
+// the queue's own thread while the loop was idle placed waiting actors about 10 % slower.)
 // Safe for concurrent use; its mutex is a leaf (callers may hold their own locks).
 #pragma once
 

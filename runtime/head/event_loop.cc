@@ -5,11 +5,7 @@
 
 namespace skyrl::head {
 
-EventLoop::EventLoop() {
-  // Set before any task can be posted (the caller gets the loop once this returns).
-  thread_ = std::thread([this] { Loop(); });
-  loop_id_ = thread_.get_id();
-}
+EventLoop::EventLoop() : thread_([this] { Loop(); }) {}
 
 EventLoop::~EventLoop() { Shutdown(); }
 
@@ -28,16 +24,48 @@ void EventLoop::PostOrDie(Task task) {
   queue_.push_back(std::move(task));
 }
 
+void EventLoop::Dispatch(Task task) {
+  if (!OnLoop() && TryEnter()) {
+    Entered entered(this);
+    task();
+    return;
+  }
+  Post(std::move(task));
+}
+
+bool EventLoop::TryEnter() {
+  absl::MutexLock lock(&mu_);
+  if (stopped_ || running_ || !queue_.empty()) return false;
+  running_ = true;
+  return true;
+}
+
+void EventLoop::Leave() {
+  std::deque<Task> batch;
+  absl::MutexLock lock(&mu_);
+  ++tasks_;
+  ++inline_runs_;
+  for (int round = 0; round < kCombine && !queue_.empty(); ++round) {
+    batch.swap(queue_);
+    mu_.Unlock();
+    uint64_t ran = 0;
+    for (; !batch.empty(); batch.pop_front(), ++ran) batch.front()();
+    mu_.Lock();
+    tasks_ += ran;
+  }
+  running_ = false;  // what is still queued wakes the loop thread
+}
+
 void EventLoop::AssertOnLoop() const {
   if (!OnLoop()) {
-    std::fprintf(stderr, "EventLoop: state of the loop touched off the loop thread\n");
+    std::fprintf(stderr, "EventLoop: state of the loop touched off the loop\n");
     std::abort();
   }
 }
 
 void EventLoop::AssertOffLoop(const char* what) const {
   if (OnLoop()) {
-    std::fprintf(stderr, "EventLoop: %s waits for later tasks and cannot run on the loop thread\n", what);
+    std::fprintf(stderr, "EventLoop: %s waits for later tasks and cannot run on the loop\n", what);
     std::abort();
   }
 }
@@ -74,10 +102,11 @@ void EventLoop::Shutdown() {
 
 EventLoop::Stats EventLoop::stats() const {
   absl::MutexLock lock(&mu_);
-  return Stats{tasks_, queue_.size(), holds_};
+  return Stats{tasks_, inline_runs_, queue_.size(), holds_};
 }
 
 void EventLoop::Loop() {
+  holder_ = this;
   std::deque<Task> batch;
   absl::MutexLock lock(&mu_);
   while (true) {

@@ -1,11 +1,19 @@
 // The head's event loop: one thread that runs state changes one at a time, in the order they
 // were posted (as Ray's GCS runs its managers on one io_context). A manager whose state lives
 // on the loop takes no lock of its own: RPC handlers and callbacks post to it (Post) or run on
-// it and wait for the answer (Run); code on the loop thread runs to completion before the next
-// task starts, so nothing changes under it.
+// it and wait for the answer (Run); code on the loop runs to completion before the next task
+// starts, so nothing changes under it.
 //
 //   Post(task) ----> [queue] ----> loop thread: task()
 //   Run(fn)    --/                    (fn's result handed back to the waiting caller)
+//   Run(fn), loop idle: fn() on the caller's thread, which holds the loop meanwhile
+//
+// "On the loop" means holding it, not being its thread: as an Asio strand dispatches, Run
+// with nothing queued and no task running runs `fn` at once on the calling thread, which
+// holds the loop until `fn` returns (the loop thread starts nothing meanwhile), then runs
+// what was posted meanwhile before it lets go (a bounded number of batches). That saves the
+// thread hand-offs when the loop is idle, the common case, and keeps the order: anything
+// posted earlier is queued, and then Run queues behind it.
 //
 // Work outside the loop whose completion posts back (an RPC in flight) holds the loop
 // (Hold), so Drain can wait for it: a manager's destructor drains before it goes, and no
@@ -42,12 +50,32 @@ class ABSL_LOCKABLE EventLoop {
   // Shutdown the task is dropped (destroyed without running).
   void Post(Task task);
 
-  // Runs `fn` on the loop and returns what it returns, waiting for it; on the loop thread
-  // itself, runs it inline (a task may call a manager's blocking method). Must not be called
-  // with a lock held that a task takes.
+  // Runs `task` at once on this thread when the loop is idle and this thread does not hold
+  // it (Run's inline path), else posts it: on the loop itself, the task runs after the one
+  // running, as with Post. Must not be called with a lock held that a task takes.
+  void Dispatch(Task task);
+
+  // Runs `fn` on the loop and returns what it returns, waiting for it; on the loop itself,
+  // runs it inline (a task may call a manager's blocking method); with the loop idle, runs it
+  // at once on this thread (above). Must not be called with a lock held that a task takes.
   // REQUIRES: the loop is not shut down.
   template <typename F>
   std::invoke_result_t<F> Run(F&& fn) {
+    using R = std::invoke_result_t<F>;
+    if (OnLoop()) return fn();
+    if (TryEnter()) {
+      Entered entered(this);
+      return fn();
+    }
+    return RunOnLoopThread(std::forward<F>(fn));
+  }
+
+  // Run, but always on the loop thread, never this one (inline only when called on the
+  // loop): for long work made of slices (the demand queue's passes), which the loop thread
+  // then interleaves with what posts to it (the answers a slice's starts bring).
+  // REQUIRES: the loop is not shut down.
+  template <typename F>
+  std::invoke_result_t<F> RunOnLoopThread(F&& fn) {
     using R = std::invoke_result_t<F>;
     if (OnLoop()) return fn();
     absl::Notification done;
@@ -68,11 +96,13 @@ class ABSL_LOCKABLE EventLoop {
     }
   }
 
-  bool OnLoop() const { return std::this_thread::get_id() == loop_id_; }
-  // Aborts off the loop thread; for the static analysis, holds the loop from here on.
+  // Whether this thread holds the loop: the loop thread running a task, or a thread in Run's
+  // inline path.
+  bool OnLoop() const { return holder_ == this; }
+  // Aborts off the loop; for the static analysis, holds the loop from here on.
   void AssertOnLoop() const ABSL_ASSERT_EXCLUSIVE_LOCK();
-  // Aborts on the loop thread, naming `what`: for methods that wait for something only a
-  // later task can bring (a worker's answer), which would wait forever there.
+  // Aborts on the loop, naming `what`: for methods that wait for something only a later
+  // task can bring (a worker's answer), which would wait forever there.
   void AssertOffLoop(const char* what) const;
 
   // Work outside the loop that will post back when it completes. Movable; releasing it
@@ -97,14 +127,15 @@ class ABSL_LOCKABLE EventLoop {
   Hold Acquire();
 
   // Waits until no hold is left and every task posted has run (tasks those post run too).
-  // REQUIRES: not on the loop thread.
+  // REQUIRES: not on the loop.
   void Drain();
   // Ends the thread once no hold is left and every task posted has run; tasks posted after
   // that are dropped. Idempotent; concurrent calls all return once the thread has ended.
   void Shutdown();
 
   struct Stats {
-    uint64_t tasks = 0;  // run so far
+    uint64_t tasks = 0;        // run so far, on the loop thread or inline
+    uint64_t inline_runs = 0;  // of those, Runs that ran on their caller's thread
     size_t queued = 0;
     int holds = 0;
   };
@@ -112,12 +143,37 @@ class ABSL_LOCKABLE EventLoop {
 
  private:
   void PostOrDie(Task task);  // Run's: a shut-down loop would never answer
+  // Run's inline path: takes the loop when nothing is queued or running, and gives it back,
+  // first running (up to kCombine batches of) what was posted meanwhile: the loop thread is
+  // not woken for tasks that arrived while this thread held the loop.
+  bool TryEnter();
+  void Leave();
+  static constexpr int kCombine = 4;
+  class Entered {
+   public:
+    explicit Entered(EventLoop* loop) : loop_(loop), outer_(std::exchange(holder_, loop)) {}
+    ~Entered() {
+      loop_->Leave();  // still the holder while it runs what was posted meanwhile
+      holder_ = outer_;
+    }
+    Entered(const Entered&) = delete;
+    Entered& operator=(const Entered&) = delete;
+
+   private:
+    EventLoop* loop_;
+    const EventLoop* outer_;
+  };
   void Loop();
   bool Idle() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return queue_.empty() && !running_ && holds_ == 0; }
-  // Something to run, or nothing left to wait for once stopping (a hold still out will post).
+  // Something to run while nothing runs, or nothing left to wait for once stopping (a hold
+  // still out will post).
   bool HasWork() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return !queue_.empty() || (stopping_ && holds_ == 0);
+    return !running_ && (!queue_.empty() || (stopping_ && holds_ == 0));
   }
+
+  // The loop this thread holds (at most one at a time per thread; nested Runs of another loop
+  // hand it back on return).
+  static inline thread_local const EventLoop* holder_ = nullptr;
 
   mutable absl::Mutex mu_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
@@ -126,9 +182,9 @@ class ABSL_LOCKABLE EventLoop {
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   int holds_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t tasks_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t inline_runs_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Mutex shutdown_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // one Shutdown joins; the others wait for it
   std::thread thread_ ABSL_GUARDED_BY(shutdown_mu_);
-  std::thread::id loop_id_;
 };
 
 }  // namespace skyrl::head

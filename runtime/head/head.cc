@@ -129,7 +129,7 @@ Head::~Head() {
   // Nothing waiting is tried while the managers are destroyed (an actor's attempt asks the
   // group manager, destroyed first).
   demand_->Stop();
-  // Drivers' watchers clean up through the actors and groups; then the answers of the
+  // The jobs' reaper cleans up through the actors and groups; then the answers of the
   // actors' starts and kills in flight run, while the group manager they may call is here.
   jobs_.reset();
   if (actors_) actors_->Stop();

@@ -101,7 +101,7 @@ class Head {
   // (store::StickyStore), the gRPC health service says NOT_SERVING, and
   // skyrl_store_write_lost is 1.
   store::StickyStore& store() { return store_; }
-  // Where the managers' state lives (ActorManager's table so far).
+  // Where the actor table lives.
   EventLoop& loop() { return loop_; }
   NodeManager& nodes() { return *nodes_; }
   ResourceTracker& resources() { return resources_; }
@@ -138,8 +138,7 @@ class Head {
   // meanwhile), never around a call into the server that waits for RPCs. Declared before
   // the managers: a write they make while they are destroyed may still report a loss.
   absl::Mutex health_mu_;
-  // Where the managers' state lives (ActorManager's table so far): before them, so it
-  // outlives them.
+  // Where the actor table lives: before the managers, so it outlives them.
   EventLoop loop_;
   ResourceTracker resources_;  // before the node table, which keeps its view of the nodes
   std::unique_ptr<NodeManager> nodes_;

@@ -1,6 +1,10 @@
 #include "runtime/head/job_manager.h"
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -82,31 +86,123 @@ absl::Status ValidateJobSpec(v1::JobSpec& spec) {
 
 JobManager::JobManager(store::Store& store, ActorManager& actors, PlacementGroupManager& groups,
                        const Clock& clock, JobManagerOptions options)
-    : store_(store), actors_(actors), groups_(groups), clock_(clock), options_(std::move(options)) {}
+    : store_(store),
+      actors_(actors),
+      groups_(groups),
+      clock_(clock),
+      options_(std::move(options)),
+      wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      reaper_([this] { Reap(); }),
+      cleaner_([this] { Clean(); }) {
+  if (wake_fd_ < 0)
+    spdlog::warn("jobs: no eventfd (errno {}): the reaper looks for ended drivers every 100 ms", errno);
+}
 
 JobManager::~JobManager() {
-  std::map<std::string, std::thread> watchers;
   {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;
-    for (const auto& [id, job] : jobs_)
-      if (job.state() == v1::JOB_RUNNING && job.pid() > 0) kill(-job.pid(), SIGTERM);
-    watchers.swap(watchers_);
+    for (const auto& [id, w] : watched_) kill(-w.process.pid(), SIGTERM);
+    // Drivers get a few seconds to leave; the reaper records them.
+    const absl::Time deadline = absl::Now() + absl::Seconds(3);
+    while (!watched_.empty() && absl::Now() < deadline) ended_.WaitWithDeadline(&mu_, deadline);
+    for (const auto& [id, w] : watched_) kill(-w.process.pid(), SIGKILL);  // not reaped yet
+    stop_reaper_ = true;
   }
-  // Drivers get a few seconds to leave; the watchers record them.
-  absl::Time deadline = absl::Now() + absl::Seconds(3);
-  for (auto& [id, t] : watchers) {
-    while (absl::Now() < deadline) {
+  Wake();
+  reaper_.join();
+  {
+    absl::MutexLock lock(&mu_);
+    stop_cleaner_ = true;
+  }
+  cleaner_.join();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void JobManager::Wake() {
+  if (wake_fd_ < 0) return;
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));  // a full counter wakes it too
+}
+
+void JobManager::Reap() {
+  std::vector<pollfd> fds;
+  while (true) {
+    fds.clear();
+    if (wake_fd_ >= 0) fds.push_back(pollfd{wake_fd_, POLLIN, 0});
+    bool polled = wake_fd_ < 0;
+    {
       absl::MutexLock lock(&mu_);
-      if (Ended(jobs_[id].state())) break;
-      ended_.WaitWithDeadline(&mu_, deadline);
+      if (stop_reaper_ && watched_.empty()) return;
+      for (const auto& [id, w] : watched_) {
+        if (w.pidfd >= 0) {
+          fds.push_back(pollfd{w.pidfd, POLLIN, 0});
+        } else {
+          polled = true;
+        }
+      }
+    }
+    if (poll(fds.data(), fds.size(), polled ? 100 : -1) < 0 && errno != EINTR) {
+      spdlog::warn("jobs: the reaper's poll failed (errno {}); looking again in 100 ms", errno);
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    if (wake_fd_ >= 0) {
+      uint64_t count = 0;
+      [[maybe_unused]] ssize_t n = read(wake_fd_, &count, sizeof(count));  // EAGAIN when not woken
     }
     {
       absl::MutexLock lock(&mu_);
-      if (!Ended(jobs_[id].state()) && jobs_[id].pid() > 0) kill(-jobs_[id].pid(), SIGKILL);
+      for (auto it = watched_.begin(); it != watched_.end();) {
+        std::optional<ExitInfo> exit = it->second.process.TryWait();
+        if (!exit) {
+          ++it;
+          continue;
+        }
+        RecordEnd(it->first, *exit);
+        if (it->second.pidfd >= 0) close(it->second.pidfd);
+        cleaning_.insert(it->first);
+        to_clean_.push_back(it->first);
+        it = watched_.erase(it);
+        ended_.SignalAll();
+      }
     }
-    t.join();
   }
+}
+
+void JobManager::Clean() {
+  auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !to_clean_.empty() || stop_cleaner_; };
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    mu_.Await(absl::Condition(&has_work));
+    if (to_clean_.empty()) return;  // stopping, and nothing left
+    const std::string id = std::move(to_clean_.front());
+    to_clean_.pop_front();
+    mu_.Unlock();
+    CleanUp(id);
+    mu_.Lock();
+    cleaning_.erase(id);
+    ended_.SignalAll();
+  }
+}
+
+void JobManager::RecordEnd(const std::string& id, const ExitInfo& exit) {
+  v1::JobInfo& j = jobs_[id];
+  j.set_pid(0);
+  j.set_ended_unix_ms(absl::ToUnixMillis(clock_.Now()));
+  j.set_exit_code(exit.signaled ? 0 : exit.exit_code);
+  j.set_signal(exit.signaled ? exit.signal : 0);
+  if (stop_requested_[id]) {
+    j.set_state(v1::JOB_STOPPED);
+    j.set_message(absl::StrCat("stopped by the user (", exit.Describe(), ")"));
+  } else if (shutting_down_) {
+    j.set_state(v1::JOB_FAILED);
+    j.set_message(absl::StrCat("stopped with the head (", exit.Describe(), ")"));
+  } else {
+    j.set_state(exit.ok() ? v1::JOB_SUCCEEDED : v1::JOB_FAILED);
+    j.set_message(exit.Describe());
+  }
+  Persist(j);
+  spdlog::info("job {} {}: {}", id, v1::JobState_Name(j.state()), j.message());
 }
 
 absl::Status JobManager::Persist(const v1::JobInfo& info) {
@@ -248,45 +344,13 @@ absl::StatusOr<v1::JobInfo> JobManager::Submit(v1::JobSpec spec, const std::stri
   j.set_started_unix_ms(absl::ToUnixMillis(clock_.Now()));
   Persist(j);
   spdlog::info("job {} RUNNING: pid {}, log {}", id, p->pid(), j.log_path());
-  auto proc = std::make_shared<Subprocess>(std::move(*p));
-  // Watchers of ended jobs have finished (or are finishing their clean-up): join them now
-  // rather than keeping one thread per job until the job is deleted.
-  for (auto w = watchers_.begin(); w != watchers_.end();) {
-    auto job = jobs_.find(w->first);
-    if (job != jobs_.end() && Ended(job->second.state()) && finished_watchers_.contains(w->first)) {
-      w->second.join();
-      w = watchers_.erase(w);
-    } else {
-      ++w;
-    }
-  }
-  watchers_[id] = std::thread([this, id, proc] {
-    ExitInfo exit = proc->Wait();
-    {
-      absl::MutexLock lock(&mu_);
-      v1::JobInfo& j = jobs_[id];
-      j.set_pid(0);
-      j.set_ended_unix_ms(absl::ToUnixMillis(clock_.Now()));
-      j.set_exit_code(exit.signaled ? 0 : exit.exit_code);
-      j.set_signal(exit.signaled ? exit.signal : 0);
-      if (stop_requested_[id]) {
-        j.set_state(v1::JOB_STOPPED);
-        j.set_message(absl::StrCat("stopped by the user (", exit.Describe(), ")"));
-      } else if (shutting_down_) {
-        j.set_state(v1::JOB_FAILED);
-        j.set_message(absl::StrCat("stopped with the head (", exit.Describe(), ")"));
-      } else {
-        j.set_state(exit.ok() ? v1::JOB_SUCCEEDED : v1::JOB_FAILED);
-        j.set_message(exit.Describe());
-      }
-      Persist(j);
-      spdlog::info("job {} {}: {}", id, v1::JobState_Name(j.state()), j.message());
-    }
-    CleanUp(id);
-    absl::MutexLock lock(&mu_);
-    finished_watchers_.insert(id);
-    ended_.SignalAll();
-  });
+  // The reaper waits for it from here on (a pidfd, close-on-exec: readable once it exits).
+  int pidfd = -1;
+#ifdef SYS_pidfd_open
+  pidfd = static_cast<int>(syscall(SYS_pidfd_open, p->pid(), 0));
+#endif
+  watched_.emplace(id, Watched{std::move(*p), pidfd});
+  Wake();
   return j;
 }
 
@@ -318,24 +382,30 @@ absl::StatusOr<v1::JobInfo> JobManager::Stop(const std::string& job_id, absl::Du
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", job_id));
-  if (Ended(it->second.state())) return it->second;
-  int pid = it->second.pid();
-  if (pid <= 0)
-    return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " has no driver process yet"));
-  stop_requested_[job_id] = true;
-  kill(-pid, SIGTERM);
   // The job may end, and even be deleted, while this waits: look it up again each time.
   auto ended = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto j = jobs_.find(job_id);
     return j == jobs_.end() || Ended(j->second.state());
   };
-  absl::Time deadline = absl::Now() + grace;
-  while (!ended() && absl::Now() < deadline) ended_.WaitWithDeadline(&mu_, deadline);
-  if (!ended()) {
-    kill(-pid, SIGKILL);
-    absl::Time hard = absl::Now() + absl::Seconds(10);
-    while (!ended() && absl::Now() < hard) ended_.WaitWithDeadline(&mu_, hard);
+  auto cleaned = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ended() && !cleaning_.contains(job_id); };
+  if (!Ended(it->second.state())) {
+    const int pid = it->second.pid();
+    if (pid <= 0)
+      return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " has no driver process yet"));
+    stop_requested_[job_id] = true;
+    kill(-pid, SIGTERM);
+    absl::Time deadline = absl::Now() + grace;
+    while (!ended() && absl::Now() < deadline) ended_.WaitWithDeadline(&mu_, deadline);
+    if (!ended()) {
+      // Not recorded ended, so not reaped: the group is still the driver's.
+      kill(-pid, SIGKILL);
+      absl::Time hard = absl::Now() + absl::Seconds(10);
+      while (!ended() && absl::Now() < hard) ended_.WaitWithDeadline(&mu_, hard);
+    }
   }
+  // Its actors and groups go too before this answers (the workers' kills have deadlines).
+  absl::Time cleanup = absl::Now() + absl::Seconds(60);
+  while (!cleaned() && absl::Now() < cleanup) ended_.WaitWithDeadline(&mu_, cleanup);
   auto j = jobs_.find(job_id);
   if (j == jobs_.end())
     return absl::NotFoundError(absl::StrCat("job ", job_id, " was deleted while it stopped"));
@@ -343,9 +413,9 @@ absl::StatusOr<v1::JobInfo> JobManager::Stop(const std::string& job_id, absl::Du
 }
 
 absl::Status JobManager::Delete(const std::string& job_id) {
-  std::thread watcher;
   {
     absl::MutexLock lock(&mu_);
+    while (cleaning_.contains(job_id)) ended_.Wait(&mu_);  // its end is recorded: wait for the rest
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", job_id));
     if (!Ended(it->second.state()))
@@ -354,14 +424,7 @@ absl::Status JobManager::Delete(const std::string& job_id) {
     if (absl::StatusOr<bool> s = store_.Delete(kJobsTable, job_id); !s.ok()) return s.status();
     jobs_.erase(it);
     stop_requested_.erase(job_id);
-    finished_watchers_.erase(job_id);
-    auto w = watchers_.find(job_id);
-    if (w != watchers_.end()) {
-      watcher = std::move(w->second);
-      watchers_.erase(w);
-    }
   }
-  if (watcher.joinable()) watcher.join();
   std::error_code ec;
   fs::remove_all(fs::path(options_.jobs_dir) / job_id, ec);
   // The job's step metrics (job_metrics_keys.h) go with it; what cannot be read now stays.

@@ -1,11 +1,13 @@
 // head::EventLoop: tasks run one at a time in the order posted, Run answers from the loop
-// (inline on it), and Drain waits for holds (work outside the loop) and what they post.
+// (inline on it, or on the caller's thread while the loop is idle), and Drain waits for
+// holds (work outside the loop) and what they post.
 #include "runtime/head/event_loop.h"
 
 #include <atomic>
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 
 namespace skyrl::head {
@@ -52,6 +54,91 @@ TEST(EventLoopTest, RunAnswersFromTheLoopAndRunsInlineWhenCalledOnIt) {
   EXPECT_EQ(order, (std::vector<int>{1, 2}));
 }
 
+TEST(EventLoopTest, RunWithTheLoopIdleRunsOnTheCallersThreadAndOtherwiseQueuesBehind) {
+  EventLoop loop;
+  loop.Drain();
+  const std::thread::id me = std::this_thread::get_id();
+  EXPECT_EQ(loop.Run([] { return std::this_thread::get_id(); }), me) << "idle: run here, no hand-off";
+  EXPECT_EQ(loop.stats().inline_runs, 1u);
+  // Busy (a task runs): Run queues behind it and the loop thread answers.
+  absl::Notification started, release;
+  loop.Post([&] {
+    started.Notify();
+    release.WaitForNotification();
+  });
+  started.WaitForNotification();
+  std::thread answerer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    release.Notify();
+  });
+  EXPECT_NE(loop.Run([] { return std::this_thread::get_id(); }), me);
+  answerer.join();
+  // While a caller runs inline, the loop thread starts nothing: a task posted meanwhile
+  // runs after it.
+  std::vector<int> order;
+  absl::Notification inside;
+  std::thread poster([&] {
+    inside.WaitForNotification();
+    loop.Post([&] { order.push_back(2); });
+  });
+  loop.Drain();
+  loop.Run([&] {
+    inside.Notify();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    order.push_back(1);
+  });
+  poster.join();
+  loop.Drain();
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+}
+
+TEST(EventLoopTest, ManyThreadsMixingRunDispatchAndPostNeverOverlap) {
+  EventLoop loop;
+  constexpr int kThreads = 4, kPerThread = 3000;
+  std::atomic<int> inside{0}, overlaps{0};
+  int count = 0;  // touched only on the loop
+  auto body = [&] {
+    if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
+    ++count;
+    inside.fetch_sub(1);
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        switch ((t + i) % 3) {
+          case 0:
+            loop.Run(body);
+            break;
+          case 1:
+            loop.Dispatch(body);
+            break;
+          default:
+            loop.Post(body);
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  loop.Drain();
+  EXPECT_EQ(overlaps.load(), 0) << "two holders of the loop at once";
+  EXPECT_EQ(count, kThreads * kPerThread);
+  EXPECT_EQ(loop.stats().tasks, uint64_t{kThreads * kPerThread});
+}
+
+TEST(EventLoopTest, DispatchOnTheLoopRunsAfterTheCurrentTask) {
+  EventLoop loop;
+  std::vector<int> order;
+  loop.Run([&] {
+    loop.Dispatch([&] { order.push_back(2); });
+    order.push_back(1);
+  });
+  loop.Drain();
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  // Off the loop with the loop idle: done when Dispatch returns.
+  loop.Dispatch([&] { order.push_back(3); });
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+}
+
 TEST(EventLoopTest, DrainWaitsForHoldsAndForWhatTheirCompletionsPost) {
   EventLoop loop;
   std::atomic<bool> answered{false};
@@ -94,7 +181,7 @@ TEST(EventLoopTest, TasksPostedAfterShutdownAreDroppedUnrun) {
 
 TEST(EventLoopDeathTest, StateOfTheLoopTouchedOffItAborts) {
   EventLoop loop;
-  EXPECT_DEATH(loop.AssertOnLoop(), "off the loop thread");
+  EXPECT_DEATH(loop.AssertOnLoop(), "off the loop");
   loop.Run([&] { loop.AssertOnLoop(); });  // on it: fine
 }
 
