@@ -17,6 +17,7 @@ import cloudpickle
 
 from . import _api, _host, _methods, _options
 from ._actors import kill
+from ._placement import PlacementGroupSchedulingStrategy
 from ._python_actors import PyActorClass, PyActorMethod
 from ._refs import lend_cpu, reclaim_cpu, refs_of, resolve_argument
 from .exceptions import RayError
@@ -115,16 +116,25 @@ class _Pool:
                 self._slots.append(slot)
                 return slot
             except RayError as e:
-                if e.code != "RESOURCE_EXHAUSTED":
+                # Its placement group not placed yet (PENDING): wait for it, as Ray queues
+                # the task until the group is placed.
+                group_pending = e.code == "FAILED_PRECONDITION" and self._in_group()
+                if e.code != "RESOURCE_EXHAUSTED" and not group_pending:
                     raise
-                if attempt == 0 and _release_idle(self):
+                if attempt == 0 and not group_pending and _release_idle(self):
                     continue
                 if self._slots:
                     return None
-                # None at all: one that waits for room (one that can never fit still fails).
+                # None at all: one that waits for room or for its group (one that can never
+                # fit still fails).
                 slot = [self._waiting_class.remote(), collections.deque(), 0]
                 self._slots.append(slot)
                 return slot
+
+    def _in_group(self):
+        strategy = self._shape.get("scheduling_strategy")
+        return isinstance(strategy, PlacementGroupSchedulingStrategy) or \
+            self._shape.get("placement_group") not in (None, "default")
 
     def release_idle(self):
         """Kills this pool's executors with nothing in flight; returns how many. Skips a pool

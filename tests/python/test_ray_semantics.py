@@ -369,6 +369,26 @@ def test_actors_of_a_pending_placement_group_wait_for_it(fresh):
         ray.get(orphan.group.remote(), timeout=60)
 
 
+def test_tasks_of_a_pending_placement_group_wait_for_it(fresh):
+    from skyrl_runtime.util.placement_group import placement_group
+    from skyrl_runtime.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    @ray.remote(num_cpus=1)
+    def inside():
+        return "ran"
+
+    fresh(num_cpus=2)
+    holder = Plain.options(num_cpus=2).remote()
+    assert ray.get(holder.ping.remote(), timeout=60) == "pong"
+    pg = placement_group([{"CPU": 1}])  # fits once the holder is gone: PENDING
+    assert not pg.wait(0.2)
+    ref = inside.options(scheduling_strategy=PlacementGroupSchedulingStrategy(pg)).remote()
+    ready, _ = ray.wait([ref], timeout=0.5)
+    assert not ready, "the task ran before its group was placed"
+    ray.kill(holder)  # room: the group is placed, then the task runs in it
+    assert ray.get(ref, timeout=60) == "ran"
+
+
 def test_init_returns_a_context_read_as_rays(cluster):
     assert cluster["address"] == cluster["gcs_address"] == cluster.address
     assert cluster["node_ip_address"] == cluster.address.rsplit(":", 1)[0]
