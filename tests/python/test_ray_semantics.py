@@ -330,6 +330,19 @@ def test_an_actor_knows_its_placement_group(cluster):
     assert get_current_placement_group() is None  # a driver
 
 
+def _pending_group(fresh):
+    """A 2-CPU cluster whose CPUs an actor holds, and a 1-CPU group that fits once that actor
+    is gone: (the holder, the group, PENDING)."""
+    from skyrl_runtime.util.placement_group import placement_group
+
+    fresh(num_cpus=2)
+    holder = Plain.options(num_cpus=2).remote()
+    assert ray.get(holder.ping.remote(), timeout=60) == "pong"
+    pg = placement_group([{"CPU": 1}])
+    assert not pg.wait(0.2)
+    return holder, pg
+
+
 def test_actors_of_a_pending_placement_group_wait_for_it(fresh):
     from skyrl_runtime.util.placement_group import get_current_placement_group, placement_group, \
         remove_placement_group
@@ -341,11 +354,7 @@ def test_actors_of_a_pending_placement_group_wait_for_it(fresh):
             pg = get_current_placement_group()
             return pg.id if pg else None
 
-    fresh(num_cpus=2)
-    holder = Plain.options(num_cpus=2).remote()
-    assert ray.get(holder.ping.remote(), timeout=60) == "pong"
-    pg = placement_group([{"CPU": 1}])  # fits once the holder is gone: PENDING
-    assert not pg.wait(0.2)
+    holder, pg = _pending_group(fresh)
     inside = Where.options(scheduling_strategy=PlacementGroupSchedulingStrategy(pg)).remote()
     ref = inside.group.remote()
     info = _wait_state(inside, "PENDING")
@@ -370,18 +379,13 @@ def test_actors_of_a_pending_placement_group_wait_for_it(fresh):
 
 
 def test_tasks_of_a_pending_placement_group_wait_for_it(fresh):
-    from skyrl_runtime.util.placement_group import placement_group
     from skyrl_runtime.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     @ray.remote(num_cpus=1)
     def inside():
         return "ran"
 
-    fresh(num_cpus=2)
-    holder = Plain.options(num_cpus=2).remote()
-    assert ray.get(holder.ping.remote(), timeout=60) == "pong"
-    pg = placement_group([{"CPU": 1}])  # fits once the holder is gone: PENDING
-    assert not pg.wait(0.2)
+    holder, pg = _pending_group(fresh)
     ref = inside.options(scheduling_strategy=PlacementGroupSchedulingStrategy(pg)).remote()
     ready, _ = ray.wait([ref], timeout=0.5)
     assert not ready, "the task ran before its group was placed"
