@@ -45,14 +45,7 @@ void EventLoop::Leave() {
   absl::MutexLock lock(&mu_);
   ++tasks_;
   ++inline_runs_;
-  for (int round = 0; round < kCombine && !queue_.empty(); ++round) {
-    batch.swap(queue_);
-    mu_.Unlock();
-    uint64_t ran = 0;
-    for (; !batch.empty(); batch.pop_front(), ++ran) batch.front()();
-    mu_.Lock();
-    tasks_ += ran;
-  }
+  for (int round = 0; round < kCombine && !queue_.empty(); ++round) RunBatch(batch);
   running_ = false;  // what is still queued wakes the loop thread
 }
 
@@ -105,6 +98,15 @@ EventLoop::Stats EventLoop::stats() const {
   return Stats{tasks_, inline_runs_, queue_.size(), holds_};
 }
 
+void EventLoop::RunBatch(std::deque<Task>& batch) {
+  batch.swap(queue_);
+  mu_.Unlock();
+  uint64_t ran = 0;
+  for (; !batch.empty(); batch.pop_front(), ++ran) batch.front()();
+  mu_.Lock();
+  tasks_ += ran;
+}
+
 void EventLoop::Loop() {
   holder_ = this;
   std::deque<Task> batch;
@@ -112,15 +114,9 @@ void EventLoop::Loop() {
   while (true) {
     mu_.Await(absl::Condition(this, &EventLoop::HasWork));
     if (queue_.empty()) break;  // stopping, drained, and no hold out
-    // Everything queued at once, for one lock round trip however many tasks there are.
-    batch.swap(queue_);
     running_ = true;
-    mu_.Unlock();
-    uint64_t ran = 0;
-    for (; !batch.empty(); batch.pop_front(), ++ran) batch.front()();  // what it captured goes too
-    mu_.Lock();
+    RunBatch(batch);
     running_ = false;
-    tasks_ += ran;
   }
   stopped_ = true;
 }

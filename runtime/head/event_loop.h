@@ -61,13 +61,11 @@ class ABSL_LOCKABLE EventLoop {
   // REQUIRES: the loop is not shut down.
   template <typename F>
   std::invoke_result_t<F> Run(F&& fn) {
-    using R = std::invoke_result_t<F>;
-    if (OnLoop()) return fn();
-    if (TryEnter()) {
+    if (!OnLoop() && TryEnter()) {
       Entered entered(this);
       return fn();
     }
-    return RunOnLoopThread(std::forward<F>(fn));
+    return RunOnLoopThread(std::forward<F>(fn));  // inline there when on the loop
   }
 
   // Run, but always on the loop thread, never this one (inline only when called on the
@@ -164,6 +162,9 @@ class ABSL_LOCKABLE EventLoop {
     const EventLoop* outer_;
   };
   void Loop();
+  // Takes everything queued into `batch` and runs it with mu_ released (what each task
+  // captured goes with it), then counts it: one lock round trip however many tasks.
+  void RunBatch(std::deque<Task>& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Idle() const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return queue_.empty() && !running_ && holds_ == 0; }
   // Something to run while nothing runs, or nothing left to wait for once stopping (a hold
   // still out will post).

@@ -104,8 +104,8 @@ JobManager::~JobManager() {
     shutting_down_ = true;
     for (const auto& [id, w] : watched_) kill(-w.process.pid(), SIGTERM);
     // Drivers get a few seconds to leave; the reaper records them.
-    const absl::Time deadline = absl::Now() + absl::Seconds(3);
-    while (!watched_.empty() && absl::Now() < deadline) ended_.WaitWithDeadline(&mu_, deadline);
+    auto none_running = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return watched_.empty(); };
+    mu_.AwaitWithTimeout(absl::Condition(&none_running), absl::Seconds(3));
     for (const auto& [id, w] : watched_) kill(-w.process.pid(), SIGKILL);  // not reaped yet
     stop_reaper_ = true;
   }
@@ -163,7 +163,6 @@ void JobManager::Reap() {
         cleaning_.insert(it->first);
         to_clean_.push_back(it->first);
         it = watched_.erase(it);
-        ended_.SignalAll();
       }
     }
   }
@@ -181,7 +180,6 @@ void JobManager::Clean() {
     CleanUp(id);
     mu_.Lock();
     cleaning_.erase(id);
-    ended_.SignalAll();
   }
 }
 
@@ -296,7 +294,6 @@ absl::StatusOr<v1::JobInfo> JobManager::Submit(v1::JobSpec spec, const std::stri
     j.set_message(why);
     j.set_ended_unix_ms(absl::ToUnixMillis(clock_.Now()));
     Persist(j);
-    ended_.SignalAll();
     return j;
   };
   std::error_code ec;
@@ -394,18 +391,15 @@ absl::StatusOr<v1::JobInfo> JobManager::Stop(const std::string& job_id, absl::Du
       return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " has no driver process yet"));
     stop_requested_[job_id] = true;
     kill(-pid, SIGTERM);
-    absl::Time deadline = absl::Now() + grace;
-    while (!ended() && absl::Now() < deadline) ended_.WaitWithDeadline(&mu_, deadline);
+    mu_.AwaitWithTimeout(absl::Condition(&ended), grace);
     if (!ended()) {
       // Not recorded ended, so not reaped: the group is still the driver's.
       kill(-pid, SIGKILL);
-      absl::Time hard = absl::Now() + absl::Seconds(10);
-      while (!ended() && absl::Now() < hard) ended_.WaitWithDeadline(&mu_, hard);
+      mu_.AwaitWithTimeout(absl::Condition(&ended), absl::Seconds(10));
     }
   }
   // Its actors and groups go too before this answers (the workers' kills have deadlines).
-  absl::Time cleanup = absl::Now() + absl::Seconds(60);
-  while (!cleaned() && absl::Now() < cleanup) ended_.WaitWithDeadline(&mu_, cleanup);
+  mu_.AwaitWithTimeout(absl::Condition(&cleaned), absl::Seconds(60));
   auto j = jobs_.find(job_id);
   if (j == jobs_.end())
     return absl::NotFoundError(absl::StrCat("job ", job_id, " was deleted while it stopped"));
@@ -415,7 +409,9 @@ absl::StatusOr<v1::JobInfo> JobManager::Stop(const std::string& job_id, absl::Du
 absl::Status JobManager::Delete(const std::string& job_id) {
   {
     absl::MutexLock lock(&mu_);
-    while (cleaning_.contains(job_id)) ended_.Wait(&mu_);  // its end is recorded: wait for the rest
+    // Its end is recorded: wait for the rest.
+    auto cleaned = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !cleaning_.contains(job_id); };
+    mu_.Await(absl::Condition(&cleaned));
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", job_id));
     if (!Ended(it->second.state()))

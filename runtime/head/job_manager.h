@@ -99,7 +99,6 @@ class JobManager {
   const Clock& clock_;
   const JobManagerOptions options_;
   mutable absl::Mutex mu_;
-  absl::CondVar ended_;  // a job ended, or its clean-up finished
   absl::flat_hash_map<std::string, v1::JobInfo> jobs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, bool> stop_requested_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Watched> watched_ ABSL_GUARDED_BY(mu_);     // running drivers
